@@ -1,0 +1,141 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// BackupMemberPhase is the step the manager asks a backup member to be in.
+// +kubebuilder:validation:Enum=initialize;execute;teardown
+type BackupMemberPhase string
+
+const (
+	// BackupMemberInitialize: pin the GC safepoint, take the TiKV prepare leases and pause PD
+	// scheduling, then hold all of it (only the initializer member).
+	BackupMemberInitialize BackupMemberPhase = "initialize"
+	// BackupMemberExecute: snapshot every TiKV instance and write backupmeta.
+	BackupMemberExecute BackupMemberPhase = "execute"
+	// BackupMemberTeardown: the federation is done with this member; release what it holds.
+	BackupMemberTeardown BackupMemberPhase = "teardown"
+)
+
+// VolumeBackupMemberSpec is what the manager asks of one data plane.
+//
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'teardown' || self.phase == 'teardown'",message="phase cannot go back from teardown"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'execute' || self.phase != 'initialize'",message="phase cannot go back from execute to initialize"
+type VolumeBackupMemberSpec struct {
+	// VolumeBackup is the name of the VolumeBackup in the control plane this member belongs to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="volumeBackup is immutable"
+	VolumeBackup string `json:"volumeBackup"`
+	// K8sClusterName is this data plane's name in the manager's kubeconfig.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="k8sClusterName is immutable"
+	K8sClusterName string `json:"k8sClusterName"`
+	// TCName is the TidbCluster to back up.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tcName is immutable"
+	TCName string `json:"tcName"`
+	// TCNamespace is the TidbCluster's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tcNamespace is immutable"
+	TCNamespace string `json:"tcNamespace"`
+	// Phase is the step the manager asks for.
+	Phase BackupMemberPhase `json:"phase"`
+	// ResumeGC asks the initializer to lift the GC safepoint and PD pause now, because every
+	// member has started its snapshots.
+	// +optional
+	ResumeGC bool `json:"resumeGC,omitempty"`
+	// Template is the VolumeBackup's template, with this member's storage prefix.
+	Template fedv1alpha1.VolumeBackupMemberSpec `json:"template"`
+}
+
+// Condition types of a VolumeBackupMember, written by the agent.
+const (
+	// BackupMemberInitializedCondition is True while the pause (GC safepoint, TiKV leases, PD
+	// schedulers) is held and ready.
+	BackupMemberInitializedCondition = "Initialized"
+	// BackupMemberSnapshotsCreatedCondition is True once every snapshot has started and
+	// backupmeta is written.
+	BackupMemberSnapshotsCreatedCondition = "SnapshotsCreated"
+	// BackupMemberGCResumedCondition is True once the initializer lifted the pause.
+	BackupMemberGCResumedCondition = "GCResumed"
+	// BackupMemberCompleteCondition is True once every snapshot has completed.
+	BackupMemberCompleteCondition = "Complete"
+	// BackupMemberFailedCondition is True when the member failed; its reason and message say why.
+	BackupMemberFailedCondition = "Failed"
+	// BackupMemberCleanedCondition is True once snapshots and metadata are deleted.
+	BackupMemberCleanedCondition = "Cleaned"
+)
+
+// VolumeBackupMemberStatus is what the agent reports to the manager.
+type VolumeBackupMemberStatus struct {
+	// ObservedGeneration is the spec generation the agent acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is a one-word summary for print columns.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// BackupPath is where this member's metadata is stored.
+	// +optional
+	BackupPath string `json:"backupPath,omitempty"`
+	// CommitTs is the resolved-ts the snapshots are consistent at (decimal TSO).
+	// +optional
+	CommitTs string `json:"commitTs,omitempty"`
+	// SnapshotsTotal is the number of snapshots this member started.
+	// +optional
+	SnapshotsTotal int32 `json:"snapshotsTotal,omitempty"`
+	// SnapshotsCompleted is the number of those that completed.
+	// +optional
+	SnapshotsCompleted int32 `json:"snapshotsCompleted,omitempty"`
+	// BackupSize is the full size in bytes.
+	// +optional
+	BackupSize int64 `json:"backupSize,omitempty"`
+	// IncrementalBackupSize is the size in bytes changed since the previous backup.
+	// +optional
+	IncrementalBackupSize int64 `json:"incrementalBackupSize,omitempty"`
+	// TimeStarted is when the member started.
+	// +optional
+	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`
+	// TimeCompleted is when the member completed or failed.
+	// +optional
+	TimeCompleted *metav1.Time `json:"timeCompleted,omitempty"`
+	// Conditions are the API of progress.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VolumeBackupMember is one data plane's part of a VolumeBackup.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vbm,categories=fedbr
+// +kubebuilder:printcolumn:name="Backup",type=string,JSONPath=`.spec.volumeBackup`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.spec.phase`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="CommitTS",type=string,JSONPath=`.status.commitTs`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VolumeBackupMember struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec VolumeBackupMemberSpec `json:"spec"`
+	// +optional
+	Status VolumeBackupMemberStatus `json:"status,omitempty"`
+}
+
+// VolumeBackupMemberList is a list of VolumeBackupMembers.
+//
+// +kubebuilder:object:root=true
+type VolumeBackupMemberList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VolumeBackupMember `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VolumeBackupMember{}, &VolumeBackupMemberList{})
+}

@@ -1,0 +1,103 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Admission patterns shared by the CRD markers below and the Go validation in
+// volumebackupschedule_funcs.go; a test keeps the two in step.
+const (
+	// CronPattern accepts what robfig/cron's standard parser accepts, field by field: five
+	// fields with per-field ranges and names, lists, ranges and steps, @descriptors, @every and a
+	// CRON_TZ= prefix. Reversed ranges (10-5) pass here and are caught by the controller.
+	CronPattern = `^ *(?:(?:CRON_)?TZ=[A-Za-z0-9_+/-]+ +)?(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|@every +(?:[0-9]+(?:[.][0-9]+)?(?:ns|us|µs|ms|s|m|h))+|(?:(?:[*?]|(?:[0-5]?[0-9])(?:-(?:[0-5]?[0-9]))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:[0-5]?[0-9])(?:-(?:[0-5]?[0-9]))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:[01]?[0-9]|2[0-3])(?:-(?:[01]?[0-9]|2[0-3]))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:[01]?[0-9]|2[0-3])(?:-(?:[01]?[0-9]|2[0-3]))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:0?[1-9]|[12][0-9]|3[01])(?:-(?:0?[1-9]|[12][0-9]|3[01]))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:0?[1-9]|[12][0-9]|3[01])(?:-(?:0?[1-9]|[12][0-9]|3[01]))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(?:-(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(?:-(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(?:-(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(?:-(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(?:/0*[1-9][0-9]{0,2})?))*) *$`
+	// RetentionPattern accepts Go durations plus a day unit: 168h, 7d, 1d12h, 90m.
+	RetentionPattern = `^(?:[0-9]+(?:[.][0-9]+)?(?:ns|us|µs|ms|s|m|h|d))+$`
+	// zeroRetentionPattern matches retentions that add up to zero.
+	zeroRetentionPattern = `^(?:0+(?:[.]0+)?(?:ns|us|µs|ms|s|m|h|d))+$`
+)
+
+// VolumeBackupScheduleSpec says when to take VolumeBackups and how long to keep them.
+type VolumeBackupScheduleSpec struct {
+	// Schedule is a standard 5-field cron expression (minute hour day-of-month month
+	// day-of-week), an @descriptor such as @daily, or @every <duration>; an optional CRON_TZ=
+	// prefix sets the time zone.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^ *(?:(?:CRON_)?TZ=[A-Za-z0-9_+/-]+ +)?(?:@(?:yearly|annually|monthly|weekly|daily|midnight|hourly)|@every +(?:[0-9]+(?:[.][0-9]+)?(?:ns|us|µs|ms|s|m|h))+|(?:(?:[*?]|(?:[0-5]?[0-9])(?:-(?:[0-5]?[0-9]))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:[0-5]?[0-9])(?:-(?:[0-5]?[0-9]))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:[01]?[0-9]|2[0-3])(?:-(?:[01]?[0-9]|2[0-3]))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:[01]?[0-9]|2[0-3])(?:-(?:[01]?[0-9]|2[0-3]))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:0?[1-9]|[12][0-9]|3[01])(?:-(?:0?[1-9]|[12][0-9]|3[01]))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:0?[1-9]|[12][0-9]|3[01])(?:-(?:0?[1-9]|[12][0-9]|3[01]))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(?:-(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(?:-(?:0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(?:/0*[1-9][0-9]{0,2})?))* +(?:(?:[*?]|(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(?:-(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(?:/0*[1-9][0-9]{0,2})?)(?:,(?:(?:[*?]|(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(?:-(?:0?[0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(?:/0*[1-9][0-9]{0,2})?))*) *$')`,message="schedule must be a cron expression with five fields (minute hour day-of-month month day-of-week) such as '0 */6 * * *', or @hourly, @daily, @weekly, @monthly or @every <duration>"
+	Schedule string `json:"schedule"`
+	// Pause stops creating backups; retention still runs.
+	// +optional
+	Pause bool `json:"pause,omitempty"`
+	// MaxBackups keeps the N newest backups; 0 or unset keeps all. Ignored when
+	// maxReservedTime is set.
+	// +kubebuilder:validation:XValidation:rule="self >= 0",message="maxBackups cannot be negative (0 keeps every backup)"
+	// +optional
+	MaxBackups *int32 `json:"maxBackups,omitempty"`
+	// MaxReservedTime deletes backups older than this: a Go duration (168h) or days (7d).
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule=`self.matches('^(?:[0-9]+(?:[.][0-9]+)?(?:ns|us|µs|ms|s|m|h|d))+$')`,message="maxReservedTime must be a duration such as 168h, 7d or 1d12h"
+	// +kubebuilder:validation:XValidation:rule=`!self.matches('^(?:0+(?:[.]0+)?(?:ns|us|µs|ms|s|m|h|d))+$')`,message="maxReservedTime must be longer than zero"
+	// +optional
+	MaxReservedTime *string `json:"maxReservedTime,omitempty"`
+	// BackupTemplate is the VolumeBackup spec of every scheduled backup.
+	BackupTemplate VolumeBackupSpec `json:"backupTemplate"`
+}
+
+// VolumeBackupScheduleStatus is the observed state of a VolumeBackupSchedule.
+type VolumeBackupScheduleStatus struct {
+	// ObservedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// LastBackup is the name of the last VolumeBackup created.
+	// +optional
+	LastBackup string `json:"lastBackup,omitempty"`
+	// LastBackupTime is the scheduled time of that backup.
+	// +optional
+	LastBackupTime *metav1.Time `json:"lastBackupTime,omitempty"`
+	// AllBackupCleanTime is when retention removed the last remaining backup.
+	// +optional
+	AllBackupCleanTime *metav1.Time `json:"allBackupCleanTime,omitempty"`
+	// Conditions are the API of progress.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Condition types of a VolumeBackupSchedule.
+const (
+	// VolumeBackupScheduleReadyCondition is True when the schedule is valid and running.
+	VolumeBackupScheduleReadyCondition = "Ready"
+)
+
+// VolumeBackupSchedule creates VolumeBackups on a cron schedule and deletes old ones.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vbks,categories=fedbr
+// +kubebuilder:printcolumn:name="Schedule",type=string,JSONPath=`.spec.schedule`
+// +kubebuilder:printcolumn:name="MaxBackups",type=integer,JSONPath=`.spec.maxBackups`
+// +kubebuilder:printcolumn:name="MaxReservedTime",type=string,JSONPath=`.spec.maxReservedTime`
+// +kubebuilder:printcolumn:name="LastBackup",type=string,JSONPath=`.status.lastBackup`,priority=1
+// +kubebuilder:printcolumn:name="LastBackupTime",type=date,JSONPath=`.status.lastBackupTime`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type VolumeBackupSchedule struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec VolumeBackupScheduleSpec `json:"spec"`
+	// +optional
+	Status VolumeBackupScheduleStatus `json:"status,omitempty"`
+}
+
+// VolumeBackupScheduleList is a list of VolumeBackupSchedules.
+//
+// +kubebuilder:object:root=true
+type VolumeBackupScheduleList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VolumeBackupSchedule `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VolumeBackupSchedule{}, &VolumeBackupScheduleList{})
+}

@@ -1,0 +1,280 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// VolumeRestoreMemberCluster names one data plane, the TidbCluster to restore into and the
+// backup member to restore from.
+type VolumeRestoreMemberCluster struct {
+	// K8sClusterName is the context name of this data plane in the manager's kubeconfig.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	K8sClusterName string `json:"k8sClusterName"`
+	// TCName is the TidbCluster to restore into; it must exist with spec.recoveryMode true.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	TCName string `json:"tcName"`
+	// TCNamespace is the TidbCluster's namespace; the member object is created there.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	TCNamespace string `json:"tcNamespace"`
+	// AZName is the availability zone to create the volumes in; it also rewrites the TiKV PVs'
+	// zone affinity. Empty keeps each volume in its snapshot's source AZ.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	AZName string `json:"azName,omitempty"`
+	// Backup is where this member's backup metadata lives (normally the backupPath of the
+	// matching VolumeBackup member).
+	Backup StorageProvider `json:"backup"`
+}
+
+// RestoreWarmupMode says whether TiKV waits for warm-up before it starts.
+// +kubebuilder:validation:Enum="";sync;async
+type RestoreWarmupMode string
+
+const (
+	// RestoreWarmupNone skips warm-up.
+	RestoreWarmupNone RestoreWarmupMode = ""
+	// RestoreWarmupSync warms every volume before TiKV starts.
+	RestoreWarmupSync RestoreWarmupMode = "sync"
+	// RestoreWarmupAsync starts TiKV at once and warms the volumes beside it.
+	RestoreWarmupAsync RestoreWarmupMode = "async"
+)
+
+// RestoreWarmupStrategy says how restored volumes are warmed.
+// +kubebuilder:validation:Enum=fio;hybrid;fsr;check-wal-only
+type RestoreWarmupStrategy string
+
+const (
+	// RestoreWarmupStrategyFio reads every block of every volume.
+	RestoreWarmupStrategyFio RestoreWarmupStrategy = "fio"
+	// RestoreWarmupStrategyHybrid reads files on the data volume and blocks elsewhere.
+	RestoreWarmupStrategyHybrid RestoreWarmupStrategy = "hybrid"
+	// RestoreWarmupStrategyFsr enables Fast Snapshot Restore on the snapshots instead.
+	RestoreWarmupStrategyFsr RestoreWarmupStrategy = "fsr"
+	// RestoreWarmupStrategyCheckWALOnly checks the raft WAL only.
+	RestoreWarmupStrategyCheckWALOnly RestoreWarmupStrategy = "check-wal-only"
+)
+
+// VolumeRestoreMemberSpec is the template copied into every data plane's member.
+type VolumeRestoreMemberSpec struct {
+	// Resources of the restore Jobs.
+	// +optional
+	corev1.ResourceRequirements `json:"resources,omitempty"`
+	// Env is added to the restore Jobs' environment.
+	// +optional
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// BR tunes the BR engine. Optional in fedbr (upstream crashed without it).
+	// +optional
+	BR *BRConfig `json:"br,omitempty"`
+	// Tolerations of the restore Jobs.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// ToolImage is the image the Jobs run; defaults to the agent's own image.
+	// +optional
+	ToolImage string `json:"toolImage,omitempty"`
+	// ImagePullSecrets of the Jobs.
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// ServiceAccount the Jobs run as.
+	// +optional
+	ServiceAccount string `json:"serviceAccount,omitempty"`
+	// AutomountServiceAccountToken is kept for compatibility.
+	// +optional
+	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
+	// PriorityClassName of the Jobs.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// Warmup is "" (none), sync or async.
+	// +optional
+	Warmup RestoreWarmupMode `json:"warmup,omitempty"`
+	// WarmupImage is the image of the warm-up Jobs; defaults to the agent's own image.
+	// +optional
+	WarmupImage string `json:"warmupImage,omitempty"`
+	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only.
+	// +optional
+	WarmupStrategy RestoreWarmupStrategy `json:"warmupStrategy,omitempty"`
+	// AdditionalVolumes are added to the Jobs' pods.
+	// +optional
+	AdditionalVolumes []corev1.Volume `json:"additionalVolumes,omitempty"`
+	// AdditionalVolumeMounts are added to the Jobs' containers.
+	// +optional
+	AdditionalVolumeMounts []corev1.VolumeMount `json:"additionalVolumeMounts,omitempty"`
+	// TolerateSingleTiKVOutage lets restore-data proceed with one TiKV store down (fedbr exposes
+	// what upstream kept on the data-plane Restore only).
+	// +optional
+	TolerateSingleTiKVOutage bool `json:"tolerateSingleTiKVOutage,omitempty"`
+	// BackoffLimit is the retries of each restore Job.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+	// StepTimeout bounds each member step (default 24h).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="stepTimeout must be a positive duration such as 30m or 6h"
+	// +optional
+	StepTimeout *metav1.Duration `json:"stepTimeout,omitempty"`
+}
+
+// VolumeRestoreSpec says which data planes to restore into and how.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.crossAZ) || !self.crossAZ || self.clusters.all(c, has(c.azName) && c.azName != '')",message="crossAZ requires azName on every cluster: name the availability zone to create each cluster's volumes in"
+type VolumeRestoreSpec struct {
+	// Clusters are the data planes to restore into, one entry per kubeconfig context.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:XValidation:rule="size(self) > 0",message="clusters must name at least one data-plane cluster"
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, d.k8sClusterName == c.k8sClusterName))",message="k8sClusterName must be unique: each data-plane cluster may appear only once"
+	// +listType=atomic
+	Clusters []VolumeRestoreMemberCluster `json:"clusters"`
+	// CrossAZ says the volumes go to other AZs than the snapshots' sources; every cluster must
+	// then name its azName (fedbr extension).
+	// +optional
+	CrossAZ bool `json:"crossAZ,omitempty"`
+	// Template is copied into every member.
+	Template VolumeRestoreMemberSpec `json:"template"`
+}
+
+// VolumeRestorePhase is a one-word summary of a VolumeRestore, derived from its conditions.
+type VolumeRestorePhase string
+
+const (
+	// VolumeRestorePending means the restore has not started.
+	VolumeRestorePending VolumeRestorePhase = "Pending"
+	// VolumeRestoreRunning means volumes are being created.
+	VolumeRestoreRunning VolumeRestorePhase = "Running"
+	// VolumeRestoreVolumeComplete means every volume exists and is bound to TiKV.
+	VolumeRestoreVolumeComplete VolumeRestorePhase = "VolumeComplete"
+	// VolumeRestoreTikvComplete means every TiKV runs in recovery mode.
+	VolumeRestoreTikvComplete VolumeRestorePhase = "TikvComplete"
+	// VolumeRestoreDataComplete means the data is recovered to the commit ts.
+	VolumeRestoreDataComplete VolumeRestorePhase = "DataComplete"
+	// VolumeRestoreComplete means TiKV runs normally on the restored data.
+	VolumeRestoreComplete VolumeRestorePhase = "Complete"
+	// VolumeRestoreFailed means the restore failed; see the Failed condition.
+	VolumeRestoreFailed VolumeRestorePhase = "Failed"
+)
+
+// Condition types of a VolumeRestore.
+const (
+	// VolumeRestoreReadyCondition summarises the others: True when the restore is complete.
+	VolumeRestoreReadyCondition = "Ready"
+	// VolumeRestoreVolumeCompleteCondition is True when every member's volumes are created.
+	VolumeRestoreVolumeCompleteCondition = "VolumeComplete"
+	// VolumeRestoreWarmUpCompleteCondition is True when warm-up finished (or was not asked for).
+	VolumeRestoreWarmUpCompleteCondition = "WarmUpComplete"
+	// VolumeRestoreTikvCompleteCondition is True when every TiKV runs in recovery mode.
+	VolumeRestoreTikvCompleteCondition = "TikvComplete"
+	// VolumeRestoreDataCompleteCondition is True when region recovery and flashback are done.
+	VolumeRestoreDataCompleteCondition = "DataComplete"
+	// VolumeRestoreCompleteCondition is True when TiKV left recovery mode everywhere.
+	VolumeRestoreCompleteCondition = "Complete"
+	// VolumeRestoreFailedCondition is True when the restore failed and will not be retried.
+	VolumeRestoreFailedCondition = "Failed"
+)
+
+// VolumeRestoreMemberStatus is one data plane's part of a VolumeRestore.
+type VolumeRestoreMemberStatus struct {
+	// K8sClusterName is the data plane.
+	K8sClusterName string `json:"k8sClusterName,omitempty"`
+	// TCName is the TidbCluster's name.
+	TCName string `json:"tcName,omitempty"`
+	// TCNamespace is the TidbCluster's namespace.
+	TCNamespace string `json:"tcNamespace,omitempty"`
+	// RestoreName is the member object's name.
+	RestoreName string `json:"restoreName"`
+	// Phase is the member's phase.
+	Phase string `json:"phase"`
+	// CommitTs is the member backup's resolved-ts.
+	// +optional
+	CommitTs string `json:"commitTs,omitempty"`
+	// Reason is the member's failure reason.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message is the member's failure message.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// VolumeRestoreStep records one step of a restore and how long it took.
+type VolumeRestoreStep struct {
+	// StepName is RestoreVolume, StartTiKV, WarmUp, RestoreData or RestartTiKV.
+	StepName string `json:"stepName"`
+	// TimeStarted is when the step started.
+	// +optional
+	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`
+	// TimeCompleted is when the step completed.
+	// +optional
+	TimeCompleted *metav1.Time `json:"timeCompleted,omitempty"`
+	// TimeTaken is TimeCompleted - TimeStarted.
+	// +optional
+	TimeTaken string `json:"timeTaken,omitempty"`
+}
+
+// VolumeRestoreStatus is the observed state of a VolumeRestore.
+type VolumeRestoreStatus struct {
+	// ObservedGeneration is the generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Restores is one entry per data plane.
+	// +optional
+	Restores []VolumeRestoreMemberStatus `json:"restores,omitempty"`
+	// Steps are the steps taken so far.
+	// +optional
+	Steps []VolumeRestoreStep `json:"steps,omitempty"`
+	// TimeStarted is when the restore started; the spec is frozen from then on.
+	// +optional
+	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`
+	// TimeCompleted is when the restore completed or failed.
+	// +optional
+	TimeCompleted *metav1.Time `json:"timeCompleted,omitempty"`
+	// TimeTaken is TimeCompleted - TimeStarted.
+	// +optional
+	TimeTaken string `json:"timeTaken,omitempty"`
+	// CommitTs is the timestamp the data was restored to.
+	// +optional
+	CommitTs string `json:"commitTs,omitempty"`
+	// Phase is a one-word summary derived from the conditions.
+	// +optional
+	Phase VolumeRestorePhase `json:"phase,omitempty"`
+	// Conditions are the API of progress.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VolumeRestore restores one TiDB cluster, spread over several Kubernetes clusters, from a
+// VolumeBackup's snapshots.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=vrt,categories=fedbr
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="CommitTS",type=string,JSONPath=`.status.commitTs`
+// +kubebuilder:printcolumn:name="TimeTaken",type=string,JSONPath=`.status.timeTaken`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.timeStarted) || (has(self.spec.crossAZ) == has(oldSelf.spec.crossAZ) && (!has(self.spec.crossAZ) || self.spec.crossAZ == oldSelf.spec.crossAZ) && self.spec.clusters.size() == oldSelf.spec.clusters.size() && self.spec.clusters.all(c, oldSelf.spec.clusters.exists(o, o.k8sClusterName == c.k8sClusterName && o.tcName == c.tcName && o.tcNamespace == c.tcNamespace && (has(o.azName) == has(c.azName) && (!has(o.azName) || o.azName == c.azName)) && (has(o.backup.s3) == has(c.backup.s3) && (!has(o.backup.s3) || ((has(o.backup.s3.bucket) == has(c.backup.s3.bucket) && (!has(o.backup.s3.bucket) || o.backup.s3.bucket == c.backup.s3.bucket)) && (has(o.backup.s3.prefix) == has(c.backup.s3.prefix) && (!has(o.backup.s3.prefix) || o.backup.s3.prefix == c.backup.s3.prefix)) && (has(o.backup.s3.path) == has(c.backup.s3.path) && (!has(o.backup.s3.path) || o.backup.s3.path == c.backup.s3.path)) && (has(o.backup.s3.region) == has(c.backup.s3.region) && (!has(o.backup.s3.region) || o.backup.s3.region == c.backup.s3.region)) && (has(o.backup.s3.endpoint) == has(c.backup.s3.endpoint) && (!has(o.backup.s3.endpoint) || o.backup.s3.endpoint == c.backup.s3.endpoint))))) && (has(o.backup.gcs) == has(c.backup.gcs) && (!has(o.backup.gcs) || ((has(o.backup.gcs.bucket) == has(c.backup.gcs.bucket) && (!has(o.backup.gcs.bucket) || o.backup.gcs.bucket == c.backup.gcs.bucket)) && (has(o.backup.gcs.prefix) == has(c.backup.gcs.prefix) && (!has(o.backup.gcs.prefix) || o.backup.gcs.prefix == c.backup.gcs.prefix)) && (has(o.backup.gcs.path) == has(c.backup.gcs.path) && (!has(o.backup.gcs.path) || o.backup.gcs.path == c.backup.gcs.path))))) && (has(o.backup.azblob) == has(c.backup.azblob) && (!has(o.backup.azblob) || ((has(o.backup.azblob.container) == has(c.backup.azblob.container) && (!has(o.backup.azblob.container) || o.backup.azblob.container == c.backup.azblob.container)) && (has(o.backup.azblob.prefix) == has(c.backup.azblob.prefix) && (!has(o.backup.azblob.prefix) || o.backup.azblob.prefix == c.backup.azblob.prefix)) && (has(o.backup.azblob.path) == has(c.backup.azblob.path) && (!has(o.backup.azblob.path) || o.backup.azblob.path == c.backup.azblob.path))))) && (has(o.backup.local) == has(c.backup.local) && (!has(o.backup.local) || ((has(o.backup.local.prefix) == has(c.backup.local.prefix) && (!has(o.backup.local.prefix) || o.backup.local.prefix == c.backup.local.prefix))))))))",message="spec.clusters cannot change after the restore has started: volumes are already being created from the old clusters' backups; create a new VolumeRestore instead"
+type VolumeRestore struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec VolumeRestoreSpec `json:"spec"`
+	// +optional
+	Status VolumeRestoreStatus `json:"status,omitempty"`
+}
+
+// VolumeRestoreList is a list of VolumeRestores.
+//
+// +kubebuilder:object:root=true
+type VolumeRestoreList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []VolumeRestore `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&VolumeRestore{}, &VolumeRestoreList{})
+}

@@ -1,0 +1,161 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TiKVVolumesReadyAnnotation gates TiKV start in recovery mode: tidb-operator starts TiKV only once
+// the restore sets it to <restoreNamespace>/<restoreName>.
+const TiKVVolumesReadyAnnotation = "tidb.pingcap.com/tikv-volumes-ready"
+
+// ComponentSpec is what fedbr reads of a PD, TiKV or TiDB component.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type ComponentSpec struct {
+	// Replicas is the number of members.
+	// +kubebuilder:validation:Minimum=0
+	Replicas int32 `json:"replicas"`
+	// BaseImage is the image without tag.
+	// +optional
+	BaseImage string `json:"baseImage,omitempty"`
+	// Version overrides the cluster version for this component.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// StorageClassName of the component's PVCs.
+	// +optional
+	StorageClassName *string `json:"storageClassName,omitempty"`
+	// Requests holds the storage request of the data volume.
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+}
+
+// TidbClusterSpec is what fedbr reads and writes of a TidbCluster's spec.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type TidbClusterSpec struct {
+	// Version is the TiDB version of all components.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// ClusterDomain is the Kubernetes cluster domain used in cross-cluster addresses.
+	// +optional
+	ClusterDomain string `json:"clusterDomain,omitempty"`
+	// AcrossK8s says this TidbCluster is one part of a cluster spread over Kubernetes clusters;
+	// volume-snapshot backup and restore require it.
+	// +optional
+	AcrossK8s bool `json:"acrossK8s,omitempty"`
+	// RecoveryMode makes tidb-operator start PD with the snapshot-recovering marker and TiKV only
+	// once the volumes are ready; restore-finish sets it back to false.
+	// +optional
+	RecoveryMode bool `json:"recoveryMode,omitempty"`
+	// PD is the PD component.
+	// +optional
+	PD *ComponentSpec `json:"pd,omitempty"`
+	// TiKV is the TiKV component.
+	// +optional
+	TiKV *ComponentSpec `json:"tikv,omitempty"`
+	// TiDB is the TiDB component.
+	// +optional
+	TiDB *ComponentSpec `json:"tidb,omitempty"`
+}
+
+// PDMember is one PD member as tidb-operator publishes it.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type PDMember struct {
+	// Name is the member name.
+	Name string `json:"name"`
+	// ID is PD's member id.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// ClientURL is the member's client address.
+	// +optional
+	ClientURL string `json:"clientURL,omitempty"`
+	// Health is whether the member is healthy.
+	// +optional
+	Health bool `json:"health,omitempty"`
+}
+
+// TiKVStore is one TiKV store as tidb-operator publishes it.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type TiKVStore struct {
+	// ID is PD's store id.
+	// +optional
+	ID string `json:"id,omitempty"`
+	// PodName is the TiKV pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// IP is the address TiKV serves on.
+	// +optional
+	IP string `json:"ip,omitempty"`
+	// State is Up, Down, Offline or Tombstone.
+	// +optional
+	State string `json:"state,omitempty"`
+}
+
+// PDStatus is what fedbr reads of PD's status.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type PDStatus struct {
+	// Members by name.
+	// +optional
+	Members map[string]PDMember `json:"members,omitempty"`
+}
+
+// TiKVStatus is what fedbr reads of TiKV's status.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type TiKVStatus struct {
+	// Phase is the TiKV phase.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Stores by store id.
+	// +optional
+	Stores map[string]TiKVStore `json:"stores,omitempty"`
+}
+
+// TidbClusterStatus is what fedbr reads of a TidbCluster's status.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type TidbClusterStatus struct {
+	// ClusterID is PD's cluster id.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// PD is PD's status.
+	// +optional
+	PD PDStatus `json:"pd,omitempty"`
+	// TiKV is TiKV's status.
+	// +optional
+	TiKV TiKVStatus `json:"tikv,omitempty"`
+}
+
+// TidbCluster is tidb-operator's TiDB cluster, reduced to what fedbr uses.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tc
+// +kubebuilder:printcolumn:name="Recovery",type=boolean,JSONPath=`.spec.recoveryMode`
+// +kubebuilder:printcolumn:name="TiKV",type=integer,JSONPath=`.spec.tikv.replicas`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TidbCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec TidbClusterSpec `json:"spec"`
+	// +optional
+	Status TidbClusterStatus `json:"status,omitempty"`
+}
+
+// TidbClusterList is a list of TidbClusters.
+//
+// +kubebuilder:object:root=true
+type TidbClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TidbCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TidbCluster{}, &TidbClusterList{})
+}
