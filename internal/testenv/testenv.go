@@ -61,12 +61,16 @@ func RepoRoot() string {
 }
 
 // AssetsDir returns the folder with kube-apiserver, etcd and kubectl: $KUBEBUILDER_ASSETS, or
-// else the cache folder hack/k8s-bin.sh fills.
+// else the cache folder hack/k8s-bin.sh fills ($FEDBR_BIN_CACHE or .cache/k8s-bin).
 func AssetsDir() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
 		return dir, nil
 	}
-	dir := filepath.Join(RepoRoot(), ".cache", "k8s-bin",
+	cache := os.Getenv("FEDBR_BIN_CACHE")
+	if cache == "" {
+		cache = filepath.Join(RepoRoot(), ".cache", "k8s-bin")
+	}
+	dir := filepath.Join(cache,
 		fmt.Sprintf("k8s-%s-etcd-%s-%s-%s", KubernetesVersion, EtcdVersion, runtime.GOOS, runtime.GOARCH))
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
 		return "", fmt.Errorf("no Kubernetes binaries at %s: run `make k8s-bin` (or set KUBEBUILDER_ASSETS)", dir)

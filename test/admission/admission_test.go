@@ -439,3 +439,19 @@ func ensureNamespace(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestInstallManifestsApply applies the CRDs and RBAC the way an installation does. The CRDs
+// are too large for client-side apply's last-applied annotation, so installs use --server-side.
+func TestInstallManifestsApply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, dir := range []string{"crd/bases", "rbac"} {
+		out, err := env.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(env.RepoRoot, "config", dir))
+		if err != nil {
+			t.Fatalf("applying config/%s: %v", dir, err)
+		}
+		if !strings.Contains(out, "serverside-applied") {
+			t.Errorf("config/%s: unexpected output %q", dir, out)
+		}
+	}
+}

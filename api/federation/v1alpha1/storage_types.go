@@ -50,7 +50,7 @@ type S3StorageProvider struct {
 	StorageClass string `json:"storageClass,omitempty"`
 	// Acl is the canned ACL of written objects.
 	// +optional
-	Acl string `json:"acl,omitempty"` //nolint:revive // upstream field name
+	Acl string `json:"acl,omitempty"`
 	// SecretName names a Secret with access_key and secret_key.
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
@@ -70,7 +70,7 @@ type S3StorageProvider struct {
 // GcsStorageProvider is a Google Cloud Storage bucket.
 type GcsStorageProvider struct {
 	// ProjectId is the GCP project.
-	ProjectId string `json:"projectId"` //nolint:revive // upstream field name
+	ProjectId string `json:"projectId"`
 	// Location is the bucket location.
 	// +optional
 	Location string `json:"location,omitempty"`
@@ -87,10 +87,10 @@ type GcsStorageProvider struct {
 	StorageClass string `json:"storageClass,omitempty"`
 	// ObjectAcl is the ACL of written objects.
 	// +optional
-	ObjectAcl string `json:"objectAcl,omitempty"` //nolint:revive // upstream field name
+	ObjectAcl string `json:"objectAcl,omitempty"`
 	// BucketAcl is the ACL of a created bucket.
 	// +optional
-	BucketAcl string `json:"bucketAcl,omitempty"` //nolint:revive // upstream field name
+	BucketAcl string `json:"bucketAcl,omitempty"`
 	// SecretName names a Secret with the service-account credentials.
 	// +optional
 	SecretName string `json:"secretName,omitempty"`
