@@ -134,7 +134,11 @@ func TestKubectlApplySamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BACKUPSIZE", "COMMITTS", "SCHEDULE", "MAXRESERVEDTIME", "every-6h"} {
+	for _, want := range []string{
+		"BACKUPSIZE",
+		"COMMITTS", //nolint:misspell // the CommitTS printer column, upstream's name
+		"SCHEDULE", "MAXRESERVEDTIME", "every-6h",
+	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl get lacks %q:\n%s", want, out)
 		}

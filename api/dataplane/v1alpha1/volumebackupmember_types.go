@@ -135,7 +135,3 @@ type VolumeBackupMemberList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VolumeBackupMember `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&VolumeBackupMember{}, &VolumeBackupMemberList{})
-}

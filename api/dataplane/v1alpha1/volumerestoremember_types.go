@@ -128,7 +128,3 @@ type VolumeRestoreMemberList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VolumeRestoreMember `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&VolumeRestoreMember{}, &VolumeRestoreMemberList{})
-}

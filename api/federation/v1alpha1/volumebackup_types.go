@@ -283,7 +283,3 @@ type VolumeBackupList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VolumeBackup `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&VolumeBackup{}, &VolumeBackupList{})
-}

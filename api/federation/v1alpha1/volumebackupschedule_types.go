@@ -97,7 +97,3 @@ type VolumeBackupScheduleList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VolumeBackupSchedule `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&VolumeBackupSchedule{}, &VolumeBackupScheduleList{})
-}

@@ -121,7 +121,7 @@ type VolumeRestoreMemberSpec struct {
 
 // VolumeRestoreSpec says which data planes to restore into and how.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.crossAZ) || !self.crossAZ || self.clusters.all(c, has(c.azName) && c.azName != '')",message="crossAZ requires azName on every cluster: name the availability zone to create each cluster's volumes in"
+// +kubebuilder:validation:XValidation:rule="!has(self.crossAZ) || !self.crossAZ || self.clusters.all(c, has(c.azName) && size(c.azName) > 0)",message="crossAZ requires azName on every cluster: name the availability zone to create each cluster's volumes in"
 type VolumeRestoreSpec struct {
 	// Clusters are the data planes to restore into, one entry per kubeconfig context.
 	// +kubebuilder:validation:MaxItems=32
@@ -273,8 +273,4 @@ type VolumeRestoreList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []VolumeRestore `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&VolumeRestore{}, &VolumeRestoreList{})
 }

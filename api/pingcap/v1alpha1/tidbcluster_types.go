@@ -155,7 +155,3 @@ type TidbClusterList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TidbCluster `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&TidbCluster{}, &TidbClusterList{})
-}

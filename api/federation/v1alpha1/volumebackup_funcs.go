@@ -1,0 +1,115 @@
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of optional template fields. They live here, not in the CRD schema, so that a
+// manifest round-trips unchanged and the defaults can be documented in one place.
+const (
+	DefaultInitJobMaxActiveSeconds = 600
+	DefaultSnapshotsDeleteRatio    = 1.0
+	DefaultStepTimeout             = 24 * time.Hour
+	DefaultCleanPolicy             = CleanPolicyRetain
+	DefaultCalcSizeLevel           = CalcSizeAll
+	DefaultWarmupStrategy          = RestoreWarmupStrategyHybrid
+)
+
+// MemberName is the name of the member object a VolumeBackup or VolumeRestore creates in every
+// data plane. It is deterministic, so a stale cache yields AlreadyExists, never a duplicate.
+func MemberName(name string) string {
+	return "fed-" + name
+}
+
+// Started says the operation has started; from then on its clusters and storage are frozen.
+func (b *VolumeBackup) Started() bool {
+	return b.Status.TimeStarted != nil
+}
+
+// MemberStorage is where the member in cluster k8sClusterName writes: the template's storage
+// with the prefix suffixed by -<k8sClusterName>, so that members never overwrite each other's
+// metadata. Upstream did this for S3 only; fedbr does it for every provider.
+func (t *VolumeBackupMemberSpec) MemberStorage(k8sClusterName string) StorageProvider {
+	sp := *t.StorageProvider.DeepCopy()
+	suffix := func(p string) string {
+		if p == "" {
+			return k8sClusterName
+		}
+		return p + "-" + k8sClusterName
+	}
+	switch {
+	case sp.S3 != nil:
+		sp.S3.Prefix = suffix(sp.S3.Prefix)
+	case sp.Gcs != nil:
+		sp.Gcs.Prefix = suffix(sp.Gcs.Prefix)
+	case sp.Azblob != nil:
+		sp.Azblob.Prefix = suffix(sp.Azblob.Prefix)
+	case sp.Local != nil:
+		sp.Local.Prefix = suffix(sp.Local.Prefix)
+	}
+	return sp
+}
+
+// EffectiveCleanPolicy is CleanPolicy with its default applied.
+func (t *VolumeBackupMemberSpec) EffectiveCleanPolicy() CleanPolicyType {
+	if t.CleanPolicy == "" {
+		return DefaultCleanPolicy
+	}
+	return t.CleanPolicy
+}
+
+// EffectiveCalcSizeLevel is CalcSizeLevel with its default applied.
+func (t *VolumeBackupMemberSpec) EffectiveCalcSizeLevel() CalcSizeLevel {
+	if t.CalcSizeLevel == "" {
+		return DefaultCalcSizeLevel
+	}
+	return t.CalcSizeLevel
+}
+
+// EffectiveInitJobDeadline is how long the pause may be held.
+func (t *VolumeBackupMemberSpec) EffectiveInitJobDeadline() time.Duration {
+	if t.VolumeBackupInitJobMaxActiveSeconds == nil {
+		return DefaultInitJobMaxActiveSeconds * time.Second
+	}
+	return time.Duration(*t.VolumeBackupInitJobMaxActiveSeconds) * time.Second
+}
+
+// EffectiveSnapshotsDeleteRatio is the snapshot deletions per second per member.
+func (t *VolumeBackupMemberSpec) EffectiveSnapshotsDeleteRatio() float64 {
+	if t.SnapshotsDeleteRatio == nil {
+		return DefaultSnapshotsDeleteRatio
+	}
+	return *t.SnapshotsDeleteRatio
+}
+
+// EffectiveStepTimeout is the bound on one member step.
+func (t *VolumeBackupMemberSpec) EffectiveStepTimeout() time.Duration {
+	return stepTimeout(t.StepTimeout)
+}
+
+// Started says the restore has started; from then on its clusters are frozen.
+func (r *VolumeRestore) Started() bool {
+	return r.Status.TimeStarted != nil
+}
+
+// EffectiveWarmupStrategy is WarmupStrategy with its default applied.
+func (t *VolumeRestoreMemberSpec) EffectiveWarmupStrategy() RestoreWarmupStrategy {
+	if t.WarmupStrategy == "" {
+		return DefaultWarmupStrategy
+	}
+	return t.WarmupStrategy
+}
+
+// EffectiveStepTimeout is the bound on one member step.
+func (t *VolumeRestoreMemberSpec) EffectiveStepTimeout() time.Duration {
+	return stepTimeout(t.StepTimeout)
+}
+
+func stepTimeout(d *metav1.Duration) time.Duration {
+	if d == nil || d.Duration <= 0 {
+		return DefaultStepTimeout
+	}
+	return d.Duration
+}

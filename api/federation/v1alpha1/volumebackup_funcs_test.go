@@ -1,0 +1,76 @@
+package v1alpha1
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestMemberStorageSuffixesEveryProvider(t *testing.T) {
+	tests := []struct {
+		name   string
+		in     StorageProvider
+		prefix func(StorageProvider) string
+		want   string
+	}{
+		{"s3", StorageProvider{S3: &S3StorageProvider{Provider: "aws", Prefix: "nightly"}}, func(s StorageProvider) string { return s.S3.Prefix }, "nightly-az1"},
+		{"s3 empty prefix", StorageProvider{S3: &S3StorageProvider{Provider: "aws"}}, func(s StorageProvider) string { return s.S3.Prefix }, "az1"},
+		{"gcs", StorageProvider{Gcs: &GcsStorageProvider{ProjectId: "p", Prefix: "b"}}, func(s StorageProvider) string { return s.Gcs.Prefix }, "b-az1"},
+		{"azblob", StorageProvider{Azblob: &AzblobStorageProvider{Prefix: "c"}}, func(s StorageProvider) string { return s.Azblob.Prefix }, "c-az1"},
+		{"local", StorageProvider{Local: &LocalStorageProvider{Prefix: "d"}}, func(s StorageProvider) string { return s.Local.Prefix }, "d-az1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl := &VolumeBackupMemberSpec{StorageProvider: tc.in}
+			got := tmpl.MemberStorage("az1")
+			if p := tc.prefix(got); p != tc.want {
+				t.Errorf("prefix = %q, want %q", p, tc.want)
+			}
+			// The template itself is not changed: every member derives from the same one.
+			if tc.prefix(tmpl.StorageProvider) == tc.want {
+				t.Errorf("MemberStorage modified the template")
+			}
+		})
+	}
+}
+
+func TestEffectiveDefaults(t *testing.T) {
+	var b VolumeBackupMemberSpec
+	if b.EffectiveCleanPolicy() != CleanPolicyRetain || b.EffectiveCalcSizeLevel() != CalcSizeAll ||
+		b.EffectiveInitJobDeadline() != 10*time.Minute || b.EffectiveSnapshotsDeleteRatio() != 1 ||
+		b.EffectiveStepTimeout() != 24*time.Hour {
+		t.Errorf("unexpected defaults: %v %v %v %v %v", b.EffectiveCleanPolicy(), b.EffectiveCalcSizeLevel(),
+			b.EffectiveInitJobDeadline(), b.EffectiveSnapshotsDeleteRatio(), b.EffectiveStepTimeout())
+	}
+	b = VolumeBackupMemberSpec{
+		CleanPolicy: CleanPolicyDelete, CalcSizeLevel: CalcSizeNone,
+		VolumeBackupInitJobMaxActiveSeconds: ptr.To[int32](90), SnapshotsDeleteRatio: ptr.To(0.5),
+		StepTimeout: &metav1.Duration{Duration: time.Hour},
+	}
+	if b.EffectiveCleanPolicy() != CleanPolicyDelete || b.EffectiveCalcSizeLevel() != CalcSizeNone ||
+		b.EffectiveInitJobDeadline() != 90*time.Second || b.EffectiveSnapshotsDeleteRatio() != 0.5 ||
+		b.EffectiveStepTimeout() != time.Hour {
+		t.Errorf("set values not honoured")
+	}
+	var r VolumeRestoreMemberSpec
+	if r.EffectiveWarmupStrategy() != RestoreWarmupStrategyHybrid || r.EffectiveStepTimeout() != 24*time.Hour {
+		t.Errorf("unexpected restore defaults")
+	}
+}
+
+func TestMemberNameAndStarted(t *testing.T) {
+	if got := MemberName("nightly"); got != "fed-nightly" {
+		t.Errorf("MemberName = %q", got)
+	}
+	b := &VolumeBackup{}
+	if b.Started() {
+		t.Error("new backup reports started")
+	}
+	now := metav1.Now()
+	b.Status.TimeStarted = &now
+	if !b.Started() {
+		t.Error("backup with timeStarted reports not started")
+	}
+}
