@@ -1,0 +1,332 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/fedbr/fedbr/internal/cloud"
+)
+
+// describeBatch bounds the ids per Describe call.
+const describeBatch = 200
+
+// SnapshotInstance starts one CreateSnapshots for the instance: the requested volumes are
+// captured at one instant; the root volume and every other attached volume are excluded.
+// Snapshots carry the source volume's tags plus req.Tags. It waits for room in the account's
+// pending-snapshot queue first.
+func (p *Provider) SnapshotInstance(ctx context.Context, req cloud.SnapshotRequest) ([]cloud.Snapshot, error) {
+	sets, err := p.SnapshotInstances(ctx, []cloud.SnapshotRequest{req})
+	if err != nil {
+		return nil, err
+	}
+	return sets[0], nil
+}
+
+// SnapshotInstances is SnapshotInstance for many instances: one DescribeInstances and one
+// DescribeVolumes per 200 instances/volumes, then every CreateSnapshots in parallel, paced by
+// the budget and the pending-snapshot queue.
+func (p *Provider) SnapshotInstances(ctx context.Context, reqs []cloud.SnapshotRequest) ([][]cloud.Snapshot, error) {
+	var instanceIDs, volumeIDs []string
+	for _, r := range reqs {
+		if len(r.VolumeIDs) == 0 {
+			return nil, fmt.Errorf("snapshot instance %s: no volumes requested", r.InstanceID)
+		}
+		instanceIDs = append(instanceIDs, r.InstanceID)
+		volumeIDs = append(volumeIDs, r.VolumeIDs...)
+	}
+	insts, err := p.describeInstances(ctx, instanceIDs)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot instances: %w", err)
+	}
+	vols, err := p.DescribeVolumes(ctx, volumeIDs)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot instances: %w", err)
+	}
+	volTags := map[string]map[string]string{}
+	for _, v := range vols {
+		volTags[v.ID] = v.Tags
+	}
+	sets := make([][]cloud.Snapshot, len(reqs))
+	idx := make([]int, len(reqs))
+	for i := range idx {
+		idx[i] = i
+	}
+	err = forEach(ctx, min(max(len(reqs), 1), 1000), idx, func(ctx context.Context, i int) error {
+		inst, ok := insts[reqs[i].InstanceID]
+		if !ok {
+			return fmt.Errorf("snapshot instance %s: it does not exist", reqs[i].InstanceID)
+		}
+		set, err := p.createSnapshots(ctx, reqs[i], inst, volTags)
+		sets[i] = set
+		return err
+	})
+	return sets, err
+}
+
+// createSnapshots runs one CreateSnapshots for an instance already described.
+func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotRequest, inst cloud.Instance, volTags map[string]map[string]string) ([]cloud.Snapshot, error) {
+	var exclude []string
+	attached := map[string]bool{}
+	for _, d := range inst.Devices {
+		attached[d.VolumeID] = true
+		if d.Device != inst.RootDevice && !slices.Contains(req.VolumeIDs, d.VolumeID) {
+			exclude = append(exclude, d.VolumeID)
+		}
+	}
+	for _, id := range req.VolumeIDs {
+		if !attached[id] {
+			return nil, fmt.Errorf("snapshot instance %s: volume %s is not attached to it", req.InstanceID, id)
+		}
+		if n := len(merge(volTags[id], req.Tags)); n > cloud.MaxTags {
+			return nil, fmt.Errorf("snapshot volume %s of instance %s: %d tags: %w", id, req.InstanceID, n, cloud.ErrTooManyTags)
+		}
+	}
+
+	pending := p.budget.Pending()
+	n := len(req.VolumeIDs)
+	if err := pending.Reserve(ctx, n, p.notPending); err != nil {
+		return nil, fmt.Errorf("snapshot instance %s: wait for pending-snapshot room: %w", req.InstanceID, err)
+	}
+	in := &ec2.CreateSnapshotsInput{
+		InstanceSpecification: &types.InstanceSpecification{
+			InstanceId:           awssdk.String(req.InstanceID),
+			ExcludeBootVolume:    awssdk.Bool(true),
+			ExcludeDataVolumeIds: exclude,
+		},
+		CopyTagsFromSource: types.CopyTagsFromSourceVolume,
+	}
+	if req.Description != "" {
+		in.Description = awssdk.String(req.Description)
+	}
+	if len(req.Tags) > 0 {
+		in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeSnapshot, Tags: ec2Tags(req.Tags)}}
+	}
+	var out *ec2.CreateSnapshotsOutput
+	err := p.retry(ctx, func() error {
+		var err error
+		out, err = p.ec2.CreateSnapshots(ctx, in)
+		return err
+	})
+	if err != nil {
+		pending.Cancel(n)
+		return nil, fmt.Errorf("create snapshots of instance %s: %w", req.InstanceID, err)
+	}
+	snaps := make([]cloud.Snapshot, 0, len(out.Snapshots))
+	ids := make([]string, 0, len(out.Snapshots))
+	for _, s := range out.Snapshots {
+		snaps = append(snaps, cloud.Snapshot{
+			ID: awssdk.ToString(s.SnapshotId), VolumeID: awssdk.ToString(s.VolumeId),
+			State: cloud.SnapshotState(s.State), SizeGiB: awssdk.ToInt32(s.VolumeSize),
+			Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV),
+		})
+		ids = append(ids, awssdk.ToString(s.SnapshotId))
+	}
+	pending.Commit(n, ids...)
+	return snaps, nil
+}
+
+// notPending is the pending queue's refresh: the ids that are no longer pending.
+func (p *Provider) notPending(ctx context.Context, ids []string) ([]string, error) {
+	snaps, err := p.describeSnapshots(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var done []string
+	for _, s := range snaps {
+		seen[s.ID] = true
+		if s.State != cloud.SnapshotPending {
+			done = append(done, s.ID)
+		}
+	}
+	for _, id := range ids {
+		if !seen[id] {
+			done = append(done, id)
+		}
+	}
+	return done, nil
+}
+
+// DescribeSnapshots returns the snapshots that exist among ids (missing ones are left out).
+func (p *Provider) DescribeSnapshots(ctx context.Context, ids []string) ([]cloud.Snapshot, error) {
+	snaps, err := p.describeSnapshots(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("describe snapshots: %w", err)
+	}
+	return snaps, nil
+}
+
+// ListSnapshots finds the account's own snapshots carrying all the given tags.
+func (p *Provider) ListSnapshots(ctx context.Context, tags map[string]string) ([]cloud.Snapshot, error) {
+	in := &ec2.DescribeSnapshotsInput{OwnerIds: []string{"self"}, Filters: tagFilters(tags), MaxResults: awssdk.Int32(1000)}
+	var out []cloud.Snapshot
+	pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
+	for pager.HasMorePages() {
+		var page *ec2.DescribeSnapshotsOutput
+		err := p.retry(ctx, func() error {
+			var err error
+			page, err = pager.NextPage(ctx)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list snapshots tagged %v: %w", tags, err)
+		}
+		for _, s := range page.Snapshots {
+			out = append(out, fromEC2Snapshot(s))
+		}
+	}
+	return out, nil
+}
+
+// tagFilters selects resources carrying all tags (an empty value matches any value).
+func tagFilters(tags map[string]string) []types.Filter {
+	var fs []types.Filter
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if tags[k] == "" {
+			fs = append(fs, types.Filter{Name: awssdk.String("tag-key"), Values: []string{k}})
+			continue
+		}
+		fs = append(fs, types.Filter{Name: awssdk.String("tag:" + k), Values: []string{tags[k]}})
+	}
+	return fs
+}
+
+// describeSnapshots filters by snapshot-id, so a deleted snapshot is absent rather than an
+// error for the whole batch.
+func (p *Provider) describeSnapshots(ctx context.Context, ids []string) ([]cloud.Snapshot, error) {
+	var out []cloud.Snapshot
+	for batch := range slices.Chunk(ids, describeBatch) {
+		in := &ec2.DescribeSnapshotsInput{Filters: []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}}}
+		pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
+		for pager.HasMorePages() {
+			var page *ec2.DescribeSnapshotsOutput
+			err := p.retry(ctx, func() error {
+				var err error
+				page, err = pager.NextPage(ctx)
+				return err
+			})
+			if err != nil {
+				return nil, err
+			}
+			for _, s := range page.Snapshots {
+				out = append(out, fromEC2Snapshot(s))
+			}
+		}
+	}
+	return out, nil
+}
+
+func fromEC2Snapshot(s types.Snapshot) cloud.Snapshot {
+	progress, _ := strconv.ParseFloat(strings.TrimSuffix(awssdk.ToString(s.Progress), "%"), 64)
+	return cloud.Snapshot{
+		ID: awssdk.ToString(s.SnapshotId), VolumeID: awssdk.ToString(s.VolumeId),
+		State: cloud.SnapshotState(s.State), Message: awssdk.ToString(s.StateMessage),
+		Progress: min(progress, 100), SizeGiB: awssdk.ToInt32(s.VolumeSize),
+		FullSizeBytes: awssdk.ToInt64(s.FullSnapshotSizeInBytes), FullSizeKnown: s.FullSnapshotSizeInBytes != nil,
+		Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV),
+	}
+}
+
+// WaitSnapshots polls until every snapshot completed. A snapshot in the error state, or one
+// that disappeared, fails the wait at once with cloud.ErrSnapshotFailed.
+func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(cloud.Progress)) ([]cloud.Snapshot, error) {
+	done := map[string]cloud.Snapshot{}
+	for {
+		var todo []string
+		for _, id := range ids {
+			if _, ok := done[id]; !ok {
+				todo = append(todo, id)
+			}
+		}
+		snaps, err := p.describeSnapshots(ctx, todo)
+		if err != nil {
+			return nil, fmt.Errorf("wait for snapshots: %w", err)
+		}
+		seen := map[string]cloud.Snapshot{}
+		for _, s := range snaps {
+			seen[s.ID] = s
+		}
+		var sum float64
+		for _, id := range todo {
+			s, ok := seen[id]
+			switch {
+			case !ok:
+				p.budget.Pending().Done(id)
+				return nil, fmt.Errorf("wait for snapshot %s: it no longer exists: %w", id, cloud.ErrSnapshotFailed)
+			case s.State == cloud.SnapshotError:
+				p.budget.Pending().Done(id)
+				return nil, fmt.Errorf("wait for snapshot %s of volume %s: %q: %w", id, s.VolumeID, s.Message, cloud.ErrSnapshotFailed)
+			case s.State == cloud.SnapshotCompleted:
+				p.budget.Pending().Done(id)
+				done[id] = s
+			default:
+				sum += s.Progress
+			}
+		}
+		sum += 100 * float64(len(done))
+		if report != nil && len(ids) > 0 {
+			report(cloud.Progress{Done: len(done), Total: len(ids), Percent: sum / float64(len(ids))})
+		}
+		if len(done) == len(ids) {
+			out := make([]cloud.Snapshot, len(ids))
+			for i, id := range ids {
+				out[i] = done[id]
+			}
+			return out, nil
+		}
+		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+			return nil, fmt.Errorf("wait for snapshots (%d of %d done): %w", len(done), len(ids), err)
+		}
+	}
+}
+
+// DeleteSnapshots deletes snapshots in parallel within the budget; already gone counts as
+// deleted.
+func (p *Provider) DeleteSnapshots(ctx context.Context, ids []string) error {
+	return forEach(ctx, p.cfg.Concurrency, ids, func(ctx context.Context, id string) error {
+		err := p.retry(ctx, func() error {
+			_, err := p.ec2.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: awssdk.String(id)})
+			return err
+		})
+		if err != nil && !cloud.IsNotFound(err) {
+			return fmt.Errorf("delete snapshot %s: %w", id, err)
+		}
+		p.budget.Pending().Done(id)
+		return nil
+	})
+}
+
+func ec2Tags(m map[string]string) []types.Tag {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	tags := make([]types.Tag, 0, len(m))
+	for _, k := range keys {
+		tags = append(tags, types.Tag{Key: awssdk.String(k), Value: awssdk.String(m[k])})
+	}
+	return tags
+}
+
+func ec2TagKV(t types.Tag) (string, string) { return awssdk.ToString(t.Key), awssdk.ToString(t.Value) }
+
+// merge returns a ∪ b, b winning.
+func merge(a, b map[string]string) map[string]string {
+	m := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		m[k] = v
+	}
+	for k, v := range b {
+		m[k] = v
+	}
+	return m
+}
