@@ -1,0 +1,19 @@
+// Package lab is `fedbr lab`: the embedded environment that runs every part of fedbr on one
+// machine, with doubles for what the machine cannot have (AWS, PD/TiKV, kubelets).
+package lab
+
+import (
+	"github.com/spf13/cobra"
+
+	labaws "github.com/fedbr/fedbr/internal/cmd/lab/aws"
+)
+
+// NewCmd returns `fedbr lab` with its subcommands.
+func NewCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
+	}
+	cmd.AddCommand(labaws.NewCmd())
+	return cmd
+}
