@@ -23,12 +23,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
-)
-
-// Pinned versions of the cached binaries; hack/k8s-bin.sh keys its folder with the same values.
-const (
-	KubernetesVersion = "v1.37.2"
-	EtcdVersion       = "v3.6.16"
+	"github.com/fedbr/fedbr/internal/lab/controlplane"
 )
 
 // Env is one running API server with fedbr's CRDs.
@@ -60,22 +55,10 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// AssetsDir returns the folder with kube-apiserver, etcd and kubectl: $KUBEBUILDER_ASSETS, or
-// else the cache folder hack/k8s-bin.sh fills ($FEDBR_BIN_CACHE or .cache/k8s-bin).
+// AssetsDir returns the folder with kube-apiserver, etcd and kubectl (see
+// controlplane.DefaultBinDir).
 func AssetsDir() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	cache := os.Getenv("FEDBR_BIN_CACHE")
-	if cache == "" {
-		cache = filepath.Join(RepoRoot(), ".cache", "k8s-bin")
-	}
-	dir := filepath.Join(cache,
-		fmt.Sprintf("k8s-%s-etcd-%s-%s-%s", KubernetesVersion, EtcdVersion, runtime.GOOS, runtime.GOARCH))
-	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
-		return "", fmt.Errorf("no Kubernetes binaries at %s: run `make k8s-bin` (or set KUBEBUILDER_ASSETS)", dir)
-	}
-	return dir, nil
+	return controlplane.DefaultBinDir(RepoRoot())
 }
 
 // New starts an API server with every CRD under config/crd/bases installed. Call Stop when done.
@@ -92,6 +75,8 @@ func New() (*Env, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
+		// Start leaves etcd and the API server running when a later step (CRD install) fails.
+		_ = env.Stop()
 		return nil, fmt.Errorf("starting the API server from %s: %w", assets, err)
 	}
 	e := &Env{Config: cfg, RepoRoot: root, env: env}

@@ -6,6 +6,9 @@ import (
 	"github.com/spf13/cobra"
 
 	labaws "github.com/fedbr/fedbr/internal/cmd/lab/aws"
+	"github.com/fedbr/fedbr/internal/cmd/lab/down"
+	"github.com/fedbr/fedbr/internal/cmd/lab/status"
+	"github.com/fedbr/fedbr/internal/cmd/lab/up"
 )
 
 // NewCmd returns `fedbr lab` with its subcommands.
@@ -14,6 +17,6 @@ func NewCmd() *cobra.Command {
 		Use:   "lab",
 		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
 	}
-	cmd.AddCommand(labaws.NewCmd())
+	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(), labaws.NewCmd())
 	return cmd
 }
