@@ -211,12 +211,17 @@ func bestPeers(metas []RegionMeta, res *Result) ([]region, []int32, error) {
 
 // sortByStart returns the region positions ordered by start key (ties: region id).
 func sortByStart(regions []region) []int32 {
+	return sortedPositions(regions, func(a, b *region) int { return bytes.Compare(a.start, b.start) })
+}
+
+// sortedPositions returns 0..len(regions)-1 ordered by less, ties broken by region id.
+func sortedPositions(regions []region, less func(a, b *region) int) []int32 {
 	order := make([]int32, len(regions))
 	for i := range order {
 		order[i] = int32(i)
 	}
 	slices.SortFunc(order, func(a, b int32) int {
-		if c := bytes.Compare(regions[a].start, regions[b].start); c != 0 {
+		if c := less(&regions[a], &regions[b]); c != 0 {
 			return c
 		}
 		return cmp.Compare(regions[a].id, regions[b].id)
@@ -266,16 +271,7 @@ func resolveOverlapsSlow(regions []region, accepted []bool) []bool {
 		return sort.Search(len(keys), func(i int) bool { return bytes.Compare(keys[i], k) >= 0 })
 	}
 
-	order := make([]int32, len(regions))
-	for i := range order {
-		order[i] = int32(i)
-	}
-	slices.SortFunc(order, func(a, b int32) int {
-		if c := cmp.Compare(regions[b].ver, regions[a].ver); c != 0 {
-			return c
-		}
-		return cmp.Compare(regions[a].id, regions[b].id)
-	})
+	order := sortedPositions(regions, func(a, b *region) int { return cmp.Compare(b.ver, a.ver) })
 
 	fen := make([]int32, n+1)
 	add := func(i int) {
