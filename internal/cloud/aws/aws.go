@@ -96,19 +96,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if b == nil {
 		b = budget.Shared(cfg.Account+"/"+cfg.Region, limits)
 	}
-	var ac awssdk.Config
-	if cfg.AWS != nil {
-		ac = cfg.AWS.Copy()
-	} else {
-		opts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
-		if cfg.Endpoint != "" {
-			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("fedbr-lab", "fedbr-lab", "")))
-		}
-		var err error
-		ac, err = config.LoadDefaultConfig(ctx, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("load AWS config for region %s: %w", cfg.Region, err)
-		}
+	ac, err := LoadConfig(ctx, cfg.AWS, cfg.Region, cfg.Endpoint)
+	if err != nil {
+		return nil, err
 	}
 	if cfg.Region != "" {
 		ac.Region = cfg.Region
@@ -245,4 +235,22 @@ func tagMap[T any](tags []T, kv func(T) (string, string)) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// LoadConfig returns base (copied) or else the SDK's default configuration for region. With an
+// endpoint override (the lab's AWS double) it uses static credentials, which the double accepts,
+// instead of looking for real ones.
+func LoadConfig(ctx context.Context, base *awssdk.Config, region, endpoint string) (awssdk.Config, error) {
+	if base != nil {
+		return base.Copy(), nil
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(region)}
+	if endpoint != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("fedbr-lab", "fedbr-lab", "")))
+	}
+	ac, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return awssdk.Config{}, fmt.Errorf("load AWS config for region %s: %w", region, err)
+	}
+	return ac, nil
 }

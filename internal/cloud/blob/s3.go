@@ -10,11 +10,11 @@ import (
 	"strings"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	fedaws "github.com/fedbr/fedbr/internal/cloud/aws"
 )
 
 // S3Config locates a bucket prefix.
@@ -41,18 +41,9 @@ var _ Store = (*S3)(nil)
 
 // NewS3 builds the S3 client.
 func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
-	var ac awssdk.Config
-	if cfg.AWS != nil {
-		ac = cfg.AWS.Copy()
-	} else {
-		opts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
-		if cfg.Endpoint != "" {
-			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("fedbr-lab", "fedbr-lab", "")))
-		}
-		var err error
-		if ac, err = config.LoadDefaultConfig(ctx, opts...); err != nil {
-			return nil, fmt.Errorf("load AWS config: %w", err)
-		}
+	ac, err := fedaws.LoadConfig(ctx, cfg.AWS, cfg.Region, cfg.Endpoint)
+	if err != nil {
+		return nil, err
 	}
 	client := s3.NewFromConfig(ac, func(o *s3.Options) {
 		if cfg.Region != "" {
