@@ -254,3 +254,26 @@ func LoadConfig(ctx context.Context, base *awssdk.Config, region, endpoint strin
 	}
 	return ac, nil
 }
+
+// pager is what every EC2 paginator offers.
+type pager[T any] interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*ec2.Options)) (T, error)
+}
+
+// eachPage fetches every page of pg through the provider's retry loop and hands it to each.
+func eachPage[T any](ctx context.Context, p *Provider, pg pager[T], each func(T)) error {
+	for pg.HasMorePages() {
+		var page T
+		err := p.retry(ctx, func() error {
+			var err error
+			page, err = pg.NextPage(ctx)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		each(page)
+	}
+	return nil
+}

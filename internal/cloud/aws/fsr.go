@@ -60,19 +60,13 @@ func (p *Provider) DescribeFSR(ctx context.Context, snapshotIDs []string) ([]clo
 		pager := ec2.NewDescribeFastSnapshotRestoresPaginator(p.ec2, &ec2.DescribeFastSnapshotRestoresInput{
 			Filters: []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}},
 		})
-		for pager.HasMorePages() {
-			var page *ec2.DescribeFastSnapshotRestoresOutput
-			err := p.retry(ctx, func() error {
-				var err error
-				page, err = pager.NextPage(ctx)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("describe FSR: %w", err)
-			}
+		err := eachPage(ctx, p, pager, func(page *ec2.DescribeFastSnapshotRestoresOutput) {
 			for _, s := range page.FastSnapshotRestores {
 				states = append(states, cloud.FSRState{SnapshotID: awssdk.ToString(s.SnapshotId), AZ: awssdk.ToString(s.AvailabilityZone), State: string(s.State)})
 			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("describe FSR: %w", err)
 		}
 	}
 	return states, nil

@@ -169,19 +169,13 @@ func (p *Provider) ListSnapshots(ctx context.Context, tags map[string]string) ([
 	in := &ec2.DescribeSnapshotsInput{OwnerIds: []string{"self"}, Filters: tagFilters(tags), MaxResults: awssdk.Int32(1000)}
 	var out []cloud.Snapshot
 	pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
-	for pager.HasMorePages() {
-		var page *ec2.DescribeSnapshotsOutput
-		err := p.retry(ctx, func() error {
-			var err error
-			page, err = pager.NextPage(ctx)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list snapshots tagged %v: %w", tags, err)
-		}
+	err := eachPage(ctx, p, pager, func(page *ec2.DescribeSnapshotsOutput) {
 		for _, s := range page.Snapshots {
 			out = append(out, fromEC2Snapshot(s))
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots tagged %v: %w", tags, err)
 	}
 	return out, nil
 }
@@ -206,19 +200,13 @@ func (p *Provider) describeSnapshots(ctx context.Context, ids []string) ([]cloud
 	for batch := range slices.Chunk(ids, describeBatch) {
 		in := &ec2.DescribeSnapshotsInput{Filters: []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}}}
 		pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
-		for pager.HasMorePages() {
-			var page *ec2.DescribeSnapshotsOutput
-			err := p.retry(ctx, func() error {
-				var err error
-				page, err = pager.NextPage(ctx)
-				return err
-			})
-			if err != nil {
-				return nil, err
-			}
+		err := eachPage(ctx, p, pager, func(page *ec2.DescribeSnapshotsOutput) {
 			for _, s := range page.Snapshots {
 				out = append(out, fromEC2Snapshot(s))
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

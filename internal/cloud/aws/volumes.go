@@ -34,16 +34,7 @@ func (p *Provider) describeInstances(ctx context.Context, ids []string) (map[str
 		pager := ec2.NewDescribeInstancesPaginator(p.ec2, &ec2.DescribeInstancesInput{
 			Filters: []types.Filter{{Name: awssdk.String("instance-id"), Values: batch}},
 		})
-		for pager.HasMorePages() {
-			var page *ec2.DescribeInstancesOutput
-			err := p.retry(ctx, func() error {
-				var err error
-				page, err = pager.NextPage(ctx)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("describe instances: %w", err)
-			}
+		err := eachPage(ctx, p, pager, func(page *ec2.DescribeInstancesOutput) {
 			for _, r := range page.Reservations {
 				for _, in := range r.Instances {
 					inst := cloud.Instance{ID: awssdk.ToString(in.InstanceId), RootDevice: awssdk.ToString(in.RootDeviceName)}
@@ -58,6 +49,9 @@ func (p *Provider) describeInstances(ctx context.Context, ids []string) (map[str
 					out[inst.ID] = inst
 				}
 			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("describe instances: %w", err)
 		}
 	}
 	return out, nil
@@ -125,19 +119,13 @@ func (p *Provider) DescribeVolumes(ctx context.Context, ids []string) ([]cloud.V
 	for batch := range slices.Chunk(ids, describeBatch) {
 		in := &ec2.DescribeVolumesInput{Filters: []types.Filter{{Name: awssdk.String("volume-id"), Values: batch}}}
 		pager := ec2.NewDescribeVolumesPaginator(p.ec2, in)
-		for pager.HasMorePages() {
-			var page *ec2.DescribeVolumesOutput
-			err := p.retry(ctx, func() error {
-				var err error
-				page, err = pager.NextPage(ctx)
-				return err
-			})
-			if err != nil {
-				return nil, fmt.Errorf("describe volumes: %w", err)
-			}
+		err := eachPage(ctx, p, pager, func(page *ec2.DescribeVolumesOutput) {
 			for _, v := range page.Volumes {
 				vols = append(vols, fromEC2Volume(v))
 			}
+		})
+		if err != nil {
+			return nil, fmt.Errorf("describe volumes: %w", err)
 		}
 	}
 	return vols, nil
@@ -147,19 +135,13 @@ func (p *Provider) DescribeVolumes(ctx context.Context, ids []string) ([]cloud.V
 func (p *Provider) ListVolumes(ctx context.Context, tags map[string]string) ([]cloud.Volume, error) {
 	var vols []cloud.Volume
 	pager := ec2.NewDescribeVolumesPaginator(p.ec2, &ec2.DescribeVolumesInput{Filters: tagFilters(tags), MaxResults: awssdk.Int32(500)})
-	for pager.HasMorePages() {
-		var page *ec2.DescribeVolumesOutput
-		err := p.retry(ctx, func() error {
-			var err error
-			page, err = pager.NextPage(ctx)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list volumes tagged %v: %w", tags, err)
-		}
+	err := eachPage(ctx, p, pager, func(page *ec2.DescribeVolumesOutput) {
 		for _, v := range page.Volumes {
 			vols = append(vols, fromEC2Volume(v))
 		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list volumes tagged %v: %w", tags, err)
 	}
 	return vols, nil
 }
