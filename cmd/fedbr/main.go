@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedbr/fedbr/internal/cmd/br"
 	"github.com/fedbr/fedbr/internal/cmd/lab"
 	"github.com/fedbr/fedbr/internal/cmd/version"
 )
@@ -20,7 +21,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(version.NewCmd(), lab.NewCmd())
+	root.AddCommand(version.NewCmd(), br.NewCmd(), lab.NewCmd())
 	return root
 }
 

@@ -17,7 +17,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 )
 
-var identity = map[string]string{"fedbr.pingcap.com/backup": "b1"}
+var identity = map[string]string{"fedbr.io/backup": "b1"}
 
 // TestSnapshotGroupIsOneInstant: a writer appends record i to volume A, then record i to
 // volume B, while snapshot sets of both volumes are taken. Every restored pair must show the
@@ -88,7 +88,7 @@ func TestSnapshotGroupIsOneInstant(t *testing.T) {
 			if s.VolumeID == foreign.ID {
 				t.Fatalf("foreign volume %s was snapshotted", foreign.ID)
 			}
-			if s.Tags["fedbr.pingcap.com/backup"] != "b1" || s.Tags["role"] == "" {
+			if s.Tags["fedbr.io/backup"] != "b1" || s.Tags["role"] == "" {
 				t.Fatalf("snapshot %s tags = %v, want source tags plus identity", s.ID, s.Tags)
 			}
 			v, err := l.p.CreateVolume(ctx, cloud.VolumeSpec{SnapshotID: s.ID, AZ: "us-west-2a", Tags: identity})
@@ -132,7 +132,7 @@ func TestListByTag(t *testing.T) {
 		in := l.instance(t, awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}, {Device: "/dev/xvdc", SizeGiB: 10}}})
 		tags := identity
 		if i == 3 {
-			tags = map[string]string{"fedbr.pingcap.com/backup": "other"}
+			tags = map[string]string{"fedbr.io/backup": "other"}
 		}
 		reqs = append(reqs, cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{in.Volumes[0].ID, in.Volumes[1].ID}, Tags: tags})
 	}
@@ -146,7 +146,7 @@ func TestListByTag(t *testing.T) {
 	if len(snaps) != 6 {
 		t.Fatalf("found %d snapshots of b1, want 6", len(snaps))
 	}
-	all, err := l.p.ListSnapshots(ctx, map[string]string{"fedbr.pingcap.com/backup": ""})
+	all, err := l.p.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": ""})
 	if err != nil || len(all) != 8 {
 		t.Fatalf("found %d snapshots with the key, want 8 (%v)", len(all), err)
 	}
@@ -178,7 +178,7 @@ func TestRestoreToAnotherAZWithEncryptionAndTags(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "arn:aws:kms:us-west-2:123456789012:key/fedbr-test"
-	tags := map[string]string{"fedbr.pingcap.com/restore": "r1", "snapshot/createdFromSnapshotId": snaps[0].ID}
+	tags := map[string]string{"fedbr.io/restore": "r1", "snapshot/createdFromSnapshotId": snaps[0].ID}
 	v, err := l.p.CreateVolume(ctx, cloud.VolumeSpec{SnapshotID: snaps[0].ID, AZ: "us-west-2c", Type: "gp3", IOPS: 7000,
 		Throughput: 400, Encrypted: true, KMSKeyID: key, Tags: tags})
 	if err != nil {
@@ -190,7 +190,7 @@ func TestRestoreToAnotherAZWithEncryptionAndTags(t *testing.T) {
 	}
 	got := vols[0]
 	if got.AZ != "us-west-2c" || got.Type != "gp3" || got.IOPS != 7000 || got.Throughput != 400 || !got.Encrypted ||
-		got.KMSKeyID != key || got.SizeGiB != 20 || got.Tags["fedbr.pingcap.com/restore"] != "r1" || got.State != cloud.VolumeAvailable {
+		got.KMSKeyID != key || got.SizeGiB != 20 || got.Tags["fedbr.io/restore"] != "r1" || got.State != cloud.VolumeAvailable {
 		t.Fatalf("restored volume = %+v", got)
 	}
 	if b := readFile(t, volumeDir(t, l, v.ID), "db/000001.log"); string(b) != "hello\n" {

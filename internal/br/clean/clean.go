@@ -1,0 +1,324 @@
+// Package clean deletes a backup: its snapshots, paced at a configured rate inside the
+// account's API budget, then its metadata. It refuses to call a completed backup clean when
+// its backupmeta is gone (the snapshots it listed may have leaked); it then sweeps the
+// snapshots carrying the backup's identity tags and reports them. A failed backup without
+// backupmeta is cleanable. Every step is idempotent, so a retried clean converges.
+package clean
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/budget"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// Outcome is how the backup being cleaned ended.
+type Outcome string
+
+// Outcomes of a backup. The zero value counts as Completed, the safe assumption.
+const (
+	Completed Outcome = "completed"
+	Failed    Outcome = "failed"
+)
+
+// Delete ratio bounds, in snapshots per second (upstream's snapshotsDeleteRatio range).
+const (
+	MinDeleteRatio     = 0.1
+	MaxDeleteRatio     = 2.0
+	DefaultDeleteRatio = 1.0
+)
+
+// maxInFlight bounds concurrent DeleteSnapshot calls, so a slow call does not lower the
+// paced rate.
+const maxInFlight = 8
+
+// ErrMetaMissing marks a completed backup whose backupmeta is gone.
+var ErrMetaMissing = errors.New("backupmeta is missing for a backup that completed; its snapshots may have leaked")
+
+// Options configure a clean.
+type Options struct {
+	// BackupID is the identity the backup's snapshots are tagged with (meta.BackupTags);
+	// empty means the one recorded in backupmeta, if any. Without an identity there is no
+	// sweep for orphans.
+	BackupID string
+	Outcome  Outcome
+	// DeleteRatio is the pace of snapshot deletion in snapshots per second; 0 means
+	// DefaultDeleteRatio.
+	DeleteRatio float64
+	// DryRun reports what would be deleted and deletes nothing.
+	DryRun bool
+	// AcceptMissingMeta lets a completed backup without backupmeta be cleaned after the
+	// sweep: an operator's explicit acknowledgement that whatever backupmeta listed beyond
+	// the tagged snapshots is lost (otherwise such a clean fails on every retry).
+	AcceptMissingMeta bool
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+	// Clock paces deletions and measures elapsed time; nil is the wall clock.
+	Clock budget.Clock
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	if o.BackupID != "" {
+		if err := meta.ValidateID(o.BackupID); err != nil {
+			return fmt.Errorf("backup id: %w", err)
+		}
+	}
+	switch o.Outcome {
+	case "", Completed, Failed:
+	default:
+		return fmt.Errorf("backup outcome %q: want %s or %s", o.Outcome, Completed, Failed)
+	}
+	if o.DeleteRatio != 0 && (o.DeleteRatio < MinDeleteRatio || o.DeleteRatio > MaxDeleteRatio) {
+		return fmt.Errorf("delete ratio %v: want %v to %v snapshots per second", o.DeleteRatio, MinDeleteRatio, MaxDeleteRatio)
+	}
+	return nil
+}
+
+// Summary is the result of a clean, printed as JSON.
+type Summary struct {
+	BackupID string `json:"backupID,omitempty"`
+	// MetaFound says whether backupmeta was there; AlreadyCleaned that an earlier clean
+	// finished (its tombstone is there and backupmeta is gone).
+	MetaFound      bool `json:"metaFound"`
+	AlreadyCleaned bool `json:"alreadyCleaned"`
+	DryRun         bool `json:"dryRun,omitempty"`
+	// Listed are the snapshots backupmeta lists.
+	Listed []string `json:"listed"`
+	// Orphans are snapshots carrying the backup's identity tags that backupmeta does not
+	// list (or all of them when it is missing).
+	Orphans []string `json:"orphans"`
+	// Deleted were deleted now; AlreadyGone did not exist any more.
+	Deleted     []string `json:"deleted"`
+	AlreadyGone []string `json:"alreadyGone"`
+	// Metadata are the deleted metadata objects.
+	Metadata       []string `json:"metadata"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
+	// Result is "cleaned", "dry-run" or "failed"; Error says why it failed.
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Run cleans the backup whose metadata is in store. On error the summary still reports
+// what was found and done.
+func Run(ctx context.Context, snaps cloud.Snapshots, store *meta.Store, o Options) (Summary, error) {
+	if err := o.Validate(); err != nil {
+		return Summary{Result: "failed", Error: err.Error()}, err
+	}
+	c := &cleaner{snaps: snaps, store: store, o: o, out: o.Progress}
+	if c.out == nil {
+		c.out = io.Discard
+	}
+	if c.o.Clock == nil {
+		c.o.Clock = budget.RealClock
+	}
+	if c.o.DeleteRatio == 0 {
+		c.o.DeleteRatio = DefaultDeleteRatio
+	}
+	if c.o.Outcome == "" {
+		c.o.Outcome = Completed
+	}
+	start := c.o.Clock.Now()
+	c.sum = Summary{BackupID: o.BackupID, DryRun: o.DryRun, Listed: []string{}, Orphans: []string{}, Deleted: []string{},
+		AlreadyGone: []string{}, Metadata: []string{}}
+	err := c.run(ctx)
+	c.sum.ElapsedSeconds = c.o.Clock.Now().Sub(start).Seconds()
+	switch {
+	case err != nil:
+		c.sum.Result, c.sum.Error = "failed", err.Error()
+	case o.DryRun:
+		c.sum.Result = "dry-run"
+	default:
+		c.sum.Result = "cleaned"
+	}
+	return c.sum, err
+}
+
+type cleaner struct {
+	snaps cloud.Snapshots
+	store *meta.Store
+	o     Options
+	out   io.Writer
+	sum   Summary
+	logMu sync.Mutex
+}
+
+// logf writes one progress line; lines come from concurrent deletions.
+func (c *cleaner) logf(format string, args ...any) {
+	c.logMu.Lock()
+	defer c.logMu.Unlock()
+	_, _ = fmt.Fprintf(c.out, format+"\n", args...)
+}
+
+func (c *cleaner) run(ctx context.Context) error {
+	c.logf("Reading backupmeta")
+	rec, err := c.store.BackupMetaAsIs(ctx)
+	switch {
+	case err == nil:
+		c.sum.MetaFound = true
+		c.sum.Listed = append(c.sum.Listed, rec.SnapshotIDs()...)
+		if rec.Fedbr != nil && rec.Fedbr.BackupID != "" {
+			if c.sum.BackupID != "" && c.sum.BackupID != rec.Fedbr.BackupID {
+				return fmt.Errorf("backup id %s does not match %s recorded in backupmeta; refusing to clean", c.sum.BackupID, rec.Fedbr.BackupID)
+			}
+			c.sum.BackupID = rec.Fedbr.BackupID
+		}
+	case errors.Is(err, meta.ErrNotFound):
+		// Read the tombstone only now: it matters only when backupmeta is gone.
+		_, terr := c.store.Tombstone(ctx)
+		switch {
+		case terr == nil:
+			c.sum.AlreadyCleaned = true
+		case !errors.Is(terr, meta.ErrNotFound):
+			return fmt.Errorf("backupmeta is missing and the clean tombstone is unreadable: %w", terr)
+		}
+	default:
+		// Unreadable is not missing: never delete the metadata of snapshots we could not
+		// list (upstream reported success here and leaked them).
+		return fmt.Errorf("read backupmeta: %w", err)
+	}
+
+	if err := c.sweep(ctx); err != nil {
+		return err
+	}
+	missing := !c.sum.MetaFound && !c.sum.AlreadyCleaned
+	if missing {
+		c.logf("Backupmeta is missing; the backup %s, %d tagged snapshots found", c.o.Outcome, len(c.sum.Orphans))
+	}
+	if err := c.deleteSnapshots(ctx); err != nil {
+		return err
+	}
+	if missing && c.o.Outcome != Failed && !c.o.AcceptMissingMeta {
+		return fmt.Errorf("%w (snapshots carrying its identity tags: %v; deleted now: %d)", ErrMetaMissing, c.sum.Orphans, len(c.sum.Deleted))
+	}
+	return c.deleteMetadata(ctx)
+}
+
+// sweep finds the snapshots carrying the backup's identity that backupmeta does not list.
+func (c *cleaner) sweep(ctx context.Context) error {
+	if c.sum.BackupID == "" {
+		c.logf("No backup identity known; skipping the sweep for orphaned snapshots")
+		return nil
+	}
+	c.logf("Listing snapshots tagged %s=%s", meta.TagBackup, c.sum.BackupID)
+	found, err := c.snaps.ListSnapshots(ctx, meta.BackupTags(c.sum.BackupID))
+	if err != nil {
+		return fmt.Errorf("sweep snapshots of backup %s: %w", c.sum.BackupID, err)
+	}
+	for _, s := range found {
+		if !slices.Contains(c.sum.Listed, s.ID) {
+			c.sum.Orphans = append(c.sum.Orphans, s.ID)
+		}
+	}
+	slices.Sort(c.sum.Orphans)
+	return nil
+}
+
+// deleteSnapshots deletes the listed and orphaned snapshots that still exist, paced at the
+// delete ratio.
+func (c *cleaner) deleteSnapshots(ctx context.Context) error {
+	ids := slices.Concat(c.sum.Listed, c.sum.Orphans)
+	if len(ids) == 0 {
+		return nil
+	}
+	existing, err := c.snaps.DescribeSnapshots(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("describe the backup's snapshots: %w", err)
+	}
+	exists := map[string]bool{}
+	for _, s := range existing {
+		exists[s.ID] = true
+	}
+	var todo []string
+	for _, id := range ids {
+		if exists[id] {
+			todo = append(todo, id)
+		} else {
+			c.sum.AlreadyGone = append(c.sum.AlreadyGone, id)
+		}
+	}
+	c.logf("%d snapshots to delete, %d already gone", len(todo), len(c.sum.AlreadyGone))
+	if c.o.DryRun {
+		for _, id := range todo {
+			c.logf("Would delete snapshot %s", id)
+		}
+		return nil
+	}
+	pace := budget.NewBucket(budget.Rate{Burst: 1, PerSecond: c.o.DeleteRatio}, c.o.Clock)
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		errs []error
+	)
+	sem := make(chan struct{}, maxInFlight)
+	for _, id := range todo {
+		if err := pace.Wait(ctx); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("wait to delete snapshot %s: %w", id, err))
+			mu.Unlock()
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := c.snaps.DeleteSnapshots(ctx, []string{id})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				c.logf("Deleting snapshot %s failed: %v", id, err)
+				return
+			}
+			c.sum.Deleted = append(c.sum.Deleted, id)
+			c.logf("Deleted snapshot %s (%d/%d)", id, len(c.sum.Deleted), len(todo))
+		}()
+	}
+	wg.Wait()
+	slices.Sort(c.sum.Deleted)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("delete snapshots (%d of %d deleted; metadata kept for a retry): %w", len(c.sum.Deleted), len(todo), err)
+	}
+	return nil
+}
+
+// deleteMetadata leaves a tombstone and deletes everything else, backupmeta last.
+func (c *cleaner) deleteMetadata(ctx context.Context) error {
+	if c.o.DryRun {
+		keys, err := c.store.Keys(ctx)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if k != meta.TombstoneKey {
+				c.logf("Would delete metadata %s", k)
+			}
+		}
+		return nil
+	}
+	ts := meta.Tombstone{BackupID: c.sum.BackupID, Snapshots: slices.Concat(c.sum.Deleted, c.sum.AlreadyGone),
+		CleanedAt: c.o.Clock.Now().UTC().Truncate(time.Second)}
+	if prev, err := c.store.Tombstone(ctx); err == nil {
+		ts.Snapshots = append(ts.Snapshots, prev.Snapshots...)
+		slices.Sort(ts.Snapshots)
+		ts.Snapshots = slices.Compact(ts.Snapshots)
+	}
+	if err := c.store.PutTombstone(ctx, ts); err != nil {
+		return err
+	}
+	deleted, err := c.store.DeleteAll(ctx)
+	c.sum.Metadata = append(c.sum.Metadata, deleted...)
+	if err != nil {
+		return err
+	}
+	c.logf("Deleted %d metadata objects", len(deleted))
+	return nil
+}

@@ -1,0 +1,472 @@
+package clean_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fedbr/fedbr/internal/br/clean"
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/cloud/blob"
+	"github.com/fedbr/fedbr/internal/cloud/budget"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/volumelock"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// lab is the AWS double on 127.0.0.1 driven by the production provider through the SDK,
+// plus a backup prefix in a directory.
+type lab struct {
+	srv   *awsdouble.Server
+	p     *aws.Provider
+	dir   *blob.Dir
+	store *meta.Store
+}
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{VolumeCreateDuration: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		_ = srv.Close()
+	})
+	p, err := aws.New(context.Background(), aws.Config{
+		Region: srv.Options().Region, Endpoint: hs.URL, Budget: budget.New(budget.ClientLimits(), nil),
+		PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, RetryMode: "standard",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
+	d, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &lab{srv: srv, p: p, dir: d, store: meta.NewStore(d, nil)}
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// backup snapshots stores × 2 volumes tagged with backupID and returns the backupmeta.
+func (l *lab) backup(t *testing.T, backupID string, stores int) *meta.Record {
+	t.Helper()
+	ctx := testContext(t)
+	rec := &meta.Record{
+		ClusterInfo: &meta.ClusterInfo{Version: "7.5.0", FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: 4242},
+		TiKV:        meta.TiKV{Replicas: stores},
+		Fedbr:       &meta.Extension{BackupID: backupID},
+	}
+	var ids []string
+	for i := range stores {
+		in, err := l.srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}, {Device: "/dev/xvdc", SizeGiB: 10}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := volumelock.NewWriter(in.Volumes[0].Dir).Append("db", []byte("data\n")); err != nil {
+			t.Fatal(err)
+		}
+		snaps, err := l.p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: in.ID,
+			VolumeIDs: []string{in.Volumes[0].ID, in.Volumes[1].ID}, Tags: meta.BackupTags(backupID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := meta.TiKVStore{ID: uint64(i + 1), InstanceID: in.ID}
+		for j, s := range snaps {
+			typ := meta.DataDirType
+			if j == 1 {
+				typ = "raft-engine.dir"
+			}
+			st.Volumes = append(st.Volumes, meta.Volume{ID: s.VolumeID, Type: typ, SnapshotID: s.ID, AZ: in.AZ})
+			ids = append(ids, s.ID)
+		}
+		rec.TiKV.Stores = append(rec.TiKV.Stores, st)
+	}
+	if _, err := l.p.WaitSnapshots(ctx, ids, nil); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+func (l *lab) writeMeta(t *testing.T, rec *meta.Record) {
+	t.Helper()
+	ctx := context.Background()
+	c := rec.Clone()
+	for si := range c.TiKV.Stores {
+		for vi := range c.TiKV.Stores[si].Volumes {
+			c.TiKV.Stores[si].Volumes[vi].SnapshotID = ""
+		}
+	}
+	if err := l.store.PutClusterMeta(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.store.PutManifest(ctx, "tidb", "TidbCluster", "basic", []byte("kind: TidbCluster\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.store.PutBackupMeta(ctx, rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (l *lab) left(t *testing.T, backupID string) []string {
+	t.Helper()
+	var ids []string
+	for _, s := range l.srv.Inventory(meta.BackupTags(backupID)).Snapshots {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+func (l *lab) keys(t *testing.T) []string {
+	t.Helper()
+	keys, err := l.store.Keys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// virtualClock runs the pacing in virtual time: every wait returns at once and moves the
+// clock, so the test checks the pace without measuring wall time.
+type virtualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newVirtualClock() *virtualClock {
+	return &virtualClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *virtualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *virtualClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	now := c.now
+	c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	ch <- now
+	return ch
+}
+
+// TestCleanDeletesSnapshotsPacedThenMetadata: every snapshot of the backup goes at the delete
+// ratio (6 deletions at 2/s take 2.5 s of virtual time: the first is free), then every
+// metadata object but the tombstone; another backup's snapshots are untouched.
+func TestCleanDeletesSnapshotsPacedThenMetadata(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 3)
+	other := l.backup(t, "b2", 1)
+	l.writeMeta(t, rec)
+	clock := newVirtualClock()
+	var progress bytes.Buffer
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{DeleteRatio: 2, Clock: clock, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Result != "cleaned" || sum.BackupID != "b1" || len(sum.Deleted) != 6 || len(sum.AlreadyGone) != 0 || len(sum.Orphans) != 0 {
+		t.Fatalf("summary = %+v", sum)
+	}
+	if sum.ElapsedSeconds != 2.5 {
+		t.Fatalf("6 deletions at 2/s took %v s of virtual time, want 2.5", sum.ElapsedSeconds)
+	}
+	if left := l.left(t, "b1"); len(left) != 0 {
+		t.Fatalf("snapshots left: %v", left)
+	}
+	if left := l.left(t, "b2"); len(left) != len(other.SnapshotIDs()) {
+		t.Fatalf("another backup's snapshots were touched: %v", left)
+	}
+	if keys := l.keys(t); !slices.Equal(keys, []string{meta.TombstoneKey}) {
+		t.Fatalf("metadata left: %v", keys)
+	}
+	if len(sum.Metadata) != 3 || sum.Metadata[len(sum.Metadata)-1] != meta.BackupMetaKey {
+		t.Fatalf("metadata deleted = %v, want backupmeta last", sum.Metadata)
+	}
+	if !strings.Contains(progress.String(), "Deleted snapshot") {
+		t.Fatalf("progress = %q", progress.String())
+	}
+}
+
+// TestCleanRetryAfterPartialDeletion: a first clean deleted some snapshots and died; the
+// retry deletes the rest, and a third run finds the backup already cleaned.
+func TestCleanRetryAfterPartialDeletion(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 3)
+	l.writeMeta(t, rec)
+	ids := rec.SnapshotIDs()
+	if err := l.p.DeleteSnapshots(ctx, ids[:2]); err != nil {
+		t.Fatal(err)
+	}
+	o := clean.Options{BackupID: "b1", Clock: newVirtualClock()}
+	sum, err := clean.Run(ctx, l.p, l.store, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.AlreadyGone, ids[:2]) || len(sum.Deleted) != 4 {
+		t.Fatalf("summary = %+v", sum)
+	}
+	again, err := clean.Run(ctx, l.p, l.store, o)
+	if err != nil {
+		t.Fatalf("second clean: %v", err)
+	}
+	if !again.AlreadyCleaned || again.MetaFound || len(again.Deleted) != 0 || again.Result != "cleaned" {
+		t.Fatalf("second summary = %+v", again)
+	}
+	ts, err := l.store.Tombstone(ctx)
+	if err != nil || len(ts.Snapshots) != 6 {
+		t.Fatalf("tombstone = %+v, %v", ts, err)
+	}
+}
+
+// TestCleanSnapshotsAlreadyGone: every listed snapshot was deleted out of band (and one never
+// existed): NotFound is success.
+func TestCleanSnapshotsAlreadyGone(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	rec.TiKV.Stores[0].Volumes = append(rec.TiKV.Stores[0].Volumes, meta.Volume{ID: "vol-00000000000000000", SnapshotID: "snap-00000000000000000"})
+	l.writeMeta(t, rec)
+	if err := l.p.DeleteSnapshots(ctx, rec.SnapshotIDs()[:2]); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.AlreadyGone) != 3 || len(sum.Deleted) != 0 || sum.Result != "cleaned" {
+		t.Fatalf("summary = %+v", sum)
+	}
+}
+
+// TestCleanMissingMetaOfCompletedBackup: backupmeta lost for a completed backup: the clean
+// finds the tagged orphans, deletes and reports them, keeps the other metadata and fails.
+func TestCleanMissingMetaOfCompletedBackup(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 2)
+	l.writeMeta(t, rec)
+	if err := l.dir.Delete(ctx, meta.BackupMetaKey); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b1", Outcome: clean.Completed, Clock: newVirtualClock()})
+	if !errors.Is(err, clean.ErrMetaMissing) {
+		t.Fatalf("err = %v, want ErrMetaMissing", err)
+	}
+	want := slices.Sorted(slices.Values(rec.SnapshotIDs()))
+	if sum.Result != "failed" || sum.MetaFound || !slices.Equal(sum.Orphans, want) || !slices.Equal(sum.Deleted, want) {
+		t.Fatalf("summary = %+v, want orphans %v", sum, want)
+	}
+	if left := l.left(t, "b1"); len(left) != 0 {
+		t.Fatalf("orphans left: %v", left)
+	}
+	if keys := l.keys(t); !slices.Contains(keys, meta.ClusterMetaKey) {
+		t.Fatalf("metadata of a leaked backup was deleted: %v", keys)
+	}
+	// Without an identity there is nothing to sweep with; still no success.
+	if _, err := clean.Run(ctx, l.p, l.store, clean.Options{Clock: newVirtualClock()}); !errors.Is(err, clean.ErrMetaMissing) {
+		t.Fatalf("no identity: err = %v", err)
+	}
+	// An operator accepts the loss: the rest of the metadata goes.
+	sum, err = clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b1", AcceptMissingMeta: true, Clock: newVirtualClock()})
+	if err != nil || sum.Result != "cleaned" {
+		t.Fatalf("accepted: %+v, %v", sum, err)
+	}
+	if keys := l.keys(t); !slices.Equal(keys, []string{meta.TombstoneKey}) {
+		t.Fatalf("metadata left: %v", keys)
+	}
+}
+
+// TestCleanFailedBackupWithoutMeta: a failed backup never wrote backupmeta; its clean
+// deletes whatever carries its tags and the metadata it has, and succeeds.
+func TestCleanFailedBackupWithoutMeta(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	l.writeMeta(t, rec)
+	if err := l.dir.Delete(ctx, meta.BackupMetaKey); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b1", Outcome: clean.Failed, Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Orphans) != 2 || len(sum.Deleted) != 2 || sum.Result != "cleaned" {
+		t.Fatalf("summary = %+v", sum)
+	}
+	if keys := l.keys(t); !slices.Equal(keys, []string{meta.TombstoneKey}) {
+		t.Fatalf("metadata left: %v", keys)
+	}
+}
+
+// TestCleanSweepsOrphansBesideMeta: a snapshot tagged with the backup but not listed in
+// backupmeta (a retried snapshot step) is deleted too.
+func TestCleanSweepsOrphansBesideMeta(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 2)
+	stray := rec.TiKV.Stores[1]
+	rec.TiKV.Stores = rec.TiKV.Stores[:1]
+	l.writeMeta(t, rec)
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Orphans) != len(stray.Volumes) || len(sum.Deleted) != 4 {
+		t.Fatalf("summary = %+v", sum)
+	}
+	if left := l.left(t, "b1"); len(left) != 0 {
+		t.Fatalf("left: %v", left)
+	}
+}
+
+// TestCleanUnderThrottling: half of all AWS calls are throttled; the clean still completes.
+func TestCleanUnderThrottling(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 3)
+	l.writeMeta(t, rec)
+	l.srv.SetFaults(awsdouble.Faults{Throttle: 0.5})
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Deleted) != 6 {
+		t.Fatalf("summary = %+v", sum)
+	}
+	st := l.srv.Stats()
+	l.srv.SetFaults(awsdouble.Faults{})
+	if st.InjectedThrottles == 0 {
+		t.Fatal("nothing was throttled")
+	}
+	if left := l.left(t, "b1"); len(left) != 0 {
+		t.Fatalf("left: %v", left)
+	}
+	t.Logf("%d calls throttled", st.InjectedThrottles)
+}
+
+// TestCleanDryRunDeletesNothing.
+func TestCleanDryRunDeletesNothing(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	l.writeMeta(t, rec)
+	var progress bytes.Buffer
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{DryRun: true, Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Result != "dry-run" || len(sum.Deleted) != 0 || len(l.left(t, "b1")) != 2 || len(l.keys(t)) != 3 {
+		t.Fatalf("summary = %+v, keys %v", sum, l.keys(t))
+	}
+	if !strings.Contains(progress.String(), "Would delete snapshot") || !strings.Contains(progress.String(), "Would delete metadata backupmeta") {
+		t.Fatalf("progress = %s", progress.String())
+	}
+}
+
+// failingGets is a blob store whose reads fail (S3 unreachable).
+type failingGets struct{ blob.Store }
+
+func (failingGets) Get(context.Context, string) ([]byte, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestCleanUnreadableMetaIsNotMissing: a storage error is not a missing backupmeta; nothing
+// is deleted (upstream reported success and leaked the snapshots).
+func TestCleanUnreadableMetaIsNotMissing(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	l.writeMeta(t, rec)
+	_, err := clean.Run(ctx, l.p, meta.NewStore(failingGets{l.dir}, nil), clean.Options{Outcome: clean.Failed})
+	if err == nil || errors.Is(err, clean.ErrMetaMissing) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(l.left(t, "b1")) != 2 || len(l.keys(t)) != 3 {
+		t.Fatal("something was deleted")
+	}
+}
+
+func TestCleanRefusesMismatchedIdentity(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	l.writeMeta(t, rec)
+	if _, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b2"}); err == nil || !strings.Contains(err.Error(), "does not match") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(l.left(t, "b1")) != 2 {
+		t.Fatal("snapshots were deleted")
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, o := range []clean.Options{{DeleteRatio: 0.05}, {DeleteRatio: 2.5}, {Outcome: "maybe"}, {BackupID: "a/b"}} {
+		if err := o.Validate(); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	if err := (clean.Options{DeleteRatio: 0.1, Outcome: clean.Failed, BackupID: "b1"}).Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cancelAfterFirstDelete cancels the clean's context once a snapshot was deleted (SIGTERM
+// in the middle of the deletions).
+type cancelAfterFirstDelete struct {
+	cloud.Snapshots
+	cancel context.CancelFunc
+	calls  *atomic.Int32
+}
+
+func (c cancelAfterFirstDelete) DeleteSnapshots(ctx context.Context, ids []string) error {
+	if c.calls.Add(1) > 1 {
+		<-ctx.Done() // the signal arrives while this deletion is in flight
+		return ctx.Err()
+	}
+	err := c.Snapshots.DeleteSnapshots(ctx, ids)
+	c.cancel()
+	return err
+}
+
+// TestCleanInterruptedKeepsMetadata: an interrupted clean fails and keeps every metadata
+// object, so the retry still knows the remaining snapshots; the retry finishes the job.
+func TestCleanInterruptedKeepsMetadata(t *testing.T) {
+	l := newLab(t)
+	rec := l.backup(t, "b1", 2)
+	l.writeMeta(t, rec)
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	sum, err := clean.Run(ctx, cancelAfterFirstDelete{Snapshots: l.p, cancel: cancel, calls: &atomic.Int32{}}, l.store, clean.Options{Clock: newVirtualClock()})
+	if !errors.Is(err, context.Canceled) || sum.Result != "failed" {
+		t.Fatalf("err = %v, summary %+v", err, sum)
+	}
+	if keys := l.keys(t); len(keys) != 3 || len(l.left(t, "b1")) != 3 || len(sum.Deleted) != 1 {
+		t.Fatalf("after interruption: keys %v, snapshots left %v", keys, l.left(t, "b1"))
+	}
+	if _, err := clean.Run(testContext(t), l.p, l.store, clean.Options{Clock: newVirtualClock()}); err != nil {
+		t.Fatal(err)
+	}
+	if left := l.left(t, "b1"); len(left) != 0 {
+		t.Fatalf("left after retry: %v", left)
+	}
+}

@@ -1,0 +1,560 @@
+// Package restorevolumes is the cloud half of a restore's volume phase: it creates one volume
+// per backed-up volume from the backup's snapshots in the target AZ (type, IOPS, throughput,
+// encryption with a KMS key, tags), optionally through fast snapshot restore, and records
+// the old → new volume map as this restore's restoremeta. PD is told first that a snapshot
+// recovery is under way and its TSO is raised to the backup's resolved ts.
+//
+// It never leaves volumes behind: every volume carries the restore's identity tag, a failed
+// attempt deletes everything with that tag, and a retried attempt first deletes what a
+// killed earlier attempt left. A retry after success returns the recorded volumes.
+package restorevolumes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/budget"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// PD is the part of PD this phase drives; it is satisfied by an adapter over the PD client.
+type PD interface {
+	// MarkSnapshotRecovering sets PD's snapshot-recovering marker; it must be set before any
+	// TiKV starts on a restored volume. Setting it again is harmless.
+	MarkSnapshotRecovering(ctx context.Context) error
+	// ResetTS raises PD's TSO to at least ts; it never lowers it.
+	ResetTS(ctx context.Context, ts uint64) error
+}
+
+// Cloud is what this phase needs from the provider.
+type Cloud interface {
+	cloud.Snapshots
+	cloud.Volumes
+	cloud.FastRestores
+}
+
+// Scope selects the volumes to restore.
+type Scope string
+
+// Scopes (upstream's --volume-scope 0, 1, 2).
+const (
+	ScopeAll     Scope = "all"
+	ScopeData    Scope = "data"
+	ScopeNonData Scope = "non-data"
+)
+
+// Tags every restored volume carries besides fedbr's identity, as upstream sets them, so the
+// EBS CSI driver and upstream tools treat the volumes alike.
+const (
+	TagRestoredBy   = "TiDBCluster-BR"
+	TagCSICluster   = "ebs.csi.aws.com/cluster"
+	TagFromSnapshot = "snapshot/createdFromSnapshotId"
+)
+
+const (
+	// snapshotTagPrefix prefixes the source snapshot's tags copied to a volume.
+	snapshotTagPrefix = "snapshot/"
+	// maxTagKeyLength is AWS's limit; a copied tag whose key would exceed it is dropped.
+	maxTagKeyLength     = 128
+	defaultConcurrency  = 8
+	defaultCleanupLimit = 5 * time.Minute
+)
+
+// Volume types accepted; IOPS apply to gp3, io1 and io2, throughput to gp3 only.
+var volumeTypes = []string{"gp3", "gp2", "io1", "io2", "st1", "sc1", "standard"}
+
+// Options configure the phase.
+type Options struct {
+	// RestoreID is the restore's identity: the volumes' tag value and the restoremeta name.
+	RestoreID string
+	// TargetAZ places every volume; empty means each volume's original AZ.
+	TargetAZ string
+	// VolumeType defaults to gp3; IOPS and Throughput (MiB/s) of 0 leave AWS's defaults.
+	VolumeType string
+	IOPS       int32
+	Throughput int32
+	Encrypted  bool
+	// KMSKeyID encrypts with this key (needs Encrypted); empty means the account's default.
+	KMSKeyID string
+	// Tags are added to every volume.
+	Tags map[string]string
+	// Scope defaults to ScopeAll.
+	Scope Scope
+	// FSR restores the data volumes through fast snapshot restore: enabled in the target AZ,
+	// waited for until every snapshot has a credit, disabled again at the end.
+	FSR bool
+	// Concurrency bounds parallel CreateVolume calls (the budget paces them anyway).
+	Concurrency int
+	// CleanupTimeout bounds the deletion of created volumes after a failure, which runs
+	// even when ctx was cancelled.
+	CleanupTimeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+	// Clock measures elapsed time; nil is the wall clock.
+	Clock budget.Clock
+}
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	if err := meta.ValidateID(o.RestoreID); err != nil {
+		return fmt.Errorf("restore id: %w", err)
+	}
+	vt := o.VolumeType
+	if vt == "" {
+		vt = "gp3"
+	}
+	if !slices.Contains(volumeTypes, vt) {
+		return fmt.Errorf("volume type %q: want one of %s", vt, strings.Join(volumeTypes, ", "))
+	}
+	if o.IOPS < 0 || o.Throughput < 0 {
+		return errors.New("IOPS and throughput must not be negative")
+	}
+	if o.IOPS > 0 && vt != "gp3" && vt != "io1" && vt != "io2" {
+		return fmt.Errorf("IOPS apply to gp3, io1 and io2, not %s", vt)
+	}
+	if o.Throughput > 0 && vt != "gp3" {
+		return fmt.Errorf("throughput applies to gp3 only, not %s", vt)
+	}
+	if o.KMSKeyID != "" && !o.Encrypted {
+		return errors.New("a KMS key needs encryption enabled")
+	}
+	switch o.Scope {
+	case "", ScopeAll, ScopeData, ScopeNonData:
+	default:
+		return fmt.Errorf("volume scope %q: want %s, %s or %s", o.Scope, ScopeAll, ScopeData, ScopeNonData)
+	}
+	if len(o.Tags) > cloud.MaxTags {
+		return fmt.Errorf("%d tags: %w", len(o.Tags), cloud.ErrTooManyTags)
+	}
+	return nil
+}
+
+// Volume is one restored volume.
+type Volume struct {
+	StoreID        uint64 `json:"storeID"`
+	Type           string `json:"type"`
+	BackupVolumeID string `json:"backupVolumeID"`
+	SnapshotID     string `json:"snapshotID"`
+	VolumeID       string `json:"volumeID"`
+	AZ             string `json:"az"`
+	SizeGiB        int32  `json:"sizeGiB"`
+	FastRestored   bool   `json:"fastRestored"`
+}
+
+// Result is what the phase did.
+type Result struct {
+	RestoreID  string `json:"restoreID"`
+	ResolvedTS uint64 `json:"resolvedTS"`
+	// Reused says an earlier attempt had finished; its recorded volumes are returned.
+	Reused  bool     `json:"reused"`
+	Volumes []Volume `json:"volumes"`
+	SizeGiB int64    `json:"sizeGiB"`
+	// Swept are volumes of an earlier, unfinished attempt deleted before starting.
+	Swept []string `json:"swept"`
+	// Deleted are this attempt's volumes deleted after it failed.
+	Deleted        []string `json:"deleted"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
+}
+
+// Run restores the volumes of the backup in store.
+func Run(ctx context.Context, c Cloud, pd PD, store *meta.Store, o Options) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	if o.VolumeType == "" {
+		o.VolumeType = "gp3"
+	}
+	if o.Scope == "" {
+		o.Scope = ScopeAll
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = defaultConcurrency
+	}
+	if o.CleanupTimeout <= 0 {
+		o.CleanupTimeout = defaultCleanupLimit
+	}
+	if o.Clock == nil {
+		o.Clock = budget.RealClock
+	}
+	r := &restorer{c: c, pd: pd, store: store, o: o, out: o.Progress}
+	if r.out == nil {
+		r.out = io.Discard
+	}
+	start := o.Clock.Now()
+	r.res = Result{RestoreID: o.RestoreID, Volumes: []Volume{}, Swept: []string{}, Deleted: []string{}}
+	err := r.run(ctx)
+	r.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
+	return r.res, err
+}
+
+type restorer struct {
+	c     Cloud
+	pd    PD
+	store *meta.Store
+	o     Options
+	out   io.Writer
+	res   Result
+
+	mu      sync.Mutex
+	created []string
+	logMu   sync.Mutex
+}
+
+// logf writes one progress line; lines come from concurrent goroutines.
+func (r *restorer) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
+	_, _ = fmt.Fprintf(r.out, format+"\n", args...)
+}
+
+// plan is one volume to create.
+type plan struct {
+	meta.StoreVolume
+	spec cloud.VolumeSpec
+	// created is the new volume's id once created.
+	created string
+}
+
+func (r *restorer) run(ctx context.Context) error {
+	rec, err := r.store.BackupMeta(ctx)
+	if err != nil {
+		return fmt.Errorf("restore volumes: %w", err)
+	}
+	r.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
+	r.logf("Marking PD snapshot-recovering and raising its TSO to %d", r.res.ResolvedTS)
+	if err := r.pd.MarkSnapshotRecovering(ctx); err != nil {
+		return fmt.Errorf("mark PD snapshot-recovering: %w", err)
+	}
+	if err := r.pd.ResetTS(ctx, r.res.ResolvedTS); err != nil {
+		return fmt.Errorf("reset PD TSO to %d: %w", r.res.ResolvedTS, err)
+	}
+
+	done, err := r.store.RestoreMeta(ctx, r.o.RestoreID)
+	switch {
+	case err == nil:
+		return r.reuse(ctx, done)
+	case !errors.Is(err, meta.ErrNotFound):
+		return fmt.Errorf("restore volumes: %w", err)
+	}
+
+	if err := r.sweep(ctx); err != nil {
+		return err
+	}
+	plans, err := r.plan(ctx, rec)
+	if err != nil {
+		return err
+	}
+	err = r.restore(ctx, rec, plans)
+	if err != nil {
+		r.res.Volumes, r.res.SizeGiB = []Volume{}, 0 // they are about to be deleted
+		r.cleanup(ctx)
+	}
+	return err
+}
+
+// reuse returns the volumes an earlier attempt recorded, after checking they still exist.
+func (r *restorer) reuse(ctx context.Context, done *meta.Record) error {
+	r.res.Reused = true
+	var ids []string
+	for _, v := range done.Volumes() {
+		if v.RestoreVolumeID != "" {
+			ids = append(ids, v.RestoreVolumeID)
+		}
+	}
+	r.logf("Restoremeta of %s exists; checking its %d volumes", r.o.RestoreID, len(ids))
+	vols, err := r.c.WaitVolumes(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("volumes recorded in restoremeta of %s: %w", r.o.RestoreID, err)
+	}
+	byID := map[string]cloud.Volume{}
+	for _, v := range vols {
+		byID[v.ID] = v
+	}
+	for _, v := range done.Volumes() {
+		if v.RestoreVolumeID == "" {
+			continue
+		}
+		nv := byID[v.RestoreVolumeID]
+		r.res.Volumes = append(r.res.Volumes, Volume{StoreID: v.StoreID, Type: v.Type, BackupVolumeID: v.ID, SnapshotID: v.SnapshotID,
+			VolumeID: nv.ID, AZ: nv.AZ, SizeGiB: nv.SizeGiB, FastRestored: nv.FastRestored})
+		r.res.SizeGiB += int64(nv.SizeGiB)
+	}
+	return nil
+}
+
+// sweep deletes volumes tagged with this restore that no restoremeta records: an earlier
+// attempt was killed before it could clean up.
+func (r *restorer) sweep(ctx context.Context) error {
+	left, err := r.c.ListVolumes(ctx, meta.RestoreTags(r.o.RestoreID))
+	if err != nil {
+		return fmt.Errorf("find volumes of an earlier attempt: %w", err)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	ids := make([]string, len(left))
+	for i, v := range left {
+		ids[i] = v.ID
+	}
+	r.logf("Deleting %d volumes left by an earlier attempt: %v", len(ids), ids)
+	if err := r.c.DeleteVolumes(ctx, ids); err != nil {
+		return fmt.Errorf("delete volumes of an earlier attempt: %w", err)
+	}
+	r.res.Swept = ids
+	return nil
+}
+
+// plan builds every volume spec and checks them before anything is created.
+func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
+	var vols []meta.StoreVolume
+	for _, v := range rec.Volumes() {
+		data := v.Type == meta.DataDirType
+		if r.o.Scope == ScopeAll || (r.o.Scope == ScopeData) == data {
+			vols = append(vols, v)
+		}
+	}
+	if len(vols) == 0 {
+		return nil, fmt.Errorf("no volume of the backup is in scope %s", r.o.Scope)
+	}
+	ids := make([]string, len(vols))
+	for i, v := range vols {
+		ids[i] = v.SnapshotID
+	}
+	snaps, err := r.c.DescribeSnapshots(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("describe the backup's snapshots: %w", err)
+	}
+	byID := map[string]cloud.Snapshot{}
+	for _, s := range snaps {
+		byID[s.ID] = s
+	}
+	var plans []plan
+	var errs []error
+	for _, v := range vols {
+		s, ok := byID[v.SnapshotID]
+		switch {
+		case !ok:
+			errs = append(errs, fmt.Errorf("snapshot %s of volume %s does not exist", v.SnapshotID, v.ID))
+			continue
+		case s.State != cloud.SnapshotCompleted:
+			errs = append(errs, fmt.Errorf("snapshot %s of volume %s is %s, not completed", v.SnapshotID, v.ID, s.State))
+			continue
+		}
+		az := r.o.TargetAZ
+		if az == "" {
+			az = v.AZ
+		}
+		if az == "" {
+			errs = append(errs, fmt.Errorf("volume %s: no target AZ given and none recorded", v.ID))
+			continue
+		}
+		tags := r.tags(s)
+		if len(tags) > cloud.MaxTags {
+			errs = append(errs, fmt.Errorf("volume from %s would carry %d tags: %w", s.ID, len(tags), cloud.ErrTooManyTags))
+			continue
+		}
+		plans = append(plans, plan{StoreVolume: v, spec: cloud.VolumeSpec{SnapshotID: s.ID, AZ: az, Type: r.o.VolumeType,
+			IOPS: r.o.IOPS, Throughput: r.o.Throughput, Encrypted: r.o.Encrypted, KMSKeyID: r.o.KMSKeyID, Tags: tags}})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("plan volumes: %w", err)
+	}
+	return plans, nil
+}
+
+// tags are upstream's restore tags, the source snapshot's tags under snapshot/, the user's
+// tags and, winning over all, fedbr's restore identity.
+func (r *restorer) tags(s cloud.Snapshot) map[string]string {
+	t := map[string]string{}
+	for k, v := range s.Tags {
+		if !strings.HasPrefix(k, snapshotTagPrefix) && len(snapshotTagPrefix+k) <= maxTagKeyLength {
+			t[snapshotTagPrefix+k] = v
+		}
+	}
+	t[TagRestoredBy] = "new"
+	t[TagCSICluster] = "true"
+	t[TagFromSnapshot] = s.ID
+	maps.Copy(t, r.o.Tags)
+	maps.Copy(t, meta.RestoreTags(r.o.RestoreID))
+	return t
+}
+
+func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) error {
+	if r.o.FSR {
+		disable, err := r.enableFSR(ctx, plans)
+		defer disable()
+		if err != nil {
+			return err
+		}
+	}
+	if err := r.create(ctx, plans); err != nil {
+		return err
+	}
+	ids := make([]string, len(plans))
+	for i, p := range plans {
+		ids[i] = p.created
+	}
+	r.logf("Waiting for %d volumes to become available", len(ids))
+	vols, err := r.c.WaitVolumes(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("wait for restored volumes: %w", err)
+	}
+	out := rec.Clone()
+	newOf := map[string]cloud.Volume{}
+	for i, p := range plans {
+		v := vols[i]
+		if r.o.FSR && p.Type == meta.DataDirType && !v.FastRestored {
+			return fmt.Errorf("volume %s from snapshot %s is not fast-restored", v.ID, p.SnapshotID)
+		}
+		newOf[p.ID] = v
+		r.res.Volumes = append(r.res.Volumes, Volume{StoreID: p.StoreID, Type: p.Type, BackupVolumeID: p.ID, SnapshotID: p.SnapshotID,
+			VolumeID: v.ID, AZ: v.AZ, SizeGiB: v.SizeGiB, FastRestored: v.FastRestored})
+		r.res.SizeGiB += int64(v.SizeGiB)
+	}
+	for si := range out.TiKV.Stores {
+		for vi := range out.TiKV.Stores[si].Volumes {
+			mv := &out.TiKV.Stores[si].Volumes[vi]
+			if v, ok := newOf[mv.ID]; ok {
+				mv.RestoreVolumeID, mv.RestoreAZ = v.ID, v.AZ
+			}
+		}
+	}
+	if out.Fedbr == nil {
+		out.Fedbr = &meta.Extension{}
+	}
+	if err := r.store.PutRestoreMeta(ctx, r.o.RestoreID, out); err != nil {
+		return fmt.Errorf("record restored volumes: %w", err)
+	}
+	r.logf("Restored %d volumes (%d GiB); restoremeta written", len(r.res.Volumes), r.res.SizeGiB)
+	return nil
+}
+
+// create creates every planned volume, at most Concurrency at once; the first failure
+// stops the rest.
+func (r *restorer) create(ctx context.Context, plans []plan) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, r.o.Concurrency)
+	errs := make([]error, len(plans))
+	ids := make([]string, len(plans))
+	var wg sync.WaitGroup
+	for i, p := range plans {
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r.logf("Creating a %s volume from %s (volume %s of store %d) in %s", p.spec.Type, p.SnapshotID, p.ID, p.StoreID, p.spec.AZ)
+			v, err := r.c.CreateVolume(ctx, p.spec)
+			if err != nil {
+				errs[i] = err
+				cancel()
+				return
+			}
+			ids[i] = v.ID
+			r.mu.Lock()
+			r.created = append(r.created, v.ID)
+			r.mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("create volumes: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("create volumes: %w", err)
+	}
+	for i := range plans {
+		plans[i].created = ids[i]
+	}
+	return nil
+}
+
+// enableFSR enables fast snapshot restore for the data volumes' snapshots in their AZs and
+// waits until each has a credit. The returned func disables it again.
+func (r *restorer) enableFSR(ctx context.Context, plans []plan) (func(), error) {
+	byAZ := map[string][]string{}
+	for _, p := range plans {
+		if p.Type == meta.DataDirType && !slices.Contains(byAZ[p.spec.AZ], p.SnapshotID) {
+			byAZ[p.spec.AZ] = append(byAZ[p.spec.AZ], p.SnapshotID)
+		}
+	}
+	var enabled []string
+	disable := func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.CleanupTimeout)
+		defer cancel()
+		for _, az := range enabled {
+			if err := r.c.DisableFSR(cctx, az, byAZ[az]); err != nil {
+				r.logf("Disabling FSR in %s failed (credits keep being billed until it is disabled): %v", az, err)
+			}
+		}
+	}
+	for _, az := range slices.Sorted(maps.Keys(byAZ)) {
+		ids := byAZ[az]
+		r.logf("Enabling fast snapshot restore of %d snapshots in %s", len(ids), az)
+		enabled = append(enabled, az)
+		if _, err := r.c.EnableFSR(ctx, az, ids); err != nil {
+			return disable, fmt.Errorf("enable FSR: %w", err)
+		}
+	}
+	for _, az := range slices.Sorted(maps.Keys(byAZ)) {
+		r.logf("Waiting for FSR credits of %d snapshots in %s", len(byAZ[az]), az)
+		err := r.c.WaitFSR(ctx, az, byAZ[az], func(p cloud.Progress) {
+			r.logf("FSR in %s: %.0f%% of snapshots have a credit", az, p.Percent)
+		})
+		if err != nil {
+			return disable, fmt.Errorf("wait for FSR credits: %w", err)
+		}
+	}
+	return disable, nil
+}
+
+// cleanup deletes every volume this attempt created, and any other volume carrying the
+// restore's tag (a create whose answer was lost), even when ctx was cancelled.
+func (r *restorer) cleanup(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.CleanupTimeout)
+	defer cancel()
+	r.mu.Lock()
+	ids := slices.Clone(r.created)
+	r.mu.Unlock()
+	// Volumes a restoremeta of this restore records belong to an attempt that finished
+	// (a concurrent run with the same id, which fedbr's Jobs never start): keep them.
+	recorded := map[string]bool{}
+	if rm, err := r.store.RestoreMeta(cctx, r.o.RestoreID); err == nil {
+		for _, id := range rm.RestoredVolumes() {
+			recorded[id] = true
+		}
+	}
+	tagged, err := r.c.ListVolumes(cctx, meta.RestoreTags(r.o.RestoreID))
+	if err != nil {
+		r.logf("Listing volumes tagged %s=%s failed: %v", meta.TagRestore, r.o.RestoreID, err)
+	}
+	for _, v := range tagged {
+		if !slices.Contains(ids, v.ID) {
+			ids = append(ids, v.ID)
+		}
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { return recorded[id] })
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	r.logf("Deleting the %d volumes of the failed attempt", len(ids))
+	if err := r.c.DeleteVolumes(cctx, ids); err != nil {
+		r.logf("Deleting volumes failed; they carry %s=%s for a later sweep: %v", meta.TagRestore, r.o.RestoreID, err)
+		return
+	}
+	r.res.Deleted = ids
+}

@@ -1,0 +1,97 @@
+// Package clean is the `fedbr br clean` command: it deletes a backup's snapshots and
+// metadata (package br/clean) and prints a JSON summary.
+package clean
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedbr/fedbr/internal/br/clean"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
+)
+
+type options struct {
+	session session.Flags
+	engine  clean.Options
+	outcome string
+}
+
+// NewCmd returns `br clean`.
+func NewCmd() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "clean --storage URL [--backup-id ID] [--backup-outcome completed|failed]",
+		Short: "Delete a backup's snapshots, then its metadata",
+		Long: `Delete every snapshot listed in the backup's backupmeta, paced at --delete-ratio snapshots
+per second inside the account's EC2 budget (a snapshot already gone counts as deleted), then
+the backup's metadata objects, backupmeta last. A small "cleaned" tombstone object is left so
+that a retried clean knows the backup is already gone.
+
+With --backup-id, snapshots tagged fedbr.io/backup=ID that backupmeta does not list
+are deleted too and reported as orphans. When backupmeta is missing, a backup that failed is
+cleaned; for a completed backup the tagged snapshots are deleted and reported, the other
+metadata is kept, and the command fails: the snapshots backupmeta listed may have leaked
+(--accept-missing-meta acknowledges that and finishes the clean).
+
+Progress lines go to stderr; the final JSON summary goes to stdout. Exit status 0 only when
+the backup is clean.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true // the flags were fine; a failure now is not a usage error
+			return o.run(cmd)
+		},
+	}
+	f := cmd.Flags()
+	o.session.Register(f)
+	f.StringVar(&o.engine.BackupID, "backup-id", "", "the backup's identity tag value, to sweep for orphaned snapshots (default: the one recorded in backupmeta)")
+	f.StringVar(&o.outcome, "backup-outcome", string(clean.Completed), "how the backup ended: completed or failed; a failed backup without backupmeta is cleanable")
+	f.Float64Var(&o.engine.DeleteRatio, "delete-ratio", clean.DefaultDeleteRatio, fmt.Sprintf("snapshots deleted per second, %v to %v", clean.MinDeleteRatio, clean.MaxDeleteRatio))
+	f.BoolVar(&o.engine.DryRun, "dry-run", false, "report what would be deleted and delete nothing")
+	f.BoolVar(&o.engine.AcceptMissingMeta, "accept-missing-meta", false, "clean a completed backup whose backupmeta is missing anyway, after the tag sweep: accept that snapshots it listed may be lost")
+	return cmd
+}
+
+func (o *options) validate() error {
+	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	o.engine.Outcome = clean.Outcome(o.outcome)
+	if o.outcome != string(clean.Completed) && o.outcome != string(clean.Failed) {
+		return fmt.Errorf("--backup-outcome %q: want %s or %s", o.outcome, clean.Completed, clean.Failed)
+	}
+	if r := o.engine.DeleteRatio; r < clean.MinDeleteRatio || r > clean.MaxDeleteRatio {
+		return fmt.Errorf("--delete-ratio %v: want %v to %v snapshots per second", r, clean.MinDeleteRatio, clean.MaxDeleteRatio)
+	}
+	if err := o.engine.Validate(); err != nil {
+		return fmt.Errorf("--backup-id: %w", err)
+	}
+	return nil
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store, err := o.session.Store(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := o.session.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	o.engine.Progress = cmd.ErrOrStderr()
+	sum, runErr := clean.Run(ctx, p, store, o.engine)
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(sum); err != nil && runErr == nil {
+		return err
+	}
+	return runErr
+}

@@ -1,0 +1,99 @@
+// Package session turns the flags every `fedbr br` command shares — where the backup's
+// metadata is stored and which AWS account-region (or lab double) to call — into a metadata
+// store and a cloud provider, so each command parses and validates them the same way.
+package session
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/cloud/blob"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// Flags are the shared flags.
+type Flags struct {
+	Storage  string
+	Region   string
+	Endpoint string
+}
+
+// Register adds the flags to fs.
+func (f *Flags) Register(fs *pflag.FlagSet) {
+	fs.StringVarP(&f.Storage, "storage", "s", "", "the backup's storage prefix: s3://BUCKET/PREFIX, or a local directory (path or file:///path) for the lab (required)")
+	fs.StringVar(&f.Region, "region", "", "AWS region of EC2, EBS and S3 (default: from the AWS environment)")
+	fs.StringVar(&f.Endpoint, "aws-endpoint", "", "endpoint override for every AWS service, e.g. the lab's AWS double http://127.0.0.1:4566")
+}
+
+// Validate checks the flags without any I/O.
+func (f *Flags) Validate() error {
+	if _, err := f.location(); err != nil {
+		return err
+	}
+	if f.Endpoint != "" {
+		u, err := url.Parse(f.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--aws-endpoint %q: want an http(s) URL", f.Endpoint)
+		}
+	}
+	return nil
+}
+
+type location struct {
+	bucket, prefix, dir string
+}
+
+func (f *Flags) location() (location, error) {
+	s := f.Storage
+	switch {
+	case s == "":
+		return location{}, fmt.Errorf("--storage is required")
+	case strings.HasPrefix(s, "s3://"):
+		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(s, "s3://"), "/")
+		if bucket == "" {
+			return location{}, fmt.Errorf("--storage %q: want s3://BUCKET/PREFIX", s)
+		}
+		prefix = strings.Trim(prefix, "/")
+		if prefix != "" {
+			prefix += "/"
+		}
+		return location{bucket: bucket, prefix: prefix}, nil
+	case strings.HasPrefix(s, "file://"):
+		u, err := url.Parse(s)
+		if err != nil || u.Path == "" || (u.Host != "" && u.Host != "localhost") {
+			return location{}, fmt.Errorf("--storage %q: want file:///ABSOLUTE/PATH", s)
+		}
+		return location{dir: u.Path}, nil
+	case strings.Contains(s, "://"):
+		return location{}, fmt.Errorf("--storage %q: only s3:// and local directories are supported", s)
+	}
+	return location{dir: filepath.Clean(s)}, nil
+}
+
+// Store opens the backup's metadata store.
+func (f *Flags) Store(ctx context.Context) (*meta.Store, error) {
+	loc, err := f.location()
+	if err != nil {
+		return nil, err
+	}
+	var b blob.Store
+	if loc.dir != "" {
+		if b, err = blob.NewDir(loc.dir); err != nil {
+			return nil, err
+		}
+	} else if b, err = blob.NewS3(ctx, blob.S3Config{Region: f.Region, Bucket: loc.bucket, Prefix: loc.prefix, Endpoint: f.Endpoint}); err != nil {
+		return nil, err
+	}
+	return meta.NewStore(b, nil), nil
+}
+
+// Provider opens the AWS provider.
+func (f *Flags) Provider(ctx context.Context) (*aws.Provider, error) {
+	return aws.New(ctx, aws.Config{Region: f.Region, Endpoint: f.Endpoint})
+}

@@ -1,0 +1,307 @@
+// Package meta is fedbr's backup metadata: the JSON record BR and tidb-operator call
+// clustermeta, backupmeta and restoremeta (one shape, filled in step by step), the identity
+// tags fedbr puts on what it creates, and a Store that keeps the records at their object
+// names over a blob.Store.
+//
+// The record is field-compatible with BR's EBS meta, so a backup written by upstream restores
+// with fedbr and the other way round: BR's keys are always written, fedbr's additions are
+// optional keys BR ignores (mount_path, instance_id, the "fedbr" object), and members this
+// version does not know are kept when a record is read and written again.
+package meta
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FullBackupTypeEBS is the only full_backup_type BR and fedbr restore.
+const FullBackupTypeEBS = "aws-ebs"
+
+// DataDirType is the volume type (TiKV config key) of a store's main data volume; FSR and
+// volume scopes treat it specially.
+const DataDirType = "storage.data-dir"
+
+// FormatVersion is the version of fedbr's extension this build writes and the newest it
+// reads.
+const FormatVersion = 1
+
+// ErrInvalid marks a record that fails validation.
+var ErrInvalid = errors.New("invalid metadata")
+
+// Record is the EBS backup record (BR's EBSBasedBRMeta). The operator writes it as
+// clustermeta with the volumes to snapshot, the snapshot step adds cluster_info and the
+// snapshot ids and writes it as backupmeta, the volume restore adds restore_volume_id and
+// writes it as restoremeta.
+type Record struct {
+	ClusterInfo *ClusterInfo    `json:"cluster_info"`
+	TiKV        TiKV            `json:"tikv"`
+	TiDB        Component       `json:"tidb"`
+	PD          Component       `json:"pd"`
+	Kubernetes  Kubernetes      `json:"kubernetes"`
+	Options     json.RawMessage `json:"options"`
+	Region      string          `json:"region"`
+	// Fedbr is fedbr's extension; absent in records written by upstream.
+	Fedbr *Extension `json:"fedbr,omitempty"`
+	Extra Extra      `json:"-"`
+}
+
+// ClusterInfo is what the snapshot step learned from PD.
+type ClusterInfo struct {
+	// Version is PD's cluster version, normalized semver ("6.5.0").
+	Version        string `json:"cluster_version"`
+	FullBackupType string `json:"full_backup_type"`
+	// ResolvedTS is the PD min resolved ts the backup is consistent at.
+	ResolvedTS uint64            `json:"resolved_ts"`
+	Replicas   map[string]uint64 `json:"replicas"`
+	Extra      Extra             `json:"-"`
+}
+
+// TiKV lists the stores of this data plane.
+type TiKV struct {
+	// Replicas is the number of TiKV stores of the whole federated cluster; restore checks
+	// that many stores are online.
+	Replicas int         `json:"replicas"`
+	Stores   []TiKVStore `json:"stores"`
+	Extra    Extra       `json:"-"`
+}
+
+// TiKVStore is one TiKV store and its volumes.
+type TiKVStore struct {
+	ID      uint64   `json:"store_id"`
+	Volumes []Volume `json:"volumes"`
+	// InstanceID is the EC2 instance the volumes are attached to (fedbr; BR finds it from
+	// the first volume's attachment).
+	InstanceID string `json:"instance_id,omitempty"`
+	Extra      Extra  `json:"-"`
+}
+
+// Volume is one volume of a store.
+type Volume struct {
+	ID string `json:"volume_id"`
+	// Type is the TiKV config key of the mount (DataDirType for the data volume).
+	Type            string `json:"type"`
+	SnapshotID      string `json:"snapshot_id"`
+	RestoreVolumeID string `json:"restore_volume_id"`
+	AZ              string `json:"volume_az"`
+	Status          string `json:"status"`
+	// MountPath is written by tidb-operator in clustermeta; BR drops it, fedbr keeps it.
+	MountPath string `json:"mount_path,omitempty"`
+	// RestoreAZ is the AZ of the restored volume (fedbr, restoremeta only).
+	RestoreAZ string `json:"restore_volume_az,omitempty"`
+	Extra     Extra  `json:"-"`
+}
+
+// Component is the size of a TiDB or PD deployment.
+type Component struct {
+	Replicas int   `json:"replicas"`
+	Extra    Extra `json:"-"`
+}
+
+// Kubernetes carries the objects restore rebuilds, passed through untouched.
+type Kubernetes struct {
+	PVs         []json.RawMessage `json:"pvs"`
+	PVCs        []json.RawMessage `json:"pvcs"`
+	TidbCluster json.RawMessage   `json:"crd_tidb_cluster"`
+	Options     json.RawMessage   `json:"options"`
+	Extra       Extra             `json:"-"`
+}
+
+// Extension is what fedbr records beyond BR's schema.
+type Extension struct {
+	// Version is the extension's format version (FormatVersion when written).
+	Version int `json:"version"`
+	// BackupID is the identity the backup's snapshots are tagged with (BackupTags).
+	BackupID string `json:"backup_id,omitempty"`
+	// RestoreID is the identity of the restore that wrote a restoremeta (RestoreTags).
+	RestoreID string `json:"restore_id,omitempty"`
+	// Cluster is the k8sClusterName of the data plane.
+	Cluster       string `json:"k8s_cluster,omitempty"`
+	PDClusterID   uint64 `json:"pd_cluster_id,omitempty"`
+	BackupStartTS uint64 `json:"backup_start_ts,omitempty"`
+	// Manifests are the keys of the Kubernetes manifests saved next to the record.
+	Manifests []string `json:"manifests,omitempty"`
+	// WrittenAt is when the record was written; it is ignored when a rewrite is compared
+	// with what is stored, so a retried step may write it again.
+	WrittenAt time.Time `json:"written_at,omitzero"`
+	Extra     Extra     `json:"-"`
+}
+
+// Parse reads a record without validating it; unknown members are kept.
+func Parse(data []byte) (*Record, error) {
+	var r Record
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("parse metadata: %w: %w", ErrInvalid, err)
+	}
+	if r.Fedbr != nil && r.Fedbr.Version > FormatVersion {
+		return nil, fmt.Errorf("metadata written by a newer fedbr (format %d, this build reads up to %d): %w", r.Fedbr.Version, FormatVersion, ErrInvalid)
+	}
+	return &r, nil
+}
+
+// Marshal writes a record as indented JSON.
+func (r *Record) Marshal() ([]byte, error) {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("marshal metadata: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// Clone returns a deep copy.
+func (r *Record) Clone() *Record {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(fmt.Sprintf("clone metadata: %v", err)) // a Record always marshals
+	}
+	c, err := Parse(b)
+	if err != nil {
+		panic(fmt.Sprintf("clone metadata: %v", err))
+	}
+	return c
+}
+
+// ValidateCluster checks a clustermeta: the input of the snapshot step.
+func (r *Record) ValidateCluster() error {
+	var errs []error
+	if len(r.TiKV.Stores) == 0 {
+		errs = append(errs, errors.New("store count is 0"))
+	}
+	seen := map[string]bool{}
+	for _, s := range r.TiKV.Stores {
+		if len(s.Volumes) == 0 {
+			errs = append(errs, fmt.Errorf("store %d has no volumes", s.ID))
+		}
+		for i, v := range s.Volumes {
+			if v.ID == "" {
+				errs = append(errs, fmt.Errorf("store %d volume %d has no volume_id", s.ID, i))
+			}
+			if seen[v.ID] {
+				errs = append(errs, fmt.Errorf("volume %s is listed twice", v.ID))
+			}
+			seen[v.ID] = true
+		}
+	}
+	if r.TiKV.Replicas < len(r.TiKV.Stores) {
+		errs = append(errs, fmt.Errorf("tikv.replicas %d is less than the %d stores listed", r.TiKV.Replicas, len(r.TiKV.Stores)))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// ValidateBackup checks a backupmeta the way a restore needs it: BR's checks (cluster_info
+// present, semver cluster_version, aws-ebs, resolved_ts set, at least one store) plus a
+// snapshot id for every volume.
+func (r *Record) ValidateBackup() error {
+	var errs []error
+	if ci := r.ClusterInfo; ci == nil {
+		errs = append(errs, errors.New("cluster_info is missing"))
+	} else {
+		if _, err := ParseVersion(ci.Version); err != nil {
+			errs = append(errs, err)
+		}
+		if ci.FullBackupType != FullBackupTypeEBS {
+			errs = append(errs, fmt.Errorf("full_backup_type %q: only %s is supported", ci.FullBackupType, FullBackupTypeEBS))
+		}
+		if ci.ResolvedTS == 0 {
+			errs = append(errs, errors.New("resolved_ts is 0"))
+		}
+	}
+	if len(r.TiKV.Stores) == 0 {
+		errs = append(errs, errors.New("store count is 0"))
+	}
+	for _, s := range r.TiKV.Stores {
+		if len(s.Volumes) == 0 {
+			errs = append(errs, fmt.Errorf("store %d has no volumes", s.ID))
+		}
+		for i, v := range s.Volumes {
+			if v.ID == "" || v.SnapshotID == "" {
+				errs = append(errs, fmt.Errorf("store %d volume %d: volume_id %q snapshot_id %q: both are required", s.ID, i, v.ID, v.SnapshotID))
+			}
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// SnapshotIDs lists every snapshot id of the record, in store order.
+func (r *Record) SnapshotIDs() []string {
+	var ids []string
+	for _, s := range r.TiKV.Stores {
+		for _, v := range s.Volumes {
+			if v.SnapshotID != "" {
+				ids = append(ids, v.SnapshotID)
+			}
+		}
+	}
+	return ids
+}
+
+// Volumes lists every volume with its store, in store order.
+func (r *Record) Volumes() []StoreVolume {
+	var out []StoreVolume
+	for _, s := range r.TiKV.Stores {
+		for _, v := range s.Volumes {
+			out = append(out, StoreVolume{StoreID: s.ID, Volume: v})
+		}
+	}
+	return out
+}
+
+// StoreVolume is a volume with the id of its store.
+type StoreVolume struct {
+	StoreID uint64
+	Volume
+}
+
+// RestoredVolumes maps each backed-up volume id to its restored volume id (the restoremeta's
+// old → new map); volumes not restored are left out.
+func (r *Record) RestoredVolumes() map[string]string {
+	m := map[string]string{}
+	for _, s := range r.TiKV.Stores {
+		for _, v := range s.Volumes {
+			if v.RestoreVolumeID != "" {
+				m[v.ID] = v.RestoreVolumeID
+			}
+		}
+	}
+	return m
+}
+
+// Version is a parsed semantic version.
+type Version struct {
+	Major, Minor, Patch int
+	Pre                 string
+}
+
+func (v Version) String() string {
+	s := fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch)
+	if v.Pre != "" {
+		s += "-" + v.Pre
+	}
+	return s
+}
+
+var semver = regexp.MustCompile(`^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$`)
+
+// ParseVersion parses a cluster version as BR normalizes it ("6.5.0", "v7.1.0-alpha").
+func ParseVersion(s string) (Version, error) {
+	m := semver.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return Version{}, fmt.Errorf("cluster_version %q is not a semantic version", s)
+	}
+	var v Version
+	v.Major, _ = strconv.Atoi(m[1])
+	v.Minor, _ = strconv.Atoi(m[2])
+	v.Patch, _ = strconv.Atoi(m[3])
+	v.Pre = m[4]
+	return v, nil
+}

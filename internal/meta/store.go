@@ -1,0 +1,325 @@
+package meta
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/fedbr/fedbr/internal/cloud/blob"
+)
+
+// Object names in a backup's storage prefix. clustermeta, backupmeta and manifests/ are
+// upstream's names, so either tool finds the other's backups.
+//
+// restoremeta is per restore (RestoreMetaPrefix + restore id) instead of upstream's single
+// restoremeta object: two restores of one backup then never overwrite each other's old → new
+// volume map, and cleaning up after a failed restore can only delete that restore's volumes
+// (upstream weak point: a failed second restore could delete the first restore's volumes).
+// It stays in the backup's prefix because a restore has no storage of its own, and so the
+// backup's prefix lists every restore made from it.
+const (
+	ClusterMetaKey    = "clustermeta"
+	BackupMetaKey     = "backupmeta"
+	RestoreMetaPrefix = "restoremeta/"
+	ManifestsPrefix   = "manifests/"
+	// TombstoneKey is left by clean after it deleted everything else, so a retried clean
+	// can tell "already cleaned" from "backupmeta lost".
+	TombstoneKey = "cleaned"
+)
+
+// ErrNotFound is returned (wrapped) for a missing object; it is blob.ErrNotFound.
+var ErrNotFound = blob.ErrNotFound
+
+// ErrExists is returned when a write-once object already holds different content.
+var ErrExists = errors.New("a different object already exists")
+
+// Store keeps a backup's metadata objects in one storage prefix (a blob.Store). Writes are
+// atomic (the blob store's put), and the durable records are write-once: writing content
+// equal to what is stored (ignoring fedbr.written_at) succeeds, so a retried step is not a
+// failure, while different content is refused with ErrExists rather than overwriting it. The
+// check and the write are two calls: fedbr runs one writer per prefix, so there is no race
+// to lose in practice, but two concurrent writers of different content could both succeed.
+type Store struct {
+	blob blob.Store
+	now  func() time.Time
+}
+
+// NewStore returns a store over b; now stamps fedbr.written_at (nil: time.Now).
+func NewStore(b blob.Store, now func() time.Time) *Store {
+	if now == nil {
+		now = time.Now
+	}
+	return &Store{blob: b, now: now}
+}
+
+// Blob is the underlying byte store.
+func (s *Store) Blob() blob.Store { return s.blob }
+
+// PutClusterMeta writes the clustermeta. It is the snapshot step's input and may be replaced
+// until a backupmeta exists (so a transient failure after writing it is retried, unlike
+// upstream, which failed the backup for good); after that it is write-once.
+func (s *Store) PutClusterMeta(ctx context.Context, r *Record) error {
+	if err := r.ValidateCluster(); err != nil {
+		return fmt.Errorf("put %s: %w", ClusterMetaKey, err)
+	}
+	_, err := s.blob.Get(ctx, BackupMetaKey)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return s.put(ctx, ClusterMetaKey, s.stamp(r))
+	case err != nil:
+		return fmt.Errorf("put %s: check for %s: %w", ClusterMetaKey, BackupMetaKey, err)
+	}
+	return s.putOnce(ctx, ClusterMetaKey, s.stamp(r))
+}
+
+// ClusterMeta reads and validates the clustermeta.
+func (s *Store) ClusterMeta(ctx context.Context) (*Record, error) {
+	r, err := s.get(ctx, ClusterMetaKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ValidateCluster(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", ClusterMetaKey, err)
+	}
+	return r, nil
+}
+
+// PutBackupMeta writes the backupmeta once: the "snapshots created" signal and the durable
+// record of the backup.
+func (s *Store) PutBackupMeta(ctx context.Context, r *Record) error {
+	if err := r.ValidateBackup(); err != nil {
+		return fmt.Errorf("put %s: %w", BackupMetaKey, err)
+	}
+	return s.putOnce(ctx, BackupMetaKey, s.stamp(r))
+}
+
+// BackupMeta reads and validates the backupmeta.
+func (s *Store) BackupMeta(ctx context.Context) (*Record, error) {
+	r, err := s.get(ctx, BackupMetaKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ValidateBackup(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", BackupMetaKey, err)
+	}
+	return r, nil
+}
+
+// BackupMetaAsIs reads the backupmeta without validating it, for clean, which needs only
+// the snapshot ids of whatever was recorded (even a record a restore would refuse).
+func (s *Store) BackupMetaAsIs(ctx context.Context) (*Record, error) {
+	return s.get(ctx, BackupMetaKey)
+}
+
+// PutRestoreMeta writes the restoremeta of one restore once, recording restoreID in it.
+func (s *Store) PutRestoreMeta(ctx context.Context, restoreID string, r *Record) error {
+	if err := ValidateID(restoreID); err != nil {
+		return fmt.Errorf("put restoremeta: %w", err)
+	}
+	key := RestoreMetaPrefix + restoreID
+	if err := r.ValidateBackup(); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if len(r.RestoredVolumes()) == 0 {
+		return fmt.Errorf("put %s: %w: no restore_volume_id is set", key, ErrInvalid)
+	}
+	c := s.stamp(r)
+	c.Fedbr.RestoreID = restoreID
+	return s.putOnce(ctx, key, c)
+}
+
+// RestoreMeta reads the restoremeta of one restore.
+func (s *Store) RestoreMeta(ctx context.Context, restoreID string) (*Record, error) {
+	if err := ValidateID(restoreID); err != nil {
+		return nil, fmt.Errorf("read restoremeta: %w", err)
+	}
+	return s.get(ctx, RestoreMetaPrefix+restoreID)
+}
+
+// Restores lists the ids of the restores that wrote a restoremeta.
+func (s *Store) Restores(ctx context.Context) ([]string, error) {
+	keys, err := s.blob.List(ctx, RestoreMetaPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("list restores: %w", err)
+	}
+	ids := make([]string, 0, len(keys))
+	for _, k := range keys {
+		ids = append(ids, strings.TrimPrefix(k, RestoreMetaPrefix))
+	}
+	return ids, nil
+}
+
+// ManifestKey is the object name of a saved Kubernetes manifest.
+func ManifestKey(namespace, kind, name string) string {
+	return ManifestsPrefix + path.Join(namespace, kind, name+".yaml")
+}
+
+// PutManifest saves a Kubernetes manifest once; an existing one is kept (the first copy is
+// the one taken with the backup) and its key returned.
+func (s *Store) PutManifest(ctx context.Context, namespace, kind, name string, yaml []byte) (string, error) {
+	for _, p := range []string{namespace, kind, name} {
+		if p == "" || strings.ContainsAny(p, "/\\") || p == "." || p == ".." {
+			return "", fmt.Errorf("put manifest %s/%s/%s: every part must be a non-empty name without slashes", namespace, kind, name)
+		}
+	}
+	key := ManifestKey(namespace, kind, name)
+	_, err := s.blob.Get(ctx, key)
+	switch {
+	case err == nil:
+		return key, nil
+	case !errors.Is(err, blob.ErrNotFound):
+		return "", fmt.Errorf("put manifest %s: %w", key, err)
+	}
+	if err := s.blob.Put(ctx, key, yaml); err != nil {
+		return "", fmt.Errorf("put manifest %s: %w", key, err)
+	}
+	return key, nil
+}
+
+// Tombstone records that a backup was cleaned.
+type Tombstone struct {
+	BackupID string `json:"backup_id,omitempty"`
+	// Snapshots are the snapshot ids the clean deleted (listed or found by tag).
+	Snapshots []string  `json:"snapshots"`
+	CleanedAt time.Time `json:"cleaned_at"`
+}
+
+// PutTombstone writes the tombstone (overwriting an older one).
+func (s *Store) PutTombstone(ctx context.Context, t Tombstone) error {
+	b, err := json.MarshalIndent(t, "", "  ")
+	if err != nil {
+		return fmt.Errorf("put %s: %w", TombstoneKey, err)
+	}
+	if err := s.blob.Put(ctx, TombstoneKey, append(b, '\n')); err != nil {
+		return fmt.Errorf("put %s: %w", TombstoneKey, err)
+	}
+	return nil
+}
+
+// Tombstone reads the tombstone.
+func (s *Store) Tombstone(ctx context.Context) (Tombstone, error) {
+	b, err := s.blob.Get(ctx, TombstoneKey)
+	if err != nil {
+		return Tombstone{}, fmt.Errorf("read %s: %w", TombstoneKey, err)
+	}
+	var t Tombstone
+	if err := json.Unmarshal(b, &t); err != nil {
+		return Tombstone{}, fmt.Errorf("read %s: %w: %w", TombstoneKey, ErrInvalid, err)
+	}
+	return t, nil
+}
+
+// Keys lists every object of the prefix.
+func (s *Store) Keys(ctx context.Context) ([]string, error) {
+	keys, err := s.blob.List(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("list metadata: %w", err)
+	}
+	return keys, nil
+}
+
+// DeleteAll deletes every object of the prefix but the tombstone, backupmeta last, so an
+// interrupted delete still has the backupmeta to retry with. It returns the deleted keys.
+func (s *Store) DeleteAll(ctx context.Context) ([]string, error) {
+	keys, err := s.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []string
+	last := false
+	for _, k := range keys {
+		switch k {
+		case TombstoneKey:
+			continue
+		case BackupMetaKey:
+			last = true
+			continue
+		}
+		if err := s.blob.Delete(ctx, k); err != nil {
+			return deleted, fmt.Errorf("delete metadata %s: %w", k, err)
+		}
+		deleted = append(deleted, k)
+	}
+	if last {
+		if err := s.blob.Delete(ctx, BackupMetaKey); err != nil {
+			return deleted, fmt.Errorf("delete metadata %s: %w", BackupMetaKey, err)
+		}
+		deleted = append(deleted, BackupMetaKey)
+	}
+	return deleted, nil
+}
+
+// stamp returns a copy of r with fedbr's extension set and stamped.
+func (s *Store) stamp(r *Record) *Record {
+	c := r.Clone()
+	if c.Fedbr == nil {
+		c.Fedbr = &Extension{}
+	}
+	c.Fedbr.Version = FormatVersion
+	c.Fedbr.WrittenAt = s.now().UTC().Truncate(time.Millisecond)
+	return c
+}
+
+func (s *Store) get(ctx context.Context, key string) (*Record, error) {
+	b, err := s.blob.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	r, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return r, nil
+}
+
+func (s *Store) put(ctx context.Context, key string, r *Record) error {
+	b, err := r.Marshal()
+	if err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	if err := s.blob.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	return nil
+}
+
+// putOnce writes key unless it exists; an existing object equal to r apart from its write
+// time is success, anything else ErrExists.
+func (s *Store) putOnce(ctx context.Context, key string, r *Record) error {
+	old, err := s.blob.Get(ctx, key)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return s.put(ctx, key, r)
+	case err != nil:
+		return fmt.Errorf("put %s: %w", key, err)
+	}
+	prev, err := Parse(old)
+	if err == nil && Equivalent(prev, r) {
+		return nil
+	}
+	return fmt.Errorf("put %s: %w", key, ErrExists)
+}
+
+// Equivalent reports whether two records hold the same content, ignoring when they were
+// written.
+func Equivalent(a, b *Record) bool {
+	return bytes.Equal(canonical(a), canonical(b))
+}
+
+func canonical(r *Record) []byte {
+	c := r.Clone()
+	if c.Fedbr != nil {
+		c.Fedbr.WrittenAt = time.Time{}
+		if e := c.Fedbr; e.BackupID == "" && e.RestoreID == "" && e.Cluster == "" && e.PDClusterID == 0 &&
+			e.BackupStartTS == 0 && len(e.Manifests) == 0 && len(e.Extra) == 0 {
+			c.Fedbr = nil // an extension holding only its version adds nothing
+		}
+	}
+	b, _ := json.Marshal(c)
+	return b
+}
