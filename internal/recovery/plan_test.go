@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -360,15 +361,22 @@ func synthetic(r *rand.Rand, n, stores int) []RegionMeta {
 // BenchmarkPlan1MRegions is the architecture's target: 1 M regions × 3 peers on 100 stores in
 // under 2 s and 1 GiB.
 func BenchmarkPlan1MRegions(b *testing.B) {
-	metas := synthetic(rand.New(rand.NewPCG(7, 7)), 1_000_000, 100)
+	const regions = 1_000_000
+	metas := synthetic(rand.New(rand.NewPCG(7, 7)), regions, 100)
 	in := Input{Stores: storeIDs(100), Metas: metas}
 	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	b.ResetTimer()
 	for b.Loop() {
 		if _, err := Plan(in); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/regions, "ns/region")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(b.N)/regions, "bytes/region")
 }
 
 // BenchmarkPlanOverlapping measures the slow path: every tenth region has a stale pre-split twin.
