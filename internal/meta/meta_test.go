@@ -470,3 +470,61 @@ func TestValidateID(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupMetaPendingThenCompleted: the snapshot step writes backupmeta pending (readers
+// of a restorable backup refuse it), may complete it exactly once (a rewrite of content
+// is still refused), and may abandon it only while pending.
+func TestBackupMetaPendingThenCompleted(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	r := sampleBackup()
+	if r.Fedbr == nil {
+		r.Fedbr = &Extension{}
+	}
+	r.Fedbr.Snapshots = SnapshotsPending
+	if err := s.PutBackupMeta(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBackupMeta(ctx, r); err != nil {
+		t.Fatalf("identical pending rewrite: %v", err)
+	}
+	if _, err := s.BackupMeta(ctx); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("reading a pending backupmeta: err = %v, want ErrIncomplete", err)
+	}
+	if got, err := s.BackupMetaAsIs(ctx); err != nil || !got.Pending() {
+		t.Fatalf("as is: %+v, %v", got, err)
+	}
+	done, err := s.CompleteBackupMeta(ctx)
+	if err != nil || done.Pending() || done.Fedbr.Snapshots != SnapshotsCompleted {
+		t.Fatalf("complete: %+v, %v", done, err)
+	}
+	if again, err := s.CompleteBackupMeta(ctx); err != nil || again.Fedbr.Snapshots != SnapshotsCompleted {
+		t.Fatalf("complete again: %+v, %v", again, err)
+	}
+	got, err := s.BackupMeta(ctx)
+	if err != nil || got.TiKV.Stores[0].Volumes[0].SnapshotID != "snap-1" {
+		t.Fatalf("completed read: %+v, %v", got, err)
+	}
+	other := got.Clone()
+	other.TiKV.Stores[0].Volumes[0].SnapshotID = "snap-9"
+	if err := s.PutBackupMeta(ctx, other); !errors.Is(err, ErrExists) {
+		t.Fatalf("content rewrite after completion: err = %v, want ErrExists", err)
+	}
+	if err := s.AbandonBackupMeta(ctx); !errors.Is(err, ErrExists) {
+		t.Fatalf("abandoning a completed backupmeta: err = %v, want ErrExists", err)
+	}
+
+	s2, _ := newStore(t)
+	if err := s2.AbandonBackupMeta(ctx); err != nil {
+		t.Fatalf("abandoning a missing backupmeta: %v", err)
+	}
+	if err := s2.PutBackupMeta(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.AbandonBackupMeta(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.BackupMetaAsIs(ctx); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after abandon: err = %v, want ErrNotFound", err)
+	}
+}

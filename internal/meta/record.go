@@ -125,10 +125,32 @@ type Extension struct {
 	BackupStartTS uint64 `json:"backup_start_ts,omitempty"`
 	// Manifests are the keys of the Kubernetes manifests saved next to the record.
 	Manifests []string `json:"manifests,omitempty"`
+	// Snapshots says whether the backup's snapshots have all completed (SnapshotsCompleted)
+	// or were only started (SnapshotsPending). A backupmeta is written as soon as every
+	// snapshot started (the "snapshots created" signal) and completed once they all finished;
+	// empty (upstream, or an older fedbr) means completed, as upstream never rewrites it.
+	Snapshots SnapshotsState `json:"snapshots,omitempty"`
 	// WrittenAt is when the record was written; it is ignored when a rewrite is compared
 	// with what is stored, so a retried step may write it again.
 	WrittenAt time.Time `json:"written_at,omitzero"`
 	Extra     Extra     `json:"-"`
+}
+
+// SnapshotsState is how far a backup's snapshots got.
+type SnapshotsState string
+
+// Snapshot states of a backupmeta.
+const (
+	// SnapshotsPending: every snapshot was started; some may not have completed yet.
+	SnapshotsPending SnapshotsState = "pending"
+	// SnapshotsCompleted: every snapshot completed; the backup is restorable.
+	SnapshotsCompleted SnapshotsState = "completed"
+)
+
+// Pending reports whether the record is a backupmeta whose snapshots are not all known to
+// have completed.
+func (r *Record) Pending() bool {
+	return r.Fedbr != nil && r.Fedbr.Snapshots == SnapshotsPending
 }
 
 // Parse reads a record without validating it; unknown members are kept.

@@ -90,7 +90,8 @@ func (s *Store) ClusterMeta(ctx context.Context) (*Record, error) {
 }
 
 // PutBackupMeta writes the backupmeta once: the "snapshots created" signal and the durable
-// record of the backup.
+// record of the backup. The snapshot step writes it pending (Extension.Snapshots) as soon as
+// every snapshot started and then completes it with CompleteBackupMeta.
 func (s *Store) PutBackupMeta(ctx context.Context, r *Record) error {
 	if err := r.ValidateBackup(); err != nil {
 		return fmt.Errorf("put %s: %w", BackupMetaKey, err)
@@ -98,7 +99,53 @@ func (s *Store) PutBackupMeta(ctx context.Context, r *Record) error {
 	return s.putOnce(ctx, BackupMetaKey, s.stamp(r))
 }
 
-// BackupMeta reads and validates the backupmeta.
+// CompleteBackupMeta marks a pending backupmeta completed and returns it. This is the one
+// rewrite the write-once rule allows: only the snapshots state changes, only from pending to
+// completed, so nothing a reader already acted on (snapshot ids, resolved ts) can change.
+// A backupmeta that is not pending is returned as it is, so a retried step succeeds.
+func (s *Store) CompleteBackupMeta(ctx context.Context) (*Record, error) {
+	r, err := s.get(ctx, BackupMetaKey)
+	if err != nil {
+		return nil, fmt.Errorf("complete %s: %w", BackupMetaKey, err)
+	}
+	if !r.Pending() {
+		return r, nil
+	}
+	if err := r.ValidateBackup(); err != nil {
+		return nil, fmt.Errorf("complete %s: %w", BackupMetaKey, err)
+	}
+	r.Fedbr.Snapshots = SnapshotsCompleted
+	c := s.stamp(r)
+	if err := s.put(ctx, BackupMetaKey, c); err != nil {
+		return nil, fmt.Errorf("complete %s: %w", BackupMetaKey, err)
+	}
+	return c, nil
+}
+
+// AbandonBackupMeta deletes a pending backupmeta, after the snapshot step deleted the
+// snapshots it lists, so a retry starts afresh and no reader takes it for a backup. A missing
+// backupmeta is success; a completed one is refused with ErrExists.
+func (s *Store) AbandonBackupMeta(ctx context.Context) error {
+	r, err := s.get(ctx, BackupMetaKey)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("abandon %s: %w", BackupMetaKey, err)
+	case !r.Pending():
+		return fmt.Errorf("abandon %s: it is completed: %w", BackupMetaKey, ErrExists)
+	}
+	if err := s.blob.Delete(ctx, BackupMetaKey); err != nil {
+		return fmt.Errorf("abandon %s: %w", BackupMetaKey, err)
+	}
+	return nil
+}
+
+// ErrIncomplete marks a backupmeta whose snapshots have not all completed.
+var ErrIncomplete = errors.New("the backup's snapshots have not all completed")
+
+// BackupMeta reads and validates the backupmeta of a completed backup; a pending one is
+// ErrIncomplete (BackupMetaAsIs reads it).
 func (s *Store) BackupMeta(ctx context.Context) (*Record, error) {
 	r, err := s.get(ctx, BackupMetaKey)
 	if err != nil {
@@ -106,6 +153,9 @@ func (s *Store) BackupMeta(ctx context.Context) (*Record, error) {
 	}
 	if err := r.ValidateBackup(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", BackupMetaKey, err)
+	}
+	if r.Pending() {
+		return nil, fmt.Errorf("read %s of backup %s: %w", BackupMetaKey, r.Fedbr.BackupID, ErrIncomplete)
 	}
 	return r, nil
 }
@@ -316,7 +366,7 @@ func canonical(r *Record) []byte {
 	if c.Fedbr != nil {
 		c.Fedbr.WrittenAt = time.Time{}
 		if e := c.Fedbr; e.BackupID == "" && e.RestoreID == "" && e.Cluster == "" && e.PDClusterID == 0 &&
-			e.BackupStartTS == 0 && len(e.Manifests) == 0 && len(e.Extra) == 0 {
+			e.BackupStartTS == 0 && len(e.Manifests) == 0 && e.Snapshots == "" && len(e.Extra) == 0 {
 			c.Fedbr = nil // an extension holding only its version adds nothing
 		}
 	}

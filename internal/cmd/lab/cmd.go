@@ -6,8 +6,11 @@ import (
 	"github.com/spf13/cobra"
 
 	labaws "github.com/fedbr/fedbr/internal/cmd/lab/aws"
+	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
 	"github.com/fedbr/fedbr/internal/cmd/lab/down"
+	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
 	"github.com/fedbr/fedbr/internal/cmd/lab/status"
+	labtikv "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
 	"github.com/fedbr/fedbr/internal/cmd/lab/up"
 )
 
@@ -17,6 +20,7 @@ func NewCmd() *cobra.Command {
 		Use:   "lab",
 		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
 	}
-	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(), labaws.NewCmd())
+	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(),
+		labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd())
 	return cmd
 }

@@ -1,0 +1,228 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Phase is where a pause is; the command publishes it (status file, HTTP) so the agent can act
+// on readiness without parsing logs.
+type Phase string
+
+const (
+	PhaseStarting Phase = "Starting"
+	// PhaseGCPaused: the GC safepoint is pinned; leases are being taken.
+	PhaseGCPaused Phase = "GCPaused"
+	// PhaseReady: GC pinned, every TiKV leased and applied, PD scheduling paused. Snapshots may start.
+	PhaseReady    Phase = "Ready"
+	PhaseStopping Phase = "Stopping"
+	// PhaseStopped: everything was lifted.
+	PhaseStopped Phase = "Stopped"
+	// PhaseFailed: the pause broke (see Error); whatever was lifted is lifted, the rest lapses by TTL.
+	PhaseFailed Phase = "Failed"
+)
+
+// Status is the machine-readable state of a pause.
+type Status struct {
+	Phase    Phase     `json:"phase"`
+	BackupTS uint64    `json:"backupTS,omitempty"`
+	Stores   int       `json:"stores,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// Config tunes a pause.
+type Config struct {
+	// TTL bounds every piece (service safepoint, TiKV leases, scheduler delay, config TTL): a
+	// killed process lets everything lapse within it.
+	TTL time.Duration
+	// BackupTS pins GC at this ts; 0 reads PD's min-resolved-ts (which must be real-time).
+	BackupTS uint64
+	// ServiceID names the service safepoint; empty makes a unique "fedbr-<uuid>".
+	ServiceID string
+	// CleanupTimeout bounds lifting everything on stop.
+	CleanupTimeout time.Duration
+	// WaitApplyRounds bounds how often moving regions are re-sent (default 60).
+	WaitApplyRounds int
+	// RetryBackoff is the wait before re-sending failed regions (default 1s).
+	RetryBackoff time.Duration
+}
+
+// Deps are the clients a pause uses.
+type Deps struct {
+	PD   PD
+	HTTP PDHTTP
+	Dial Dialer
+	// Log receives progress lines; nil discards them.
+	Log func(format string, args ...any)
+	// Now is the clock for Status.Since; nil means time.Now.
+	Now func() time.Time
+}
+
+// Run pauses the cluster, reports progress through report, holds the pause until ctx ends, then
+// lifts everything within CleanupTimeout. It returns nil when it held until stopped and lifted
+// everything; an error when the pause could not be established, broke while held (a TiKV
+// stream ended, a lease was lost, GC passed the backup ts), or could not be fully lifted.
+func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
+	if cfg.TTL < 3*time.Second {
+		return fmt.Errorf("TTL %s is too short; use at least 3s", cfg.TTL)
+	}
+	if cfg.ServiceID == "" {
+		cfg.ServiceID = "fedbr-" + uuid.NewString()
+	}
+	if cfg.CleanupTimeout <= 0 {
+		cfg.CleanupTimeout = cfg.TTL
+	}
+	if cfg.WaitApplyRounds <= 0 {
+		cfg.WaitApplyRounds = 60
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = time.Second
+	}
+	if d.Log == nil {
+		d.Log = func(string, ...any) {}
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	st := Status{Phase: PhaseStarting, Since: d.Now()}
+	set := func(p Phase, err error) {
+		st.Phase, st.Since = p, d.Now()
+		if err != nil {
+			st.Error = err.Error()
+		}
+		report(st)
+	}
+	set(PhaseStarting, nil)
+
+	gc, prep, sched := &gcKeeper{pd: d.PD, id: cfg.ServiceID, ttl: cfg.TTL},
+		&preparer{pd: d.PD, dial: d.Dial, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
+		&scheduleKeeper{http: d.HTTP, ttl: cfg.TTL}
+	var lifted []func(context.Context) error // undo steps, in the order taken
+	holdErr := establishAndHold(ctx, d, cfg, &st, set, gc, prep, sched, &lifted)
+
+	set(PhaseStopping, nil)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CleanupTimeout)
+	defer cancel()
+	var errs []error
+	for i := len(lifted) - 1; i >= 0; i-- {
+		if err := lifted[i](cctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	cleanupErr := errors.Join(errs...)
+	if cleanupErr != nil {
+		d.Log("Lifting the pause failed; the rest lapses within %s: %v", cfg.TTL, cleanupErr)
+	}
+	if err := errors.Join(holdErr, cleanupErr); err != nil {
+		set(PhaseFailed, err)
+		return err
+	}
+	set(PhaseStopped, nil)
+	d.Log("Pause lifted: GC, PD scheduling and TiKV admin operations resumed")
+	return nil
+}
+
+// establishAndHold takes every piece of the pause in order, then holds it until ctx ends. It
+// records an undo step for each piece taken, and returns nil only when ctx ended while holding.
+func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set func(Phase, error),
+	gc *gcKeeper, prep *preparer, sched *scheduleKeeper, lifted *[]func(context.Context) error) error {
+	stores, err := tikvStores(ctx, d.PD)
+	if err != nil {
+		return err
+	}
+	st.Stores = len(stores)
+	ids := make([]uint64, len(stores))
+	for i, s := range stores {
+		ids[i] = s.GetId()
+	}
+	gc.backupTS = cfg.BackupTS
+	if gc.backupTS == 0 {
+		if gc.backupTS, err = minResolvedTS(ctx, d.HTTP, cfg.TTL); err != nil {
+			return err
+		}
+	}
+	st.BackupTS = gc.backupTS
+	d.Log("Pinning GC at backup ts %d (service %s, TTL %s)", gc.backupTS, gc.id, cfg.TTL)
+	if err := gc.pin(ctx); err != nil {
+		return err
+	}
+	*lifted = append(*lifted, gc.release)
+	set(PhaseGCPaused, nil)
+	d.Log("GC is paused")
+
+	d.Log("Taking PrepareSnapshotBackup leases on %d stores", len(stores))
+	if err := prep.connect(ctx, stores); err != nil {
+		return err
+	}
+	*lifted = append(*lifted, prep.finish)
+	if err := prep.waitApply(ctx); err != nil {
+		return fmt.Errorf("wait-apply: %w", err)
+	}
+	d.Log("Every region applied; pausing PD schedulers")
+	if err := sched.pause(ctx, len(stores)); err != nil {
+		*lifted = append(*lifted, sched.resume) // a partial pause is undone too
+		return err
+	}
+	*lifted = append(*lifted, sched.resume)
+	set(PhaseReady, nil)
+	d.Log("Schedulers are paused")
+	d.Log("All ready")
+	return hold(ctx, d, cfg, gc, prep, sched)
+}
+
+// hold refreshes every piece until ctx ends, and fails as soon as one breaks.
+func hold(ctx context.Context, d Deps, cfg Config, gc *gcKeeper, prep *preparer, sched *scheduleKeeper) error {
+	refresh := time.NewTicker(cfg.TTL / 3)
+	defer refresh.Stop()
+	check := time.NewTicker(min(5*time.Second, cfg.TTL/3))
+	defer check.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-prep.events:
+			if err := streamError(e); err != nil {
+				return err
+			}
+		case <-check.C:
+			if err := gc.check(ctx); err != nil {
+				return err
+			}
+		case <-refresh.C:
+			if err := gc.refresh(ctx); err != nil {
+				d.Log("Refreshing the GC safepoint failed; the TTL still holds it: %v", err)
+			}
+			if err := sched.refresh(ctx); err != nil {
+				d.Log("Refreshing the scheduler pause failed; the TTL still holds it: %v", err)
+			}
+		}
+	}
+}
+
+// minResolvedTS reads PD's min-resolved-ts, waiting up to limit for the stores to report one
+// (a freshly started cluster reports 0 for a moment).
+func minResolvedTS(ctx context.Context, h PDHTTP, limit time.Duration) (uint64, error) {
+	deadline := time.Now().Add(limit)
+	for {
+		ts, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
+		if err != nil {
+			return 0, fmt.Errorf("read min-resolved-ts: %w", err)
+		}
+		if ts > 0 {
+			return ts, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("min-resolved-ts stayed 0 for %s: the stores report no resolved ts", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,212 @@
+package pause
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	pd "github.com/tikv/pd/client"
+	pdhttp "github.com/tikv/pd/client/http"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+)
+
+// statusLog records every Status a pause reports.
+type statusLog struct {
+	mu  sync.Mutex
+	all []Status
+	ch  chan Status
+}
+
+func newStatusLog() *statusLog { return &statusLog{ch: make(chan Status, 100)} }
+
+func (l *statusLog) report(s Status) {
+	l.mu.Lock()
+	l.all = append(l.all, s)
+	l.mu.Unlock()
+	l.ch <- s
+}
+
+func (l *statusLog) waitFor(t *testing.T, ctx context.Context, p Phase) Status {
+	t.Helper()
+	for {
+		select {
+		case s := <-l.ch:
+			if s.Phase == p {
+				return s
+			}
+			if s.Phase == PhaseFailed {
+				t.Fatalf("pause failed while waiting for %s: %s", p, s.Error)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s status before the deadline", p)
+		}
+	}
+}
+
+func grpcDial(_ context.Context, addr string) (brpb.BackupClient, func() error, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return brpb.NewBackupClient(conn), conn.Close, nil
+}
+
+type env struct {
+	cluster *tidbcluster.Cluster
+	pd      pd.Client
+	http    pdhttp.Client
+}
+
+func startEnv(t *testing.T, ctx context.Context) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a PD and TiKV double cluster")
+	}
+	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3,
+		SplitKeys: [][]byte{[]byte("b"), []byte("k"), []byte("t")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	pc, err := pd.NewClientWithContext(ctx, []string{cl.PD.URL()}, pd.SecurityOption{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	hc := pdhttp.NewClient("fedbr-test", []string{cl.PD.URL()})
+	t.Cleanup(hc.Close)
+	return &env{cluster: cl, pd: pc, http: hc}
+}
+
+// minServiceSafePoint reads PD's minimum service safepoint through the real client (a probe
+// service with TTL 0 only reads).
+func (e *env) minServiceSafePoint(t *testing.T, ctx context.Context) uint64 {
+	t.Helper()
+	sp, err := e.pd.UpdateServiceGCSafePoint(ctx, "fedbr-test-probe", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp
+}
+
+func (e *env) pausedSchedulers(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.cluster.PD.URL()+"/pd/api/v1/schedulers?status=paused", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var names []string
+	if err := json.NewDecoder(resp.Body).Decode(&names); err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+func (e *env) deps(t *testing.T) Deps {
+	return Deps{PD: e.pd, HTTP: e.http, Dial: grpcDial, Log: t.Logf}
+}
+
+// TestPauseHoldsThenLiftsEverything: every piece is in place at Ready, and everything is lifted
+// at once when the pause is stopped (not by TTL: the TTL here is far longer than the test).
+func TestPauseHoldsThenLiftsEverything(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	before := e.minServiceSafePoint(t, ctx)
+	beforeCfg, err := e.http.GetScheduleConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	runCtx, stop := context.WithCancel(ctx)
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, e.deps(t), Config{TTL: 10 * time.Minute}, log.report) }()
+	ready := log.waitFor(t, ctx, PhaseReady)
+
+	if ready.BackupTS == 0 || ready.Stores != 3 {
+		t.Fatalf("ready status %+v: want a backup ts and 3 stores", ready)
+	}
+	if sp := e.minServiceSafePoint(t, ctx); sp != ready.BackupTS-1 {
+		t.Errorf("service safepoint = %d, want backup ts - 1 = %d", sp, ready.BackupTS-1)
+	}
+	if paused := e.pausedSchedulers(t, ctx); len(paused) == 0 {
+		t.Error("no scheduler paused at Ready")
+	}
+	cfg, err := e.http.GetScheduleConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"leader-schedule-limit", "region-schedule-limit", "merge-schedule-limit"} {
+		if v, ok := cfg[k]; ok && v != float64(0) {
+			t.Errorf("%s = %v at Ready, want 0", k, v)
+		}
+	}
+
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v after a clean stop", err)
+	}
+	if sp := e.minServiceSafePoint(t, ctx); sp == ready.BackupTS-1 && sp != before {
+		t.Errorf("service safepoint still pinned at %d after stop", sp)
+	}
+	if paused := e.pausedSchedulers(t, ctx); len(paused) != 0 {
+		t.Errorf("schedulers %v still paused after stop", paused)
+	}
+	after, err := e.http.GetScheduleConfig(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"leader-schedule-limit", "region-schedule-limit", "merge-schedule-limit"} {
+		if after[k] != beforeCfg[k] {
+			t.Errorf("%s = %v after stop, want the original %v", k, after[k], beforeCfg[k])
+		}
+	}
+	last := log.all[len(log.all)-1]
+	if last.Phase != PhaseStopped {
+		t.Errorf("last status %s, want Stopped", last.Phase)
+	}
+}
+
+// TestPauseFailsWhenAStoreDies: a TiKV that goes away after readiness breaks its stream; the
+// pause reports it (upstream ignored it until shutdown) and lifts the rest.
+func TestPauseFailsWhenAStoreDies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, e.deps(t), Config{TTL: 10 * time.Minute, CleanupTimeout: 10 * time.Second}, log.report)
+	}()
+	ready := log.waitFor(t, ctx, PhaseReady)
+
+	e.cluster.StopStore(2)
+	err := <-done
+	if err == nil || !strings.Contains(err.Error(), "store 2") {
+		t.Fatalf("Run = %v, want an error naming store 2", err)
+	}
+	if sp := e.minServiceSafePoint(t, ctx); sp == ready.BackupTS-1 {
+		t.Error("service safepoint still pinned after the failure")
+	}
+	if paused := e.pausedSchedulers(t, ctx); len(paused) != 0 {
+		t.Errorf("schedulers %v still paused after the failure", paused)
+	}
+}
+
+func TestPauseRejectsShortTTL(t *testing.T) {
+	err := Run(context.Background(), Deps{}, Config{TTL: time.Second}, func(Status) {})
+	if err == nil || !strings.Contains(err.Error(), "too short") {
+		t.Fatalf("Run = %v", err)
+	}
+}

@@ -1,0 +1,299 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
+	"github.com/tikv/pd/client/clients/router"
+	"github.com/tikv/pd/client/opt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Dialer opens a Backup client to a TiKV address; close releases the connection.
+type Dialer func(ctx context.Context, addr string) (client brpb.BackupClient, close func() error, err error)
+
+// storeStream is one TiKV's PrepareSnapshotBackup stream.
+type storeStream struct {
+	id     uint64
+	addr   string
+	stream brpb.Backup_PrepareSnapshotBackupClient
+	close  func() error
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+}
+
+func (s *storeStream) send(req *brpb.PrepareSnapshotBackupRequest) error {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	return s.stream.Send(req)
+}
+
+// event is one response (or the end) of a store's stream.
+type event struct {
+	store uint64
+	resp  *brpb.PrepareSnapshotBackupResponse
+	err   error
+}
+
+// preparer holds the leases and drives the wait-apply.
+type preparer struct {
+	pd        PD
+	dial      Dialer
+	lease     time.Duration
+	backoff   time.Duration
+	maxRounds int
+	log       func(format string, args ...any)
+
+	streams map[uint64]*storeStream
+	events  chan event
+}
+
+// tikvStores lists the TiKV stores (tombstones and TiFlash left out).
+func tikvStores(ctx context.Context, pd PD) ([]*metapb.Store, error) {
+	all, err := pd.GetAllStores(ctx, opt.WithExcludeTombstone())
+	if err != nil {
+		return nil, fmt.Errorf("list stores: %w", err)
+	}
+	var out []*metapb.Store
+	for _, s := range all {
+		tiflash := false
+		for _, l := range s.GetLabels() {
+			if l.GetKey() == "engine" && l.GetValue() == "tiflash" {
+				tiflash = true
+			}
+		}
+		if !tiflash {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// connect opens a stream to every store and takes the first lease on each. A store that cannot
+// be reached, or whose coprocessor is not ready yet, is retried until ctx ends.
+func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
+	p.streams = map[uint64]*storeStream{}
+	p.events = make(chan event, 1024)
+	for _, st := range stores {
+		for attempt := 1; ; attempt++ {
+			s, err := p.open(ctx, st)
+			if err == nil {
+				p.streams[st.GetId()] = s
+				break
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("connect to store %d at %s: %w", st.GetId(), st.GetAddress(), ctx.Err())
+			}
+			p.log("Connecting to store %d at %s failed (attempt %d), retrying: %v", st.GetId(), st.GetAddress(), attempt, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(min(time.Duration(attempt)*time.Second, 10*time.Second)):
+			}
+		}
+	}
+	for _, s := range p.streams {
+		go p.receive(s)
+		go p.keepLease(s)
+	}
+	return nil
+}
+
+// open dials one store, opens its stream and takes the first lease.
+func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, error) {
+	client, closeConn, err := p.dial(ctx, st.GetAddress())
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stream, err := client.PrepareSnapshotBackup(sctx)
+	if err != nil {
+		cancel()
+		_ = closeConn()
+		return nil, err
+	}
+	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel}
+	fail := func(err error) (*storeStream, error) {
+		cancel()
+		_ = closeConn()
+		return nil, err
+	}
+	if err := s.send(p.leaseRequest()); err != nil {
+		return fail(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		return fail(err)
+	}
+	if resp.GetTy() != brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult {
+		return fail(fmt.Errorf("store %d answered the first lease with %v", st.GetId(), resp.GetTy()))
+	}
+	return s, nil
+}
+
+func (p *preparer) leaseRequest() *brpb.PrepareSnapshotBackupRequest {
+	return &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_UpdateLease, LeaseInSeconds: uint64(p.lease / time.Second)}
+}
+
+func (p *preparer) receive(s *storeStream) {
+	for {
+		resp, err := s.stream.Recv()
+		if err != nil {
+			p.events <- event{store: s.id, err: err}
+			return
+		}
+		p.events <- event{store: s.id, resp: resp}
+	}
+}
+
+// keepLease renews the lease every quarter lease until the stream ends.
+func (p *preparer) keepLease(s *storeStream) {
+	t := time.NewTicker(p.lease / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stream.Context().Done():
+			return
+		case <-t.C:
+			if err := s.send(p.leaseRequest()); err != nil {
+				return // the receiver reports the broken stream
+			}
+		}
+	}
+}
+
+// streamError turns a stream event into the error that ends the pause, or nil.
+func streamError(e event) error {
+	if e.err != nil {
+		if errors.Is(e.err, io.EOF) {
+			return fmt.Errorf("store %d closed its PrepareSnapshotBackup stream: the lease is gone", e.store)
+		}
+		return fmt.Errorf("store %d PrepareSnapshotBackup stream broke: %w", e.store, e.err)
+	}
+	if e.resp.GetTy() == brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult && !e.resp.GetLastLeaseIsValid() {
+		return fmt.Errorf("store %d lost its lease: admin operations may have run", e.store)
+	}
+	return nil
+}
+
+// waitApply makes every region's leader apply its log up to what it has, over the whole key
+// space, re-loading regions that moved.
+func (p *preparer) waitApply(ctx context.Context) error {
+	w := newWaitApply(p.maxRounds)
+	ranges, err := w.Start()
+	for {
+		if err != nil {
+			return err
+		}
+		if err := p.sendRanges(ctx, w, ranges); err != nil {
+			return err
+		}
+		for !w.Idle() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case e := <-p.events:
+				if err := streamError(e); err != nil {
+					return err
+				}
+				if e.resp.GetTy() != brpb.PrepareSnapshotBackupEventType_WaitApplyDone {
+					continue
+				}
+				r := e.resp.GetRegion()
+				ref := regionRef{ID: r.GetId(), ConfVer: r.GetRegionEpoch().GetConfVer(), Version: r.GetRegionEpoch().GetVersion(), Start: r.GetStartKey(), End: r.GetEndKey()}
+				if !w.Done(ref, e.resp.GetError() != nil) {
+					p.log("Ignoring a stale wait-apply answer for region %d from store %d", r.GetId(), e.store)
+				}
+			}
+		}
+		if w.HasFailures() {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(p.backoff):
+			}
+		}
+		ranges, err = w.Next()
+		if err == nil && ranges == nil {
+			return nil
+		}
+	}
+}
+
+// sendRanges loads the regions of ranges from PD and sends each to its leader's stream.
+func (p *preparer) sendRanges(ctx context.Context, w *waitApply, ranges []keyRange) error {
+	krs := make([]router.KeyRange, len(ranges))
+	for i, r := range ranges {
+		krs[i] = router.KeyRange{StartKey: r.Start, EndKey: r.End}
+	}
+	regions, err := p.pd.BatchScanRegions(ctx, krs, 0)
+	if err != nil {
+		return fmt.Errorf("scan regions: %w", err)
+	}
+	var refs []regionRef
+	metas := map[uint64]*metapb.Region{}
+	for _, r := range regions {
+		m := r.Meta
+		if r.Leader.GetStoreId() == 0 {
+			w.Later(keyRange{Start: m.GetStartKey(), End: m.GetEndKey()}) // no leader yet: retry after the backoff
+			continue
+		}
+		metas[m.GetId()] = m
+		refs = append(refs, regionRef{ID: m.GetId(), ConfVer: m.GetRegionEpoch().GetConfVer(), Version: m.GetRegionEpoch().GetVersion(),
+			Start: m.GetStartKey(), End: m.GetEndKey(), LeaderStore: r.Leader.GetStoreId()})
+	}
+	for store, rs := range w.Send(refs) {
+		s, ok := p.streams[store]
+		if !ok {
+			return fmt.Errorf("region leaders on store %d, which has no PrepareSnapshotBackup stream", store)
+		}
+		req := &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_WaitApply}
+		for _, r := range rs {
+			req.Regions = append(req.Regions, metas[r.ID])
+		}
+		if err := s.send(req); err != nil {
+			return fmt.Errorf("send wait-apply to store %d: %w", store, err)
+		}
+	}
+	return nil
+}
+
+// finish ends every lease now (so admin operations resume at once) and closes the streams.
+func (p *preparer) finish(ctx context.Context) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, s := range p.streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { s.cancel(); _ = s.close() }()
+			err := s.send(&brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_Finish})
+			if err == nil {
+				err = s.stream.CloseSend()
+			}
+			// A store whose stream is already gone (EOF, unavailable) holds no lease any more.
+			if err != nil && !errors.Is(err, io.EOF) && status.Code(err) != codes.Canceled && status.Code(err) != codes.Unavailable {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("finish lease on store %d: %w", s.id, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("finishing leases: %w", ctx.Err())
+	}
+	return errors.Join(errs...)
+}

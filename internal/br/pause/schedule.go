@@ -1,0 +1,129 @@
+package pause
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// pausableSchedulers are the PD schedulers that move regions or leaders; a snapshot backup pauses
+// each one that is running.
+var pausableSchedulers = []string{
+	"balance-leader-scheduler",
+	"balance-hot-region-scheduler",
+	"balance-region-scheduler",
+	"shuffle-leader-scheduler",
+	"shuffle-region-scheduler",
+	"shuffle-hot-region-scheduler",
+	"evict-slow-store-scheduler",
+}
+
+// schedulePause is what pausing PD scheduling changes, and how to undo it.
+type schedulePause struct {
+	// Schedulers to pause with a delay (and resume with delay 0).
+	Schedulers []string
+	// Paused is the schedule config to set with a TTL, keys prefixed "schedule.".
+	Paused map[string]any
+	// Original is the config to restore on resume, same keys.
+	Original map[string]any
+}
+
+// planSchedulePause decides, from PD's current schedule config and scheduler list, which
+// schedulers to pause and which limits to zero. Only keys PD reports are touched, so an older
+// or newer PD never gets a key it does not know.
+func planSchedulePause(current map[string]any, running []string, storeCount int) schedulePause {
+	p := schedulePause{Paused: map[string]any{}, Original: map[string]any{}}
+	for _, s := range running {
+		if slices.Contains(pausableSchedulers, s) {
+			p.Schedulers = append(p.Schedulers, s)
+		}
+	}
+	slices.Sort(p.Schedulers)
+
+	set := func(key string, paused any) {
+		v, ok := current[key]
+		if !ok {
+			return
+		}
+		p.Original["schedule."+key] = v
+		p.Paused["schedule."+key] = paused
+	}
+	for _, k := range []string{"merge-schedule-limit", "leader-schedule-limit", "region-schedule-limit", "hot-region-schedule-limit", "replica-schedule-limit"} {
+		set(k, 0)
+	}
+	set("enable-tikv-split-region", false)
+	set("enable-location-replacement", "false")
+	set("max-pending-peer-count", math.MaxInt32)
+	if v, ok := current["max-snapshot-count"].(float64); ok {
+		set("max-snapshot-count", min(40, v*float64(max(storeCount, 1))))
+	}
+	return p
+}
+
+// sortedKeys lists a config map's keys in order, for stable logs.
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, cmp.Compare[string])
+	return keys
+}
+
+// scheduleKeeper applies a schedulePause with TTLs, refreshes it, and undoes it.
+type scheduleKeeper struct {
+	http PDHTTP
+	ttl  time.Duration
+	plan schedulePause
+}
+
+// pause reads PD's scheduling state, plans and applies the pause.
+func (k *scheduleKeeper) pause(ctx context.Context, storeCount int) error {
+	current, err := k.http.GetScheduleConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("read schedule config: %w", err)
+	}
+	running, err := k.http.GetSchedulers(ctx)
+	if err != nil {
+		return fmt.Errorf("list schedulers: %w", err)
+	}
+	k.plan = planSchedulePause(current, running, storeCount)
+	return k.refresh(ctx)
+}
+
+// refresh (re)applies the pause with a fresh TTL.
+func (k *scheduleKeeper) refresh(ctx context.Context) error {
+	secs := int64(k.ttl / time.Second)
+	for _, s := range k.plan.Schedulers {
+		if err := k.http.SetSchedulerDelay(ctx, s, secs); err != nil {
+			return fmt.Errorf("pause scheduler %s: %w", s, err)
+		}
+	}
+	if len(k.plan.Paused) > 0 {
+		if err := k.http.SetConfig(ctx, k.plan.Paused, float64(secs)); err != nil {
+			return fmt.Errorf("pause scheduling limits %v: %w", sortedKeys(k.plan.Paused), err)
+		}
+	}
+	return nil
+}
+
+// resume resumes every paused scheduler and restores the original limits; it tries all and
+// returns every error.
+func (k *scheduleKeeper) resume(ctx context.Context) error {
+	var errs []error
+	for _, s := range k.plan.Schedulers {
+		if err := k.http.SetSchedulerDelay(ctx, s, 0); err != nil {
+			errs = append(errs, fmt.Errorf("resume scheduler %s: %w", s, err))
+		}
+	}
+	if len(k.plan.Original) > 0 {
+		if err := k.http.SetConfig(ctx, k.plan.Original, 0); err != nil {
+			errs = append(errs, fmt.Errorf("restore scheduling limits: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,186 @@
+package restoredata
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pingcap/kvproto/pkg/errorpb"
+	"github.com/pingcap/kvproto/pkg/kvrpcpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
+	tikvpb "github.com/pingcap/kvproto/pkg/tikvpb"
+	"github.com/tikv/pd/client/clients/router"
+)
+
+// maxRegionRounds bounds how often a range whose region moved is reloaded and resent.
+const maxRegionRounds = 60
+
+// regionCall sends one request for [start, end) to a region's leader and returns the region
+// error (empty when the region did it) or a transport error.
+type regionCall func(ctx context.Context, kv tikvpb.TikvClient, rc *kvrpcpb.Context, start, end []byte) (regionErr string, err error)
+
+type span struct{ start, end []byte } // end empty: +inf
+
+// overKeySpace runs call on every region of ["", +inf), each with its own part of the range.
+// Ranges whose region moved, lost its leader or answered a region error are reloaded from PD
+// and retried after the backoff.
+func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store, call regionCall) error {
+	pending := []span{{start: []byte{}}}
+	var lastErr string
+	for round := 1; len(pending) > 0; round++ {
+		if round > maxRegionRounds {
+			return fmt.Errorf("%d ranges still failing after %d rounds, last: %s", len(pending), maxRegionRounds, lastErr)
+		}
+		if round > 1 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(r.cfg.Backoff):
+			}
+		}
+		krs := make([]router.KeyRange, len(pending))
+		for i, s := range pending {
+			krs[i] = router.KeyRange{StartKey: s.start, EndKey: s.end}
+		}
+		regions, err := r.d.PD.BatchScanRegions(ctx, krs, 0)
+		if err != nil {
+			return fmt.Errorf("scan regions: %w", err)
+		}
+		var (
+			mu    sync.Mutex
+			retry []span
+			wg    sync.WaitGroup
+			sem   = make(chan struct{}, r.cfg.Concurrency)
+			fatal error
+		)
+		covered := coverage(pending, regions)
+		retry = append(retry, covered.holes...)
+		for _, job := range covered.jobs {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				msg, err := r.callRegion(ctx, stores, job, call)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil && fatal == nil:
+					fatal = err
+				case msg != "":
+					lastErr = fmt.Sprintf("region %d: %s", job.region.Meta.GetId(), msg)
+					retry = append(retry, job.span)
+				}
+			}()
+		}
+		wg.Wait()
+		if fatal != nil {
+			return fatal
+		}
+		pending = retry
+	}
+	return nil
+}
+
+type job struct {
+	region *router.Region
+	span   span
+}
+
+type plan struct {
+	jobs  []job
+	holes []span
+}
+
+// coverage cuts the pending spans by the regions PD returned; parts no region (with a leader)
+// covers are holes to retry.
+func coverage(pending []span, regions []*router.Region) plan {
+	var p plan
+	for _, s := range pending {
+		cur := s.start
+		done := false
+		for _, rg := range regions {
+			m := rg.Meta
+			if !overlaps(s, span{m.GetStartKey(), m.GetEndKey()}) {
+				continue
+			}
+			start := maxKey(s.start, m.GetStartKey())
+			end := minEnd(s.end, m.GetEndKey())
+			if rg.Leader.GetStoreId() == 0 {
+				p.holes = append(p.holes, span{start, end})
+			} else {
+				p.jobs = append(p.jobs, job{region: rg, span: span{start, end}})
+			}
+			if bytes.Compare(start, cur) > 0 {
+				p.holes = append(p.holes, span{cur, start})
+			}
+			if len(end) == 0 {
+				done = true
+				break
+			}
+			if bytes.Compare(end, cur) > 0 {
+				cur = end
+			}
+		}
+		if !done && (len(s.end) == 0 || bytes.Compare(cur, s.end) < 0) {
+			p.holes = append(p.holes, span{cur, s.end})
+		}
+	}
+	return p
+}
+
+func overlaps(a, b span) bool {
+	return (len(a.end) == 0 || bytes.Compare(b.start, a.end) < 0) && (len(b.end) == 0 || bytes.Compare(a.start, b.end) < 0)
+}
+
+func maxKey(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+func minEnd(a, b []byte) []byte {
+	switch {
+	case len(a) == 0:
+		return b
+	case len(b) == 0:
+		return a
+	case bytes.Compare(a, b) <= 0:
+		return a
+	}
+	return b
+}
+
+// callRegion sends one call to a region's leader.
+func (r *run) callRegion(ctx context.Context, stores map[uint64]*metapb.Store, j job, call regionCall) (string, error) {
+	s, ok := stores[j.region.Leader.GetStoreId()]
+	if !ok {
+		return fmt.Sprintf("leader on unknown store %d", j.region.Leader.GetStoreId()), nil
+	}
+	cc, err := r.dial(ctx, s)
+	if err != nil {
+		return err.Error(), nil // the store may be restarting: retry the range
+	}
+	rc := &kvrpcpb.Context{RegionId: j.region.Meta.GetId(), RegionEpoch: j.region.Meta.GetRegionEpoch(), Peer: j.region.Leader}
+	msg, err := call(ctx, tikvpb.NewTikvClient(cc), rc, j.span.start, j.span.end)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
+		return err.Error(), nil // transport errors are retried with a fresh region
+	}
+	return msg, nil
+}
+
+// regionError flattens a region error and a response error string into one message.
+func regionError(re *errorpb.Error, respErr string) string {
+	if re != nil {
+		if re.GetMessage() != "" {
+			return re.GetMessage()
+		}
+		return re.String()
+	}
+	return respErr
+}

@@ -1,0 +1,384 @@
+// Package restoredata is the data phase of a volume-snapshot restore: with every TiKV started
+// in recovery mode on restored volumes, it reads each store's region metadata, plans one leader
+// per region (internal/recovery), raises PD's id allocator past every restored id, makes the
+// planned peers leaders (RecoverRegion), flashes the whole key space back to the backup's
+// resolved ts, and lifts PD's snapshot-recovering mark.
+//
+// The planning stages are retried as a whole on transient failure (a TiKV restarting, a stream
+// aborted by a newer task); flashback is idempotent per region and retries region by region.
+package restoredata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/pingcap/kvproto/pkg/kvrpcpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
+	recoverdatapb "github.com/pingcap/kvproto/pkg/recoverdatapb"
+	tikvpb "github.com/pingcap/kvproto/pkg/tikvpb"
+	"github.com/tikv/pd/client/clients/router"
+	"github.com/tikv/pd/client/opt"
+	"google.golang.org/grpc"
+
+	"github.com/fedbr/fedbr/internal/recovery"
+)
+
+// PD is what the data phase needs of PD's gRPC API; github.com/tikv/pd/client's Client
+// satisfies it.
+type PD interface {
+	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
+	GetTS(ctx context.Context) (int64, int64, error)
+	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+}
+
+// PDHTTP is what the data phase needs of PD's HTTP API; github.com/tikv/pd/client/http's Client
+// satisfies it.
+type PDHTTP interface {
+	ResetBaseAllocID(ctx context.Context, id uint64) error
+	DeleteSnapshotRecoveringMark(ctx context.Context) error
+}
+
+// Dialer opens a gRPC connection to a TiKV (kvproto's clients take a *grpc.ClientConn).
+type Dialer func(ctx context.Context, addr string) (*grpc.ClientConn, error)
+
+// Config tunes the data phase.
+type Config struct {
+	// ResolvedTS is the backup's resolved ts: the data is flashed back to it.
+	ResolvedTS uint64
+	// Stores is the number of TiKV stores the backup had; fewer (beyond MaxMissingStores) is an
+	// error, so a restore never silently runs on part of the cluster.
+	Stores int
+	// MaxMissingStores tolerates stores that do not come up (tolerateSingleTiKVOutage: 1).
+	MaxMissingStores int
+	// Attempts bounds whole-procedure retries of the planning stages (default 5).
+	Attempts int
+	// Backoff is the wait between attempts and between region retries (default 1s).
+	Backoff time.Duration
+	// Concurrency bounds parallel region requests during flashback (default 16).
+	Concurrency int
+}
+
+// Deps are the clients the data phase uses.
+type Deps struct {
+	PD   PD
+	HTTP PDHTTP
+	Dial Dialer
+	Log  func(format string, args ...any)
+}
+
+// Result summarises a data phase.
+type Result struct {
+	Regions      int      `json:"regions"`
+	Leaders      int      `json:"leaders"`
+	Dropped      int      `json:"droppedRegions"`
+	MaxAllocID   uint64   `json:"maxAllocID"`
+	RestoreTS    uint64   `json:"restoreTS"`
+	Attempts     int      `json:"attempts"`
+	MissingStore []uint64 `json:"missingStores,omitempty"`
+}
+
+// Run runs the data phase.
+func Run(ctx context.Context, d Deps, cfg Config) (Result, error) {
+	if cfg.ResolvedTS == 0 {
+		return Result{}, errors.New("resolved ts is 0: read it from the backup's backupmeta")
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 5
+	}
+	if cfg.Backoff <= 0 {
+		cfg.Backoff = time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if d.Log == nil {
+		d.Log = func(string, ...any) {}
+	}
+	r := &run{d: d, cfg: cfg, conns: map[uint64]*conn{}}
+	defer r.close()
+
+	var res Result
+	var err error
+	for res.Attempts = 1; res.Attempts <= cfg.Attempts; res.Attempts++ {
+		if err = r.recoverRegions(ctx, &res); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return res, err
+		}
+		d.Log("Recovering regions failed (attempt %d of %d), retrying from the region metas: %v", res.Attempts, cfg.Attempts, err)
+		r.close()
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(cfg.Backoff):
+		}
+	}
+	if err != nil {
+		return res, fmt.Errorf("recover regions: %w", err)
+	}
+
+	physical, logical, err := d.PD.GetTS(ctx)
+	if err != nil {
+		return res, fmt.Errorf("get restore ts: %w", err)
+	}
+	res.RestoreTS = uint64(physical)<<18 | uint64(logical)
+	if res.RestoreTS <= cfg.ResolvedTS {
+		return res, fmt.Errorf("PD's TSO %d is not above the resolved ts %d: restore-volumes must reset it first", res.RestoreTS, cfg.ResolvedTS)
+	}
+	d.Log("Flashing back every region to %d (restore ts %d)", cfg.ResolvedTS, res.RestoreTS)
+	if err := r.flashback(ctx, res.RestoreTS); err != nil {
+		return res, fmt.Errorf("flashback: %w", err)
+	}
+	if err := d.HTTP.DeleteSnapshotRecoveringMark(ctx); err != nil {
+		return res, fmt.Errorf("lift PD's snapshot-recovering mark: %w", err)
+	}
+	d.Log("Data phase done: %d regions, %d dropped, flashed back to %d", res.Regions, res.Dropped, cfg.ResolvedTS)
+	return res, nil
+}
+
+type conn struct {
+	cc *grpc.ClientConn
+}
+
+type run struct {
+	d     Deps
+	cfg   Config
+	mu    sync.Mutex
+	conns map[uint64]*conn
+}
+
+func (r *run) close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, c := range r.conns {
+		_ = c.cc.Close()
+		delete(r.conns, id)
+	}
+}
+
+func (r *run) dial(ctx context.Context, s *metapb.Store) (*grpc.ClientConn, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.conns[s.GetId()]; ok {
+		return c.cc, nil
+	}
+	cc, err := r.d.Dial(ctx, s.GetAddress())
+	if err != nil {
+		return nil, fmt.Errorf("dial store %d at %s: %w", s.GetId(), s.GetAddress(), err)
+	}
+	r.conns[s.GetId()] = &conn{cc: cc}
+	return cc, nil
+}
+
+// recoverRegions collects the metas, plans, raises PD's id allocator and makes the planned
+// leaders. Any failure makes the caller start over from fresh metas.
+func (r *run) recoverRegions(ctx context.Context, res *Result) error {
+	stores, err := r.stores(ctx)
+	if err != nil {
+		return err
+	}
+	metas, err := r.readMetas(ctx, stores)
+	if err != nil {
+		return err
+	}
+	ids := make([]uint64, 0, len(stores))
+	for _, s := range stores {
+		ids = append(ids, s.GetId())
+	}
+	plan, err := recovery.Plan(recovery.Input{Stores: ids, Metas: metas, MaxMissingStores: r.cfg.MaxMissingStores})
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	res.Regions, res.Dropped, res.MaxAllocID, res.MissingStore = plan.Regions, len(plan.Dropped), plan.MaxAllocID, plan.MissingStores
+	res.Leaders = 0
+	for _, n := range plan.Leaders {
+		res.Leaders += n
+	}
+	r.d.Log("Planned %d regions (%d stale ones dropped) over %d stores; raising PD's id allocator to %d", plan.Regions, len(plan.Dropped), len(stores), plan.MaxAllocID)
+	if err := r.d.HTTP.ResetBaseAllocID(ctx, plan.MaxAllocID); err != nil {
+		return fmt.Errorf("raise PD's id allocator to %d: %w", plan.MaxAllocID, err)
+	}
+	return r.sendPlan(ctx, stores, plan)
+}
+
+// stores lists the TiKV stores and checks their number against the backup.
+func (r *run) stores(ctx context.Context) ([]*metapb.Store, error) {
+	all, err := r.d.PD.GetAllStores(ctx, opt.WithExcludeTombstone())
+	if err != nil {
+		return nil, fmt.Errorf("list stores: %w", err)
+	}
+	var out []*metapb.Store
+	for _, s := range all {
+		tiflash := false
+		for _, l := range s.GetLabels() {
+			tiflash = tiflash || (l.GetKey() == "engine" && l.GetValue() == "tiflash")
+		}
+		if !tiflash {
+			out = append(out, s)
+		}
+	}
+	if r.cfg.Stores > 0 && len(out) < r.cfg.Stores-r.cfg.MaxMissingStores {
+		return nil, fmt.Errorf("PD knows %d TiKV stores, the backup had %d (at most %d may be missing)", len(out), r.cfg.Stores, r.cfg.MaxMissingStores)
+	}
+	return out, nil
+}
+
+// readMetas reads every store's region metas concurrently. A store that cannot answer is left
+// out: the planner decides whether that is tolerable.
+func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) ([]recovery.RegionMeta, error) {
+	var (
+		mu    sync.Mutex
+		metas []recovery.RegionMeta
+		wg    sync.WaitGroup
+		errs  []error
+	)
+	for _, s := range stores {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := r.readStore(ctx, s)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			metas = append(metas, got...)
+		}()
+	}
+	wg.Wait()
+	if len(errs) > r.cfg.MaxMissingStores {
+		return nil, errors.Join(errs...)
+	}
+	for _, err := range errs {
+		r.d.Log("Leaving a store out (tolerated): %v", err)
+	}
+	return metas, nil
+}
+
+func (r *run) readStore(ctx context.Context, s *metapb.Store) ([]recovery.RegionMeta, error) {
+	cc, err := r.dial(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	stream, err := recoverdatapb.NewRecoverDataClient(cc).ReadRegionMeta(ctx, &recoverdatapb.ReadRegionMetaRequest{StoreId: s.GetId()})
+	if err != nil {
+		return nil, fmt.Errorf("read region metas of store %d: %w", s.GetId(), err)
+	}
+	var out []recovery.RegionMeta
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read region metas of store %d: %w", s.GetId(), err)
+		}
+		out = append(out, recovery.RegionMeta{
+			StoreID: s.GetId(), RegionID: m.GetRegionId(), PeerID: m.GetPeerId(),
+			LastLogTerm: m.GetLastLogTerm(), LastIndex: m.GetLastIndex(), CommitIndex: m.GetCommitIndex(),
+			Version: m.GetVersion(), Tombstone: m.GetTombstone(), StartKey: m.GetStartKey(), EndKey: m.GetEndKey(),
+		})
+	}
+}
+
+// sendPlan sends every store its RecoverRegion commands; each call returns once the store's
+// planned leaders lead and applied their whole log.
+func (r *run) sendPlan(ctx context.Context, stores []*metapb.Store, plan recovery.Result) error {
+	byID := map[uint64]*metapb.Store{}
+	for _, s := range stores {
+		byID[s.GetId()] = s
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for id, cmds := range plan.Commands {
+		if plan.Leaders[id] == 0 {
+			continue // nothing to lead: TiKV ignores follower entries anyway
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.sendStore(ctx, byID[id], cmds); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (r *run) sendStore(ctx context.Context, s *metapb.Store, cmds []recovery.Command) error {
+	cc, err := r.dial(ctx, s)
+	if err != nil {
+		return err
+	}
+	stream, err := recoverdatapb.NewRecoverDataClient(cc).RecoverRegion(ctx)
+	if err != nil {
+		return fmt.Errorf("recover regions on store %d: %w", s.GetId(), err)
+	}
+	for _, c := range cmds {
+		if err := stream.Send(&recoverdatapb.RecoverRegionRequest{RegionId: c.RegionID, AsLeader: c.AsLeader, Tombstone: c.Tombstone}); err != nil {
+			return fmt.Errorf("send recovery plan to store %d: %w", s.GetId(), err)
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		return fmt.Errorf("recover regions on store %d: %w", s.GetId(), err)
+	}
+	if e := resp.GetError(); e != nil && e.GetMsg() != "" {
+		return fmt.Errorf("recover regions on store %d: %s", s.GetId(), e.GetMsg())
+	}
+	return nil
+}
+
+// flashback runs prepare, then flashback, over the whole key space, region by region on each
+// region's leader, reloading a range from PD when its region moved.
+func (r *run) flashback(ctx context.Context, restoreTS uint64) error {
+	stores, err := r.d.PD.GetAllStores(ctx, opt.WithExcludeTombstone())
+	if err != nil {
+		return fmt.Errorf("list stores: %w", err)
+	}
+	byID := map[uint64]*metapb.Store{}
+	for _, s := range stores {
+		byID[s.GetId()] = s
+	}
+	for _, prepare := range []bool{true, false} {
+		step := "flashback"
+		if prepare {
+			step = "prepare flashback"
+		}
+		if err := r.overKeySpace(ctx, byID, func(ctx context.Context, kv tikvpb.TikvClient, rc *kvrpcpb.Context, start, end []byte) (regionErr string, err error) {
+			if prepare {
+				resp, err := kv.KvPrepareFlashbackToVersion(ctx, &kvrpcpb.PrepareFlashbackToVersionRequest{
+					Context: rc, StartKey: start, EndKey: end, StartTs: restoreTS - 1, Version: r.cfg.ResolvedTS})
+				if err != nil {
+					return "", err
+				}
+				return regionError(resp.GetRegionError(), resp.GetError()), nil
+			}
+			resp, err := kv.KvFlashbackToVersion(ctx, &kvrpcpb.FlashbackToVersionRequest{
+				Context: rc, StartKey: start, EndKey: end, StartTs: restoreTS - 1, CommitTs: restoreTS, Version: r.cfg.ResolvedTS})
+			if err != nil {
+				return "", err
+			}
+			if resp.GetRegionError().GetFlashbackNotPrepared() != nil {
+				return "", nil // already flashed back and finished by an earlier attempt
+			}
+			return regionError(resp.GetRegionError(), resp.GetError()), nil
+		}); err != nil {
+			return fmt.Errorf("%s: %w", step, err)
+		}
+		r.d.Log("%s done", step)
+	}
+	return nil
+}

@@ -1,0 +1,246 @@
+package snapshot
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
+	"github.com/tikv/pd/client/clients/router"
+	pdhttp "github.com/tikv/pd/client/http"
+	"github.com/tikv/pd/client/opt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// PD is what the cluster check needs of PD's gRPC API; github.com/tikv/pd/client's Client
+// satisfies it.
+type PD interface {
+	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
+	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+}
+
+// ResolvedTS is PD's min-resolved-ts.
+type ResolvedTS struct {
+	TS uint64
+	// RealTime is false when PD only has a persisted, possibly stale value (the stores do
+	// not report resolved ts): it is then no consistent backup timestamp.
+	RealTime bool
+}
+
+// PDHTTP is what the step reads over PD's HTTP API; NewPDHTTP adapts the PD HTTP client.
+type PDHTTP interface {
+	ClusterVersion(ctx context.Context) (string, error)
+	MinResolvedTS(ctx context.Context) (ResolvedTS, error)
+}
+
+// Dialer opens a TiKV Backup client; close releases the connection.
+type Dialer func(ctx context.Context, addr string) (client brpb.BackupClient, close func() error, err error)
+
+// NewPDHTTP adapts github.com/tikv/pd/client/http's Client.
+func NewPDHTTP(c pdhttp.Client) PDHTTP { return pdHTTP{c: c} }
+
+type pdHTTP struct{ c pdhttp.Client }
+
+func (p pdHTTP) ClusterVersion(ctx context.Context) (string, error) {
+	return p.c.GetClusterVersion(ctx)
+}
+
+// MinResolvedTS reads the answer itself: the client turns is_real_time=false into an
+// opaque error, and the step must tell that apart from PD being unreachable.
+func (p pdHTTP) MinResolvedTS(ctx context.Context) (ResolvedTS, error) {
+	var got struct {
+		TS       uint64 `json:"min_resolved_ts"`
+		RealTime bool   `json:"is_real_time"`
+	}
+	decoded := false
+	c := p.c.WithRespHandler(func(resp *http.Response, res any) error {
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET min-resolved-ts: %s: %s", resp.Status, bytes.TrimSpace(body))
+		}
+		if err := json.Unmarshal(body, &got); err != nil {
+			return fmt.Errorf("decode min-resolved-ts: %w", err)
+		}
+		decoded = true
+		if res != nil {
+			_ = json.Unmarshal(body, res)
+		}
+		return nil
+	})
+	_, _, err := c.GetMinResolvedTSByStoresIDs(ctx, nil)
+	if decoded && !got.RealTime {
+		return ResolvedTS{TS: got.TS}, nil
+	}
+	if err != nil {
+		return ResolvedTS{}, err
+	}
+	return ResolvedTS{TS: got.TS, RealTime: got.RealTime}, nil
+}
+
+// scanLimit is the page size of the region scan.
+const scanLimit = 1024
+
+// waitClusterStill waits until no TiKV reports a pending admin operation and PD's regions
+// cover the whole key space, retrying until CheckTimeout.
+func (s *snapshotter) waitClusterStill(ctx context.Context) error {
+	if s.d.PD == nil || s.d.Dial == nil {
+		return errors.New("the cluster check needs PD and TiKV clients")
+	}
+	s.o.Report(Progress{Phase: PhaseChecking})
+	deadline := s.o.Clock.Now().Add(s.o.CheckTimeout)
+	for attempt := 1; ; attempt++ {
+		err := s.checkClusterStill(ctx)
+		if err == nil {
+			s.logf("No pending admin operation and no region hole")
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("check the cluster: %w", ctx.Err())
+		}
+		if !s.o.Clock.Now().Before(deadline) {
+			return fmt.Errorf("the cluster did not settle within %s (%d attempts): %w", s.o.CheckTimeout, attempt, err)
+		}
+		s.logf("Cluster not settled (attempt %d), retrying in %s: %v", attempt, s.o.CheckInterval, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("check the cluster: %w", ctx.Err())
+		case <-s.o.Clock.After(s.o.CheckInterval):
+		}
+	}
+}
+
+// checkClusterStill is one attempt of the check.
+func (s *snapshotter) checkClusterStill(ctx context.Context) error {
+	all, err := s.d.PD.GetAllStores(ctx, opt.WithExcludeTombstone())
+	if err != nil {
+		return fmt.Errorf("list stores: %w", err)
+	}
+	var stores []*metapb.Store
+	for _, st := range all {
+		if !isTiFlash(st) {
+			stores = append(stores, st)
+		}
+	}
+	if len(stores) == 0 {
+		return errors.New("PD lists no TiKV store")
+	}
+	errs := make([]error, len(stores))
+	var wg sync.WaitGroup
+	for i, st := range stores {
+		wg.Go(func() { errs[i] = s.checkAdmin(ctx, st) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return s.checkHoles(ctx)
+}
+
+func isTiFlash(st *metapb.Store) bool {
+	for _, l := range st.GetLabels() {
+		if l.GetKey() == "engine" && l.GetValue() == "tiflash" {
+			return true
+		}
+	}
+	return false
+}
+
+// checkAdmin reads one store's CheckPendingAdminOp stream to its end.
+func (s *snapshotter) checkAdmin(ctx context.Context, st *metapb.Store) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	client, closeConn, err := s.d.Dial(ctx, st.GetAddress())
+	if err != nil {
+		return fmt.Errorf("connect to store %d at %s: %w", st.GetId(), st.GetAddress(), err)
+	}
+	defer func() { _ = closeConn() }()
+	stream, err := client.CheckPendingAdminOp(ctx, &brpb.CheckAdminRequest{})
+	if err != nil {
+		return fmt.Errorf("check pending admin operations on store %d: %w", st.GetId(), err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("check pending admin operations on store %d: %w", st.GetId(), err)
+		}
+		switch {
+		case resp.GetError() != nil:
+			return fmt.Errorf("store %d: %s", st.GetId(), resp.GetError().GetMsg())
+		case resp.GetRegion() == nil:
+			return fmt.Errorf("store %d answered without a region", st.GetId())
+		case resp.GetHasPendingAdmin():
+			return fmt.Errorf("region %d on store %d has a pending admin operation", resp.GetRegion().GetId(), st.GetId())
+		}
+	}
+}
+
+// checkHoles scans PD's regions and requires them to tile the key space from the first key
+// to the last, with no gap and no overlap.
+func (s *snapshotter) checkHoles(ctx context.Context) error {
+	var next []byte
+	for first := true; first || len(next) > 0; first = false {
+		regions, err := s.d.PD.BatchScanRegions(ctx, []router.KeyRange{{StartKey: next}}, scanLimit)
+		if err != nil {
+			return fmt.Errorf("scan regions: %w", err)
+		}
+		if len(regions) == 0 {
+			return fmt.Errorf("no region covers the key %q", next)
+		}
+		metas := make([]*metapb.Region, len(regions))
+		for i, r := range regions {
+			metas[i] = r.Meta
+		}
+		end, err := tiles(next, metas)
+		if err != nil {
+			return err
+		}
+		next = end
+	}
+	return nil
+}
+
+// tiles checks that regions, sorted by start key, tile the key space from start on without
+// gap or overlap, and returns the end of the last (empty: the end of the key space).
+func tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
+	regions = slices.Clone(regions)
+	slices.SortFunc(regions, func(a, b *metapb.Region) int { return bytes.Compare(a.GetStartKey(), b.GetStartKey()) })
+	at := start
+	for _, r := range regions {
+		if !bytes.Equal(r.GetStartKey(), at) {
+			if bytes.Compare(r.GetStartKey(), at) > 0 {
+				return nil, fmt.Errorf("region hole: no region covers [%q, %q)", at, r.GetStartKey())
+			}
+			return nil, fmt.Errorf("regions overlap at %q (region %d starts at %q)", at, r.GetId(), r.GetStartKey())
+		}
+		at = r.GetEndKey()
+		if len(at) == 0 {
+			return nil, nil
+		}
+	}
+	return at, nil
+}
+
+// DialInsecure is a Dialer over plaintext gRPC.
+func DialInsecure(_ context.Context, addr string) (brpb.BackupClient, func() error, error) {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, err
+	}
+	return brpb.NewBackupClient(conn), conn.Close, nil
+}

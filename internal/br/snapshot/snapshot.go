@@ -1,0 +1,544 @@
+// Package snapshot is the backup step that captures a data plane's TiKV volumes: with the
+// cluster held still by a pause, it checks that no admin operation is pending and no region
+// is missing, takes the backup timestamp, starts one crash-consistent snapshot set per
+// instance, records them as a pending backupmeta as soon as every set has started (the
+// "snapshots created" signal, after which the pause may be lifted), waits for them with
+// progress and finally marks the backupmeta completed.
+//
+// It never leaves snapshots behind: every snapshot carries the backup's identity tag, a
+// failed attempt deletes everything with that tag (and the pending backupmeta listing them),
+// and a retried attempt either resumes the sets a pending backupmeta records or, when the
+// earlier attempt died before recording them, deletes them and starts afresh — so a backup
+// id never owns two sets of one volume.
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/budget"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// TagStore names the TiKV store a snapshot belongs to, next to meta.TagBackup.
+const TagStore = "fedbr.io/store"
+
+const (
+	defaultCheckTimeout   = 10 * time.Minute
+	defaultCheckInterval  = 5 * time.Second
+	defaultCleanupTimeout = 5 * time.Minute
+)
+
+// Cloud is what the step needs from the provider.
+type Cloud interface {
+	cloud.Snapshots
+	DescribeVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error)
+}
+
+// Options configure the step.
+type Options struct {
+	// BackupID is the backup's identity: the snapshots' tag value and fedbr.backup_id.
+	BackupID string
+	// Cluster is the data plane's k8sClusterName, recorded in backupmeta.
+	Cluster string
+	// Input lists the stores and volumes to snapshot (BR's volume file); nil reads the
+	// clustermeta from the store.
+	Input *meta.Record
+	// BackupTS is the timestamp a running pause holds GC at; 0 reads PD's min-resolved-ts,
+	// which must then be real-time.
+	BackupTS uint64
+	// StillPaused, when set, is asked after every snapshot set started and before they are
+	// recorded whether the pause the backup ts came from still holds; an error fails the
+	// backup (and deletes the snapshots): snapshots started after the pause broke may miss
+	// what the backup ts promises.
+	StillPaused func(ctx context.Context) error
+	// SkipClusterCheck skips waiting for no pending admin operations and no region holes.
+	SkipClusterCheck bool
+	// CheckTimeout bounds that wait (default 10m); CheckInterval spaces its attempts (5s).
+	CheckTimeout  time.Duration
+	CheckInterval time.Duration
+	// Tags are added to every snapshot (the identity tags win).
+	Tags map[string]string
+	// CleanupTimeout bounds the deletion of snapshots after a failure, which runs even when
+	// ctx was cancelled (default 5m).
+	CleanupTimeout time.Duration
+	// Progress receives one line per step; nil discards them.
+	Progress io.Writer
+	// Report receives the progress of the snapshot wait; nil drops it.
+	Report func(Progress)
+	// Clock spaces check attempts and measures elapsed time; nil is the wall clock.
+	Clock budget.Clock
+}
+
+// Progress is the state of the step for a progress file.
+type Progress struct {
+	Phase   string  `json:"phase"`
+	Done    int     `json:"done"`
+	Total   int     `json:"total"`
+	Percent float64 `json:"percent"`
+}
+
+// Phases reported in Progress.
+const (
+	PhaseChecking   = "Checking"
+	PhaseStarting   = "Starting"
+	PhaseWaiting    = "Waiting"
+	PhaseCompleted  = "Completed"
+	PhaseCleaningUp = "CleaningUp"
+	PhaseFailed     = "Failed"
+)
+
+// percentCompleted is the progress of a completed wait.
+const percentCompleted = 100
+
+// Validate checks the options.
+func (o Options) Validate() error {
+	if err := meta.ValidateID(o.BackupID); err != nil {
+		return fmt.Errorf("backup id: %w", err)
+	}
+	if o.CheckTimeout < 0 || o.CheckInterval < 0 || o.CleanupTimeout < 0 {
+		return errors.New("timeouts and intervals must not be negative")
+	}
+	if n := len(o.Tags) + 2; n > cloud.MaxTags {
+		return fmt.Errorf("%d tags with the identity tags: %w", n, cloud.ErrTooManyTags)
+	}
+	if o.Input != nil {
+		if err := o.Input.ValidateCluster(); err != nil {
+			return fmt.Errorf("volume file: %w", err)
+		}
+	}
+	return nil
+}
+
+// Deps are the clients the step uses.
+type Deps struct {
+	Cloud Cloud
+	Store *meta.Store
+	// PD and PDHTTP are needed unless the cluster check is skipped and BackupTS is given;
+	// PDHTTP also gives the cluster version.
+	PD     PD
+	PDHTTP PDHTTP
+	// Dial opens TiKV Backup clients for the admin-operation check.
+	Dial Dialer
+}
+
+// Snapshot is one recorded snapshot.
+type Snapshot struct {
+	StoreID    uint64 `json:"storeID"`
+	InstanceID string `json:"instanceID"`
+	VolumeID   string `json:"volumeID"`
+	Type       string `json:"type"`
+	SnapshotID string `json:"snapshotID"`
+	AZ         string `json:"az"`
+	SizeGiB    int32  `json:"sizeGiB"`
+}
+
+// Result is what the step did.
+type Result struct {
+	BackupID       string `json:"backupID"`
+	ResolvedTS     uint64 `json:"resolvedTS"`
+	ClusterVersion string `json:"clusterVersion"`
+	// Resumed says an earlier attempt had recorded the snapshots; they were waited for
+	// instead of taking new ones.
+	Resumed   bool       `json:"resumed"`
+	Snapshots []Snapshot `json:"snapshots"`
+	SizeGiB   int64      `json:"sizeGiB"`
+	// Swept are snapshots of an earlier attempt that never recorded them, deleted first.
+	Swept []string `json:"swept"`
+	// Deleted are this attempt's snapshots, deleted after it failed.
+	Deleted        []string `json:"deleted"`
+	ElapsedSeconds float64  `json:"elapsedSeconds"`
+}
+
+// Run takes the backup's snapshots.
+func Run(ctx context.Context, d Deps, o Options) (Result, error) {
+	if err := o.Validate(); err != nil {
+		return Result{}, err
+	}
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = defaultCheckTimeout
+	}
+	if o.CheckInterval == 0 {
+		o.CheckInterval = defaultCheckInterval
+	}
+	if o.CleanupTimeout == 0 {
+		o.CleanupTimeout = defaultCleanupTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = budget.RealClock
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Report == nil {
+		o.Report = func(Progress) {}
+	}
+	s := &snapshotter{d: d, o: o}
+	start := o.Clock.Now()
+	s.res = Result{BackupID: o.BackupID, Snapshots: []Snapshot{}, Swept: []string{}, Deleted: []string{}}
+	err := s.run(ctx)
+	s.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
+	if err != nil {
+		s.o.Report(Progress{Phase: PhaseFailed})
+	}
+	return s.res, err
+}
+
+type snapshotter struct {
+	d   Deps
+	o   Options
+	res Result
+
+	mu      sync.Mutex
+	created []string
+	logMu   sync.Mutex
+}
+
+func (s *snapshotter) logf(format string, args ...any) {
+	s.logMu.Lock()
+	defer s.logMu.Unlock()
+	_, _ = fmt.Fprintf(s.o.Progress, format+"\n", args...)
+}
+
+func (s *snapshotter) run(ctx context.Context) error {
+	prev, err := s.d.Store.BackupMetaAsIs(ctx)
+	switch {
+	case err == nil:
+		if prev.Fedbr == nil || prev.Fedbr.BackupID != s.o.BackupID {
+			owner := "upstream BR"
+			if prev.Fedbr != nil {
+				owner = fmt.Sprintf("backup %q", prev.Fedbr.BackupID)
+			}
+			return fmt.Errorf("backupmeta of %s already exists in this storage; use a fresh prefix for backup %s: %w", owner, s.o.BackupID, meta.ErrExists)
+		}
+		return s.resume(ctx, prev)
+	case !errors.Is(err, meta.ErrNotFound):
+		return fmt.Errorf("check for an earlier backupmeta: %w", err)
+	}
+
+	in := s.o.Input
+	if in == nil {
+		if in, err = s.d.Store.ClusterMeta(ctx); err != nil {
+			return fmt.Errorf("read the volumes to snapshot: %w", err)
+		}
+	}
+	if err := s.sweep(ctx); err != nil {
+		return err
+	}
+	if !s.o.SkipClusterCheck {
+		if err := s.waitClusterStill(ctx); err != nil {
+			return err
+		}
+	}
+	rec := in.Clone()
+	if err := s.clusterInfo(ctx, rec); err != nil {
+		return err
+	}
+	err = s.take(ctx, rec)
+	if err != nil {
+		s.cleanup(ctx)
+	}
+	return err
+}
+
+// sweep deletes snapshots tagged with this backup that no backupmeta records: an earlier
+// attempt died between starting them and recording them, so their timestamp is unknown.
+func (s *snapshotter) sweep(ctx context.Context) error {
+	left, err := s.d.Cloud.ListSnapshots(ctx, meta.BackupTags(s.o.BackupID))
+	if err != nil {
+		return fmt.Errorf("find snapshots of an earlier attempt: %w", err)
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	ids := snapshotIDs(left)
+	s.logf("Deleting %d snapshots an earlier attempt of backup %s started but never recorded: %v", len(ids), s.o.BackupID, ids)
+	if err := s.d.Cloud.DeleteSnapshots(ctx, ids); err != nil {
+		return fmt.Errorf("delete snapshots of an earlier attempt: %w", err)
+	}
+	s.res.Swept = ids
+	return nil
+}
+
+// clusterInfo fills cluster_info: the backup timestamp and PD's cluster version.
+func (s *snapshotter) clusterInfo(ctx context.Context, rec *meta.Record) error {
+	ts := s.o.BackupTS
+	if ts == 0 {
+		if s.d.PDHTTP == nil {
+			return errors.New("no backup ts given and no PD to read min-resolved-ts from")
+		}
+		r, err := s.d.PDHTTP.MinResolvedTS(ctx)
+		if err != nil {
+			return fmt.Errorf("read PD min-resolved-ts: %w", err)
+		}
+		if !r.RealTime {
+			return fmt.Errorf("PD min-resolved-ts %d is not real-time (is_real_time=false): the stores do not report resolved ts, so it cannot be a consistent backup ts; hold a pause and pass its backup ts instead", r.TS)
+		}
+		if r.TS == 0 {
+			return errors.New("PD min-resolved-ts is 0: the stores have not reported a resolved ts yet")
+		}
+		ts = r.TS
+	}
+	version := "0.0.0"
+	if s.d.PDHTTP != nil {
+		v, err := s.d.PDHTTP.ClusterVersion(ctx)
+		if err != nil {
+			return fmt.Errorf("read PD cluster version: %w", err)
+		}
+		pv, err := meta.ParseVersion(v)
+		if err != nil {
+			return fmt.Errorf("PD cluster version: %w", err)
+		}
+		version = pv.String()
+	}
+	rec.ClusterInfo = &meta.ClusterInfo{Version: version, FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: ts}
+	s.res.ResolvedTS, s.res.ClusterVersion = ts, version
+	s.logf("Backup ts %d, cluster version %s", ts, version)
+	return nil
+}
+
+// take starts every snapshot set, records them as a pending backupmeta, waits for them and
+// completes the backupmeta.
+func (s *snapshotter) take(ctx context.Context, rec *meta.Record) error {
+	reqs, err := s.plan(ctx, rec)
+	if err != nil {
+		return err
+	}
+	total := len(rec.Volumes())
+	s.o.Report(Progress{Phase: PhaseStarting, Total: total})
+	s.logf("Starting %d crash-consistent snapshot sets (%d volumes)", len(reqs), total)
+	sets, err := s.d.Cloud.SnapshotInstances(ctx, reqs)
+	for _, set := range sets {
+		s.remember(snapshotIDs(set))
+	}
+	if err != nil {
+		return fmt.Errorf("start snapshots: %w", err)
+	}
+	if s.o.StillPaused != nil {
+		if err := s.o.StillPaused(ctx); err != nil {
+			return fmt.Errorf("the pause did not hold until every snapshot started: %w", err)
+		}
+	}
+	snapOf := map[string]string{}
+	for _, set := range sets {
+		for _, sn := range set {
+			snapOf[sn.VolumeID] = sn.ID
+		}
+	}
+	for si := range rec.TiKV.Stores {
+		for vi := range rec.TiKV.Stores[si].Volumes {
+			v := &rec.TiKV.Stores[si].Volumes[vi]
+			id, ok := snapOf[v.ID]
+			if !ok {
+				return fmt.Errorf("start snapshots: volume %s of store %d got no snapshot", v.ID, rec.TiKV.Stores[si].ID)
+			}
+			v.SnapshotID = id
+		}
+	}
+	if rec.Fedbr == nil {
+		rec.Fedbr = &meta.Extension{}
+	}
+	rec.Fedbr.BackupID, rec.Fedbr.Snapshots = s.o.BackupID, meta.SnapshotsPending
+	if s.o.Cluster != "" {
+		rec.Fedbr.Cluster = s.o.Cluster
+	}
+	if err := s.d.Store.PutBackupMeta(ctx, rec); err != nil {
+		return fmt.Errorf("record the started snapshots: %w", err)
+	}
+	s.logf("Snapshots created: backupmeta written (pending) with %d snapshots; the pause may be lifted", total)
+	return s.wait(ctx, rec)
+}
+
+// resume continues an attempt whose backupmeta exists: a completed one is the result, a
+// pending one is waited for and completed.
+func (s *snapshotter) resume(ctx context.Context, rec *meta.Record) error {
+	s.res.Resumed = true
+	s.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
+	s.res.ClusterVersion = rec.ClusterInfo.Version
+	if !rec.Pending() {
+		s.logf("Backup %s is already completed; checking its %d snapshots", s.o.BackupID, len(rec.SnapshotIDs()))
+		snaps, err := s.d.Cloud.DescribeSnapshots(ctx, rec.SnapshotIDs())
+		if err != nil {
+			return fmt.Errorf("check the recorded snapshots: %w", err)
+		}
+		if len(snaps) != len(rec.SnapshotIDs()) {
+			return fmt.Errorf("backup %s is recorded completed but %d of its %d snapshots are gone", s.o.BackupID, len(rec.SnapshotIDs())-len(snaps), len(rec.SnapshotIDs()))
+		}
+		s.fill(rec, snaps)
+		return nil
+	}
+	s.logf("Backup %s recorded %d snapshots in an earlier attempt; waiting for them instead of taking new ones", s.o.BackupID, len(rec.SnapshotIDs()))
+	s.remember(rec.SnapshotIDs())
+	err := s.wait(ctx, rec)
+	if err != nil {
+		s.cleanup(ctx)
+	}
+	return err
+}
+
+func (s *snapshotter) remember(ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if !slices.Contains(s.created, id) {
+			s.created = append(s.created, id)
+		}
+	}
+}
+
+// wait waits for every snapshot of rec and completes the backupmeta.
+func (s *snapshotter) wait(ctx context.Context, rec *meta.Record) error {
+	ids := rec.SnapshotIDs()
+	s.o.Report(Progress{Phase: PhaseWaiting, Total: len(ids)})
+	last := -1.0
+	snaps, err := s.d.Cloud.WaitSnapshots(ctx, ids, func(p cloud.Progress) {
+		s.o.Report(Progress{Phase: PhaseWaiting, Done: p.Done, Total: p.Total, Percent: p.Percent})
+		if p.Percent != last {
+			last = p.Percent
+			s.logf("Snapshots: %d of %d completed, %.2f%%", p.Done, p.Total, p.Percent)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("wait for snapshots: %w", err)
+	}
+	done, err := s.d.Store.CompleteBackupMeta(ctx)
+	if err != nil {
+		return fmt.Errorf("record the completed snapshots: %w", err)
+	}
+	s.fill(done, snaps)
+	s.o.Report(Progress{Phase: PhaseCompleted, Done: len(ids), Total: len(ids), Percent: percentCompleted})
+	s.logf("Snapshot backup %s completed: %d snapshots, %d GiB, resolved_ts=%d", s.o.BackupID, len(ids), s.res.SizeGiB, s.res.ResolvedTS)
+	return nil
+}
+
+// fill sets the result's snapshots from the record and what the cloud reported.
+func (s *snapshotter) fill(rec *meta.Record, snaps []cloud.Snapshot) {
+	size := map[string]int32{}
+	for _, sn := range snaps {
+		size[sn.ID] = sn.SizeGiB
+	}
+	s.res.Snapshots, s.res.SizeGiB = []Snapshot{}, 0
+	for _, st := range rec.TiKV.Stores {
+		for _, v := range st.Volumes {
+			s.res.Snapshots = append(s.res.Snapshots, Snapshot{StoreID: st.ID, InstanceID: st.InstanceID, VolumeID: v.ID, Type: v.Type,
+				SnapshotID: v.SnapshotID, AZ: v.AZ, SizeGiB: size[v.SnapshotID]})
+			s.res.SizeGiB += int64(size[v.SnapshotID])
+		}
+	}
+}
+
+// plan finds each store's instance and each volume's AZ, and builds one request per
+// instance. Stores sharing an instance are snapshotted in one set.
+func (s *snapshotter) plan(ctx context.Context, rec *meta.Record) ([]cloud.SnapshotRequest, error) {
+	var ids []string
+	for _, v := range rec.Volumes() {
+		ids = append(ids, v.ID)
+	}
+	vols, err := s.d.Cloud.DescribeVolumes(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("describe the volumes to snapshot: %w", err)
+	}
+	byID := map[string]cloud.Volume{}
+	for _, v := range vols {
+		byID[v.ID] = v
+	}
+	var errs []error
+	byInstance := map[string]*cloud.SnapshotRequest{}
+	var order []string
+	for si := range rec.TiKV.Stores {
+		st := &rec.TiKV.Stores[si]
+		for vi := range st.Volumes {
+			v := &st.Volumes[vi]
+			cv, ok := byID[v.ID]
+			if !ok {
+				errs = append(errs, fmt.Errorf("volume %s of store %d does not exist", v.ID, st.ID))
+				continue
+			}
+			if len(cv.Attachments) == 0 {
+				errs = append(errs, fmt.Errorf("volume %s of store %d is not attached to an instance", v.ID, st.ID))
+				continue
+			}
+			inst := cv.Attachments[0].InstanceID
+			if st.InstanceID == "" {
+				st.InstanceID = inst
+			}
+			if inst != st.InstanceID {
+				errs = append(errs, fmt.Errorf("volume %s of store %d is attached to %s, not to the store's instance %s", v.ID, st.ID, inst, st.InstanceID))
+				continue
+			}
+			v.AZ = cv.AZ
+			req, ok := byInstance[inst]
+			if !ok {
+				tags := maps.Clone(s.o.Tags)
+				if tags == nil {
+					tags = map[string]string{}
+				}
+				tags[TagStore] = fmt.Sprint(st.ID)
+				maps.Copy(tags, meta.BackupTags(s.o.BackupID))
+				req = &cloud.SnapshotRequest{InstanceID: inst, Tags: tags,
+					Description: fmt.Sprintf("fedbr backup %s, TiKV store %d", s.o.BackupID, st.ID)}
+				byInstance[inst] = req
+				order = append(order, inst)
+			}
+			req.VolumeIDs = append(req.VolumeIDs, v.ID)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("plan snapshots: %w", err)
+	}
+	reqs := make([]cloud.SnapshotRequest, len(order))
+	for i, inst := range order {
+		reqs[i] = *byInstance[inst]
+	}
+	return reqs, nil
+}
+
+// cleanup deletes every snapshot this attempt created or recorded and any other snapshot
+// carrying the backup's tag, even when ctx was cancelled; when all are gone it removes the
+// pending backupmeta that lists them.
+func (s *snapshotter) cleanup(ctx context.Context) {
+	s.o.Report(Progress{Phase: PhaseCleaningUp})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CleanupTimeout)
+	defer cancel()
+	s.mu.Lock()
+	ids := slices.Clone(s.created)
+	s.mu.Unlock()
+	tagged, err := s.d.Cloud.ListSnapshots(cctx, meta.BackupTags(s.o.BackupID))
+	if err != nil {
+		s.logf("Listing snapshots tagged %s=%s failed: %v", meta.TagBackup, s.o.BackupID, err)
+	}
+	for _, id := range snapshotIDs(tagged) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) > 0 {
+		s.logf("Deleting the %d snapshots of the failed attempt: %v", len(ids), ids)
+		if err := s.d.Cloud.DeleteSnapshots(cctx, ids); err != nil {
+			s.logf("Deleting snapshots failed; they carry %s=%s for `fedbr br clean --backup-id %s`: %v", meta.TagBackup, s.o.BackupID, s.o.BackupID, err)
+			return
+		}
+		s.res.Deleted = ids
+	}
+	if err := s.d.Store.AbandonBackupMeta(cctx); err != nil {
+		s.logf("Removing the pending backupmeta failed: %v", err)
+		return
+	}
+	s.logf("Deleted %d snapshots; no snapshot of backup %s is left", len(ids), s.o.BackupID)
+}
+
+func snapshotIDs(snaps []cloud.Snapshot) []string {
+	ids := make([]string, 0, len(snaps))
+	for _, sn := range snaps {
+		ids = append(ids, sn.ID)
+	}
+	return ids
+}

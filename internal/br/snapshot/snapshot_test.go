@@ -1,0 +1,392 @@
+package snapshot_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	pd "github.com/tikv/pd/client"
+	pdhttp "github.com/tikv/pd/client/http"
+
+	"github.com/fedbr/fedbr/internal/br/snapshot"
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/cloud/blob"
+	"github.com/fedbr/fedbr/internal/cloud/budget"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+const backupID = "bk-1"
+
+type lab struct {
+	srv   *awsdouble.Server
+	p     *aws.Provider
+	store *meta.Store
+	// extra is a volume attached to store 1's instance that is not TiKV's.
+	extra string
+}
+
+func testContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newLab serves the AWS double with one instance per store (data and raft volumes, plus an
+// unrelated volume on store 1's instance) and writes the clustermeta of those stores.
+func newLab(t *testing.T, stores int, faults awsdouble.Faults) *lab {
+	t.Helper()
+	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{VolumeCreateDuration: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetFaults(faults)
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		hs.Close()
+		_ = srv.Close()
+	})
+	p, err := aws.New(context.Background(), aws.Config{Region: srv.Options().Region, Endpoint: hs.URL,
+		Budget: budget.New(budget.ClientLimits(), nil), PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
+	d, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lab{srv: srv, p: p, store: meta.NewStore(d, nil)}
+	rec := &meta.Record{TiKV: meta.TiKV{Replicas: stores}, PD: meta.Component{Replicas: 1}}
+	for i := range stores {
+		vols := []awsdouble.VolumeSpec{
+			{Device: "/dev/xvdb", SizeGiB: 20, Tags: map[string]string{"CSIVolumeName": fmt.Sprintf("pvc-%d", i)}},
+			{Device: "/dev/xvdc", SizeGiB: 10},
+		}
+		if i == 0 {
+			vols = append(vols, awsdouble.VolumeSpec{Device: "/dev/xvdd", SizeGiB: 5})
+		}
+		in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: vols})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			l.extra = in.Volumes[2].ID
+		}
+		rec.TiKV.Stores = append(rec.TiKV.Stores, meta.TiKVStore{ID: uint64(i + 1), Volumes: []meta.Volume{
+			{ID: in.Volumes[0].ID, Type: meta.DataDirType, MountPath: "/var/lib/tikv"},
+			{ID: in.Volumes[1].ID, Type: "raft-engine.dir", MountPath: "/var/lib/raft"},
+		}})
+	}
+	if err := l.store.PutClusterMeta(testContext(t), rec); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// tagged lists the snapshots carrying the backup's identity.
+func (l *lab) tagged() []awsdouble.InventoryItem {
+	return l.srv.Inventory(meta.BackupTags(backupID)).Snapshots
+}
+
+// startCluster runs a three-store TiDB double.
+func startCluster(t *testing.T) snapshot.Deps {
+	t.Helper()
+	ctx := testContext(t)
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3, SplitKeys: [][]byte{[]byte("m")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.WaitLeaders(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := pd.NewClientWithContext(context.Background(), []string{c.PDAddr()}, pd.SecurityOption{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Close)
+	hc := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
+	t.Cleanup(hc.Close)
+	return snapshot.Deps{PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: snapshot.DialInsecure}
+}
+
+// TestSnapshot: with the cluster settled, every listed volume gets exactly one snapshot, one
+// crash-consistent set per instance (the instance's other volume excluded), tagged with the
+// backup and store identity on top of the source volume's tags; the backupmeta is written
+// pending before the wait and completed after it, with PD's resolved ts and version.
+func TestSnapshot(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 3, awsdouble.Faults{})
+	d := startCluster(t)
+	d.Cloud, d.Store = l.p, l.store
+	var progress bytes.Buffer
+	var mu sync.Mutex
+	var phases []string
+	pendingSeen := false
+	o := snapshot.Options{BackupID: backupID, Cluster: "east", Progress: &progress, CheckInterval: 50 * time.Millisecond,
+		Report: func(p snapshot.Progress) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
+				phases = append(phases, p.Phase)
+			}
+			if p.Phase == snapshot.PhaseWaiting && !pendingSeen {
+				rec, err := l.store.BackupMetaAsIs(ctx)
+				pendingSeen = err == nil && rec.Pending()
+			}
+		}}
+	res, err := snapshot.Run(ctx, d, o)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if !pendingSeen {
+		t.Error("backupmeta was not written pending before the wait")
+	}
+	if want := []string{snapshot.PhaseChecking, snapshot.PhaseStarting, snapshot.PhaseWaiting, snapshot.PhaseCompleted}; !slices.Equal(phases, want) {
+		t.Errorf("phases = %v, want %v", phases, want)
+	}
+	if res.Resumed || len(res.Snapshots) != 6 || res.SizeGiB != 90 || res.ResolvedTS == 0 || res.ClusterVersion != "8.5.0" {
+		t.Fatalf("result = %+v", res)
+	}
+	rec, err := l.store.BackupMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := rec.ClusterInfo; ci.ResolvedTS != res.ResolvedTS || ci.Version != "8.5.0" || ci.FullBackupType != meta.FullBackupTypeEBS {
+		t.Errorf("cluster_info = %+v", ci)
+	}
+	if e := rec.Fedbr; e.BackupID != backupID || e.Cluster != "east" || e.Snapshots != meta.SnapshotsCompleted {
+		t.Errorf("fedbr = %+v", e)
+	}
+	snaps, err := l.p.DescribeSnapshots(ctx, rec.SnapshotIDs())
+	if err != nil || len(snaps) != 6 {
+		t.Fatalf("snapshots = %v, %v", snaps, err)
+	}
+	byID := map[string]cloud.Snapshot{}
+	for _, s := range snaps {
+		byID[s.ID] = s
+	}
+	for _, st := range rec.TiKV.Stores {
+		if st.InstanceID == "" {
+			t.Errorf("store %d: no instance recorded", st.ID)
+		}
+		started := map[string]bool{}
+		for _, v := range st.Volumes {
+			s := byID[v.SnapshotID]
+			if s.VolumeID != v.ID || s.State != cloud.SnapshotCompleted || v.AZ != "us-west-2a" || v.MountPath == "" {
+				t.Errorf("store %d volume %+v: snapshot %+v", st.ID, v, s)
+			}
+			if s.Tags[meta.TagBackup] != backupID || s.Tags[snapshot.TagStore] != fmt.Sprint(st.ID) {
+				t.Errorf("snapshot %s tags = %v", s.ID, s.Tags)
+			}
+			if v.Type == meta.DataDirType && s.Tags["CSIVolumeName"] == "" {
+				t.Errorf("snapshot %s did not copy its volume's tags: %v", s.ID, s.Tags)
+			}
+			started[s.Started.String()] = true
+		}
+		if len(started) != 1 {
+			t.Errorf("store %d: snapshots started at %v, want one set", st.ID, started)
+		}
+	}
+	if n := len(l.tagged()); n != 6 {
+		t.Errorf("%d snapshots tagged with the backup, want 6", n)
+	}
+	for _, s := range l.srv.Inventory(nil).Snapshots {
+		if byID[s.ID].ID == "" {
+			t.Errorf("unexpected snapshot %+v (the unrelated volume %s must be excluded)", s, l.extra)
+		}
+	}
+	if !strings.Contains(progress.String(), "6 of 6 completed") {
+		t.Errorf("progress lines:\n%s", progress.String())
+	}
+
+	// A re-run after completion takes nothing new.
+	again, err := snapshot.Run(ctx, d, o)
+	if err != nil || !again.Resumed || len(again.Snapshots) != 6 || again.ResolvedTS != res.ResolvedTS {
+		t.Fatalf("re-run = %+v, %v", again, err)
+	}
+	if n := len(l.tagged()); n != 6 {
+		t.Errorf("after a re-run %d snapshots are tagged, want 6", n)
+	}
+}
+
+// TestSnapshotErrorCleansUp: a snapshot going to the error state fails the backup at once,
+// and every snapshot of the attempt plus its pending backupmeta are deleted.
+func TestSnapshotErrorCleansUp(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 3, awsdouble.Faults{})
+	cm, err := l.store.ClusterMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.srv.SetFaults(awsdouble.Faults{SnapshotErrorVolumes: []string{cm.TiKV.Stores[2].Volumes[1].ID}})
+	var progress bytes.Buffer
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store},
+		snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true, Progress: &progress})
+	if !errors.Is(err, cloud.ErrSnapshotFailed) {
+		t.Fatalf("err = %v, want ErrSnapshotFailed\n%s", err, progress.String())
+	}
+	if len(res.Deleted) != 6 {
+		t.Errorf("deleted = %v, want the 6 snapshots", res.Deleted)
+	}
+	if left := l.srv.Inventory(nil).Snapshots; len(left) != 0 {
+		t.Errorf("snapshots left: %+v", left)
+	}
+	if _, err := l.store.BackupMetaAsIs(ctx); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("backupmeta after the failure: %v, want it removed", err)
+	}
+	if !strings.Contains(progress.String(), "Deleted 6 snapshots") {
+		t.Errorf("progress lines:\n%s", progress.String())
+	}
+}
+
+// stuck is the provider with a wait that fails and deletions that fail: an attempt killed
+// after it recorded its snapshots.
+type stuck struct {
+	*aws.Provider
+}
+
+var errKilled = errors.New("killed")
+
+func (stuck) WaitSnapshots(context.Context, []string, func(cloud.Progress)) ([]cloud.Snapshot, error) {
+	return nil, errKilled
+}
+
+func (stuck) DeleteSnapshots(context.Context, []string) error { return errKilled }
+
+// TestRetryResumesRecordedSnapshots: an attempt that recorded its snapshots and died is
+// resumed by the retry, which waits for the same snapshots instead of taking new ones.
+func TestRetryResumesRecordedSnapshots(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	o := snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true}
+	if _, err := snapshot.Run(ctx, snapshot.Deps{Cloud: stuck{l.p}, Store: l.store}, o); !errors.Is(err, errKilled) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	first, err := l.store.BackupMetaAsIs(ctx)
+	if err != nil || !first.Pending() {
+		t.Fatalf("first attempt left %+v, %v; want a pending backupmeta", first, err)
+	}
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, o)
+	if err != nil || !res.Resumed {
+		t.Fatalf("retry = %+v, %v", res, err)
+	}
+	rec, err := l.store.BackupMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rec.SnapshotIDs(), first.SnapshotIDs()) {
+		t.Errorf("snapshots %v, want the first attempt's %v", rec.SnapshotIDs(), first.SnapshotIDs())
+	}
+	if n := len(l.tagged()); n != 4 {
+		t.Errorf("%d snapshots tagged, want 4", n)
+	}
+}
+
+// TestRetrySweepsUnrecordedSnapshots: snapshots an attempt started but never recorded have
+// an unknown timestamp; the retry deletes them and takes one fresh set, never two.
+func TestRetrySweepsUnrecordedSnapshots(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	cm, err := l.store.ClusterMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols, err := l.p.DescribeVolumes(ctx, []string{cm.TiKV.Stores[0].Volumes[0].ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans, err := l.p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: vols[0].Attachments[0].InstanceID,
+		VolumeIDs: []string{cm.TiKV.Stores[0].Volumes[0].ID, cm.TiKV.Stores[0].Volumes[1].ID}, Tags: meta.BackupTags(backupID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Swept) != 2 {
+		t.Errorf("swept = %v, want the 2 orphans", res.Swept)
+	}
+	tagged := l.tagged()
+	if len(tagged) != 4 {
+		t.Fatalf("%d snapshots tagged, want 4: %+v", len(tagged), tagged)
+	}
+	for _, s := range tagged {
+		if s.ID == orphans[0].ID || s.ID == orphans[1].ID {
+			t.Errorf("orphan %s survived", s.ID)
+		}
+	}
+}
+
+// TestOtherBackupMetaIsRefused: a prefix holding another backup's backupmeta is never
+// written to.
+func TestOtherBackupMetaIsRefused(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 1, awsdouble.Faults{})
+	o := snapshot.Options{BackupID: "other", BackupTS: 42, SkipClusterCheck: true}
+	if _, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, o); err != nil {
+		t.Fatal(err)
+	}
+	o.BackupID = backupID
+	_, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, o)
+	if !errors.Is(err, meta.ErrExists) || !strings.Contains(err.Error(), `"other"`) {
+		t.Fatalf("err = %v, want ErrExists naming the other backup", err)
+	}
+	if n := len(l.tagged()); n != 0 {
+		t.Errorf("%d snapshots taken for the refused backup", n)
+	}
+}
+
+// staleTS is a PD whose min-resolved-ts is not kept in real time.
+type staleTS struct{}
+
+func (staleTS) ClusterVersion(context.Context) (string, error) { return "8.5.0", nil }
+
+func (staleTS) MinResolvedTS(context.Context) (snapshot.ResolvedTS, error) {
+	return snapshot.ResolvedTS{TS: 123}, nil
+}
+
+// TestMinResolvedTSNotRealTime: a min-resolved-ts PD does not keep in real time is no
+// backup ts; the step says so and takes no snapshot.
+func TestMinResolvedTSNotRealTime(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 1, awsdouble.Faults{})
+	_, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store, PDHTTP: staleTS{}},
+		snapshot.Options{BackupID: backupID, SkipClusterCheck: true})
+	if err == nil || !strings.Contains(err.Error(), "not real-time") {
+		t.Fatalf("err = %v, want a not-real-time error", err)
+	}
+	if n := len(l.srv.Inventory(nil).Snapshots); n != 0 {
+		t.Errorf("%d snapshots taken", n)
+	}
+}
+
+// TestPauseBrokeBeforeRecording: when the pause no longer holds once the snapshots started,
+// they are not recorded but deleted.
+func TestPauseBrokeBeforeRecording(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	broke := errors.New("the pause is Failed, not Ready")
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
+		StillPaused: func(context.Context) error { return broke }})
+	if !errors.Is(err, broke) {
+		t.Fatalf("err = %v, want the pause's error", err)
+	}
+	if len(res.Deleted) != 4 || len(l.srv.Inventory(nil).Snapshots) != 0 {
+		t.Errorf("deleted %v; left %+v", res.Deleted, l.srv.Inventory(nil).Snapshots)
+	}
+	if _, err := l.store.BackupMetaAsIs(ctx); !errors.Is(err, meta.ErrNotFound) {
+		t.Errorf("backupmeta: %v, want none", err)
+	}
+}

@@ -1,0 +1,29 @@
+package restoredata
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestRestoreDataFlags(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, "--pd is required"},
+		{[]string{"--pd", "pd:2379"}, "give --storage (to read the backupmeta) or --resolved-ts"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--attempts", "0"}, "--attempts and --concurrency >= 1"},
+		{[]string{"--pd", "pd:2379", "--storage", "gs://bucket/x"}, "only s3:// and local directories"},
+	}
+	for _, tc := range tests {
+		cmd := NewCmd()
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs(tc.args)
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%v: error = %v, want %q", tc.args, err, tc.wantErr)
+		}
+	}
+}

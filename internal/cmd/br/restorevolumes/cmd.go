@@ -1,0 +1,203 @@
+// Package restorevolumes is the `fedbr br restore-volumes` command: it prepares PD for a
+// snapshot recovery and restores a backup's volumes (package br/restorevolumes), printing a
+// JSON summary.
+package restorevolumes
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	pdhttp "github.com/tikv/pd/client/http"
+
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+type options struct {
+	session    session.Flags
+	engine     restorevolumes.Options
+	pd         []string
+	scope      string
+	outputFile string
+}
+
+// NewCmd returns `fedbr br restore-volumes`.
+func NewCmd() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "restore-volumes --storage URL --restore-id ID --pd ADDR [--target-az AZ] [volume options]",
+		Short: "Mark PD snapshot-recovering, raise its TSO and create volumes from a backup's snapshots",
+		Long: `The volume phase of a restore, run before any TiKV starts on the new volumes.
+
+It reads the backup's backupmeta from --storage (a backup whose snapshots have not all
+completed is refused), sets PD's snapshot-recovering marker and raises PD's TSO to at least
+the backup's resolved ts. Then it creates one volume per backed-up volume (--volume-scope) from
+its snapshot, in --target-az (default: the volume's original AZ), with the given type, IOPS,
+throughput, encryption and KMS key, tagged fedbr.io/restore=ID, TiDBCluster-BR=new,
+ebs.csi.aws.com/cluster=true, snapshot/createdFromSnapshotId, the snapshot's own tags under
+snapshot/, and --tags. With --use-fsr the data volumes' snapshots get fast snapshot restore in
+the target AZ first (waiting until each has a credit; disabled again at the end).
+
+When every volume is available the old -> new volume map is written as restoremeta/ID next to
+the backup (one per restore, so two restores of one backup never mix) and, with
+--output-file, to a local file in BR's shape. Any failure deletes every volume tagged with the
+restore id; a retry first deletes what a killed attempt left, and a retry after success
+returns the recorded volumes.
+
+Progress lines go to stderr; the JSON summary goes to stdout.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true // the flags were fine; a failure now is not a usage error
+			return o.run(cmd)
+		},
+	}
+	f := cmd.Flags()
+	o.session.Register(f)
+	f.StringVar(&o.engine.RestoreID, "restore-id", "", "the restore's identity: tag value of its volumes and the restoremeta name (required)")
+	f.StringSliceVar(&o.pd, "pd", nil, "PD address(es) of the restored cluster, host:port or http://host:port (required)")
+	f.StringVar(&o.engine.TargetAZ, "target-az", "", "availability zone of every new volume (default: each volume's original AZ)")
+	f.StringVar(&o.engine.VolumeType, "volume-type", "gp3", "EBS volume type: gp3, gp2, io1, io2, st1, sc1 or standard")
+	f.Int32Var(&o.engine.IOPS, "volume-iops", 0, "provisioned IOPS for gp3, io1 and io2 (0: the AWS default)")
+	f.Int32Var(&o.engine.Throughput, "volume-throughput", 0, "throughput in MiB/s for gp3 (0: the AWS default)")
+	f.BoolVar(&o.engine.Encrypted, "volume-encrypted", false, "encrypt the new volumes (volumes from encrypted snapshots are encrypted anyway)")
+	f.StringVar(&o.engine.KMSKeyID, "kms-key-id", "", "KMS key (id, alias or ARN) encrypting the new volumes; needs --volume-encrypted (default: the account's EBS default key)")
+	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every new volume, KEY=VALUE[,KEY=VALUE]")
+	f.StringVar(&o.scope, "volume-scope", string(restorevolumes.ScopeAll), "which volumes to restore: all, data (storage.data-dir only) or non-data")
+	f.BoolVar(&o.engine.FSR, "use-fsr", false, "restore the data volumes through fast snapshot restore (billed per snapshot-AZ hour while enabled)")
+	f.IntVar(&o.engine.Concurrency, "concurrency", 8, "parallel CreateVolume calls (the account's EC2 budget paces them anyway)")
+	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the volumes after a failure (it runs even after SIGTERM)")
+	f.StringVar(&o.outputFile, "output-file", "", "also write the restoremeta JSON (BR's --output-file) to this local file")
+	return cmd
+}
+
+var kmsKeyPattern = regexp.MustCompile(`^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(key|alias)/.+|alias/.+|[0-9a-fA-F-]{36}|mrk-[0-9a-f]{32})$`)
+
+func (o *options) validate() error {
+	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	if o.engine.RestoreID == "" {
+		return errors.New("--restore-id is required")
+	}
+	if len(o.pd) == 0 {
+		return errors.New("--pd is required")
+	}
+	o.engine.Scope = restorevolumes.Scope(o.scope)
+	if o.engine.Concurrency <= 0 || o.engine.CleanupTimeout <= 0 {
+		return errors.New("--concurrency and --cleanup-timeout must be positive")
+	}
+	if k := o.engine.KMSKeyID; k != "" && !kmsKeyPattern.MatchString(k) {
+		return fmt.Errorf("--kms-key-id %q: want a key id, alias/NAME or a KMS key or alias ARN", k)
+	}
+	if o.engine.TargetAZ != "" && o.session.Region != "" && !strings.HasPrefix(o.engine.TargetAZ, o.session.Region) {
+		return fmt.Errorf("--target-az %s is not in --region %s", o.engine.TargetAZ, o.session.Region)
+	}
+	if err := session.ValidateTags(o.engine.Tags); err != nil {
+		return err
+	}
+	if err := o.engine.Validate(); err != nil {
+		return fmt.Errorf("restore-volumes flags: %w", err)
+	}
+	return nil
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store, err := o.session.Store(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := o.session.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	hc := pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd))
+	defer hc.Close()
+	o.engine.Progress = cmd.ErrOrStderr()
+	res, runErr := restorevolumes.Run(ctx, p, PD{Client: hc, Log: cmd.ErrOrStderr()}, store, o.engine)
+	if runErr == nil && o.outputFile != "" {
+		runErr = writeOutput(ctx, store, o.engine.RestoreID, o.outputFile)
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil && runErr == nil {
+		return err
+	}
+	return runErr
+}
+
+// writeOutput copies this restore's restoremeta to a local file.
+func writeOutput(ctx context.Context, store *meta.Store, restoreID, file string) error {
+	rec, err := store.RestoreMeta(ctx, restoreID)
+	if err != nil {
+		return fmt.Errorf("--output-file: %w", err)
+	}
+	b, err := rec.Marshal()
+	if err != nil {
+		return fmt.Errorf("--output-file: %w", err)
+	}
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		return fmt.Errorf("--output-file: %w", err)
+	}
+	return nil
+}
+
+// PD adapts PD's HTTP client to the restore's PD interface.
+type PD struct {
+	Client pdhttp.Client
+	// Log receives a line when PD refuses the TSO reset as already past; nil discards it.
+	Log io.Writer
+}
+
+var _ restorevolumes.PD = PD{}
+
+// MarkSnapshotRecovering sets PD's snapshot-recovering marker (idempotent in PD).
+func (p PD) MarkSnapshotRecovering(ctx context.Context) error {
+	return p.Client.SetSnapshotRecoveringMark(ctx)
+}
+
+// ResetTS raises PD's TSO to at least ts (force-use-larger: PD keeps max(current, ts)).
+//
+// HTTP 403 counts as success. PD answers 403 to a reset below its current TSO when it does not
+// honour force-use-larger (PD 6.2 and older); the TSO is then already past ts, which is all
+// the restore needs: timestamps handed out after the restore are above every version in the
+// restored data. Upstream BR accepts 403 for the same reason. Any other status is an error.
+func (p PD) ResetTS(ctx context.Context, ts uint64) error {
+	forbidden := false
+	c := p.Client.WithRespHandler(func(resp *http.Response, _ any) error {
+		defer func() { _ = resp.Body.Close() }()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return nil
+		case http.StatusForbidden:
+			forbidden = true
+			if p.Log != nil {
+				_, _ = fmt.Fprintf(p.Log, "PD refused to reset its TSO to %d (403: %s); its TSO is already past it\n", ts, bytes.TrimSpace(body))
+			}
+			return nil
+		}
+		return fmt.Errorf("reset PD TSO to %d: %s: %s", ts, resp.Status, bytes.TrimSpace(body))
+	})
+	if err := c.ResetTS(ctx, ts, true); err != nil && !forbidden {
+		return err
+	}
+	return nil
+}

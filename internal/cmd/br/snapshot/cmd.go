@@ -1,0 +1,225 @@
+// Package snapshot is the `fedbr br snapshot` command: it takes a data plane's TiKV volume
+// snapshots (package br/snapshot) and prints a JSON summary.
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	pd "github.com/tikv/pd/client"
+	pdhttp "github.com/tikv/pd/client/http"
+
+	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/br/snapshot"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+type options struct {
+	session      session.Flags
+	engine       snapshot.Options
+	pd           []string
+	volumes      string
+	pauseStatus  string
+	progressFile string
+}
+
+// NewCmd returns `fedbr br snapshot`.
+func NewCmd() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "snapshot --storage URL --backup-id ID --pd ADDR [--pause-status FILE | --backup-ts TS]",
+		Short: "Snapshot every TiKV volume of this data plane, one crash-consistent set per instance",
+		Long: `Take the snapshots of a volume-snapshot backup while the cluster is held by ` + "`fedbr br pause`" + `.
+
+The volumes come from the clustermeta in --storage (or --volumes, a file in BR's volume-file
+shape). Unless --skip-cluster-check, it first waits until no TiKV reports a pending admin
+operation (CheckPendingAdminOp) and PD's regions cover the key space without a hole. The backup
+ts is the pause's (--pause-status: its phase must be Ready) or --backup-ts, else PD's
+min-resolved-ts, which must be real-time. It then starts one crash-consistent CreateSnapshots
+per EC2 instance (root and foreign volumes excluded) inside the account's EC2 budget, each
+snapshot tagged fedbr.io/backup=ID and fedbr.io/store=STORE on top of its volume's tags.
+
+As soon as every set has started it writes backupmeta with fedbr.snapshots="pending" and prints
+"Snapshots created": the pause may be lifted from then on. It waits for the snapshots
+(progress lines on stderr, --progress-file) and marks backupmeta "completed". A snapshot in
+the error state fails the backup at once.
+
+On failure after snapshots started, every snapshot tagged with the backup id is deleted and the
+pending backupmeta removed (the log says so). A re-run with the same backup id resumes the
+snapshots a backupmeta records, or deletes the ones an attempt never recorded before taking
+one fresh set; it never leaves two sets. A prefix holding another backup's backupmeta is
+refused.
+
+The JSON summary goes to stdout. Exit status 0 only when every snapshot completed.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true // the flags were fine; a failure now is not a usage error
+			return o.run(cmd)
+		},
+	}
+	f := cmd.Flags()
+	o.session.Register(f)
+	f.StringVar(&o.engine.BackupID, "backup-id", "", "the backup's identity: tag value of its snapshots and fedbr.backup_id in backupmeta (required)")
+	f.StringVar(&o.engine.Cluster, "cluster", "", "this data plane's k8sClusterName, recorded in backupmeta")
+	f.StringSliceVar(&o.pd, "pd", nil, "PD address(es), host:port or http://host:port (required)")
+	f.StringVar(&o.volumes, "volumes", "", "BR volume file (JSON, clustermeta shape) listing the stores and volumes to snapshot (default: the clustermeta in --storage)")
+	f.StringVar(&o.pauseStatus, "pause-status", "", "status file of the running `fedbr br pause`; its phase must be Ready, and its backupTS becomes the backup ts; it is read again after every snapshot started")
+	f.Uint64Var(&o.engine.BackupTS, "backup-ts", 0, "backup ts held by a pause (default: --pause-status, else PD's real-time min-resolved-ts)")
+	f.BoolVar(&o.engine.SkipClusterCheck, "skip-cluster-check", false, "do not wait for no pending admin operations and no region holes")
+	f.DurationVar(&o.engine.CheckTimeout, "check-timeout", 10*time.Minute, "how long to wait for the cluster check to pass")
+	f.DurationVar(&o.engine.CheckInterval, "check-interval", 5*time.Second, "pause between cluster check attempts")
+	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every snapshot, KEY=VALUE[,KEY=VALUE]")
+	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the snapshots after a failure (it runs even after SIGTERM)")
+	f.StringVar(&o.progressFile, "progress-file", "", "file rewritten atomically with the JSON progress {phase, done, total, percent}")
+	return cmd
+}
+
+func (o *options) validate() error {
+	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	if o.engine.BackupID == "" {
+		return errors.New("--backup-id is required")
+	}
+	if len(o.pd) == 0 {
+		return errors.New("--pd is required")
+	}
+	if o.pauseStatus != "" && o.engine.BackupTS != 0 {
+		return errors.New("--pause-status and --backup-ts both give the backup ts; use one")
+	}
+	if o.engine.CheckTimeout <= 0 || o.engine.CheckInterval <= 0 || o.engine.CleanupTimeout <= 0 {
+		return errors.New("--check-timeout, --check-interval and --cleanup-timeout must be positive")
+	}
+	if err := session.ValidateTags(o.engine.Tags); err != nil {
+		return err
+	}
+	if o.volumes != "" {
+		b, err := os.ReadFile(o.volumes)
+		if err != nil {
+			return fmt.Errorf("--volumes: %w", err)
+		}
+		if o.engine.Input, err = meta.Parse(b); err != nil {
+			return fmt.Errorf("--volumes %s: %w", o.volumes, err)
+		}
+	}
+	if err := o.engine.Validate(); err != nil {
+		return fmt.Errorf("--backup-id, --tags or --volumes: %w", err)
+	}
+	return nil
+}
+
+// readyPause reads the pause's status file and requires it to be Ready.
+func readyPause(file string) (pause.Status, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return pause.Status{}, fmt.Errorf("read the pause status: %w", err)
+	}
+	var st pause.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return pause.Status{}, fmt.Errorf("pause status %s: %w", file, err)
+	}
+	if st.Phase != pause.PhaseReady {
+		msg := fmt.Sprintf("the pause is %s, not %s: snapshots are only consistent while GC, scheduling and TiKV admin operations are held", st.Phase, pause.PhaseReady)
+		if st.Error != "" {
+			msg += " (pause error: " + st.Error + ")"
+		}
+		return st, errors.New(msg)
+	}
+	if st.BackupTS == 0 {
+		return st, fmt.Errorf("pause status %s is Ready without a backupTS", file)
+	}
+	return st, nil
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if o.pauseStatus != "" {
+		st, err := readyPause(o.pauseStatus)
+		if err != nil {
+			return err
+		}
+		o.engine.BackupTS = st.BackupTS
+		o.engine.StillPaused = func(context.Context) error {
+			now, err := readyPause(o.pauseStatus)
+			if err == nil && now.BackupTS != st.BackupTS {
+				err = fmt.Errorf("the pause now holds backup ts %d, not %d", now.BackupTS, st.BackupTS)
+			}
+			return err
+		}
+	}
+	store, err := o.session.Store(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := o.session.Provider(ctx)
+	if err != nil {
+		return err
+	}
+	// The PD client keeps its own background context; it is closed when the step ends.
+	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
+	if err != nil {
+		return fmt.Errorf("connect to PD %v: %w", o.pd, err)
+	}
+	defer pc.Close()
+	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
+	defer hc.Close()
+
+	logw := cmd.ErrOrStderr()
+	o.engine.Progress = logw
+	var pf progressFile
+	if o.progressFile != "" {
+		pf.path = o.progressFile
+		o.engine.Report = pf.write
+	}
+	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: snapshot.DialInsecure}, o.engine)
+	if err := pf.err(); err != nil {
+		_, _ = fmt.Fprintf(logw, "Writing the progress file failed: %v\n", err)
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(res); err != nil && runErr == nil {
+		return err
+	}
+	return runErr
+}
+
+// progressFile rewrites the progress JSON atomically.
+type progressFile struct {
+	path    string
+	mu      sync.Mutex
+	lastErr error
+}
+
+func (f *progressFile) write(p snapshot.Progress) {
+	data, _ := json.Marshal(p)
+	tmp := filepath.Join(filepath.Dir(f.path), "."+filepath.Base(f.path)+".tmp")
+	err := os.WriteFile(tmp, append(data, '\n'), 0o644)
+	if err == nil {
+		err = os.Rename(tmp, f.path)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil {
+		f.lastErr = err
+	}
+}
+
+func (f *progressFile) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastErr
+}

@@ -1,0 +1,216 @@
+// Package bank is the `fedbr lab bank` command: load the bank, run
+// transfers against a TiDB double, and check a (restored) cluster against
+// the log of committed transfers.
+package bank
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedbr/fedbr/internal/lab/bank"
+)
+
+type options struct {
+	pd      string
+	log     string
+	cfg     bank.Config
+	workers int
+	rate    float64
+	dur     time.Duration
+	ts      uint64
+	seed    uint64
+	dryRun  bool
+}
+
+// NewCmd returns `lab bank` with load, run and check.
+func NewCmd() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "bank",
+		Short: "Bank workload and consistency checker for the TiDB double",
+	}
+	p := cmd.PersistentFlags()
+	p.StringVar(&o.pd, "pd", "127.0.0.1:2379", "PD address host:port")
+	p.StringVar(&o.log, "log", "bank-log.jsonl", "file of committed transactions (JSON lines, appended)")
+	p.IntVar(&o.cfg.Accounts, "accounts", 1000, "number of accounts")
+	p.Int64Var(&o.cfg.Initial, "initial", 100, "opening balance of every account")
+	p.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print what would run")
+
+	load := &cobra.Command{
+		Use: "load", Short: "Write every account's opening balance", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.runLoad(cmd) },
+	}
+	run := &cobra.Command{
+		Use: "run", Short: "Make random transfers in multi-region transactions", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.runRun(cmd) },
+	}
+	run.Flags().IntVar(&o.workers, "workers", 8, "concurrent clients")
+	run.Flags().Float64Var(&o.rate, "rate", 0, "transfers per second over all workers (0: as fast as possible)")
+	run.Flags().DurationVar(&o.dur, "duration", 0, "stop after this long (0: until interrupted)")
+	run.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the random transfers")
+	check := &cobra.Command{
+		Use: "check --ts TS", Short: "Verify the cluster holds exactly the state as of TS", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.runCheck(cmd) },
+	}
+	check.Flags().Uint64Var(&o.ts, "ts", 0, "timestamp the cluster should reflect (e.g. the backup's resolved ts; 0: now)")
+	cmd.AddCommand(load, run, check)
+	return cmd
+}
+
+func (o *options) validate() error {
+	if o.cfg.Accounts < 2 {
+		return fmt.Errorf("--accounts %d: want at least 2", o.cfg.Accounts)
+	}
+	if o.workers < 0 || o.rate < 0 {
+		return errors.New("--workers and --rate must not be negative")
+	}
+	o.pd = strings.TrimPrefix(o.pd, "http://")
+	return nil
+}
+
+func (o *options) runLoad(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.dryRun {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "would load %d accounts of %d via PD %s, logging to %s\n", o.cfg.Accounts, o.cfg.Initial, o.pd, o.log)
+		return err
+	}
+	c, err := bank.NewClient(cmd.Context(), []string{o.pd})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var l bank.Log
+	err = bank.Load(cmd.Context(), c, o.cfg, &l)
+	if werr := appendLog(o.log, l.Txns()); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "loaded %d accounts\n", o.cfg.Accounts)
+	return err
+}
+
+func (o *options) runRun(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.workers == 0 {
+		o.workers = 1
+	}
+	if o.dryRun {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "would run %d workers at rate %v for %v via PD %s, logging to %s\n", o.workers, o.rate, o.dur, o.pd, o.log)
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	c, err := bank.NewClient(ctx, []string{o.pd})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	runCtx := ctx
+	if o.dur > 0 {
+		var cancel func()
+		runCtx, cancel = context.WithTimeout(ctx, o.dur)
+		defer cancel()
+	}
+	var l bank.Log
+	st := bank.Run(runCtx, c, o.cfg, &l, o.workers, o.rate, o.seed)
+	if err := appendLog(o.log, l.Txns()); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "committed %d transfers in %v (%.1f txn/s), %d conflicts, %d failed\n",
+		st.Committed, st.Elapsed.Round(time.Millisecond), float64(st.Committed)/st.Elapsed.Seconds(), st.Conflicts, st.Failed)
+	return err
+}
+
+func (o *options) runCheck(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.dryRun {
+		_, err := fmt.Fprintf(cmd.OutOrStdout(), "would check %d accounts at ts %d via PD %s against %s\n", o.cfg.Accounts, o.ts, o.pd, o.log)
+		return err
+	}
+	txns, err := readLog(o.log)
+	if err != nil {
+		return err
+	}
+	c, err := bank.NewClient(cmd.Context(), []string{o.pd})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	now, err := c.TS(cmd.Context())
+	if err != nil {
+		return err
+	}
+	ts := o.ts
+	if ts == 0 {
+		ts = now
+	}
+	if err := bank.Check(cmd.Context(), c, o.cfg, txns, ts, now); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "bank consistent at ts %d (%d transactions in the log)\n", ts, len(txns))
+	return err
+}
+
+func appendLog(path string, txns []bank.Txn) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open bank log: %w", err)
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for _, t := range txns {
+		if err := enc.Encode(t); err != nil {
+			_ = f.Close()
+			return fmt.Errorf("write bank log: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("write bank log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("sync bank log: %w", err)
+	}
+	return f.Close()
+}
+
+func readLog(path string) ([]bank.Txn, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("bank log %s: %w (run load first)", path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bank log: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var out []bank.Txn
+	dec := json.NewDecoder(f)
+	for dec.More() {
+		var t bank.Txn
+		if err := dec.Decode(&t); err != nil {
+			return nil, fmt.Errorf("read bank log %s: %w", path, err)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}

@@ -1,0 +1,261 @@
+package bank_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	pdhttp "github.com/tikv/pd/client/http"
+
+	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/lab/pddouble"
+	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+)
+
+// workload runs the bank in the background until stop is called.
+type workload struct {
+	log   bank.Log
+	stop  func()
+	wg    sync.WaitGroup
+	stats bank.Stats
+}
+
+func startWorkload(t *testing.T, ctx context.Context, cl *bank.Client) *workload {
+	t.Helper()
+	w := &workload{}
+	if err := bank.Load(ctx, cl, cfg, &w.log); err != nil {
+		t.Fatal(err)
+	}
+	rctx, stop := context.WithCancel(ctx)
+	w.stop = stop
+	w.wg.Add(1)
+	go func() { defer w.wg.Done(); w.stats = bank.Run(rctx, cl, cfg, &w.log, 4, 0, 7) }()
+	return w
+}
+
+// waitCommits waits until n more transfers committed and returns the
+// highest commit ts so far.
+func (w *workload) waitCommits(t *testing.T, ctx context.Context, n int) uint64 {
+	t.Helper()
+	start := len(w.log.Txns())
+	for {
+		txns := w.log.Txns()
+		if len(txns) >= start+n {
+			return txns[len(txns)-1].CommitTS
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("workload stalled: %d of %d transfers", len(txns)-start, n)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitResolved waits until PD's min resolved ts reaches ts and returns it.
+func waitResolved(t *testing.T, ctx context.Context, h pdhttp.Client, ts uint64) uint64 {
+	t.Helper()
+	for {
+		r, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
+		if err == nil && r >= ts {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("resolved ts stuck below %d: %d %v", ts, r, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (w *workload) finish() []bank.Txn {
+	w.stop()
+	w.wg.Wait()
+	return w.log.Txns()
+}
+
+// restoreAndCheck restores the images in dir and runs the checker at ts.
+func restoreAndCheck(t *testing.T, ctx context.Context, dir string, stores int, o tidbcluster.RestoreOptions, txns []bank.Txn) error {
+	t.Helper()
+	rctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	c, err := tidbcluster.Restore(rctx, tidbcluster.Config{Dir: dir, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}, o)
+	if err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	defer c.Close()
+	cl := newClient(t, rctx, c.PDAddr())
+	cl.LockWait = 500 * time.Millisecond
+	now, err := cl.TS(rctx)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(rctx, 15*time.Second)
+	defer cancel()
+	return bank.Check(cctx, cl, cfg, txns, o.ResolvedTS, now)
+}
+
+// detected reports whether a negative control failed the check: a
+// mismatch, a lock nobody can resolve, or a restored cluster that cannot
+// even serve the read (e.g. a region whose elected log lost applied state).
+func detected(err error) bool {
+	return err != nil
+}
+
+func copyImages(t *testing.T, src, dst string, stores int) {
+	t.Helper()
+	for id := 1; id <= stores; id++ {
+		name := fmt.Sprintf("tikv-%d", id)
+		if err := tidbcluster.CopyVolume(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestBackupWithProtocolRestoresExactly takes per-store snapshots at
+// different instants under the full protocol (schedulers paused, lease,
+// wait-apply, resolved ts) while transfers keep running. The restore with
+// flashback passes the checker; the same images restored without
+// flashback fail it (negative control).
+func TestBackupWithProtocolRestoresExactly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const stores = 4
+	c := startCluster(t, ctx, stores, pddouble.Config{OperatorRate: 0.2})
+	cl := newClient(t, ctx, c.PDAddr())
+	w := startWorkload(t, ctx, cl)
+	w.waitCommits(t, ctx, 5)
+
+	p, err := tidbcluster.Prepare(ctx, c.PDAddr(), 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := p.ResolvedTS(ctx)
+	if err != nil {
+		p.Close(ctx)
+		t.Fatal(err)
+	}
+	images := t.TempDir()
+	for _, id := range c.StoreIDs() {
+		w.waitCommits(t, ctx, 2) // transfers go on between captures
+		if err := c.SnapshotStore(id, images); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Close(ctx)
+	txns := w.finish()
+	t.Logf("workload %+v, resolved ts %d, txns after it: %d", w.stats, resolved, len(txns)-len(bank.Expected(nil, 0))-countUpTo(txns, resolved))
+	if countUpTo(txns, resolved) == len(txns) {
+		t.Fatal("no transaction committed after the backup ts: the negative control would prove nothing")
+	}
+
+	second, third := t.TempDir(), t.TempDir()
+	copyImages(t, images, second, stores)
+	copyImages(t, images, third, stores)
+	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
+		t.Fatalf("restore with the protocol: %v", err)
+	}
+	if err := restoreAndCheck(t, ctx, third, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, ResolveKV: true}, txns); err != nil {
+		t.Fatalf("restore with ResolveKvData (v6.3 data phase): %v", err)
+	}
+	err = restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, SkipFlashback: true}, txns)
+	if !detected(err) {
+		t.Fatalf("restore without flashback was not detected: %v", err)
+	}
+	t.Logf("without flashback: %v", err)
+}
+
+func countUpTo(txns []bank.Txn, ts uint64) int {
+	n := 0
+	for _, x := range txns {
+		if x.CommitTS <= ts {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStaggeredSnapshotsWithoutProtocolAreDetected is the negative control
+// for the pause/prepare protocol: per-store snapshots at different instants
+// with nothing paused, and the backup ts read once they are done (nothing
+// held it back). The checker must fail in a high share of runs.
+func TestStaggeredSnapshotsWithoutProtocolAreDetected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	const stores, runs = 4, 3
+	c := startCluster(t, ctx, stores, pddouble.Config{OperatorRate: 0.2})
+	cl := newClient(t, ctx, c.PDAddr())
+	h := newPDHTTP(t, c.PDAddr())
+	w := startWorkload(t, ctx, cl)
+	w.waitCommits(t, ctx, 5)
+	type backup struct {
+		dir      string
+		resolved uint64
+	}
+	var backups []backup
+	for range runs {
+		dir := t.TempDir()
+		for _, id := range c.StoreIDs() {
+			if err := c.SnapshotStore(id, dir); err != nil {
+				t.Fatal(err)
+			}
+			w.waitCommits(t, ctx, 3)
+		}
+		// Nothing held the cluster: the ts a naive tool reads once the
+		// snapshots are done is past what the early images contain.
+		ts := waitResolved(t, ctx, h, w.waitCommits(t, ctx, 3))
+		backups = append(backups, backup{dir, ts})
+	}
+	txns := w.finish()
+	caught := 0
+	for i, b := range backups {
+		err := restoreAndCheck(t, ctx, b.dir, stores, tidbcluster.RestoreOptions{ResolvedTS: b.resolved}, txns)
+		t.Logf("run %d: %v", i, err)
+		if err != nil {
+			caught++
+		}
+	}
+	if caught < runs-1 {
+		t.Fatalf("staggered snapshots detected in %d of %d runs", caught, runs)
+	}
+}
+
+// TestWrongLeaderChoiceIsDetected is the negative control for BR's leader
+// election: one store is cut off while transfers go on, so its peers' logs
+// fall behind; images are taken at one instant. Electing the most advanced
+// peer restores exactly; electing the least advanced one loses committed
+// transfers below the backup ts, and the checker sees it.
+func TestWrongLeaderChoiceIsDetected(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	const stores = 4
+	c := startCluster(t, ctx, stores, pddouble.Config{OperatorRate: -1})
+	cl := newClient(t, ctx, c.PDAddr())
+	h := newPDHTTP(t, c.PDAddr())
+	w := startWorkload(t, ctx, cl)
+	w.waitCommits(t, ctx, 3)
+	c.Store(2).Isolate(time.Hour)
+	t0 := time.Now()
+	last := w.waitCommits(t, ctx, 20)
+	t.Logf("20 commits after isolation in %v", time.Since(t0))
+	resolved := waitResolved(t, ctx, h, last)
+	t.Logf("resolved after %v", time.Since(t0))
+	images := t.TempDir()
+	if err := c.SnapshotAll(images); err != nil {
+		t.Fatal(err)
+	}
+	txns := w.finish()
+	t.Logf("workload %+v; %d of %d transfers at or below the backup ts", w.stats, countUpTo(txns, resolved), len(txns))
+	second := t.TempDir()
+	copyImages(t, images, second, stores)
+	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
+		t.Fatalf("restore electing the best peers: %v", err)
+	}
+	err := restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true}, txns)
+	if !detected(err) {
+		t.Fatalf("electing the least advanced peers was not detected: %v", err)
+	}
+	t.Logf("worst leaders: %v", err)
+}

@@ -1,0 +1,232 @@
+package pddouble
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pingcap/kvproto/pkg/metapb"
+	"github.com/pingcap/kvproto/pkg/pdpb"
+)
+
+var errUnknownScheduler = errors.New("scheduler not found")
+
+// schedulerNames lists the schedulers, paused or not, as PD's GET /schedulers.
+func (s *Server) schedulerNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.st.Schedulers...)
+}
+
+// pausedSchedulers lists the schedulers paused at this instant.
+func (s *Server) pausedSchedulers() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	now := s.now()
+	for _, n := range s.st.Schedulers {
+		if !s.schedulerActiveLocked(n, now) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// pauseScheduler pauses name for delay seconds; 0 resumes it at once.
+func (s *Server) pauseScheduler(name string, delay int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := false
+	for _, n := range s.st.Schedulers {
+		found = found || n == name
+	}
+	if !found {
+		return fmt.Errorf("pause %s: %w", name, errUnknownScheduler)
+	}
+	if delay <= 0 {
+		delete(s.st.Paused, name)
+	} else {
+		s.st.Paused[name] = s.now().Add(time.Duration(delay) * time.Second)
+	}
+	return s.persistLocked()
+}
+
+func (s *Server) schedulerActiveLocked(name string, now time.Time) bool {
+	until, ok := s.st.Paused[name]
+	if !ok {
+		for _, n := range s.st.Schedulers {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	return !now.Before(until)
+}
+
+// scheduleConfig is the effective schedule config: persisted values with
+// live TTL overrides on top.
+func (s *Server) scheduleConfig() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	out := make(map[string]any, len(s.st.Config))
+	for k := range s.st.Config {
+		out[k] = s.configValueLocked(k, now)
+	}
+	return out
+}
+
+func (s *Server) configValueLocked(key string, now time.Time) any {
+	if o, ok := s.st.TTLConfig[key]; ok && o.live(now) {
+		return o.Value
+	}
+	return s.st.Config[key]
+}
+
+func (s *Server) configNumberLocked(key string, now time.Time) float64 {
+	switch v := s.configValueLocked(key, now).(type) {
+	case float64:
+		return v
+	case int:
+		return float64(v)
+	}
+	return 0
+}
+
+func (s *Server) configBoolLocked(key string, now time.Time) bool {
+	switch v := s.configValueLocked(key, now).(type) {
+	case bool:
+		return v
+	case string:
+		return v == "true"
+	}
+	return false
+}
+
+var errUnknownConfig = errors.New("config item not found")
+
+// setConfig sets schedule items (keys with or without the "schedule."
+// prefix). With ttl nil the values are persisted; with *ttl > 0 they override
+// the persisted values until the TTL runs out; with *ttl == 0 the overrides
+// of these keys are dropped, reverting to the persisted values.
+func (s *Server) setConfig(kv map[string]any, ttl *float64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for k := range kv {
+		if _, ok := s.st.Config[strings.TrimPrefix(k, "schedule.")]; !ok {
+			return fmt.Errorf("set config %q: %w", k, errUnknownConfig)
+		}
+	}
+	for k, v := range kv {
+		k = strings.TrimPrefix(k, "schedule.")
+		switch {
+		case ttl == nil:
+			s.st.Config[k] = v
+		case *ttl <= 0:
+			delete(s.st.TTLConfig, k)
+		default:
+			s.st.TTLConfig[k] = expiring{Value: v, Expire: now.Add(time.Duration(*ttl * float64(time.Second)))}
+		}
+	}
+	for k, o := range s.st.TTLConfig {
+		if !o.live(now) {
+			delete(s.st.TTLConfig, k)
+		}
+	}
+	return s.persistLocked()
+}
+
+// regionHeartbeat records a leader's report and returns the operator the
+// schedulers hand the region, or nil.
+func (s *Server) regionHeartbeat(e *regionEntry) (*pdpb.RegionHeartbeatResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.st.Bootstrapped {
+		return nil, errNotBootstrapped
+	}
+	if !s.regions.put(e) {
+		return nil, nil
+	}
+	s.dirty = true
+	return s.operatorLocked(e, s.now()), nil
+}
+
+// operatorLocked is the schedulers' decision for one region. Every kind of
+// operator is gated exactly as BR pauses it: the scheduler by name (paused
+// with delay) and the schedule limits in the config (TTL'd to 0).
+func (s *Server) operatorLocked(e *regionEntry, now time.Time) *pdpb.RegionHeartbeatResponse {
+	if s.st.Recovering || e.Leader == nil || s.rng.Float64() >= s.cfg.OperatorRate {
+		return nil
+	}
+	resp := &pdpb.RegionHeartbeatResponse{
+		Header:      &pdpb.ResponseHeader{ClusterId: s.st.ClusterID},
+		RegionId:    e.Region.GetId(),
+		RegionEpoch: e.Region.GetRegionEpoch(),
+		TargetPeer:  e.Leader,
+	}
+	regionOK := s.schedulerActiveLocked("balance-region-scheduler", now) &&
+		s.configNumberLocked("region-schedule-limit", now) > 0
+	if regionOK && s.configBoolLocked("enable-tikv-split-region", now) && e.Keys >= s.cfg.SplitKeys {
+		resp.SplitRegion = &pdpb.SplitRegion{Policy: pdpb.CheckPolicy_APPROXIMATE}
+		return resp
+	}
+	if s.configNumberLocked("merge-schedule-limit", now) > 0 && e.Keys <= s.cfg.MergeKeys {
+		if n := s.regions.next(e); n != nil && n.Keys <= s.cfg.MergeKeys && sameStores(e.Region, n.Region) {
+			resp.Merge = &pdpb.Merge{Target: n.Region}
+			return resp
+		}
+	}
+	if s.schedulerActiveLocked("balance-leader-scheduler", now) && s.configNumberLocked("leader-schedule-limit", now) > 0 {
+		if p := s.leaderTargetLocked(e); p != nil {
+			resp.TransferLeader = &pdpb.TransferLeader{Peer: p}
+			return resp
+		}
+	}
+	return nil
+}
+
+// leaderTargetLocked picks the follower on the store with the fewest leaders
+// (ties broken at random), so leaders keep moving around like under
+// balance-leader + shuffle.
+func (s *Server) leaderTargetLocked(e *regionEntry) *metapb.Peer {
+	leaders := map[uint64]int{}
+	for _, r := range s.regions.sorted {
+		if r.Leader != nil {
+			leaders[r.Leader.GetStoreId()]++
+		}
+	}
+	var cands []*metapb.Peer
+	for _, p := range e.Region.GetPeers() {
+		if p.GetId() != e.Leader.GetId() && p.GetRole() == metapb.PeerRole_Voter {
+			cands = append(cands, p)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	s.rng.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	sort.SliceStable(cands, func(i, j int) bool {
+		return leaders[cands[i].GetStoreId()] < leaders[cands[j].GetStoreId()]
+	})
+	return cands[0]
+}
+
+func sameStores(a, b *metapb.Region) bool {
+	if len(a.GetPeers()) != len(b.GetPeers()) {
+		return false
+	}
+	in := map[uint64]bool{}
+	for _, p := range a.GetPeers() {
+		in[p.GetStoreId()] = true
+	}
+	for _, p := range b.GetPeers() {
+		if !in[p.GetStoreId()] {
+			return false
+		}
+	}
+	return true
+}

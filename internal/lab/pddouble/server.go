@@ -1,0 +1,267 @@
+package pddouble
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pingcap/kvproto/pkg/pdpb"
+	"google.golang.org/grpc"
+)
+
+// Config configures a PD double.
+type Config struct {
+	// DataDir holds the persisted state; it is created if missing.
+	DataDir string
+	// Name is the member name reported by GetMembers.
+	Name string
+	// AdvertiseURL is the client URL published to clients
+	// ("http://127.0.0.1:2379"); empty means derived from the listener.
+	AdvertiseURL string
+	// Now is the clock every TTL is measured on; nil means time.Now.
+	Now func() time.Time
+	// Seed seeds the schedulers' choices, so a run can be replayed.
+	Seed uint64
+	// OperatorRate is the chance, per region heartbeat, that an active
+	// scheduler hands the region an operator; 0 means 0.05.
+	OperatorRate float64
+	// SplitKeys is the approximate key count above which the region scheduler
+	// asks a region to split; 0 means 64.
+	SplitKeys uint64
+	// MergeKeys is the key count under which two neighbours may be merged;
+	// 0 means 8.
+	MergeKeys uint64
+	// Version is reported by /version and /config/cluster-version; empty means 8.5.0.
+	Version string
+}
+
+// Server is a running PD double.
+type Server struct {
+	cfg  Config
+	now  func() time.Time
+	grpc *grpc.Server
+	http *http.Server
+	lis  net.Listener
+	url  string
+	// clusterID never changes after start; kept outside mu.
+	clusterID uint64
+
+	mu      sync.Mutex
+	st      *state
+	regions *regionTree
+	dirty   bool
+	rng     *rand.Rand
+	// TSO: last handed-out physical (ms) and logical parts.
+	physical int64
+	logical  int64
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// tsoWindow is how far ahead of the clock PD persists its TSO upper bound, so
+// a restart never hands out a timestamp it already gave.
+const tsoWindow = 3 * time.Second
+
+// Start loads (or creates) the state in cfg.DataDir and serves gRPC and HTTP
+// on lis until Close.
+func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Name == "" {
+		cfg.Name = "pd-0"
+	}
+	if cfg.OperatorRate == 0 {
+		cfg.OperatorRate = 0.05
+	}
+	if cfg.SplitKeys == 0 {
+		cfg.SplitKeys = 64
+	}
+	if cfg.MergeKeys == 0 {
+		cfg.MergeKeys = 8
+	}
+	if cfg.Version == "" {
+		cfg.Version = "8.5.0"
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create pd data dir: %w", err)
+	}
+	st, err := loadState(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		st = newState(uint64(cfg.Now().UnixNano())>>8 | 1)
+	}
+	s := &Server{
+		cfg:     cfg,
+		now:     cfg.Now,
+		st:      st,
+		regions: newRegionTree(),
+		rng:     rand.New(rand.NewPCG(cfg.Seed, st.ClusterID)),
+		lis:     lis,
+		stop:    make(chan struct{}),
+
+		clusterID: st.ClusterID,
+	}
+	for _, e := range st.Regions {
+		s.regions.put(e)
+	}
+	st.Regions = nil
+	s.url = cfg.AdvertiseURL
+	if s.url == "" {
+		s.url = "http://" + lis.Addr().String()
+	}
+	// Never reuse a timestamp from before the restart.
+	s.physical = int64(st.MaxTSO >> physicalShift)
+	s.logical = 0
+	if err := s.persist(); err != nil {
+		return nil, err
+	}
+
+	s.grpc = grpc.NewServer()
+	pdpb.RegisterPDServer(s.grpc, &pdService{s: s})
+	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	gl, hl := splitListener(lis)
+	s.wg.Add(3)
+	go func() { defer s.wg.Done(); _ = s.grpc.Serve(gl) }()
+	go func() { defer s.wg.Done(); _ = s.http.Serve(hl) }()
+	go func() { defer s.wg.Done(); s.flushLoop() }()
+	return s, nil
+}
+
+// URL is the client URL clients should use ("http://host:port").
+func (s *Server) URL() string { return s.url }
+
+// Addr is the host:port the server listens on.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// ClusterID is this PD's cluster id.
+func (s *Server) ClusterID() uint64 { return s.clusterID }
+
+// Close stops serving and writes the state a last time.
+func (s *Server) Close() error {
+	close(s.stop)
+	s.grpc.Stop()
+	_ = s.http.Close()
+	_ = s.lis.Close()
+	s.wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.persistLocked()
+}
+
+// flushLoop writes state marked dirty by high-rate updates (heartbeats).
+func (s *Server) flushLoop() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			s.mu.Lock()
+			if s.dirty {
+				_ = s.persistLocked()
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *Server) persist() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.persistLocked()
+}
+
+func (s *Server) persistLocked() error {
+	s.st.Regions = append(s.st.Regions[:0], s.regions.sorted...)
+	err := saveState(s.cfg.DataDir, s.st)
+	s.st.Regions = nil
+	if err == nil {
+		s.dirty = false
+	}
+	return err
+}
+
+// splitListener routes each accepted connection by its first bytes: an
+// HTTP/2 preface goes to gRPC, anything else to the HTTP server. PD serves
+// both on one port, and the PD HTTP client finds the HTTP address through
+// the gRPC member list, so they must share it.
+func splitListener(l net.Listener) (net.Listener, net.Listener) {
+	g := &chanListener{addr: l.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
+	h := &chanListener{addr: l.Addr(), ch: make(chan net.Conn), done: make(chan struct{})}
+	go func() {
+		defer g.close()
+		defer h.close()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go route(c, g, h)
+		}
+	}()
+	return g, h
+}
+
+func route(c net.Conn, g, h *chanListener) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	head, err := br.Peek(3)
+	_ = c.SetReadDeadline(time.Time{})
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	pc := &peekedConn{Conn: c, r: br}
+	target := h
+	if string(head) == "PRI" {
+		target = g
+	}
+	select {
+	case target.ch <- pc:
+	case <-target.done:
+		_ = c.Close()
+	}
+}
+
+type peekedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+type chanListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	once sync.Once
+	done chan struct{}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) close() { l.once.Do(func() { close(l.done) }) }
+
+func (l *chanListener) Close() error { l.close(); return nil }
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
+
+var errNotBootstrapped = errors.New("cluster is not bootstrapped")

@@ -1,0 +1,241 @@
+// Package tidbcluster runs a whole TiDB double (one PD double and N TiKV
+// double stores) inside one process, each store on its own 127.0.0.1 port
+// and directory. Tests and `fedbr lab` demos use it; real lab deployments
+// run one `fedbr lab pd|tikv` process per pod instead.
+package tidbcluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fedbr/fedbr/internal/lab/pddouble"
+	"github.com/fedbr/fedbr/internal/lab/tikvdouble"
+)
+
+// Config describes a cluster.
+type Config struct {
+	// Dir holds pd/ and tikv-<id>/ data directories.
+	Dir string
+	// Stores is the number of stores (ids 1..Stores); at least 3.
+	Stores int
+	// SplitKeys pre-split the key space.
+	SplitKeys [][]byte
+	// PD tunes the PD double (DataDir and clock are filled in).
+	PD pddouble.Config
+	// Tick is the stores' raft tick.
+	Tick time.Duration
+	// SlowStore, if set, is a store whose followers apply 10x slower.
+	SlowStore uint64
+	// CompactBytes is the stores' wal compaction threshold (0: default).
+	CompactBytes int64
+	// Now is the clock of PD and stores; nil means time.Now.
+	Now func() time.Time
+	// Logger, nil discards.
+	Logger *slog.Logger
+}
+
+// Cluster is a running in-process TiDB double.
+type Cluster struct {
+	cfg Config
+	PD  *pddouble.Server
+
+	mu     sync.Mutex
+	stores map[uint64]*tikvdouble.Store
+}
+
+// StartPD starts only PD, so a caller can set PD state (e.g. the
+// snapshot-recovering mark) before the stores come up.
+func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
+	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen pd: %w", err)
+	}
+	pc := cfg.PD
+	pc.DataDir = filepath.Join(cfg.Dir, "pd")
+	if pc.Now == nil {
+		pc.Now = cfg.Now
+	}
+	if c.PD, err = pddouble.Start(ctx, pc, lis); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Start starts PD and every store, and waits until every region has a leader.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	c, err := StartPD(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.StartStores(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// StartStores starts stores 1..Stores concurrently (store 1 bootstraps).
+func (c *Cluster) StartStores(ctx context.Context) error {
+	errs := make(chan error, c.cfg.Stores)
+	for id := uint64(1); id <= uint64(c.cfg.Stores); id++ {
+		go func() { errs <- c.StartStore(ctx, id) }()
+	}
+	for range c.cfg.Stores {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StoreDir is store id's volume.
+func (c *Cluster) StoreDir(id uint64) string {
+	return filepath.Join(c.cfg.Dir, fmt.Sprintf("tikv-%d", id))
+}
+
+// PDAddr is PD's host:port.
+func (c *Cluster) PDAddr() string { return c.PD.Addr() }
+
+// Store returns a running store, or nil.
+func (c *Cluster) Store(id uint64) *tikvdouble.Store {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stores[id]
+}
+
+func (c *Cluster) running() []*tikvdouble.Store {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*tikvdouble.Store, 0, len(c.stores))
+	for _, s := range c.stores {
+		out = append(out, s)
+	}
+	return out
+}
+
+// StoreIDs lists the running stores.
+func (c *Cluster) StoreIDs() []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []uint64
+	for id := range c.stores {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// StartStore (re)starts store id on its directory and a fresh port.
+func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen store %d: %w", id, err)
+	}
+	var initial []uint64
+	for i := uint64(1); i <= uint64(c.cfg.Stores); i++ {
+		initial = append(initial, i)
+	}
+	sc := tikvdouble.Config{
+		StoreID: id, DataDir: c.StoreDir(id), PD: c.PD.Addr(), InitialStores: initial,
+		SplitKeys: c.cfg.SplitKeys, Tick: c.cfg.Tick, Now: c.cfg.Now, Seed: id, Logger: c.cfg.Logger,
+		CompactBytes: c.cfg.CompactBytes,
+	}
+	if id == c.cfg.SlowStore {
+		sc.SlowApply = 10
+	}
+	s, err := tikvdouble.Start(ctx, sc, lis)
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("start store %d: %w", id, err)
+	}
+	c.mu.Lock()
+	c.stores[id] = s
+	c.mu.Unlock()
+	return nil
+}
+
+// StopStore stops store id. Stores never buffer acknowledged writes, so
+// this is the same as kill -9.
+func (c *Cluster) StopStore(id uint64) {
+	c.mu.Lock()
+	s := c.stores[id]
+	delete(c.stores, id)
+	c.mu.Unlock()
+	if s != nil {
+		_ = s.Close()
+	}
+}
+
+// WaitLeaders waits until every region in PD has a leader on a running store.
+func (c *Cluster) WaitLeaders(ctx context.Context) error {
+	for {
+		regions := map[uint64]bool{}
+		for _, s := range c.running() {
+			for _, r := range s.Regions() {
+				regions[r.Region.GetId()] = regions[r.Region.GetId()] || r.Leader
+			}
+		}
+		n := 0
+		for _, led := range regions {
+			if led {
+				n++
+			}
+		}
+		if n == len(regions) && n > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for leaders (%d of %d): %w", n, len(regions), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops everything.
+func (c *Cluster) Close() {
+	for _, id := range c.StoreIDs() {
+		c.StopStore(id)
+	}
+	if c.PD != nil {
+		_ = c.PD.Close()
+	}
+}
+
+// CopyVolume copies a store's volume as it is now into dst, under the
+// volume's exclusive lock: a crash-consistent image, like an EBS snapshot
+// restored into a fresh volume.
+func CopyVolume(src, dst string) error {
+	return copyLocked(src, dst)
+}
+
+func copyDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.IsDir() || e.Name()[0] == '.' {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

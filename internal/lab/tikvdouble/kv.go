@@ -1,0 +1,317 @@
+package tikvdouble
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+
+	"github.com/pingcap/kvproto/pkg/errorpb"
+	"github.com/pingcap/kvproto/pkg/kvrpcpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
+	"github.com/pingcap/kvproto/pkg/pdpb"
+	"github.com/pingcap/kvproto/pkg/raft_serverpb"
+	"github.com/pingcap/kvproto/pkg/tikvpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// kvService serves tikvpb.Tikv: transactions, flashback and peer traffic.
+type kvService struct {
+	tikvpb.UnimplementedTikvServer
+	s *Store
+}
+
+var errUnavailable = status.Error(codes.Unavailable, "store is unreachable")
+
+// Raft receives peer messages from other stores.
+func (k *kvService) Raft(stream tikvpb.Tikv_RaftServer) error {
+	for {
+		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&raft_serverpb.Done{})
+		}
+		if err != nil {
+			return err
+		}
+		k.s.onRaftMessage(m)
+	}
+}
+
+func (s *Store) onRaftMessage(m *raft_serverpb.RaftMessage) {
+	s.mu.Lock()
+	if s.isolatedLocked() {
+		s.mu.Unlock()
+		return
+	}
+	p := s.peers[m.GetRegionId()]
+	if p == nil {
+		pending := s.created[m.GetRegionId()]
+		s.created[m.GetRegionId()] = true
+		s.mu.Unlock()
+		if !pending && !s.recovery {
+			go s.createPeerFromPD(m)
+		}
+		return
+	}
+	if p.selfID == m.GetToPeer().GetId() {
+		p.step(s.rd, m.GetMessage())
+	}
+	s.mu.Unlock()
+	s.wake()
+}
+
+// createPeerFromPD creates an uninitialized local peer for a region PD
+// knows this store should hold (the initial region's followers).
+func (s *Store) createPeerFromPD(m *raft_serverpb.RaftMessage) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() {
+		s.mu.Lock()
+		delete(s.created, m.GetRegionId())
+		s.mu.Unlock()
+	}()
+	resp, err := s.pd.GetRegionByID(ctx, &pdpb.GetRegionByIDRequest{Header: s.header(), RegionId: m.GetRegionId()})
+	if err != nil || resp.GetRegion() == nil {
+		return
+	}
+	r := resp.GetRegion()
+	ok := false
+	for _, x := range r.GetPeers() {
+		ok = ok || (x.GetStoreId() == s.cfg.StoreID && x.GetId() == m.GetToPeer().GetId())
+	}
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.peers[r.GetId()] != nil {
+		return
+	}
+	for _, p := range s.peers {
+		if overlaps(p.region, r) {
+			return
+		}
+	}
+	s.createPeerLocked(r, 0)
+}
+
+func overlaps(a, b *metapb.Region) bool {
+	return (len(a.GetEndKey()) == 0 || bytes.Compare(b.GetStartKey(), a.GetEndKey()) < 0) &&
+		(len(b.GetEndKey()) == 0 || bytes.Compare(a.GetStartKey(), b.GetEndKey()) < 0)
+}
+
+// checkLocked finds the leader peer serving ctx for keys.
+// access says whether a request may touch a region in flashback.
+type access int
+
+const (
+	// normal requests are refused while a region is in flashback.
+	normal access = iota
+	// flashbackOp requests are the flashback itself.
+	flashbackOp
+)
+
+func (s *Store) checkLocked(c *kvrpcpb.Context, keys [][]byte, a access) (*peer, *errorpb.Error) {
+	p := s.peers[c.GetRegionId()]
+	if e := s.regionErrorLocked(p, c.GetRegionId(), c.GetRegionEpoch()); e != nil {
+		return nil, e
+	}
+	for _, k := range keys {
+		if !keyInRegion(p.region, k) {
+			return nil, &errorpb.Error{Message: "key not in region", KeyNotInRegion: &errorpb.KeyNotInRegion{
+				Key: k, RegionId: p.region.GetId(), StartKey: p.region.GetStartKey(), EndKey: p.region.GetEndKey()}}
+		}
+	}
+	if p.region.GetIsInFlashback() && a != flashbackOp {
+		return nil, &errorpb.Error{Message: "flashback in progress", FlashbackInProgress: &errorpb.FlashbackInProgress{
+			RegionId: p.region.GetId(), FlashbackStartTs: p.region.GetFlashbackStartTs()}}
+	}
+	if p.applied < p.termStart {
+		return nil, &errorpb.Error{Message: "leader has not applied its term yet", ServerIsBusy: &errorpb.ServerIsBusy{Reason: "leader not ready"}}
+	}
+	return p, nil
+}
+
+// propose runs cmd through the region's log and waits for it to apply.
+// The result's regionErr is set when the region cannot serve it.
+func (s *Store) propose(ctx context.Context, c *kvrpcpb.Context, keys [][]byte, cmd command, a access) (applyResult, error) {
+	s.mu.Lock()
+	if s.isolatedLocked() {
+		s.mu.Unlock()
+		return applyResult{}, errUnavailable
+	}
+	p, rerr := s.checkLocked(c, keys, a)
+	if rerr != nil {
+		s.mu.Unlock()
+		return applyResult{regionErr: rerr}, nil
+	}
+	pr, err := s.proposeLocked(p, cmd)
+	s.mu.Unlock()
+	if err != nil {
+		return applyResult{}, err
+	}
+	res, err := s.wait(ctx, pr)
+	if err != nil {
+		return applyResult{}, err
+	}
+	if res.notLeader {
+		res.regionErr = &errorpb.Error{Message: res.err, NotLeader: &errorpb.NotLeader{RegionId: c.GetRegionId()}}
+	}
+	return res, nil
+}
+
+func (k *kvService) KvPrewrite(ctx context.Context, req *kvrpcpb.PrewriteRequest) (*kvrpcpb.PrewriteResponse, error) {
+	c := &prewriteCmd{Primary: req.GetPrimaryLock(), StartTS: req.GetStartVersion(), TTL: req.GetLockTtl()}
+	var keys [][]byte
+	for _, m := range req.GetMutations() {
+		c.Mutations = append(c.Mutations, mutation{Op: m.GetOp(), Key: m.GetKey(), Value: m.GetValue()})
+		keys = append(keys, m.GetKey())
+	}
+	res, err := k.s.propose(ctx, req.GetContext(), keys, command{Prewrite: c}, normal)
+	if err != nil {
+		return nil, err
+	}
+	return &kvrpcpb.PrewriteResponse{RegionError: res.regionErr, Errors: res.keyErrs}, nil
+}
+
+func firstErr(es []*kvrpcpb.KeyError) *kvrpcpb.KeyError {
+	if len(es) > 0 {
+		return es[0]
+	}
+	return nil
+}
+
+func (k *kvService) KvCommit(ctx context.Context, req *kvrpcpb.CommitRequest) (*kvrpcpb.CommitResponse, error) {
+	c := &commitCmd{Keys: req.GetKeys(), StartTS: req.GetStartVersion(), CommitTS: req.GetCommitVersion()}
+	res, err := k.s.propose(ctx, req.GetContext(), req.GetKeys(), command{Commit: c}, normal)
+	if err != nil {
+		return nil, err
+	}
+	return &kvrpcpb.CommitResponse{RegionError: res.regionErr, Error: firstErr(res.keyErrs), CommitVersion: req.GetCommitVersion()}, nil
+}
+
+func (k *kvService) KvBatchRollback(ctx context.Context, req *kvrpcpb.BatchRollbackRequest) (*kvrpcpb.BatchRollbackResponse, error) {
+	c := &rollbackCmd{Keys: req.GetKeys(), StartTS: req.GetStartVersion()}
+	res, err := k.s.propose(ctx, req.GetContext(), req.GetKeys(), command{Rollback: c}, normal)
+	if err != nil {
+		return nil, err
+	}
+	return &kvrpcpb.BatchRollbackResponse{RegionError: res.regionErr, Error: firstErr(res.keyErrs)}, nil
+}
+
+func (k *kvService) KvCheckTxnStatus(ctx context.Context, req *kvrpcpb.CheckTxnStatusRequest) (*kvrpcpb.CheckTxnStatusResponse, error) {
+	c := &checkTxnCmd{Primary: req.GetPrimaryKey(), LockTS: req.GetLockTs(), CurrentTS: req.GetCurrentTs(), RollbackIfNotExist: req.GetRollbackIfNotExist()}
+	res, err := k.s.propose(ctx, req.GetContext(), [][]byte{req.GetPrimaryKey()}, command{CheckTxn: c}, normal)
+	if err != nil {
+		return nil, err
+	}
+	st := res.status
+	return &kvrpcpb.CheckTxnStatusResponse{RegionError: res.regionErr, Error: st.Err, LockTtl: st.TTL, CommitVersion: st.CommitTS, Action: st.Action}, nil
+}
+
+func (k *kvService) KvResolveLock(ctx context.Context, req *kvrpcpb.ResolveLockRequest) (*kvrpcpb.ResolveLockResponse, error) {
+	c := &resolveLockCmd{StartTS: req.GetStartVersion(), CommitTS: req.GetCommitVersion(), Keys: req.GetKeys()}
+	res, err := k.s.propose(ctx, req.GetContext(), req.GetKeys(), command{ResolveLock: c}, normal)
+	if err != nil {
+		return nil, err
+	}
+	return &kvrpcpb.ResolveLockResponse{RegionError: res.regionErr}, nil
+}
+
+func (k *kvService) KvGet(_ context.Context, req *kvrpcpb.GetRequest) (*kvrpcpb.GetResponse, error) {
+	s := k.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isolatedLocked() {
+		return nil, errUnavailable
+	}
+	if _, rerr := s.checkLocked(req.GetContext(), [][]byte{req.GetKey()}, normal); rerr != nil {
+		return &kvrpcpb.GetResponse{RegionError: rerr}, nil
+	}
+	v, ke := s.kv.read(req.GetKey(), req.GetVersion())
+	return &kvrpcpb.GetResponse{Error: ke, Value: v, NotFound: v == nil && ke == nil}, nil
+}
+
+func (k *kvService) KvScan(_ context.Context, req *kvrpcpb.ScanRequest) (*kvrpcpb.ScanResponse, error) {
+	s := k.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isolatedLocked() {
+		return nil, errUnavailable
+	}
+	p, rerr := s.checkLocked(req.GetContext(), [][]byte{req.GetStartKey()}, normal)
+	if rerr != nil {
+		return &kvrpcpb.ScanResponse{RegionError: rerr}, nil
+	}
+	end := p.region.GetEndKey()
+	if e := req.GetEndKey(); len(e) > 0 && (len(end) == 0 || bytes.Compare(e, end) < 0) {
+		end = e
+	}
+	resp := &kvrpcpb.ScanResponse{}
+	for _, key := range s.kv.rangeKeys(req.GetStartKey(), end) {
+		if req.GetLimit() > 0 && uint32(len(resp.Pairs)) >= req.GetLimit() {
+			break
+		}
+		v, ke := s.kv.read([]byte(key), req.GetVersion())
+		if ke != nil {
+			resp.Error = ke
+			return resp, nil
+		}
+		if v != nil {
+			resp.Pairs = append(resp.Pairs, &kvrpcpb.KvPair{Key: []byte(key), Value: v})
+		}
+	}
+	return resp, nil
+}
+
+func (k *kvService) KvPrepareFlashbackToVersion(ctx context.Context, req *kvrpcpb.PrepareFlashbackToVersionRequest) (*kvrpcpb.PrepareFlashbackToVersionResponse, error) {
+	ts := req.GetStartTs()
+	res, err := k.s.propose(ctx, req.GetContext(), nil, command{PrepareFlashback: &ts}, flashbackOp)
+	if err != nil {
+		return nil, err
+	}
+	return &kvrpcpb.PrepareFlashbackToVersionResponse{RegionError: res.regionErr}, nil
+}
+
+func (k *kvService) KvFlashbackToVersion(ctx context.Context, req *kvrpcpb.FlashbackToVersionRequest) (*kvrpcpb.FlashbackToVersionResponse, error) {
+	s := k.s
+	s.mu.Lock()
+	p := s.peers[req.GetContext().GetRegionId()]
+	if p != nil && !p.region.GetIsInFlashback() {
+		s.mu.Unlock()
+		return &kvrpcpb.FlashbackToVersionResponse{RegionError: &errorpb.Error{
+			Message:              "region is not prepared for the flashback",
+			FlashbackNotPrepared: &errorpb.FlashbackNotPrepared{RegionId: p.region.GetId()},
+		}}, nil
+	}
+	var start, end []byte
+	if p != nil {
+		start, end = clip(p.region, req.GetStartKey(), req.GetEndKey())
+	}
+	s.mu.Unlock()
+	c := &flashbackCmd{Start: start, End: end, Version: req.GetVersion(), StartTS: req.GetStartTs(), CommitTS: req.GetCommitTs()}
+	res, err := s.propose(ctx, req.GetContext(), nil, command{Flashback: c}, flashbackOp)
+	if err != nil {
+		return nil, err
+	}
+	return &kvrpcpb.FlashbackToVersionResponse{RegionError: res.regionErr}, nil
+}
+
+// clip intersects [start, end) with the region's range.
+func clip(r *metapb.Region, start, end []byte) ([]byte, []byte) {
+	if bytes.Compare(start, r.GetStartKey()) < 0 {
+		start = r.GetStartKey()
+	}
+	if re := r.GetEndKey(); len(re) > 0 && (len(end) == 0 || bytes.Compare(re, end) < 0) {
+		end = re
+	}
+	return append([]byte(nil), start...), end
+}

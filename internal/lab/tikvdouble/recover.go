@@ -1,0 +1,144 @@
+package tikvdouble
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	recoverdatapb "github.com/pingcap/kvproto/pkg/recoverdatapb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// recoverService serves recover_data.RecoverData; it exists only in
+// recovery mode (PD's snapshot-recovering mark set when the store started).
+type recoverService struct {
+	recoverdatapb.UnimplementedRecoverDataServer
+	s *Store
+}
+
+// ReadRegionMeta streams one meta per local region, as TiKV reports them:
+// peer_id is the largest peer id of the region, last_log_term is the hard
+// state term, commit_index is left 0.
+func (r *recoverService) ReadRegionMeta(_ *recoverdatapb.ReadRegionMetaRequest, stream recoverdatapb.RecoverData_ReadRegionMetaServer) error {
+	s := r.s
+	s.mu.Lock()
+	s.recoverGen++
+	var metas []*recoverdatapb.RegionMeta
+	for _, p := range s.peers {
+		var maxPeer uint64
+		for _, x := range p.region.GetPeers() {
+			maxPeer = max(maxPeer, x.GetId())
+		}
+		metas = append(metas, &recoverdatapb.RegionMeta{
+			RegionId: p.region.GetId(), PeerId: maxPeer, LastLogTerm: p.term, LastIndex: p.lastIndex(),
+			Version: p.region.GetRegionEpoch().GetVersion(), StartKey: p.region.GetStartKey(), EndKey: p.region.GetEndKey(),
+		})
+	}
+	s.mu.Unlock()
+	for _, m := range metas {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecoverRegion makes every as_leader region's local peer the leader (its
+// log becomes authoritative) and returns once those leaders applied their
+// whole log. A newer RecoverRegion or ReadRegionMeta aborts it.
+func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverRegionServer) error {
+	s := r.s
+	var leaders []uint64
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if req.GetAsLeader() {
+			leaders = append(leaders, req.GetRegionId())
+		}
+	}
+	s.mu.Lock()
+	s.recoverGen++
+	gen := s.recoverGen
+	for _, id := range leaders {
+		if p := s.peers[id]; p != nil && p.role != leader {
+			// Force: no vote, the plan is the election.
+			p.term++
+			p.vote = p.selfID
+			s.rd.hard(p)
+			p.becomeLeader(s.rd)
+		}
+	}
+	s.mu.Unlock()
+	s.wake()
+	if err := s.waitApplied(stream.Context(), leaders, gen); err != nil {
+		return err
+	}
+	return stream.SendAndClose(&recoverdatapb.RecoverRegionResponse{StoreId: s.cfg.StoreID})
+}
+
+// waitApplied waits until every listed region has a local leader that
+// applied its last index; ids nil means every local leader.
+func (s *Store) waitApplied(ctx context.Context, ids []uint64, gen uint64) error {
+	for {
+		s.mu.Lock()
+		if gen != 0 && s.recoverGen != gen {
+			s.mu.Unlock()
+			return status.Error(codes.Aborted, "recover region task aborted by a newer one")
+		}
+		done := true
+		if ids == nil {
+			// Every peer that follows a leader must have applied its
+			// whole log; peers that never heard of a leader are skipped.
+			for _, p := range s.peers {
+				done = done && (p.leaderID == 0 || p.applied >= p.lastIndex())
+			}
+			s.applyTick = true
+		}
+		for _, id := range ids {
+			p := s.peers[id]
+			done = done && p != nil && p.role == leader && p.applied >= p.lastIndex()
+		}
+		s.mu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.stop:
+			return status.Error(codes.Unavailable, "store stopped")
+		case <-time.After(s.cfg.Tick):
+		}
+	}
+}
+
+// WaitApply is the legacy store-wide wait: every peer with a leader
+// applied its whole log, so a following ResolveKvData sees everything.
+func (r *recoverService) WaitApply(ctx context.Context, _ *recoverdatapb.WaitApplyRequest) (*recoverdatapb.WaitApplyResponse, error) {
+	if err := r.s.waitApplied(ctx, nil, 0); err != nil {
+		return nil, err
+	}
+	return &recoverdatapb.WaitApplyResponse{}, nil
+}
+
+// ResolveKvData is the v6.3 data phase: delete every lock and every write
+// newer than resolved_ts locally, bypassing raft.
+func (r *recoverService) ResolveKvData(req *recoverdatapb.ResolveKvDataRequest, stream recoverdatapb.RecoverData_ResolveKvDataServer) error {
+	s := r.s
+	s.mu.Lock()
+	n := s.kv.resolveKV(req.GetResolvedTs())
+	s.rd.recs = append(s.rd.recs, record{Kind: "resolve", TS: req.GetResolvedTs()})
+	s.mu.Unlock()
+	s.wake()
+	if err := s.sync(stream.Context()); err != nil {
+		return err
+	}
+	return stream.Send(&recoverdatapb.ResolveKvDataResponse{StoreId: s.cfg.StoreID, ResolvedKeyCount: uint64(n)})
+}
