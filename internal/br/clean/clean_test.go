@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -16,8 +15,8 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -33,23 +32,8 @@ type lab struct {
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{VolumeCreateDuration: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		_ = srv.Close()
-	})
-	p, err := aws.New(context.Background(), aws.Config{
-		Region: srv.Options().Region, Endpoint: hs.URL, Budget: budget.New(budget.ClientLimits(), nil),
-		PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, RetryMode: "standard",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
+	al := awsdoubletest.Serve(t, awsdouble.Options{}, "standard")
+	srv, p := al.Server, al.Provider
 	d, err := blob.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

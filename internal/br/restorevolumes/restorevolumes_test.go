@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +17,8 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -38,24 +37,8 @@ type lab struct {
 // each data volume holding a file naming it) tagged b1.
 func newLab(t *testing.T, opts awsdouble.Options) *lab {
 	t.Helper()
-	if opts.VolumeCreateDuration == 0 {
-		opts.VolumeCreateDuration = 5 * time.Millisecond
-	}
-	srv, err := awsdouble.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		_ = srv.Close()
-	})
-	p, err := aws.New(context.Background(), aws.Config{Region: srv.Options().Region, Endpoint: hs.URL,
-		Budget: budget.New(budget.ClientLimits(), nil), PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
+	al := awsdoubletest.Serve(t, opts, "")
+	srv, p := al.Server, al.Provider
 	d, err := blob.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +12,8 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -29,21 +28,8 @@ type lab struct {
 
 func newLab(t *testing.T, opts awsdouble.Options, stores int) *lab {
 	t.Helper()
-	srv, err := awsdouble.Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		_ = srv.Close()
-	})
-	p, err := aws.New(context.Background(), aws.Config{Region: srv.Options().Region, Endpoint: hs.URL,
-		Budget: budget.New(budget.ClientLimits(), nil), PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
+	al := awsdoubletest.Serve(t, opts, "")
+	srv, p := al.Server, al.Provider
 	l := &lab{srv: srv, p: p}
 	for range stores {
 		// The CSI driver tags every volume it provisions; snapshots copy the tags.

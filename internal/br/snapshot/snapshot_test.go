@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -19,8 +18,8 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -45,22 +44,9 @@ func testContext(t *testing.T) context.Context {
 // unrelated volume on store 1's instance) and writes the clustermeta of those stores.
 func newLab(t *testing.T, stores int, faults awsdouble.Faults) *lab {
 	t.Helper()
-	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{VolumeCreateDuration: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	al := awsdoubletest.Serve(t, awsdouble.Options{}, "")
+	srv, p := al.Server, al.Provider
 	srv.SetFaults(faults)
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		hs.Close()
-		_ = srv.Close()
-	})
-	p, err := aws.New(context.Background(), aws.Config{Region: srv.Options().Region, Endpoint: hs.URL,
-		Budget: budget.New(budget.ClientLimits(), nil), PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
 	d, err := blob.NewDir(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

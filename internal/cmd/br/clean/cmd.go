@@ -78,14 +78,11 @@ func (o *options) validate() error {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	store, err := o.session.Store(ctx)
+	c, err := o.session.Open(ctx)
 	if err != nil {
 		return err
 	}
-	p, err := o.session.Provider(ctx)
-	if err != nil {
-		return err
-	}
+	store, p := c.Store, c.Provider
 	o.engine.Progress = cmd.ErrOrStderr()
 	sum, runErr := clean.Run(ctx, p, store, o.engine)
 	enc := json.NewEncoder(cmd.OutOrStdout())

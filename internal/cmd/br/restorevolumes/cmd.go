@@ -120,14 +120,11 @@ func (o *options) validate() error {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	store, err := o.session.Store(ctx)
+	c, err := o.session.Open(ctx)
 	if err != nil {
 		return err
 	}
-	p, err := o.session.Provider(ctx)
-	if err != nil {
-		return err
-	}
+	store, p := c.Store, c.Provider
 	hc := pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 	o.engine.Progress = cmd.ErrOrStderr()

@@ -97,3 +97,22 @@ func (f *Flags) Store(ctx context.Context) (*meta.Store, error) {
 func (f *Flags) Provider(ctx context.Context) (*aws.Provider, error) {
 	return aws.New(ctx, aws.Config{Region: f.Region, Endpoint: f.Endpoint})
 }
+
+// Clients are what a step opens from the shared flags.
+type Clients struct {
+	Store    *meta.Store
+	Provider *aws.Provider
+}
+
+// Open opens the backup's metadata store and the AWS provider.
+func (f *Flags) Open(ctx context.Context) (Clients, error) {
+	store, err := f.Store(ctx)
+	if err != nil {
+		return Clients{}, err
+	}
+	p, err := f.Provider(ctx)
+	if err != nil {
+		return Clients{}, err
+	}
+	return Clients{Store: store, Provider: p}, nil
+}

@@ -161,14 +161,11 @@ func (o *options) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	store, err := o.session.Store(ctx)
+	c, err := o.session.Open(ctx)
 	if err != nil {
 		return err
 	}
-	p, err := o.session.Provider(ctx)
-	if err != nil {
-		return err
-	}
+	store, p := c.Store, c.Provider
 	// The PD client keeps its own background context; it is closed when the step ends.
 	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
 	if err != nil {
