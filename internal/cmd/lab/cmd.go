@@ -8,6 +8,7 @@ import (
 	labaws "github.com/fedbr/fedbr/internal/cmd/lab/aws"
 	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
 	"github.com/fedbr/fedbr/internal/cmd/lab/down"
+	labnode "github.com/fedbr/fedbr/internal/cmd/lab/node"
 	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
 	"github.com/fedbr/fedbr/internal/cmd/lab/status"
 	labtikv "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
@@ -21,6 +22,6 @@ func NewCmd() *cobra.Command {
 		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
 	}
 	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(),
-		labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd())
+		labnode.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd())
 	return cmd
 }

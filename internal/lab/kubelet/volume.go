@@ -1,0 +1,395 @@
+package kubelet
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EBSDriver is the CSI driver name whose volume handles are AWS-double volume ids.
+const EBSDriver = "ebs.csi.aws.com"
+
+// Volume is a lab EBS volume: a directory on this machine.
+type Volume struct {
+	ID  string `json:"id"`
+	Dir string `json:"dir"`
+	// InstanceID is the instance the volume is attached to; empty when detached.
+	InstanceID string `json:"instanceId,omitempty"`
+	AZ         string `json:"az,omitempty"`
+}
+
+// VolumeResolver finds the directory of a volume named by a CSI volume handle.
+type VolumeResolver interface {
+	Volume(ctx context.Context, id string) (Volume, error)
+}
+
+// AWSAdmin talks to the AWS double's admin API: it resolves volumes
+// (GET {Endpoint}/_lab/volumes/{id}) and creates the instance a node stands for
+// (POST {Endpoint}/_lab/instances).
+type AWSAdmin struct {
+	// Endpoint is the double's base URL, e.g. http://127.0.0.1:4566.
+	Endpoint string
+	// Client defaults to a client with a 10 s timeout.
+	Client *http.Client
+}
+
+// Volume implements VolumeResolver.
+func (a AWSAdmin) Volume(ctx context.Context, id string) (Volume, error) {
+	var v Volume
+	if err := a.call(ctx, http.MethodGet, "/_lab/volumes/"+url.PathEscape(id), nil, &v); err != nil {
+		return Volume{}, fmt.Errorf("look up volume %s: %w", id, err)
+	}
+	return v, nil
+}
+
+// CreateInstance creates a running instance (with only a root volume) in zone and returns
+// its id.
+func (a AWSAdmin) CreateInstance(ctx context.Context, zone string, tags map[string]string) (string, error) {
+	spec, err := json.Marshal(map[string]any{"az": zone, "tags": tags})
+	if err != nil {
+		return "", err
+	}
+	var got struct {
+		ID string `json:"id"`
+	}
+	if err := a.call(ctx, http.MethodPost, "/_lab/instances", spec, &got); err != nil {
+		return "", fmt.Errorf("create instance in %s: %w", zone, err)
+	}
+	return got.ID, nil
+}
+
+func (a AWSAdmin) call(ctx context.Context, method, path string, body []byte, out any) error {
+	c := a.Client
+	if c == nil {
+		c = &http.Client{Timeout: 10 * time.Second}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(a.Endpoint, "/")+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return json.Unmarshal(b, out)
+}
+
+// prepareVolumes materializes the pod's volumes and records where each one lives. Volumes
+// backed by the pod (emptyDir, secret, configMap, projected, downwardAPI) are folders under
+// the pod directory; PVCs and hostPath point at directories outside it.
+func (r *podRun) prepareVolumes(ctx context.Context) error {
+	paths := map[string]string{}
+	for _, v := range r.spec.Spec.Volumes {
+		p, err := r.prepareVolume(ctx, v)
+		if err != nil {
+			return fmt.Errorf("volume %s: %w", v.Name, err)
+		}
+		paths[v.Name] = p
+	}
+	r.mu.Lock()
+	r.volumes = paths
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *podRun) prepareVolume(ctx context.Context, v corev1.Volume) (string, error) {
+	local := filepath.Join(r.dir, "volumes", v.Name)
+	src := v.VolumeSource
+	switch {
+	case src.EmptyDir != nil:
+		return local, os.MkdirAll(local, 0o777)
+	case src.HostPath != nil:
+		if t := src.HostPath.Type; t != nil && (*t == corev1.HostPathDirectoryOrCreate) {
+			if err := os.MkdirAll(src.HostPath.Path, 0o755); err != nil {
+				return "", err
+			}
+		}
+		return src.HostPath.Path, nil
+	case src.Secret != nil:
+		files, err := r.secretFiles(ctx, src.Secret.SecretName, src.Secret.Items, src.Secret.Optional)
+		if err != nil {
+			return "", err
+		}
+		return local, writeFiles(local, files, src.Secret.DefaultMode)
+	case src.ConfigMap != nil:
+		files, err := r.configMapFiles(ctx, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional)
+		if err != nil {
+			return "", err
+		}
+		return local, writeFiles(local, files, src.ConfigMap.DefaultMode)
+	case src.DownwardAPI != nil:
+		files, err := r.downwardFiles(src.DownwardAPI.Items)
+		if err != nil {
+			return "", err
+		}
+		return local, writeFiles(local, files, src.DownwardAPI.DefaultMode)
+	case src.Projected != nil:
+		files, err := r.projectedFiles(ctx, src.Projected.Sources)
+		if err != nil {
+			return "", err
+		}
+		return local, writeFiles(local, files, src.Projected.DefaultMode)
+	case src.PersistentVolumeClaim != nil:
+		return r.claimDir(ctx, src.PersistentVolumeClaim.ClaimName)
+	}
+	return "", errors.New("unsupported volume type in the lab (emptyDir, hostPath, secret, configMap, downwardAPI, projected and persistentVolumeClaim are)")
+}
+
+// file is one file of a secret, configMap, downwardAPI or projected volume.
+type file struct {
+	path string
+	data []byte
+	mode *int32
+}
+
+func (r *podRun) secretFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool) ([]file, error) {
+	sec, err := r.p.o.Client.CoreV1().Secrets(r.spec.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && optional != nil && *optional {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", name, err)
+	}
+	return keyFiles(sec.Data, items, "secret "+name)
+}
+
+func (r *podRun) configMapFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool) ([]file, error) {
+	cm, err := r.p.o.Client.CoreV1().ConfigMaps(r.spec.Namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && optional != nil && *optional {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("configmap %s: %w", name, err)
+	}
+	data := make(map[string][]byte, len(cm.Data)+len(cm.BinaryData))
+	for k, v := range cm.Data {
+		data[k] = []byte(v)
+	}
+	for k, v := range cm.BinaryData {
+		data[k] = v
+	}
+	return keyFiles(data, items, "configmap "+name)
+}
+
+func keyFiles(data map[string][]byte, items []corev1.KeyToPath, what string) ([]file, error) {
+	var out []file
+	if len(items) == 0 {
+		for k, v := range data {
+			out = append(out, file{path: k, data: v})
+		}
+		return out, nil
+	}
+	for _, it := range items {
+		v, ok := data[it.Key]
+		if !ok {
+			return nil, fmt.Errorf("%s has no key %q", what, it.Key)
+		}
+		out = append(out, file{path: it.Path, data: v, mode: it.Mode})
+	}
+	return out, nil
+}
+
+func (r *podRun) downwardFiles(items []corev1.DownwardAPIVolumeFile) ([]file, error) {
+	var out []file
+	src := r.envSource()
+	for _, it := range items {
+		var v string
+		var err error
+		switch {
+		case it.FieldRef != nil:
+			v, err = src.field(it.FieldRef.FieldPath)
+		case it.ResourceFieldRef != nil:
+			v, err = src.resource(&r.spec.Spec.Containers[0], it.ResourceFieldRef)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("downwardAPI %s: %w", it.Path, err)
+		}
+		out = append(out, file{path: it.Path, data: []byte(v), mode: it.Mode})
+	}
+	return out, nil
+}
+
+func (r *podRun) projectedFiles(ctx context.Context, sources []corev1.VolumeProjection) ([]file, error) {
+	var out []file
+	for _, s := range sources {
+		var fs []file
+		var err error
+		switch {
+		case s.ServiceAccountToken != nil:
+			fs, err = r.tokenFiles(ctx, s.ServiceAccountToken)
+		case s.Secret != nil:
+			fs, err = r.secretFiles(ctx, s.Secret.Name, s.Secret.Items, s.Secret.Optional)
+		case s.ConfigMap != nil:
+			fs, err = r.configMapFiles(ctx, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional)
+		case s.DownwardAPI != nil:
+			fs, err = r.downwardFiles(s.DownwardAPI.Items)
+		default:
+			err = errors.New("unsupported projected source in the lab (serviceAccountToken, secret, configMap and downwardAPI are)")
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fs...)
+	}
+	return out, nil
+}
+
+// tokenFiles requests a bound service-account token through the TokenRequest API, as the
+// kubelet does. The lab does not refresh it.
+func (r *podRun) tokenFiles(ctx context.Context, p *corev1.ServiceAccountTokenProjection) ([]file, error) {
+	sa := r.spec.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: p.ExpirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: r.spec.Name, UID: r.spec.UID},
+	}}
+	if p.Audience != "" {
+		tr.Spec.Audiences = []string{p.Audience}
+	}
+	got, err := r.p.o.Client.CoreV1().ServiceAccounts(r.spec.Namespace).CreateToken(ctx, sa, tr, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("request token of service account %s: %w", sa, err)
+	}
+	return []file{{path: p.Path, data: []byte(got.Status.Token)}}, nil
+}
+
+// claimDir resolves a PVC to its PV's directory.
+func (r *podRun) claimDir(ctx context.Context, claim string) (string, error) {
+	core := r.p.o.Client.CoreV1()
+	pvc, err := core.PersistentVolumeClaims(r.spec.Namespace).Get(ctx, claim, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("claim %s: %w", claim, err)
+	}
+	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
+		return "", fmt.Errorf("claim %s is not bound yet", claim)
+	}
+	pv, err := core.PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("volume %s of claim %s: %w", pvc.Spec.VolumeName, claim, err)
+	}
+	switch {
+	case pv.Spec.CSI != nil && pv.Spec.CSI.Driver == EBSDriver:
+		if r.p.o.Volumes == nil {
+			return "", fmt.Errorf("volume %s is an EBS volume but the node has no volume resolver (--aws-endpoint)", pv.Name)
+		}
+		v, err := r.p.o.Volumes.Volume(ctx, pv.Spec.CSI.VolumeHandle)
+		if err != nil {
+			return "", err
+		}
+		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
+			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
+		}
+		return v.Dir, nil
+	case pv.Spec.HostPath != nil:
+		return pv.Spec.HostPath.Path, nil
+	case pv.Spec.Local != nil:
+		return pv.Spec.Local.Path, nil
+	}
+	return "", fmt.Errorf("volume %s: only CSI %s, hostPath and local persistent volumes work in the lab", pv.Name, EBSDriver)
+}
+
+// writeFiles writes a volume's files afresh (the lab does not update them later).
+func writeFiles(dir string, files []file, defaultMode *int32) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range files {
+		clean := filepath.Clean("/" + f.path)
+		p := filepath.Join(dir, clean)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		mode := os.FileMode(0o644)
+		if defaultMode != nil {
+			mode = os.FileMode(*defaultMode)
+		}
+		if f.mode != nil {
+			mode = os.FileMode(*f.mode)
+		}
+		if err := os.WriteFile(p, f.data, 0o600); err != nil {
+			return err
+		}
+		// Owner must keep read access: the process runs as the node's user.
+		if err := os.Chmod(p, mode|0o400); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// linkMounts builds a container's root folder: every volumeMount becomes a symlink at
+// root+mountPath to the volume's directory (or its subPath). Nested mount paths would put
+// links inside volumes, so they are refused.
+func linkMounts(root string, mounts []corev1.VolumeMount, volumes map[string]string, env []string) error {
+	if err := os.RemoveAll(root); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	sorted := slices.Clone(mounts)
+	slices.SortFunc(sorted, func(a, b corev1.VolumeMount) int { return strings.Compare(a.MountPath, b.MountPath) })
+	var done []string
+	for _, m := range sorted {
+		mp := filepath.Clean("/" + m.MountPath)
+		for _, d := range done {
+			if mp == d || strings.HasPrefix(mp, d+"/") {
+				return fmt.Errorf("mount %s is inside mount %s: nested mounts are not supported in the lab", mp, d)
+			}
+		}
+		done = append(done, mp)
+		src, ok := volumes[m.Name]
+		if !ok {
+			return fmt.Errorf("mount %s: no volume %q", mp, m.Name)
+		}
+		sub := m.SubPath
+		if m.SubPathExpr != "" {
+			sub = expandAll([]string{m.SubPathExpr}, env)[0]
+		}
+		if sub != "" {
+			src = filepath.Join(src, filepath.Clean("/"+sub))
+			if _, err := os.Lstat(src); errors.Is(err, os.ErrNotExist) {
+				if err := os.MkdirAll(src, 0o755); err != nil {
+					return err
+				}
+			}
+		}
+		target := filepath.Join(root, mp)
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(src, target); err != nil {
+			return fmt.Errorf("mount %s: %w", mp, err)
+		}
+	}
+	return nil
+}
