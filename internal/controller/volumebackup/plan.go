@@ -1,0 +1,412 @@
+// Package volumebackup is the manager's VolumeBackup controller. Its decisions are one pure
+// function, Plan: the reconciler observes the VolumeBackup, its members in every data plane and
+// which planes are reachable, calls Plan, and applies the returned actions idempotently. Plan
+// reads no clock and no client, so every transition is a table test.
+//
+// The protocol, and where it differs from upstream BR Federation:
+//   - the first cluster's member initializes (pins GC, leases TiKV, pauses PD); once it reports
+//     Initialized, it and every other member execute (snapshot);
+//   - as soon as every member has started its snapshots, the initializer is asked to resume GC
+//     (resumeGC) — the pause window ends at the slowest CreateSnapshots, not at completion;
+//   - when every member completed, all members tear down; the backup's commit ts is the minimum
+//     member resolved ts;
+//   - a failed member fails the backup at once and every member is torn down, so the pause is
+//     lifted immediately instead of at TTL (upstream left it to the init job's deadline);
+//   - a member step that runs past stepTimeout fails the backup (upstream stalled forever);
+//   - an unknown or unreachable data plane is a condition with a reason, never a crash or a
+//     silent requeue.
+package volumebackup
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// Member is what the manager observed of one data plane's member.
+type Member struct {
+	// Exists is false until the member was created.
+	Exists bool
+	// Phase and ResumeGC are the member's spec as last written.
+	Phase    dpv1alpha1.BackupMemberPhase
+	ResumeGC bool
+	// PhaseSince is when the member entered its current spec phase (from its status), for
+	// step timeouts; zero if unknown.
+	PhaseSince time.Time
+	// Status is the member's reported status.
+	Status dpv1alpha1.VolumeBackupMemberStatus
+}
+
+// Observed is everything Plan decides from.
+type Observed struct {
+	Backup *fedv1alpha1.VolumeBackup
+	// Members by k8sClusterName; missing means not created yet.
+	Members map[string]Member
+	// Known are the data planes in the manager's kubeconfig; Reachable the ones answering now.
+	Known     map[string]bool
+	Reachable map[string]bool
+}
+
+// ActionKind says what an Action does to a member.
+type ActionKind string
+
+const (
+	// CreateMember creates the member in Phase.
+	CreateMember ActionKind = "CreateMember"
+	// SetPhase moves the member to Phase.
+	SetPhase ActionKind = "SetPhase"
+	// ResumeGC asks the initializer to lift the GC/PD pause.
+	ResumeGC ActionKind = "ResumeGC"
+	// DeleteMember deletes the member (its agent cleans per cleanPolicy).
+	DeleteMember ActionKind = "DeleteMember"
+)
+
+// Action is one idempotent change to a member.
+type Action struct {
+	Kind    ActionKind
+	Cluster string
+	Phase   dpv1alpha1.BackupMemberPhase
+}
+
+// Result is Plan's decision.
+type Result struct {
+	Actions []Action
+	// Status is the VolumeBackup status to write.
+	Status fedv1alpha1.VolumeBackupStatus
+	// RemoveFinalizer is set once a deleted backup's members are all gone.
+	RemoveFinalizer bool
+	// RequeueAfter is set when only time can change the decision (a step timeout to check).
+	RequeueAfter time.Duration
+}
+
+// Reasons of the conditions Plan sets.
+const (
+	ReasonUnknownCluster      = "UnknownCluster"
+	ReasonClusterUnreachable  = "ClusterUnreachable"
+	ReasonInitializing        = "Initializing"
+	ReasonSnapshotting        = "Snapshotting"
+	ReasonAllSnapshotsStarted = "AllSnapshotsStarted"
+	ReasonAllComplete         = "AllComplete"
+	ReasonMemberFailed        = "MemberFailed"
+	ReasonStepTimeout         = "StepTimeout"
+	ReasonGCResumed           = "GCResumed"
+	ReasonDeleting            = "Deleting"
+)
+
+// Plan decides the next actions and the status of one VolumeBackup at now.
+func Plan(o Observed, now time.Time) Result {
+	b := o.Backup
+	res := Result{Status: *b.Status.DeepCopy()}
+	st := &res.Status
+	st.ObservedGeneration = b.Generation
+	clusters := b.Spec.Clusters
+	initializer := clusters[0].K8sClusterName
+
+	if b.DeletionTimestamp != nil {
+		return planDeletion(o, res)
+	}
+	if failed, ok := conditionTrue(st.Conditions, fedv1alpha1.VolumeBackupFailedCondition); ok && failed {
+		return planTeardown(o, res) // terminal: only make sure every member let go
+	}
+	if isTrue(st.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) {
+		return planTeardown(o, res)
+	}
+
+	for _, c := range clusters {
+		if !o.Known[c.K8sClusterName] {
+			msg := fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName)
+			return fail(o, res, now, ReasonUnknownCluster, msg)
+		}
+	}
+	if st.TimeStarted == nil {
+		t := metav1.NewTime(now)
+		st.TimeStarted = &t
+	}
+	unreachable := []string{}
+	for _, c := range clusters {
+		if !o.Reachable[c.K8sClusterName] {
+			unreachable = append(unreachable, c.K8sClusterName)
+		}
+	}
+	aggregate(o, st)
+	if c, name := firstFailed(o); c != nil {
+		return fail(o, res, now, ReasonMemberFailed, fmt.Sprintf("member in %s failed: %s: %s", name, c.Reason, c.Message))
+	}
+	if name, ok := timedOut(o, b, now); ok {
+		return fail(o, res, now, ReasonStepTimeout, fmt.Sprintf("member in %s stayed in phase %s longer than %s", name, o.Members[name].Phase, b.Spec.Template.EffectiveStepTimeout()))
+	}
+
+	init := o.Members[initializer]
+	switch {
+	case !init.Exists:
+		res.add(o, Action{Kind: CreateMember, Cluster: initializer, Phase: dpv1alpha1.BackupMemberInitialize})
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+	case !memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition) && init.Phase == dpv1alpha1.BackupMemberInitialize:
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+	default:
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionTrue,
+			Reason: ReasonInitializing, Message: "GC and PD scheduling paused by " + initializer}, now)
+		planExecute(o, &res, now)
+	}
+	if len(unreachable) > 0 {
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
+			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", unreachable)}, now)
+	}
+	res.RequeueAfter = nextTimeout(o, b, now)
+	return res
+}
+
+// planExecute runs the snapshot part once the initializer holds the pause.
+func planExecute(o Observed, res *Result, now time.Time) {
+	st := &res.Status
+	initializer := o.Backup.Spec.Clusters[0].K8sClusterName
+	allStarted, allComplete := true, true
+	for _, c := range o.Backup.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		switch {
+		case !m.Exists:
+			res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute})
+		case m.Phase == dpv1alpha1.BackupMemberInitialize:
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute})
+		}
+		allStarted = allStarted && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition)
+		allComplete = allComplete && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition)
+	}
+	init := o.Members[initializer]
+	if allStarted {
+		if !init.ResumeGC {
+			res.add(o, Action{Kind: ResumeGC, Cluster: initializer})
+		}
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupSnapshotsCreatedCondition, Status: metav1.ConditionTrue,
+			Reason: ReasonAllSnapshotsStarted, Message: "every member started its snapshots"}, now)
+		st.Phase = fedv1alpha1.VolumeBackupSnapshotsCreated
+	} else {
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonSnapshotting, "members are starting their snapshots")
+	}
+	if memberTrue(init, dpv1alpha1.BackupMemberGCResumedCondition) {
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionFalse,
+			Reason: ReasonGCResumed, Message: "GC and PD scheduling run again"}, now)
+	}
+	if allComplete {
+		done := metav1.NewTime(now)
+		st.TimeCompleted = &done
+		st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue,
+			Reason: ReasonAllComplete, Message: "every snapshot completed"}, now)
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionTrue,
+			Reason: ReasonAllComplete, Message: "backup complete at commit ts " + st.CommitTs}, now)
+		st.Phase = fedv1alpha1.VolumeBackupComplete
+		teardownAll(o, res)
+	}
+}
+
+// planTeardown keeps a finished backup's members moving to teardown (and the pause lifted).
+func planTeardown(o Observed, res Result) Result {
+	aggregate(o, &res.Status)
+	teardownAll(o, &res)
+	return res
+}
+
+func teardownAll(o Observed, res *Result) {
+	initializer := o.Backup.Spec.Clusters[0].K8sClusterName
+	if m := o.Members[initializer]; m.Exists && !m.ResumeGC {
+		res.add(o, Action{Kind: ResumeGC, Cluster: initializer})
+	}
+	for _, c := range o.Backup.Spec.Clusters {
+		if m := o.Members[c.K8sClusterName]; m.Exists && m.Phase != dpv1alpha1.BackupMemberTeardown {
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberTeardown})
+		}
+	}
+}
+
+// fail marks the backup failed and tears every member down.
+func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
+	st := &res.Status
+	if st.TimeStarted == nil {
+		t := metav1.NewTime(now)
+		st.TimeStarted = &t
+	}
+	done := metav1.NewTime(now)
+	st.TimeCompleted = &done
+	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupFailedCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg}, now)
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
+	st.Phase = fedv1alpha1.VolumeBackupFailed
+	aggregate(o, st)
+	teardownAll(o, &res)
+	return res
+}
+
+// planDeletion deletes every member and releases the VolumeBackup once they are gone.
+func planDeletion(o Observed, res Result) Result {
+	remaining := 0
+	for _, c := range o.Backup.Spec.Clusters {
+		if o.Members[c.K8sClusterName].Exists {
+			remaining++
+			res.add(o, Action{Kind: DeleteMember, Cluster: c.K8sClusterName})
+		}
+	}
+	if remaining == 0 {
+		res.RemoveFinalizer = true
+		return res
+	}
+	res.Status.Phase = fedv1alpha1.VolumeBackupCleaning
+	return res
+}
+
+// add appends an action unless its cluster is unreachable (it is retried on the next event).
+func (r *Result) add(o Observed, a Action) {
+	if !o.Reachable[a.Cluster] {
+		return
+	}
+	r.Actions = append(r.Actions, a)
+}
+
+// aggregate copies member statuses into the backup's status.
+func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
+	st.Backups = st.Backups[:0]
+	st.BackupSize, st.IncrementalBackupSize = 0, 0
+	var minTS uint64
+	allTS := true
+	for _, c := range o.Backup.Spec.Clusters {
+		m, ok := o.Members[c.K8sClusterName]
+		if !ok || !m.Exists {
+			allTS = false
+			continue
+		}
+		ms := fedv1alpha1.VolumeBackupMemberStatus{
+			K8sClusterName: c.K8sClusterName, TCName: c.TCName, TCNamespace: c.TCNamespace,
+			BackupName: fedv1alpha1.MemberName(o.Backup.Name), Phase: m.Status.Phase, BackupPath: m.Status.BackupPath,
+			BackupSize: m.Status.BackupSize, IncrementalBackupSize: m.Status.IncrementalBackupSize, CommitTs: m.Status.CommitTs,
+		}
+		if f := memberCondition(m, dpv1alpha1.BackupMemberFailedCondition); f != nil && f.Status == metav1.ConditionTrue {
+			ms.Reason, ms.Message = f.Reason, f.Message
+		}
+		st.Backups = append(st.Backups, ms)
+		st.BackupSize += m.Status.BackupSize
+		st.IncrementalBackupSize += m.Status.IncrementalBackupSize
+		ts, err := strconv.ParseUint(m.Status.CommitTs, 10, 64)
+		if err != nil || ts == 0 {
+			allTS = false
+			continue
+		}
+		if minTS == 0 || ts < minTS {
+			minTS = ts
+		}
+	}
+	if allTS && minTS > 0 {
+		st.CommitTs = strconv.FormatUint(minTS, 10)
+	}
+	st.BackupSizeReadable = readable(st.BackupSize)
+	st.IncrementalBackupSizeReadable = readable(st.IncrementalBackupSize)
+}
+
+func readable(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}
+
+func firstFailed(o Observed) (*metav1.Condition, string) {
+	for _, c := range o.Backup.Spec.Clusters {
+		if f := memberCondition(o.Members[c.K8sClusterName], dpv1alpha1.BackupMemberFailedCondition); f != nil && f.Status == metav1.ConditionTrue {
+			return f, c.K8sClusterName
+		}
+	}
+	return nil, ""
+}
+
+// timedOut finds a member that has been in a non-teardown phase past the step timeout.
+func timedOut(o Observed, b *fedv1alpha1.VolumeBackup, now time.Time) (string, bool) {
+	limit := b.Spec.Template.EffectiveStepTimeout()
+	for _, c := range b.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		if !m.Exists || m.PhaseSince.IsZero() || m.Phase == dpv1alpha1.BackupMemberTeardown || memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition) {
+			continue
+		}
+		if now.Sub(m.PhaseSince) > limit {
+			return c.K8sClusterName, true
+		}
+	}
+	return "", false
+}
+
+// nextTimeout is how long until the earliest running step would time out (0: none running).
+func nextTimeout(o Observed, b *fedv1alpha1.VolumeBackup, now time.Time) time.Duration {
+	limit := b.Spec.Template.EffectiveStepTimeout()
+	var next time.Duration
+	for _, c := range b.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		if !m.Exists || m.PhaseSince.IsZero() || m.Phase == dpv1alpha1.BackupMemberTeardown {
+			continue
+		}
+		left := m.PhaseSince.Add(limit).Sub(now)
+		if next == 0 || left < next {
+			next = left
+		}
+	}
+	return max(next, 0)
+}
+
+func memberCondition(m Member, t string) *metav1.Condition {
+	i := slices.IndexFunc(m.Status.Conditions, func(c metav1.Condition) bool { return c.Type == t })
+	if i < 0 {
+		return nil
+	}
+	return &m.Status.Conditions[i]
+}
+
+func memberTrue(m Member, t string) bool {
+	c := memberCondition(m, t)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+func conditionTrue(cs []metav1.Condition, t string) (bool, bool) {
+	i := slices.IndexFunc(cs, func(c metav1.Condition) bool { return c.Type == t })
+	if i < 0 {
+		return false, false
+	}
+	return cs[i].Status == metav1.ConditionTrue, true
+}
+
+func isTrue(cs []metav1.Condition, t string) bool {
+	v, _ := conditionTrue(cs, t)
+	return v
+}
+
+// setCondition sets c, keeping LastTransitionTime when the status does not change.
+func setCondition(st *fedv1alpha1.VolumeBackupStatus, c metav1.Condition, now time.Time) {
+	c.ObservedGeneration = st.ObservedGeneration
+	c.LastTransitionTime = metav1.NewTime(now)
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == c.Type {
+			if st.Conditions[i].Status == c.Status {
+				c.LastTransitionTime = st.Conditions[i].LastTransitionTime
+			}
+			st.Conditions[i] = c
+			return
+		}
+	}
+	st.Conditions = append(st.Conditions, c)
+}
+
+func setProgress(st *fedv1alpha1.VolumeBackupStatus, now time.Time, phase fedv1alpha1.VolumeBackupPhase, reason, msg string) {
+	st.Phase = phase
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
+}

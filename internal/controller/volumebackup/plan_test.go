@@ -1,0 +1,336 @@
+package volumebackup
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func backup() *fedv1alpha1.VolumeBackup {
+	return &fedv1alpha1.VolumeBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "default", Generation: 1},
+		Spec: fedv1alpha1.VolumeBackupSpec{
+			Clusters: []fedv1alpha1.VolumeBackupMemberCluster{
+				{K8sClusterName: "az1", TCName: "tc", TCNamespace: "tidb"},
+				{K8sClusterName: "az2", TCName: "tc", TCNamespace: "tidb"},
+				{K8sClusterName: "az3", TCName: "tc", TCNamespace: "tidb"},
+			},
+			Template: fedv1alpha1.VolumeBackupMemberSpec{StepTimeout: &metav1.Duration{Duration: time.Hour}},
+		},
+	}
+}
+
+func all() map[string]bool { return map[string]bool{"az1": true, "az2": true, "az3": true} }
+
+// member builds an observed member in phase with the given True conditions.
+func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
+	m := Member{Exists: true, Phase: phase, PhaseSince: t0}
+	for _, c := range conds {
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
+	}
+	return m
+}
+
+func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
+
+const (
+	init_   = dpv1alpha1.BackupMemberInitialize
+	exec    = dpv1alpha1.BackupMemberExecute
+	tear    = dpv1alpha1.BackupMemberTeardown
+	inited  = dpv1alpha1.BackupMemberInitializedCondition
+	started = dpv1alpha1.BackupMemberSnapshotsCreatedCondition
+	done    = dpv1alpha1.BackupMemberCompleteCondition
+	resumed = dpv1alpha1.BackupMemberGCResumedCondition
+	failedC = dpv1alpha1.BackupMemberFailedCondition
+)
+
+func cond(st fedv1alpha1.VolumeBackupStatus, t string) *metav1.Condition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == t {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*fedv1alpha1.VolumeBackup)
+		members   map[string]Member
+		reachable map[string]bool
+		known     map[string]bool
+		now       time.Time
+		want      []Action
+		wantPhase fedv1alpha1.VolumeBackupPhase
+		check     func(t *testing.T, r Result)
+	}{
+		{
+			name:      "new backup: only the initializer is created",
+			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: init_}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if r.Status.TimeStarted == nil {
+					t.Error("timeStarted not set")
+				}
+			},
+		},
+		{
+			name:      "initializer still pausing: nothing to do",
+			members:   map[string]Member{"az1": member(init_)},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name:    "initialized: it executes and the others are created executing",
+			members: map[string]Member{"az1": member(init_, inited)},
+			want: []Action{
+				{Kind: SetPhase, Cluster: "az1", Phase: exec},
+				{Kind: CreateMember, Cluster: "az2", Phase: exec},
+				{Kind: CreateMember, Cluster: "az3", Phase: exec},
+			},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != metav1.ConditionTrue {
+					t.Errorf("GCPaused = %v", c)
+				}
+			},
+		},
+		{
+			name:      "some snapshots started: wait",
+			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name:      "every snapshot started: GC resumes at once, before completion",
+			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec, started), "az3": member(exec, started)},
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+		},
+		{
+			name: "GC resumed is reported",
+			members: map[string]Member{"az1": func() Member { m := member(exec, inited, started, resumed); m.ResumeGC = true; return m }(),
+				"az2": member(exec, started), "az3": member(exec, started)},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != metav1.ConditionFalse {
+					t.Errorf("GCPaused = %v, want False", c)
+				}
+			},
+		},
+		{
+			name: "all complete: teardown everywhere, commit ts is the minimum",
+			members: map[string]Member{
+				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
+				"az2": withTS(member(exec, started, done), "200"), "az3": withTS(member(exec, started, done), "250")},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupComplete,
+			check: func(t *testing.T, r Result) {
+				if r.Status.CommitTs != "200" || r.Status.BackupSize != 4500 || r.Status.BackupSizeReadable != "4.5 kB" {
+					t.Errorf("aggregate: ts %s size %d %q", r.Status.CommitTs, r.Status.BackupSize, r.Status.BackupSizeReadable)
+				}
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Status != metav1.ConditionTrue {
+					t.Errorf("Ready = %v", c)
+				}
+			},
+		},
+		{
+			name:    "a member failed: the backup fails and every member tears down (pause lifted now)",
+			members: map[string]Member{"az1": member(exec, inited), "az2": member(exec, failedC), "az3": member(exec)},
+			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear},
+				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+			check: func(t *testing.T, r Result) {
+				c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
+				if c == nil || c.Reason != ReasonMemberFailed || !strings.Contains(c.Message, "az2") {
+					t.Errorf("Failed = %+v", c)
+				}
+			},
+		},
+		{
+			name:      "the initializer's failure also fails the backup",
+			members:   map[string]Member{"az1": member(init_, failedC)},
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+		},
+		{
+			name:      "a step past its timeout fails the backup",
+			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
+			now:       t0.Add(61 * time.Minute),
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != ReasonStepTimeout {
+					t.Errorf("Failed = %+v", c)
+				}
+			},
+		},
+		{
+			name:      "a running step asks to be looked at again when it would time out",
+			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
+			now:       t0.Add(40 * time.Minute),
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if r.RequeueAfter != 20*time.Minute {
+					t.Errorf("RequeueAfter = %s, want 20m", r.RequeueAfter)
+				}
+			},
+		},
+		{
+			name:      "an unknown cluster is a terminal, explained failure",
+			known:     map[string]bool{"az1": true, "az2": true},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+			check: func(t *testing.T, r Result) {
+				c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
+				if c == nil || c.Reason != ReasonUnknownCluster || !strings.Contains(c.Message, `"az3"`) {
+					t.Errorf("Failed = %+v", c)
+				}
+			},
+		},
+		{
+			name:      "an unreachable cluster: act on the others, say why it waits",
+			members:   map[string]Member{"az1": member(init_, inited)},
+			reachable: map[string]bool{"az1": true, "az2": true},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: exec}, {Kind: CreateMember, Cluster: "az2", Phase: exec}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable {
+					t.Errorf("Ready = %+v", c)
+				}
+			},
+		},
+		{
+			name: "a failed backup keeps tearing down members that have not yet",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				b.Status.Phase = fedv1alpha1.VolumeBackupFailed
+				b.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupFailedCondition, Status: metav1.ConditionTrue, Reason: "X"}}
+			},
+			members:   map[string]Member{"az1": func() Member { m := member(tear); m.ResumeGC = true; return m }(), "az2": member(exec)},
+			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+		},
+		{
+			name: "deletion deletes the members that exist",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				now := metav1.NewTime(t0)
+				b.DeletionTimestamp = &now
+			},
+			members:   map[string]Member{"az1": member(tear), "az3": member(tear)},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}, {Kind: DeleteMember, Cluster: "az3"}},
+			wantPhase: fedv1alpha1.VolumeBackupCleaning,
+		},
+		{
+			name: "deletion with every member gone releases the finalizer",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				now := metav1.NewTime(t0)
+				b.DeletionTimestamp = &now
+			},
+			check: func(t *testing.T, r Result) {
+				if !r.RemoveFinalizer || len(r.Actions) != 0 {
+					t.Errorf("RemoveFinalizer %v, actions %v", r.RemoveFinalizer, r.Actions)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := backup()
+			if tc.mutate != nil {
+				tc.mutate(b)
+			}
+			o := Observed{Backup: b, Members: tc.members, Known: tc.known, Reachable: tc.reachable}
+			if o.Members == nil {
+				o.Members = map[string]Member{}
+			}
+			if o.Known == nil {
+				o.Known = all()
+			}
+			if o.Reachable == nil {
+				o.Reachable = all()
+			}
+			now := tc.now
+			if now.IsZero() {
+				now = t0.Add(time.Minute)
+			}
+			r := Plan(o, now)
+			if !reflect.DeepEqual(r.Actions, tc.want) {
+				t.Errorf("actions = %+v\nwant      %+v", r.Actions, tc.want)
+			}
+			if tc.wantPhase != "" && r.Status.Phase != tc.wantPhase {
+				t.Errorf("phase = %s, want %s", r.Status.Phase, tc.wantPhase)
+			}
+			if tc.check != nil {
+				tc.check(t, r)
+			}
+		})
+	}
+}
+
+// TestPlanWalksTheWholeProtocol applies each plan's actions to simulated members and reports
+// their progress: the backup completes, no action repeats, and no member moves backwards.
+func TestPlanWalksTheWholeProtocol(t *testing.T) {
+	b := backup()
+	o := Observed{Backup: b, Members: map[string]Member{}, Known: all(), Reachable: all()}
+	apply := func(r Result) {
+		for _, a := range r.Actions {
+			m := o.Members[a.Cluster]
+			switch a.Kind {
+			case CreateMember:
+				m = Member{Exists: true, Phase: a.Phase, PhaseSince: t0}
+			case SetPhase:
+				if m.Phase == tear && a.Phase != tear {
+					t.Fatalf("member %s moved back from teardown to %s", a.Cluster, a.Phase)
+				}
+				m.Phase = a.Phase
+			case ResumeGC:
+				m.ResumeGC = true
+			}
+			o.Members[a.Cluster] = m
+		}
+		b.Status = r.Status
+	}
+	report := func(cluster string, c string, ts string) {
+		m := o.Members[cluster]
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
+		if ts != "" {
+			m.Status.CommitTs = ts
+		}
+		o.Members[cluster] = m
+	}
+	step := func() Result { r := Plan(o, t0.Add(time.Minute)); apply(r); return r }
+
+	step()
+	report("az1", inited, "")
+	step()
+	for _, c := range []string{"az1", "az2", "az3"} {
+		report(c, started, "")
+	}
+	if r := step(); len(r.Actions) != 1 || r.Actions[0].Kind != ResumeGC {
+		t.Fatalf("after all started: %+v", r.Actions)
+	}
+	if r := step(); len(r.Actions) != 0 {
+		t.Fatalf("resume GC asked twice: %+v", r.Actions)
+	}
+	for i, c := range []string{"az1", "az2", "az3"} {
+		report(c, done, []string{"30", "10", "20"}[i])
+	}
+	step()
+	if b.Status.Phase != fedv1alpha1.VolumeBackupComplete || b.Status.CommitTs != "10" {
+		t.Fatalf("final status %s %s", b.Status.Phase, b.Status.CommitTs)
+	}
+	for c, m := range o.Members {
+		if m.Phase != tear {
+			t.Errorf("member %s ended in %s, want teardown", c, m.Phase)
+		}
+	}
+	if r := step(); len(r.Actions) != 0 {
+		t.Errorf("a complete backup still acts: %+v", r.Actions)
+	}
+}
