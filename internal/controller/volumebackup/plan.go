@@ -19,10 +19,10 @@ package volumebackup
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -111,11 +111,9 @@ func Plan(o Observed, now time.Time) Result {
 	if b.DeletionTimestamp != nil {
 		return planDeletion(o, res)
 	}
-	if failed, ok := conditionTrue(st.Conditions, fedv1alpha1.VolumeBackupFailedCondition); ok && failed {
+	if meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeBackupFailedCondition) ||
+		meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) {
 		return planTeardown(o, res) // terminal: only make sure every member let go
-	}
-	if isTrue(st.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) {
-		return planTeardown(o, res)
 	}
 
 	for _, c := range clusters {
@@ -365,45 +363,19 @@ func nextTimeout(o Observed, b *fedv1alpha1.VolumeBackup, now time.Time) time.Du
 }
 
 func memberCondition(m Member, t string) *metav1.Condition {
-	i := slices.IndexFunc(m.Status.Conditions, func(c metav1.Condition) bool { return c.Type == t })
-	if i < 0 {
-		return nil
-	}
-	return &m.Status.Conditions[i]
+	return meta.FindStatusCondition(m.Status.Conditions, t)
 }
 
 func memberTrue(m Member, t string) bool {
-	c := memberCondition(m, t)
-	return c != nil && c.Status == metav1.ConditionTrue
+	return meta.IsStatusConditionTrue(m.Status.Conditions, t)
 }
 
-func conditionTrue(cs []metav1.Condition, t string) (bool, bool) {
-	i := slices.IndexFunc(cs, func(c metav1.Condition) bool { return c.Type == t })
-	if i < 0 {
-		return false, false
-	}
-	return cs[i].Status == metav1.ConditionTrue, true
-}
-
-func isTrue(cs []metav1.Condition, t string) bool {
-	v, _ := conditionTrue(cs, t)
-	return v
-}
-
-// setCondition sets c, keeping LastTransitionTime when the status does not change.
+// setCondition sets c with the status's generation; LastTransitionTime moves to now only when
+// the condition's status changes.
 func setCondition(st *fedv1alpha1.VolumeBackupStatus, c metav1.Condition, now time.Time) {
 	c.ObservedGeneration = st.ObservedGeneration
 	c.LastTransitionTime = metav1.NewTime(now)
-	for i := range st.Conditions {
-		if st.Conditions[i].Type == c.Type {
-			if st.Conditions[i].Status == c.Status {
-				c.LastTransitionTime = st.Conditions[i].LastTransitionTime
-			}
-			st.Conditions[i] = c
-			return
-		}
-	}
-	st.Conditions = append(st.Conditions, c)
+	meta.SetStatusCondition(&st.Conditions, c)
 }
 
 func setProgress(st *fedv1alpha1.VolumeBackupStatus, now time.Time, phase fedv1alpha1.VolumeBackupPhase, reason, msg string) {

@@ -1,0 +1,333 @@
+// Package volumerestore is the manager's VolumeRestore controller. As for VolumeBackup, its
+// decisions are one pure function, Plan, over the VolumeRestore, its members and which data
+// planes are reachable.
+//
+// The protocol, and where it differs from upstream:
+//   - every member restores its volumes and starts TiKV in recovery mode (restore-volume);
+//   - once every member reports TikvComplete (and WarmUpComplete for a sync warm-up), exactly one
+//     member — the one whose backup has the smallest resolved ts, so the whole cluster is flashed
+//     back to a ts every member's data contains — runs restore-data for the whole cluster;
+//   - once data is recovered, every member finishes (restarts TiKV, leaves recovery mode);
+//   - a failure anywhere fails the restore and deletes every member, whose agents then delete the
+//     volumes they created (upstream left other planes' volumes behind);
+//   - step timeouts, unknown and unreachable planes as for VolumeBackup.
+package volumerestore
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// Member is what the manager observed of one data plane's member.
+type Member struct {
+	Exists     bool
+	Phase      dpv1alpha1.RestoreMemberPhase
+	PhaseSince time.Time
+	Status     dpv1alpha1.VolumeRestoreMemberStatus
+}
+
+// Observed is everything Plan decides from.
+type Observed struct {
+	Restore   *fedv1alpha1.VolumeRestore
+	Members   map[string]Member
+	Known     map[string]bool
+	Reachable map[string]bool
+}
+
+// ActionKind says what an Action does to a member.
+type ActionKind string
+
+const (
+	CreateMember ActionKind = "CreateMember"
+	SetPhase     ActionKind = "SetPhase"
+	DeleteMember ActionKind = "DeleteMember"
+)
+
+// Action is one idempotent change to a member.
+type Action struct {
+	Kind    ActionKind
+	Cluster string
+	Phase   dpv1alpha1.RestoreMemberPhase
+}
+
+// Result is Plan's decision.
+type Result struct {
+	Actions         []Action
+	Status          fedv1alpha1.VolumeRestoreStatus
+	RemoveFinalizer bool
+	RequeueAfter    time.Duration
+}
+
+// Reasons of the conditions Plan sets.
+const (
+	ReasonUnknownCluster     = "UnknownCluster"
+	ReasonClusterUnreachable = "ClusterUnreachable"
+	ReasonRestoringVolumes   = "RestoringVolumes"
+	ReasonRestoringData      = "RestoringData"
+	ReasonFinishing          = "Finishing"
+	ReasonAllComplete        = "AllComplete"
+	ReasonMemberFailed       = "MemberFailed"
+	ReasonStepTimeout        = "StepTimeout"
+	ReasonBadCommitTS        = "BadCommitTS"
+)
+
+const (
+	restoreVolume = dpv1alpha1.RestoreMemberRestoreVolume
+	restoreData   = dpv1alpha1.RestoreMemberRestoreData
+	restoreFinish = dpv1alpha1.RestoreMemberRestoreFinish
+)
+
+// Plan decides the next actions and the status of one VolumeRestore at now.
+func Plan(o Observed, now time.Time) Result {
+	r := o.Restore
+	res := Result{Status: *r.Status.DeepCopy()}
+	st := &res.Status
+	st.ObservedGeneration = r.Generation
+
+	if r.DeletionTimestamp != nil || meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeRestoreFailedCondition) {
+		return deleteMembers(o, res)
+	}
+	if meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeRestoreCompleteCondition) {
+		return res
+	}
+	for _, c := range r.Spec.Clusters {
+		if !o.Known[c.K8sClusterName] {
+			return fail(o, res, now, ReasonUnknownCluster, fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName))
+		}
+	}
+	if st.TimeStarted == nil {
+		t := metav1.NewTime(now)
+		st.TimeStarted = &t
+	}
+	aggregate(o, st)
+	for _, c := range r.Spec.Clusters {
+		if f := meta.FindStatusCondition(o.Members[c.K8sClusterName].Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition); f != nil && f.Status == metav1.ConditionTrue {
+			return fail(o, res, now, ReasonMemberFailed, fmt.Sprintf("member in %s failed: %s: %s", c.K8sClusterName, f.Reason, f.Message))
+		}
+	}
+	limit := r.Spec.Template.EffectiveStepTimeout()
+	for _, c := range r.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		if m.Exists && !m.PhaseSince.IsZero() && !memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) && now.Sub(m.PhaseSince) > limit {
+			return fail(o, res, now, ReasonStepTimeout, fmt.Sprintf("member in %s stayed in phase %s longer than %s", c.K8sClusterName, m.Phase, limit))
+		}
+	}
+
+	switch {
+	case !all(o, func(m Member) bool { return m.Exists }):
+		for _, c := range r.Spec.Clusters {
+			if !o.Members[c.K8sClusterName].Exists {
+				res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: restoreVolume})
+			}
+		}
+		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, "creating volumes from the snapshots")
+		step(st, "RestoreVolume", now, false)
+	case !all(o, func(m Member) bool { return tikvReady(r, m) }):
+		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, "restoring volumes and starting TiKV in recovery mode")
+	default:
+		planData(o, &res, now)
+	}
+	res.RequeueAfter = nextTimeout(o, limit, now)
+	if down := unreachable(o); len(down) > 0 {
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse,
+			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", down)}, now)
+	}
+	return res
+}
+
+// planData runs restore-data on one member, then restore-finish everywhere.
+func planData(o Observed, res *Result, now time.Time) {
+	st := &res.Status
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreTikvCompleteCondition, Status: metav1.ConditionTrue,
+		Reason: ReasonRestoringVolumes, Message: "every TiKV runs in recovery mode on restored volumes"}, now)
+	step(st, "RestoreVolume", now, true)
+	chosen, ts, err := dataMember(o)
+	if err != nil {
+		*res = fail(o, *res, now, ReasonBadCommitTS, err.Error())
+		return
+	}
+	data := o.Members[chosen]
+	if !memberTrue(data, dpv1alpha1.RestoreMemberDataCompleteCondition) {
+		if data.Phase == restoreVolume {
+			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData})
+		}
+		progress(st, now, fedv1alpha1.VolumeRestoreTikvComplete, ReasonRestoringData, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
+		step(st, "RestoreData", now, false)
+		return
+	}
+	st.CommitTs = strconv.FormatUint(ts, 10)
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreDataCompleteCondition, Status: metav1.ConditionTrue,
+		Reason: ReasonRestoringData, Message: "data recovered to " + st.CommitTs}, now)
+	step(st, "RestoreData", now, true)
+	for _, c := range o.Restore.Spec.Clusters {
+		if m := o.Members[c.K8sClusterName]; m.Phase != restoreFinish {
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: restoreFinish})
+		}
+	}
+	if !all(o, func(m Member) bool { return memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) }) {
+		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, ReasonFinishing, "restarting TiKV out of recovery mode")
+		step(st, "RestartTiKV", now, false)
+		return
+	}
+	step(st, "RestartTiKV", now, true)
+	done := metav1.NewTime(now)
+	st.TimeCompleted = &done
+	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreCompleteCondition, Status: metav1.ConditionTrue, Reason: ReasonAllComplete, Message: "restored to " + st.CommitTs}, now)
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionTrue, Reason: ReasonAllComplete, Message: "restored to " + st.CommitTs}, now)
+	st.Phase = fedv1alpha1.VolumeRestoreComplete
+}
+
+// dataMember picks the member whose backup has the smallest resolved ts (ties: first in spec).
+// A member already in restore-data stays the choice, so a late status update never moves it.
+func dataMember(o Observed) (string, uint64, error) {
+	var chosen string
+	var min uint64
+	for _, c := range o.Restore.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		ts, err := strconv.ParseUint(m.Status.CommitTs, 10, 64)
+		if err != nil || ts == 0 {
+			return "", 0, fmt.Errorf("member in %s reports commit ts %q: its backupmeta gives no resolved ts", c.K8sClusterName, m.Status.CommitTs)
+		}
+		if m.Phase == restoreData {
+			return c.K8sClusterName, ts, nil
+		}
+		if chosen == "" || ts < min {
+			chosen, min = c.K8sClusterName, ts
+		}
+	}
+	return chosen, min, nil
+}
+
+func tikvReady(r *fedv1alpha1.VolumeRestore, m Member) bool {
+	if !m.Exists || !memberTrue(m, dpv1alpha1.RestoreMemberTikvCompleteCondition) {
+		return false
+	}
+	return r.Spec.Template.Warmup != fedv1alpha1.RestoreWarmupSync || memberTrue(m, dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
+}
+
+func all(o Observed, f func(Member) bool) bool {
+	for _, c := range o.Restore.Spec.Clusters {
+		if !f(o.Members[c.K8sClusterName]) {
+			return false
+		}
+	}
+	return true
+}
+
+func unreachable(o Observed) []string {
+	var out []string
+	for _, c := range o.Restore.Spec.Clusters {
+		if !o.Reachable[c.K8sClusterName] {
+			out = append(out, c.K8sClusterName)
+		}
+	}
+	return out
+}
+
+func (r *Result) add(o Observed, a Action) {
+	if o.Reachable[a.Cluster] {
+		r.Actions = append(r.Actions, a)
+	}
+}
+
+// fail marks the restore failed; members are deleted on the next plan (their agents delete the
+// volumes they created).
+func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
+	st := &res.Status
+	if st.TimeStarted == nil {
+		t := metav1.NewTime(now)
+		st.TimeStarted = &t
+	}
+	done := metav1.NewTime(now)
+	st.TimeCompleted = &done
+	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreFailedCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg}, now)
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
+	st.Phase = fedv1alpha1.VolumeRestoreFailed
+	aggregate(o, st)
+	return deleteMembers(o, res)
+}
+
+func deleteMembers(o Observed, res Result) Result {
+	remaining := 0
+	for _, c := range o.Restore.Spec.Clusters {
+		if o.Members[c.K8sClusterName].Exists {
+			remaining++
+			res.add(o, Action{Kind: DeleteMember, Cluster: c.K8sClusterName})
+		}
+	}
+	res.RemoveFinalizer = remaining == 0 && o.Restore.DeletionTimestamp != nil
+	return res
+}
+
+func aggregate(o Observed, st *fedv1alpha1.VolumeRestoreStatus) {
+	st.Restores = st.Restores[:0]
+	for _, c := range o.Restore.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		if !m.Exists {
+			continue
+		}
+		ms := fedv1alpha1.VolumeRestoreMemberStatus{K8sClusterName: c.K8sClusterName, TCName: c.TCName, TCNamespace: c.TCNamespace,
+			RestoreName: fedv1alpha1.MemberName(o.Restore.Name), Phase: m.Status.Phase, CommitTs: m.Status.CommitTs}
+		if f := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition); f != nil && f.Status == metav1.ConditionTrue {
+			ms.Reason, ms.Message = f.Reason, f.Message
+		}
+		st.Restores = append(st.Restores, ms)
+	}
+}
+
+func nextTimeout(o Observed, limit time.Duration, now time.Time) time.Duration {
+	var next time.Duration
+	for _, c := range o.Restore.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		if !m.Exists || m.PhaseSince.IsZero() || memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) {
+			continue
+		}
+		if left := m.PhaseSince.Add(limit).Sub(now); next == 0 || left < next {
+			next = left
+		}
+	}
+	return max(next, 0)
+}
+
+// step records a step's start (once) and, when finished, its completion (once).
+func step(st *fedv1alpha1.VolumeRestoreStatus, name string, now time.Time, finished bool) {
+	t := metav1.NewTime(now)
+	for i := range st.Steps {
+		s := &st.Steps[i]
+		if s.StepName != name {
+			continue
+		}
+		if finished && s.TimeCompleted == nil {
+			s.TimeCompleted = &t
+			s.TimeTaken = now.Sub(s.TimeStarted.Time).Round(time.Second).String()
+		}
+		return
+	}
+	s := fedv1alpha1.VolumeRestoreStep{StepName: name, TimeStarted: &t}
+	if finished {
+		s.TimeCompleted, s.TimeTaken = &t, "0s"
+	}
+	st.Steps = append(st.Steps, s)
+}
+
+func memberTrue(m Member, t string) bool { return meta.IsStatusConditionTrue(m.Status.Conditions, t) }
+
+func setCondition(st *fedv1alpha1.VolumeRestoreStatus, c metav1.Condition, now time.Time) {
+	c.ObservedGeneration = st.ObservedGeneration
+	c.LastTransitionTime = metav1.NewTime(now)
+	meta.SetStatusCondition(&st.Conditions, c)
+}
+
+func progress(st *fedv1alpha1.VolumeRestoreStatus, now time.Time, phase fedv1alpha1.VolumeRestorePhase, reason, msg string) {
+	st.Phase = phase
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
+}

@@ -1,0 +1,211 @@
+package volumerestore
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+func restore() *fedv1alpha1.VolumeRestore {
+	return &fedv1alpha1.VolumeRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: "default", Generation: 1},
+		Spec: fedv1alpha1.VolumeRestoreSpec{
+			Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{
+				{K8sClusterName: "az1", TCName: "tc", TCNamespace: "tidb"},
+				{K8sClusterName: "az2", TCName: "tc", TCNamespace: "tidb"},
+			},
+			Template: fedv1alpha1.VolumeRestoreMemberSpec{StepTimeout: &metav1.Duration{Duration: time.Hour}},
+		},
+	}
+}
+
+func member(phase dpv1alpha1.RestoreMemberPhase, ts string, conds ...string) Member {
+	m := Member{Exists: true, Phase: phase, PhaseSince: t0}
+	m.Status.CommitTs = ts
+	for _, c := range conds {
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
+	}
+	return m
+}
+
+const (
+	tikv    = dpv1alpha1.RestoreMemberTikvCompleteCondition
+	warm    = dpv1alpha1.RestoreMemberWarmUpCompleteCondition
+	data    = dpv1alpha1.RestoreMemberDataCompleteCondition
+	done    = dpv1alpha1.RestoreMemberCompleteCondition
+	failedC = dpv1alpha1.RestoreMemberFailedCondition
+)
+
+func both() map[string]bool { return map[string]bool{"az1": true, "az2": true} }
+
+func TestPlan(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(*fedv1alpha1.VolumeRestore)
+		members   map[string]Member
+		known     map[string]bool
+		reachable map[string]bool
+		now       time.Time
+		want      []Action
+		wantPhase fedv1alpha1.VolumeRestorePhase
+		check     func(*testing.T, Result)
+	}{
+		{
+			name:      "new restore: every member restores volumes",
+			want:      []Action{{CreateMember, "az1", restoreVolume}, {CreateMember, "az2", restoreVolume}},
+			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+		},
+		{
+			name:      "one TiKV not up yet: wait",
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100")},
+			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+		},
+		{
+			name:      "all TiKV up: the member with the smallest resolved ts restores data",
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100", tikv)},
+			want:      []Action{{SetPhase, "az2", restoreData}},
+			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
+		},
+		{
+			name:      "sync warm-up gates restore-data",
+			mutate:    func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync },
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv, warm), "az2": member(restoreVolume, "100", tikv)},
+			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+		},
+		{
+			name:      "the data member stays chosen even if another reports a smaller ts later",
+			members:   map[string]Member{"az1": member(restoreData, "200", tikv), "az2": member(restoreVolume, "100", tikv)},
+			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
+		},
+		{
+			name:      "data recovered: every member finishes",
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreData, "100", tikv, data)},
+			want:      []Action{{SetPhase, "az1", restoreFinish}, {SetPhase, "az2", restoreFinish}},
+			wantPhase: fedv1alpha1.VolumeRestoreDataComplete,
+			check: func(t *testing.T, r Result) {
+				if r.Status.CommitTs != "100" {
+					t.Errorf("CommitTs = %s, want 100", r.Status.CommitTs)
+				}
+			},
+		},
+		{
+			name:      "all finished: complete, with step timings",
+			members:   map[string]Member{"az1": member(restoreFinish, "200", tikv, done), "az2": member(restoreFinish, "100", tikv, data, done)},
+			wantPhase: fedv1alpha1.VolumeRestoreComplete,
+			check: func(t *testing.T, r Result) {
+				if !meta.IsStatusConditionTrue(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition) || r.Status.TimeCompleted == nil {
+					t.Errorf("not complete: %+v", r.Status)
+				}
+				var names []string
+				for _, s := range r.Status.Steps {
+					names = append(names, s.StepName)
+					if s.TimeCompleted == nil {
+						t.Errorf("step %s not completed", s.StepName)
+					}
+				}
+				if !reflect.DeepEqual(names, []string{"RestoreVolume", "RestoreData", "RestartTiKV"}) {
+					t.Errorf("steps = %v", names)
+				}
+			},
+		},
+		{
+			name:      "a member failed: the restore fails and every member is deleted (agents delete their volumes)",
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100", failedC)},
+			want:      []Action{{DeleteMember, "az1", ""}, {DeleteMember, "az2", ""}},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
+			check: func(t *testing.T, r Result) {
+				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
+				if c == nil || c.Reason != ReasonMemberFailed || !strings.Contains(c.Message, "az2") {
+					t.Errorf("Failed = %+v", c)
+				}
+			},
+		},
+		{
+			name:      "a member without a resolved ts is a clear failure",
+			members:   map[string]Member{"az1": member(restoreVolume, "", tikv), "az2": member(restoreVolume, "100", tikv)},
+			want:      []Action{{DeleteMember, "az1", ""}, {DeleteMember, "az2", ""}},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
+		},
+		{
+			name:      "a step past its timeout fails the restore",
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100")},
+			now:       t0.Add(2 * time.Hour),
+			want:      []Action{{DeleteMember, "az1", ""}, {DeleteMember, "az2", ""}},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
+		},
+		{
+			name:      "an unknown cluster fails with its name",
+			known:     map[string]bool{"az1": true},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
+			check: func(t *testing.T, r Result) {
+				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
+				if c == nil || c.Reason != ReasonUnknownCluster || !strings.Contains(c.Message, `"az2"`) {
+					t.Errorf("Failed = %+v", c)
+				}
+			},
+		},
+		{
+			name:      "an unreachable cluster: act on the other, say why it waits",
+			reachable: map[string]bool{"az1": true},
+			want:      []Action{{CreateMember, "az1", restoreVolume}},
+			check: func(t *testing.T, r Result) {
+				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable {
+					t.Errorf("Ready = %+v", c)
+				}
+			},
+		},
+		{
+			name: "deletion with members gone releases the finalizer",
+			mutate: func(r *fedv1alpha1.VolumeRestore) {
+				now := metav1.NewTime(t0)
+				r.DeletionTimestamp = &now
+			},
+			check: func(t *testing.T, r Result) {
+				if !r.RemoveFinalizer {
+					t.Error("finalizer kept")
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := restore()
+			if tc.mutate != nil {
+				tc.mutate(r)
+			}
+			o := Observed{Restore: r, Members: tc.members, Known: tc.known, Reachable: tc.reachable}
+			if o.Members == nil {
+				o.Members = map[string]Member{}
+			}
+			if o.Known == nil {
+				o.Known = both()
+			}
+			if o.Reachable == nil {
+				o.Reachable = both()
+			}
+			now := tc.now
+			if now.IsZero() {
+				now = t0.Add(time.Minute)
+			}
+			res := Plan(o, now)
+			if !reflect.DeepEqual(res.Actions, tc.want) {
+				t.Errorf("actions = %+v\nwant      %+v", res.Actions, tc.want)
+			}
+			if tc.wantPhase != "" && res.Status.Phase != tc.wantPhase {
+				t.Errorf("phase = %s, want %s", res.Status.Phase, tc.wantPhase)
+			}
+			if tc.check != nil {
+				tc.check(t, res)
+			}
+		})
+	}
+}
