@@ -9,6 +9,7 @@ import (
 	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
 	"github.com/fedbr/fedbr/internal/cmd/lab/down"
 	labnode "github.com/fedbr/fedbr/internal/cmd/lab/node"
+	labop "github.com/fedbr/fedbr/internal/cmd/lab/operator"
 	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
 	"github.com/fedbr/fedbr/internal/cmd/lab/status"
 	labtikv "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
@@ -22,6 +23,6 @@ func NewCmd() *cobra.Command {
 		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
 	}
 	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(),
-		labnode.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd())
+		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd())
 	return cmd
 }

@@ -1,0 +1,56 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+)
+
+// RunOptions configures Run.
+type RunOptions struct {
+	Config Config
+	// Namespace limits the operator to one namespace; empty watches all.
+	Namespace string
+}
+
+// NewScheme returns the kinds the operator reads and writes.
+func NewScheme() (*k8sruntime.Scheme, error) {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, pcv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Run runs the operator against the API server of cfg until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
+	if err := o.Config.Addressing.Validate(); err != nil {
+		return err
+	}
+	s, err := NewScheme()
+	if err != nil {
+		return err
+	}
+	opts := ctrl.Options{Scheme: s, Metrics: metricsserver.Options{BindAddress: "0"}}
+	if o.Namespace != "" {
+		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
+	if err != nil {
+		return fmt.Errorf("create manager for %s: %w", cfg.Host, err)
+	}
+	if err := (&Reconciler{Client: mgr.GetClient(), Config: o.Config}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up TidbCluster controller: %w", err)
+	}
+	return mgr.Start(ctx)
+}
