@@ -150,7 +150,16 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "a silent store is refused without tolerance",
 			in:      Input{Stores: []uint64{1, 2, 3, 4}, Metas: replicated(10, 5, 100, 1, "", "")},
-			wantErr: "stores [4] reported no regions; at most 0 may be missing",
+			wantErr: "stores [4] did not answer; at most 0 may be missing",
+		},
+		{
+			name: "a store that answered with no region is not missing",
+			in:   Input{Stores: []uint64{1, 2, 3, 4}, Reported: []uint64{1, 2, 3, 4}, Metas: replicated(10, 5, 100, 1, "", "")},
+			check: func(t *testing.T, res Result) {
+				if len(res.MissingStores) != 0 {
+					t.Errorf("MissingStores = %v, want none", res.MissingStores)
+				}
+			},
 		},
 		{
 			name: "a silent store is tolerated when asked",

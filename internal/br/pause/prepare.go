@@ -27,6 +27,9 @@ type storeStream struct {
 	close  func() error
 	cancel context.CancelFunc
 	sendMu sync.Mutex
+	// done is closed when the stream's receiver saw its end (TiKV answered Finish, or the
+	// stream broke).
+	done chan struct{}
 }
 
 func (s *storeStream) send(req *brpb.PrepareSnapshotBackupRequest) error {
@@ -76,6 +79,20 @@ func tikvStores(ctx context.Context, pd PD) ([]*metapb.Store, error) {
 	return out, nil
 }
 
+// storeByID reads one store's current record from PD.
+func storeByID(ctx context.Context, pd PD, id uint64) (*metapb.Store, error) {
+	stores, err := tikvStores(ctx, pd)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range stores {
+		if s.GetId() == id {
+			return s, nil
+		}
+	}
+	return nil, fmt.Errorf("store %d is gone from PD", id)
+}
+
 // connect opens a stream to every store and takes the first lease on each. A store that cannot
 // be reached, or whose coprocessor is not ready yet, is retried until ctx ends.
 func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
@@ -95,6 +112,10 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 			select {
 			case <-ctx.Done():
 			case <-time.After(min(time.Duration(attempt)*time.Second, 10*time.Second)):
+			}
+			// A restarted TiKV may come back at another address: ask PD again.
+			if fresh, err := storeByID(ctx, p.pd, st.GetId()); err == nil {
+				st = fresh
 			}
 		}
 	}
@@ -118,7 +139,7 @@ func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, er
 		_ = closeConn()
 		return nil, err
 	}
-	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel}
+	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel, done: make(chan struct{})}
 	fail := func(err error) (*storeStream, error) {
 		cancel()
 		_ = closeConn()
@@ -142,6 +163,7 @@ func (p *preparer) leaseRequest() *brpb.PrepareSnapshotBackupRequest {
 }
 
 func (p *preparer) receive(s *storeStream) {
+	defer close(s.done)
 	for {
 		resp, err := s.stream.Recv()
 		if err != nil {
@@ -264,8 +286,21 @@ func (p *preparer) sendRanges(ctx context.Context, w *waitApply, ranges []keyRan
 	return nil
 }
 
-// finish ends every lease now (so admin operations resume at once) and closes the streams.
+// finish ends every lease now (so admin operations resume at once): it sends Finish on every
+// stream and waits, within ctx, until TiKV has answered and ended the stream before closing
+// the connection — cancelling earlier could drop the Finish and leave the lease to its TTL.
 func (p *preparer) finish(ctx context.Context) error {
+	stopDrain := make(chan struct{})
+	defer close(stopDrain)
+	go func() { // nobody reads events any more; keep the receivers from blocking
+		for {
+			select {
+			case <-p.events:
+			case <-stopDrain:
+				return
+			}
+		}
+	}()
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -280,6 +315,13 @@ func (p *preparer) finish(ctx context.Context) error {
 			if err == nil {
 				err = s.stream.CloseSend()
 			}
+			if err == nil {
+				select {
+				case <-s.done:
+				case <-ctx.Done():
+					err = fmt.Errorf("no answer to Finish: %w", ctx.Err())
+				}
+			}
 			// A store whose stream is already gone (EOF, unavailable) holds no lease any more.
 			if err != nil && !errors.Is(err, io.EOF) && status.Code(err) != codes.Canceled && status.Code(err) != codes.Unavailable {
 				mu.Lock()
@@ -288,12 +330,6 @@ func (p *preparer) finish(ctx context.Context) error {
 			}
 		}()
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return fmt.Errorf("finishing leases: %w", ctx.Err())
-	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -182,7 +182,7 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
-	metas, err := r.readMetas(ctx, stores)
+	metas, answered, err := r.readMetas(ctx, stores)
 	if err != nil {
 		return err
 	}
@@ -190,7 +190,7 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	for _, s := range stores {
 		ids = append(ids, s.GetId())
 	}
-	plan, err := recovery.Plan(recovery.Input{Stores: ids, Metas: metas, MaxMissingStores: r.cfg.MaxMissingStores})
+	plan, err := recovery.Plan(recovery.Input{Stores: ids, Metas: metas, Reported: answered, MaxMissingStores: r.cfg.MaxMissingStores})
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
@@ -228,14 +228,16 @@ func (r *run) stores(ctx context.Context) ([]*metapb.Store, error) {
 	return out, nil
 }
 
-// readMetas reads every store's region metas concurrently. A store that cannot answer is left
-// out: the planner decides whether that is tolerable.
-func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) ([]recovery.RegionMeta, error) {
+// readMetas reads every store's region metas concurrently, and lists the stores that answered
+// (an empty store answers with no meta). A store that cannot answer is left out: the planner
+// decides whether that is tolerable.
+func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) ([]recovery.RegionMeta, []uint64, error) {
 	var (
-		mu    sync.Mutex
-		metas []recovery.RegionMeta
-		wg    sync.WaitGroup
-		errs  []error
+		mu       sync.Mutex
+		metas    []recovery.RegionMeta
+		answered []uint64
+		wg       sync.WaitGroup
+		errs     []error
 	)
 	for _, s := range stores {
 		wg.Add(1)
@@ -249,16 +251,17 @@ func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) ([]recovery
 				return
 			}
 			metas = append(metas, got...)
+			answered = append(answered, s.GetId())
 		}()
 	}
 	wg.Wait()
 	if len(errs) > r.cfg.MaxMissingStores {
-		return nil, errors.Join(errs...)
+		return nil, nil, errors.Join(errs...)
 	}
 	for _, err := range errs {
 		r.d.Log("Leaving a store out (tolerated): %v", err)
 	}
-	return metas, nil
+	return metas, answered, nil
 }
 
 func (r *run) readStore(ctx context.Context, s *metapb.Store) ([]recovery.RegionMeta, error) {

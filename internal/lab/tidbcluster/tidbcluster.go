@@ -23,8 +23,15 @@ import (
 type Config struct {
 	// Dir holds pd/ and tikv-<id>/ data directories.
 	Dir string
+	// StoreDirs, when set, maps a store id to its data directory instead of Dir/tikv-<id>
+	// (e.g. an AWS-double volume, so the volume's snapshots capture the store). It is read
+	// whenever a store starts, so a restore may fill it after StartPD.
+	StoreDirs map[uint64]string
 	// Stores is the number of stores (ids 1..Stores); at least 3.
 	Stores int
+	// StickyAddrs restarts a store on the address it had before (as a TiKV pod keeps its
+	// DNS name across restarts) instead of a fresh port.
+	StickyAddrs bool
 	// SplitKeys pre-split the key space.
 	SplitKeys [][]byte
 	// PD tunes the PD double (DataDir and clock are filled in).
@@ -48,12 +55,13 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	stores map[uint64]*tikvdouble.Store
+	addrs  map[uint64]string // last address of each store, for StickyAddrs
 }
 
 // StartPD starts only PD, so a caller can set PD state (e.g. the
 // snapshot-recovering mark) before the stores come up.
 func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
-	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}}
+	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}, addrs: map[uint64]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen pd: %w", err)
@@ -96,8 +104,11 @@ func (c *Cluster) StartStores(ctx context.Context) error {
 	return nil
 }
 
-// StoreDir is store id's volume.
+// StoreDir is store id's volume: Config.StoreDirs[id], else Dir/tikv-<id>.
 func (c *Cluster) StoreDir(id uint64) string {
+	if d, ok := c.cfg.StoreDirs[id]; ok {
+		return d
+	}
 	return filepath.Join(c.cfg.Dir, fmt.Sprintf("tikv-%d", id))
 }
 
@@ -133,9 +144,16 @@ func (c *Cluster) StoreIDs() []uint64 {
 	return ids
 }
 
-// StartStore (re)starts store id on its directory and a fresh port.
+// StartStore (re)starts store id on its directory and a fresh port (its previous address
+// with Config.StickyAddrs).
 func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := "127.0.0.1:0"
+	c.mu.Lock()
+	if a, ok := c.addrs[id]; ok && c.cfg.StickyAddrs {
+		addr = a
+	}
+	c.mu.Unlock()
+	lis, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen store %d: %w", id, err)
 	}
@@ -158,6 +176,7 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 	}
 	c.mu.Lock()
 	c.stores[id] = s
+	c.addrs[id] = lis.Addr().String()
 	c.mu.Unlock()
 	return nil
 }
