@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -31,6 +32,7 @@ type options struct {
 	volumes      string
 	pauseStatus  string
 	progressFile string
+	pauseTTL     time.Duration
 }
 
 // NewCmd returns `fedbr br snapshot`.
@@ -44,8 +46,9 @@ func NewCmd() *cobra.Command {
 The volumes come from the clustermeta in --storage (or --volumes, a file in BR's volume-file
 shape). Unless --skip-cluster-check, it first waits until no TiKV reports a pending admin
 operation (CheckPendingAdminOp) and PD's regions cover the key space without a hole. The backup
-ts is the pause's (--pause-status: its phase must be Ready) or --backup-ts, else PD's
-min-resolved-ts, which must be real-time. It then starts one crash-consistent CreateSnapshots
+ts is the pause's (--pause-status: its phase must be Ready) or --backup-ts. Given neither, the
+step holds its own pause (as fedbr br pause does, TTL --pause-ttl), takes its backup ts, and
+lifts it as soon as every snapshot has started. It then starts one crash-consistent CreateSnapshots
 per EC2 instance (root and foreign volumes excluded) inside the account's EC2 budget, each
 snapshot tagged fedbr.io/backup=ID and fedbr.io/store=STORE on top of its volume's tags.
 
@@ -83,6 +86,7 @@ The JSON summary goes to stdout. Exit status 0 only when every snapshot complete
 	f.DurationVar(&o.engine.CheckInterval, "check-interval", 5*time.Second, "pause between cluster check attempts")
 	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every snapshot, KEY=VALUE[,KEY=VALUE]")
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the snapshots after a failure (it runs even after SIGTERM)")
+	f.DurationVar(&o.pauseTTL, "pause-ttl", 2*time.Minute, "TTL of the pause this step holds itself when neither --pause-status nor --backup-ts is given")
 	f.StringVar(&o.progressFile, "progress-file", "", "file rewritten atomically with the JSON progress {phase, done, total, percent}")
 	return cmd
 }
@@ -99,6 +103,9 @@ func (o *options) validate() error {
 	}
 	if o.pauseStatus != "" && o.engine.BackupTS != 0 {
 		return errors.New("--pause-status and --backup-ts both give the backup ts; use one")
+	}
+	if o.pauseTTL < 3*time.Second {
+		return errors.New("--pause-ttl must be at least 3s")
 	}
 	if o.engine.CheckTimeout <= 0 || o.engine.CheckInterval <= 0 || o.engine.CleanupTimeout <= 0 {
 		return errors.New("--check-timeout, --check-interval and --cleanup-timeout must be positive")
@@ -148,6 +155,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if o.pauseStatus != "" {
+		// Checked before anything connects: a pause that is not Ready is a usage error.
 		st, err := readyPause(o.pauseStatus)
 		if err != nil {
 			return err
@@ -161,11 +169,6 @@ func (o *options) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	c, err := o.session.Open(ctx)
-	if err != nil {
-		return err
-	}
-	store, p := c.Store, c.Provider
 	// The PD client keeps its own background context; it is closed when the step ends.
 	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
 	if err != nil {
@@ -174,13 +177,36 @@ func (o *options) run(cmd *cobra.Command) error {
 	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
-
 	logw := cmd.ErrOrStderr()
+
+	var releasePause func()
+	if o.engine.BackupTS == 0 {
+		// Run alone: hold our own pause, and lift it as soon as every snapshot has started.
+		release, err := o.ownPause(ctx, pc, hc, logw)
+		if err != nil {
+			return err
+		}
+		releasePause = release
+		defer release()
+	}
+	c, err := o.session.Open(ctx)
+	if err != nil {
+		return err
+	}
+	store, p := c.Store, c.Provider
+
 	o.engine.Progress = logw
 	var pf progressFile
 	if o.progressFile != "" {
 		pf.path = o.progressFile
-		o.engine.Report = pf.write
+	}
+	o.engine.Report = func(pr snapshot.Progress) {
+		if pf.path != "" {
+			pf.write(pr)
+		}
+		if releasePause != nil && pr.Phase != snapshot.PhaseChecking && pr.Phase != snapshot.PhaseStarting {
+			releasePause() // every snapshot has started (or the step is over): GC may run again
+		}
 	}
 	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: snapshot.DialInsecure}, o.engine)
 	if err := pf.err(); err != nil {
@@ -192,6 +218,61 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	return runErr
+}
+
+// ownPause holds a pause for a snapshot run alone, waits until it is Ready, and points the
+// engine at its backup ts. The returned release lifts it (idempotent) and waits for it.
+func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, logw io.Writer) (func(), error) {
+	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(logw, "pause: "+format+"\n", args...) }
+	pctx, stopPause := context.WithCancel(ctx)
+	var (
+		mu    sync.Mutex
+		cur   pause.Status
+		ready = make(chan pause.Status, 1)
+		done  = make(chan error, 1)
+	)
+	go func() {
+		done <- pause.Run(pctx, pause.Deps{PD: pc, HTTP: hc, Dial: snapshot.DialInsecure, Log: logf},
+			pause.Config{TTL: o.pauseTTL}, func(s pause.Status) {
+				mu.Lock()
+				cur = s
+				mu.Unlock()
+				if s.Phase == pause.PhaseReady {
+					select {
+					case ready <- s:
+					default:
+					}
+				}
+			})
+	}()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			stopPause()
+			if err := <-done; err != nil {
+				logf("lifting the pause: %v", err)
+			}
+		})
+	}
+	select {
+	case st := <-ready:
+		o.engine.BackupTS = st.BackupTS
+	case err := <-done:
+		stopPause()
+		return nil, fmt.Errorf("pause before snapshotting: %w", err)
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+	o.engine.StillPaused = func(context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if cur.Phase != pause.PhaseReady {
+			return fmt.Errorf("the pause is %s, not Ready: %s", cur.Phase, cur.Error)
+		}
+		return nil
+	}
+	return release, nil
 }
 
 // progressFile rewrites the progress JSON atomically.

@@ -59,7 +59,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "cluster", "pd", "volumes", "pause-status", "backup-ts",
-		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file"} {
+		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
@@ -162,6 +162,42 @@ func TestSnapshotWithPause(t *testing.T) {
 	}
 	if !strings.Contains(logs, "Snapshots created") {
 		t.Errorf("logs:\n%s", logs)
+	}
+}
+
+// TestSnapshotAloneHoldsItsOwnPause: with neither --pause-status nor --backup-ts, the step
+// pauses the cluster itself, snapshots at the pause's backup ts and lifts the pause.
+func TestSnapshotAloneHoldsItsOwnPause(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if err := c.WaitLeaders(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out, logs, err := execute(t, "-s", f.dir, "--aws-endpoint", f.url, "--region", "us-west-2", "--backup-id", "bk-alone",
+		"--pd", c.PDAddr(), "--volumes", f.volumes, "--check-interval", "50ms", "--pause-ttl", "1m")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, logs)
+	}
+	var res snapshot.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("summary %q: %v", out, err)
+	}
+	if res.ResolvedTS == 0 || len(res.Snapshots) != 2 {
+		t.Fatalf("summary = %+v", res)
+	}
+	for _, want := range []string{"pause: All ready", "Snapshots created", "pause: Pause lifted"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+	if strings.Index(logs, "pause: Pause lifted") < strings.Index(logs, "Snapshots created") {
+		t.Errorf("the pause was lifted before every snapshot started:\n%s", logs)
 	}
 }
 
