@@ -33,6 +33,8 @@ type options struct {
 	pauseStatus  string
 	progressFile string
 	pauseTTL     time.Duration
+	manifests    []string
+	parsed       []manifest
 }
 
 // NewCmd returns `fedbr br snapshot`.
@@ -86,6 +88,7 @@ The JSON summary goes to stdout. Exit status 0 only when every snapshot complete
 	f.DurationVar(&o.engine.CheckInterval, "check-interval", 5*time.Second, "pause between cluster check attempts")
 	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every snapshot, KEY=VALUE[,KEY=VALUE]")
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the snapshots after a failure (it runs even after SIGTERM)")
+	f.StringArrayVar(&o.manifests, "manifest", nil, "Kubernetes manifest file (multi-document YAML allowed) to store next to the backup under manifests/<ns>/<Kind>/<name>.yaml; repeatable")
 	f.DurationVar(&o.pauseTTL, "pause-ttl", 2*time.Minute, "TTL of the pause this step holds itself when neither --pause-status nor --backup-ts is given")
 	f.StringVar(&o.progressFile, "progress-file", "", "file rewritten atomically with the JSON progress {phase, done, total, percent}")
 	return cmd
@@ -104,6 +107,11 @@ func (o *options) validate() error {
 	if o.pauseStatus != "" && o.engine.BackupTS != 0 {
 		return errors.New("--pause-status and --backup-ts both give the backup ts; use one")
 	}
+	parsed, err := readManifests(o.manifests)
+	if err != nil {
+		return err
+	}
+	o.parsed = parsed
 	if o.pauseTTL < 3*time.Second {
 		return errors.New("--pause-ttl must be at least 3s")
 	}
@@ -194,6 +202,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	store, p := c.Store, c.Provider
+	if err := putManifests(ctx, store, o.parsed); err != nil {
+		return err
+	}
 
 	o.engine.Progress = logw
 	var pf progressFile

@@ -35,6 +35,10 @@ func execute(t *testing.T, args ...string) (stdout, stderr string, err error) {
 func TestBadFlags(t *testing.T) {
 	dir := t.TempDir()
 	status := filepath.Join(dir, "status.json")
+	notObject := filepath.Join(dir, "not-an-object.yaml")
+	if err := os.WriteFile(notObject, []byte("just: data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -44,6 +48,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", dir, "--backup-id", "b"}, "--pd is required"},
 		{[]string{"-s", dir, "--backup-id", "a/b", "--pd", "x:1"}, "--backup-id"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--pause-status", status, "--backup-ts", "5"}, "use one"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--manifest", notObject}, "needs kind and metadata.name"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--check-timeout", "0s"}, "must be positive"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--tags", "fedbr.io/backup=x"}, "--tags"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--volumes", filepath.Join(dir, "missing.json")}, "--volumes"},
@@ -59,7 +64,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "cluster", "pd", "volumes", "pause-status", "backup-ts",
-		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl"} {
+		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl", "manifest"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
@@ -136,8 +141,13 @@ func TestSnapshotWithPause(t *testing.T) {
 	const ts = 461000000000000000
 	status := writeStatus(t, pause.Status{Phase: pause.PhaseReady, BackupTS: ts, Stores: 3})
 	progress := filepath.Join(t.TempDir(), "progress.json")
+	manifestFile := filepath.Join(t.TempDir(), "tc.yaml")
+	if err := os.WriteFile(manifestFile, []byte("apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata:\n  name: basic\n  namespace: tidb\nspec: {}\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: tidb\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out, logs, err := execute(t, "-s", f.dir, "--aws-endpoint", f.url, "--region", "us-west-2", "--backup-id", "bk-cmd",
-		"--pd", c.PDAddr(), "--pause-status", status, "--volumes", f.volumes, "--progress-file", progress, "--check-interval", "50ms")
+		"--pd", c.PDAddr(), "--pause-status", status, "--volumes", f.volumes, "--progress-file", progress, "--check-interval", "50ms",
+		"--manifest", manifestFile)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, logs)
 	}
@@ -162,6 +172,11 @@ func TestSnapshotWithPause(t *testing.T) {
 	}
 	if !strings.Contains(logs, "Snapshots created") {
 		t.Errorf("logs:\n%s", logs)
+	}
+	for _, key := range []string{meta.ManifestKey("tidb", "TidbCluster", "basic"), meta.ManifestKey("_cluster", "Namespace", "tidb")} {
+		if _, err := d.Get(ctx, key); err != nil {
+			t.Errorf("manifest %s not stored: %v", key, err)
+		}
 	}
 }
 
