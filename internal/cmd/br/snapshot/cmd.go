@@ -185,7 +185,8 @@ func (o *options) run(cmd *cobra.Command) error {
 	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
-	logw := cmd.ErrOrStderr()
+	// The engine and this step's own pause both log; one lock keeps their lines whole.
+	logw := &lockedWriter{w: cmd.ErrOrStderr()}
 
 	var releasePause func()
 	if o.engine.BackupTS == 0 {
@@ -284,6 +285,18 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 		return nil
 	}
 	return release, nil
+}
+
+// lockedWriter serialises writes from several goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // progressFile rewrites the progress JSON atomically.
