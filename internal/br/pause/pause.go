@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // Phase is where a pause is; the command publishes it (status file, HTTP) so the agent can act
@@ -131,7 +133,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 // records an undo step for each piece taken, and returns nil only when ctx ended while holding.
 func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set func(Phase, error),
 	gc *gcKeeper, prep *preparer, sched *scheduleKeeper, lifted *[]func(context.Context) error) error {
-	stores, err := tikvStores(ctx, d.PD)
+	stores, err := tidb.TiKVStores(ctx, d.PD)
 	if err != nil {
 		return err
 	}

@@ -11,9 +11,10 @@ import (
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/tikv/pd/client/clients/router"
-	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // Dialer opens a Backup client to a TiKV address; close releases the connection.
@@ -58,30 +59,9 @@ type preparer struct {
 	events  chan event
 }
 
-// tikvStores lists the TiKV stores (tombstones and TiFlash left out).
-func tikvStores(ctx context.Context, pd PD) ([]*metapb.Store, error) {
-	all, err := pd.GetAllStores(ctx, opt.WithExcludeTombstone())
-	if err != nil {
-		return nil, fmt.Errorf("list stores: %w", err)
-	}
-	var out []*metapb.Store
-	for _, s := range all {
-		tiflash := false
-		for _, l := range s.GetLabels() {
-			if l.GetKey() == "engine" && l.GetValue() == "tiflash" {
-				tiflash = true
-			}
-		}
-		if !tiflash {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
 // storeByID reads one store's current record from PD.
 func storeByID(ctx context.Context, pd PD, id uint64) (*metapb.Store, error) {
-	stores, err := tikvStores(ctx, pd)
+	stores, err := tidb.TiKVStores(ctx, pd)
 	if err != nil {
 		return nil, err
 	}

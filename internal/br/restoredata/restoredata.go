@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fedbr/fedbr/internal/recovery"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // PD is what the data phase needs of PD's gRPC API; github.com/tikv/pd/client's Client
@@ -208,19 +209,9 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 
 // stores lists the TiKV stores and checks their number against the backup.
 func (r *run) stores(ctx context.Context) ([]*metapb.Store, error) {
-	all, err := r.d.PD.GetAllStores(ctx, opt.WithExcludeTombstone())
+	out, err := tidb.TiKVStores(ctx, r.d.PD)
 	if err != nil {
-		return nil, fmt.Errorf("list stores: %w", err)
-	}
-	var out []*metapb.Store
-	for _, s := range all {
-		tiflash := false
-		for _, l := range s.GetLabels() {
-			tiflash = tiflash || (l.GetKey() == "engine" && l.GetValue() == "tiflash")
-		}
-		if !tiflash {
-			out = append(out, s)
-		}
+		return nil, err
 	}
 	if r.cfg.Stores > 0 && len(out) < r.cfg.Stores-r.cfg.MaxMissingStores {
 		return nil, fmt.Errorf("PD knows %d TiKV stores, the backup had %d (at most %d may be missing)", len(out), r.cfg.Stores, r.cfg.MaxMissingStores)

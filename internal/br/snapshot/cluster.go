@@ -19,6 +19,8 @@ import (
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // PD is what the cluster check needs of PD's gRPC API; github.com/tikv/pd/client's Client
@@ -130,7 +132,7 @@ func (s *snapshotter) checkClusterStill(ctx context.Context) error {
 	}
 	var stores []*metapb.Store
 	for _, st := range all {
-		if !isTiFlash(st) {
+		if !tidb.IsTiFlash(st) {
 			stores = append(stores, st)
 		}
 	}
@@ -147,15 +149,6 @@ func (s *snapshotter) checkClusterStill(ctx context.Context) error {
 		return err
 	}
 	return s.checkHoles(ctx)
-}
-
-func isTiFlash(st *metapb.Store) bool {
-	for _, l := range st.GetLabels() {
-		if l.GetKey() == "engine" && l.GetValue() == "tiflash" {
-			return true
-		}
-	}
-	return false
 }
 
 // checkAdmin reads one store's CheckPendingAdminOp stream to its end.
