@@ -47,6 +47,14 @@ type VolumeBackupMemberSpec struct {
 	// member has started its snapshots.
 	// +optional
 	ResumeGC bool `json:"resumeGC,omitempty"`
+	// BackupTS is the TSO the whole federation backs up at (decimal): the initializer's pause
+	// reports it and the manager hands it to every executing member, so all members snapshot
+	// under one GC safepoint and one ts. Empty until the initializer is ready.
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:Pattern=`^[0-9]*$`
+	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="backupTS is immutable once set"
+	BackupTS string `json:"backupTS,omitempty"`
 	// Template is the VolumeBackup's template, with this member's storage prefix.
 	Template fedv1alpha1.VolumeBackupMemberSpec `json:"template"`
 }

@@ -211,6 +211,10 @@ type VolumeBackupStatus struct {
 	// Backups is one entry per data plane.
 	// +optional
 	Backups []VolumeBackupMemberStatus `json:"backups,omitempty"`
+	// Initializer is the data plane whose member holds the GC/PD pause: the first cluster,
+	// unless it was unreachable when the backup started.
+	// +optional
+	Initializer string `json:"initializer,omitempty"`
 	// TimeStarted is when the backup started; the spec is frozen from then on.
 	// +optional
 	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`

@@ -72,6 +72,8 @@ type Action struct {
 	Kind    ActionKind
 	Cluster string
 	Phase   dpv1alpha1.BackupMemberPhase
+	// BackupTS goes with execute: the initializer's backup ts, shared by every member.
+	BackupTS string
 }
 
 // Result is Plan's decision.
@@ -97,6 +99,7 @@ const (
 	ReasonStepTimeout         = "StepTimeout"
 	ReasonGCResumed           = "GCResumed"
 	ReasonDeleting            = "Deleting"
+	ReasonBadBackupTS         = "BadBackupTS"
 )
 
 // Plan decides the next actions and the status of one VolumeBackup at now.
@@ -106,7 +109,6 @@ func Plan(o Observed, now time.Time) Result {
 	st := &res.Status
 	st.ObservedGeneration = b.Generation
 	clusters := b.Spec.Clusters
-	initializer := clusters[0].K8sClusterName
 
 	if b.DeletionTimestamp != nil {
 		return planDeletion(o, res)
@@ -132,6 +134,7 @@ func Plan(o Observed, now time.Time) Result {
 			unreachable = append(unreachable, c.K8sClusterName)
 		}
 	}
+	initializer := chooseInitializer(o, st)
 	aggregate(o, st)
 	if c, name := firstFailed(o); c != nil {
 		return fail(o, res, now, ReasonMemberFailed, fmt.Sprintf("member in %s failed: %s: %s", name, c.Reason, c.Message))
@@ -148,9 +151,13 @@ func Plan(o Observed, now time.Time) Result {
 	case !memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition) && init.Phase == dpv1alpha1.BackupMemberInitialize:
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
 	default:
+		ts, err := strconv.ParseUint(init.Status.CommitTs, 10, 64)
+		if err != nil || ts == 0 {
+			return fail(o, res, now, ReasonBadBackupTS, fmt.Sprintf("initializer %s reported Initialized without a backup ts (commitTs %q)", initializer, init.Status.CommitTs))
+		}
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionTrue,
 			Reason: ReasonInitializing, Message: "GC and PD scheduling paused by " + initializer}, now)
-		planExecute(o, &res, now)
+		planExecute(o, &res, now, initializer, init.Status.CommitTs)
 	}
 	if len(unreachable) > 0 {
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
@@ -161,17 +168,16 @@ func Plan(o Observed, now time.Time) Result {
 }
 
 // planExecute runs the snapshot part once the initializer holds the pause.
-func planExecute(o Observed, res *Result, now time.Time) {
+func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS string) {
 	st := &res.Status
-	initializer := o.Backup.Spec.Clusters[0].K8sClusterName
 	allStarted, allComplete := true, true
 	for _, c := range o.Backup.Spec.Clusters {
 		m := o.Members[c.K8sClusterName]
 		switch {
 		case !m.Exists:
-			res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute})
+			res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		case m.Phase == dpv1alpha1.BackupMemberInitialize:
-			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute})
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		}
 		allStarted = allStarted && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition)
 		allComplete = allComplete && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition)
@@ -204,6 +210,23 @@ func planExecute(o Observed, res *Result, now time.Time) {
 	}
 }
 
+// chooseInitializer returns the data plane that holds the pause, choosing it once: the first
+// cluster, or, if that plane is unreachable when the backup starts, the first reachable one, so
+// one plane being down at the start does not stall the backup (upstream always used the first).
+func chooseInitializer(o Observed, st *fedv1alpha1.VolumeBackupStatus) string {
+	if st.Initializer != "" {
+		return st.Initializer
+	}
+	st.Initializer = o.Backup.Spec.Clusters[0].K8sClusterName
+	for _, c := range o.Backup.Spec.Clusters {
+		if o.Reachable[c.K8sClusterName] {
+			st.Initializer = c.K8sClusterName
+			break
+		}
+	}
+	return st.Initializer
+}
+
 // planTeardown keeps a finished backup's members moving to teardown (and the pause lifted).
 func planTeardown(o Observed, res Result) Result {
 	aggregate(o, &res.Status)
@@ -212,9 +235,10 @@ func planTeardown(o Observed, res Result) Result {
 }
 
 func teardownAll(o Observed, res *Result) {
-	initializer := o.Backup.Spec.Clusters[0].K8sClusterName
-	if m := o.Members[initializer]; m.Exists && !m.ResumeGC {
-		res.add(o, Action{Kind: ResumeGC, Cluster: initializer})
+	if initializer := res.Status.Initializer; initializer != "" {
+		if m := o.Members[initializer]; m.Exists && !m.ResumeGC {
+			res.add(o, Action{Kind: ResumeGC, Cluster: initializer})
+		}
 	}
 	for _, c := range o.Backup.Spec.Clusters {
 		if m := o.Members[c.K8sClusterName]; m.Exists && m.Phase != dpv1alpha1.BackupMemberTeardown {
@@ -300,6 +324,14 @@ func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
 	}
 	if allTS && minTS > 0 {
 		st.CommitTs = strconv.FormatUint(minTS, 10)
+	}
+	if init, ok := o.Members[st.Initializer]; ok {
+		paused, resumed := memberCondition(init, dpv1alpha1.BackupMemberInitializedCondition), memberCondition(init, dpv1alpha1.BackupMemberGCResumedCondition)
+		if paused != nil && resumed != nil && paused.Status == metav1.ConditionTrue && resumed.Status == metav1.ConditionTrue {
+			// The agent stamps both transitions with its own clock: when the pause became
+			// ready and when it was lifted.
+			st.GCPauseSeconds = strconv.FormatFloat(resumed.LastTransitionTime.Sub(paused.LastTransitionTime.Time).Seconds(), 'f', 3, 64)
+		}
 	}
 	st.BackupSizeReadable = readable(st.BackupSize)
 	st.IncrementalBackupSizeReadable = readable(st.IncrementalBackupSize)

@@ -35,6 +35,9 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 	m := Member{Exists: true, Phase: phase, PhaseSince: t0}
 	for _, c := range conds {
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
+		if c == inited {
+			m.Status.CommitTs = "100" // an initialized pause always reports its backup ts
+		}
 	}
 	return m
 }
@@ -89,12 +92,12 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
-			name:    "initialized: it executes and the others are created executing",
-			members: map[string]Member{"az1": member(init_, inited)},
+			name:    "initialized: it executes and the others are created executing, all at its backup ts",
+			members: map[string]Member{"az1": withTS(member(init_, inited), "100")},
 			want: []Action{
-				{Kind: SetPhase, Cluster: "az1", Phase: exec},
-				{Kind: CreateMember, Cluster: "az2", Phase: exec},
-				{Kind: CreateMember, Cluster: "az3", Phase: exec},
+				{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "100"},
+				{Kind: CreateMember, Cluster: "az2", Phase: exec, BackupTS: "100"},
+				{Kind: CreateMember, Cluster: "az3", Phase: exec, BackupTS: "100"},
 			},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
@@ -196,13 +199,58 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:      "an unreachable cluster: act on the others, say why it waits",
-			members:   map[string]Member{"az1": member(init_, inited)},
+			members:   map[string]Member{"az1": withTS(member(init_, inited), "100")},
 			reachable: map[string]bool{"az1": true, "az2": true},
-			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: exec}, {Kind: CreateMember, Cluster: "az2", Phase: exec}},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "100"}, {Kind: CreateMember, Cluster: "az2", Phase: exec, BackupTS: "100"}},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
 				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable {
 					t.Errorf("Ready = %+v", c)
+				}
+			},
+		},
+		{
+			name:      "the first plane is unreachable at the start: the next reachable one initializes",
+			reachable: map[string]bool{"az2": true, "az3": true},
+			want:      []Action{{Kind: CreateMember, Cluster: "az2", Phase: init_}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if r.Status.Initializer != "az2" {
+					t.Errorf("initializer = %q, want az2", r.Status.Initializer)
+				}
+			},
+		},
+		{
+			name:      "the initializer, once chosen, stays even when the first plane comes back",
+			mutate:    func(b *fedv1alpha1.VolumeBackup) { b.Status.Initializer = "az2" },
+			members:   map[string]Member{"az2": withTS(member(init_, inited), "100")},
+			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: exec, BackupTS: "100"}, {Kind: SetPhase, Cluster: "az2", Phase: exec, BackupTS: "100"}, {Kind: CreateMember, Cluster: "az3", Phase: exec, BackupTS: "100"}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name:      "an initializer ready without a backup ts fails the backup, pause lifted",
+			members:   map[string]Member{"az1": withTS(member(init_, inited), "")},
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != ReasonBadBackupTS {
+					t.Errorf("Failed = %+v", c)
+				}
+			},
+		},
+		{
+			name: "the GC pause window is the initializer's ready-to-lifted time",
+			members: map[string]Member{"az1": func() Member {
+				m := member(exec, inited, started, resumed)
+				m.ResumeGC = true
+				m.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0)
+				m.Status.Conditions[2].LastTransitionTime = metav1.NewTime(t0.Add(1500 * time.Millisecond))
+				return m
+			}(), "az2": member(exec, started), "az3": member(exec, started)},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+			check: func(t *testing.T, r Result) {
+				if r.Status.GCPauseSeconds != "1.500" {
+					t.Errorf("gcPauseSeconds = %q, want 1.500", r.Status.GCPauseSeconds)
 				}
 			},
 		},
@@ -307,7 +355,7 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 	step := func() Result { r := Plan(o, t0.Add(time.Minute)); apply(r); return r }
 
 	step()
-	report("az1", inited, "")
+	report("az1", inited, "30")
 	step()
 	for _, c := range []string{"az1", "az2", "az3"} {
 		report(c, started, "")
