@@ -9,6 +9,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/cmd/br"
 	"github.com/fedbr/fedbr/internal/cmd/lab"
+	"github.com/fedbr/fedbr/internal/cmd/manager"
 	"github.com/fedbr/fedbr/internal/cmd/version"
 )
 
@@ -21,7 +22,7 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(version.NewCmd(), br.NewCmd(), lab.NewCmd())
+	root.AddCommand(version.NewCmd(), br.NewCmd(), lab.NewCmd(), manager.NewCmd())
 	return root
 }
 

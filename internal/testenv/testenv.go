@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -173,4 +175,25 @@ func CRDKinds() []schema.GroupVersionKind {
 		dpv1alpha1.GroupVersion.WithKind("VolumeRestoreMember"),
 		pcv1alpha1.GroupVersion.WithKind("TidbCluster"),
 	}
+}
+
+// WriteKubeconfig writes one kubeconfig file with a context (and cluster and user) per named
+// API server, as the manager reads its data planes.
+func WriteKubeconfig(path string, envs map[string]*Env) error {
+	out := clientcmdapi.NewConfig()
+	for name, e := range envs {
+		cfg, err := clientcmd.Load(e.env.KubeConfig)
+		if err != nil {
+			return err
+		}
+		cur := cfg.Contexts[cfg.CurrentContext]
+		if cur == nil {
+			return fmt.Errorf("kubeconfig of %s has no current context", name)
+		}
+		out.Clusters[name] = cfg.Clusters[cur.Cluster]
+		out.AuthInfos[name] = cfg.AuthInfos[cur.AuthInfo]
+		out.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+		out.CurrentContext = name
+	}
+	return clientcmd.WriteToFile(*out, path)
 }

@@ -17,6 +17,10 @@ const (
 	DefaultWarmupStrategy          = RestoreWarmupStrategyHybrid
 )
 
+// AnnotationForceRemove on a deleted VolumeBackup or VolumeRestore lets it go although some data
+// planes could not confirm that their members (and what those hold) are gone.
+const AnnotationForceRemove = "fedbr.io/force-remove"
+
 // MemberName is the name of the member object a VolumeBackup or VolumeRestore creates in every
 // data plane. It is deterministic, so a stale cache yields AlreadyExists, never a duplicate.
 func MemberName(name string) string {

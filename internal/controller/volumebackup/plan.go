@@ -51,6 +51,9 @@ type Observed struct {
 	// Known are the data planes in the manager's kubeconfig; Reachable the ones answering now.
 	Known     map[string]bool
 	Reachable map[string]bool
+	// ForceRemove lets a deleted backup go although some planes could not confirm their
+	// members are gone.
+	ForceRemove bool
 }
 
 // ActionKind says what an Action does to a member.
@@ -111,7 +114,7 @@ func Plan(o Observed, now time.Time) Result {
 	clusters := b.Spec.Clusters
 
 	if b.DeletionTimestamp != nil {
-		return planDeletion(o, res)
+		return planDeletion(o, res, now)
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeBackupFailedCondition) ||
 		meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) {
@@ -265,20 +268,32 @@ func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
 	return res
 }
 
-// planDeletion deletes every member and releases the VolumeBackup once they are gone.
-func planDeletion(o Observed, res Result) Result {
-	remaining := 0
+// planDeletion deletes every member and releases the VolumeBackup once they are gone. A plane
+// that is unreachable or no longer in the kubeconfig may still hold a member (and its
+// snapshots), so it keeps the finalizer — said in the Ready condition — until the plane answers
+// or an SRE sets the force-remove annotation.
+func planDeletion(o Observed, res Result, now time.Time) Result {
+	var deleting, waiting []string
 	for _, c := range o.Backup.Spec.Clusters {
-		if o.Members[c.K8sClusterName].Exists {
-			remaining++
-			res.add(o, Action{Kind: DeleteMember, Cluster: c.K8sClusterName})
+		name := c.K8sClusterName
+		switch {
+		case !o.Known[name] || !o.Reachable[name]:
+			waiting = append(waiting, name)
+		case o.Members[name].Exists:
+			deleting = append(deleting, name)
+			res.add(o, Action{Kind: DeleteMember, Cluster: name})
 		}
 	}
-	if remaining == 0 {
+	if len(deleting) == 0 && (len(waiting) == 0 || o.ForceRemove) {
 		res.RemoveFinalizer = true
 		return res
 	}
 	res.Status.Phase = fedv1alpha1.VolumeBackupCleaning
+	msg := fmt.Sprintf("deleting members in %v", deleting)
+	if len(waiting) > 0 {
+		msg = fmt.Sprintf("deleting members in %v; waiting for unreachable or unknown data planes %v (annotate %s=true to remove anyway, leaving their snapshots)", deleting, waiting, fedv1alpha1.AnnotationForceRemove)
+	}
+	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg}, now)
 	return res
 }
 

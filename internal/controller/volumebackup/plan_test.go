@@ -71,6 +71,7 @@ func TestPlan(t *testing.T) {
 		members   map[string]Member
 		reachable map[string]bool
 		known     map[string]bool
+		force     bool
 		now       time.Time
 		want      []Action
 		wantPhase fedv1alpha1.VolumeBackupPhase
@@ -275,6 +276,46 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupCleaning,
 		},
 		{
+			name: "deletion waits for an unreachable plane, which may still hold a member, and says so",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				now := metav1.NewTime(t0)
+				b.DeletionTimestamp = &now
+			},
+			reachable: map[string]bool{"az1": true, "az2": true},
+			wantPhase: fedv1alpha1.VolumeBackupCleaning,
+			check: func(t *testing.T, r Result) {
+				c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition)
+				if r.RemoveFinalizer || c == nil || !strings.Contains(c.Message, "[az3]") || !strings.Contains(c.Message, fedv1alpha1.AnnotationForceRemove) {
+					t.Errorf("RemoveFinalizer %v, Ready %+v", r.RemoveFinalizer, c)
+				}
+			},
+		},
+		{
+			name: "deletion forced past an unreachable plane still deletes the reachable members first",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				now := metav1.NewTime(t0)
+				b.DeletionTimestamp = &now
+			},
+			members:   map[string]Member{"az1": member(tear)},
+			reachable: map[string]bool{"az1": true, "az2": true},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}},
+			wantPhase: fedv1alpha1.VolumeBackupCleaning,
+		},
+		{
+			name: "deletion forced: an unreachable plane no longer holds the finalizer",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				now := metav1.NewTime(t0)
+				b.DeletionTimestamp = &now
+			},
+			reachable: map[string]bool{"az1": true},
+			force:     true,
+			check: func(t *testing.T, r Result) {
+				if !r.RemoveFinalizer {
+					t.Error("forced removal kept the finalizer")
+				}
+			},
+		},
+		{
 			name: "deletion with every member gone releases the finalizer",
 			mutate: func(b *fedv1alpha1.VolumeBackup) {
 				now := metav1.NewTime(t0)
@@ -293,7 +334,7 @@ func TestPlan(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(b)
 			}
-			o := Observed{Backup: b, Members: tc.members, Known: tc.known, Reachable: tc.reachable}
+			o := Observed{Backup: b, Members: tc.members, Known: tc.known, Reachable: tc.reachable, ForceRemove: tc.force}
 			if o.Members == nil {
 				o.Members = map[string]Member{}
 			}

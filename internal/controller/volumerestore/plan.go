@@ -39,6 +39,9 @@ type Observed struct {
 	Members   map[string]Member
 	Known     map[string]bool
 	Reachable map[string]bool
+	// ForceRemove lets a deleted restore go although some planes could not confirm their
+	// members are gone.
+	ForceRemove bool
 }
 
 // ActionKind says what an Action does to a member.
@@ -256,15 +259,22 @@ func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
 	return deleteMembers(o, res)
 }
 
+// deleteMembers deletes every member. A deleted VolumeRestore keeps its finalizer while a plane
+// that is unreachable or unknown may still hold a member (and the volumes it created), unless an
+// SRE set the force-remove annotation.
 func deleteMembers(o Observed, res Result) Result {
-	remaining := 0
+	remaining, waiting := 0, 0
 	for _, c := range o.Restore.Spec.Clusters {
-		if o.Members[c.K8sClusterName].Exists {
+		name := c.K8sClusterName
+		switch {
+		case !o.Known[name] || !o.Reachable[name]:
+			waiting++
+		case o.Members[name].Exists:
 			remaining++
-			res.add(o, Action{Kind: DeleteMember, Cluster: c.K8sClusterName})
+			res.add(o, Action{Kind: DeleteMember, Cluster: name})
 		}
 	}
-	res.RemoveFinalizer = remaining == 0 && o.Restore.DeletionTimestamp != nil
+	res.RemoveFinalizer = o.Restore.DeletionTimestamp != nil && remaining == 0 && (waiting == 0 || o.ForceRemove)
 	return res
 }
 

@@ -54,6 +54,7 @@ func TestPlan(t *testing.T) {
 		members   map[string]Member
 		known     map[string]bool
 		reachable map[string]bool
+		force     bool
 		now       time.Time
 		want      []Action
 		wantPhase fedv1alpha1.VolumeRestorePhase
@@ -164,6 +165,35 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "deletion keeps the finalizer while an unreachable plane may hold a member with volumes",
+			mutate: func(r *fedv1alpha1.VolumeRestore) {
+				now := metav1.NewTime(t0)
+				r.DeletionTimestamp = &now
+			},
+			members:   map[string]Member{"az1": member(restoreFinish, "10", done)},
+			reachable: map[string]bool{"az1": true},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}},
+			check: func(t *testing.T, r Result) {
+				if r.RemoveFinalizer {
+					t.Error("finalizer released while az2 is unreachable")
+				}
+			},
+		},
+		{
+			name: "deletion forced past an unreachable plane releases the finalizer",
+			mutate: func(r *fedv1alpha1.VolumeRestore) {
+				now := metav1.NewTime(t0)
+				r.DeletionTimestamp = &now
+			},
+			reachable: map[string]bool{"az1": true},
+			force:     true,
+			check: func(t *testing.T, r Result) {
+				if !r.RemoveFinalizer {
+					t.Error("finalizer kept")
+				}
+			},
+		},
+		{
 			name: "deletion with members gone releases the finalizer",
 			mutate: func(r *fedv1alpha1.VolumeRestore) {
 				now := metav1.NewTime(t0)
@@ -182,7 +212,7 @@ func TestPlan(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(r)
 			}
-			o := Observed{Restore: r, Members: tc.members, Known: tc.known, Reachable: tc.reachable}
+			o := Observed{Restore: r, Members: tc.members, Known: tc.known, Reachable: tc.reachable, ForceRemove: tc.force}
 			if o.Members == nil {
 				o.Members = map[string]Member{}
 			}

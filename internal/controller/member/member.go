@@ -1,0 +1,91 @@
+// Package member is what the manager's VolumeBackup and VolumeRestore controllers share about
+// the member objects they drive in the data planes: the labels that tie a member to its owner
+// (a member lives in another cluster, so no owner reference can), the start time of its current
+// step, and the merge patches that move it.
+package member
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+)
+
+// Labels are the owner labels of a member of owner.
+func Labels(owner client.Object) map[string]string {
+	return map[string]string{
+		dpv1alpha1.LabelOwnerName:      owner.GetName(),
+		dpv1alpha1.LabelOwnerNamespace: owner.GetNamespace(),
+		dpv1alpha1.LabelOwnerUID:       string(owner.GetUID()),
+	}
+}
+
+// OwnerRequest maps a member's labels to its owner's reconcile request.
+func OwnerRequest(m client.Object) []reconcile.Request {
+	l := m.GetLabels()
+	name, ns := l[dpv1alpha1.LabelOwnerName], l[dpv1alpha1.LabelOwnerNamespace]
+	if name == "" || ns == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// CheckOwner refuses a member that another owner created under the same name: adopting it would
+// drive someone else's backup or restore. The error is terminal: retrying cannot fix it.
+func CheckOwner(m client.Object, owner client.Object, plane string) error {
+	if uid := m.GetLabels()[dpv1alpha1.LabelOwnerUID]; uid != string(owner.GetUID()) {
+		return reconcile.TerminalError(fmt.Errorf("member %s/%s in %s belongs to another owner (uid %q, not %s); use another name",
+			m.GetNamespace(), m.GetName(), plane, uid, owner.GetUID()))
+	}
+	return nil
+}
+
+// PhaseSince is when the member's current step started (zero when unknown).
+func PhaseSince(m client.Object) time.Time {
+	t, err := time.Parse(time.RFC3339, m.GetAnnotations()[dpv1alpha1.AnnotationPhaseSince])
+	if err != nil {
+		return time.Time{}
+	}
+	return t
+}
+
+// NewMeta is the metadata of a new member of owner, whose first step starts now.
+func NewMeta(owner client.Object, name, namespace string, now time.Time) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: Labels(owner),
+		Annotations: map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}
+}
+
+// Create creates a member; one that already exists (a stale cache) is success.
+func Create(ctx context.Context, c client.Client, m client.Object) error {
+	if err := c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// SetSpec merge-patches spec fields of the member obj (name and namespace set) and, when
+// newStep, restarts its step clock at now.
+func SetSpec(ctx context.Context, c client.Client, obj client.Object, spec map[string]any, newStep bool, now time.Time) error {
+	body := map[string]any{"spec": spec}
+	if newStep {
+		body["metadata"] = map[string]any{"annotations": map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}
+	}
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw))
+}
+
+// Delete deletes a member; one already gone is success.
+func Delete(ctx context.Context, c client.Client, obj client.Object) error {
+	return client.IgnoreNotFound(c.Delete(ctx, obj))
+}

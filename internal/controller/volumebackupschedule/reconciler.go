@@ -1,0 +1,114 @@
+package volumebackupschedule
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// ScheduledAnnotation on a scheduled VolumeBackup is the tick it was created for (RFC 3339);
+// retention counts age from it, not from creation, so a late creation does not extend a backup's
+// life.
+const ScheduledAnnotation = "federation.pingcap.com/scheduled-at"
+
+// Reconciler is the VolumeBackupSchedule controller: observe the schedule and the backups it
+// created, Plan, apply.
+type Reconciler struct {
+	Client   client.Client
+	Recorder events.EventRecorder
+	Now      func() time.Time
+}
+
+// SetupWithManager registers the controller. A backup's changes wake its schedule through the
+// schedule label. The backups carry no owner reference on purpose: deleting a schedule must not
+// garbage-collect its backups (and, with cleanPolicy Delete, their snapshots).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fedv1alpha1.VolumeBackupSchedule{}).
+		Watches(&fedv1alpha1.VolumeBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name := o.GetLabels()[ScheduleLabel]
+			if name == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		})).
+		Named("volumebackupschedule").
+		Complete(r)
+}
+
+// Reconcile drives one schedule.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var s fedv1alpha1.VolumeBackupSchedule
+	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if s.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil // its backups stay; see SetupWithManager
+	}
+	var list fedv1alpha1.VolumeBackupList
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{ScheduleLabel: s.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	o := Observed{Schedule: &s}
+	for i := range list.Items {
+		b := &list.Items[i]
+		at, err := time.Parse(time.RFC3339, b.Annotations[ScheduledAnnotation])
+		if err != nil {
+			at = b.CreationTimestamp.Time
+		}
+		done := meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) ||
+			meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
+		o.Backups = append(o.Backups, Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC, Done: done, Deleting: b.DeletionTimestamp != nil})
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	res := Plan(o, now)
+	for _, name := range res.Delete {
+		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace}}
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {
+			return reconcile.Result{}, err
+		}
+		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", name)
+	}
+	if res.Create != "" {
+		if err := r.create(ctx, &s, res.Create, res.CreateFor); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if !equality.Semantic.DeepEqual(s.Status, res.Status) {
+		old := s.DeepCopy()
+		s.Status = res.Status
+		if err := r.Client.Status().Patch(ctx, &s, client.MergeFrom(old)); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	return reconcile.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, name string, tick time.Time) error {
+	b := &fedv1alpha1.VolumeBackup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace,
+			Labels:      map[string]string{ScheduleLabel: s.Name},
+			Annotations: map[string]string{ScheduledAnnotation: tick.UTC().Format(time.RFC3339)}},
+		Spec: *s.Spec.BackupTemplate.DeepCopy(),
+	}
+	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	r.Recorder.Eventf(s, nil, "Normal", "BackupCreated", "Create", "created %s for the %s tick", name, tick.UTC().Format(time.RFC3339))
+	return nil
+}

@@ -1,0 +1,178 @@
+// Package manager runs fedbr's control-plane manager: the VolumeBackup, VolumeRestore and
+// VolumeBackupSchedule controllers in the control plane, with one informer cache per data plane
+// for the members they drive.
+//
+// The data planes come from one kubeconfig (context name = k8sClusterName), usually a mounted
+// Secret. When that file changes the manager reloads: it stops its controllers (releasing the
+// leader lease) and starts again from the new file, so a plane can be added or its credentials
+// rotated without restarting the pod. Every controller decision is idempotent and derived from
+// what is observed, so a reload loses nothing.
+package manager
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/controller/volumebackup"
+	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
+	"github.com/fedbr/fedbr/internal/controller/volumerestore"
+	"github.com/fedbr/fedbr/internal/plane"
+)
+
+// Options configure the manager.
+type Options struct {
+	// Control reaches the control plane (where VolumeBackups live).
+	Control *rest.Config
+	// Kubeconfig names the data planes, one context each.
+	Kubeconfig string
+	// Namespace limits the control-plane objects watched ("" = all).
+	Namespace string
+	// MetricsAddr and HealthAddr are the listen addresses ("0" disables).
+	MetricsAddr, HealthAddr string
+	// LeaderElection, with LeaderElectionNamespace, makes only one replica act.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	// ProbeInterval is how often data planes are probed for reachability.
+	ProbeInterval time.Duration
+	// ReloadCheck is how often the kubeconfig file is checked for changes (default 10s).
+	ReloadCheck time.Duration
+	Log         logr.Logger
+}
+
+// Scheme has every kind the manager reads.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fedv1alpha1.AddToScheme, dpv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// errReload ends one run of the manager because the kubeconfig changed.
+var errReload = errors.New("data planes' kubeconfig changed")
+
+// Run runs the manager until ctx ends, reloading whenever the kubeconfig changes.
+func Run(ctx context.Context, o Options) error {
+	if o.ReloadCheck <= 0 {
+		o.ReloadCheck = 10 * time.Second
+	}
+	for {
+		err := runOnce(ctx, o)
+		if !errors.Is(err, errReload) {
+			return err
+		}
+		o.Log.Info("reloading: the data planes' kubeconfig changed", "kubeconfig", o.Kubeconfig)
+	}
+}
+
+func runOnce(ctx context.Context, o Options) error {
+	content, err := os.ReadFile(o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("reading the data planes' kubeconfig: %w", err)
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	mopts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:        o.HealthAddr,
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              "fedbr-manager.federation.pingcap.com",
+		LeaderElectionNamespace:       o.LeaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		Logger:                        o.Log,
+		// A reload builds the controllers again in the same process; their names (and so their
+		// metrics) are the same on purpose.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	if o.Namespace != "" {
+		mopts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
+	}
+	mgr, err := ctrl.NewManager(o.Control, mopts)
+	if err != nil {
+		return fmt.Errorf("control-plane manager: %w", err)
+	}
+	backups := &volumebackup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-manager")}
+	restores := &volumerestore.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-manager")}
+	planes, err := plane.Load(plane.Options{
+		Kubeconfig: o.Kubeconfig, Scheme: scheme, ProbeInterval: o.ProbeInterval, Log: o.Log.WithName("planes"),
+		OnSynced: func(p *plane.Plane) error {
+			if err := backups.WatchPlane(p); err != nil {
+				return err
+			}
+			return restores.WatchPlane(p)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	backups.Planes, restores.Planes = planes, planes
+	if err := backups.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := restores.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&volumebackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-manager")}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(planes); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	o.Log.Info("starting", "dataPlanes", planes.Names(), "namespace", o.Namespace)
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go watchFile(runCtx, o.Kubeconfig, content, o.ReloadCheck, func() { cancel(errReload) })
+	err = mgr.Start(runCtx)
+	if cause := context.Cause(runCtx); errors.Is(cause, errReload) {
+		return errReload
+	}
+	return err
+}
+
+// watchFile calls changed once when path's content differs from was (a mounted Secret is
+// replaced through a symlink swap, so content, not mtime, is compared).
+func watchFile(ctx context.Context, path string, was []byte, every time.Duration, changed func()) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now, err := os.ReadFile(path)
+		if err == nil && !bytes.Equal(now, was) {
+			changed()
+			return
+		}
+	}
+}

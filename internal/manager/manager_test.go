@@ -1,0 +1,370 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/metrics"
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+// lab is a control plane and two data planes, each a real API server, with the manager running.
+type lab struct {
+	control, dp1, dp2 *testenv.Env
+	kubeconfig        string
+}
+
+var shared *lab
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(testenv.RunMain(m, func(control *testenv.Env) {
+		dp1, err := testenv.New()
+		if err != nil {
+			panic(err)
+		}
+		dp2, err := testenv.New()
+		if err != nil {
+			panic(err)
+		}
+		shared = &lab{control: control, dp1: dp1, dp2: dp2}
+	}))
+}
+
+// startManager runs the manager over dp1 and dp2 until the test ends.
+func startManager(t *testing.T) *lab {
+	return startManagerOver(t, map[string]*testenv.Env{"dp1": shared.dp1, "dp2": shared.dp2})
+}
+
+func startManagerOver(t *testing.T, planes map[string]*testenv.Env) *lab {
+	t.Helper()
+	l := shared
+	l.kubeconfig = filepath.Join(t.TempDir(), "planes")
+	if err := testenv.WriteKubeconfig(l.kubeconfig, planes); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{Control: l.control.Config, Kubeconfig: l.kubeconfig, MetricsAddr: "0", HealthAddr: "0",
+			ProbeInterval: 200 * time.Millisecond, ReloadCheck: 200 * time.Millisecond, Log: testr.New(t)})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+	return l
+}
+
+func ensureNamespace(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := client.IgnoreAlreadyExists(c.Create(context.Background(), ns)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls f until it returns nil or the deadline passes.
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func backupMember(t *testing.T, e *testenv.Env, name string) *dpv1alpha1.VolumeBackupMember {
+	t.Helper()
+	var m dpv1alpha1.VolumeBackupMember
+	if err := e.Client.Get(context.Background(), types.NamespacedName{Namespace: "tidb", Name: fedv1alpha1.MemberName(name)}, &m); err != nil {
+		return nil
+	}
+	return &m
+}
+
+// report sets conditions (True, at the given times) and fields on a member's status, as an
+// agent would.
+func reportBackup(t *testing.T, e *testenv.Env, name string, at time.Time, mutate func(*dpv1alpha1.VolumeBackupMemberStatus), conds ...string) {
+	t.Helper()
+	eventually(t, "report on "+name, func() error {
+		m := backupMember(t, e, name)
+		if m == nil {
+			return fmt.Errorf("no member")
+		}
+		for _, c := range conds {
+			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(at)})
+		}
+		if mutate != nil {
+			mutate(&m.Status)
+		}
+		return e.Client.Status().Update(context.Background(), m)
+	})
+}
+
+func backupSpec(name string, clusters ...string) *fedv1alpha1.VolumeBackup {
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	for _, c := range clusters {
+		b.Spec.Clusters = append(b.Spec.Clusters, fedv1alpha1.VolumeBackupMemberCluster{K8sClusterName: c, TCName: "basic", TCNamespace: "tidb"})
+	}
+	b.Spec.Template.StorageProvider = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: name}}
+	return b
+}
+
+func TestBackupWalksTheProtocolWithAgentsPlayedByTheTest(t *testing.T) {
+	l := startManager(t)
+	ctx := context.Background()
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		ensureNamespace(t, e.Client, "tidb")
+	}
+	if err := l.control.Client.Create(ctx, backupSpec("nightly", "dp1", "dp2")); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "initializer member in dp1", func() error {
+		m := backupMember(t, l.dp1, "nightly")
+		if m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberInitialize {
+			return fmt.Errorf("member %+v", m)
+		}
+		if m.Spec.Template.S3 == nil || m.Spec.Template.S3.Prefix != "nightly-dp1" {
+			return fmt.Errorf("member storage %+v, want prefix nightly-dp1", m.Spec.Template.S3)
+		}
+		if m.Labels[dpv1alpha1.LabelOwnerName] != "nightly" || m.Labels[dpv1alpha1.LabelOwnerNamespace] != "default" {
+			return fmt.Errorf("labels %v", m.Labels)
+		}
+		return nil
+	})
+	if backupMember(t, l.dp2, "nightly") != nil {
+		t.Fatal("dp2's member was created before the pause was ready")
+	}
+
+	t0 := time.Now().Truncate(time.Second)
+	reportBackup(t, l.dp1, "nightly", t0, func(s *dpv1alpha1.VolumeBackupMemberStatus) { s.CommitTs = "1000" }, dpv1alpha1.BackupMemberInitializedCondition)
+	start := time.Now()
+	eventually(t, "both members execute at the initializer's ts", func() error {
+		for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+			m := backupMember(t, e, "nightly")
+			if m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberExecute || m.Spec.BackupTS != "1000" {
+				return fmt.Errorf("member %+v", m)
+			}
+		}
+		return nil
+	})
+	t.Logf("members executing %s after the pause was reported ready", time.Since(start).Round(time.Millisecond))
+
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		reportBackup(t, e, "nightly", t0, nil, dpv1alpha1.BackupMemberSnapshotsCreatedCondition)
+	}
+	eventually(t, "the initializer is asked to resume GC", func() error {
+		if m := backupMember(t, l.dp1, "nightly"); m == nil || !m.Spec.ResumeGC {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
+	reportBackup(t, l.dp1, "nightly", t0.Add(2*time.Second), nil, dpv1alpha1.BackupMemberGCResumedCondition)
+	for i, e := range []*testenv.Env{l.dp1, l.dp2} {
+		reportBackup(t, e, "nightly", t0, func(s *dpv1alpha1.VolumeBackupMemberStatus) {
+			s.CommitTs, s.BackupSize = "1000", int64(1000*(i+1))
+		}, dpv1alpha1.BackupMemberCompleteCondition)
+	}
+
+	var b fedv1alpha1.VolumeBackup
+	eventually(t, "backup complete", func() error {
+		if err := l.control.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "nightly"}, &b); err != nil {
+			return err
+		}
+		if b.Status.Phase != fedv1alpha1.VolumeBackupComplete {
+			return fmt.Errorf("phase %s", b.Status.Phase)
+		}
+		return nil
+	})
+	if b.Status.CommitTs != "1000" || b.Status.BackupSize != 3000 || b.Status.GCPauseSeconds != "2.000" || b.Status.Initializer != "dp1" {
+		t.Errorf("status: commitTs %s size %d gcPause %s initializer %s", b.Status.CommitTs, b.Status.BackupSize, b.Status.GCPauseSeconds, b.Status.Initializer)
+	}
+	eventually(t, "members torn down", func() error {
+		for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+			if m := backupMember(t, e, "nightly"); m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberTeardown {
+				return fmt.Errorf("member %+v", m)
+			}
+		}
+		return nil
+	})
+
+	if err := l.control.Client.Delete(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "members and backup deleted", func() error {
+		for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+			if backupMember(t, e, "nightly") != nil {
+				return fmt.Errorf("a member remains")
+			}
+		}
+		err := l.control.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "nightly"}, &b)
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		if err == nil {
+			return fmt.Errorf("backup still there, finalizers %v", b.Finalizers)
+		}
+		return nil
+	})
+}
+
+func TestUnknownPlaneFailsTheBackupWithAReason(t *testing.T) {
+	l := startManager(t)
+	ctx := context.Background()
+	if err := l.control.Client.Create(ctx, backupSpec("typo", "dp1", "dp9")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "backup failed", func() error {
+		var b fedv1alpha1.VolumeBackup
+		if err := l.control.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "typo"}, &b); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
+		if c == nil || c.Reason != "UnknownCluster" {
+			return fmt.Errorf("failed condition %+v", c)
+		}
+		return nil
+	})
+	if backupMember(t, l.dp1, "typo") != nil {
+		t.Error("a member was created for a backup that names an unknown plane")
+	}
+}
+
+func restoreMember(e *testenv.Env, name string) *dpv1alpha1.VolumeRestoreMember {
+	var m dpv1alpha1.VolumeRestoreMember
+	if err := e.Client.Get(context.Background(), types.NamespacedName{Namespace: "tidb", Name: fedv1alpha1.MemberName(name)}, &m); err != nil {
+		return nil
+	}
+	return &m
+}
+
+func reportRestore(t *testing.T, e *testenv.Env, name, ts string, conds ...string) {
+	t.Helper()
+	eventually(t, "report on "+name, func() error {
+		m := restoreMember(e, name)
+		if m == nil {
+			return fmt.Errorf("no member")
+		}
+		for _, c := range conds {
+			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Test"})
+		}
+		if ts != "" {
+			m.Status.CommitTs = ts
+		}
+		return e.Client.Status().Update(context.Background(), m)
+	})
+}
+
+func waitRestorePhase(t *testing.T, e *testenv.Env, name string, want dpv1alpha1.RestoreMemberPhase) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("member %s in %s", name, want), func() error {
+		if m := restoreMember(e, name); m == nil || m.Spec.Phase != want {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
+}
+
+func TestRestoreRunsDataOnTheSmallestTSAndFinishesEverywhere(t *testing.T) {
+	l := startManager(t)
+	ctx := context.Background()
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		ensureNamespace(t, e.Client, "tidb")
+	}
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: "back", Namespace: "default"}}
+	for _, c := range []string{"dp1", "dp2"} {
+		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: c, TCName: "basic", TCNamespace: "tidb",
+			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "nightly-" + c}}})
+	}
+	if err := l.control.Client.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	waitRestorePhase(t, l.dp1, "back", dpv1alpha1.RestoreMemberRestoreVolume)
+	waitRestorePhase(t, l.dp2, "back", dpv1alpha1.RestoreMemberRestoreVolume)
+	if m := restoreMember(l.dp2, "back"); m.Spec.Backup.S3 == nil || m.Spec.Backup.S3.Prefix != "nightly-dp2" {
+		t.Errorf("dp2 member's backup %+v", m.Spec.Backup)
+	}
+	reportRestore(t, l.dp1, "back", "500", dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberTikvCompleteCondition)
+	reportRestore(t, l.dp2, "back", "400", dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberTikvCompleteCondition)
+	waitRestorePhase(t, l.dp2, "back", dpv1alpha1.RestoreMemberRestoreData)
+	if m := restoreMember(l.dp1, "back"); m.Spec.Phase != dpv1alpha1.RestoreMemberRestoreVolume {
+		t.Fatalf("dp1 moved to %s; only the smallest-ts member restores data", m.Spec.Phase)
+	}
+	reportRestore(t, l.dp2, "back", "", dpv1alpha1.RestoreMemberDataCompleteCondition)
+	waitRestorePhase(t, l.dp1, "back", dpv1alpha1.RestoreMemberRestoreFinish)
+	waitRestorePhase(t, l.dp2, "back", dpv1alpha1.RestoreMemberRestoreFinish)
+	reportRestore(t, l.dp1, "back", "", dpv1alpha1.RestoreMemberCompleteCondition)
+	reportRestore(t, l.dp2, "back", "", dpv1alpha1.RestoreMemberCompleteCondition)
+	eventually(t, "restore complete", func() error {
+		var got fedv1alpha1.VolumeRestore
+		if err := l.control.Client.Get(ctx, client.ObjectKeyFromObject(r), &got); err != nil {
+			return err
+		}
+		if got.Status.Phase != fedv1alpha1.VolumeRestoreComplete || got.Status.CommitTs != "400" {
+			return fmt.Errorf("phase %s commitTs %s", got.Status.Phase, got.Status.CommitTs)
+		}
+		return nil
+	})
+}
+
+func TestKubeconfigChangeAddsAPlaneWithoutRestart(t *testing.T) {
+	metrics.PlaneReachable.Reset() // earlier tests' managers saw dp2
+	l := startManagerOver(t, map[string]*testenv.Env{"dp1": shared.dp1})
+	ctx := context.Background()
+	eventually(t, "dp1 reachable", func() error {
+		if v := testutil.ToFloat64(metrics.PlaneReachable.WithLabelValues("dp1")); v != 1 {
+			return fmt.Errorf("fedbr_dataplane_reachable{plane=dp1} = %v", v)
+		}
+		return nil
+	})
+	if v := testutil.ToFloat64(metrics.PlaneReachable.WithLabelValues("dp2")); v != 0 {
+		t.Fatalf("dp2 reachable before it is in the kubeconfig: %v", v)
+	}
+	ensureNamespace(t, l.dp2.Client, "tidb")
+	if err := testenv.WriteKubeconfig(l.kubeconfig, map[string]*testenv.Env{"dp1": l.dp1, "dp2": l.dp2}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "dp2 reachable after the reload", func() error {
+		if v := testutil.ToFloat64(metrics.PlaneReachable.WithLabelValues("dp2")); v != 1 {
+			return fmt.Errorf("fedbr_dataplane_reachable{plane=dp2} = %v", v)
+		}
+		return nil
+	})
+	if err := l.control.Client.Create(ctx, backupSpec("after-reload", "dp2")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "initializer member in dp2", func() error {
+		if m := backupMember(t, l.dp2, "after-reload"); m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberInitialize {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
+}

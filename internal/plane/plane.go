@@ -1,0 +1,255 @@
+// Package plane is the manager's view of the data planes: one controller-runtime Cluster (client
+// and informer cache) per context of the manager's kubeconfig, where the context name is the
+// data plane's k8sClusterName, plus whether each plane answers right now.
+//
+// A plane that is down when the manager starts must not stop the manager or the other planes:
+// each plane's cache starts on its own, and only once it has synced does the plane count as
+// reachable and its member watches get added (OnSynced). Reachability is then probed in the
+// background; a change is reported on Changes so that every object gets reconciled again — a
+// probe interval bounds how fast an outage is noticed, never how fast a member change is seen
+// (that is the watch).
+package plane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+
+	"github.com/fedbr/fedbr/internal/metrics"
+)
+
+// Plane is one data plane.
+type Plane struct {
+	// Name is the kubeconfig context name, which is the k8sClusterName of members.
+	Name    string
+	Cluster cluster.Cluster
+
+	probe     discovery.DiscoveryInterface
+	mu        sync.Mutex
+	synced    bool
+	reachable bool
+	lastErr   error
+}
+
+// Reachable says whether the plane's cache has synced and its API server answered the last probe.
+func (p *Plane) Reachable() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.synced && p.reachable
+}
+
+// LastError is why the plane is unreachable (nil when reachable).
+func (p *Plane) LastError() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lastErr
+}
+
+// Options configure a Set.
+type Options struct {
+	// Kubeconfig is the file with one context per data plane.
+	Kubeconfig string
+	// Scheme knows the member kinds.
+	Scheme *runtime.Scheme
+	// ProbeInterval is how often each API server is probed (default 5s); ProbeTimeout bounds a
+	// probe (default 3s).
+	ProbeInterval, ProbeTimeout time.Duration
+	// OnSynced is called once per plane when its cache has synced (add watches here).
+	OnSynced func(*Plane) error
+	// Log is the logger.
+	Log logr.Logger
+}
+
+// Set is every data plane of one kubeconfig.
+type Set struct {
+	o      Options
+	planes map[string]*Plane
+
+	mu   sync.Mutex
+	subs []chan event.GenericEvent
+}
+
+// Load reads the kubeconfig and builds (without starting) one Cluster per context.
+func Load(o Options) (*Set, error) {
+	if o.ProbeInterval <= 0 {
+		o.ProbeInterval = 5 * time.Second
+	}
+	if o.ProbeTimeout <= 0 {
+		o.ProbeTimeout = 3 * time.Second
+	}
+	raw, err := clientcmd.LoadFromFile(o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the data planes' kubeconfig %s: %w", o.Kubeconfig, err)
+	}
+	if len(raw.Contexts) == 0 {
+		return nil, fmt.Errorf("kubeconfig %s has no context: want one per data plane, named as its k8sClusterName", o.Kubeconfig)
+	}
+	s := &Set{o: o, planes: map[string]*Plane{}}
+	for name := range raw.Contexts {
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
+		}
+		p, err := newPlane(name, cfg, o)
+		if err != nil {
+			return nil, err
+		}
+		s.planes[name] = p
+	}
+	return s, nil
+}
+
+func newPlane(name string, cfg *rest.Config, o Options) (*Plane, error) {
+	c, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = o.Scheme })
+	if err != nil {
+		return nil, fmt.Errorf("data plane %q: %w", name, err)
+	}
+	pc := rest.CopyConfig(cfg)
+	pc.Timeout = o.ProbeTimeout
+	d, err := discovery.NewDiscoveryClientForConfig(pc)
+	if err != nil {
+		return nil, fmt.Errorf("data plane %q: %w", name, err)
+	}
+	return &Plane{Name: name, Cluster: c, probe: d}, nil
+}
+
+// Names lists the planes, sorted.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.planes))
+	for n := range s.planes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Get returns the named plane.
+func (s *Set) Get(name string) (*Plane, bool) {
+	p, ok := s.planes[name]
+	return p, ok
+}
+
+// Known is the set of plane names, for the planners.
+func (s *Set) Known() map[string]bool {
+	m := make(map[string]bool, len(s.planes))
+	for n := range s.planes {
+		m[n] = true
+	}
+	return m
+}
+
+// Reachable is the set of planes reachable now, for the planners.
+func (s *Set) Reachable() map[string]bool {
+	m := make(map[string]bool, len(s.planes))
+	for n, p := range s.planes {
+		m[n] = p.Reachable()
+	}
+	return m
+}
+
+// Subscribe returns a channel that gets an event whenever a plane becomes reachable or
+// unreachable (one channel per controller: a channel source consumes what it reads). Events
+// carry no object; a pending undelivered event already stands for any later one.
+func (s *Set) Subscribe() <-chan event.GenericEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan event.GenericEvent, 1)
+	s.subs = append(s.subs, ch)
+	return ch
+}
+
+func (s *Set) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ch := range s.subs {
+		select {
+		case ch <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{}}:
+		default:
+		}
+	}
+}
+
+// Start runs every plane until ctx ends: its cache, the OnSynced hook once synced, and the
+// probe. It implements manager.Runnable and returns only when ctx ends.
+func (s *Set) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for _, p := range s.planes {
+		wg.Go(func() { s.run(ctx, p) })
+	}
+	wg.Wait()
+	for name := range s.planes {
+		metrics.PlaneReachable.DeleteLabelValues(name) // a reload may drop the plane
+	}
+	return nil
+}
+
+func (s *Set) run(ctx context.Context, p *Plane) {
+	log := s.o.Log.WithValues("plane", p.Name)
+	go func() {
+		if err := p.Cluster.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error(err, "data plane cache stopped")
+		}
+	}()
+	// The cache retries its list/watch forever; wait for it without a deadline so that a plane
+	// that comes up late joins when it does.
+	for !p.Cluster.GetCache().WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	if s.o.OnSynced != nil {
+		if err := s.o.OnSynced(p); err != nil {
+			log.Error(err, "adding watches for the data plane; it stays unreachable")
+			p.set(false, err)
+			return
+		}
+	}
+	p.mu.Lock()
+	p.synced = true
+	p.mu.Unlock()
+	log.Info("data plane synced")
+	s.probeLoop(ctx, p)
+}
+
+func (s *Set) probeLoop(ctx context.Context, p *Plane) {
+	t := time.NewTicker(s.o.ProbeInterval)
+	defer t.Stop()
+	for {
+		_, err := p.probe.ServerVersion()
+		if changed := p.set(err == nil, err); changed {
+			s.o.Log.Info("data plane reachability changed", "plane", p.Name, "reachable", err == nil, "error", err)
+			s.notify()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// set records a probe result and says whether reachability changed.
+func (p *Plane) set(ok bool, err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := p.reachable != ok
+	p.reachable, p.lastErr = ok, err
+	v := 0.0
+	if ok {
+		v = 1
+	}
+	metrics.PlaneReachable.WithLabelValues(p.Name).Set(v)
+	return changed
+}
