@@ -113,28 +113,32 @@ func runOnce(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("control-plane manager: %w", err)
 	}
-	backups := &volumebackup.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-manager")}
-	restores := &volumerestore.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-manager")}
+	// The planes' OnSynced hook needs the controllers and the controllers need the planes: the
+	// hook reads them through these variables, set before anything starts.
+	var backups *volumebackup.Reconciler
+	var restores *volumerestore.Reconciler
 	planes, err := plane.Load(plane.Options{
 		Kubeconfig: o.Kubeconfig, Scheme: scheme, ProbeInterval: o.ProbeInterval, Log: o.Log.WithName("planes"),
 		OnSynced: func(p *plane.Plane) error {
-			if err := backups.WatchPlane(p); err != nil {
+			if err := volumebackup.WatchPlane(backups, p); err != nil {
 				return err
 			}
-			return restores.WatchPlane(p)
+			return volumerestore.WatchPlane(restores, p)
 		},
 	})
 	if err != nil {
 		return err
 	}
-	backups.Planes, restores.Planes = planes, planes
+	rec := mgr.GetEventRecorder("fedbr-manager")
+	backups = volumebackup.NewReconciler(mgr.GetClient(), planes, rec)
+	restores = volumerestore.NewReconciler(mgr.GetClient(), planes, rec)
 	if err := backups.SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := restores.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&volumebackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-manager")}).SetupWithManager(mgr); err != nil {
+	if err := (&volumebackupschedule.Reconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(planes); err != nil {

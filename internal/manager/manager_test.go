@@ -18,10 +18,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/metrics"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
@@ -367,4 +370,62 @@ func TestKubeconfigChangeAddsAPlaneWithoutRestart(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
+	ctx := context.Background()
+	c := shared.control.Client
+	one := int32(1)
+	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "hourly", Namespace: "default"},
+		Spec: fedv1alpha1.VolumeBackupScheduleSpec{Schedule: "0 * * * *", MaxBackups: &one, BackupTemplate: backupSpec("x", "dp1").Spec}}
+	if err := c.Create(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	clock := s.CreationTimestamp.Time
+	r := &volumebackupschedule.Reconciler{Client: c, Recorder: events.NewFakeRecorder(100), Now: func() time.Time { return clock }}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(s)}
+	scheduled := func() []fedv1alpha1.VolumeBackup {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: "hourly"}); err != nil {
+			t.Fatal(err)
+		}
+		return list.Items
+	}
+	tick := func(d time.Duration) {
+		t.Helper()
+		clock = clock.Add(d)
+		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	tick(61 * time.Minute)
+	got := scheduled()
+	if len(got) != 1 || got[0].Annotations[volumebackupschedule.ScheduledAnnotation] == "" || len(got[0].OwnerReferences) != 0 {
+		t.Fatalf("after the first tick: %+v", got)
+	}
+	first := got[0]
+
+	tick(time.Hour) // the first is still running: skipped
+	if got := scheduled(); len(got) != 1 {
+		t.Fatalf("a tick while the previous backup runs created another: %d backups", len(got))
+	}
+
+	first.Status.Phase = fedv1alpha1.VolumeBackupComplete
+	first.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, &first); err != nil {
+		t.Fatal(err)
+	}
+	tick(time.Hour) // a new one; retention (maxBackups 1) keeps the newest finished one
+	got = scheduled()
+	if len(got) != 2 {
+		t.Fatalf("after the third tick: %d backups", len(got))
+	}
+	var st fedv1alpha1.VolumeBackupSchedule
+	if err := c.Get(ctx, req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Status.LastBackup == "" || st.Status.LastBackup == first.Name {
+		t.Errorf("lastBackup = %q", st.Status.LastBackup)
+	}
 }

@@ -5,22 +5,15 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
-	memberobj "github.com/fedbr/fedbr/internal/controller/member"
+	"github.com/fedbr/fedbr/internal/controller/federation"
 	"github.com/fedbr/fedbr/internal/metrics"
 	"github.com/fedbr/fedbr/internal/plane"
 )
@@ -29,110 +22,60 @@ import (
 // deletes a failed member's volumes before letting its member go.
 const Finalizer = "federation.pingcap.com/volumerestore-members"
 
-// Reconciler is the VolumeRestore controller: observe, Plan, apply.
-type Reconciler struct {
-	// Client reaches the control plane.
-	Client client.Client
-	// Planes are the data planes.
-	Planes *plane.Set
-	// Recorder records Events on the VolumeRestore.
-	Recorder events.EventRecorder
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+// Describe names the action for Events.
+func (a Action) Describe() (string, string) { return string(a.Kind), a.Cluster }
 
-	ctrl controller.Controller
-}
+// Reconciler is the VolumeRestore controller: federation.Driver with this package's observe,
+// Plan and apply.
+type Reconciler = federation.Driver[*fedv1alpha1.VolumeRestore, Action]
 
-// SetupWithManager registers the controller; member watches are added per plane once its cache
-// has synced (WatchPlane).
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	c, err := ctrl.NewControllerManagedBy(mgr).
-		For(&fedv1alpha1.VolumeRestore{}).
-		Named("volumerestore").
-		WatchesRawSource(source.Channel(r.Planes.Subscribe(), handler.EnqueueRequestsFromMapFunc(r.all))).
-		Build(r)
-	r.ctrl = c
-	return err
-}
+type decision = federation.Decision[*fedv1alpha1.VolumeRestore, Action]
 
-// WatchPlane maps every member event of a plane to its VolumeRestore, so a member's progress is
-// acted on at once.
-func (r *Reconciler) WatchPlane(p *plane.Plane) error {
-	return r.ctrl.Watch(source.Kind(p.Cluster.GetCache(), &dpv1alpha1.VolumeRestoreMember{},
-		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, m *dpv1alpha1.VolumeRestoreMember) []reconcile.Request {
-			return memberobj.OwnerRequest(m)
-		})))
-}
-
-// all enqueues every VolumeRestore (a data plane became reachable or unreachable).
-func (r *Reconciler) all(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list fedv1alpha1.VolumeRestoreList
-	if err := r.Client.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing VolumeRestores")
-		return nil
+// NewReconciler builds the controller over the control-plane client and the data planes.
+func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder) *Reconciler {
+	r := &Reconciler{
+		Name: "volumerestore", Finalizer: Finalizer, Client: c, Planes: planes, Recorder: rec,
+		New:     func() *fedv1alpha1.VolumeRestore { return &fedv1alpha1.VolumeRestore{} },
+		NewList: func() client.ObjectList { return &fedv1alpha1.VolumeRestoreList{} },
+		Phase:   func(r *fedv1alpha1.VolumeRestore) string { return string(r.Status.Phase) },
+		Failed:  func(r *fedv1alpha1.VolumeRestore) bool { return r.Status.Phase == fedv1alpha1.VolumeRestoreFailed },
+		Message: func(r *fedv1alpha1.VolumeRestore) string {
+			return federation.Message(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition, fedv1alpha1.VolumeRestoreReadyCondition, string(r.Status.Phase))
+		},
+		OnPhase: observeTerminal,
 	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
-// Reconcile drives one VolumeRestore.
-func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var b fedv1alpha1.VolumeRestore
-	if err := r.Client.Get(ctx, req.NamespacedName, &b); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if b.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(&b, Finalizer) {
-		patch := client.MergeFrom(b.DeepCopy())
-		controllerutil.AddFinalizer(&b, Finalizer)
-		if err := r.Client.Patch(ctx, &b, patch); err != nil {
-			return reconcile.Result{}, err
+	r.Decide = func(ctx context.Context, vr *fedv1alpha1.VolumeRestore, now time.Time) (decision, error) {
+		o, err := observe(ctx, planes, vr)
+		if err != nil {
+			return decision{}, err
 		}
+		res := Plan(o, now)
+		return decision{Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer, RequeueAfter: res.RequeueAfter,
+			SetStatus: func(vr *fedv1alpha1.VolumeRestore) { vr.Status = res.Status }}, nil
 	}
-	o, err := r.observe(ctx, &b)
-	if err != nil {
-		return reconcile.Result{}, err
+	r.Apply = func(ctx context.Context, vr *fedv1alpha1.VolumeRestore, a Action, now time.Time) error {
+		return apply(ctx, planes, rec, vr, a, now)
 	}
-	now := r.now()
-	res := Plan(o, now)
-	for _, a := range res.Actions {
-		if err := r.apply(ctx, &b, a, now); err != nil {
-			r.Recorder.Eventf(&b, nil, "Warning", "MemberUpdateFailed", string(a.Kind), "%s in %s: %v", a.Kind, a.Cluster, err)
-			return reconcile.Result{}, fmt.Errorf("%s in %s: %w", a.Kind, a.Cluster, err)
-		}
-	}
-	if err := r.writeStatus(ctx, &b, res.Status); err != nil {
-		return reconcile.Result{}, err
-	}
-	if res.RemoveFinalizer && controllerutil.ContainsFinalizer(&b, Finalizer) {
-		patch := client.MergeFrom(b.DeepCopy())
-		controllerutil.RemoveFinalizer(&b, Finalizer)
-		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, &b, patch))
-	}
-	return reconcile.Result{RequeueAfter: res.RequeueAfter}, nil
+	return r
+}
+
+// WatchPlane watches the VolumeRestoreMembers of a data plane (call once its cache synced).
+func WatchPlane(r *Reconciler, p *plane.Plane) error {
+	return federation.Watch(r, p, &dpv1alpha1.VolumeRestoreMember{})
 }
 
 // observe reads every member from its plane's cache. A plane whose read fails counts as
 // unreachable for this pass.
-func (r *Reconciler) observe(ctx context.Context, b *fedv1alpha1.VolumeRestore) (Observed, error) {
-	o := Observed{Restore: b, Members: map[string]Member{}, Known: r.Planes.Known(), Reachable: r.Planes.Reachable(),
-		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
-	for _, c := range b.Spec.Clusters {
-		p, ok := r.Planes.Get(c.K8sClusterName)
+func observe(ctx context.Context, planes *plane.Set, vr *fedv1alpha1.VolumeRestore) (Observed, error) {
+	o := Observed{Restore: vr, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
+		ForceRemove: vr.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
+	for _, c := range vr.Spec.Clusters {
+		p, ok := planes.Get(c.K8sClusterName)
 		if !ok || !o.Reachable[c.K8sClusterName] {
 			continue
 		}
 		var m dpv1alpha1.VolumeRestoreMember
-		err := p.Cluster.GetClient().Get(ctx, types.NamespacedName{Namespace: c.TCNamespace, Name: fedv1alpha1.MemberName(b.Name)}, &m)
+		err := p.Cluster.GetClient().Get(ctx, types.NamespacedName{Namespace: c.TCNamespace, Name: fedv1alpha1.MemberName(vr.Name)}, &m)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue
@@ -140,89 +83,50 @@ func (r *Reconciler) observe(ctx context.Context, b *fedv1alpha1.VolumeRestore) 
 			o.Reachable[c.K8sClusterName] = false
 			continue
 		}
-		if err := memberobj.CheckOwner(&m, b, c.K8sClusterName); err != nil {
+		if err := federation.CheckOwner(&m, vr, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, PhaseSince: memberobj.PhaseSince(&m), Status: m.Status}
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil
 }
 
-func (r *Reconciler) apply(ctx context.Context, b *fedv1alpha1.VolumeRestore, a Action, now time.Time) error {
-	p, ok := r.Planes.Get(a.Cluster)
+func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr *fedv1alpha1.VolumeRestore, a Action, now time.Time) error {
+	p, ok := planes.Get(a.Cluster)
 	if !ok {
 		return fmt.Errorf("no data plane %q", a.Cluster)
 	}
 	c := p.Cluster.GetClient()
-	cl := clusterOf(b, a.Cluster)
-	key := types.NamespacedName{Namespace: cl.TCNamespace, Name: fedv1alpha1.MemberName(b.Name)}
-	ref := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	cl := clusterOf(vr, a.Cluster)
+	name := fedv1alpha1.MemberName(vr.Name)
+	ref := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cl.TCNamespace}}
 	switch a.Kind {
 	case CreateMember:
 		m := &dpv1alpha1.VolumeRestoreMember{
-			ObjectMeta: memberobj.NewMeta(b, key.Name, key.Namespace, now),
-			Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: b.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
-				TCNamespace: cl.TCNamespace, AZName: cl.AZName, Backup: *cl.Backup.DeepCopy(), Phase: a.Phase, Template: *b.Spec.Template.DeepCopy()},
+			ObjectMeta: federation.NewMeta(vr, name, cl.TCNamespace, now),
+			Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: vr.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
+				TCNamespace: cl.TCNamespace, AZName: cl.AZName, Backup: *cl.Backup.DeepCopy(), Phase: a.Phase, Template: *vr.Spec.Template.DeepCopy()},
 		}
-		if err := memberobj.Create(ctx, c, m); err != nil {
+		if err := federation.Create(ctx, c, m); err != nil {
 			return err
 		}
-		r.Recorder.Eventf(b, nil, "Normal", "MemberCreated", "Create", "member %s in %s, phase %s", key, a.Cluster, a.Phase)
+		rec.Eventf(vr, nil, "Normal", "MemberCreated", "Create", "member %s/%s in %s, phase %s", cl.TCNamespace, name, a.Cluster, a.Phase)
 		return nil
 	case SetPhase:
-		return memberobj.SetSpec(ctx, c, ref, map[string]any{"phase": a.Phase}, true, now)
+		return federation.SetSpec(ctx, c, ref, map[string]any{"phase": a.Phase}, true, now)
 	case DeleteMember:
-		return memberobj.Delete(ctx, c, ref)
+		return federation.Delete(ctx, c, ref)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
 }
 
-// writeStatus writes the planned status when it changed, and counts terminal transitions.
-func (r *Reconciler) writeStatus(ctx context.Context, b *fedv1alpha1.VolumeRestore, st fedv1alpha1.VolumeRestoreStatus) error {
-	if equality.Semantic.DeepEqual(b.Status, st) {
-		return nil
-	}
-	old := b.DeepCopy()
-	before := old.Status.Phase
-	b.Status = st
-	if err := r.Client.Status().Patch(ctx, b, client.MergeFrom(old)); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if before == st.Phase {
-		return nil
-	}
-	kind := "Normal"
-	if st.Phase == fedv1alpha1.VolumeRestoreFailed {
-		kind = "Warning"
-	}
-	msg := string(st.Phase)
-	if c := readyCondition(st.Conditions); c != nil {
-		msg = c.Message
-	}
-	r.Recorder.Eventf(b, nil, kind, string(st.Phase), "Phase", "%s", msg)
-	r.observeTerminal(b, before, st)
-	return nil
-}
-
-func readyCondition(cs []metav1.Condition) *metav1.Condition {
-	for i := range cs {
-		if cs[i].Type == fedv1alpha1.VolumeRestoreFailedCondition && cs[i].Status == metav1.ConditionTrue {
-			return &cs[i]
-		}
-	}
-	for i := range cs {
-		if cs[i].Type == fedv1alpha1.VolumeRestoreReadyCondition {
-			return &cs[i]
-		}
-	}
-	return nil
-}
-
-func (r *Reconciler) observeTerminal(_ *fedv1alpha1.VolumeRestore, before fedv1alpha1.VolumeRestorePhase, st fedv1alpha1.VolumeRestoreStatus) {
+// observeTerminal counts a restore that just completed or failed.
+func observeTerminal(vr *fedv1alpha1.VolumeRestore, before string) {
+	st := vr.Status
 	terminal := func(p fedv1alpha1.VolumeRestorePhase) bool {
 		return p == fedv1alpha1.VolumeRestoreComplete || p == fedv1alpha1.VolumeRestoreFailed
 	}
-	if terminal(before) || !terminal(st.Phase) {
+	if terminal(fedv1alpha1.VolumeRestorePhase(before)) || !terminal(st.Phase) {
 		return
 	}
 	outcome := metrics.OutcomeComplete
@@ -235,8 +139,8 @@ func (r *Reconciler) observeTerminal(_ *fedv1alpha1.VolumeRestore, before fedv1a
 	}
 }
 
-func clusterOf(b *fedv1alpha1.VolumeRestore, name string) fedv1alpha1.VolumeRestoreMemberCluster {
-	for _, c := range b.Spec.Clusters {
+func clusterOf(vr *fedv1alpha1.VolumeRestore, name string) fedv1alpha1.VolumeRestoreMemberCluster {
+	for _, c := range vr.Spec.Clusters {
 		if c.K8sClusterName == name {
 			return c
 		}

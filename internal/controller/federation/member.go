@@ -1,8 +1,9 @@
-// Package member is what the manager's VolumeBackup and VolumeRestore controllers share about
-// the member objects they drive in the data planes: the labels that tie a member to its owner
-// (a member lives in another cluster, so no owner reference can), the start time of its current
-// step, and the merge patches that move it.
-package member
+// Package federation is what the manager's VolumeBackup and VolumeRestore controllers share: the
+// reconcile loop (Driver: finalizer, observe and plan, apply, status, Events) and what they know
+// about the member objects they drive in the data planes — the labels that tie a member to its
+// owner (a member lives in another cluster, so no owner reference can), the start time of its
+// current step, and the merge patches that move it.
+package federation
 
 import (
 	"context"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,4 +90,16 @@ func SetSpec(ctx context.Context, c client.Client, obj client.Object, spec map[s
 // Delete deletes a member; one already gone is success.
 func Delete(ctx context.Context, c client.Client, obj client.Object) error {
 	return client.IgnoreNotFound(c.Delete(ctx, obj))
+}
+
+// Message is what a status says now, for a phase-change Event: the failed condition's message
+// when it is True, else the ready condition's, else fallback.
+func Message(cs []metav1.Condition, failed, ready, fallback string) string {
+	if c := apimeta.FindStatusCondition(cs, failed); c != nil && c.Status == metav1.ConditionTrue {
+		return c.Message
+	}
+	if c := apimeta.FindStatusCondition(cs, ready); c != nil {
+		return c.Message
+	}
+	return fallback
 }

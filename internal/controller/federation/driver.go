@@ -1,0 +1,166 @@
+package federation
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/fedbr/fedbr/internal/plane"
+)
+
+// Action is one planned change to a member, described for Events.
+type Action interface {
+	// Describe names the action and the data plane it acts in.
+	Describe() (kind, cluster string)
+}
+
+// Decision is what a controller's observe-and-plan step returns to the Driver.
+type Decision[O client.Object, A Action] struct {
+	Actions []A
+	// SetStatus writes the planned status into the object.
+	SetStatus func(O)
+	// RemoveFinalizer is set once a deleted object's members are all gone.
+	RemoveFinalizer bool
+	RequeueAfter    time.Duration
+}
+
+// Driver is the reconcile loop both federation controllers share: get the object, keep its
+// finalizer, observe and plan (Decide), apply each action, write the status when it changed,
+// and release the finalizer when the plan says so. What differs per kind is in the funcs.
+type Driver[O client.Object, A Action] struct {
+	// Name is the controller's name; Finalizer the finalizer it keeps.
+	Name, Finalizer string
+	Client          client.Client
+	Planes          *plane.Set
+	Recorder        events.EventRecorder
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// New returns an empty object; NewList an empty list of them.
+	New     func() O
+	NewList func() client.ObjectList
+	// Decide observes the members and calls the planner.
+	Decide func(ctx context.Context, o O, now time.Time) (Decision[O, A], error)
+	// Apply applies one action idempotently.
+	Apply func(ctx context.Context, o O, a A, now time.Time) error
+	// Phase reads the one-word phase of the status, Failed says whether it is the failed one,
+	// and Message is what the status says about it now (for the phase-change Event).
+	Phase   func(O) string
+	Failed  func(O) bool
+	Message func(O) string
+	// OnPhase is called once per phase change written (metrics).
+	OnPhase func(o O, before string)
+
+	ctrl controller.Controller
+}
+
+// SetupWithManager registers the controller. Member watches are added per plane once its cache
+// has synced (Watch); a plane's reachability change re-queues every object.
+func (d *Driver[O, A]) SetupWithManager(mgr ctrl.Manager) error {
+	c, err := ctrl.NewControllerManagedBy(mgr).
+		For(d.New()).
+		Named(d.Name).
+		WatchesRawSource(source.Channel(d.Planes.Subscribe(), handler.EnqueueRequestsFromMapFunc(d.all))).
+		Build(d)
+	d.ctrl = c
+	return err
+}
+
+// Watch maps every event of member kind M in plane p to its owner, so a member's progress is
+// acted on at once.
+func Watch[M client.Object, O client.Object, A Action](d *Driver[O, A], p *plane.Plane, proto M) error {
+	return d.ctrl.Watch(source.Kind(p.Cluster.GetCache(), proto,
+		handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, m M) []reconcile.Request { return OwnerRequest(m) })))
+}
+
+// all enqueues every object of the kind.
+func (d *Driver[O, A]) all(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := d.NewList()
+	if err := d.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing objects to re-check after a data plane change", "controller", d.Name)
+		return nil
+	}
+	var out []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		if co, ok := o.(client.Object); ok {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(co)})
+		}
+		return nil
+	})
+	return out
+}
+
+// Reconcile drives one object.
+func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	o := d.New()
+	if err := d.Client.Get(ctx, req.NamespacedName, o); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if o.GetDeletionTimestamp() == nil && !controllerutil.ContainsFinalizer(o, d.Finalizer) {
+		patch := client.MergeFrom(o.DeepCopyObject().(O))
+		controllerutil.AddFinalizer(o, d.Finalizer)
+		if err := d.Client.Patch(ctx, o, patch); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	now := time.Now()
+	if d.Now != nil {
+		now = d.Now()
+	}
+	dec, err := d.Decide(ctx, o, now)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, a := range dec.Actions {
+		if err := d.Apply(ctx, o, a, now); err != nil {
+			kind, cluster := a.Describe()
+			d.Recorder.Eventf(o, nil, "Warning", "MemberUpdateFailed", kind, "%s in %s: %v", kind, cluster, err)
+			return reconcile.Result{}, fmt.Errorf("%s in %s: %w", kind, cluster, err)
+		}
+	}
+	if err := d.writeStatus(ctx, o, dec.SetStatus); err != nil {
+		return reconcile.Result{}, err
+	}
+	if dec.RemoveFinalizer && controllerutil.ContainsFinalizer(o, d.Finalizer) {
+		patch := client.MergeFrom(o.DeepCopyObject().(O))
+		controllerutil.RemoveFinalizer(o, d.Finalizer)
+		return reconcile.Result{}, client.IgnoreNotFound(d.Client.Patch(ctx, o, patch))
+	}
+	return reconcile.Result{RequeueAfter: dec.RequeueAfter}, nil
+}
+
+// writeStatus writes the planned status when it changed and reports a phase change.
+func (d *Driver[O, A]) writeStatus(ctx context.Context, o O, set func(O)) error {
+	old := o.DeepCopyObject().(O)
+	set(o)
+	if equality.Semantic.DeepEqual(old, o) {
+		return nil
+	}
+	if err := d.Client.Status().Patch(ctx, o, client.MergeFrom(old)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	before := d.Phase(old)
+	if before == d.Phase(o) {
+		return nil
+	}
+	kind := "Normal"
+	if d.Failed(o) {
+		kind = "Warning"
+	}
+	d.Recorder.Eventf(o, nil, kind, d.Phase(o), "Phase", "%s", d.Message(o))
+	if d.OnPhase != nil {
+		d.OnPhase(o, before)
+	}
+	return nil
+}

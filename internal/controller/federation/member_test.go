@@ -1,0 +1,59 @@
+package federation
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+func TestOwnerLabelsRoundTrip(t *testing.T) {
+	owner := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "nightly", Namespace: "ops", UID: "u1"}}
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: NewMeta(owner, "fed-nightly", "tidb", now)}
+	if got := OwnerRequest(m); len(got) != 1 || got[0].Name != "nightly" || got[0].Namespace != "ops" {
+		t.Errorf("OwnerRequest = %v", got)
+	}
+	if err := CheckOwner(m, owner, "dp1"); err != nil {
+		t.Errorf("own member refused: %v", err)
+	}
+	if got := PhaseSince(m); !got.Equal(now) {
+		t.Errorf("PhaseSince = %v, want %v", got, now)
+	}
+	other := owner.DeepCopy()
+	other.UID = "u2"
+	err := CheckOwner(m, other, "dp1")
+	if err == nil || !errors.Is(err, reconcile.TerminalError(nil)) {
+		t.Errorf("foreign member: err = %v, want a terminal error", err)
+	}
+	if got := OwnerRequest(&dpv1alpha1.VolumeBackupMember{}); got != nil {
+		t.Errorf("unlabelled member maps to %v", got)
+	}
+	if got := PhaseSince(&dpv1alpha1.VolumeBackupMember{}); !got.IsZero() {
+		t.Errorf("no annotation: PhaseSince = %v", got)
+	}
+}
+
+func TestMessage(t *testing.T) {
+	failed := metav1.Condition{Type: "Failed", Status: metav1.ConditionTrue, Message: "boom"}
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Message: "working"}
+	for _, tc := range []struct {
+		name string
+		cs   []metav1.Condition
+		want string
+	}{
+		{"failure wins", []metav1.Condition{ready, failed}, "boom"},
+		{"ready otherwise", []metav1.Condition{ready}, "working"},
+		{"a False failure is not one", []metav1.Condition{{Type: "Failed", Status: metav1.ConditionFalse, Message: "old"}, ready}, "working"},
+		{"fallback", nil, "Running"},
+	} {
+		if got := Message(tc.cs, "Failed", "Ready", "Running"); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
