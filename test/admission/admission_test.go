@@ -444,12 +444,13 @@ func ensureNamespace(t *testing.T, name string) {
 	}
 }
 
-// TestInstallManifestsApply applies the CRDs and RBAC the way an installation does. The CRDs
+// TestInstallManifestsApply applies the CRDs, RBAC and the manager's Deployment the way an
+// installation does. The CRDs
 // are too large for client-side apply's last-applied annotation, so installs use --server-side.
 func TestInstallManifestsApply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, dir := range []string{"crd/bases", "rbac"} {
+	for _, dir := range []string{"crd/bases", "rbac", "manager"} {
 		out, err := env.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", filepath.Join(env.RepoRoot, "config", dir))
 		if err != nil {
 			t.Fatalf("applying config/%s: %v", dir, err)
