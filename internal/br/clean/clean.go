@@ -60,6 +60,8 @@ type Options struct {
 	AcceptMissingMeta bool
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// Report receives the machine-readable status on every change; nil drops it.
+	Report func(Status)
 	// Clock paces deletions and measures elapsed time; nil is the wall clock.
 	Clock budget.Clock
 }
@@ -81,6 +83,30 @@ func (o Options) Validate() error {
 	}
 	return nil
 }
+
+// Status is the state of a clean, for the status ConfigMap.
+type Status struct {
+	Phase string `json:"phase"`
+	// Deleted of Total snapshots to delete were deleted (from DeletingSnapshots on).
+	Deleted int `json:"deleted"`
+	Total   int `json:"total"`
+	// Error says why the clean failed (phase Failed only).
+	Error string `json:"error,omitempty"`
+}
+
+// Phases reported in Status, in the order they happen.
+const (
+	// PhaseStarting: reading backupmeta and sweeping for orphaned snapshots.
+	PhaseStarting = "Starting"
+	// PhaseDeletingSnapshots: deleting snapshots (Deleted of Total).
+	PhaseDeletingSnapshots = "DeletingSnapshots"
+	// PhaseDeletingMetadata: every snapshot is gone; the metadata objects are being deleted.
+	PhaseDeletingMetadata = "DeletingMetadata"
+	// PhaseCompleted: the backup is clean (or, with DryRun, reported).
+	PhaseCompleted = "Completed"
+	// PhaseFailed: the clean failed (see Error); a retry continues it.
+	PhaseFailed = "Failed"
+)
 
 // Summary is the result of a clean, printed as JSON.
 type Summary struct {
@@ -125,6 +151,10 @@ func Run(ctx context.Context, snaps cloud.Snapshots, store *meta.Store, o Option
 	if c.o.Outcome == "" {
 		c.o.Outcome = Completed
 	}
+	if c.o.Report == nil {
+		c.o.Report = func(Status) {}
+	}
+	c.report(PhaseStarting)
 	start := c.o.Clock.Now()
 	c.sum = Summary{BackupID: o.BackupID, DryRun: o.DryRun, Listed: []string{}, Orphans: []string{}, Deleted: []string{},
 		AlreadyGone: []string{}, Metadata: []string{}}
@@ -133,12 +163,24 @@ func Run(ctx context.Context, snaps cloud.Snapshots, store *meta.Store, o Option
 	switch {
 	case err != nil:
 		c.sum.Result, c.sum.Error = "failed", err.Error()
+		c.status.Error = err.Error()
+		c.report(PhaseFailed)
 	case o.DryRun:
 		c.sum.Result = "dry-run"
+		c.report(PhaseCompleted)
 	default:
 		c.sum.Result = "cleaned"
+		c.report(PhaseCompleted)
 	}
 	return c.sum, err
+}
+
+// report sends the status in phase; deletions report from several goroutines.
+func (c *cleaner) report(phase string) {
+	c.statusMu.Lock()
+	defer c.statusMu.Unlock()
+	c.status.Phase = phase
+	c.o.Report(c.status)
 }
 
 type cleaner struct {
@@ -148,6 +190,9 @@ type cleaner struct {
 	out   io.Writer
 	sum   Summary
 	logMu sync.Mutex
+
+	statusMu sync.Mutex
+	status   Status
 }
 
 // logf writes one progress line; lines come from concurrent deletions.
@@ -245,6 +290,10 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 		}
 	}
 	c.logf("%d snapshots to delete, %d already gone", len(todo), len(c.sum.AlreadyGone))
+	c.statusMu.Lock()
+	c.status.Total = len(todo)
+	c.statusMu.Unlock()
+	c.report(PhaseDeletingSnapshots)
 	if c.o.DryRun {
 		for _, id := range todo {
 			c.logf("Would delete snapshot %s", id)
@@ -280,6 +329,10 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 			}
 			c.sum.Deleted = append(c.sum.Deleted, id)
 			c.logf("Deleted snapshot %s (%d/%d)", id, len(c.sum.Deleted), len(todo))
+			c.statusMu.Lock()
+			c.status.Deleted = len(c.sum.Deleted)
+			c.statusMu.Unlock()
+			c.report(PhaseDeletingSnapshots)
 		}()
 	}
 	wg.Wait()
@@ -292,6 +345,7 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 
 // deleteMetadata leaves a tombstone and deletes everything else, backupmeta last.
 func (c *cleaner) deleteMetadata(ctx context.Context) error {
+	c.report(PhaseDeletingMetadata)
 	if c.o.DryRun {
 		keys, err := c.store.Keys(ctx)
 		if err != nil {

@@ -163,9 +163,26 @@ func TestCleanDeletesSnapshotsPacedThenMetadata(t *testing.T) {
 	l.writeMeta(t, rec)
 	clock := newVirtualClock()
 	var progress bytes.Buffer
-	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{DeleteRatio: 2, Clock: clock, Progress: &progress})
+	var mu sync.Mutex
+	var statuses []clean.Status
+	report := func(s clean.Status) {
+		mu.Lock()
+		defer mu.Unlock()
+		statuses = append(statuses, s)
+	}
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{DeleteRatio: 2, Clock: clock, Progress: &progress, Report: report})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var phases []string
+	for _, s := range statuses {
+		if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
+			phases = append(phases, s.Phase)
+		}
+	}
+	want := []string{clean.PhaseStarting, clean.PhaseDeletingSnapshots, clean.PhaseDeletingMetadata, clean.PhaseCompleted}
+	if last := statuses[len(statuses)-1]; !slices.Equal(phases, want) || last.Deleted != 6 || last.Total != 6 {
+		t.Errorf("phases %v, last status %+v; want %v with 6 of 6 deleted", phases, last, want)
 	}
 	if sum.Result != "cleaned" || sum.BackupID != "b1" || len(sum.Deleted) != 6 || len(sum.AlreadyGone) != 0 || len(sum.Orphans) != 0 {
 		t.Fatalf("summary = %+v", sum)

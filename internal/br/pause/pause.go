@@ -35,6 +35,11 @@ type Status struct {
 	Stores   int       `json:"stores,omitempty"`
 	Error    string    `json:"error,omitempty"`
 	Since    time.Time `json:"since"`
+	// GCPausedAt is when the GC safepoint was first pinned, and LiftedAt when everything the
+	// pause held was lifted (absent when lifting failed and the rest lapses by TTL): together
+	// they are the GC pause window the live cluster paid for, which the agent reports.
+	GCPausedAt time.Time `json:"gcPausedAt,omitzero"`
+	LiftedAt   time.Time `json:"liftedAt,omitzero"`
 }
 
 // Config tunes a pause.
@@ -120,6 +125,9 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	if cleanupErr != nil {
 		d.Log("Lifting the pause failed; the rest lapses within %s: %v", cfg.TTL, cleanupErr)
 	}
+	if cleanupErr == nil && !st.GCPausedAt.IsZero() {
+		st.LiftedAt = d.Now()
+	}
 	if err := errors.Join(holdErr, cleanupErr); err != nil {
 		set(PhaseFailed, err)
 		return err
@@ -154,6 +162,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		return err
 	}
 	*lifted = append(*lifted, gc.release)
+	st.GCPausedAt = d.Now()
 	set(PhaseGCPaused, nil)
 	d.Log("GC is paused")
 

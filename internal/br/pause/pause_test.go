@@ -176,6 +176,13 @@ func TestPauseHoldsThenLiftsEverything(t *testing.T) {
 	if last.Phase != PhaseStopped {
 		t.Errorf("last status %s, want Stopped", last.Phase)
 	}
+	// The GC pause window: pinned no later than Ready, lifted no earlier than the pin.
+	if ready.GCPausedAt.IsZero() || !ready.LiftedAt.IsZero() || ready.GCPausedAt.After(ready.Since) {
+		t.Errorf("ready status %+v: want gcPausedAt set no later than since, no liftedAt", ready)
+	}
+	if last.GCPausedAt != ready.GCPausedAt || last.LiftedAt.Before(last.GCPausedAt) {
+		t.Errorf("stopped status %+v: want the same gcPausedAt and a liftedAt after it", last)
+	}
 }
 
 // TestPauseFailsWhenAStoreDies: a TiKV that goes away after readiness breaks its stream; the

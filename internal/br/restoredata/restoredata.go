@@ -69,7 +69,39 @@ type Deps struct {
 	HTTP PDHTTP
 	Dial Dialer
 	Log  func(format string, args ...any)
+	// Report receives the machine-readable status on every phase change and attempt; nil
+	// drops it.
+	Report func(Status)
 }
+
+// Status is the state of the data phase, for the status ConfigMap.
+type Status struct {
+	Phase string `json:"phase"`
+	// ResolvedTS is the ts the data is flashed back to.
+	ResolvedTS uint64 `json:"resolvedTS,omitempty"`
+	// Attempt is the current attempt of the planning stages (from RecoveringRegions on).
+	Attempt int `json:"attempt,omitempty"`
+	// Regions is the number of regions planned, once known.
+	Regions int `json:"regions,omitempty"`
+	// Error says why the data phase failed (phase Failed only).
+	Error string `json:"error,omitempty"`
+}
+
+// Phases reported in Status, in the order they happen.
+const (
+	// PhaseStarting: checking the configuration.
+	PhaseStarting = "Starting"
+	// PhaseRecoveringRegions: reading region metas, planning leaders, raising PD's id
+	// allocator and making the leaders; retried as a whole (Attempt).
+	PhaseRecoveringRegions = "RecoveringRegions"
+	// PhaseFlashingBack: flashing every region back to ResolvedTS, then lifting PD's
+	// snapshot-recovering mark.
+	PhaseFlashingBack = "FlashingBack"
+	// PhaseCompleted: the cluster holds exactly the data at ResolvedTS.
+	PhaseCompleted = "Completed"
+	// PhaseFailed: the data phase failed (see Error).
+	PhaseFailed = "Failed"
+)
 
 // Result summarises a data phase.
 type Result struct {
@@ -84,6 +116,28 @@ type Result struct {
 
 // Run runs the data phase.
 func Run(ctx context.Context, d Deps, cfg Config) (Result, error) {
+	if d.Report == nil {
+		d.Report = func(Status) {}
+	}
+	report := func(phase string, res *Result, err error) {
+		st := Status{Phase: phase, ResolvedTS: cfg.ResolvedTS, Attempt: res.Attempts, Regions: res.Regions}
+		if err != nil {
+			st.Error = err.Error()
+		}
+		d.Report(st)
+	}
+	report(PhaseStarting, &Result{}, nil)
+	res, err := runPhases(ctx, d, cfg, func(phase string, res *Result) { report(phase, res, nil) })
+	if err != nil {
+		report(PhaseFailed, &res, err)
+	} else {
+		report(PhaseCompleted, &res, nil)
+	}
+	return res, err
+}
+
+// runPhases runs the data phase, reporting each phase as it starts.
+func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string, res *Result)) (Result, error) {
 	if cfg.ResolvedTS == 0 {
 		return Result{}, errors.New("resolved ts is 0: read it from the backup's backupmeta")
 	}
@@ -105,6 +159,7 @@ func Run(ctx context.Context, d Deps, cfg Config) (Result, error) {
 	var res Result
 	var err error
 	for res.Attempts = 1; res.Attempts <= cfg.Attempts; res.Attempts++ {
+		report(PhaseRecoveringRegions, &res)
 		if err = r.recoverRegions(ctx, &res); err == nil {
 			break
 		}
@@ -131,6 +186,7 @@ func Run(ctx context.Context, d Deps, cfg Config) (Result, error) {
 	if res.RestoreTS <= cfg.ResolvedTS {
 		return res, fmt.Errorf("PD's TSO %d is not above the resolved ts %d: restore-volumes must reset it first", res.RestoreTS, cfg.ResolvedTS)
 	}
+	report(PhaseFlashingBack, &res)
 	d.Log("Flashing back every region to %d (restore ts %d)", cfg.ResolvedTS, res.RestoreTS)
 	if err := r.flashback(ctx, res.RestoreTS); err != nil {
 		return res, fmt.Errorf("flashback: %w", err)

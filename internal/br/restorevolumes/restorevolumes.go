@@ -98,9 +98,41 @@ type Options struct {
 	CleanupTimeout time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
+	// Report receives the machine-readable status on every phase change; nil drops it.
+	Report func(Status)
 	// Clock measures elapsed time; nil is the wall clock.
 	Clock budget.Clock
 }
+
+// Status is the state of the phase, for the status ConfigMap.
+type Status struct {
+	Phase string `json:"phase"`
+	// ResolvedTS is the backup's resolved ts, once backupmeta was read.
+	ResolvedTS uint64 `json:"resolvedTS,omitempty"`
+	// Volumes is the number of volumes to create, once planned.
+	Volumes int `json:"volumes,omitempty"`
+	// Error says why the phase failed (phase Failed only).
+	Error string `json:"error,omitempty"`
+}
+
+// Phases reported in Status, in the order they happen.
+const (
+	// PhaseStarting: reading backupmeta.
+	PhaseStarting = "Starting"
+	// PhasePreparingPD: marking PD snapshot-recovering and raising its TSO.
+	PhasePreparingPD = "PreparingPD"
+	// PhaseCreatingVolumes: sweeping an earlier attempt's volumes, enabling fast snapshot
+	// restore and creating the volumes.
+	PhaseCreatingVolumes = "CreatingVolumes"
+	// PhaseWaitingVolumes: every volume was created; waiting until all are available.
+	PhaseWaitingVolumes = "WaitingVolumes"
+	// PhaseCompleted: every volume is available and restoremeta is written.
+	PhaseCompleted = "Completed"
+	// PhaseCleaningUp: the phase failed; the attempt's volumes are being deleted.
+	PhaseCleaningUp = "CleaningUp"
+	// PhaseFailed: the phase failed (see Error).
+	PhaseFailed = "Failed"
+)
 
 // Validate checks the options.
 func (o Options) Validate() error {
@@ -184,15 +216,31 @@ func Run(ctx context.Context, c Cloud, pd PD, store *meta.Store, o Options) (Res
 	if o.Clock == nil {
 		o.Clock = budget.RealClock
 	}
+	if o.Report == nil {
+		o.Report = func(Status) {}
+	}
 	r := &restorer{c: c, pd: pd, store: store, o: o, out: o.Progress}
 	if r.out == nil {
 		r.out = io.Discard
 	}
 	start := o.Clock.Now()
 	r.res = Result{RestoreID: o.RestoreID, Volumes: []Volume{}, Swept: []string{}, Deleted: []string{}}
+	r.report(PhaseStarting)
 	err := r.run(ctx)
 	r.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
+	if err != nil {
+		r.status.Error = err.Error()
+		r.report(PhaseFailed)
+	} else {
+		r.report(PhaseCompleted)
+	}
 	return r.res, err
+}
+
+// report sends the status in phase.
+func (r *restorer) report(phase string) {
+	r.status.Phase, r.status.ResolvedTS = phase, r.res.ResolvedTS
+	r.o.Report(r.status)
 }
 
 type restorer struct {
@@ -206,6 +254,7 @@ type restorer struct {
 	mu      sync.Mutex
 	created []string
 	logMu   sync.Mutex
+	status  Status // reported from the run's own goroutine only
 }
 
 // logf writes one progress line; lines come from concurrent goroutines.
@@ -229,6 +278,7 @@ func (r *restorer) run(ctx context.Context) error {
 		return fmt.Errorf("restore volumes: %w", err)
 	}
 	r.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
+	r.report(PhasePreparingPD)
 	r.logf("Marking PD snapshot-recovering and raising its TSO to %d", r.res.ResolvedTS)
 	if err := r.pd.MarkSnapshotRecovering(ctx); err != nil {
 		return fmt.Errorf("mark PD snapshot-recovering: %w", err)
@@ -245,6 +295,7 @@ func (r *restorer) run(ctx context.Context) error {
 		return fmt.Errorf("restore volumes: %w", err)
 	}
 
+	r.report(PhaseCreatingVolumes)
 	if err := r.sweep(ctx); err != nil {
 		return err
 	}
@@ -388,6 +439,8 @@ func (r *restorer) tags(s cloud.Snapshot) map[string]string {
 }
 
 func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) error {
+	r.status.Volumes = len(plans)
+	r.report(PhaseCreatingVolumes)
 	if r.o.FSR {
 		disable, err := r.enableFSR(ctx, plans)
 		defer disable()
@@ -402,6 +455,7 @@ func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) 
 	for i, p := range plans {
 		ids[i] = p.created
 	}
+	r.report(PhaseWaitingVolumes)
 	r.logf("Waiting for %d volumes to become available", len(ids))
 	vols, err := r.c.WaitVolumes(ctx, ids)
 	if err != nil {
@@ -524,6 +578,7 @@ func (r *restorer) enableFSR(ctx context.Context, plans []plan) (func(), error) 
 // cleanup deletes every volume this attempt created, and any other volume carrying the
 // restore's tag (a create whose answer was lost), even when ctx was cancelled.
 func (r *restorer) cleanup(ctx context.Context) {
+	r.report(PhaseCleaningUp)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.CleanupTimeout)
 	defer cancel()
 	r.mu.Lock()

@@ -125,12 +125,26 @@ func TestRestoreVolumes(t *testing.T) {
 	l := newLab(t, awsdouble.Options{})
 	pd := &fakePD{}
 	var progress bytes.Buffer
+	var phases []string
+	var last restorevolumes.Status
 	o := restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2c", VolumeType: "gp3", IOPS: 4000, Throughput: 200,
-		Encrypted: true, KMSKeyID: kmsKey, Tags: map[string]string{"team": "db"}, Progress: &progress}
+		Encrypted: true, KMSKeyID: kmsKey, Tags: map[string]string{"team": "db"}, Progress: &progress,
+		Report: func(s restorevolumes.Status) {
+			if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
+				phases = append(phases, s.Phase)
+			}
+			last = s
+		}}
 	res, err := restorevolumes.Run(ctx, l.p, pd, l.store, o)
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := []string{restorevolumes.PhaseStarting, restorevolumes.PhasePreparingPD, restorevolumes.PhaseCreatingVolumes,
+		restorevolumes.PhaseWaitingVolumes, restorevolumes.PhaseCompleted}
+	if !slices.Equal(phases, want) || last.ResolvedTS != resolvedTS || last.Volumes != len(res.Volumes) {
+		t.Errorf("phases %v, last status %+v; want %v with the resolved ts and %d volumes", phases, last, want, len(res.Volumes))
+	}
+	o.Report = nil
 	if !slices.Equal(pd.calls, []string{"mark", "reset-ts"}) || pd.ts != resolvedTS {
 		t.Fatalf("PD calls = %v, ts %d", pd.calls, pd.ts)
 	}
@@ -295,9 +309,14 @@ func TestFailureLeavesZeroVolumes(t *testing.T) {
 		ctx := testContext(t)
 		l := newLab(t, awsdouble.Options{})
 		before := l.srv.Stats().Calls["CreateVolume"]
-		_, err := restorevolumes.Run(ctx, l.p, &fakePD{fail: errors.New("PD down")}, l.store, restorevolumes.Options{RestoreID: "r1"})
+		var last restorevolumes.Status
+		_, err := restorevolumes.Run(ctx, l.p, &fakePD{fail: errors.New("PD down")}, l.store,
+			restorevolumes.Options{RestoreID: "r1", Report: func(s restorevolumes.Status) { last = s }})
 		if err == nil || l.srv.Stats().Calls["CreateVolume"] != before {
 			t.Fatalf("err = %v; a volume was created although PD was not marked", err)
+		}
+		if last.Phase != restorevolumes.PhaseFailed || !strings.Contains(last.Error, "PD down") {
+			t.Errorf("last status %+v, want Failed with the PD error", last)
 		}
 	})
 }

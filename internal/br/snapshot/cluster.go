@@ -101,7 +101,7 @@ func (s *snapshotter) waitClusterStill(ctx context.Context) error {
 	if s.d.PD == nil || s.d.Dial == nil {
 		return errors.New("the cluster check needs PD and TiKV clients")
 	}
-	s.o.Report(Progress{Phase: PhaseChecking})
+	s.report(Progress{Phase: PhaseChecking})
 	deadline := s.o.Clock.Now().Add(s.o.CheckTimeout)
 	for attempt := 1; ; attempt++ {
 		err := s.checkClusterStill(ctx)

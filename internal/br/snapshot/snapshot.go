@@ -77,22 +77,34 @@ type Options struct {
 	Clock budget.Clock
 }
 
-// Progress is the state of the step for a progress file.
+// Progress is the state of the step for a progress file and the status ConfigMap.
 type Progress struct {
 	Phase   string  `json:"phase"`
 	Done    int     `json:"done"`
 	Total   int     `json:"total"`
 	Percent float64 `json:"percent"`
+	// BackupTS is the backup's resolved ts, once known (from Starting on, and when resuming).
+	BackupTS uint64 `json:"backupTS,omitempty"`
+	// Error says why the step failed (phase Failed only).
+	Error string `json:"error,omitempty"`
 }
 
-// Phases reported in Progress.
+// Phases reported in Progress, in the order they happen.
 const (
-	PhaseChecking   = "Checking"
-	PhaseStarting   = "Starting"
-	PhaseWaiting    = "Waiting"
-	PhaseCompleted  = "Completed"
+	// PhaseChecking: waiting until no TiKV has a pending admin operation and the regions tile
+	// the key space.
+	PhaseChecking = "Checking"
+	// PhaseStarting: the snapshots are being started; the pause must still hold.
+	PhaseStarting = "Starting"
+	// PhaseWaiting: every snapshot has started and backupmeta is written (pending). This is the
+	// one signal that the pause may be lifted; it is never reported before both are true.
+	PhaseWaiting = "Waiting"
+	// PhaseCompleted: every snapshot completed and backupmeta says so.
+	PhaseCompleted = "Completed"
+	// PhaseCleaningUp: the step failed after snapshots started; they are being deleted.
 	PhaseCleaningUp = "CleaningUp"
-	PhaseFailed     = "Failed"
+	// PhaseFailed: the step failed (see Error).
+	PhaseFailed = "Failed"
 )
 
 // percentCompleted is the progress of a completed wait.
@@ -186,9 +198,15 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 	err := s.run(ctx)
 	s.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
 	if err != nil {
-		s.o.Report(Progress{Phase: PhaseFailed})
+		s.report(Progress{Phase: PhaseFailed, Error: err.Error()})
 	}
 	return s.res, err
+}
+
+// report sends p with the backup ts, once known.
+func (s *snapshotter) report(p Progress) {
+	p.BackupTS = s.res.ResolvedTS
+	s.o.Report(p)
 }
 
 type snapshotter struct {
@@ -312,7 +330,7 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record) error {
 		return err
 	}
 	total := len(rec.Volumes())
-	s.o.Report(Progress{Phase: PhaseStarting, Total: total})
+	s.report(Progress{Phase: PhaseStarting, Total: total})
 	s.logf("Starting %d crash-consistent snapshot sets (%d volumes)", len(reqs), total)
 	sets, err := s.d.Cloud.SnapshotInstances(ctx, reqs)
 	for _, set := range sets {
@@ -372,6 +390,8 @@ func (s *snapshotter) resume(ctx context.Context, rec *meta.Record) error {
 			return fmt.Errorf("backup %s is recorded completed but %d of its %d snapshots are gone", s.o.BackupID, len(rec.SnapshotIDs())-len(snaps), len(rec.SnapshotIDs()))
 		}
 		s.fill(rec, snaps)
+		n := len(snaps)
+		s.report(Progress{Phase: PhaseCompleted, Done: n, Total: n, Percent: percentCompleted})
 		return nil
 	}
 	s.logf("Backup %s recorded %d snapshots in an earlier attempt; waiting for them instead of taking new ones", s.o.BackupID, len(rec.SnapshotIDs()))
@@ -396,10 +416,10 @@ func (s *snapshotter) remember(ids []string) {
 // wait waits for every snapshot of rec and completes the backupmeta.
 func (s *snapshotter) wait(ctx context.Context, rec *meta.Record) error {
 	ids := rec.SnapshotIDs()
-	s.o.Report(Progress{Phase: PhaseWaiting, Total: len(ids)})
+	s.report(Progress{Phase: PhaseWaiting, Total: len(ids)})
 	last := -1.0
 	snaps, err := s.d.Cloud.WaitSnapshots(ctx, ids, func(p cloud.Progress) {
-		s.o.Report(Progress{Phase: PhaseWaiting, Done: p.Done, Total: p.Total, Percent: p.Percent})
+		s.report(Progress{Phase: PhaseWaiting, Done: p.Done, Total: p.Total, Percent: p.Percent})
 		if p.Percent != last {
 			last = p.Percent
 			s.logf("Snapshots: %d of %d completed, %.2f%%", p.Done, p.Total, p.Percent)
@@ -413,7 +433,7 @@ func (s *snapshotter) wait(ctx context.Context, rec *meta.Record) error {
 		return fmt.Errorf("record the completed snapshots: %w", err)
 	}
 	s.fill(done, snaps)
-	s.o.Report(Progress{Phase: PhaseCompleted, Done: len(ids), Total: len(ids), Percent: percentCompleted})
+	s.report(Progress{Phase: PhaseCompleted, Done: len(ids), Total: len(ids), Percent: percentCompleted})
 	s.logf("Snapshot backup %s completed: %d snapshots, %d GiB, resolved_ts=%d", s.o.BackupID, len(ids), s.res.SizeGiB, s.res.ResolvedTS)
 	return nil
 }
@@ -504,7 +524,7 @@ func (s *snapshotter) plan(ctx context.Context, rec *meta.Record) ([]cloud.Snaps
 // carrying the backup's tag, even when ctx was cancelled; when all are gone it removes the
 // pending backupmeta that lists them.
 func (s *snapshotter) cleanup(ctx context.Context) {
-	s.o.Report(Progress{Phase: PhaseCleaningUp})
+	s.report(Progress{Phase: PhaseCleaningUp})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.CleanupTimeout)
 	defer cancel()
 	s.mu.Lock()

@@ -118,6 +118,7 @@ func TestSnapshot(t *testing.T) {
 	var progress bytes.Buffer
 	var mu sync.Mutex
 	var phases []string
+	backupTS := map[string]uint64{} // the backup ts each phase reported last
 	pendingSeen := false
 	o := snapshot.Options{BackupID: backupID, Cluster: "east", Progress: &progress, CheckInterval: 50 * time.Millisecond,
 		Report: func(p snapshot.Progress) {
@@ -126,6 +127,7 @@ func TestSnapshot(t *testing.T) {
 			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 				phases = append(phases, p.Phase)
 			}
+			backupTS[p.Phase] = p.BackupTS
 			if p.Phase == snapshot.PhaseWaiting && !pendingSeen {
 				rec, err := l.store.BackupMetaAsIs(ctx)
 				pendingSeen = err == nil && rec.Pending()
@@ -143,6 +145,11 @@ func TestSnapshot(t *testing.T) {
 	}
 	if res.Resumed || len(res.Snapshots) != 6 || res.SizeGiB != 90 || res.ResolvedTS == 0 || res.ClusterVersion != "8.5.0" {
 		t.Fatalf("result = %+v", res)
+	}
+	for _, ph := range []string{snapshot.PhaseStarting, snapshot.PhaseWaiting, snapshot.PhaseCompleted} {
+		if backupTS[ph] != res.ResolvedTS {
+			t.Errorf("phase %s reported backup ts %d, want %d", ph, backupTS[ph], res.ResolvedTS)
+		}
 	}
 	rec, err := l.store.BackupMeta(ctx)
 	if err != nil {

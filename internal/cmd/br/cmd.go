@@ -2,7 +2,11 @@
 package br
 
 import (
+	"fmt"
+
+	pingcaplog "github.com/pingcap/log"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
 
 	brclean "github.com/fedbr/fedbr/internal/cmd/br/clean"
 	brpause "github.com/fedbr/fedbr/internal/cmd/br/pause"
@@ -14,11 +18,33 @@ import (
 
 // NewCmd returns `fedbr br` with its subcommands, in the order a backup and a restore use them.
 func NewCmd() *cobra.Command {
+	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "br",
 		Short: "BR engine steps run by the data-plane Jobs",
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			return setLibraryLogLevel(logLevel)
+		},
 	}
+	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn",
+		"level of the PD and TiKV client libraries' own log (debug, info, warn, error); fedbr's progress lines are always printed")
 	cmd.AddCommand(brpause.NewCmd(), brsnapshot.NewCmd(), brsize.NewCmd(), brclean.NewCmd(),
 		brrestorevolumes.NewCmd(), brrestoredata.NewCmd())
 	return cmd
+}
+
+// setLibraryLogLevel sets the level of pingcap/log, the global logger of PD's client: at info
+// it logs every connection and leader change, which drowns the steps' own progress lines.
+func setLibraryLogLevel(level string) error {
+	var l zapcore.Level
+	switch level {
+	case "debug", "info", "warn", "error":
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return fmt.Errorf("--log-level %q: %w", level, err)
+		}
+	default:
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	pingcaplog.SetLevel(l)
+	return nil
 }

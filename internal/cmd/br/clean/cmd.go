@@ -3,6 +3,7 @@
 package clean
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/signal"
@@ -14,8 +15,12 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
+// command is this step's name: its key in the status ConfigMap.
+const command = "clean"
+
 type options struct {
 	session session.Flags
+	report  session.ReportFlags
 	engine  clean.Options
 	outcome string
 }
@@ -38,7 +43,9 @@ metadata is kept, and the command fails: the snapshots backupmeta listed may hav
 (--accept-missing-meta acknowledges that and finishes the clean).
 
 Progress lines go to stderr; the final JSON summary goes to stdout. Exit status 0 only when
-the backup is clean.`,
+the backup is clean. With --status-configmap the status JSON ({phase, deleted, total, error})
+is server-side applied to the ConfigMap's key "clean" on every phase change and at most once a
+second otherwise, and the summary to "clean.result" before exiting 0.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -55,11 +62,15 @@ the backup is clean.`,
 	f.Float64Var(&o.engine.DeleteRatio, "delete-ratio", clean.DefaultDeleteRatio, fmt.Sprintf("snapshots deleted per second, %v to %v", clean.MinDeleteRatio, clean.MaxDeleteRatio))
 	f.BoolVar(&o.engine.DryRun, "dry-run", false, "report what would be deleted and delete nothing")
 	f.BoolVar(&o.engine.AcceptMissingMeta, "accept-missing-meta", false, "clean a completed backup whose backupmeta is missing anyway, after the tag sweep: accept that snapshots it listed may be lost")
+	o.report.Register(f)
 	return cmd
 }
 
 func (o *options) validate() error {
 	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	if err := o.report.Validate(); err != nil {
 		return err
 	}
 	o.engine.Outcome = clean.Outcome(o.outcome)
@@ -78,17 +89,37 @@ func (o *options) validate() error {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := o.session.Open(ctx)
+	logw := session.NewLockedWriter(cmd.ErrOrStderr())
+	rep, err := o.report.Reporter(command, session.Logf(logw))
 	if err != nil {
 		return err
 	}
-	store, p := c.Store, c.Provider
-	o.engine.Progress = cmd.ErrOrStderr()
-	sum, runErr := clean.Run(ctx, p, store, o.engine)
+	o.engine.Progress = logw
+	o.engine.Report = func(st clean.Status) { rep.Update(st.Phase, st) }
+	sum, err := o.clean(ctx, cmd)
+	if err != nil {
+		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
+			return clean.Status{Phase: clean.PhaseFailed, Error: err.Error()}
+		})
+		return err
+	}
+	if err := rep.Result(context.WithoutCancel(ctx), sum); err != nil {
+		return fmt.Errorf("the backup is clean, but the result could not be reported: %w", err)
+	}
+	return nil
+}
+
+// clean runs the clean and prints its JSON summary once the engine ran.
+func (o *options) clean(ctx context.Context, cmd *cobra.Command) (clean.Summary, error) {
+	c, err := o.session.Open(ctx)
+	if err != nil {
+		return clean.Summary{}, err
+	}
+	sum, runErr := clean.Run(ctx, c.Provider, c.Store, o.engine)
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(sum); err != nil && runErr == nil {
-		return err
+		return sum, err
 	}
-	return runErr
+	return sum, runErr
 }

@@ -34,6 +34,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", "s3:///x"}, "want s3://BUCKET"},
 		{[]string{"-s", "/tmp/x", "--aws-endpoint", "127.0.0.1:4566"}, "--aws-endpoint"},
 		{[]string{"-s", "/tmp/x", "extra"}, "unknown command"},
+		{[]string{"-s", "/tmp/x", "--status-configmap", "vb", "--status-configmap-namespace", "Tidb"}, `--status-configmap-namespace "Tidb" is not a valid namespace`},
+		{[]string{"-s", "/tmp/x", "--kubeconfig", "/k"}, "need --status-configmap"},
 	} {
 		cmd := NewCmd()
 		cmd.SetArgs(tc.args)
@@ -48,7 +50,8 @@ func TestBadFlags(t *testing.T) {
 
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
-	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "backup-outcome", "delete-ratio", "dry-run", "accept-missing-meta"} {
+	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "backup-outcome", "delete-ratio", "dry-run", "accept-missing-meta",
+		"status-configmap", "status-configmap-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)

@@ -27,8 +27,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
+
+// command is this step's name: its key in the status ConfigMap.
+const command = "pause"
 
 type options struct {
 	pd          []string
@@ -38,6 +42,7 @@ type options struct {
 	statusAddr  string
 	cleanup     time.Duration
 	dialTimeout time.Duration
+	report      session.ReportFlags
 }
 
 // NewCmd returns `fedbr br pause`.
@@ -55,7 +60,9 @@ func NewCmd() *cobra.Command {
 			"--status-addr serves the same JSON on GET /status plus Prometheus metrics on GET /metrics\n" +
 			"(fedbr_br_pause_phase, fedbr_br_pause_gc_paused_seconds, fedbr_br_pause_backup_ts). The\n" +
 			"phases are Starting, GCPaused, Ready, Stopping, Stopped and Failed. A pause that breaks\n" +
-			"after Ready (a TiKV stream ends, a lease is lost) exits 1 with phase Failed.",
+			"after Ready (a TiKV stream ends, a lease is lost) exits 1 with phase Failed.\n\n" +
+			"With --status-configmap the same JSON is server-side applied to the ConfigMap's key \"pause\",\n" +
+			"and the final status, also printed on stdout, to \"pause.result\" before exiting 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, o) },
 	}
@@ -67,6 +74,7 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.statusAddr, "status-addr", "", "address to serve the JSON status on (GET /status), e.g. 127.0.0.1:9090")
 	f.DurationVar(&o.cleanup, "cleanup-timeout", 30*time.Second, "bound on lifting everything after SIGTERM")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 10*time.Second, "timeout of each connection attempt to a TiKV")
+	o.report.Register(f)
 	_ = cmd.MarkFlagRequired("pd")
 	return cmd
 }
@@ -86,7 +94,7 @@ func (o options) validate() error {
 			return fmt.Errorf("--status-addr %q: %w", o.statusAddr, err)
 		}
 	}
-	return nil
+	return o.report.Validate()
 }
 
 func run(cmd *cobra.Command, o options) error {
@@ -95,15 +103,44 @@ func run(cmd *cobra.Command, o options) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	var logMu sync.Mutex // the pause and the ConfigMap reporter log from their own goroutines
 	logf := func(format string, args ...any) {
+		logMu.Lock()
+		defer logMu.Unlock()
 		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
 	}
 
-	pub := &publisher{file: o.statusFile}
+	rep, err := o.report.Reporter(command, logf)
+	if err != nil {
+		return err
+	}
+	pub := &publisher{file: o.statusFile, report: rep}
+	final, err := o.pause(ctx, cmd, pub, logf)
+	if err != nil {
+		if final.Phase != pause.PhaseFailed {
+			// The pause never started: tell the watchers why (file and HTTP too).
+			pub.publish(pause.Status{Phase: pause.PhaseFailed, Error: err.Error(), Since: time.Now()})
+		}
+		rep.Fail(context.WithoutCancel(ctx), err, func(error) any { return pub.status() })
+		return err
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(final); err != nil {
+		return err
+	}
+	if err := rep.Result(context.WithoutCancel(ctx), final); err != nil {
+		return fmt.Errorf("the pause was lifted, but its result could not be reported: %w", err)
+	}
+	return nil
+}
+
+// pause connects to the cluster and runs the pause until ctx ends; it returns the last status.
+func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, logf func(string, ...any)) (pause.Status, error) {
 	if o.statusAddr != "" {
 		srv, err := pub.serve(o.statusAddr)
 		if err != nil {
-			return err
+			return pause.Status{}, err
 		}
 		defer func() { _ = srv.Close() }()
 	}
@@ -112,7 +149,7 @@ func run(cmd *cobra.Command, o options) error {
 	pdCtx := context.WithoutCancel(ctx)
 	pc, err := pd.NewClientWithContext(pdCtx, o.pd, pd.SecurityOption{})
 	if err != nil {
-		return fmt.Errorf("connect to PD %v: %w", o.pd, err)
+		return pause.Status{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-pause", session.PDHTTPAddrs(o.pd))
@@ -127,14 +164,11 @@ func run(cmd *cobra.Command, o options) error {
 	}
 	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf},
 		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup}, pub.publish)
-	if err != nil {
-		if ctx.Err() == nil {
-			// An exit nobody asked for: leave the goroutines for the post-mortem.
-			_ = pprof.Lookup("goroutine").WriteTo(cmd.ErrOrStderr(), 1)
-		}
-		return err
+	if err != nil && ctx.Err() == nil {
+		// An exit nobody asked for: leave the goroutines for the post-mortem.
+		_ = pprof.Lookup("goroutine").WriteTo(cmd.ErrOrStderr(), 1)
 	}
-	return nil
+	return pub.status(), err
 }
 
 // Metrics of the pause, served on --status-addr /metrics. The GC pause window is the number an
@@ -154,26 +188,31 @@ var (
 	})
 )
 
-// publisher keeps the latest status and publishes it to a file, over HTTP and as metrics.
+// publisher keeps the latest status and publishes it to a file, over HTTP, as metrics and to
+// the status ConfigMap.
 type publisher struct {
 	file     string
+	report   *report.Reporter
 	mu       sync.Mutex
+	cur      pause.Status
 	last     []byte
 	gcPaused time.Time
 }
 
 func (p *publisher) publish(s pause.Status) {
 	data, _ := json.Marshal(s)
+	p.report.Update(string(s.Phase), s)
 	p.mu.Lock()
-	p.last = data
-	switch s.Phase {
-	case pause.PhaseGCPaused:
-		p.gcPaused = s.Since
-	case pause.PhaseStopped, pause.PhaseFailed:
-		if !p.gcPaused.IsZero() {
-			metricGCPaused.Set(s.Since.Sub(p.gcPaused).Seconds())
-			p.gcPaused = time.Time{}
-		}
+	p.cur, p.last = s, data
+	switch {
+	case !s.LiftedAt.IsZero():
+		metricGCPaused.Set(s.LiftedAt.Sub(s.GCPausedAt).Seconds())
+		p.gcPaused = time.Time{}
+	case s.Phase == pause.PhaseFailed && !p.gcPaused.IsZero():
+		metricGCPaused.Set(s.Since.Sub(p.gcPaused).Seconds()) // lifting failed: the TTL ends it
+		p.gcPaused = time.Time{}
+	case s.Phase == pause.PhaseGCPaused:
+		p.gcPaused = s.GCPausedAt
 	}
 	p.mu.Unlock()
 	for _, ph := range []pause.Phase{pause.PhaseStarting, pause.PhaseGCPaused, pause.PhaseReady, pause.PhaseStopping, pause.PhaseStopped, pause.PhaseFailed} {
@@ -191,6 +230,13 @@ func (p *publisher) publish(s pause.Status) {
 	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err == nil {
 		_ = os.Rename(tmp, p.file)
 	}
+}
+
+// status is the latest status published.
+func (p *publisher) status() pause.Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur
 }
 
 func (p *publisher) serve(addr string) (*http.Server, error) {

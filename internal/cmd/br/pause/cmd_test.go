@@ -26,6 +26,8 @@ func TestPauseFlags(t *testing.T) {
 		{[]string{"--pd", "127.0.0.1:2379", "--ttl", "1s"}, "--ttl 1s is too short"},
 		{[]string{"--pd", "127.0.0.1:2379", "--cleanup-timeout", "0s"}, "--cleanup-timeout and --dial-timeout must be positive"},
 		{[]string{"--pd", "127.0.0.1:2379", "--status-addr", "nonsense"}, `--status-addr "nonsense"`},
+		{[]string{"--pd", "127.0.0.1:2379", "--status-configmap", "Bad_Name"}, `--status-configmap "Bad_Name" is not a valid ConfigMap name`},
+		{[]string{"--pd", "127.0.0.1:2379", "--kubeconfig", "/k"}, "need --status-configmap"},
 	}
 	for _, tc := range tests {
 		cmd := NewCmd()

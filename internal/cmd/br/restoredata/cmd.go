@@ -21,8 +21,12 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
+// command is this step's name: its key in the status ConfigMap.
+const command = "restore-data"
+
 type options struct {
 	session    session.Flags
+	report     session.ReportFlags
 	pd         []string
 	resolvedTS uint64
 	stores     int
@@ -45,7 +49,10 @@ func NewCmd() *cobra.Command {
 			"overlapping stale regions lose to newer epochs; leaders balanced over stores), raises PD's id\n" +
 			"allocator past every restored id, makes the leaders (RecoverRegion), flashes every region back\n" +
 			"to the resolved ts, and lifts PD's snapshot-recovering mark. The planning stages are retried\n" +
-			"as a whole on transient failure. Prints a JSON summary on stdout.",
+			"as a whole on transient failure. Prints a JSON summary on stdout.\n\n" +
+			"With --status-configmap the status JSON ({phase, resolvedTS, attempt, regions, error}) is\n" +
+			"server-side applied to the ConfigMap's key \"restore-data\" on every change, and the summary\n" +
+			"to \"restore-data.result\" before exiting 0.",
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -62,6 +69,7 @@ func NewCmd() *cobra.Command {
 	f.DurationVar(&o.backoff, "backoff", 2*time.Second, "wait between retries")
 	f.IntVar(&o.concurrent, "concurrency", 16, "parallel region requests during flashback")
 	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase")
+	o.report.Register(f)
 	return cmd
 }
 
@@ -80,17 +88,37 @@ func (o options) validate() error {
 	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 {
 		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff and --timeout positive")
 	}
-	return nil
+	return o.report.Validate()
 }
 
 func run(cmd *cobra.Command, o options) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	logw := session.NewLockedWriter(cmd.ErrOrStderr())
+	logf := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(logw, time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
+	}
+	rep, err := o.report.Reporter(command, logf)
+	if err != nil {
+		return err
+	}
+	res, err := o.restore(ctx, cmd, logf, func(st restoredata.Status) { rep.Update(st.Phase, st) })
+	if err != nil {
+		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
+			return restoredata.Status{Phase: restoredata.PhaseFailed, ResolvedTS: o.resolvedTS, Error: err.Error()}
+		})
+		return err
+	}
+	if err := rep.Result(context.WithoutCancel(ctx), res); err != nil {
+		return fmt.Errorf("the data is restored, but the result could not be reported: %w", err)
+	}
+	return nil
+}
+
+// restore runs the data phase and prints its JSON summary.
+func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(string, ...any), report func(restoredata.Status)) (restoredata.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	logf := func(format string, args ...any) {
-		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
-	}
 	cfg := restoredata.Config{ResolvedTS: o.resolvedTS, Stores: o.stores, Attempts: o.attempts, Backoff: o.backoff, Concurrency: o.concurrent}
 	if o.tolerate {
 		cfg.MaxMissingStores = 1
@@ -98,11 +126,11 @@ func run(cmd *cobra.Command, o options) error {
 	if o.session.Storage != "" {
 		store, err := o.session.Store(ctx)
 		if err != nil {
-			return err
+			return restoredata.Result{}, err
 		}
 		bm, err := store.BackupMeta(ctx)
 		if err != nil {
-			return fmt.Errorf("read backupmeta from %s: %w", o.session.Storage, err)
+			return restoredata.Result{}, fmt.Errorf("read backupmeta from %s: %w", o.session.Storage, err)
 		}
 		if cfg.ResolvedTS == 0 {
 			cfg.ResolvedTS = bm.ClusterInfo.ResolvedTS
@@ -113,7 +141,7 @@ func run(cmd *cobra.Command, o options) error {
 	}
 	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
 	if err != nil {
-		return fmt.Errorf("connect to PD %v: %w", o.pd, err)
+		return restoredata.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-restore-data", session.PDHTTPAddrs(o.pd))
@@ -122,11 +150,11 @@ func run(cmd *cobra.Command, o options) error {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	logf("Restoring data to resolved ts %d (%d stores expected)", cfg.ResolvedTS, cfg.Stores)
-	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf}, cfg)
+	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf, Report: report}, cfg)
 	if err != nil {
-		return err
+		return res, err
 	}
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
-	return enc.Encode(res)
+	return res, enc.Encode(res)
 }

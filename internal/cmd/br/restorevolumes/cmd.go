@@ -26,8 +26,12 @@ import (
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
+// command is this step's name: its key in the status ConfigMap.
+const command = "restore-volumes"
+
 type options struct {
 	session    session.Flags
+	report     session.ReportFlags
 	engine     restorevolumes.Options
 	pd         []string
 	scope      string
@@ -57,7 +61,10 @@ the backup (one per restore, so two restores of one backup never mix) and, with
 restore id; a retry first deletes what a killed attempt left, and a retry after success
 returns the recorded volumes.
 
-Progress lines go to stderr; the JSON summary goes to stdout.`,
+Progress lines go to stderr; the JSON summary goes to stdout. With --status-configmap the
+status JSON ({phase, resolvedTS, volumes, error}) is server-side applied to the ConfigMap's key
+"restore-volumes" on every phase change, and the summary to "restore-volumes.result" before
+exiting 0.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -83,6 +90,7 @@ Progress lines go to stderr; the JSON summary goes to stdout.`,
 	f.IntVar(&o.engine.Concurrency, "concurrency", 8, "parallel CreateVolume calls (the account's EC2 budget paces them anyway)")
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the volumes after a failure (it runs even after SIGTERM)")
 	f.StringVar(&o.outputFile, "output-file", "", "also write the restoremeta JSON (BR's --output-file) to this local file")
+	o.report.Register(f)
 	return cmd
 }
 
@@ -90,6 +98,9 @@ var kmsKeyPattern = regexp.MustCompile(`^(arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:(
 
 func (o *options) validate() error {
 	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	if err := o.report.Validate(); err != nil {
 		return err
 	}
 	if o.engine.RestoreID == "" {
@@ -120,24 +131,45 @@ func (o *options) validate() error {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := o.session.Open(ctx)
+	logw := session.NewLockedWriter(cmd.ErrOrStderr())
+	rep, err := o.report.Reporter(command, session.Logf(logw))
 	if err != nil {
 		return err
+	}
+	o.engine.Report = func(st restorevolumes.Status) { rep.Update(st.Phase, st) }
+	o.engine.Progress = logw
+	res, err := o.restore(ctx, cmd, logw)
+	if err != nil {
+		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
+			return restorevolumes.Status{Phase: restorevolumes.PhaseFailed, ResolvedTS: res.ResolvedTS, Error: err.Error()}
+		})
+		return err
+	}
+	if err := rep.Result(context.WithoutCancel(ctx), res); err != nil {
+		return fmt.Errorf("the volumes are restored, but the result could not be reported: %w", err)
+	}
+	return nil
+}
+
+// restore runs the phase and prints its JSON summary once the engine ran.
+func (o *options) restore(ctx context.Context, cmd *cobra.Command, logw io.Writer) (restorevolumes.Result, error) {
+	c, err := o.session.Open(ctx)
+	if err != nil {
+		return restorevolumes.Result{}, err
 	}
 	store, p := c.Store, c.Provider
 	hc := pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
-	o.engine.Progress = cmd.ErrOrStderr()
-	res, runErr := restorevolumes.Run(ctx, p, PD{Client: hc, Log: cmd.ErrOrStderr()}, store, o.engine)
+	res, runErr := restorevolumes.Run(ctx, p, PD{Client: hc, Log: logw}, store, o.engine)
 	if runErr == nil && o.outputFile != "" {
 		runErr = writeOutput(ctx, store, o.engine.RestoreID, o.outputFile)
 	}
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil && runErr == nil {
-		return err
+		return res, err
 	}
-	return runErr
+	return res, runErr
 }
 
 // writeOutput copies this restore's restoremeta to a local file.

@@ -25,8 +25,12 @@ import (
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
+// command is this step's name: its key in the status ConfigMap.
+const command = "snapshot"
+
 type options struct {
 	session      session.Flags
+	report       session.ReportFlags
 	engine       snapshot.Options
 	pd           []string
 	volumes      string
@@ -65,7 +69,12 @@ snapshots a backupmeta records, or deletes the ones an attempt never recorded be
 one fresh set; it never leaves two sets. A prefix holding another backup's backupmeta is
 refused.
 
-The JSON summary goes to stdout. Exit status 0 only when every snapshot completed.`,
+The JSON summary goes to stdout. Exit status 0 only when every snapshot completed.
+
+With --status-configmap the progress JSON (as in --progress-file, plus backupTS and error) is
+server-side applied to the ConfigMap's key "snapshot" on every phase change and at most once a
+second otherwise, and the summary to "snapshot.result" before exiting 0. Phase Waiting means
+every snapshot has started and backupmeta is written: the pause may be lifted.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -90,12 +99,16 @@ The JSON summary goes to stdout. Exit status 0 only when every snapshot complete
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the snapshots after a failure (it runs even after SIGTERM)")
 	f.StringArrayVar(&o.manifests, "manifest", nil, "Kubernetes manifest file (multi-document YAML allowed) to store next to the backup under manifests/<ns>/<Kind>/<name>.yaml; repeatable")
 	f.DurationVar(&o.pauseTTL, "pause-ttl", 2*time.Minute, "TTL of the pause this step holds itself when neither --pause-status nor --backup-ts is given")
-	f.StringVar(&o.progressFile, "progress-file", "", "file rewritten atomically with the JSON progress {phase, done, total, percent}")
+	f.StringVar(&o.progressFile, "progress-file", "", "file rewritten atomically with the JSON progress {phase, done, total, percent, backupTS, error}")
+	o.report.Register(f)
 	return cmd
 }
 
 func (o *options) validate() error {
 	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	if err := o.report.Validate(); err != nil {
 		return err
 	}
 	if o.engine.BackupID == "" {
@@ -162,11 +175,35 @@ func readyPause(file string) (pause.Status, error) {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	// The engine, this step's own pause and the ConfigMap reporter all log; one lock keeps
+	// their lines whole.
+	logw := &lockedWriter{w: cmd.ErrOrStderr()}
+	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) })
+	if err != nil {
+		return err
+	}
+	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) { rep.Update(pr.Phase, pr) })
+	if err != nil {
+		// Failed before the engine ran (which reports its own failures): tell the watchers why.
+		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
+			return snapshot.Progress{Phase: snapshot.PhaseFailed, BackupTS: o.engine.BackupTS, Error: err.Error()}
+		})
+		return err
+	}
+	if err := rep.Result(context.WithoutCancel(ctx), res); err != nil {
+		return fmt.Errorf("every snapshot completed, but the result could not be reported: %w", err)
+	}
+	return nil
+}
+
+// snapshot runs the step, printing its JSON summary once the engine ran, and sends the
+// engine's progress to report.
+func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writer, report func(snapshot.Progress)) (snapshot.Result, error) {
 	if o.pauseStatus != "" {
 		// Checked before anything connects: a pause that is not Ready is a usage error.
 		st, err := readyPause(o.pauseStatus)
 		if err != nil {
-			return err
+			return snapshot.Result{}, err
 		}
 		o.engine.BackupTS = st.BackupTS
 		o.engine.StillPaused = func(context.Context) error {
@@ -180,31 +217,28 @@ func (o *options) run(cmd *cobra.Command) error {
 	// The PD client keeps its own background context; it is closed when the step ends.
 	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
 	if err != nil {
-		return fmt.Errorf("connect to PD %v: %w", o.pd, err)
+		return snapshot.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
-	// The engine and this step's own pause both log; one lock keeps their lines whole.
-	logw := &lockedWriter{w: cmd.ErrOrStderr()}
-
 	var releasePause func()
 	if o.engine.BackupTS == 0 {
 		// Run alone: hold our own pause, and lift it as soon as every snapshot has started.
 		release, err := o.ownPause(ctx, pc, hc, logw)
 		if err != nil {
-			return err
+			return snapshot.Result{}, err
 		}
 		releasePause = release
 		defer release()
 	}
 	c, err := o.session.Open(ctx)
 	if err != nil {
-		return err
+		return snapshot.Result{}, err
 	}
 	store, p := c.Store, c.Provider
 	if err := putManifests(ctx, store, o.parsed); err != nil {
-		return err
+		return snapshot.Result{}, err
 	}
 
 	o.engine.Progress = logw
@@ -216,6 +250,7 @@ func (o *options) run(cmd *cobra.Command) error {
 		if pf.path != "" {
 			pf.write(pr)
 		}
+		report(pr)
 		if releasePause != nil && pr.Phase != snapshot.PhaseChecking && pr.Phase != snapshot.PhaseStarting {
 			releasePause() // every snapshot has started (or the step is over): GC may run again
 		}
@@ -227,9 +262,9 @@ func (o *options) run(cmd *cobra.Command) error {
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(res); err != nil && runErr == nil {
-		return err
+		return res, err
 	}
-	return runErr
+	return res, runErr
 }
 
 // ownPause holds a pause for a snapshot run alone, waits until it is Ready, and points the

@@ -53,6 +53,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--tags", "fedbr.io/backup=x"}, "--tags"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--volumes", filepath.Join(dir, "missing.json")}, "--volumes"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "extra"}, "unknown command"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--status-configmap", "vb", "--status-configmap-namespace", "A"}, `--status-configmap-namespace "A" is not a valid namespace`},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--status-configmap-namespace", "ns"}, "need --status-configmap"},
 	} {
 		_, _, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -64,7 +66,8 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "cluster", "pd", "volumes", "pause-status", "backup-ts",
-		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl", "manifest"} {
+		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl", "manifest",
+		"status-configmap", "status-configmap-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)

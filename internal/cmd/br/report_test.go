@@ -1,0 +1,140 @@
+package br
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fedbr/fedbr/internal/br/clean"
+	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+// execute runs `fedbr br ARGS…` and returns its stderr with the error.
+func execute(ctx context.Context, args ...string) (string, error) {
+	cmd := NewCmd()
+	var stderr bytes.Buffer
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&stderr)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	return stderr.String(), err
+}
+
+// TestCommandsReportToOneConfigMap is the agent's view of two Jobs sharing the ConfigMap it
+// created: `br pause` against a PD/TiKV double and `br clean` run while the pause holds both
+// report through a real API server; each command's keys carry its status and result JSON, and
+// neither clobbers the other's keys or the agent's.
+func TestCommandsReportToOneConfigMap(t *testing.T) {
+	env := testenv.Start(t) // skips in -short mode
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	key := client.ObjectKey{Namespace: "default", Name: "vb-1-east"}
+	agentCM := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}, Data: map[string]string{"agent": "keep"}}
+	if err := env.Client.Create(ctx, agentCM); err != nil {
+		t.Fatal(err)
+	}
+	reportFlags := []string{"--status-configmap", key.Name, "--status-configmap-namespace", key.Namespace, "--kubeconfig", env.Kubeconfig}
+	get := func() map[string]string {
+		var cm corev1.ConfigMap
+		if err := env.Client.Get(ctx, key, &cm); err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data
+	}
+
+	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3, SplitKeys: [][]byte{[]byte("m")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	type outcome struct {
+		stderr string
+		err    error
+	}
+	pauseDone := make(chan outcome, 1)
+	go func() {
+		stderr, err := execute(runCtx, append([]string{"pause", "--pd", cl.PDAddr(), "--ttl", "5m"}, reportFlags...)...)
+		pauseDone <- outcome{stderr, err}
+	}()
+
+	// The agent watches; polling the API server stands in for its watch here.
+	var ready pause.Status
+	for ready.Phase != pause.PhaseReady {
+		select {
+		case o := <-pauseDone:
+			t.Fatalf("pause exited before Ready: %v\n%s", o.err, o.stderr)
+		case <-ctx.Done():
+			t.Fatalf("the ConfigMap never said Ready: %v", get())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if doc, ok := get()["pause"]; ok {
+			if err := json.Unmarshal([]byte(doc), &ready); err != nil {
+				t.Fatalf("pause key %q: %v", doc, err)
+			}
+		}
+	}
+	if ready.BackupTS == 0 || ready.Stores != 3 || ready.GCPausedAt.IsZero() || !ready.LiftedAt.IsZero() {
+		t.Errorf("Ready status %+v: want backupTS, 3 stores, gcPausedAt and no liftedAt", ready)
+	}
+
+	// A second command writes its keys to the same ConfigMap while the pause holds.
+	aws, err := awsdouble.Open(t.TempDir(), awsdouble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(aws)
+	defer func() {
+		hs.Close()
+		_ = aws.Close()
+	}()
+	if stderr, err := execute(ctx, append([]string{"clean", "-s", t.TempDir(), "--region", "us-west-2", "--aws-endpoint", hs.URL,
+		"--backup-outcome", "failed"}, reportFlags...)...); err != nil {
+		t.Fatalf("clean: %v\n%s", err, stderr)
+	}
+
+	stop()
+	if o := <-pauseDone; o.err != nil {
+		t.Fatalf("pause after stop: %v\n%s", o.err, o.stderr)
+	}
+	data := get()
+	if data["agent"] != "keep" {
+		t.Errorf("the agent's key was clobbered: %v", data)
+	}
+	var stopped, result pause.Status
+	if err := json.Unmarshal([]byte(data["pause"]), &stopped); err != nil {
+		t.Fatalf("pause = %q: %v", data["pause"], err)
+	}
+	if err := json.Unmarshal([]byte(data["pause.result"]), &result); err != nil {
+		t.Fatalf("pause.result = %q: %v", data["pause.result"], err)
+	}
+	if stopped.Phase != pause.PhaseStopped || stopped.BackupTS != ready.BackupTS || !stopped.GCPausedAt.Equal(ready.GCPausedAt) ||
+		stopped.LiftedAt.Before(stopped.GCPausedAt) {
+		t.Errorf("pause = %+v, want Stopped with the Ready backupTS, gcPausedAt and a liftedAt after it", stopped)
+	}
+	if result != stopped {
+		t.Errorf("pause.result = %+v, want the final status %+v", result, stopped)
+	}
+	var cleanStatus clean.Status
+	var cleanResult clean.Summary
+	if err := json.Unmarshal([]byte(data["clean"]), &cleanStatus); err != nil || cleanStatus.Phase != clean.PhaseCompleted {
+		t.Errorf("clean = %q (%v), want phase Completed", data["clean"], err)
+	}
+	if err := json.Unmarshal([]byte(data["clean.result"]), &cleanResult); err != nil || cleanResult.Result != "cleaned" {
+		t.Errorf("clean.result = %q (%v), want result cleaned", data["clean.result"], err)
+	}
+	if len(data) != 5 {
+		t.Errorf("keys = %v, want agent, pause, pause.result, clean, clean.result", data)
+	}
+}

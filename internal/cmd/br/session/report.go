@@ -1,0 +1,103 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/podenv"
+)
+
+// ReportFlags point a command at the ConfigMap it reports its status to (package br/report).
+type ReportFlags struct {
+	ConfigMap  string
+	Namespace  string
+	Kubeconfig string
+}
+
+// Register adds the flags to fs.
+func (f *ReportFlags) Register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.ConfigMap, "status-configmap", "", "ConfigMap to report the status and the final result to (keys <command> and <command>.result); created if missing")
+	fs.StringVar(&f.Namespace, "status-configmap-namespace", "", "namespace of --status-configmap (default: the pod's namespace, $POD_NAMESPACE or the service account's)")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for --status-configmap when not running in a pod (default: the pod's service account)")
+}
+
+// Validate checks the flags without any I/O.
+func (f *ReportFlags) Validate() error {
+	if f.ConfigMap == "" {
+		if f.Namespace != "" || f.Kubeconfig != "" {
+			return errors.New("--status-configmap-namespace and --kubeconfig need --status-configmap")
+		}
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(f.ConfigMap); len(errs) > 0 {
+		return fmt.Errorf("--status-configmap %q is not a valid ConfigMap name: %s", f.ConfigMap, errs[0])
+	}
+	if f.Namespace != "" {
+		if errs := validation.IsDNS1123Label(f.Namespace); len(errs) > 0 {
+			return fmt.Errorf("--status-configmap-namespace %q is not a valid namespace: %s", f.Namespace, errs[0])
+		}
+	}
+	return nil
+}
+
+// Reporter starts the reporter of command (its key in the ConfigMap); nil without
+// --status-configmap, which reports nothing. logf receives write failures. It fails when the
+// ConfigMap cannot be addressed at all (no namespace, no credentials): the agent relies on the
+// reports, so a command it started must not run blind.
+func (f *ReportFlags) Reporter(command string, logf func(format string, args ...any)) (*report.Reporter, error) {
+	if f.ConfigMap == "" {
+		return nil, nil
+	}
+	ns := f.Namespace
+	if ns == "" {
+		var err error
+		if ns, err = podenv.Namespace(); err != nil {
+			return nil, fmt.Errorf("--status-configmap-namespace not given: %w", err)
+		}
+	}
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if f.Kubeconfig != "" {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", f.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("--kubeconfig: %w", err)
+		}
+	} else if cfg, err = podenv.RESTConfig(); err != nil {
+		return nil, fmt.Errorf("--status-configmap: %w (outside a pod, give --kubeconfig)", err)
+	}
+	sink, err := report.NewConfigMap(cfg, ns, f.ConfigMap, command)
+	if err != nil {
+		return nil, err
+	}
+	return report.New(report.Options{Command: command, Sink: sink, Log: logf})
+}
+
+// LockedWriter serialises writes from several goroutines to one stream, so that an engine's
+// progress lines and the reporter's failures stay whole.
+type LockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewLockedWriter wraps w.
+func NewLockedWriter(w io.Writer) *LockedWriter { return &LockedWriter{w: w} }
+
+func (l *LockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Logf returns a printf-style logger writing one line per call to w.
+func Logf(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) { _, _ = fmt.Fprintf(w, format+"\n", args...) }
+}
