@@ -44,6 +44,15 @@ type TidbClusterSpec struct {
 	// volume-snapshot backup and restore require it.
 	// +optional
 	AcrossK8s bool `json:"acrossK8s,omitempty"`
+	// PDAddresses are the client URLs (http://host:port) of a PD that runs elsewhere, typically
+	// in another Kubernetes cluster of the same federated TiDB cluster: this TidbCluster's TiKV
+	// stores join that PD. With pd.replicas 0 (or no pd) it runs no PD of its own.
+	// +optional
+	PDAddresses []string `json:"pdAddresses,omitempty"`
+	// Cluster references the TidbCluster (in another Kubernetes cluster of a federated TiDB
+	// cluster) whose PD this one joins, by name, namespace and cluster domain.
+	// +optional
+	Cluster *TidbClusterRef `json:"cluster,omitempty"`
 	// RecoveryMode makes tidb-operator start PD with the snapshot-recovering marker and TiKV only
 	// once the volumes are ready; restore-finish sets it back to false.
 	// +optional
@@ -57,6 +66,20 @@ type TidbClusterSpec struct {
 	// TiDB is the TiDB component.
 	// +optional
 	TiDB *ComponentSpec `json:"tidb,omitempty"`
+}
+
+// TidbClusterRef names a TidbCluster, possibly in another Kubernetes cluster.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type TidbClusterRef struct {
+	// Name of the TidbCluster.
+	Name string `json:"name"`
+	// Namespace of the TidbCluster; default the referring TidbCluster's.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// ClusterDomain is the referenced cluster's Kubernetes cluster domain.
+	// +optional
+	ClusterDomain string `json:"clusterDomain,omitempty"`
 }
 
 // PDMember is one PD member as tidb-operator publishes it.

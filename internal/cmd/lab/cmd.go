@@ -7,7 +7,9 @@ import (
 
 	labaws "github.com/fedbr/fedbr/internal/cmd/lab/aws"
 	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
+	labdemo "github.com/fedbr/fedbr/internal/cmd/lab/demo"
 	"github.com/fedbr/fedbr/internal/cmd/lab/down"
+	lablogs "github.com/fedbr/fedbr/internal/cmd/lab/logs"
 	labnode "github.com/fedbr/fedbr/internal/cmd/lab/node"
 	labop "github.com/fedbr/fedbr/internal/cmd/lab/operator"
 	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
@@ -22,7 +24,7 @@ func NewCmd() *cobra.Command {
 		Use:   "lab",
 		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
 	}
-	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(),
-		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd())
+	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
+		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labdemo.NewCmd())
 	return cmd
 }

@@ -57,6 +57,10 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// Ready, if set, is called as soon as each cluster is up (from the goroutine that started
+	// it, before Up returns), so a caller can start using that cluster — through its own
+	// kubeconfig, Cluster.Kubeconfig — while the others still start.
+	Ready func(Cluster)
 }
 
 // Process is one running component.
@@ -144,10 +148,13 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			defer wg.Done()
 			c, err := startCluster(ctx, o, filepath.Join(dir, name), name)
 			mu.Lock()
-			defer mu.Unlock()
 			st.Clusters[i] = c
 			if err != nil {
 				errs = append(errs, fmt.Errorf("cluster %s: %w", name, err))
+			}
+			mu.Unlock()
+			if err == nil && o.Ready != nil {
+				o.Ready(c)
 			}
 		}()
 	}

@@ -66,6 +66,11 @@ type Options struct {
 	Server string
 	// Volumes resolves EBS CSI volume handles; without it, pods with such PVCs wait.
 	Volumes VolumeResolver
+	// EBS, with InstanceID and Zone, makes the node stand in for the EBS CSI driver: it
+	// provisions volumes for the claims of its pods (WaitForFirstConsumer classes of
+	// provisioner ebs.csi.aws.com), attaches them to its instance before a pod mounts them
+	// and detaches them once a deleted pod is gone. Optional.
+	EBS EBS
 	// Address is the node's and every pod's IP; default 127.0.0.1 (pods share the host network).
 	Address string
 	// KubeletListen is where the kubelet API (container logs) listens; default Address:0.
@@ -127,6 +132,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 4
+	}
+	if o.EBS != nil && (o.InstanceID == "" || o.Zone == "" || o.Volumes == nil) {
+		return o, errors.New("provisioning EBS volumes needs the node's instance, zone and volume resolver")
 	}
 	return o, nil
 }
@@ -200,6 +208,10 @@ func (n *Node) Run(ctx context.Context) error {
 		node.WithNodeEnableLeaseV1(o.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease), 0))
 	if err != nil {
 		return fmt.Errorf("node controller: %w", err)
+	}
+	if o.EBS != nil {
+		prov := newProvisioner(o, otherInformers)
+		go prov.run(vkCtx)
 	}
 	podInformers.Start(vkCtx.Done())
 	otherInformers.Start(vkCtx.Done())

@@ -52,12 +52,14 @@ type podRun struct {
 	// which are read under mu.
 	spec *corev1.Pod
 
-	mu       sync.Mutex
-	status   corev1.PodStatus
-	volumes  map[string]string
-	stopping bool
-	deleting bool
-	killAt   time.Time
+	mu      sync.Mutex
+	status  corev1.PodStatus
+	volumes map[string]string
+	// ebsVolumes are the EBS volumes the pod uses, attached to the node's instance.
+	ebsVolumes []string
+	stopping   bool
+	deleting   bool
+	killAt     time.Time
 	// wake is closed and replaced whenever killAt moves or stopping starts.
 	wake     chan struct{}
 	deadline *time.Timer

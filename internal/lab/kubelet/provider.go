@@ -55,6 +55,7 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		r.mu.Unlock()
 		if deleting {
 			p.forget(r)
+			p.detach(r)
 		}
 	})
 	p.changedLocked(key)
@@ -83,6 +84,7 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	case <-r.done:
 		// Already finished: forget it now.
 		p.forget(r)
+		p.detach(r)
 		return nil
 	default:
 	}
@@ -92,6 +94,37 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	r.stop(r.gracePeriod(pod), "", "")
 	p.changed(r.key)
 	return nil
+}
+
+// detach detaches the EBS volumes of a deleted pod that no other pod on the node uses, as the
+// attach-detach controller does once a volume's last pod on a node is gone, so the claim's next
+// pod can attach it elsewhere. A failure is logged: the volume then stays attached, as on EKS
+// when a detach fails.
+func (p *provider) detach(gone *podRun) {
+	if p.o.EBS == nil {
+		return
+	}
+	gone.mu.Lock()
+	vols := append([]string(nil), gone.ebsVolumes...)
+	gone.mu.Unlock()
+	inUse := map[string]bool{}
+	p.mu.Lock()
+	for _, r := range p.pods {
+		r.mu.Lock()
+		for _, v := range r.ebsVolumes {
+			inUse[v] = true
+		}
+		r.mu.Unlock()
+	}
+	p.mu.Unlock()
+	for _, v := range vols {
+		if inUse[v] {
+			continue
+		}
+		if err := p.o.EBS.DetachVolume(p.ctx, v, p.o.InstanceID); err != nil {
+			klog.FromContext(p.ctx).Error(err, "Detaching volume failed", "volume", v, "pod", gone.key)
+		}
+	}
 }
 
 func (p *provider) forget(r *podRun) {

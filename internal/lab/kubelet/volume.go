@@ -302,6 +302,19 @@ func (r *podRun) claimDir(ctx context.Context, claim string) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		if v.InstanceID == "" && r.p.o.EBS != nil {
+			// ControllerPublishVolume: the volume joins the node's instance, so a snapshot
+			// of the instance captures it.
+			if err := r.p.o.EBS.AttachVolume(ctx, v.ID, r.p.o.InstanceID); err != nil {
+				return "", err
+			}
+			v.InstanceID = r.p.o.InstanceID
+		}
+		if v.InstanceID == r.p.o.InstanceID && r.p.o.EBS != nil {
+			r.mu.Lock()
+			r.ebsVolumes = append(r.ebsVolumes, v.ID)
+			r.mu.Unlock()
+		}
 		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
 			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
 		}

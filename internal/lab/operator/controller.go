@@ -120,8 +120,9 @@ func (r *Reconciler) observe(ctx context.Context, tc *pcv1alpha1.TidbCluster) (O
 		// ComputePlan refuses the TidbCluster.
 		return o, nil
 	}
-	if _, ok := o.Pods[MemberName(tc.Name, ComponentPD, 0)]; ok {
-		pd, err := r.PD.Read(ctx, a.PD(0))
+	_, pdPod := o.Pods[MemberName(tc.Name, ComponentPD, 0)]
+	if addr := pdAddress(a, tc); addr != "" && (pdPod || !hasLocalPD(tc)) {
+		pd, err := r.PD.Read(ctx, addr)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("PD not ready", "err", err.Error())
 		}

@@ -173,11 +173,18 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 	if err := validate(tc); err != nil {
 		return p, err
 	}
-	if !o.Service {
-		p.add(CreateService, nil, nil, service(cfg, tc))
+	lay, err := layoutFor(cfg.Addressing, tc)
+	if err != nil {
+		return p, err
 	}
-	pdReplicas := int(tc.Spec.PD.Replicas)
-	p.members(cfg, o, ComponentPD, pdReplicas, func(i int) bool { return true })
+	pdReplicas := 0
+	if hasLocalPD(tc) {
+		pdReplicas = int(tc.Spec.PD.Replicas)
+		if !o.Service {
+			p.add(CreateService, nil, nil, service(cfg, tc))
+		}
+	}
+	p.members(cfg, lay, o, ComponentPD, pdReplicas, func(i int) bool { return true })
 
 	tikvReplicas := 0
 	if tc.Spec.TiKV != nil {
@@ -202,13 +209,13 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 		}
 		return true
 	}
-	p.members(cfg, o, ComponentTiKV, tikvReplicas, canStart)
+	p.members(cfg, lay, o, ComponentTiKV, tikvReplicas, canStart)
 	return p, nil
 }
 
 func validate(tc *pcv1alpha1.TidbCluster) error {
-	if tc.Spec.PD == nil || tc.Spec.PD.Replicas != 1 {
-		return fmt.Errorf("%w: spec.pd.replicas must be 1 (the PD double serves one member)", ErrInvalidSpec)
+	if err := validatePD(tc); err != nil {
+		return err
 	}
 	if tc.Spec.TiKV != nil && tc.Spec.TiKV.Replicas > tikvPortOffset {
 		return fmt.Errorf("%w: spec.tikv.replicas %d: at most %d", ErrInvalidSpec, tc.Spec.TiKV.Replicas, tikvPortOffset)
@@ -226,7 +233,7 @@ func validate(tc *pcv1alpha1.TidbCluster) error {
 
 // members plans one component: claims and pods for ordinals below replicas (only where start
 // allows), deletion of pods at or above it (scale-in; claims are kept).
-func (p *Plan) members(cfg Config, o Observed, comp string, replicas int, start func(int) bool) {
+func (p *Plan) members(cfg Config, lay layout, o Observed, comp string, replicas int, start func(int) bool) {
 	tc := o.Cluster
 	for i := 0; i < replicas; i++ {
 		st, exists := o.Pods[MemberName(tc.Name, comp, i)]
@@ -241,7 +248,7 @@ func (p *Plan) members(cfg Config, o Observed, comp string, replicas int, start 
 			if !o.PVCs[PVCName(tc.Name, comp, i)] {
 				p.add(CreatePVC, nil, pvc(tc, comp, i), nil)
 			}
-			p.add(CreatePod, pod(cfg, tc, comp, i), nil, nil)
+			p.add(CreatePod, pod(cfg, lay, tc, comp, i), nil, nil)
 		}
 	}
 	for _, name := range sortedNames(o.Pods) {
@@ -362,7 +369,7 @@ func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.PersistentVolum
 // lab node (where "/" is the container's $FEDBR_LAB_ROOT).
 func dataDir(comp string) string { return "/var/lib/" + comp }
 
-func pod(cfg Config, tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.Pod {
+func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.Pod {
 	name := MemberName(tc.Name, comp, i)
 	l := labels(tc, comp)
 	ann := map[string]string{}
@@ -378,12 +385,9 @@ func pod(cfg Config, tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.Pod
 		l[LabelStoreID] = strconv.FormatUint(id, 10)
 		ann[AnnotationRecoveryMode] = strconv.FormatBool(tc.Spec.RecoveryMode)
 		args = []string{"lab", "tikv", "--store-id", strconv.FormatUint(id, 10),
-			"--data-dir", strings.TrimPrefix(dataDir(comp), "/"), "--pd", cfg.Addressing.PD(0),
+			"--data-dir", strings.TrimPrefix(dataDir(comp), "/"), "--pd", pdAddress(cfg.Addressing, tc),
 			"--listen", addr, "--advertise-addr", addr}
-		if tc.Spec.TiKV.Replicas >= 3 {
-			args = append(args, "--initial-stores", fmt.Sprintf("%d,%d,%d",
-				cfg.Addressing.StoreID(0), cfg.Addressing.StoreID(1), cfg.Addressing.StoreID(2)))
-		}
+		args = append(args, lay.args()...)
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tc.Namespace, Labels: l, Annotations: ann,
@@ -420,23 +424,23 @@ func pod(cfg Config, tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.Pod
 // health list, stores from PD's store list, each store mapped to the pod serving its address.
 func status(cfg Config, o Observed) pcv1alpha1.TidbClusterStatus {
 	st := *o.Cluster.Status.DeepCopy()
-	st.PD.Members = map[string]pcv1alpha1.PDMember{}
-	for _, m := range o.PD.Members {
-		st.PD.Members[m.Name] = pcv1alpha1.PDMember{Name: m.Name, ID: strconv.FormatUint(m.ID, 10),
-			ClientURL: m.ClientURL, Health: m.Healthy}
+	if !hasLocalPD(o.Cluster) {
+		// The PD belongs to another TidbCluster (another part of a federated cluster): it
+		// publishes the members; this one publishes only its own stores.
+		st.PD.Members = nil
 	}
 	if !o.PD.Healthy {
-		// Keep the last known members, marked unhealthy: fedbr still needs the address.
+		return unhealthyStatus(cfg, o, st)
+	}
+	if hasLocalPD(o.Cluster) {
 		st.PD.Members = map[string]pcv1alpha1.PDMember{}
-		for k, m := range o.Cluster.Status.PD.Members {
-			m.Health = false
-			st.PD.Members[k] = m
+	}
+	for _, m := range o.PD.Members {
+		if st.PD.Members == nil {
+			break
 		}
-		if len(st.PD.Members) == 0 && o.Cluster.Spec.PD != nil && o.Cluster.Spec.PD.Replicas > 0 {
-			name := MemberName(o.Cluster.Name, ComponentPD, 0)
-			st.PD.Members[name] = pcv1alpha1.PDMember{Name: name, ClientURL: "http://" + cfg.Addressing.PD(0)}
-		}
-		return st
+		st.PD.Members[m.Name] = pcv1alpha1.PDMember{Name: m.Name, ID: strconv.FormatUint(m.ID, 10),
+			ClientURL: m.ClientURL, Health: m.Healthy}
 	}
 	byAddr := map[string]string{}
 	if tk := o.Cluster.Spec.TiKV; tk != nil {
@@ -458,6 +462,24 @@ func status(cfg Config, o Observed) pcv1alpha1.TidbClusterStatus {
 	st.TiKV.Phase = "Normal"
 	if o.Cluster.Spec.RecoveryMode {
 		st.TiKV.Phase = "Recovery"
+	}
+	return st
+}
+
+// unhealthyStatus is the status while PD cannot be read: the last known members are kept,
+// marked unhealthy, because fedbr still needs the address.
+func unhealthyStatus(cfg Config, o Observed, st pcv1alpha1.TidbClusterStatus) pcv1alpha1.TidbClusterStatus {
+	if !hasLocalPD(o.Cluster) {
+		return st
+	}
+	st.PD.Members = map[string]pcv1alpha1.PDMember{}
+	for k, m := range o.Cluster.Status.PD.Members {
+		m.Health = false
+		st.PD.Members[k] = m
+	}
+	if len(st.PD.Members) == 0 {
+		name := MemberName(o.Cluster.Name, ComponentPD, 0)
+		st.PD.Members[name] = pcv1alpha1.PDMember{Name: name, ClientURL: "http://" + cfg.Addressing.PD(0)}
 	}
 	return st
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -57,8 +58,11 @@ paths with $FEDBR_LAB_ROOT. Logs: DIR/logs/NS_POD_UID/CONTAINER/RESTART.log, als
 to kubectl logs.
 
 With --aws-endpoint the node stands for an AWS-double instance in --zone (created unless
---instance-id is given or the Node already names one) and PVCs bound to CSI
-ebs.csi.aws.com volumes mount the double's volume directories.`,
+--instance-id is given or the Node already names one) and for the EBS CSI driver there:
+it provisions AWS-double volumes for claims of WaitForFirstConsumer storage classes with
+provisioner ebs.csi.aws.com whose first pod was scheduled to it, attaches a claim's volume
+to its instance before a pod mounts it (the volume's directory), and detaches it once a
+deleted pod is gone.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -114,6 +118,12 @@ func (o *options) run(cmd *cobra.Command) error {
 		if err := o.ensureInstance(ctx, client, admin); err != nil {
 			return err
 		}
+		// The node also stands in for the EBS CSI driver in its zone.
+		ebs, err := kubelet.NewEC2(ctx, o.awsEndpoint, strings.TrimRight(o.node.Zone, "abcdefghijklmnopqrstuvwxyz"))
+		if err != nil {
+			return err
+		}
+		o.node.EBS = ebs
 	}
 	n, err := kubelet.New(o.node)
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
 // NewCmd returns `fedbr lab status`.
@@ -22,9 +22,9 @@ func NewCmd() *cobra.Command {
 			if output != "" && output != "json" {
 				return fmt.Errorf("--output must be empty or json, not %q", output)
 			}
-			sts, err := controlplane.Status(dir)
+			sts, err := env.Status(dir)
 			if err != nil {
-				return fmt.Errorf("no lab in %s: %w", dir, err)
+				return err
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -32,13 +32,20 @@ func NewCmd() *cobra.Command {
 				return enc.Encode(sts)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			_, _ = fmt.Fprintln(w, "CLUSTER\tCOMPONENT\tPID\tPORT\tSTATE\tLOG")
+			_, _ = fmt.Fprintln(w, "CLUSTER\tCOMPONENT\tNAME\tPID\tPORT\tSTATE\tLOG")
 			for _, s := range sts {
 				state := "stopped"
 				if s.Running {
 					state = "running"
 				}
-				_, _ = fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%s\t%s\n", s.Cluster, s.Component, s.PID, s.Port, state, s.Log)
+				cluster, port := s.Cluster, "-"
+				if cluster == "" {
+					cluster = "-"
+				}
+				if s.Process.Port != 0 {
+					port = fmt.Sprint(s.Process.Port)
+				}
+				_, _ = fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", cluster, s.Component, s.Name, s.Process.PID, port, state, s.Process.Log)
 			}
 			return w.Flush()
 		},

@@ -1,78 +1,142 @@
-// Package up is `fedbr lab up`: start one real Kubernetes control plane per lab cluster.
+// Package up is `fedbr lab up`: bring up the whole lab — Kubernetes control planes, the AWS
+// double, lab nodes and stand-in tidb-operators.
 package up
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
-	"slices"
+	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/env"
 )
+
+type options struct {
+	o       env.Options
+	zones   []string
+	dryRun  bool
+	repoDir string
+}
 
 // NewCmd returns `fedbr lab up`.
 func NewCmd() *cobra.Command {
-	var (
-		o       controlplane.Options
-		dryRun  bool
-		repoDir string
-	)
+	o := &options{}
 	cmd := &cobra.Command{
-		Use:   "up --dir DIR [--clusters control,dp1,dp2,dp3]",
-		Short: "Start a Kubernetes control plane (etcd, API server, controller-manager, scheduler) per lab cluster",
-		Long: "Start one real Kubernetes control plane per cluster on free loopback ports, all in parallel,\n" +
-			"and write DIR/kubeconfig with one context per cluster (the manager's input format) plus\n" +
-			"DIR/<cluster>/kubeconfig. The processes keep running after this command exits; stop them\n" +
-			"with `fedbr lab down --dir DIR`.",
+		Use:   "up --dir DIR [--clusters control,dp1,dp2,dp3] [--nodes 3]",
+		Short: "Bring up the lab: control planes, the AWS double, nodes and tidb-operators, all in one go",
+		Long: `Bring up the whole lab on this machine, in parallel where possible:
+
+  - one real Kubernetes control plane per cluster (etcd, API server, controller-manager,
+    scheduler) on free loopback ports; DIR/kubeconfig has a context per cluster;
+  - one AWS double shared by all clusters (state in DIR/aws);
+  - in every data-plane cluster (every cluster but --control): --nodes lab nodes, each an EC2
+    instance of the AWS double in the cluster's zone, and a stand-in tidb-operator with its
+    own address block 127.0.N.x and store-id base;
+  - in every cluster: fedbr's CRDs and the TidbCluster CRD (--crd-dir), and the default
+    StorageClass gp3 (provisioner ebs.csi.aws.com, provisioned by the nodes in the AWS double).
+
+The processes keep running after this command exits; DIR/lab.json says where everything is.
+Stop them with ` + "`fedbr lab down --dir DIR`" + `.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.BinDir == "" {
-				dir, err := controlplane.DefaultBinDir(repoDir)
-				if err != nil {
-					return err
-				}
-				o.BinDir = dir
-			}
-			if o.ReadyTimeout <= 0 {
-				return errors.New("--ready-timeout must be positive")
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if dryRun {
-				_, err := fmt.Fprintf(out, "would start clusters %v in %s with binaries from %s\n", o.Clusters, o.Dir, o.BinDir)
-				return err
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			start := time.Now()
-			o.Log = func(format string, args ...any) { _, _ = fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
-			st, err := controlplane.Up(ctx, o)
-			if err != nil {
-				return err
-			}
-			names := make([]string, 0, len(st.Clusters))
-			for _, c := range st.Clusters {
-				names = append(names, c.Name)
-			}
-			slices.Sort(names)
-			_, err = fmt.Fprintf(out, "lab up in %s: clusters %v\nexport KUBECONFIG=%s\n", time.Since(start).Round(time.Millisecond), names, st.Kubeconfig)
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Dir, "dir", "", "lab state directory (created if missing)")
-	f.StringSliceVar(&o.Clusters, "clusters", []string{"control", "dp1", "dp2", "dp3"}, "cluster names; each becomes a kubeconfig context")
-	f.StringVar(&o.BinDir, "bin-dir", "", "folder with etcd and the Kubernetes binaries (default: the make k8s-bin cache)")
-	f.StringVar(&repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries, when --bin-dir is not given")
-	f.DurationVar(&o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for every API server to be ready")
-	f.BoolVar(&dryRun, "dry-run", false, "validate the flags and print what would start")
+	f.StringVar(&o.o.Dir, "dir", "", "lab state directory (created if missing)")
+	f.StringSliceVar(&o.o.Clusters, "clusters", env.DefaultClusters, "cluster names; each becomes a kubeconfig context")
+	f.StringVar(&o.o.Control, "control", "", "the control cluster: no nodes, no operator (default: the first of --clusters)")
+	f.IntVar(&o.o.Nodes, "nodes", env.DefaultNodes, "lab nodes per data-plane cluster")
+	f.StringSliceVar(&o.zones, "zones", nil, "zone per data-plane cluster, CLUSTER=ZONE (default: REGION+a, b, c … in --clusters order)")
+	f.StringVar(&o.o.Region, "region", env.DefaultRegion, "region of the AWS double")
+	f.IntVar(&o.o.IPBase, "ip-base", env.DefaultIPBase, "data-plane cluster i (from 0) gets the address block 127.0.(ip-base+i+1).x for its PD and TiKV")
+	f.Uint64Var(&o.o.StoreIDStep, "store-id-step", env.DefaultStoreIDStep, "data-plane cluster i (from 0) gets store ids from step*(i+1)+1")
+	f.StringArrayVar(&o.o.Images, "image", nil, "extra image mapping PATTERN=PATH for every node, after fedbr's own (repeatable)")
+	f.StringVar(&o.o.Fedbr, "fedbr", "", "fedbr binary the lab processes run (default: this one)")
+	f.StringVar(&o.o.BinDir, "bin-dir", "", "folder with etcd and the Kubernetes binaries (default: the make k8s-bin cache)")
+	f.StringVar(&o.o.CRDDir, "crd-dir", "", "folder with the CRD manifests to install (default: REPO/config/crd/bases)")
+	f.StringVar(&o.repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries and config/crd/bases the CRDs, when --bin-dir or --crd-dir is not given")
+	f.DurationVar(&o.o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for each part to be ready")
+	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the plan")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
+}
+
+func (o *options) complete() error {
+	if o.o.ReadyTimeout <= 0 {
+		return errors.New("--ready-timeout must be positive")
+	}
+	zones, err := env.ParseZones(o.zones)
+	if err != nil {
+		return err
+	}
+	o.o.Zones = zones
+	if o.o.Nodes <= 0 {
+		return fmt.Errorf("--nodes %d: want at least 1", o.o.Nodes)
+	}
+	if o.o.IPBase <= 0 {
+		return fmt.Errorf("--ip-base %d: want a positive octet", o.o.IPBase)
+	}
+	if o.o.StoreIDStep == 0 {
+		return errors.New("--store-id-step must be positive")
+	}
+	if o.o.Fedbr == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this fedbr binary (pass --fedbr): %w", err)
+		}
+		o.o.Fedbr = self
+	}
+	if o.o.BinDir == "" {
+		dir, err := controlplane.DefaultBinDir(o.repoDir)
+		if err != nil {
+			return err
+		}
+		o.o.BinDir = dir
+	}
+	if o.o.CRDDir == "" {
+		o.o.CRDDir = filepath.Join(o.repoDir, "config", "crd", "bases")
+	}
+	return o.o.Validate()
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	if err := o.complete(); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if o.dryRun {
+		return printPlan(out, o.o)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	o.o.Log = func(format string, args ...any) { _, _ = fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+	l, err := env.Up(ctx, o.o)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "lab up in %s: clusters %v (control %s)\nexport KUBECONFIG=%s\nAWS endpoint: %s (region %s)\nlab description: %s\n",
+		time.Since(start).Round(time.Millisecond), l.Contexts, l.Control, l.Kubeconfig, l.AWS.Endpoint, l.AWS.Region,
+		filepath.Join(l.Dir, env.File))
+	return err
+}
+
+func printPlan(w io.Writer, o env.Options) error {
+	p, err := env.NewPlan(o)
+	if err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(w, "would start clusters %v in %s (control %s) with binaries from %s, fedbr %s, CRDs from %s\n",
+		o.Clusters, o.Dir, p.Control, o.BinDir, o.Fedbr, o.CRDDir)
+	for _, d := range p.DataPlanes {
+		_, _ = fmt.Fprintf(w, "  %s: zone %s, nodes %v, operator on %s.x with store ids from %d\n",
+			d.Cluster, d.Zone, d.Nodes, d.IPPrefix, d.StoreIDBase+1)
+	}
+	return nil
 }

@@ -1,0 +1,223 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/env"
+)
+
+// storage is the backups' S3 location in the AWS double.
+func (d *run) storage(prefix string) fedv1alpha1.StorageProvider {
+	return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: bucket, Prefix: prefix,
+		Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint}}
+}
+
+// backup runs a VolumeBackup of the source cluster to completion.
+func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
+	// The bucket is a directory of the AWS double's S3.
+	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
+		return nil, err
+	}
+	name := "demo-" + time.Now().UTC().Format("20060102-150405")
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	for _, dp := range d.lab.DataPlanes {
+		b.Spec.Clusters = append(b.Spec.Clusters, fedv1alpha1.VolumeBackupMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName, TCNamespace: d.o.Namespace})
+	}
+	b.Spec.Template.StorageProvider = d.storage(name)
+	b.Spec.Template.CleanPolicy = fedv1alpha1.CleanPolicyDelete
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, b); err != nil {
+		return nil, fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	d.say("VolumeBackup default/%s created over %d data planes", name, len(d.lab.DataPlanes))
+	err := d.poll(ctx, "VolumeBackup "+name, func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		switch b.Status.Phase {
+		case fedv1alpha1.VolumeBackupComplete:
+			return true, "", nil
+		case fedv1alpha1.VolumeBackupFailed:
+			return false, "", fmt.Errorf("backup %w: %s", errFailed, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+		}
+		return false, fmt.Sprintf("backup %s: %s", b.Status.Phase, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition)), nil
+	})
+	if err != nil {
+		return b, err
+	}
+	d.report.Backup = b.DeepCopy()
+	if err := d.backupTimeline(ctx, b); err != nil {
+		return b, err
+	}
+	d.say("backup complete: commit ts %s, %s, GC paused %ss", b.Status.CommitTs, b.Status.BackupSizeReadable, b.Status.GCPauseSeconds)
+	return b, nil
+}
+
+// backupTimeline reads the members' conditions and the snapshots' start times.
+func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+	r := d.report
+	r.add("backup", b.Status.TimeStarted, b.Status.TimeCompleted)
+	var starts []time.Time
+	for _, dp := range d.lab.DataPlanes {
+		var m dpv1alpha1.VolumeBackupMember
+		if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+			return fmt.Errorf("member in %s: %w", dp.Cluster, err)
+		}
+		r.backupMembers = append(r.backupMembers, memberRef{cluster: dp.Cluster, uid: string(m.UID)})
+		if dp.Cluster == b.Status.Initializer {
+			r.add("  GC and PD paused ("+dp.Cluster+")", condTime(m.Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition), condTime(m.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition))
+		}
+		r.add("  snapshots "+dp.Cluster, m.Status.TimeStarted, condTime(m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition))
+		snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": string(m.UID)})
+		if err != nil {
+			return err
+		}
+		for _, s := range snaps {
+			starts = append(starts, s.Started)
+		}
+		r.Snapshots += len(snaps)
+	}
+	if len(starts) > 0 {
+		sort.Slice(starts, func(i, j int) bool { return starts[i].Before(starts[j]) })
+		r.SnapshotSkew = starts[len(starts)-1].Sub(starts[0])
+	}
+	if s, err := time.ParseDuration(b.Status.GCPauseSeconds + "s"); err == nil {
+		r.GCPause = s
+	}
+	return nil
+}
+
+// restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
+func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
+	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, nil)
+	for cluster, tc := range tcs {
+		dp, _ := d.lab.DataPlane(cluster)
+		prefix, err := restoreAddressing(dp)
+		if err != nil {
+			return nil, err
+		}
+		tc.Spec.RecoveryMode = true
+		tc.Annotations = map[string]string{"lab.fedbr.io/ip-prefix": prefix}
+		if len(tc.Spec.PDAddresses) > 0 {
+			first, _ := restoreAddressing(d.lab.DataPlanes[0])
+			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
+		}
+	}
+	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
+		return nil, err
+	}
+	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.TCName)
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
+	for _, dp := range d.lab.DataPlanes {
+		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName,
+			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
+	}
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, r); err != nil {
+		return nil, fmt.Errorf("create VolumeRestore: %w", err)
+	}
+	d.say("VolumeRestore default/%s created", r.Name)
+	err := d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+			return false, "", err
+		}
+		switch r.Status.Phase {
+		case fedv1alpha1.VolumeRestoreComplete:
+			return true, "", nil
+		case fedv1alpha1.VolumeRestoreFailed:
+			return false, "", fmt.Errorf("restore %w: %s", errFailed, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition))
+		}
+		return false, fmt.Sprintf("restore %s: %s", r.Status.Phase, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)), nil
+	})
+	if err != nil {
+		return r, err
+	}
+	d.report.Restore = r.DeepCopy()
+	d.report.add("restore", r.Status.TimeStarted, r.Status.TimeCompleted)
+	for _, s := range r.Status.Steps {
+		d.report.add("  "+s.StepName, s.TimeStarted, s.TimeCompleted)
+	}
+	for _, dp := range d.lab.DataPlanes {
+		var m dpv1alpha1.VolumeRestoreMember
+		if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: fedv1alpha1.MemberName(r.Name)}, &m); err != nil {
+			return r, fmt.Errorf("restore member in %s: %w", dp.Cluster, err)
+		}
+		d.report.restoreMembers = append(d.report.restoreMembers, memberRef{cluster: dp.Cluster, uid: string(m.UID)})
+	}
+	d.say("restore complete at commit ts %s", r.Status.CommitTs)
+	return r, nil
+}
+
+// deleteBackup deletes the VolumeBackup (cleanPolicy Delete) and counts what is left behind:
+// snapshots of its members, and restored volumes that no PV uses.
+func (d *run) deleteBackup(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+	c := d.kube[d.lab.Control]
+	if err := client.IgnoreNotFound(c.Delete(ctx, b)); err != nil {
+		return err
+	}
+	d.say("VolumeBackup deleted: cleaning its snapshots")
+	err := d.poll(ctx, "VolumeBackup deletion", func() (bool, string, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(b), b)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("backup %s", b.Status.Phase), err
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range d.report.backupMembers {
+		snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": m.uid})
+		if err != nil {
+			return err
+		}
+		d.report.OrphanSnapshots += len(snaps)
+	}
+	for _, m := range d.report.restoreMembers {
+		vols, err := d.aws.ListVolumes(ctx, map[string]string{"fedbr.io/restore": m.uid})
+		if err != nil {
+			return err
+		}
+		var pvs corev1.PersistentVolumeList
+		if err := d.kube[m.cluster].List(ctx, &pvs); err != nil {
+			return err
+		}
+		used := map[string]bool{}
+		for _, pv := range pvs.Items {
+			if pv.Spec.CSI != nil {
+				used[pv.Spec.CSI.VolumeHandle] = true
+			}
+		}
+		for _, v := range vols {
+			if !used[v.ID] {
+				d.report.OrphanVolumes++
+			}
+		}
+	}
+	if d.report.OrphanSnapshots > 0 || d.report.OrphanVolumes > 0 {
+		return fmt.Errorf("left behind: %d snapshots, %d volumes no PV uses", d.report.OrphanSnapshots, d.report.OrphanVolumes)
+	}
+	d.say("nothing left behind: 0 snapshots of the backup, 0 restored volumes without a PV")
+	return nil
+}
+
+func condTime(cs []metav1.Condition, t string) *metav1.Time {
+	for i := range cs {
+		if cs[i].Type == t && cs[i].Status == metav1.ConditionTrue {
+			return &cs[i].LastTransitionTime
+		}
+	}
+	return nil
+}

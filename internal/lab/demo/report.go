@@ -1,0 +1,95 @@
+package demo
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/tidb"
+)
+
+// Step is one line of the timeline.
+type Step struct {
+	Name       string
+	Start, End time.Time
+}
+
+// Report is what a demo measured.
+type Report struct {
+	Backup  *fedv1alpha1.VolumeBackup
+	Restore *fedv1alpha1.VolumeRestore
+	// Timeline lists each phase's start and end.
+	Timeline []Step
+	// GCPause is the GC/PD pause window; SnapshotSkew the time between the first and the last
+	// snapshot's start.
+	GCPause, SnapshotSkew time.Duration
+	// Snapshots is how many snapshots the backup took.
+	Snapshots int
+	// Bank is the workload's summary; TxnsAfterCommitTS the transactions it committed after the
+	// backup's commit ts (which the restored cluster must not hold).
+	Bank              bank.Stats
+	TxnsAfterCommitTS int
+	// Checker is "pass" or the first difference found.
+	Checker string
+	// HeldAfterBackup is what the source cluster still held once the backup completed.
+	HeldAfterBackup tidb.Held
+	// OrphanSnapshots and OrphanVolumes are counted after the backup was deleted.
+	OrphanSnapshots, OrphanVolumes int
+	// Err is the demo's outcome.
+	Err error
+
+	backupMembers, restoreMembers []memberRef
+}
+
+type memberRef struct{ cluster, uid string }
+
+func (r *Report) add(name string, start, end *metav1.Time) {
+	s := Step{Name: name}
+	if start != nil {
+		s.Start = start.Time
+	}
+	if end != nil {
+		s.End = end.Time
+	}
+	r.Timeline = append(r.Timeline, s)
+}
+
+// Print writes the timeline and the measurements.
+func (r *Report) Print(w io.Writer) {
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format+"\n", args...) }
+	p("timeline")
+	var origin time.Time
+	for _, s := range r.Timeline {
+		if !s.Start.IsZero() && (origin.IsZero() || s.Start.Before(origin)) {
+			origin = s.Start
+		}
+	}
+	for _, s := range r.Timeline {
+		p("  %-36s %s", s.Name, span(origin, s.Start, s.End))
+	}
+	p("GC and PD scheduling paused: %s", r.GCPause)
+	p("snapshots: %d, skew between the first and the last start: %s", r.Snapshots, r.SnapshotSkew.Round(time.Millisecond))
+	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
+	p("checker: %s", r.Checker)
+	p("left behind after deleting the backup: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
+	if r.Err != nil {
+		p("RESULT: FAIL: %v", r.Err)
+		return
+	}
+	p("RESULT: PASS")
+}
+
+// span prints a step relative to origin; times are whole seconds where Kubernetes stamped them.
+func span(origin, start, end time.Time) string {
+	switch {
+	case start.IsZero():
+		return "(not started)"
+	case end.IsZero():
+		return fmt.Sprintf("+%6.1fs → (running)", start.Sub(origin).Seconds())
+	}
+	return fmt.Sprintf("+%6.1fs → +%6.1fs  (%s)", start.Sub(origin).Seconds(), end.Sub(origin).Seconds(), end.Sub(start).Round(time.Millisecond))
+}

@@ -1,0 +1,352 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/operator"
+	"github.com/fedbr/fedbr/internal/tidb"
+)
+
+// bucket is the S3 bucket (in the AWS double) backups go to.
+const bucket = "fedbr-demo"
+
+// run is one demo in progress.
+type run struct {
+	o       Options
+	lab     *env.Lab
+	kube    map[string]client.Client // by context
+	aws     *aws.Provider
+	procs   []*process
+	report  *Report
+	started time.Time
+
+	bankMu   sync.Mutex
+	bankCfg  bank.Config
+	bankLog  *bank.Log
+	bankStop context.CancelFunc
+	bankDone chan bank.Stats
+}
+
+func newRun(ctx context.Context, o Options) (*run, error) {
+	d := &run{o: o, lab: o.Lab, kube: map[string]client.Client{}, report: &Report{}, started: time.Now(), bankLog: &bank.Log{}}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fedv1alpha1.AddToScheme, dpv1alpha1.AddToScheme, pcv1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := clientcmd.LoadFromFile(d.lab.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("lab kubeconfig: %w", err)
+	}
+	for name := range raw.Contexts {
+		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return nil, fmt.Errorf("client for %s: %w", name, err)
+		}
+		d.kube[name] = c
+	}
+	if d.kube[d.lab.Control] == nil {
+		return nil, fmt.Errorf("the lab kubeconfig has no context %q for the control plane", d.lab.Control)
+	}
+	d.aws, err = aws.New(ctx, aws.Config{Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint, PollInterval: 200 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *run) say(format string, args ...any) {
+	_, _ = fmt.Fprintf(d.o.Out, "[%6.1fs] %s\n", time.Since(d.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *run) run(ctx context.Context) error {
+	if err := ensureDir(logDir(d.lab)); err != nil {
+		return err
+	}
+	if err := d.startControllers(); err != nil {
+		return err
+	}
+	if err := d.sourceCluster(ctx); err != nil {
+		return err
+	}
+	if err := d.startBank(ctx); err != nil {
+		return err
+	}
+	d.say("bank: %d accounts, %d workers; backing up in %s while it writes", d.o.Accounts, d.o.Workers, d.o.Warmup)
+	select {
+	case <-time.After(d.o.Warmup):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	b, err := d.backup(ctx)
+	d.stopBank()
+	if err != nil {
+		return err
+	}
+	if err := d.checkLifted(ctx); err != nil {
+		return err
+	}
+	r, err := d.restore(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := d.check(ctx, r); err != nil {
+		return err
+	}
+	if d.o.KeepBackup {
+		return nil
+	}
+	return d.deleteBackup(ctx, b)
+}
+
+// startControllers runs `fedbr manager` and one `fedbr agent` per data plane.
+func (d *run) startControllers() error {
+	kc := d.lab.Kubeconfig
+	mgr := []string{"manager", "--kubeconfig", kc, "--control-kubeconfig", kc, "--control-context", d.lab.Control,
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--probe-interval", "1s", "--log-development"}
+	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), "manager.log"), mgr...)
+	if err != nil {
+		return err
+	}
+	d.procs = append(d.procs, p)
+	for _, dp := range d.lab.DataPlanes {
+		args := []string{"agent", "--kubeconfig", kc, "--context", dp.Cluster, "--k8s-cluster-name", dp.Cluster,
+			"--image", "fedbr", "--aws-endpoint", d.lab.AWS.Endpoint, "--region", d.lab.AWS.Region,
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+		p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), "agent-"+dp.Cluster+".log"), args...)
+		if err != nil {
+			return err
+		}
+		d.procs = append(d.procs, p)
+	}
+	d.say("manager and %d agents started (logs in %s)", len(d.lab.DataPlanes), logDir(d.lab))
+	return nil
+}
+
+func (d *run) stop() {
+	d.stopBank()
+	for i := len(d.procs) - 1; i >= 0; i-- {
+		d.procs[i].stop(10 * time.Second)
+	}
+}
+
+// sourceCluster creates the TiDB cluster to back up and waits until every store is up.
+func (d *run) sourceCluster(ctx context.Context) error {
+	n := d.o.TiKVPerPlane * len(d.lab.DataPlanes)
+	var split []string
+	for _, k := range bank.SplitKeys(d.o.Accounts, 2*n) {
+		split = append(split, string(k))
+	}
+	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.Namespace, d.o.TiKVPerPlane, split)
+	if err := d.createTCs(ctx, d.o.Namespace, tcs); err != nil {
+		return err
+	}
+	d.say("TiDB cluster %s/%s: %d TiKV over %d data planes, waiting for every store", d.o.Namespace, d.o.TCName, n, len(d.lab.DataPlanes))
+	return d.waitStores(ctx, d.o.Namespace, tcs)
+}
+
+func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
+	for cluster, tc := range tcs {
+		c := d.kube[cluster]
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			return fmt.Errorf("namespace %s in %s: %w", ns, cluster, err)
+		}
+		if err := c.Create(ctx, tc); err != nil {
+			return fmt.Errorf("TidbCluster %s/%s in %s: %w", ns, tc.Name, cluster, err)
+		}
+	}
+	return nil
+}
+
+// waitStores waits until every TidbCluster reports all its TiKV stores Up.
+func (d *run) waitStores(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
+	return d.poll(ctx, "TiKV stores up in "+ns, func() (bool, string, error) {
+		var waiting []string
+		for cluster, want := range tcs {
+			var tc pcv1alpha1.TidbCluster
+			if err := d.kube[cluster].Get(ctx, client.ObjectKey{Namespace: ns, Name: want.Name}, &tc); err != nil {
+				return false, "", err
+			}
+			up := 0
+			for _, s := range tc.Status.TiKV.Stores {
+				if s.State == "Up" {
+					up++
+				}
+			}
+			if up < int(want.Spec.TiKV.Replicas) {
+				waiting = append(waiting, fmt.Sprintf("%s %d/%d", cluster, up, want.Spec.TiKV.Replicas))
+			}
+		}
+		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+	})
+}
+
+// poll calls f until it is done, printing its state when it changes, within the timeout.
+func (d *run) poll(ctx context.Context, what string, f func() (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
+	defer cancel()
+	last := ""
+	for {
+		done, state, err := f()
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if done {
+			return nil
+		}
+		if state != last && state != "" {
+			d.say("  %s", state)
+			last = state
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: not done within %s (last: %s): %w", what, d.o.Timeout, last, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (d *run) pdClient(ctx context.Context, addr string) (*bank.Client, error) {
+	return bank.NewClient(ctx, []string{strings.TrimPrefix(addr, "http://")})
+}
+
+func (d *run) startBank(ctx context.Context) error {
+	c, err := d.pdClient(ctx, d.lab.DataPlanes[0].PDAddress())
+	if err != nil {
+		return err
+	}
+	d.bankCfg = bank.Config{Accounts: d.o.Accounts, Initial: 1000}
+	if err := bank.Load(ctx, c, d.bankCfg, d.bankLog); err != nil {
+		c.Close()
+		return fmt.Errorf("bank load: %w", err)
+	}
+	bctx, cancel := context.WithCancel(ctx)
+	d.bankStop = cancel
+	d.bankDone = make(chan bank.Stats, 1)
+	go func() {
+		defer c.Close()
+		d.bankDone <- bank.Run(bctx, c, d.bankCfg, d.bankLog, d.o.Workers, d.o.Rate, uint64(time.Now().UnixNano()))
+	}()
+	return nil
+}
+
+func (d *run) stopBank() {
+	d.bankMu.Lock()
+	defer d.bankMu.Unlock()
+	if d.bankStop == nil {
+		return
+	}
+	d.bankStop()
+	d.bankStop = nil
+	st := <-d.bankDone
+	d.report.Bank = st
+	d.say("bank stopped: %d transfers committed (%.0f/s), %d conflicts, %d failed", st.Committed, float64(st.Committed)/st.Elapsed.Seconds(), st.Conflicts, st.Failed)
+}
+
+// restoreAddressing gives a restored TidbCluster its own loopback block beside the source's.
+func restoreAddressing(dp env.DataPlane) (string, error) {
+	parts := strings.Split(dp.IPPrefix, ".")
+	if len(parts) != 3 {
+		return "", fmt.Errorf("data plane %s: ip prefix %q", dp.Cluster, dp.IPPrefix)
+	}
+	n, err := strconv.Atoi(parts[2])
+	if err != nil || n+100 > 254 {
+		return "", fmt.Errorf("data plane %s: ip prefix %q has no room for a restore block", dp.Cluster, dp.IPPrefix)
+	}
+	return parts[0] + "." + parts[1] + "." + strconv.Itoa(n+100), nil
+}
+
+// check reads the restored cluster at the restore's commit ts and compares it with the bank's
+// log.
+func (d *run) check(ctx context.Context, r *fedv1alpha1.VolumeRestore) error {
+	ts, err := strconv.ParseUint(r.Status.CommitTs, 10, 64)
+	if err != nil {
+		return fmt.Errorf("restore commit ts %q: %w", r.Status.CommitTs, err)
+	}
+	prefix, err := restoreAddressing(d.lab.DataPlanes[0])
+	if err != nil {
+		return err
+	}
+	c, err := d.pdClient(ctx, operator.Addressing{IPPrefix: prefix}.PD(0))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	readTS, err := c.TS(ctx)
+	if err != nil {
+		return err
+	}
+	txns := d.bankLog.Txns()
+	after := 0
+	for _, t := range txns {
+		if t.CommitTS > ts {
+			after++
+		}
+	}
+	d.report.TxnsAfterCommitTS = after
+	if err := bank.Check(ctx, c, d.bankCfg, txns, ts, readTS); err != nil {
+		d.report.Checker = err.Error()
+		return fmt.Errorf("checker: %w", err)
+	}
+	d.report.Checker = "pass"
+	d.say("checker: the restored cluster holds exactly the %d transactions committed at or before %d (%d later ones absent)", len(txns)-after, ts, after)
+	return nil
+}
+
+// checkLifted verifies the source cluster holds no GC safepoint, paused scheduler or zeroed
+// limit once the backup is complete.
+func (d *run) checkLifted(ctx context.Context) error {
+	addr := d.lab.DataPlanes[0].PDAddress()
+	c, err := d.pdClient(ctx, addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	h, err := tidb.ReadHeld(ctx, c.PD(), addr)
+	if err != nil {
+		return err
+	}
+	d.report.HeldAfterBackup = h
+	if h.Any() {
+		return fmt.Errorf("after the backup the source cluster still holds %+v", h)
+	}
+	d.say("source cluster: GC safepoint, schedulers and schedule limits all lifted")
+	return nil
+}
+
+// errFailed marks a backup or restore that ended Failed.
+var errFailed = errors.New("failed")
+
+func conditionMessage(cs []metav1.Condition, t string) string {
+	if c := meta.FindStatusCondition(cs, t); c != nil {
+		return c.Reason + ": " + c.Message
+	}
+	return ""
+}

@@ -1,0 +1,54 @@
+package env
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/operator"
+)
+
+// FederatedTidbClusters lays out one TiDB cluster over every data plane of l: a TidbCluster
+// named name in namespace in each data-plane cluster, with tikvPerPlane TiKV each, the PD in
+// the first data plane and the others joining it through spec.pdAddresses (spec.acrossK8s,
+// spec.cluster naming the first). Every part carries the same initial region layout: the stores
+// interleaved across planes (store i of plane 1, of plane 2, …), so each region's three peers
+// sit in three different planes when there are three, and the given split keys. The map is
+// keyed by cluster.
+func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, splitKeys []string) map[string]*pcv1alpha1.TidbCluster {
+	var initial []string
+	for i := range tikvPerPlane {
+		for _, d := range l.DataPlanes {
+			initial = append(initial, strconv.FormatUint(d.StoreIDBase+uint64(i)+1, 10))
+		}
+	}
+	out := map[string]*pcv1alpha1.TidbCluster{}
+	for i, d := range l.DataPlanes {
+		ann := map[string]string{operator.AnnotationInitialStores: strings.Join(initial, ",")}
+		if len(splitKeys) > 0 {
+			ann[operator.AnnotationSplitKeys] = strings.Join(splitKeys, ",")
+		}
+		storage := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+		tc := &pcv1alpha1.TidbCluster{
+			TypeMeta:   metav1.TypeMeta{APIVersion: pcv1alpha1.GroupVersion.String(), Kind: "TidbCluster"},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: ann},
+			Spec: pcv1alpha1.TidbClusterSpec{
+				AcrossK8s: true,
+				PD:        &pcv1alpha1.ComponentSpec{Replicas: 1, StorageClassName: ptr.To(l.StorageClass), Requests: storage},
+				TiKV:      &pcv1alpha1.ComponentSpec{Replicas: int32(tikvPerPlane), StorageClassName: ptr.To(l.StorageClass), Requests: storage},
+			},
+		}
+		if i > 0 {
+			tc.Spec.PD = &pcv1alpha1.ComponentSpec{Replicas: 0}
+			tc.Spec.PDAddresses = []string{l.DataPlanes[0].PDAddress()}
+			tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Name: name, Namespace: namespace}
+		}
+		out[d.Cluster] = tc
+	}
+	return out
+}
