@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedbr/fedbr/internal/cmd/agent"
 	"github.com/fedbr/fedbr/internal/cmd/br"
 	"github.com/fedbr/fedbr/internal/cmd/lab"
 	"github.com/fedbr/fedbr/internal/cmd/manager"
@@ -23,6 +24,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.AddCommand(version.NewCmd(), br.NewCmd(), lab.NewCmd(), manager.NewCmd())
+	root.AddCommand(agent.NewCmd())
 	return root
 }
 

@@ -1,0 +1,163 @@
+// Package apply carries out the planners' actions against the API server, idempotently: an
+// object that already exists, a Job already stopped or already gone is success, so a
+// reconcile that crashed halfway is simply repeated.
+package apply
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/fedbr/fedbr/internal/agent/condition"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
+)
+
+// Recorder records Kubernetes Events (events.k8s.io), as controller-runtime's
+// manager.GetEventRecorder returns.
+type Recorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...any)
+}
+
+// Applier applies actions for one member kind.
+type Applier struct {
+	Client   client.Client
+	Recorder Recorder
+	Metrics  *metrics.Metrics
+	Kind     string
+}
+
+// EnsureConfigMap creates cm unless it exists.
+func (a *Applier) EnsureConfigMap(ctx context.Context, cm *corev1.ConfigMap) error {
+	return ignoreExists(a.Client.Create(ctx, cm.DeepCopy()))
+}
+
+// EnsureServiceAccount creates the steps' service account, Role and RoleBinding in namespace.
+func (a *Applier) EnsureServiceAccount(ctx context.Context, namespace string) error {
+	sa, role, rb := job.ServiceAccountObjects(namespace)
+	for _, o := range []client.Object{sa, role, rb} {
+		if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
+			return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// ResetReport removes keys from the status ConfigMap, so a retried step's old status is not
+// mistaken for the new attempt's.
+func (a *Applier) ResetReport(ctx context.Context, namespace, name string, keys []string) error {
+	cm := &corev1.ConfigMap{}
+	if err := a.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	orig := cm.DeepCopy()
+	for _, k := range keys {
+		delete(cm.Data, k)
+	}
+	return a.Client.Patch(ctx, cm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+// CreateJob creates j for member (an already existing Job of that name is success).
+func (a *Applier) CreateJob(ctx context.Context, member client.Object, j *batchv1.Job) error {
+	log.FromContext(ctx).Info("Creating Job", "job", j.Name, "step", j.Labels[job.LabelStep])
+	err := a.Client.Create(ctx, j.DeepCopy())
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	step := j.Labels[job.LabelStep]
+	a.Metrics.JobsCreated.WithLabelValues(a.Kind, step).Inc()
+	a.Recorder.Eventf(member, nil, corev1.EventTypeNormal, "JobCreated", "Create", "started step %s as Job %s", step, j.Name)
+	return nil
+}
+
+// StopJob suspends a Job and deletes its pods: each gets SIGTERM (the pause lifts everything
+// it holds and reports Stopped) and a suspended Job starts no replacement.
+func (a *Applier) StopJob(ctx context.Context, member client.Object, namespace, name string) error {
+	log.FromContext(ctx).Info("Stopping Job", "job", name)
+	j := &batchv1.Job{}
+	if err := a.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, j); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if j.Spec.Suspend == nil || !*j.Spec.Suspend {
+		orig := j.DeepCopy()
+		j.Spec.Suspend = ptr.To(true)
+		if err := a.Client.Patch(ctx, j, client.MergeFrom(orig)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		a.Recorder.Eventf(member, nil, corev1.EventTypeNormal, "JobStopped", "Stop", "stopping Job %s (SIGTERM to its pod)", name)
+	}
+	pods := &corev1.PodList{}
+	if err := a.Client.List(ctx, pods, client.InNamespace(namespace), client.MatchingLabels{batchv1.JobNameLabel: name}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		if pods.Items[i].DeletionTimestamp != nil {
+			continue
+		}
+		if err := client.IgnoreNotFound(a.Client.Delete(ctx, &pods.Items[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DeleteJob deletes a Job and its pods (SIGTERM lets the step delete what it created). The
+// deletion is in the foreground: the Job stays, marked deleting, until its pods are gone, so
+// whoever waits for the Job to disappear waits for the step's own cleanup too.
+func (a *Applier) DeleteJob(ctx context.Context, member client.Object, namespace, name string) error {
+	log.FromContext(ctx).Info("Deleting Job", "job", name)
+	j := &batchv1.Job{}
+	j.Namespace, j.Name = namespace, name
+	err := a.Client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationForeground))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil {
+		a.Recorder.Eventf(member, nil, corev1.EventTypeNormal, "JobDeleted", "Delete", "deleted Job %s", name)
+	}
+	return err
+}
+
+// Status writes the status subresource when it changed: set puts the new status on obj.
+func (a *Applier) Status(ctx context.Context, obj client.Object, before, after any, set func()) error {
+	if equalJSON(before, after) {
+		return nil
+	}
+	orig, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("copy %T", obj)
+	}
+	set()
+	if err := a.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("write status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// ConditionEvent records a condition transition as an Event (Warning when warn).
+func ConditionEvent(r Recorder, obj runtime.Object, t condition.Transition, warn bool) {
+	typ := corev1.EventTypeNormal
+	if warn {
+		typ = corev1.EventTypeWarning
+	}
+	r.Eventf(obj, nil, typ, t.Reason, t.Type, "%s=%s: %s", t.Type, t.Status, t.Message)
+}
+
+func ignoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,298 @@
+package backupmember
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/apply"
+	"github.com/fedbr/fedbr/internal/agent/condition"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+)
+
+// Reconciler reconciles the VolumeBackupMembers of this data plane.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads the TiKV pods, claims, volumes and nodes once per backup without caching
+	// them (the agent caches only its own objects); Client when nil.
+	APIReader client.Reader
+	Recorder  apply.Recorder
+	Metrics   *metrics.Metrics
+	Env       job.Env
+	// ClusterName is this data plane's k8sClusterName; members naming another are ignored.
+	ClusterName string
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create
+// +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
+// Reconcile observes one member, plans and applies.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	m := &dpv1alpha1.VolumeBackupMember{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.SetPhase(Kind, req.Namespace, req.Name, "")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get VolumeBackupMember %s: %w", req, err)
+	}
+	if m.Spec.K8sClusterName != r.ClusterName {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore",
+			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
+		return ctrl.Result{}, nil
+	}
+	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
+		controllerutil.AddFinalizer(m, Finalizer)
+		if err := r.Client.Update(ctx, m); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
+		}
+		return ctrl.Result{}, nil
+	}
+	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	o, err := r.observe(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.now()
+	res := Plan(o, now)
+	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
+	before := m.Status.DeepCopy()
+	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
+	removed, err := r.apply(ctx, ap, m, res)
+	if err != nil {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%v", err)
+		return ctrl.Result{}, err
+	}
+	if removed {
+		r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
+		return ctrl.Result{}, nil
+	}
+	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.observeSteps(m, before, o, res)
+	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// observe reads everything Plan needs.
+func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMember) (Observed, error) {
+	o := Observed{Member: m, Env: r.Env}
+	tc := &pcv1alpha1.TidbCluster{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Spec.TCNamespace, Name: m.Spec.TCName}, tc); {
+	case err == nil:
+		o.TC = tc
+	case !apierrors.IsNotFound(err):
+		return o, fmt.Errorf("get TidbCluster %s/%s: %w", m.Spec.TCNamespace, m.Spec.TCName, err)
+	}
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
+		return o, fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	r.classifyJobs(m, jobs.Items, &o)
+	cm := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: job.StatusConfigMapName(m.Name)}, cm); {
+	case err == nil:
+		o.Report = job.ParseReport(cm)
+	case apierrors.IsNotFound(err):
+		o.Report = job.ParseReport(nil)
+	default:
+		return o, fmt.Errorf("get status ConfigMap of %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	if o.TC != nil && NeedsDiscovery(m, o.Snapshot, o.Report) {
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		c, err := ObserveCluster(ctx, reader, o.TC)
+		if err != nil {
+			return o, err
+		}
+		o.Cluster = c
+	}
+	return o, nil
+}
+
+// classifyJobs sorts the member's Jobs into its steps; of the clean attempts the newest counts.
+func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batchv1.Job, o *Observed) {
+	o.Pause, o.Snapshot, o.Clean = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil)
+	for i := range jobs {
+		j := &jobs[i]
+		switch j.Labels[job.LabelStep] {
+		case job.StepPause:
+			o.Pause = job.StateOf(j)
+		case job.StepSnapshot:
+			o.Snapshot = job.StateOf(j)
+		case job.StepClean:
+			n, err := strconv.Atoi(j.Name[strings.LastIndex(j.Name, "-")+1:])
+			if err == nil && n > o.CleanAttempt {
+				o.CleanAttempt, o.Clean = n, job.StateOf(j)
+			}
+		}
+	}
+}
+
+// ObserveCluster reads a TidbCluster's TiKV pods and the claims, volumes and nodes they use.
+func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) (*Cluster, error) {
+	pods := &corev1.PodList{}
+	if err := c.List(ctx, pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
+		return nil, fmt.Errorf("list TiKV pods of %s/%s: %w", tc.Namespace, tc.Name, err)
+	}
+	out := &Cluster{TC: tc, Pods: pods.Items, PVCs: map[string]*corev1.PersistentVolumeClaim{},
+		PVs: map[string]*corev1.PersistentVolume{}, Nodes: map[string]*corev1.Node{}}
+	sort.Slice(out.Pods, func(i, j int) bool { return out.Pods[i].Name < out.Pods[j].Name })
+	for _, p := range out.Pods {
+		if n := p.Spec.NodeName; n != "" && out.Nodes[n] == nil {
+			node := &corev1.Node{}
+			if err := c.Get(ctx, types.NamespacedName{Name: n}, node); err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("get node %s: %w", n, err)
+			} else if err == nil {
+				out.Nodes[n] = node
+			}
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim == nil || out.PVCs[v.PersistentVolumeClaim.ClaimName] != nil {
+				continue
+			}
+			if err := observeClaim(ctx, c, tc.Namespace, v.PersistentVolumeClaim.ClaimName, out); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+func observeClaim(ctx context.Context, c client.Reader, ns, name string, out *Cluster) error {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pvc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // Discover names the missing claim
+		}
+		return fmt.Errorf("get claim %s/%s: %w", ns, name, err)
+	}
+	out.PVCs[name] = pvc
+	if pvc.Spec.VolumeName == "" {
+		return nil
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get volume %s: %w", pvc.Spec.VolumeName, err)
+	}
+	out.PVs[pv.Name] = pv
+	return nil
+}
+
+// apply runs the planned actions in order; it reports whether the finalizer was removed.
+func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, res Result) (bool, error) {
+	for _, a := range res.Actions {
+		var err error
+		switch a.Kind {
+		case EnsureConfigMap:
+			err = ap.EnsureConfigMap(ctx, a.ConfigMap)
+		case EnsureServiceAccount:
+			err = ap.EnsureServiceAccount(ctx, m.Namespace)
+		case ResetReport:
+			err = ap.ResetReport(ctx, m.Namespace, job.StatusConfigMapName(m.Name), a.Keys)
+		case CreateJob:
+			err = ap.CreateJob(ctx, m, a.Job)
+		case StopJob:
+			err = ap.StopJob(ctx, m, m.Namespace, a.Name)
+		case DeleteJob:
+			err = ap.DeleteJob(ctx, m, m.Namespace, a.Name)
+		case RemoveFinalizer:
+			controllerutil.RemoveFinalizer(m, Finalizer)
+			if err = r.Client.Update(ctx, m); err == nil {
+				r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the backup")
+				return true, nil
+			}
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", a, err)
+		}
+	}
+	return false, nil
+}
+
+// observeSteps records events for condition transitions and durations of finished steps.
+func (r *Reconciler) observeSteps(m *dpv1alpha1.VolumeBackupMember, before *dpv1alpha1.VolumeBackupMemberStatus, o Observed, res Result) {
+	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
+		apply.ConditionEvent(r.Recorder, m, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
+			t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
+	}
+	for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepClean: o.Clean} {
+		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
+	}
+}
+
+// SetupWithManager registers the controller: it reacts to its members, to their Jobs and
+// status ConfigMaps (a step's report is an event, never a poll) and to their TidbClusters.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&dpv1alpha1.VolumeBackupMember{}).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
+		Watches(&pcv1alpha1.TidbCluster{}, handler.EnqueueRequestsFromMapFunc(r.membersOf)).
+		Named("volumebackupmember").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(maxConcurrent, 1)}).
+		Complete(r)
+}
+
+// membersOf maps a TidbCluster to the members that back it up.
+func (r *Reconciler) membersOf(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &dpv1alpha1.VolumeBackupMemberList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "Listing VolumeBackupMembers for a TidbCluster event", "tidbCluster", client.ObjectKeyFromObject(o))
+		return nil
+	}
+	var out []reconcile.Request
+	for _, m := range list.Items {
+		if m.Spec.TCName == o.GetName() && m.Spec.TCNamespace == o.GetNamespace() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+		}
+	}
+	return out
+}

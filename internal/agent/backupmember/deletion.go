@@ -1,0 +1,187 @@
+package backupmember
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+)
+
+// CleanJobName is the name of clean attempt n (1, 2, …): each retry is a new Job, so a failed
+// attempt stays visible until its TTL.
+func CleanJobName(member string, attempt int) string {
+	return job.Name(member, job.StepClean+"-"+strconv.Itoa(attempt))
+}
+
+// planDeletion lets go of everything before the finalizer goes: the pause is lifted, a running
+// snapshot is stopped, and the snapshots are cleaned per cleanPolicy.
+func (p *plan) planDeletion() {
+	if pj := p.o.Pause; pj.Exists() && !pj.Done() && !pj.Suspended {
+		p.add(Action{Kind: StopJob, Name: pj.Name})
+	}
+	if p.m.Annotations[ForceRemoveAnnotation] == "true" {
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonForceRemoved,
+			fmt.Sprintf("annotation %s=true: the finalizer is removed without cleaning; snapshots tagged %s=%s may remain",
+				ForceRemoveAnnotation, "fedbr.io/backup", p.m.UID), time.Time{})
+		p.add(Action{Kind: RemoveFinalizer})
+		return
+	}
+	if p.isTrue(dpv1alpha1.BackupMemberCleanedCondition) {
+		p.add(Action{Kind: RemoveFinalizer})
+		return
+	}
+	if sj := p.o.Snapshot; sj.Exists() && !sj.Done() && !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
+		// The clean must not race a snapshot step that is still creating snapshots; stopping it
+		// makes it delete what it started.
+		if !sj.Deleting {
+			p.add(Action{Kind: DeleteJob, Name: sj.Name})
+		}
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning,
+			"waiting for the snapshot step to stop before cleaning", time.Time{})
+		return
+	}
+	policy := p.m.Spec.Template.EffectiveCleanPolicy()
+	complete := p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
+	switch {
+	case policy == fedv1alpha1.CleanPolicyRetain, policy == fedv1alpha1.CleanPolicyOnFailure && complete:
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonRetained,
+			fmt.Sprintf("cleanPolicy %s: snapshots and metadata are kept", policy), time.Time{})
+		p.add(Action{Kind: RemoveFinalizer})
+		return
+	case !p.snapshotEverStarted():
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, ReasonNothingToClean,
+			"this member never started a snapshot step", time.Time{})
+		p.add(Action{Kind: RemoveFinalizer})
+		return
+	}
+	p.planClean(complete)
+}
+
+// snapshotEverStarted says a snapshot step may have created snapshots or metadata.
+func (p *plan) snapshotEverStarted() bool {
+	_, reported := p.o.Report.Step(job.StepSnapshot)
+	return reported || p.o.Snapshot.Exists() || p.m.Status.SnapshotsTotal > 0 || p.m.Status.BackupPath != "" ||
+		p.isTrue(dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
+}
+
+// planClean runs `fedbr br clean` until it succeeds, retrying failed attempts with backoff.
+func (p *plan) planClean(complete bool) {
+	cj := p.o.Clean
+	st, reported := p.o.Report.Step(job.StepClean)
+	_, hasResult := p.o.Report.Results[job.StepClean]
+	switch {
+	case cj.Phase == job.Succeeded || cj.Exists() && reported && st.Phase == job.PhaseCompleted && hasResult:
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, ReasonCleaned,
+			"snapshots and metadata deleted", cj.Finished)
+		p.add(Action{Kind: RemoveFinalizer})
+		return
+	case cj.Exists() && !cj.Done():
+		msg := fmt.Sprintf("clean attempt %d running", p.o.CleanAttempt)
+		if reported && st.Total > 0 {
+			msg += fmt.Sprintf(": %d of %d snapshots deleted", st.Deleted, st.Total)
+		}
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning, msg, time.Time{})
+		return
+	case cj.Phase == job.Failed:
+		why := cj.FailureText()
+		if reported && st.Error != "" {
+			why = st.Error
+		}
+		wait := cleanBackoff(p.o.CleanAttempt)
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
+			fmt.Sprintf("clean attempt %d failed: %s; retrying in %s (annotation %s=true removes the member without cleaning)",
+				p.o.CleanAttempt, why, wait, ForceRemoveAnnotation), time.Time{})
+		if left := cj.Finished.Add(wait).Sub(p.now); !cj.Finished.IsZero() && left > 0 {
+			p.res.RequeueAfter = left
+			return
+		}
+	}
+	storage, err := storageOf(&p.m.Spec.Template)
+	if err != nil {
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
+			"cannot clean: storage: "+err.Error()+fmt.Sprintf(" (annotation %s=true removes the member without cleaning)", ForceRemoveAnnotation), time.Time{})
+		return
+	}
+	outcome := "failed"
+	if complete {
+		outcome = "completed"
+	}
+	args := []string{"br", job.StepClean, "--storage", storage.Flag, "--backup-id", string(p.m.UID),
+		"--backup-outcome", outcome, "--delete-ratio", strconv.FormatFloat(p.m.Spec.Template.EffectiveSnapshotsDeleteRatio(), 'f', -1, 64),
+		"--status-configmap", job.StatusConfigMapName(p.m.Name)}
+	args = append(args, p.o.Env.CloudArgs()...)
+	spec := p.jobSpec(job.StepClean, args)
+	spec.Name = CleanJobName(p.m.Name, p.o.CleanAttempt+1)
+	// No owner reference: a foreground deletion of the member would otherwise delete the
+	// clean Job while it cleans; its TTL removes it once finished.
+	spec.Owner = metav1.OwnerReference{}
+	withStorage(&spec, storage)
+	p.ensureCommon()
+	if reported {
+		p.add(Action{Kind: ResetReport, Keys: []string{job.StepClean, job.ResultKey(job.StepClean)}})
+	}
+	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	if !cj.Exists() {
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning,
+			"deleting snapshots and metadata", time.Time{})
+	}
+}
+
+// cleanBackoff is the wait after failed attempt n.
+func cleanBackoff(attempt int) time.Duration {
+	d := cleanBackoffBase
+	for i := 1; i < attempt && d < cleanBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, cleanBackoffMax)
+}
+
+// setPhase derives the one-word phase from the conditions.
+func (p *plan) setPhase() {
+	s := &p.res.Status
+	is := p.isTrue
+	switch {
+	case p.m.DeletionTimestamp != nil:
+		s.Phase = PhaseCleaning
+		if c := findCondition(s.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && c.Reason == ReasonCleanFailed {
+			s.Phase = PhaseCleanFailed
+		}
+	case is(dpv1alpha1.BackupMemberFailedCondition):
+		s.Phase = PhaseFailed
+	case is(dpv1alpha1.BackupMemberCompleteCondition):
+		s.Phase = PhaseComplete
+	case is(dpv1alpha1.BackupMemberSnapshotsCreatedCondition):
+		s.Phase = PhaseSnapshotsCreated
+	case p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot):
+		s.Phase = PhaseSnapshotting
+	case is(dpv1alpha1.BackupMemberInitializedCondition):
+		s.Phase = PhasePaused
+	case p.o.Pause.Exists() || hasAction(p.res.Actions, job.StepPause):
+		s.Phase = PhaseInitializing
+	default:
+		s.Phase = PhasePending
+	}
+}
+
+func hasAction(actions []Action, step string) bool {
+	for _, a := range actions {
+		if a.Kind == CreateJob && a.Job != nil && a.Job.Labels[job.LabelStep] == step {
+			return true
+		}
+	}
+	return false
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}

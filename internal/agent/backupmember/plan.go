@@ -1,0 +1,360 @@
+// Package backupmember is the agent's VolumeBackupMember controller: one data plane's part of
+// a federated volume-snapshot backup.
+//
+// The decisions are one pure function, Plan, over what the reconciler observed (the member,
+// the TidbCluster, the TiKV volumes, the step Jobs and the status ConfigMap they write). It
+// returns the actions to apply and the member status to write; it reads no clock and no
+// client, so every transition is a table test.
+//
+// The member's protocol:
+//   - initialize (initializer only): run `fedbr br pause` and hold it; Initialized=True with
+//     the pause's backup ts once it reports Ready;
+//   - execute: run `fedbr br snapshot` at spec.backupTS; SnapshotsCreated=True once every
+//     snapshot started and backupmeta is written, Complete=True when they all completed;
+//   - resumeGC / teardown / failure: stop the pause at once; GCResumed=True when it reports
+//     everything lifted;
+//   - deletion: lift the pause, stop a running snapshot, clean per cleanPolicy (`fedbr br
+//     clean` with retries and backoff, surfaced as Cleaned=False), then drop the finalizer.
+package backupmember
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/condition"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+)
+
+// Finalizer keeps a member until its data plane let go of everything (pause lifted, snapshots
+// cleaned per cleanPolicy).
+const Finalizer = "dataplane.fedbr.io/agent"
+
+// ForceRemoveAnnotation set to "true" lets an SRE drop the finalizer of a member whose clean
+// keeps failing; whatever was not cleaned stays (and is tagged with the backup id).
+const ForceRemoveAnnotation = "fedbr.io/force-remove"
+
+// Kind is the member kind this package reconciles.
+const Kind = "VolumeBackupMember"
+
+// Files of the inputs ConfigMap mounted in the snapshot Job.
+const (
+	VolumesKey     = "volumes.json"
+	TidbClusterKey = "tidbcluster.json"
+	inputsMount    = "/etc/fedbr/backup"
+	inputsVolume   = "fedbr-backup-inputs"
+)
+
+// Reasons of the member's conditions.
+const (
+	ReasonPauseReady         = "PauseReady"
+	ReasonPauseLifted        = "PauseLifted"
+	ReasonPauseEnded         = "PauseEnded"
+	ReasonPauseFailed        = "PauseFailed"
+	ReasonPauseJobFailed     = "PauseJobFailed"
+	ReasonDeadlineExceeded   = "DeadlineExceeded"
+	ReasonSnapshotsStarted   = "SnapshotsStarted"
+	ReasonSnapshotsCompleted = "SnapshotsCompleted"
+	ReasonSnapshotFailed     = "SnapshotFailed"
+	ReasonSnapshotJobFailed  = "SnapshotJobFailed"
+	ReasonTornDown           = "TornDown"
+	ReasonTidbClusterMissing = "TidbClusterNotFound"
+	ReasonNoPD               = "NoPDAddress"
+	ReasonNoBackupTS         = "NoBackupTS"
+	ReasonVolumeDiscovery    = "VolumeDiscoveryFailed"
+	ReasonStorage            = "InvalidStorage"
+	ReasonBadReport          = "InvalidReport"
+	ReasonCleaned            = "Cleaned"
+	ReasonNothingToClean     = "NothingToClean"
+	ReasonRetained           = "Retained"
+	ReasonCleanRunning       = "Cleaning"
+	ReasonCleanFailed        = "CleanFailed"
+	ReasonForceRemoved       = "ForceRemoved"
+)
+
+// Phases of status.phase.
+const (
+	PhasePending          = "Pending"
+	PhaseInitializing     = "Initializing"
+	PhasePaused           = "Paused"
+	PhaseSnapshotting     = "Snapshotting"
+	PhaseSnapshotsCreated = "SnapshotsCreated"
+	PhaseComplete         = "Complete"
+	PhaseFailed           = "Failed"
+	PhaseCleaning         = "Cleaning"
+	PhaseCleanFailed      = "CleanFailed"
+)
+
+// Clean retries back off from cleanBackoffBase, doubling to cleanBackoffMax.
+const (
+	cleanBackoffBase = 10 * time.Second
+	cleanBackoffMax  = 10 * time.Minute
+)
+
+// Observed is everything Plan decides from.
+type Observed struct {
+	Member *dpv1alpha1.VolumeBackupMember
+	// TC is the member's TidbCluster; nil when it does not exist.
+	TC *pcv1alpha1.TidbCluster
+	// Cluster is the TiKV side of TC, observed only when NeedsDiscovery says so.
+	Cluster *Cluster
+	// Pause, Snapshot and Clean are the step Jobs; CleanAttempt numbers the clean Job observed
+	// (the newest attempt; 0 when none ever ran).
+	Pause, Snapshot, Clean job.State
+	CleanAttempt           int
+	// Report is the status ConfigMap.
+	Report job.Report
+	// Env is the agent's configuration.
+	Env job.Env
+}
+
+// ActionKind says what an Action does.
+type ActionKind string
+
+// Action kinds, applied in the order Plan returns them.
+const (
+	// EnsureConfigMap creates ConfigMap unless it exists (the status ConfigMap, the inputs).
+	EnsureConfigMap ActionKind = "EnsureConfigMap"
+	// EnsureServiceAccount creates the steps' service account, Role and RoleBinding.
+	EnsureServiceAccount ActionKind = "EnsureServiceAccount"
+	// ResetReport removes Keys from the status ConfigMap (before a retried step reports).
+	ResetReport ActionKind = "ResetReport"
+	// CreateJob creates Job.
+	CreateJob ActionKind = "CreateJob"
+	// StopJob suspends the Job Name and deletes its pods: they get SIGTERM, on which the pause
+	// lifts everything and a snapshot deletes what it created.
+	StopJob ActionKind = "StopJob"
+	// DeleteJob deletes the Job Name with its pods.
+	DeleteJob ActionKind = "DeleteJob"
+	// RemoveFinalizer drops the agent's finalizer.
+	RemoveFinalizer ActionKind = "RemoveFinalizer"
+)
+
+// Action is one idempotent change.
+type Action struct {
+	Kind      ActionKind
+	Job       *batchv1.Job
+	ConfigMap *corev1.ConfigMap
+	Name      string
+	Keys      []string
+}
+
+func (a Action) String() string {
+	switch {
+	case a.Job != nil:
+		return string(a.Kind) + " " + a.Job.Name
+	case a.ConfigMap != nil:
+		return string(a.Kind) + " " + a.ConfigMap.Name
+	case a.Name != "":
+		return string(a.Kind) + " " + a.Name
+	}
+	return string(a.Kind)
+}
+
+// Result is Plan's decision.
+type Result struct {
+	Actions []Action
+	Status  dpv1alpha1.VolumeBackupMemberStatus
+	// RequeueAfter is set only when time alone changes the decision (a clean retry's backoff).
+	RequeueAfter time.Duration
+}
+
+// plan carries one planning step.
+type plan struct {
+	o   Observed
+	m   *dpv1alpha1.VolumeBackupMember
+	now time.Time
+	res Result
+}
+
+// Plan decides the actions and the status of one member at now.
+func Plan(o Observed, now time.Time) Result {
+	p := &plan{o: o, m: o.Member, now: now, res: Result{Status: *o.Member.Status.DeepCopy()}}
+	p.res.Status.ObservedGeneration = p.m.Generation
+	if p.res.Status.TimeStarted == nil {
+		p.res.Status.TimeStarted = ptr.To(metav1.NewTime(now.UTC().Truncate(time.Second)))
+	}
+	if p.m.DeletionTimestamp != nil {
+		p.planDeletion()
+	} else {
+		p.observePause()
+		p.observeSnapshot()
+		p.planPause()
+		p.planSnapshot()
+	}
+	p.setPhase()
+	return p.res
+}
+
+// NeedsDiscovery says Plan is about to start the snapshot step and needs Observed.Cluster.
+func NeedsDiscovery(m *dpv1alpha1.VolumeBackupMember, snapshot job.State, r job.Report) bool {
+	_, reported := r.Step(job.StepSnapshot)
+	return m.DeletionTimestamp == nil && m.Spec.Phase == dpv1alpha1.BackupMemberExecute && !snapshot.Exists() && !reported &&
+		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.BackupMemberFailedCondition) &&
+		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition)
+}
+
+func (p *plan) add(a Action) { p.res.Actions = append(p.res.Actions, a) }
+
+func (p *plan) set(t string, s metav1.ConditionStatus, reason, msg string, at time.Time) {
+	condition.Set(&p.res.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg},
+		p.m.Generation, at, p.now)
+}
+
+func (p *plan) isTrue(t string) bool { return condition.IsTrue(p.res.Status.Conditions, t) }
+
+// fail sets Failed (once: the first failure is the one that explains the others).
+func (p *plan) fail(reason, msg string) {
+	if p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
+		return
+	}
+	p.set(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, reason, msg, time.Time{})
+	if p.res.Status.TimeCompleted == nil {
+		p.res.Status.TimeCompleted = ptr.To(metav1.NewTime(p.now.UTC().Truncate(time.Second)))
+	}
+}
+
+// stopRequested says the pause must be lifted now.
+func (p *plan) stopRequested() bool {
+	return p.m.Spec.ResumeGC || p.m.Spec.Phase == dpv1alpha1.BackupMemberTeardown || p.m.DeletionTimestamp != nil ||
+		p.isTrue(dpv1alpha1.BackupMemberFailedCondition)
+}
+
+// observePause turns the pause's report and Job into Initialized, GCResumed and Failed.
+func (p *plan) observePause() {
+	st, reported := p.o.Report.Step(job.StepPause)
+	if reported && st.BackupTS > 0 && (st.Phase == job.PhaseReady || st.Phase == job.PhaseStopping || st.Phase == job.PhaseStopped ||
+		p.isTrue(dpv1alpha1.BackupMemberInitializedCondition)) {
+		if st.Phase == job.PhaseReady || !p.isTrue(dpv1alpha1.BackupMemberInitializedCondition) {
+			at := timeOf(st.GCPausedAt)
+			p.set(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, ReasonPauseReady,
+				fmt.Sprintf("GC safepoint, PD schedulers and TiKV leases of %d stores held at backup ts %d", st.Stores, st.BackupTS), at)
+		}
+		if p.res.Status.CommitTs == "" {
+			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
+		}
+	}
+	if p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {
+		return
+	}
+	stopped := p.stopRequested() || p.o.Pause.Suspended
+	switch {
+	case reported && st.Phase == job.PhaseStopped:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseLifted,
+			"GC safepoint, PD schedulers and TiKV leases lifted", timeOf(st.LiftedAt))
+	case reported && st.Phase == job.PhaseFailed && stopped:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseEnded,
+			"the pause ended with an error ("+st.Error+"); whatever it still held lapses within its TTL", timeOf(st.Since))
+	case reported && st.Phase == job.PhaseFailed:
+		p.fail(ReasonPauseFailed, "the pause failed: "+st.Error)
+	case p.o.Pause.Phase == job.Succeeded:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseLifted,
+			"the pause Job exited after lifting what it held", p.o.Pause.Finished)
+	case p.o.Pause.Phase == job.Failed && stopped:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseEnded,
+			p.o.Pause.FailureText()+"; whatever the pause still held lapses within its TTL", p.o.Pause.Finished)
+	case p.o.Pause.Phase == job.Failed && p.o.Pause.Reason == job.ReasonDeadlineExceeded:
+		p.fail(ReasonDeadlineExceeded, fmt.Sprintf("the pause was held longer than volumeBackupInitJobMaxActiveSeconds (%s) and was stopped: %s",
+			p.m.Spec.Template.EffectiveInitJobDeadline(), p.o.Pause.FailureText()))
+	case p.o.Pause.Phase == job.Failed:
+		p.fail(ReasonPauseJobFailed, p.o.Pause.FailureText())
+	}
+}
+
+// planPause starts the pause for an initializer and stops it as soon as it may be lifted.
+func (p *plan) planPause() {
+	pj := p.o.Pause
+	if pj.Exists() && !pj.Done() && !pj.Suspended && p.stopRequested() {
+		p.add(Action{Kind: StopJob, Name: pj.Name})
+		return
+	}
+	_, reported := p.o.Report.Step(job.StepPause)
+	if p.m.Spec.Phase != dpv1alpha1.BackupMemberInitialize || pj.Exists() || reported || p.stopRequested() ||
+		p.isTrue(dpv1alpha1.BackupMemberInitializedCondition) {
+		return
+	}
+	if p.o.TC == nil {
+		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		return
+	}
+	pd, err := tidbcluster.PDAddresses(p.o.TC)
+	if err != nil {
+		p.fail(ReasonNoPD, err.Error())
+		return
+	}
+	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name)}
+	spec := p.jobSpec(job.StepPause, args)
+	spec.BackoffLimit = 0
+	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)
+	p.ensureCommon()
+	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+}
+
+func (p *plan) tcMissing() string {
+	return fmt.Sprintf("TidbCluster %s/%s not found in data plane %s", p.m.Spec.TCNamespace, p.m.Spec.TCName, p.m.Spec.K8sClusterName)
+}
+
+// ensureCommon creates what every step needs before its Job: the status ConfigMap (so the
+// step can write it and the agent already watches it) and, without a template service
+// account, the steps' own.
+func (p *plan) ensureCommon() {
+	p.add(Action{Kind: EnsureConfigMap, ConfigMap: job.StatusConfigMap(p.m.Name, p.m.Namespace, ownerRef(p.m))})
+	if p.m.Spec.Template.ServiceAccount == "" {
+		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})
+	}
+}
+
+// jobSpec is the Job of one step with everything the template says about pods.
+func (p *plan) jobSpec(step string, args []string) job.Spec {
+	t := &p.m.Spec.Template
+	sa := t.ServiceAccount
+	if sa == "" {
+		sa = job.ServiceAccountName
+	}
+	return job.Spec{
+		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
+		Image: p.o.Env.ImageOr(t.ToolImage), Args: args,
+		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
+		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
+		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
+		Pod: job.PodTemplate{
+			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
+			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
+			Volumes: append([]corev1.Volume(nil), t.AdditionalVolumes...), VolumeMounts: append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...),
+		},
+	}
+}
+
+// withStorage adds the storage flag, mounts and credentials to a step.
+func withStorage(spec *job.Spec, st job.Storage) {
+	spec.Pod.Volumes = append(spec.Pod.Volumes, st.Volumes...)
+	spec.Pod.VolumeMounts = append(spec.Pod.VolumeMounts, st.VolumeMounts...)
+	spec.Pod.Env = append(append([]corev1.EnvVar(nil), st.Env...), spec.Pod.Env...)
+}
+
+func ownerRef(m *dpv1alpha1.VolumeBackupMember) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: dpv1alpha1.GroupVersion.String(), Kind: Kind,
+		Name: m.Name, UID: m.UID, Controller: ptr.To(true)}
+}
+
+func timeOf(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
+}
+
+// storageOf is the member's storage.
+func storageOf(t *fedv1alpha1.VolumeBackupMemberSpec) (job.Storage, error) {
+	return job.StorageFor(t.StorageProvider)
+}

@@ -1,0 +1,610 @@
+package backupmember
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+)
+
+var (
+	t0        = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	pausedAt  = t0.Add(2 * time.Second)
+	liftedAt  = t0.Add(9 * time.Second)
+	testEnv   = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566"}
+	backupTS  = uint64(470802380936708097)
+	tsText    = "470802380936708097"
+	statusCM  = job.StatusConfigMapName("fed-b1")
+	pauseName = job.Name("fed-b1", job.StepPause)
+	snapName  = job.Name("fed-b1", job.StepSnapshot)
+)
+
+func member(phase dpv1alpha1.BackupMemberPhase, mut ...func(*dpv1alpha1.VolumeBackupMember)) *dpv1alpha1.VolumeBackupMember {
+	m := &dpv1alpha1.VolumeBackupMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "fed-b1", Namespace: "tidb", UID: "uid-1", Generation: 3,
+			Labels: map[string]string{"team": "db"}, Annotations: map[string]string{"iam.amazonaws.com/role": "br"}},
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{
+			VolumeBackup: "b1", K8sClusterName: "az1", TCName: "basic", TCNamespace: "tidb", Phase: phase,
+			Template: fedv1alpha1.VolumeBackupMemberSpec{
+				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "nightly-az1"}},
+			},
+		},
+	}
+	for _, f := range mut {
+		f(m)
+	}
+	return m
+}
+
+func withCond(t string, s metav1.ConditionStatus, reason string) func(*dpv1alpha1.VolumeBackupMember) {
+	return func(m *dpv1alpha1.VolumeBackupMember) {
+		apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, LastTransitionTime: metav1.NewTime(t0)})
+	}
+}
+
+func deleting(policy fedv1alpha1.CleanPolicyType) func(*dpv1alpha1.VolumeBackupMember) {
+	return func(m *dpv1alpha1.VolumeBackupMember) {
+		m.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
+		m.Finalizers = []string{Finalizer}
+		m.Spec.Template.CleanPolicy = policy
+	}
+}
+
+func tc() *pcv1alpha1.TidbCluster {
+	return &pcv1alpha1.TidbCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "basic", Namespace: "tidb"},
+		Spec:       pcv1alpha1.TidbClusterSpec{TiKV: &pcv1alpha1.ComponentSpec{Replicas: 1}, PD: &pcv1alpha1.ComponentSpec{Replicas: 1}},
+		Status: pcv1alpha1.TidbClusterStatus{
+			PD:   pcv1alpha1.PDStatus{Members: map[string]pcv1alpha1.PDMember{"basic-pd-0": {Name: "basic-pd-0", ClientURL: "http://pd0:2379"}}},
+			TiKV: pcv1alpha1.TiKVStatus{Stores: map[string]pcv1alpha1.TiKVStore{"1": {ID: "1", PodName: "basic-tikv-0", State: "Up"}}},
+		},
+	}
+}
+
+// cluster is one TiKV pod on an EBS CSI volume.
+func cluster() *Cluster {
+	c := &Cluster{TC: tc(), PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}, Nodes: map[string]*corev1.Node{}}
+	c.Pods = []corev1.Pod{{
+		ObjectMeta: metav1.ObjectMeta{Name: "basic-tikv-0", Namespace: "tidb"},
+		Spec: corev1.PodSpec{NodeName: "n1",
+			Containers: []corev1.Container{{Name: "tikv", VolumeMounts: []corev1.VolumeMount{{Name: "tikv", MountPath: "/var/lib/tikv"}}}},
+			Volumes: []corev1.Volume{{Name: "tikv", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "tikv-basic-tikv-0"}}},
+				{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}},
+	}}
+	c.PVCs["tikv-basic-tikv-0"] = &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "tikv-basic-tikv-0", Namespace: "tidb"},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv-1"},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	c.PVs["pv-1"] = &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: tidbcluster.EBSCSIDriver, VolumeHandle: "vol-1"}}},
+	}
+	c.Nodes["n1"] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-west-2a/i-0abc"}}
+	return c
+}
+
+func report(data map[string]string) job.Report {
+	return job.ParseReport(&corev1.ConfigMap{Data: data})
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func active(name string) job.State {
+	return job.State{Name: name, Phase: job.Active, Active: 1, Started: t0}
+}
+func failed(name, reason string) job.State {
+	return job.State{Name: name, Phase: job.Failed, Reason: reason, Message: "boom", Started: t0, Finished: t0.Add(time.Minute)}
+}
+func succeeded(name string) job.State {
+	return job.State{Name: name, Phase: job.Succeeded, Started: t0, Finished: t0.Add(time.Minute)}
+}
+
+func obs(m *dpv1alpha1.VolumeBackupMember, mut ...func(*Observed)) Observed {
+	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Clean: job.StateOf(nil), Report: job.ParseReport(nil)}
+	for _, f := range mut {
+		f(&o)
+	}
+	return o
+}
+
+type want struct {
+	actions   []ActionKind
+	true      []string
+	notTrue   []string
+	reason    map[string]string
+	phase     string
+	requeue   bool
+	check     func(*testing.T, Result)
+	commitTs  string
+	failMatch string
+}
+
+func kinds(actions []Action) []ActionKind {
+	var k []ActionKind
+	for _, a := range actions {
+		k = append(k, a.Kind)
+	}
+	return k
+}
+
+func jobOf(t *testing.T, r Result, step string) *Action {
+	t.Helper()
+	for i, a := range r.Actions {
+		if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == step {
+			return &r.Actions[i]
+		}
+	}
+	t.Fatalf("no %s Job created; actions %v", step, r.Actions)
+	return nil
+}
+
+func argValue(args []string, flag string) string {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return ""
+	}
+	return args[i+1]
+}
+
+func TestPlan(t *testing.T) {
+	pauseReady := report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 3, "gcPausedAt": pausedAt})})
+	ready := withCond(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, ReasonPauseReady)
+	execute := func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = tsText }
+	summary := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, SizeGiB: 30}
+	summary.Snapshots = append(summary.Snapshots, struct {
+		StoreID    uint64 `json:"storeID"`
+		SnapshotID string `json:"snapshotID"`
+		SizeGiB    int32  `json:"sizeGiB"`
+	}{1, "snap-1", 30})
+	snapDone := map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS}),
+		job.ResultKey(job.StepSnapshot): mustJSON(summary)}
+
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want want
+	}{
+		{
+			name: "initialize starts the pause after its status ConfigMap",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize)),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseInitializing,
+				check: func(t *testing.T, r Result) {
+					j := jobOf(t, r, job.StepPause).Job
+					args := j.Spec.Template.Spec.Containers[0].Args
+					if !slices.Equal(args[:2], []string{"br", "pause"}) || argValue(args, "--pd") != "http://pd0:2379" || argValue(args, "--status-configmap") != statusCM {
+						t.Errorf("pause args %v", args)
+					}
+					if *j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 600 || j.Name != pauseName {
+						t.Errorf("pause Job %s backoff %d deadline %d", j.Name, *j.Spec.BackoffLimit, *j.Spec.ActiveDeadlineSeconds)
+					}
+					if j.Spec.Template.Spec.ServiceAccountName != job.ServiceAccountName || j.Spec.Template.Spec.Containers[0].Image != "fedbr:test" {
+						t.Errorf("pause Job service account %q image %q", j.Spec.Template.Spec.ServiceAccountName, j.Spec.Template.Spec.Containers[0].Image)
+					}
+					if j.Labels["team"] != "db" || j.Spec.Template.Annotations["iam.amazonaws.com/role"] != "br" {
+						t.Errorf("labels/annotations not propagated: %v %v", j.Labels, j.Spec.Template.Annotations)
+					}
+				}},
+		},
+		{
+			name: "pause deadline and tool image come from the template",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, func(m *dpv1alpha1.VolumeBackupMember) {
+				m.Spec.Template.VolumeBackupInitJobMaxActiveSeconds = ptr.To[int32](90)
+				m.Spec.Template.ToolImage = "custom:1"
+				m.Spec.Template.ServiceAccount = "mine"
+			})),
+			want: want{actions: []ActionKind{EnsureConfigMap, CreateJob}, check: func(t *testing.T, r Result) {
+				j := jobOf(t, r, job.StepPause).Job
+				if *j.Spec.ActiveDeadlineSeconds != 90 || j.Spec.Template.Spec.Containers[0].Image != "custom:1" || j.Spec.Template.Spec.ServiceAccountName != "mine" {
+					t.Errorf("pause Job deadline %d image %s sa %s", *j.Spec.ActiveDeadlineSeconds, j.Spec.Template.Spec.Containers[0].Image, j.Spec.Template.Spec.ServiceAccountName)
+				}
+			}},
+		},
+		{
+			name: "a TidbCluster without PD of its own uses spec.pdAddresses",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+				o.TC.Status.PD.Members = nil
+				o.TC.Spec.PDAddresses = []string{"http://remote-pd:2379"}
+			}),
+			want: want{check: func(t *testing.T, r Result) {
+				if a := jobOf(t, r, job.StepPause).Job.Spec.Template.Spec.Containers[0].Args; argValue(a, "--pd") != "http://remote-pd:2379" {
+					t.Errorf("args %v", a)
+				}
+			}},
+		},
+		{
+			name: "TidbCluster missing fails the member",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.TC = nil }),
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
+		},
+		{
+			name: "no PD address fails the member",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.TC.Status.PD.Members = nil }),
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonNoPD}},
+		},
+		{
+			name: "pause running and not ready yet: wait",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Pause = active(pauseName) }),
+			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberInitializedCondition}, phase: PhaseInitializing},
+		},
+		{
+			name: "pause Ready: Initialized at gcPausedAt with the backup ts",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = pauseReady
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberInitializedCondition}, commitTs: tsText, phase: PhasePaused,
+				check: func(t *testing.T, r Result) {
+					c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition)
+					if !c.LastTransitionTime.Time.Equal(pausedAt) || c.ObservedGeneration != 3 || r.Status.ObservedGeneration != 3 {
+						t.Errorf("Initialized at %v gen %d", c.LastTransitionTime, c.ObservedGeneration)
+					}
+				}},
+		},
+		{
+			name: "pause reports Failed: member fails",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","error":"GC safepoint passed the backup ts"}`})
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseFailed},
+				failMatch: "GC safepoint passed", actions: []ActionKind{StopJob}},
+		},
+		{
+			name: "pause Job past its deadline fails the member",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, ready), func(o *Observed) {
+				o.Pause = failed(pauseName, job.ReasonDeadlineExceeded)
+				o.Report = pauseReady
+			}),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonDeadlineExceeded}, failMatch: "volumeBackupInitJobMaxActiveSeconds"},
+		},
+		{
+			name: "pause Job failed without a report",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Pause = failed(pauseName, job.ReasonBackoffLimitExceeded) }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseJobFailed}, failMatch: "BackoffLimitExceeded"},
+		},
+		{
+			name: "initializer in execute keeps the pause and starts its snapshot",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = pauseReady
+				o.Cluster = cluster()
+			}),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseSnapshotting,
+				check: func(t *testing.T, r Result) {
+					a := jobOf(t, r, job.StepSnapshot).Job
+					args := a.Spec.Template.Spec.Containers[0].Args
+					for flag, v := range map[string]string{"--backup-ts": tsText, "--backup-id": "uid-1", "--storage": "s3://bk/nightly-az1", "--cluster": "az1",
+						"--region": "us-west-2", "--aws-endpoint": "http://127.0.0.1:4566", "--volumes": "etc/fedbr/backup/volumes.json", "--status-configmap": statusCM} {
+						if got := argValue(args, flag); got != v {
+							t.Errorf("%s = %q, want %q (args %v)", flag, got, v, args)
+						}
+					}
+					if r.Status.BackupPath != "s3://bk/nightly-az1" {
+						t.Errorf("backupPath %q", r.Status.BackupPath)
+					}
+					inputs := r.Actions[2].ConfigMap
+					rec := inputs.Data[VolumesKey]
+					if !strings.Contains(rec, `"vol-1"`) || !strings.Contains(rec, `"i-0abc"`) || !strings.Contains(rec, `"storage.data-dir"`) {
+						t.Errorf("volume file %s", rec)
+					}
+				}},
+		},
+		{
+			name: "execute without a backup ts fails clearly",
+			o:    obs(member(dpv1alpha1.BackupMemberExecute), func(o *Observed) { o.Cluster = cluster() }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonNoBackupTS}, failMatch: "spec.backupTS"},
+		},
+		{
+			name: "execute on a volume that is not EBS fails discovery",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Cluster = cluster()
+				o.Cluster.PVs["pv-1"].Spec.CSI.Driver = "hostpath.csi.k8s.io"
+			}),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonVolumeDiscovery}, failMatch: "hostpath.csi.k8s.io"},
+		},
+		{
+			name: "execute with the wrong TiKV count fails discovery",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Cluster = cluster()
+				o.Cluster.TC.Spec.TiKV.Replicas = 3
+			}),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonVolumeDiscovery}, failMatch: "wants 3 TiKV pods"},
+		},
+		{
+			name: "gcs storage is refused",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, func(m *dpv1alpha1.VolumeBackupMember) {
+				m.Spec.Template.StorageProvider = fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p"}}
+			}), func(o *Observed) { o.Cluster = cluster() }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonStorage}},
+		},
+		{
+			name: "snapshots started: SnapshotsCreated with the total",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = active(snapName)
+				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Waiting","done":1,"total":3,"backupTS":470802380936708097}`})
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, notTrue: []string{dpv1alpha1.BackupMemberCompleteCondition},
+				phase: PhaseSnapshotsCreated, commitTs: tsText, check: func(t *testing.T, r Result) {
+					if r.Status.SnapshotsTotal != 3 || r.Status.SnapshotsCompleted != 1 {
+						t.Errorf("total %d completed %d", r.Status.SnapshotsTotal, r.Status.SnapshotsCompleted)
+					}
+				}},
+		},
+		{
+			name: "resumeGC stops the pause",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Snapshot = active(snapName)
+				o.Report = pauseReady
+			}),
+			want: want{actions: []ActionKind{StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
+		},
+		{
+			name: "pause Stopped: GCResumed at liftedAt",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Pause.Suspended = true
+				o.Snapshot = active(snapName)
+				o.Report = report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Stopped", "backupTS": backupTS, "liftedAt": liftedAt})})
+			}),
+			want: want{actions: nil, true: []string{dpv1alpha1.BackupMemberGCResumedCondition, dpv1alpha1.BackupMemberInitializedCondition},
+				check: func(t *testing.T, r Result) {
+					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition); !c.LastTransitionTime.Time.Equal(liftedAt) {
+						t.Errorf("GCResumed at %v, want %v", c.LastTransitionTime, liftedAt)
+					}
+				}},
+		},
+		{
+			name: "a pause that fails while stopping still counts as resumed",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, ready, execute), func(o *Observed) {
+				o.Pause = failed(pauseName, "Error")
+				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","backupTS":470802380936708097,"error":"resume schedulers: timeout"}`})
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberGCResumedCondition}, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition},
+				reason: map[string]string{dpv1alpha1.BackupMemberGCResumedCondition: ReasonPauseEnded}},
+		},
+		{
+			name: "snapshots completed: Complete with size and commit ts",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = succeeded(snapName)
+				o.Report = report(snapDone)
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
+				check: func(t *testing.T, r Result) {
+					if r.Status.BackupSize != 30<<30 || r.Status.SnapshotsCompleted != 1 || r.Status.TimeCompleted == nil {
+						t.Errorf("status %+v", r.Status)
+					}
+				}},
+		},
+		{
+			name: "snapshot reports Failed: member fails and the initializer's pause is lifted at once",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
+				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Failed","error":"snapshot snap-2 is in the error state"}`})
+			}),
+			want: want{actions: []ActionKind{StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonSnapshotFailed}, failMatch: "error state"},
+		},
+		{
+			name: "snapshot Job past its deadline",
+			o:    obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) { o.Snapshot = failed(snapName, job.ReasonDeadlineExceeded) }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonDeadlineExceeded}, failMatch: "stepTimeout"},
+		},
+		{
+			name: "snapshot Job succeeded without a summary is an invalid report",
+			o:    obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) { o.Snapshot = succeeded(snapName) }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonBadReport}},
+		},
+		{
+			name: "a finished snapshot Job removed by its TTL is not started again",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)),
+				func(o *Observed) { o.Report = report(snapDone) }),
+			want: want{actions: nil, phase: PhaseComplete},
+		},
+		{
+			name: "teardown before completion stops the snapshot step and lifts the pause",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, ready, execute), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Snapshot = active(snapName)
+			}),
+			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
+		},
+		{
+			name: "teardown after completion changes nothing",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)),
+				func(o *Observed) { o.Snapshot = succeeded(snapName); o.Report = report(snapDone) }),
+			want: want{actions: nil, phase: PhaseComplete, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+func TestPlanDeletion(t *testing.T) {
+	started := func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupPath = "s3://bk/nightly-az1" }
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)
+	failedCond := withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, ReasonSnapshotFailed)
+	clean1 := CleanJobName("fed-b1", 1)
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want want
+	}{
+		{
+			name: "Retain drops the finalizer at once",
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyRetain), started, complete)),
+			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonRetained}},
+		},
+		{
+			name: "the pause still running is lifted first",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, deleting(fedv1alpha1.CleanPolicyRetain)), func(o *Observed) {
+				o.Pause = active(pauseName)
+			}),
+			want: want{actions: []ActionKind{StopJob, RemoveFinalizer}},
+		},
+		{
+			name: "OnFailure keeps a complete backup",
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyOnFailure), started, complete)),
+			want: want{actions: []ActionKind{RemoveFinalizer}},
+		},
+		{
+			name: "OnFailure cleans a failed backup",
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyOnFailure), started, failedCond)),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+				args := jobOf(t, r, job.StepClean).Job.Spec.Template.Spec.Containers[0].Args
+				if argValue(args, "--backup-outcome") != "failed" {
+					t.Errorf("args %v", args)
+				}
+			}},
+		},
+		{
+			name: "Delete runs clean attempt 1 with the backup id",
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete)),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseCleaning,
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanRunning},
+				check: func(t *testing.T, r Result) {
+					j := jobOf(t, r, job.StepClean).Job
+					args := j.Spec.Template.Spec.Containers[0].Args
+					if j.Name != clean1 || argValue(args, "--backup-id") != "uid-1" || argValue(args, "--backup-outcome") != "completed" ||
+						argValue(args, "--delete-ratio") != "1" || argValue(args, "--storage") != "s3://bk/nightly-az1" {
+						t.Errorf("clean Job %s args %v", j.Name, args)
+					}
+					if len(j.OwnerReferences) != 0 {
+						t.Errorf("clean Job must survive a foreground deletion: owners %v", j.OwnerReferences)
+					}
+				}},
+		},
+		{
+			name: "a member that never snapshotted has nothing to clean",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, deleting(fedv1alpha1.CleanPolicyDelete))),
+			want: want{actions: []ActionKind{RemoveFinalizer}, true: []string{dpv1alpha1.BackupMemberCleanedCondition}},
+		},
+		{
+			name: "a running snapshot is stopped before cleaning",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, deleting(fedv1alpha1.CleanPolicyDelete), started), func(o *Observed) {
+				o.Snapshot = active(snapName)
+			}),
+			want: want{actions: []ActionKind{DeleteJob}},
+		},
+		{
+			name: "a complete backup's snapshot Job still exiting is not stopped",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Snapshot = active(snapName)
+			}),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}},
+		},
+		{
+			name: "clean running: wait",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Clean, o.CleanAttempt = active(clean1), 1
+			}),
+			want: want{actions: nil, phase: PhaseCleaning},
+		},
+		{
+			name: "clean failed: surfaced, retried after the backoff",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Clean, o.CleanAttempt = failed(clean1, job.ReasonBackoffLimitExceeded), 1
+				o.Clean.Finished = t0.Add(-3 * time.Second)
+				o.Report = report(map[string]string{job.StepClean: `{"phase":"Failed","error":"UnauthorizedOperation: not allowed"}`})
+			}),
+			want: want{actions: nil, phase: PhaseCleanFailed, requeue: true, failMatch: "UnauthorizedOperation",
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanFailed}},
+		},
+		{
+			name: "clean failed and the backoff passed: attempt 2 after resetting the report",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Clean, o.CleanAttempt = failed(clean1, job.ReasonBackoffLimitExceeded), 1
+				o.Clean.Finished = t0.Add(-time.Hour)
+				o.Report = report(map[string]string{job.StepClean: `{"phase":"Failed","error":"x"}`})
+			}),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, ResetReport, CreateJob}, check: func(t *testing.T, r Result) {
+				if j := jobOf(t, r, job.StepClean).Job; j.Name != CleanJobName("fed-b1", 2) {
+					t.Errorf("clean Job %s", j.Name)
+				}
+			}},
+		},
+		{
+			name: "clean succeeded: Cleaned and the finalizer goes",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Clean, o.CleanAttempt = succeeded(clean1), 1
+			}),
+			want: want{actions: []ActionKind{RemoveFinalizer}, true: []string{dpv1alpha1.BackupMemberCleanedCondition}},
+		},
+		{
+			name: "force-remove drops the finalizer whatever the clean says",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete, func(m *dpv1alpha1.VolumeBackupMember) {
+				m.Annotations[ForceRemoveAnnotation] = "true"
+			}), func(o *Observed) { o.Clean, o.CleanAttempt = failed(clean1, "x"), 1 }),
+			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonForceRemoved}},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+func check(t *testing.T, r Result, w want) {
+	t.Helper()
+	if w.actions != nil || w.check == nil {
+		if got := kinds(r.Actions); !slices.Equal(got, w.actions) {
+			t.Errorf("actions %v, want %v", got, w.actions)
+		}
+	}
+	for _, c := range w.true {
+		if !apimeta.IsStatusConditionTrue(r.Status.Conditions, c) {
+			t.Errorf("condition %s not True: %+v", c, r.Status.Conditions)
+		}
+	}
+	for _, c := range w.notTrue {
+		if apimeta.IsStatusConditionTrue(r.Status.Conditions, c) {
+			t.Errorf("condition %s True: %+v", c, r.Status.Conditions)
+		}
+	}
+	for c, reason := range w.reason {
+		if got := apimeta.FindStatusCondition(r.Status.Conditions, c); got == nil || got.Reason != reason {
+			t.Errorf("condition %s = %+v, want reason %s", c, got, reason)
+		}
+	}
+	if w.failMatch != "" {
+		found := false
+		for _, c := range r.Status.Conditions {
+			found = found || strings.Contains(c.Message, w.failMatch)
+		}
+		if !found {
+			t.Errorf("no condition message contains %q: %+v", w.failMatch, r.Status.Conditions)
+		}
+	}
+	if w.phase != "" && r.Status.Phase != w.phase {
+		t.Errorf("phase %s, want %s", r.Status.Phase, w.phase)
+	}
+	if w.commitTs != "" && r.Status.CommitTs != w.commitTs {
+		t.Errorf("commitTs %s, want %s", r.Status.CommitTs, w.commitTs)
+	}
+	if w.requeue != (r.RequeueAfter > 0) {
+		t.Errorf("requeueAfter %v, want requeue %v", r.RequeueAfter, w.requeue)
+	}
+	if w.check != nil {
+		w.check(t, r)
+	}
+}

@@ -1,0 +1,199 @@
+package backupmember
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+)
+
+// gib is one GiB in bytes.
+const gib = int64(1) << 30
+
+// SnapshotSummary is the part of `fedbr br snapshot`'s final JSON summary the agent reads.
+type SnapshotSummary struct {
+	BackupID   string `json:"backupID"`
+	ResolvedTS uint64 `json:"resolvedTS"`
+	Snapshots  []struct {
+		StoreID    uint64 `json:"storeID"`
+		SnapshotID string `json:"snapshotID"`
+		SizeGiB    int32  `json:"sizeGiB"`
+	} `json:"snapshots"`
+	SizeGiB int64 `json:"sizeGiB"`
+}
+
+// InputsConfigMapName is the ConfigMap holding the snapshot step's volume file and manifests.
+func InputsConfigMapName(member string) string { return job.Name(member, "inputs") }
+
+// observeSnapshot turns the snapshot's report and Job into SnapshotsCreated, Complete and
+// Failed.
+func (p *plan) observeSnapshot() {
+	st, reported := p.o.Report.Step(job.StepSnapshot)
+	sj := p.o.Snapshot
+	if reported {
+		if st.Total > 0 {
+			p.res.Status.SnapshotsTotal = int32(st.Total)
+		}
+		p.res.Status.SnapshotsCompleted = int32(st.Done)
+		if st.BackupTS > 0 {
+			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
+		}
+		if st.Phase == job.PhaseWaiting || st.Phase == job.PhaseCompleted {
+			p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, ReasonSnapshotsStarted,
+				fmt.Sprintf("%d snapshots started and backupmeta written; the pause may be lifted", st.Total), time.Time{})
+		}
+	}
+	if p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
+		return
+	}
+	var sum SnapshotSummary
+	hasResult, err := p.o.Report.Result(job.StepSnapshot, &sum)
+	switch {
+	case err != nil:
+		p.fail(ReasonBadReport, err.Error())
+	case hasResult && (sj.Phase == job.Succeeded || st.Phase == job.PhaseCompleted):
+		p.complete(sum)
+	case reported && st.Phase == job.PhaseFailed:
+		p.fail(ReasonSnapshotFailed, "the snapshot step failed: "+st.Error)
+	case sj.Phase == job.Failed && sj.Reason == job.ReasonDeadlineExceeded:
+		p.fail(ReasonDeadlineExceeded, fmt.Sprintf("the snapshot step ran longer than stepTimeout (%s): %s",
+			p.m.Spec.Template.EffectiveStepTimeout(), sj.FailureText()))
+	case sj.Phase == job.Failed:
+		p.fail(ReasonSnapshotJobFailed, sj.FailureText())
+	case sj.Phase == job.Succeeded:
+		p.fail(ReasonBadReport, fmt.Sprintf("Job %s succeeded without writing %s to ConfigMap %s", sj.Name,
+			job.ResultKey(job.StepSnapshot), job.StatusConfigMapName(p.m.Name)))
+	}
+}
+
+func (p *plan) complete(sum SnapshotSummary) {
+	s := &p.res.Status
+	s.SnapshotsTotal = int32(len(sum.Snapshots))
+	s.SnapshotsCompleted = int32(len(sum.Snapshots))
+	s.BackupSize = sum.SizeGiB * gib
+	if sum.ResolvedTS > 0 {
+		s.CommitTs = strconv.FormatUint(sum.ResolvedTS, 10)
+	}
+	if s.TimeCompleted == nil {
+		s.TimeCompleted = ptr.To(metav1.NewTime(p.now.UTC().Truncate(time.Second)))
+	}
+	p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, ReasonSnapshotsStarted,
+		fmt.Sprintf("%d snapshots started and backupmeta written", len(sum.Snapshots)), time.Time{})
+	p.set(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted,
+		fmt.Sprintf("%d snapshots completed (%d GiB) at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
+}
+
+// planSnapshot starts the snapshot step in execute and stops it at an early teardown.
+func (p *plan) planSnapshot() {
+	sj := p.o.Snapshot
+	done := p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
+	if p.m.Spec.Phase == dpv1alpha1.BackupMemberTeardown && sj.Exists() && !sj.Done() && !sj.Deleting && !done {
+		p.add(Action{Kind: DeleteJob, Name: sj.Name})
+		p.fail(ReasonTornDown, "the backup was torn down before the snapshots completed; the snapshot step was stopped and deletes the snapshots it started")
+		return
+	}
+	if !NeedsDiscovery(p.m, sj, p.o.Report) {
+		return
+	}
+	args, storage, err := p.snapshotArgs()
+	if err != nil {
+		return // p.snapshotArgs failed the member with the reason
+	}
+	p.res.Status.BackupPath = storage.Flag
+	inputs, err := p.inputsConfigMap()
+	if err != nil {
+		p.fail(ReasonVolumeDiscovery, err.Error())
+		return
+	}
+	spec := p.jobSpec(job.StepSnapshot, args)
+	withStorage(&spec, storage)
+	spec.Pod.Volumes = append(spec.Pod.Volumes, corev1.Volume{Name: inputsVolume, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: inputs.Name}}}})
+	spec.Pod.VolumeMounts = append(spec.Pod.VolumeMounts, corev1.VolumeMount{Name: inputsVolume, MountPath: inputsMount, ReadOnly: true})
+	p.ensureCommon()
+	p.add(Action{Kind: EnsureConfigMap, ConfigMap: inputs})
+	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+}
+
+// snapshotArgs checks the step's inputs and returns its arguments; a problem fails the member
+// with a reason that names it.
+func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
+	ts, err := strconv.ParseUint(p.m.Spec.BackupTS, 10, 64)
+	if err != nil || ts == 0 {
+		err = fmt.Errorf("spec.backupTS %q: execute needs the backup ts the initializer's pause holds", p.m.Spec.BackupTS)
+		p.fail(ReasonNoBackupTS, err.Error())
+		return nil, job.Storage{}, err
+	}
+	if p.o.TC == nil {
+		err = errors.New(p.tcMissing())
+		p.fail(ReasonTidbClusterMissing, err.Error())
+		return nil, job.Storage{}, err
+	}
+	pd, err := tidbcluster.PDAddresses(p.o.TC)
+	if err != nil {
+		p.fail(ReasonNoPD, err.Error())
+		return nil, job.Storage{}, err
+	}
+	storage, err := storageOf(&p.m.Spec.Template)
+	if err != nil {
+		p.fail(ReasonStorage, "storage: "+err.Error())
+		return nil, job.Storage{}, err
+	}
+	args := []string{"br", job.StepSnapshot, "--storage", storage.Flag, "--backup-id", string(p.m.UID),
+		"--cluster", p.m.Spec.K8sClusterName, "--pd", strings.Join(pd, ","), "--backup-ts", strconv.FormatUint(ts, 10),
+		"--volumes", job.InPod(inputsMount + "/" + VolumesKey), "--manifest", job.InPod(inputsMount + "/" + TidbClusterKey),
+		"--status-configmap", job.StatusConfigMapName(p.m.Name)}
+	return append(args, p.o.Env.CloudArgs()...), storage, nil
+}
+
+// inputsConfigMap discovers the TiKV volumes and writes them, with the TidbCluster, into the
+// ConfigMap the snapshot step reads.
+func (p *plan) inputsConfigMap() (*corev1.ConfigMap, error) {
+	if p.o.Cluster == nil {
+		return nil, fmt.Errorf("TiKV volumes of TidbCluster %s/%s were not observed", p.m.Spec.TCNamespace, p.m.Spec.TCName)
+	}
+	rec, err := Discover(*p.o.Cluster, p.m.Spec.K8sClusterName, string(p.m.UID))
+	if err != nil {
+		return nil, err
+	}
+	vol, err := rec.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	tc, err := tidbClusterManifest(p.o.Cluster.TC)
+	if err != nil {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: InputsConfigMapName(p.m.Name), Namespace: p.m.Namespace,
+			Labels: job.Selector(p.m.Name), OwnerReferences: []metav1.OwnerReference{ownerRef(p.m)}},
+		Data: map[string]string{VolumesKey: string(vol), TidbClusterKey: string(tc)},
+	}
+	return cm, nil
+}
+
+// tidbClusterManifest is the TidbCluster as a manifest the snapshot step keeps next to the
+// backup (JSON is YAML).
+func tidbClusterManifest(tc any) ([]byte, error) {
+	raw, err := cleanJSON(tc)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	m["apiVersion"], m["kind"] = "pingcap.com/v1alpha1", "TidbCluster"
+	return json.Marshal(m)
+}

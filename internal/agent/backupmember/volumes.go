@@ -1,0 +1,190 @@
+package backupmember
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// tikvDataVolume is the name tidb-operator gives the TiKV data volume in the pod (its claim is
+// tikv-<pod>).
+const tikvDataVolume = "tikv"
+
+// ErrVolumeDiscovery marks a TiKV volume layout the agent cannot back up.
+var ErrVolumeDiscovery = errors.New("volume discovery")
+
+// Cluster is the Kubernetes side of a TidbCluster's TiKV: its pods and the claims, volumes and
+// nodes they use. Only TiKV pods are listed, so only TiKV volumes are ever snapshotted.
+type Cluster struct {
+	TC    *pcv1alpha1.TidbCluster
+	Pods  []corev1.Pod
+	PVCs  map[string]*corev1.PersistentVolumeClaim // by name, in the TC's namespace
+	PVs   map[string]*corev1.PersistentVolume      // by name
+	Nodes map[string]*corev1.Node                  // by name
+}
+
+// Discover builds the clustermeta record (BR's volume file) of a TidbCluster's TiKV stores:
+// for each TiKV pod its store id, EC2 instance and EBS volumes with their mount paths, plus the
+// PVs, PVCs and the TidbCluster itself, so a restore can rebuild them.
+func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) {
+	tc := c.TC
+	replicas := tidbcluster.TiKVReplicas(tc)
+	if replicas == 0 {
+		return nil, fmt.Errorf("%w: TidbCluster %s/%s has no TiKV (spec.tikv.replicas is 0)", ErrVolumeDiscovery, tc.Namespace, tc.Name)
+	}
+	pods := make([]corev1.Pod, 0, len(c.Pods))
+	for _, p := range c.Pods {
+		if p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) != replicas {
+		return nil, fmt.Errorf("%w: TidbCluster %s/%s wants %d TiKV pods and %d are running: back up a settled cluster",
+			ErrVolumeDiscovery, tc.Namespace, tc.Name, replicas, len(pods))
+	}
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
+	storeOf := tidbcluster.StoreIDByPod(tc)
+	rec := &meta.Record{
+		TiKV:  meta.TiKV{Replicas: replicas},
+		Fedbr: &meta.Extension{Version: meta.FormatVersion, BackupID: backupID, Cluster: k8sClusterName},
+	}
+	if tc.Spec.PD != nil {
+		rec.PD.Replicas = int(tc.Spec.PD.Replicas)
+	}
+	if tc.Spec.TiDB != nil {
+		rec.TiDB.Replicas = int(tc.Spec.TiDB.Replicas)
+	}
+	var errs []error
+	for i := range pods {
+		store, pvcs, pvs, err := discoverPod(c, &pods[i], storeOf)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rec.TiKV.Stores = append(rec.TiKV.Stores, store)
+		rec.Kubernetes.PVCs = append(rec.Kubernetes.PVCs, pvcs...)
+		rec.Kubernetes.PVs = append(rec.Kubernetes.PVs, pvs...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVolumeDiscovery, err)
+	}
+	sort.Slice(rec.TiKV.Stores, func(i, j int) bool { return rec.TiKV.Stores[i].ID < rec.TiKV.Stores[j].ID })
+	tcJSON, err := cleanJSON(tc)
+	if err != nil {
+		return nil, err
+	}
+	rec.Kubernetes.TidbCluster = tcJSON
+	if err := rec.ValidateCluster(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrVolumeDiscovery, err)
+	}
+	return rec, nil
+}
+
+// discoverPod finds one TiKV pod's store, instance and EBS volumes.
+func discoverPod(c Cluster, pod *corev1.Pod, storeOf map[string]string) (meta.TiKVStore, []json.RawMessage, []json.RawMessage, error) {
+	var store meta.TiKVStore
+	idText, ok := storeOf[pod.Name]
+	if !ok {
+		return store, nil, nil, fmt.Errorf("TiKV pod %s has no store in the TidbCluster's status.tikv.stores yet", pod.Name)
+	}
+	id, err := strconv.ParseUint(idText, 10, 64)
+	if err != nil || id == 0 {
+		return store, nil, nil, fmt.Errorf("TiKV pod %s: store id %q is not a number", pod.Name, idText)
+	}
+	store.ID = id
+	node := c.Nodes[pod.Spec.NodeName]
+	if pod.Spec.NodeName == "" || node == nil {
+		return store, nil, nil, fmt.Errorf("TiKV pod %s is not on a known node (%q)", pod.Name, pod.Spec.NodeName)
+	}
+	if store.InstanceID, err = tidbcluster.InstanceID(node.Spec.ProviderID); err != nil {
+		return store, nil, nil, fmt.Errorf("TiKV pod %s on node %s: %w", pod.Name, node.Name, err)
+	}
+	mounts := map[string]string{}
+	for _, ctr := range pod.Spec.Containers {
+		for _, m := range ctr.VolumeMounts {
+			if _, ok := mounts[m.Name]; !ok {
+				mounts[m.Name] = m.MountPath
+			}
+		}
+	}
+	var pvcs, pvs []json.RawMessage
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		claim := v.PersistentVolumeClaim.ClaimName
+		vol, pvc, pv, err := claimVolume(c, claim)
+		if err != nil {
+			return store, nil, nil, fmt.Errorf("TiKV pod %s: %w", pod.Name, err)
+		}
+		vol.MountPath = mounts[v.Name]
+		vol.Type = v.Name
+		if v.Name == tikvDataVolume || claim == "tikv-"+pod.Name {
+			vol.Type = meta.DataDirType
+		}
+		store.Volumes = append(store.Volumes, vol)
+		pvcs, pvs = append(pvcs, pvc), append(pvs, pv)
+	}
+	if len(store.Volumes) == 0 {
+		return store, nil, nil, fmt.Errorf("TiKV pod %s mounts no persistent volume claim", pod.Name)
+	}
+	return store, pvcs, pvs, nil
+}
+
+// claimVolume follows a claim to its EBS volume.
+func claimVolume(c Cluster, claim string) (meta.Volume, json.RawMessage, json.RawMessage, error) {
+	pvc := c.PVCs[claim]
+	if pvc == nil {
+		return meta.Volume{}, nil, nil, fmt.Errorf("claim %s not found", claim)
+	}
+	if pvc.Spec.VolumeName == "" || pvc.Status.Phase != corev1.ClaimBound {
+		return meta.Volume{}, nil, nil, fmt.Errorf("claim %s is not bound to a volume", claim)
+	}
+	pv := c.PVs[pvc.Spec.VolumeName]
+	if pv == nil {
+		return meta.Volume{}, nil, nil, fmt.Errorf("claim %s: volume %s not found", claim, pvc.Spec.VolumeName)
+	}
+	id, err := tidbcluster.EBSVolumeID(pv)
+	if err != nil {
+		return meta.Volume{}, nil, nil, fmt.Errorf("claim %s: %w", claim, err)
+	}
+	pvcJSON, err := cleanJSON(pvc)
+	if err != nil {
+		return meta.Volume{}, nil, nil, err
+	}
+	pvJSON, err := cleanJSON(pv)
+	if err != nil {
+		return meta.Volume{}, nil, nil, err
+	}
+	return meta.Volume{ID: id}, pvcJSON, pvJSON, nil
+}
+
+// cleanJSON is an object's JSON without the server's bookkeeping, as a restore would create it.
+func cleanJSON(obj any) (json.RawMessage, error) {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	if md, ok := m["metadata"].(map[string]any); ok {
+		for _, k := range []string{"managedFields", "resourceVersion", "uid", "generation", "creationTimestamp", "selfLink"} {
+			delete(md, k)
+		}
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode %T: %w", obj, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,19 @@
+// Package agent is fedbr's data-plane agent: the controllers that carry out one Kubernetes
+// cluster's part of a federated backup or restore.
+//
+// The manager in the control plane creates a VolumeBackupMember or VolumeRestoreMember in
+// every data plane and drives it by writing spec.phase. The agent observes the member, the
+// TidbCluster, the TiKV pods and their volumes, the Jobs it started and the status ConfigMap
+// those Jobs write, asks a pure planner what to do, and applies the answer idempotently:
+//
+//   - package job builds the `fedbr br …` Jobs and reads the machine-readable status they
+//     publish in the member's status ConfigMap;
+//   - package backupmember runs pause, snapshot and clean for a VolumeBackupMember;
+//   - package restoremember runs restore-volumes, rebuilds the TiKV PVs/PVCs, starts TiKV
+//     through the TidbCluster contract, runs restore-data and leaves recovery mode;
+//   - package tidbcluster reads the tidb-operator contract (PD address, TiKV pods and stores,
+//     EBS volume ids, instance ids);
+//   - package apply carries out actions idempotently, package condition sets conditions and
+//     turns their transitions into Events;
+//   - package metrics holds the agent's Prometheus metrics.
+package agent

@@ -1,0 +1,74 @@
+package job
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// DefaultTTL is how long a finished step's Job stays for inspection.
+const DefaultTTL = 24 * time.Hour
+
+// ServiceAccountName is the service account the steps run as when the template names none;
+// the agent creates it, with ServiceAccountRole, in the member's namespace.
+const ServiceAccountName = "fedbr-br"
+
+// Env is the agent's own configuration that every step inherits.
+type Env struct {
+	// Image is the agent's image: steps run `fedbr br …` of exactly the agent's build unless
+	// the template's toolImage overrides it.
+	Image string
+	// Region and AWSEndpoint are passed to every step as --region and --aws-endpoint.
+	Region      string
+	AWSEndpoint string
+	// TTL is the finished Jobs' ttlSecondsAfterFinished; DefaultTTL when zero.
+	TTL time.Duration
+}
+
+// CloudArgs are the AWS flags every step takes.
+func (e Env) CloudArgs() []string {
+	var a []string
+	if e.Region != "" {
+		a = append(a, "--region", e.Region)
+	}
+	if e.AWSEndpoint != "" {
+		a = append(a, "--aws-endpoint", e.AWSEndpoint)
+	}
+	return a
+}
+
+// TTLSeconds is TTL in seconds.
+func (e Env) TTLSeconds() int32 {
+	if e.TTL <= 0 {
+		return int32(DefaultTTL / time.Second)
+	}
+	return int32(e.TTL / time.Second)
+}
+
+// ImageOr is the template's image, else the agent's.
+func (e Env) ImageOr(toolImage string) string {
+	if toolImage != "" {
+		return toolImage
+	}
+	return e.Image
+}
+
+// ServiceAccountObjects are the service account, Role and RoleBinding the steps run with when
+// the template names no service account: a step may only read and write ConfigMaps in its own
+// namespace (its status ConfigMap).
+func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
+	l := map[string]string{LabelName: NameValue, LabelManagedBy: ManagedByValue}
+	meta := metav1.ObjectMeta{Name: ServiceAccountName, Namespace: namespace, Labels: l}
+	sa := &corev1.ServiceAccount{ObjectMeta: meta}
+	role := &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"configmaps"},
+		Verbs: []string{"get", "create", "patch", "update"},
+	}}}
+	rb := &rbacv1.RoleBinding{ObjectMeta: meta,
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServiceAccountName},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ServiceAccountName, Namespace: namespace}},
+	}
+	return sa, role, rb
+}

@@ -1,0 +1,226 @@
+// Package job builds the Kubernetes Jobs in which the agent runs `fedbr br …` steps, reads
+// their outcome from the Job status, and reads the machine-readable status every step
+// publishes in its member's status ConfigMap (flag --status-configmap).
+//
+// Jobs are plain data here: Build is pure, so the planners can decide on a complete Job and
+// the tests can assert its arguments, labels and limits without an API server.
+package job
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Steps, named after the `fedbr br` command each Job runs. The step is also the data key of
+// the command's status in the status ConfigMap.
+const (
+	StepPause          = "pause"
+	StepSnapshot       = "snapshot"
+	StepClean          = "clean"
+	StepRestoreVolumes = "restore-volumes"
+	StepRestoreData    = "restore-data"
+)
+
+// Labels the agent puts on everything it creates, so it can list its own objects and an SRE
+// can find them with a selector.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelComponent = "app.kubernetes.io/component"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// LabelMember is the member's name (hashed when too long for a label value).
+	LabelMember = "dataplane.fedbr.io/member"
+	// LabelStep is the step a Job runs.
+	LabelStep = "dataplane.fedbr.io/step"
+
+	// AnnotationOwner is <member kind>/<member name> on every Job and ConfigMap the agent
+	// creates, so their events map back to the member even when the Job has no owner
+	// reference (clean Jobs must survive a foreground deletion of their member).
+	AnnotationOwner = "dataplane.fedbr.io/owner"
+
+	NameValue      = "fedbr"
+	ManagedByValue = "fedbr-agent"
+)
+
+// ContainerName is the name of the one container of every step's pod.
+const ContainerName = "br"
+
+// maxNameLength keeps Job names usable as the job-name label value of their pods (63).
+const maxNameLength = 63
+
+// Name is the deterministic name of a member's Job for step: <member>-<step>, shortened with
+// a hash when the member name is long. It never contains the Kubernetes cluster name (the
+// member names already differ per VolumeBackup, and pod names must fit in 63 characters).
+func Name(member, step string) string {
+	return shorten(member, maxNameLength-len(step)-1) + "-" + step
+}
+
+// LabelValue makes s usable as a label value: at most 63 characters, shortened with a hash.
+func LabelValue(s string) string {
+	return shorten(s, maxNameLength)
+}
+
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	h := hex.EncodeToString(sum[:])[:8]
+	return strings.TrimRight(s[:n-len(h)-1], "-.") + "-" + h
+}
+
+// Selector are the labels of every object the agent created for member.
+func Selector(member string) map[string]string {
+	return map[string]string{LabelManagedBy: ManagedByValue, LabelMember: LabelValue(member)}
+}
+
+// Spec is everything a step's Job is made of.
+type Spec struct {
+	// Member is the member object's name and Namespace its namespace; Owner makes the Job
+	// (and its pods) go away with the member.
+	Member    string
+	Namespace string
+	Owner     metav1.OwnerReference
+	// OwnerKind is the member's kind, recorded in AnnotationOwner.
+	OwnerKind string
+	Step      string
+	// Name overrides Name(Member, Step) (clean attempts carry a number).
+	Name  string
+	Image string
+	// Args follow the binary: "br", "<step>", flags….
+	Args []string
+	// BackoffLimit is the Job's retries; ActiveDeadlineSeconds its hard time limit;
+	// TTLSecondsAfterFinished how long the finished Job stays for inspection.
+	BackoffLimit            int32
+	ActiveDeadlineSeconds   int64
+	TTLSecondsAfterFinished int32
+	// Labels and Annotations are the member's (copied from the VolumeBackup/VolumeRestore by
+	// the manager), put on the Job and its pod template.
+	Labels      map[string]string
+	Annotations map[string]string
+	Pod         PodTemplate
+}
+
+// PodTemplate is what the member's template says about the pods.
+type PodTemplate struct {
+	Env               []corev1.EnvVar
+	Resources         corev1.ResourceRequirements
+	Tolerations       []corev1.Toleration
+	PriorityClassName string
+	ImagePullSecrets  []corev1.LocalObjectReference
+	ServiceAccount    string
+	Volumes           []corev1.Volume
+	VolumeMounts      []corev1.VolumeMount
+}
+
+// Build returns the Job for s.
+func Build(s Spec) *batchv1.Job {
+	name := s.Name
+	if name == "" {
+		name = Name(s.Member, s.Step)
+	}
+	labels := map[string]string{}
+	for k, v := range s.Labels {
+		labels[k] = v
+	}
+	for k, v := range Selector(s.Member) {
+		labels[k] = v
+	}
+	labels[LabelName] = NameValue
+	labels[LabelComponent] = s.Step
+	labels[LabelStep] = s.Step
+	annotations := map[string]string{}
+	for k, v := range s.Annotations {
+		annotations[k] = v
+	}
+	jobAnnotations := map[string]string{AnnotationOwner: s.OwnerKind + "/" + s.Member}
+	for k, v := range annotations {
+		jobAnnotations[k] = v
+	}
+	var owners []metav1.OwnerReference
+	if s.Owner.UID != "" {
+		owners = []metav1.OwnerReference{s.Owner}
+	}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: s.Namespace, Labels: labels, Annotations: jobAnnotations,
+			OwnerReferences: owners,
+		},
+		Spec: batchv1.JobSpec{
+			BackoffLimit:            ptr.To(s.BackoffLimit),
+			ActiveDeadlineSeconds:   ptr.To(s.ActiveDeadlineSeconds),
+			TTLSecondsAfterFinished: ptr.To(s.TTLSecondsAfterFinished),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					RestartPolicy:      corev1.RestartPolicyNever,
+					ServiceAccountName: s.Pod.ServiceAccount,
+					Tolerations:        s.Pod.Tolerations,
+					PriorityClassName:  s.Pod.PriorityClassName,
+					ImagePullSecrets:   s.Pod.ImagePullSecrets,
+					Volumes:            s.Pod.Volumes,
+					// The pause lifts everything on SIGTERM within its cleanup timeout (30s by
+					// default); snapshot and restore steps delete what they created.
+					TerminationGracePeriodSeconds: ptr.To[int64](120),
+					Containers: []corev1.Container{{
+						Name:  ContainerName,
+						Image: s.Image,
+						// Paths in Args are relative to "/": the same pod then works on a real node
+						// and on a lab node, whose "/" is the container's $FEDBR_LAB_ROOT.
+						WorkingDir:   "/",
+						Args:         s.Args,
+						Env:          append(podEnv(), s.Pod.Env...),
+						Resources:    s.Pod.Resources,
+						VolumeMounts: s.Pod.VolumeMounts,
+					}},
+				},
+			},
+		},
+	}
+}
+
+// podEnv gives the step its pod's namespace and name (the status ConfigMap lives in the pod's
+// namespace). Template env comes after it, so a user's value wins.
+func podEnv() []corev1.EnvVar {
+	field := func(name, path string) corev1.EnvVar {
+		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: path}}}
+	}
+	return []corev1.EnvVar{field("POD_NAMESPACE", "metadata.namespace"), field("POD_NAME", "metadata.name")}
+}
+
+// InPod makes an absolute path in the pod an argument relative to the container's working
+// directory "/" (see Build).
+func InPod(p string) string {
+	return strings.TrimLeft(p, "/")
+}
+
+// PropagatedLabels are the member's labels worth putting on the Jobs: all of them except the
+// agent's own keys, which Build sets.
+func PropagatedLabels(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if k == LabelMember || k == LabelStep || k == LabelManagedBy || k == LabelComponent || k == LabelName {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// PropagatedAnnotations are the member's annotations worth putting on the Jobs (for example
+// iam.amazonaws.com/role): everything but kubectl's bookkeeping and fedbr's own controls.
+func PropagatedAnnotations(m map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		if k == corev1.LastAppliedConfigAnnotation || strings.HasPrefix(k, "fedbr.io/") || strings.HasPrefix(k, "dataplane.fedbr.io/") {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}

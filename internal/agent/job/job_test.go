@@ -1,0 +1,150 @@
+package job
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+func TestName(t *testing.T) {
+	if got := Name("fed-b1", StepPause); got != "fed-b1-pause" {
+		t.Errorf("Name = %q", got)
+	}
+	long := strings.Repeat("a", 80)
+	a, b := Name(long, StepRestoreVolumes), Name(long+"b", StepRestoreVolumes)
+	if len(a) > 63 || a == b || !strings.HasSuffix(a, "-restore-volumes") {
+		t.Errorf("long names %q %q", a, b)
+	}
+	if v := LabelValue(long); len(v) > 63 {
+		t.Errorf("label value %q", v)
+	}
+}
+
+func TestBuild(t *testing.T) {
+	j := Build(Spec{
+		Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepSnapshot, Image: "img",
+		Owner: metav1.OwnerReference{Kind: "VolumeBackupMember", Name: "fed-b1", UID: "u"}, Args: []string{"br", "snapshot"},
+		BackoffLimit: 1, ActiveDeadlineSeconds: 60, TTLSecondsAfterFinished: 30,
+		Labels: map[string]string{"team": "db"}, Annotations: map[string]string{"iam.amazonaws.com/role": "r"},
+		Pod: PodTemplate{Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", Value: "override"}}, ServiceAccount: "sa", PriorityClassName: "high",
+			Tolerations:      []corev1.Toleration{{Key: "k"}},
+			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}},
+			Volumes:          []corev1.Volume{{Name: "extra"}}, VolumeMounts: []corev1.VolumeMount{{Name: "extra", MountPath: "/x"}}},
+	})
+	ps := j.Spec.Template.Spec
+	c := ps.Containers[0]
+	switch {
+	case j.Name != "fed-b1-snapshot", j.Labels[LabelStep] != StepSnapshot, j.Labels["team"] != "db", j.Spec.Template.Labels[LabelMember] != "fed-b1":
+		t.Errorf("metadata %+v", j.ObjectMeta)
+	case j.Annotations[AnnotationOwner] != "VolumeBackupMember/fed-b1", j.Spec.Template.Annotations["iam.amazonaws.com/role"] != "r":
+		t.Errorf("annotations %v / %v", j.Annotations, j.Spec.Template.Annotations)
+	case *j.Spec.BackoffLimit != 1, *j.Spec.ActiveDeadlineSeconds != 60, *j.Spec.TTLSecondsAfterFinished != 30:
+		t.Errorf("limits %+v", j.Spec)
+	case ps.RestartPolicy != corev1.RestartPolicyNever, ps.ServiceAccountName != "sa", ps.PriorityClassName != "high",
+		len(ps.Tolerations) != 1, len(ps.ImagePullSecrets) != 1, len(ps.Volumes) != 1, len(c.VolumeMounts) != 1:
+		t.Errorf("pod spec %+v", ps)
+	case c.Image != "img", c.Env[len(c.Env)-1].Value != "override":
+		t.Errorf("container %+v", c)
+	case len(j.OwnerReferences) != 1:
+		t.Errorf("owners %v", j.OwnerReferences)
+	}
+	if j := Build(Spec{Member: "m", Step: StepClean}); len(j.OwnerReferences) != 0 {
+		t.Errorf("a Job without an owner got %v", j.OwnerReferences)
+	}
+}
+
+func TestPropagation(t *testing.T) {
+	l := PropagatedLabels(map[string]string{"team": "db", LabelMember: "x", LabelManagedBy: "y"})
+	if len(l) != 1 || l["team"] != "db" {
+		t.Errorf("labels %v", l)
+	}
+	a := PropagatedAnnotations(map[string]string{"iam.amazonaws.com/role": "r", corev1.LastAppliedConfigAnnotation: "{}", "fedbr.io/force-remove": "true"})
+	if len(a) != 1 {
+		t.Errorf("annotations %v", a)
+	}
+}
+
+func TestStateOf(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, tt := range []struct {
+		name   string
+		job    *batchv1.Job
+		phase  Phase
+		reason string
+	}{
+		{"absent", nil, Absent, ""},
+		{"active", &batchv1.Job{}, Active, ""},
+		{"complete", &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now}}}}, Succeeded, ""},
+		{"deadline", &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: ReasonDeadlineExceeded},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: ReasonDeadlineExceeded, LastTransitionTime: now}}}}, Failed, ReasonDeadlineExceeded},
+		{"not yet failed", &batchv1.Job{Status: batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionFalse}}}}, Active, ""},
+	} {
+		s := StateOf(tt.job)
+		if s.Phase != tt.phase || s.Reason != tt.reason {
+			t.Errorf("%s: %+v", tt.name, s)
+		}
+	}
+	if msg := (State{Name: "j", Phase: Failed, Reason: ReasonDeadlineExceeded}).FailureText(); !strings.Contains(msg, "deadline") {
+		t.Errorf("failure text %q", msg)
+	}
+}
+
+func TestParseReport(t *testing.T) {
+	lifted := time.Date(2026, 11, 29, 12, 0, 9, 0, time.UTC)
+	b, _ := json.Marshal(map[string]any{"phase": "Stopped", "backupTS": uint64(470802380936708097), "liftedAt": lifted})
+	r := ParseReport(&corev1.ConfigMap{Data: map[string]string{
+		StepPause: string(b), StepSnapshot: "{not json", ResultKey(StepClean): `{"deleted":3}`, "unrelated": "x",
+	}})
+	p, ok := r.Step(StepPause)
+	if !ok || p.Phase != PhaseStopped || p.BackupTS != 470802380936708097 || !p.LiftedAt.Equal(lifted) {
+		t.Errorf("pause %+v", p)
+	}
+	if _, ok := r.Step(StepSnapshot); ok || r.Invalid[StepSnapshot] == "" {
+		t.Errorf("an unreadable status must be reported as invalid: %+v", r)
+	}
+	var sum struct{ Deleted int }
+	if ok, err := r.Result(StepClean, &sum); !ok || err != nil || sum.Deleted != 3 {
+		t.Errorf("clean result %v %v %+v", ok, err, sum)
+	}
+	if ParseReport(nil).Exists {
+		t.Error("a missing ConfigMap exists")
+	}
+}
+
+func TestStorageFor(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		sp      fedv1alpha1.StorageProvider
+		flag    string
+		hostDir string
+		env     int
+		err     string
+	}{
+		{"s3 bucket+prefix", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Bucket: "b", Prefix: "/p/q-az1/", SecretName: "s"}}, "s3://b/p/q-az1", "", 2, ""},
+		{"s3 path", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Path: "s3://b/base", Prefix: "az1"}}, "s3://b/base/az1", "", 0, ""},
+		{"s3 no bucket", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Prefix: "x"}}, "", "", 0, "neither bucket"},
+		{"local hostPath", fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{
+			Volume:      corev1.Volume{Name: "nfs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},
+			VolumeMount: corev1.VolumeMount{Name: "nfs", MountPath: "/backup"}, Prefix: "p-az1"}}, "backup/p-az1", "/data/p-az1", 0, ""},
+		{"gcs", fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p"}}, "", "", 0, "unsupported"},
+		{"none", fedv1alpha1.StorageProvider{}, "", "", 0, "no storage"},
+	} {
+		st, err := StorageFor(tt.sp)
+		switch {
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			t.Errorf("%s: error %v, want %q", tt.name, err, tt.err)
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.err == "" && (st.Flag != tt.flag || st.HostDir != tt.hostDir || len(st.Env) != tt.env):
+			t.Errorf("%s: %+v", tt.name, st)
+		}
+	}
+}

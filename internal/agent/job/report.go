@@ -1,0 +1,125 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// StatusConfigMapName is the name of the ConfigMap a member's steps report in. The agent
+// creates it (owned by the member) before the first Job and watches it, so a step's progress
+// reaches the agent as an event, not by polling.
+func StatusConfigMapName(member string) string {
+	return shorten(member, 253-len("-status")) + "-status"
+}
+
+// ResultKey is the data key of a command's final JSON summary, written before it exits 0.
+func ResultKey(step string) string { return step + ".result" }
+
+// Phases the steps report.
+const (
+	PhaseStarting   = "Starting"
+	PhaseGCPaused   = "GCPaused"
+	PhaseReady      = "Ready"
+	PhaseStopping   = "Stopping"
+	PhaseStopped    = "Stopped"
+	PhaseFailed     = "Failed"
+	PhaseChecking   = "Checking"
+	PhaseWaiting    = "Waiting"
+	PhaseCompleted  = "Completed"
+	PhaseCleaningUp = "CleaningUp"
+)
+
+// StepStatus is the JSON a step keeps rewriting under its command's key. Fields a command does
+// not report stay zero.
+type StepStatus struct {
+	Phase string `json:"phase"`
+	Error string `json:"error,omitempty"`
+	// BackupTS is the pause's (and the snapshot's) backup ts.
+	BackupTS uint64 `json:"backupTS,omitempty"`
+	// Stores is the number of TiKV stores the pause holds.
+	Stores int `json:"stores,omitempty"`
+	// Since is when the phase began; GCPausedAt when the GC safepoint was pinned; LiftedAt
+	// when everything the pause held was lifted.
+	Since      *time.Time `json:"since,omitempty"`
+	GCPausedAt *time.Time `json:"gcPausedAt,omitempty"`
+	LiftedAt   *time.Time `json:"liftedAt,omitempty"`
+	// Done, Total and Percent are the snapshot's (or another long step's) progress.
+	Done    int     `json:"done,omitempty"`
+	Total   int     `json:"total,omitempty"`
+	Percent float64 `json:"percent,omitempty"`
+	// Deleted is clean's count of snapshots deleted (of Total).
+	Deleted int `json:"deleted,omitempty"`
+	// Volumes is restore-volumes' count of volumes it creates.
+	Volumes int `json:"volumes,omitempty"`
+}
+
+// Report is the parsed status ConfigMap: each step's status and final summary.
+type Report struct {
+	// Exists says the ConfigMap was observed.
+	Exists bool
+	// Steps by command; Results holds the raw `<command>.result` summaries.
+	Steps   map[string]StepStatus
+	Results map[string]json.RawMessage
+	// Invalid lists keys whose JSON could not be read (reported, never fatal on their own).
+	Invalid map[string]string
+}
+
+// Step returns the status of step, and whether it was reported.
+func (r Report) Step(step string) (StepStatus, bool) {
+	s, ok := r.Steps[step]
+	return s, ok
+}
+
+// Result decodes the final summary of step into v; false when there is none.
+func (r Report) Result(step string, v any) (bool, error) {
+	raw, ok := r.Results[step]
+	if !ok {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("the %s summary in the status ConfigMap: %w", step, err)
+	}
+	return true, nil
+}
+
+// ParseReport reads a status ConfigMap; nil is a report that does not exist yet.
+func ParseReport(cm *corev1.ConfigMap) Report {
+	r := Report{Steps: map[string]StepStatus{}, Results: map[string]json.RawMessage{}, Invalid: map[string]string{}}
+	if cm == nil {
+		return r
+	}
+	r.Exists = true
+	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepRestoreVolumes, StepRestoreData} {
+		if v, ok := cm.Data[step]; ok {
+			var s StepStatus
+			if err := json.Unmarshal([]byte(v), &s); err != nil {
+				r.Invalid[step] = err.Error()
+			} else {
+				r.Steps[step] = s
+			}
+		}
+		if v, ok := cm.Data[ResultKey(step)]; ok {
+			if !json.Valid([]byte(v)) {
+				r.Invalid[ResultKey(step)] = "not JSON"
+			} else {
+				r.Results[step] = json.RawMessage(v)
+			}
+		}
+	}
+	return r
+}
+
+// StatusConfigMap is the empty status ConfigMap of a member, owned by it.
+func StatusConfigMap(member, namespace string, owner metav1.OwnerReference) *corev1.ConfigMap {
+	l := Selector(member)
+	l[LabelName] = NameValue
+	return &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: StatusConfigMapName(member), Namespace: namespace, Labels: l,
+			Annotations:     map[string]string{AnnotationOwner: owner.Kind + "/" + member},
+			OwnerReferences: []metav1.OwnerReference{owner}},
+	}
+}

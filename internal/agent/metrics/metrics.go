@@ -1,0 +1,130 @@
+// Package metrics holds the agent's Prometheus metrics, registered with controller-runtime's
+// registry so the manager's metrics endpoint serves them.
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics are the agent's metrics. Labels are bounded: kind, step, phase, result — never an
+// object's name.
+type Metrics struct {
+	// JobsCreated counts step Jobs created, by kind and step.
+	JobsCreated *prometheus.CounterVec
+	// StepDuration observes how long finished steps ran, by kind, step and result.
+	StepDuration *prometheus.HistogramVec
+	// Members is the number of members in each phase, by kind.
+	Members *prometheus.GaugeVec
+
+	mu       sync.Mutex
+	seen     map[phaseKey]string
+	observed map[string]bool
+}
+
+// Kinds and their phases, initialised to zero so dashboards see every series from the start.
+var phases = map[string][]string{
+	"VolumeBackupMember":  {"Pending", "Initializing", "Paused", "Snapshotting", "SnapshotsCreated", "Complete", "Failed", "Cleaning", "CleanFailed"},
+	"VolumeRestoreMember": {"Pending", "RestoringVolumes", "VolumeComplete", "TikvComplete", "RestoringData", "DataComplete", "Finishing", "Complete", "Failed", "Cleaning", "CleanFailed"},
+}
+
+var steps = map[string][]string{
+	"VolumeBackupMember":  {"pause", "snapshot", "clean"},
+	"VolumeRestoreMember": {"restore-volumes", "restore-data"},
+}
+
+// New creates the metrics; Register adds them to a registry.
+func New() *Metrics {
+	m := &Metrics{
+		JobsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fedbr", Subsystem: "agent", Name: "jobs_created_total",
+			Help: "Step Jobs the agent created, by member kind and step.",
+		}, []string{"kind", "step"}),
+		StepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "fedbr", Subsystem: "agent", Name: "step_duration_seconds",
+			Help:    "How long finished step Jobs ran, by member kind, step and result.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+		}, []string{"kind", "step", "result"}),
+		Members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "fedbr", Subsystem: "agent", Name: "members",
+			Help: "Members this agent reconciles, by kind and status.phase.",
+		}, []string{"kind", "phase"}),
+	}
+	for kind, ps := range phases {
+		for _, p := range ps {
+			m.Members.WithLabelValues(kind, p)
+		}
+		for _, s := range steps[kind] {
+			m.JobsCreated.WithLabelValues(kind, s)
+		}
+	}
+	return m
+}
+
+// Register adds the metrics to reg (controller-runtime's registry when nil).
+func (m *Metrics) Register(reg prometheus.Registerer) error {
+	if reg == nil {
+		reg = ctrlmetrics.Registry
+	}
+	for _, c := range []prometheus.Collector{m.JobsCreated, m.StepDuration, m.Members} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// phaseKey identifies a member in the phase gauge's bookkeeping.
+type phaseKey struct{ kind, namespace, name string }
+
+// SetPhase records that a member is now in phase ("" when it is gone), moving it between
+// the gauge's series.
+func (m *Metrics) SetPhase(kind, namespace, name, phase string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seen == nil {
+		m.seen = map[phaseKey]string{}
+	}
+	k := phaseKey{kind, namespace, name}
+	old, ok := m.seen[k]
+	if ok && old == phase {
+		return
+	}
+	if ok {
+		m.Members.WithLabelValues(kind, old).Dec()
+	}
+	if phase == "" {
+		delete(m.seen, k)
+		return
+	}
+	m.seen[k] = phase
+	m.Members.WithLabelValues(kind, phase).Inc()
+}
+
+// maxObservedSteps bounds the set of Jobs whose duration was observed; when it is full it
+// starts over (a step observed twice after that only skews one histogram sample).
+const maxObservedSteps = 10000
+
+// ObserveStep records a finished step's duration once per key (its Job).
+func (m *Metrics) ObserveStep(kind, step, key string, succeeded bool, started, finished time.Time) {
+	if started.IsZero() || finished.IsZero() || finished.Before(started) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.observed == nil || len(m.observed) >= maxObservedSteps {
+		m.observed = map[string]bool{}
+	}
+	if m.observed[key] {
+		return
+	}
+	m.observed[key] = true
+	result := "failed"
+	if succeeded {
+		result = "succeeded"
+	}
+	m.StepDuration.WithLabelValues(kind, step, result).Observe(finished.Sub(started).Seconds())
+}

@@ -1,0 +1,437 @@
+package restoremember
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/apply"
+	"github.com/fedbr/fedbr/internal/agent/condition"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/blob"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// CloudVolumes is what the agent does with EBS volumes itself: find and delete those of a
+// failed restore (internal/cloud/aws implements it).
+type CloudVolumes interface {
+	ListVolumes(ctx context.Context, tags map[string]string) ([]cloud.Volume, error)
+	DeleteVolumes(ctx context.Context, ids []string) error
+}
+
+// Reconciler reconciles the VolumeRestoreMembers of this data plane.
+type Reconciler struct {
+	Client   client.Client
+	Recorder apply.Recorder
+	Metrics  *metrics.Metrics
+	Env      job.Env
+	// ClusterName is this data plane's k8sClusterName; members naming another are ignored.
+	ClusterName string
+	// Cloud deletes the volumes of failed restores; nil reports that it cannot.
+	Cloud CloudVolumes
+	// OpenStore opens a backup's metadata store; nil uses OpenStore with Env.
+	OpenStore func(ctx context.Context, st job.Storage) (*meta.Store, error)
+	Now       func() time.Time
+}
+
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumerestoremembers,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumerestoremembers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumerestoremembers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create
+// +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
+
+// Reconcile observes one member, plans and applies.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	m := &dpv1alpha1.VolumeRestoreMember{}
+	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.SetPhase(Kind, req.Namespace, req.Name, "")
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get VolumeRestoreMember %s: %w", req, err)
+	}
+	if m.Spec.K8sClusterName != r.ClusterName {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore",
+			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
+		return ctrl.Result{}, nil
+	}
+	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
+		controllerutil.AddFinalizer(m, Finalizer)
+		if err := r.Client.Update(ctx, m); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
+		}
+		return ctrl.Result{}, nil
+	}
+	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	o, err := r.observe(ctx, m)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	res := Plan(o, r.now())
+	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
+	before := m.Status.DeepCopy()
+	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
+	removed, err := r.apply(ctx, ap, m, res)
+	if err != nil {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%v", err)
+		return ctrl.Result{}, err
+	}
+	if removed {
+		r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
+		return ctrl.Result{}, nil
+	}
+	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
+		return ctrl.Result{}, err
+	}
+	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
+		apply.ConditionEvent(r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
+			t.Reason == ReasonStorageUnreachable)
+	}
+	for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData} {
+		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
+	}
+	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
+	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// observe reads everything Plan needs.
+func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember) (Observed, error) {
+	o := Observed{Member: m, Env: r.Env, PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}}
+	tc := &pcv1alpha1.TidbCluster{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Spec.TCNamespace, Name: m.Spec.TCName}, tc); {
+	case err == nil:
+		o.TC = tc
+	case !apierrors.IsNotFound(err):
+		return o, fmt.Errorf("get TidbCluster %s/%s: %w", m.Spec.TCNamespace, m.Spec.TCName, err)
+	}
+	if err := r.observeJobs(ctx, m, &o); err != nil {
+		return o, err
+	}
+	if err := r.observeKubernetes(ctx, m, &o); err != nil {
+		return o, err
+	}
+	r.observeStorage(ctx, m, &o)
+	running := func(s job.State) bool { return s.Exists() && !s.Done() }
+	if m.DeletionTimestamp != nil && len(o.PVCs) == 0 && len(o.PVs) == 0 && !running(o.RestoreVolumes) && !running(o.RestoreData) &&
+		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberCompleteCondition) {
+		r.observeCloud(ctx, m, &o)
+	}
+	return o, nil
+}
+
+func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
+	o.RestoreVolumes, o.RestoreData = job.StateOf(nil), job.StateOf(nil)
+	jobs := &batchv1.JobList{}
+	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
+		return fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	for i := range jobs.Items {
+		switch jobs.Items[i].Labels[job.LabelStep] {
+		case job.StepRestoreVolumes:
+			o.RestoreVolumes = job.StateOf(&jobs.Items[i])
+		case job.StepRestoreData:
+			o.RestoreData = job.StateOf(&jobs.Items[i])
+		}
+	}
+	cm := &corev1.ConfigMap{}
+	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: job.StatusConfigMapName(m.Name)}, cm); {
+	case err == nil:
+		o.Report = job.ParseReport(cm)
+	case apierrors.IsNotFound(err):
+		o.Report = job.ParseReport(nil)
+	default:
+		return fmt.Errorf("get status ConfigMap of %s/%s: %w", m.Namespace, m.Name, err)
+	}
+	return nil
+}
+
+// observeKubernetes reads the claims and volumes this restore created and the TiKV pods.
+func (r *Reconciler) observeKubernetes(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
+	sel := client.MatchingLabels{LabelRestore: string(m.UID)}
+	pvcs := &corev1.PersistentVolumeClaimList{}
+	if err := r.Client.List(ctx, pvcs, client.InNamespace(m.Spec.TCNamespace), sel); err != nil {
+		return fmt.Errorf("list restored claims: %w", err)
+	}
+	for i := range pvcs.Items {
+		o.PVCs[pvcs.Items[i].Name] = &pvcs.Items[i]
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	if err := r.Client.List(ctx, pvs, sel); err != nil {
+		return fmt.Errorf("list restored volumes: %w", err)
+	}
+	for i := range pvs.Items {
+		o.PVs[pvs.Items[i].Name] = &pvs.Items[i]
+	}
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.InNamespace(m.Spec.TCNamespace), client.MatchingLabels(tidbcluster.TiKVSelector(m.Spec.TCName))); err != nil {
+		return fmt.Errorf("list TiKV pods: %w", err)
+	}
+	for _, p := range pods.Items {
+		tp := TiKVPod{Name: p.Name, UID: p.UID, Deleting: p.DeletionTimestamp != nil}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				tp.Ready = true
+			}
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				tp.Claims = append(tp.Claims, v.PersistentVolumeClaim.ClaimName)
+			}
+		}
+		o.Pods = append(o.Pods, tp)
+	}
+	return nil
+}
+
+// observeStorage reads the backupmeta before restore-volumes and the restoremeta after it.
+// Errors are observations: Plan decides whether they fail the member or are retried.
+func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {
+	needBackup := NeedsBackupMeta(m, o.RestoreVolumes, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
+	st, reported := o.Report.Step(job.StepRestoreVolumes)
+	_, hasResult := o.Report.Results[job.StepRestoreVolumes]
+	needRestore := NeedsRestoreMeta(m) && !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
+		hasResult && (o.RestoreVolumes.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted)
+	if !needBackup && !needRestore {
+		return
+	}
+	storage, err := job.StorageFor(m.Spec.Backup)
+	if err != nil {
+		o.BackupMetaErr = err // Plan reports the storage itself
+		return
+	}
+	store, err := r.openStore(ctx, storage)
+	if err != nil {
+		o.BackupMetaErr, o.RestoreMetaErr = err, err
+		return
+	}
+	if needBackup {
+		o.BackupMeta, o.BackupMetaErr = store.BackupMeta(ctx)
+	}
+	if needRestore {
+		o.RestoreMeta, o.RestoreMetaErr = store.RestoreMeta(ctx, string(m.UID))
+	}
+}
+
+func (r *Reconciler) openStore(ctx context.Context, st job.Storage) (*meta.Store, error) {
+	if r.OpenStore != nil {
+		return r.OpenStore(ctx, st)
+	}
+	return OpenStore(ctx, st, r.Env)
+}
+
+// OpenStore opens a backup's metadata store from the agent: S3 with the agent's region and
+// endpoint, or a local storage's hostPath directory.
+func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, error) {
+	switch {
+	case st.Bucket != "":
+		prefix := st.Prefix
+		if prefix != "" {
+			prefix += "/"
+		}
+		b, err := blob.NewS3(ctx, blob.S3Config{Region: env.Region, Bucket: st.Bucket, Prefix: prefix, Endpoint: env.AWSEndpoint})
+		if err != nil {
+			return nil, err
+		}
+		return meta.NewStore(b, nil), nil
+	case st.HostDir != "":
+		b, err := blob.NewDir(st.HostDir)
+		if err != nil {
+			return nil, err
+		}
+		return meta.NewStore(b, nil), nil
+	}
+	return nil, fmt.Errorf("%w: local storage %s is not a hostPath volume; use S3 or a hostPath volume", ErrStorageNotReadable, st.Flag)
+}
+
+func (r *Reconciler) observeCloud(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {
+	if r.Cloud == nil {
+		o.CloudErr = errors.New("the agent has no AWS access configured")
+		return
+	}
+	vols, err := r.Cloud.ListVolumes(ctx, meta.RestoreTags(string(m.UID)))
+	if err != nil {
+		o.CloudErr = err
+		return
+	}
+	o.CloudListed = true
+	for _, v := range vols {
+		o.CloudVolumes = append(o.CloudVolumes, v.ID)
+	}
+}
+
+// apply runs the planned actions in order; it reports whether the finalizer was removed.
+func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, res Result) (bool, error) {
+	for _, a := range res.Actions {
+		if a.Kind == RemoveFinalizer {
+			controllerutil.RemoveFinalizer(m, Finalizer)
+			if err := r.Client.Update(ctx, m); err != nil {
+				return false, fmt.Errorf("%s: %w", a, err)
+			}
+			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the restore")
+			return true, nil
+		}
+		if err := r.applyOne(ctx, ap, m, a); err != nil {
+			return false, fmt.Errorf("%s: %w", a, err)
+		}
+	}
+	return false, nil
+}
+
+func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, a Action) error {
+	switch a.Kind {
+	case EnsureConfigMap:
+		return ap.EnsureConfigMap(ctx, a.ConfigMap)
+	case EnsureServiceAccount:
+		return ap.EnsureServiceAccount(ctx, m.Namespace)
+	case CreateJob:
+		return ap.CreateJob(ctx, m, a.Job)
+	case DeleteJob:
+		return ap.DeleteJob(ctx, m, m.Namespace, a.Name)
+	case CreatePV:
+		return ignoreExists(r.Client.Create(ctx, a.PV.DeepCopy()))
+	case CreatePVC:
+		return ignoreExists(r.Client.Create(ctx, a.PVC.DeepCopy()))
+	case AnnotateTC:
+		var v any
+		if a.Value != "" {
+			v = a.Value
+		}
+		return r.patchTC(ctx, m, map[string]any{"metadata": map[string]any{"annotations": map[string]any{a.Key: v}}})
+	case LeaveRecoveryMode:
+		return r.patchTC(ctx, m, map[string]any{"spec": map[string]any{"recoveryMode": false}})
+	case AnnotateMember:
+		orig := m.DeepCopy()
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[a.Key] = a.Value
+		return r.Client.Patch(ctx, m, client.MergeFrom(orig))
+	case DeletePod:
+		pod := &corev1.Pod{}
+		pod.Namespace, pod.Name = m.Spec.TCNamespace, a.Name
+		return client.IgnoreNotFound(r.Client.Delete(ctx, pod, client.Preconditions{UID: &a.UID}))
+	case DeletePVC:
+		pvc := &corev1.PersistentVolumeClaim{}
+		pvc.Namespace, pvc.Name = m.Spec.TCNamespace, a.Name
+		return client.IgnoreNotFound(r.Client.Delete(ctx, pvc))
+	case DeletePV:
+		pv := &corev1.PersistentVolume{}
+		pv.Name = a.Name
+		return client.IgnoreNotFound(r.Client.Delete(ctx, pv))
+	case DeleteVolumes:
+		if r.Cloud == nil {
+			return errors.New("the agent has no AWS access configured")
+		}
+		log.FromContext(ctx).Info("Deleting volumes", "volumes", a.IDs)
+		return r.Cloud.DeleteVolumes(ctx, a.IDs)
+	}
+	return fmt.Errorf("unknown action %s", a.Kind)
+}
+
+// patchTC merge-patches the member's TidbCluster (tidb-operator owns the object; fedbr only
+// ever patches the fields it is entitled to).
+func (r *Reconciler) patchTC(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, patch map[string]any) error {
+	b, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	tc := &pcv1alpha1.TidbCluster{}
+	tc.Namespace, tc.Name = m.Spec.TCNamespace, m.Spec.TCName
+	if err := r.Client.Patch(ctx, tc, client.RawPatch(types.MergePatchType, b)); err != nil {
+		return fmt.Errorf("patch TidbCluster %s/%s: %w", tc.Namespace, tc.Name, err)
+	}
+	r.Recorder.Eventf(m, tc, corev1.EventTypeNormal, "TidbClusterPatched", "Patch", "patched TidbCluster %s/%s: %s", tc.Namespace, tc.Name, b)
+	return nil
+}
+
+func ignoreExists(err error) error {
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// SetupWithManager registers the controller: it reacts to its members, their Jobs and status
+// ConfigMaps, their TidbClusters and those clusters' TiKV pods.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&dpv1alpha1.VolumeRestoreMember{}).
+		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
+		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
+		Watches(&pcv1alpha1.TidbCluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.membersOf(ctx, o.GetNamespace(), o.GetName())
+		})).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			if o.GetLabels()[tidbcluster.LabelComponent] != tidbcluster.ComponentTiKV {
+				return nil
+			}
+			return r.membersOf(ctx, o.GetNamespace(), o.GetLabels()[tidbcluster.LabelInstance])
+		})).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(mapCreator)).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(mapCreator)).
+		Named("volumerestoremember").
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(maxConcurrent, 1)}).
+		Complete(r)
+}
+
+// mapCreator maps a PV or PVC the agent created to its member.
+func mapCreator(_ context.Context, o client.Object) []reconcile.Request {
+	ns, name, ok := strings.Cut(o.GetAnnotations()[AnnotationMember], "/")
+	if !ok || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+}
+
+// membersOf maps a TidbCluster to the members that restore into it.
+func (r *Reconciler) membersOf(ctx context.Context, namespace, tc string) []reconcile.Request {
+	list := &dpv1alpha1.VolumeRestoreMemberList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		log.FromContext(ctx).Error(err, "Listing VolumeRestoreMembers for a TidbCluster event", "namespace", namespace, "tidbCluster", tc)
+		return nil
+	}
+	var out []reconcile.Request
+	for _, m := range list.Items {
+		if m.Spec.TCName == tc && m.Spec.TCNamespace == namespace {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&m)})
+		}
+	}
+	return out
+}

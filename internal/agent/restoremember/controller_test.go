@@ -1,0 +1,451 @@
+package restoremember
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/cloud/blob"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
+	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+var env *testenv.Env
+
+// TestMain shares one API server among the integration tests; in -short mode only the pure
+// tests run.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	ctrl.SetLogger(logr.Discard())
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	e, err := testenv.New()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	env = e
+	code := m.Run() // each test stops its agent in its cleanup
+	if err := e.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the API server:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
+}
+
+// startAgent runs a restore controller for one test, against the AWS double of lab; each test
+// has its own controller name so they can run in one manager process each.
+func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) {
+	t.Helper()
+	if env == nil {
+		t.Skip("needs a real API server; skipped in -short mode")
+	}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: scheme.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: metrics.New(),
+		Env: job.Env{Image: "fedbr:test", AWSEndpoint: lab.Endpoint, Region: "us-west-2"}, ClusterName: name, Cloud: lab.Provider}
+	if err := r.SetupWithManager(mgr, 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "agent stopped:", err)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		last = seen
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: gave up; last seen: %s", what, last)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture is one data plane's restore: the target TidbCluster in recovery mode, the backup in
+// a hostPath storage, and the AWS double the volumes come from.
+type fixture struct {
+	t       *testing.T
+	ctx     context.Context
+	ns      string
+	dir     string // the storage prefix's directory
+	lab     awsdoubletest.Lab
+	key     types.NamespacedName
+	oldVol  string
+	newVol  string
+	backup  *meta.Record
+	cluster string
+}
+
+func newFixture(t *testing.T, ns string) *fixture {
+	f := &fixture{t: t, ctx: context.Background(), ns: ns, cluster: "az-" + ns}
+	f.lab = awsdoubletest.Serve(t, awsdouble.Options{}, "")
+	startAgent(t, f.lab, f.cluster)
+	c := env.Client
+	must(t, c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	tc := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "restored", Namespace: ns},
+		Spec: pcv1alpha1.TidbClusterSpec{RecoveryMode: true, TiKV: &pcv1alpha1.ComponentSpec{Replicas: 1}, PD: &pcv1alpha1.ComponentSpec{Replicas: 1}}}
+	must(t, c.Create(f.ctx, tc))
+	tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{"restored-pd-0": {Name: "restored-pd-0", ClientURL: "http://127.0.0.1:2379"}}
+	must(t, c.Status().Update(f.ctx, tc))
+
+	// The backed-up volume: an instance's data volume, snapshotted.
+	inst, err := f.lab.Server.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: []awsdouble.VolumeSpec{{Device: "/dev/sdb", SizeGiB: 10}}})
+	must(t, err)
+	f.oldVol = inst.Volumes[0].ID
+	snaps, err := f.lab.Provider.SnapshotInstance(f.ctx, cloud.SnapshotRequest{InstanceID: inst.ID, VolumeIDs: []string{f.oldVol}, Tags: meta.BackupTags("b-" + ns)})
+	must(t, err)
+	_, err = f.lab.Provider.WaitSnapshots(f.ctx, []string{snaps[0].ID}, nil)
+	must(t, err)
+
+	rec := record(t)
+	rec.TiKV = meta.TiKV{Replicas: 1, Stores: []meta.TiKVStore{{ID: 11, Volumes: []meta.Volume{{ID: f.oldVol, Type: meta.DataDirType, SnapshotID: snaps[0].ID, AZ: "us-west-2a"}}}}}
+	rec.Kubernetes.PVs, rec.Kubernetes.PVCs = nil, nil
+	// The source cluster's claim tikv-src-tikv-4 on the backed-up volume.
+	pv := map[string]any{"metadata": map[string]any{"name": "pvc-src-4"}, "spec": map[string]any{
+		"capacity": map[string]any{"storage": "10Gi"}, "accessModes": []string{"ReadWriteOnce"}, "storageClassName": "gp3",
+		"csi":      map[string]any{"driver": "ebs.csi.aws.com", "volumeHandle": f.oldVol, "fsType": "ext4"},
+		"claimRef": map[string]any{"namespace": "prod", "name": "tikv-src-tikv-4"}}}
+	pvc := map[string]any{"metadata": map[string]any{"name": "tikv-src-tikv-4", "namespace": "prod"}, "spec": map[string]any{
+		"volumeName": "pvc-src-4", "storageClassName": "gp3", "accessModes": []string{"ReadWriteOnce"},
+		"resources": map[string]any{"requests": map[string]any{"storage": "10Gi"}}}}
+	for _, o := range []struct {
+		list *[]json.RawMessage
+		v    any
+	}{{&rec.Kubernetes.PVs, pv}, {&rec.Kubernetes.PVCs, pvc}} {
+		b, err := json.Marshal(o.v)
+		must(t, err)
+		*o.list = append(*o.list, b)
+	}
+	f.backup = rec
+	f.dir = filepath.Join(t.TempDir(), "p-az1")
+	b, err := blob.NewDir(f.dir)
+	must(t, err)
+	must(t, meta.NewStore(b, nil).PutBackupMeta(f.ctx, rec))
+	return f
+}
+
+func (f *fixture) store() *meta.Store {
+	b, err := blob.NewDir(f.dir)
+	must(f.t, err)
+	return meta.NewStore(b, nil)
+}
+
+func (f *fixture) createMember() {
+	m := &dpv1alpha1.VolumeRestoreMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: f.ns},
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r1", K8sClusterName: f.cluster, TCName: "restored", TCNamespace: f.ns,
+			AZName: "us-west-2b", Phase: dpv1alpha1.RestoreMemberRestoreVolume,
+			Backup: fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{
+				Volume:      corev1.Volume{Name: "backup", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Dir(f.dir)}}},
+				VolumeMount: corev1.VolumeMount{Name: "backup", MountPath: "/backup"}, Prefix: "p-az1"}}},
+	}
+	must(f.t, env.Client.Create(f.ctx, m))
+	f.key = client.ObjectKeyFromObject(m)
+}
+
+func (f *fixture) member() *dpv1alpha1.VolumeRestoreMember {
+	m := &dpv1alpha1.VolumeRestoreMember{}
+	if err := env.Client.Get(f.ctx, f.key, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		f.t.Fatal(err)
+	}
+	return m
+}
+
+func (f *fixture) update(mutate func(*dpv1alpha1.VolumeRestoreMember)) {
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		m := f.member()
+		mutate(m)
+		return env.Client.Update(f.ctx, m)
+	}))
+}
+
+func (f *fixture) waitCondition(typ string) {
+	f.t.Helper()
+	eventually(f.t, typ, func() (bool, string) {
+		m := f.member()
+		if m == nil {
+			return false, "member gone"
+		}
+		return apimeta.IsStatusConditionTrue(m.Status.Conditions, typ), fmt.Sprintf("%+v", m.Status.Conditions)
+	})
+}
+
+func (f *fixture) job(step string) *batchv1.Job {
+	j := &batchv1.Job{}
+	if err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: job.Name("fed-r1", step)}, j); err != nil {
+		return nil
+	}
+	return j
+}
+
+func (f *fixture) writeReport(data map[string]string) {
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: job.StatusConfigMapName("fed-r1")}, cm); err != nil {
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		for k, v := range data {
+			cm.Data[k] = v
+		}
+		return env.Client.Update(f.ctx, cm)
+	}))
+}
+
+// restoreVolumes plays `fedbr br restore-volumes`: a volume from the snapshot tagged with the
+// restore id, restoremeta/<id>, the status and summary.
+func (f *fixture) restoreVolumes() {
+	var j *batchv1.Job
+	eventually(f.t, "restore-volumes Job", func() (bool, string) { j = f.job(job.StepRestoreVolumes); return j != nil, "none" })
+	m := f.member()
+	args := j.Spec.Template.Spec.Containers[0].Args
+	if argValue(args, "--restore-id") != string(m.UID) || argValue(args, "--target-az") != "us-west-2b" || argValue(args, "--storage") != "backup/p-az1" {
+		f.t.Errorf("restore-volumes args %v", args)
+	}
+	eventually(f.t, "commitTs from the backupmeta", func() (bool, string) {
+		m = f.member()
+		return m.Status.CommitTs == fmt.Sprint(resolvedTS), "commitTs " + m.Status.CommitTs
+	})
+	v, err := f.lab.Provider.CreateVolume(f.ctx, cloud.VolumeSpec{SnapshotID: f.backup.TiKV.Stores[0].Volumes[0].SnapshotID, AZ: "us-west-2b",
+		Tags: meta.RestoreTags(string(m.UID))})
+	must(f.t, err)
+	_, err = f.lab.Provider.WaitVolumes(f.ctx, []string{v.ID})
+	must(f.t, err)
+	f.newVol = v.ID
+	rm := f.backup.Clone()
+	rm.TiKV.Stores[0].Volumes[0].RestoreVolumeID, rm.TiKV.Stores[0].Volumes[0].RestoreAZ = v.ID, "us-west-2b"
+	must(f.t, f.store().PutRestoreMeta(f.ctx, string(m.UID), rm))
+	f.writeReport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":1,"total":1}`,
+		job.ResultKey(job.StepRestoreVolumes): fmt.Sprintf(`{"restoreID":%q,"volumes":[{"storeID":11,"volumeID":%q,"az":"us-west-2b"}]}`, m.UID, v.ID)})
+}
+
+// startTiKV plays tidb-operator: once the volumes are ready, TiKV runs and its store is up.
+func (f *fixture) startTiKV() {
+	eventually(f.t, "tikv-volumes-ready", func() (bool, string) {
+		tc := f.tc()
+		return tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] == f.ns+"/fed-r1", fmt.Sprint(tc.Annotations)
+	})
+	f.createTiKVPod()
+	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tc := f.tc()
+		tc.Status.TiKV.Stores = map[string]pcv1alpha1.TiKVStore{"11": {ID: "11", PodName: "restored-tikv-0", State: "Up"}}
+		return env.Client.Status().Update(f.ctx, tc)
+	}))
+}
+
+func (f *fixture) tc() *pcv1alpha1.TidbCluster {
+	tc := &pcv1alpha1.TidbCluster{}
+	must(f.t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "restored"}, tc))
+	return tc
+}
+
+// createTiKVPod creates a ready TiKV pod on the restored claim (no node: the test API server
+// has no kubelet to confirm a graceful deletion).
+func (f *fixture) createTiKVPod() *corev1.Pod {
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "restored-tikv-0", Namespace: f.ns,
+		Labels: map[string]string{"app.kubernetes.io/instance": "restored", "app.kubernetes.io/component": "tikv"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tikv", Image: "tikv"}},
+			Volumes: []corev1.Volume{{Name: "tikv", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "tikv-restored-tikv-0"}}}}}}
+	must(f.t, env.Client.Create(f.ctx, p))
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	must(f.t, env.Client.Status().Update(f.ctx, p))
+	return p
+}
+
+// TestRestoreProtocol drives a member through restore-volume, restore-data and restore-finish.
+func TestRestoreProtocol(t *testing.T) {
+	f := newFixture(t, "rs-ok")
+	f.createMember()
+	f.restoreVolumes()
+	f.waitCondition(dpv1alpha1.RestoreMemberVolumeCompleteCondition)
+
+	pvc := &corev1.PersistentVolumeClaim{}
+	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "tikv-restored-tikv-0"}, pvc))
+	pv := &corev1.PersistentVolume{}
+	must(t, env.Client.Get(f.ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv))
+	uid := string(f.member().UID)
+	if pv.Spec.CSI.VolumeHandle != f.newVol || pv.Spec.ClaimRef.Name != pvc.Name || pv.Spec.ClaimRef.Namespace != f.ns || pv.Labels[LabelRestore] != uid ||
+		pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pvc.Labels["tidb.pingcap.com/pod-name"] != "restored-tikv-0" {
+		t.Errorf("PV %s %+v / PVC %+v", pv.Name, pv.Spec, pvc.ObjectMeta)
+	}
+	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
+	f.startTiKV()
+	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
+
+	// The manager picks this member for restore-data.
+	f.update(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Phase = dpv1alpha1.RestoreMemberRestoreData })
+	var rd *batchv1.Job
+	eventually(t, "restore-data Job", func() (bool, string) { rd = f.job(job.StepRestoreData); return rd != nil, "none" })
+	if a := rd.Spec.Template.Spec.Containers[0].Args; argValue(a, "--pd") != "http://127.0.0.1:2379" || argValue(a, "--storage") != "backup/p-az1" {
+		t.Errorf("restore-data args %v", a)
+	}
+	f.writeReport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.ResultKey(job.StepRestoreData): `{"regions":3,"restoreTS":1}`})
+	f.waitCondition(dpv1alpha1.RestoreMemberDataCompleteCondition)
+
+	// restore-finish: recovery mode off, the recovery-mode TiKV pod restarted.
+	oldPod := &corev1.Pod{}
+	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "restored-tikv-0"}, oldPod))
+	f.update(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Phase = dpv1alpha1.RestoreMemberRestoreFinish })
+	eventually(t, "recovery mode off and TiKV restarted", func() (bool, string) {
+		p := &corev1.Pod{}
+		err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "restored-tikv-0"}, p)
+		return !f.tc().Spec.RecoveryMode && apierrors.IsNotFound(err), fmt.Sprintf("recoveryMode %v pod err %v", f.tc().Spec.RecoveryMode, err)
+	})
+	f.createTiKVPod() // tidb-operator recreates it out of recovery mode
+	f.waitCondition(dpv1alpha1.RestoreMemberCompleteCondition)
+	if f.member().Annotations[AnnotationRecoveryPods] != string(oldPod.UID) {
+		t.Errorf("recorded recovery pods %q, want %s", f.member().Annotations[AnnotationRecoveryPods], oldPod.UID)
+	}
+
+	// Deleting a complete restore's member deletes nothing: the volumes are the cluster's now.
+	must(t, env.Client.Delete(f.ctx, f.member()))
+	eventually(t, "member gone", func() (bool, string) { return f.member() == nil, "still there" })
+	vols, err := f.lab.Provider.ListVolumes(f.ctx, meta.RestoreTags(uid))
+	must(t, err)
+	if len(vols) != 1 {
+		t.Errorf("restored volumes after deleting a complete member: %v", vols)
+	}
+	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "tikv-restored-tikv-0"}, pvc))
+}
+
+// TestFailedRestoreCleansVolumes: the manager deletes the member of a failed restore; the agent
+// deletes the claims, the PVs and the EBS volumes, then lets go.
+func TestFailedRestoreCleansVolumes(t *testing.T) {
+	f := newFixture(t, "rs-fail")
+	f.createMember()
+	f.restoreVolumes()
+	f.waitCondition(dpv1alpha1.RestoreMemberVolumeCompleteCondition)
+	f.startTiKV()
+	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
+	uid := string(f.member().UID)
+
+	must(t, env.Client.Delete(f.ctx, f.member()))
+	// Play the API server's protection controllers, absent from the test server: a claim or
+	// volume no pod uses loses its protection finalizer.
+	stop := make(chan struct{})
+	defer close(stop)
+	go unprotect(f.ctx, f.ns, stop)
+	eventually(t, "member gone", func() (bool, string) {
+		m := f.member()
+		if m == nil {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s %+v", m.Status.Phase, m.Status.Conditions)
+	})
+	vols, err := f.lab.Provider.ListVolumes(f.ctx, meta.RestoreTags(uid))
+	must(t, err)
+	for _, v := range vols {
+		if v.State != "deleted" {
+			t.Errorf("volume %s of the failed restore is left: %s", v.ID, v.State)
+		}
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	must(t, env.Client.List(f.ctx, pvs, client.MatchingLabels{LabelRestore: uid}))
+	if len(pvs.Items) != 0 {
+		t.Errorf("PVs left: %d", len(pvs.Items))
+	}
+	if tc := f.tc(); tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] != "" {
+		t.Errorf("tikv-volumes-ready left on the TidbCluster: %v", tc.Annotations)
+	}
+	if vols, _ := f.lab.Provider.ListVolumes(f.ctx, map[string]string{}); !slices.ContainsFunc(vols, func(v cloud.Volume) bool { return v.ID == f.oldVol }) {
+		t.Errorf("the backed-up volume %s must not be touched", f.oldVol)
+	}
+}
+
+// unprotect plays the controllers the test API server lacks until stop: claims and volumes
+// lose their protection finalizers, and Jobs deleted in the foreground (their pods are gone:
+// the test server runs none) lose the garbage collector's finalizer.
+func unprotect(ctx context.Context, ns string, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		pvcs := &corev1.PersistentVolumeClaimList{}
+		if env.Client.List(ctx, pvcs, client.InNamespace(ns)) == nil {
+			for i := range pvcs.Items {
+				if p := &pvcs.Items[i]; p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
+					p.Finalizers = nil
+					_ = env.Client.Update(ctx, p)
+				}
+			}
+		}
+		jobs := &batchv1.JobList{}
+		if env.Client.List(ctx, jobs, client.InNamespace(ns)) == nil {
+			for i := range jobs.Items {
+				if j := &jobs.Items[i]; j.DeletionTimestamp != nil && len(j.Finalizers) > 0 {
+					j.Finalizers = nil
+					_ = env.Client.Update(ctx, j)
+				}
+			}
+		}
+		pvs := &corev1.PersistentVolumeList{}
+		if env.Client.List(ctx, pvs) == nil {
+			for i := range pvs.Items {
+				if p := &pvs.Items[i]; p.DeletionTimestamp != nil && len(p.Finalizers) > 0 {
+					p.Finalizers = nil
+					_ = env.Client.Update(ctx, p)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,377 @@
+// Package restoremember is the agent's VolumeRestoreMember controller: one data plane's part
+// of a federated volume-snapshot restore.
+//
+// As for backups, the decisions are one pure function, Plan, over what the reconciler
+// observed: the member, the target TidbCluster and its TiKV pods, the backup's metadata, the
+// step Jobs and the status ConfigMap they write, and the PVs/PVCs the agent created.
+//
+// The member's protocol:
+//   - restore-volume: validate (TidbCluster exists in recovery mode, TiKV count equals the
+//     backup's store count, BR options sane), run `fedbr br restore-volumes`, rebuild the TiKV
+//     PVs/PVCs from restoremeta/<restore id> for the target TidbCluster (VolumeComplete), warm
+//     up (WarmUpComplete), annotate the TidbCluster tikv-volumes-ready and wait until its
+//     stores are up (TikvComplete);
+//   - restore-data (one member): run `fedbr br restore-data` for the whole cluster
+//     (DataComplete);
+//   - restore-finish: clear spec.recoveryMode, restart the TiKV pods that ran in recovery
+//     mode, and wait until they are back and their stores up (Complete);
+//   - deletion of an unfinished restore: stop the steps, delete the PVCs and PVs created and
+//     every EBS volume tagged with the restore id (VolumesCleaned), then drop the finalizer. A
+//     complete restore's volumes belong to the TidbCluster and are never touched.
+package restoremember
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/condition"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// Kind is the member kind this package reconciles.
+const Kind = "VolumeRestoreMember"
+
+// Finalizer keeps a member until the volumes of an unfinished restore are deleted.
+const Finalizer = "dataplane.fedbr.io/agent"
+
+// ForceRemoveAnnotation set to "true" drops the finalizer without deleting anything.
+const ForceRemoveAnnotation = "fedbr.io/force-remove"
+
+// AnnotationRecoveryPods records, when restore-finish begins, the uids of the TiKV pods that
+// ran in recovery mode: they are restarted, and the restore completes once none is left.
+const AnnotationRecoveryPods = "dataplane.fedbr.io/recovery-pods"
+
+// Reasons of the member's conditions.
+const (
+	ReasonTidbClusterMissing = "TidbClusterNotFound"
+	ReasonNotRecoveryMode    = "NotInRecoveryMode"
+	ReasonNoPD               = "NoPDAddress"
+	ReasonStorage            = "InvalidStorage"
+	ReasonStorageUnreachable = "StorageUnreachable"
+	ReasonBackupNotFound     = "BackupNotFound"
+	ReasonBackupIncomplete   = "BackupIncomplete"
+	ReasonInvalidBackup      = "InvalidBackup"
+	ReasonTiKVCount          = "TiKVCountMismatch"
+	ReasonInvalidOptions     = "InvalidOptions"
+	ReasonVolumesFailed      = "RestoreVolumesFailed"
+	ReasonDeadlineExceeded   = "DeadlineExceeded"
+	ReasonRebuildFailed      = "RebuildFailed"
+	ReasonVolumesRestored    = "VolumesRestored"
+	ReasonWarmUpNotRequested = "NotRequested"
+	ReasonWarmUpUnsupported  = "WarmUpUnsupported"
+	ReasonTiKVStarted        = "TiKVStarted"
+	ReasonDataFailed         = "RestoreDataFailed"
+	ReasonDataRestored       = "DataRestored"
+	ReasonRecoveryModeOff    = "RecoveryModeOff"
+	ReasonBadReport          = "InvalidReport"
+	ReasonCleaning           = "Cleaning"
+	ReasonCleanFailed        = "CleanFailed"
+	ReasonCleaned            = "Cleaned"
+	ReasonForceRemoved       = "ForceRemoved"
+)
+
+// Phases of status.phase.
+const (
+	PhasePending          = "Pending"
+	PhaseRestoringVolumes = "RestoringVolumes"
+	PhaseVolumeComplete   = "VolumeComplete"
+	PhaseTikvComplete     = "TikvComplete"
+	PhaseRestoringData    = "RestoringData"
+	PhaseDataComplete     = "DataComplete"
+	PhaseFinishing        = "Finishing"
+	PhaseComplete         = "Complete"
+	PhaseFailed           = "Failed"
+	PhaseCleaning         = "Cleaning"
+	PhaseCleanFailed      = "CleanFailed"
+)
+
+// Waits for what cannot be watched.
+const (
+	storageRetry = 30 * time.Second
+	cloudRecheck = 10 * time.Second
+)
+
+// TiKVPod is what Plan needs of one TiKV pod.
+type TiKVPod struct {
+	Name     string
+	UID      types.UID
+	Ready    bool
+	Deleting bool
+	// Claims are the PVCs it mounts.
+	Claims []string
+}
+
+// Observed is everything Plan decides from.
+type Observed struct {
+	Member *dpv1alpha1.VolumeRestoreMember
+	// TC is the target TidbCluster; nil when it does not exist.
+	TC *pcv1alpha1.TidbCluster
+	// BackupMeta is the backup's backupmeta, read before restore-volumes starts; BackupMetaErr
+	// says why it could not be.
+	BackupMeta    *meta.Record
+	BackupMetaErr error
+	// RestoreMeta is restoremeta/<restore id>, read once restore-volumes succeeded.
+	RestoreMeta    *meta.Record
+	RestoreMetaErr error
+	// RestoreVolumes and RestoreData are the step Jobs.
+	RestoreVolumes, RestoreData job.State
+	Report                      job.Report
+	// PVCs and PVs are those the agent created for this restore, by name.
+	PVCs map[string]*corev1.PersistentVolumeClaim
+	PVs  map[string]*corev1.PersistentVolume
+	// Pods are the target TidbCluster's TiKV pods.
+	Pods []TiKVPod
+	// CloudVolumes are the EBS volumes tagged with the restore id, listed only while deleting
+	// an unfinished restore once its PVs are gone; CloudErr says why they could not be.
+	CloudVolumes []string
+	CloudListed  bool
+	CloudErr     error
+	Env          job.Env
+}
+
+// NeedsBackupMeta says Plan is about to validate and start restore-volumes.
+func NeedsBackupMeta(m *dpv1alpha1.VolumeRestoreMember, rv job.State, r job.Report) bool {
+	_, reported := r.Step(job.StepRestoreVolumes)
+	return m.DeletionTimestamp == nil && !rv.Exists() && !reported && !isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
+		!isTrue(m, dpv1alpha1.RestoreMemberFailedCondition)
+}
+
+// NeedsRestoreMeta says Plan is about to rebuild the PVs and PVCs.
+func NeedsRestoreMeta(m *dpv1alpha1.VolumeRestoreMember) bool {
+	return m.DeletionTimestamp == nil && !isTrue(m, dpv1alpha1.RestoreMemberFailedCondition)
+}
+
+func isTrue(m *dpv1alpha1.VolumeRestoreMember, t string) bool {
+	return condition.IsTrue(m.Status.Conditions, t)
+}
+
+// ActionKind says what an Action does.
+type ActionKind string
+
+// Action kinds, applied in the order Plan returns them.
+const (
+	EnsureConfigMap      ActionKind = "EnsureConfigMap"
+	EnsureServiceAccount ActionKind = "EnsureServiceAccount"
+	CreateJob            ActionKind = "CreateJob"
+	DeleteJob            ActionKind = "DeleteJob"
+	// CreatePV and CreatePVC create a rebuilt claim's objects.
+	CreatePV  ActionKind = "CreatePV"
+	CreatePVC ActionKind = "CreatePVC"
+	// AnnotateTC sets (Value non-empty) or removes the TidbCluster annotation Key.
+	AnnotateTC ActionKind = "AnnotateTC"
+	// LeaveRecoveryMode patches the TidbCluster's spec.recoveryMode to false.
+	LeaveRecoveryMode ActionKind = "LeaveRecoveryMode"
+	// AnnotateMember sets the member annotation Key to Value.
+	AnnotateMember ActionKind = "AnnotateMember"
+	// DeletePod deletes the TiKV pod Name (with UID as precondition).
+	DeletePod ActionKind = "DeletePod"
+	// DeletePVC and DeletePV delete objects the agent created.
+	DeletePVC ActionKind = "DeletePVC"
+	DeletePV  ActionKind = "DeletePV"
+	// DeleteVolumes deletes the EBS volumes IDs.
+	DeleteVolumes   ActionKind = "DeleteVolumes"
+	RemoveFinalizer ActionKind = "RemoveFinalizer"
+)
+
+// Action is one idempotent change.
+type Action struct {
+	Kind      ActionKind
+	Job       *batchv1.Job
+	ConfigMap *corev1.ConfigMap
+	PV        *corev1.PersistentVolume
+	PVC       *corev1.PersistentVolumeClaim
+	Name      string
+	UID       types.UID
+	Key       string
+	Value     string
+	IDs       []string
+}
+
+func (a Action) String() string {
+	switch {
+	case a.Job != nil:
+		return string(a.Kind) + " " + a.Job.Name
+	case a.PV != nil:
+		return string(a.Kind) + " " + a.PV.Name
+	case a.PVC != nil:
+		return string(a.Kind) + " " + a.PVC.Name
+	case a.Name != "":
+		return string(a.Kind) + " " + a.Name
+	case a.Key != "":
+		return string(a.Kind) + " " + a.Key
+	case len(a.IDs) > 0:
+		return string(a.Kind) + " " + strings.Join(a.IDs, ",")
+	}
+	return string(a.Kind)
+}
+
+// Result is Plan's decision.
+type Result struct {
+	Actions []Action
+	Status  dpv1alpha1.VolumeRestoreMemberStatus
+	// RequeueAfter is set only for what cannot be watched (storage retries, cloud volumes).
+	RequeueAfter time.Duration
+}
+
+type plan struct {
+	o   Observed
+	m   *dpv1alpha1.VolumeRestoreMember
+	now time.Time
+	res Result
+}
+
+// Plan decides the actions and the status of one member at now.
+func Plan(o Observed, now time.Time) Result {
+	p := &plan{o: o, m: o.Member, now: now, res: Result{Status: *o.Member.Status.DeepCopy()}}
+	p.res.Status.ObservedGeneration = p.m.Generation
+	if p.res.Status.TimeStarted == nil {
+		p.res.Status.TimeStarted = ptr.To(metav1.NewTime(now.UTC().Truncate(time.Second)))
+	}
+	switch {
+	case p.m.DeletionTimestamp != nil:
+		p.planDeletion()
+	case p.isTrue(dpv1alpha1.RestoreMemberFailedCondition), p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
+		// Terminal: the manager deletes a failed restore's members; a complete one rests.
+	case o.TC == nil:
+		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+	default:
+		if p.planVolumes() {
+			switch p.m.Spec.Phase {
+			case dpv1alpha1.RestoreMemberRestoreData:
+				p.planData()
+			case dpv1alpha1.RestoreMemberRestoreFinish:
+				p.planFinish()
+			}
+		}
+	}
+	p.setPhase()
+	return p.res
+}
+
+func (p *plan) add(a Action) { p.res.Actions = append(p.res.Actions, a) }
+
+func (p *plan) set(t string, s metav1.ConditionStatus, reason, msg string) {
+	condition.Set(&p.res.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg},
+		p.m.Generation, time.Time{}, p.now)
+}
+
+func (p *plan) isTrue(t string) bool { return condition.IsTrue(p.res.Status.Conditions, t) }
+
+func (p *plan) fail(reason, msg string) {
+	if p.isTrue(dpv1alpha1.RestoreMemberFailedCondition) {
+		return
+	}
+	p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionTrue, reason, msg)
+	if p.res.Status.TimeCompleted == nil {
+		p.res.Status.TimeCompleted = ptr.To(metav1.NewTime(p.now.UTC().Truncate(time.Second)))
+	}
+}
+
+func ownerRef(m *dpv1alpha1.VolumeRestoreMember) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: dpv1alpha1.GroupVersion.String(), Kind: Kind, Name: m.Name, UID: m.UID, Controller: ptr.To(true)}
+}
+
+// ensureCommon creates the status ConfigMap and the steps' service account before a Job.
+func (p *plan) ensureCommon() {
+	p.add(Action{Kind: EnsureConfigMap, ConfigMap: job.StatusConfigMap(p.m.Name, p.m.Namespace, ownerRef(p.m))})
+	if p.m.Spec.Template.ServiceAccount == "" {
+		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})
+	}
+}
+
+// jobSpec is one step's Job with everything the template says about pods and the storage.
+func (p *plan) jobSpec(step string, args []string, st job.Storage) job.Spec {
+	t := &p.m.Spec.Template
+	sa := t.ServiceAccount
+	if sa == "" {
+		sa = job.ServiceAccountName
+	}
+	backoff := int32(0)
+	if t.BackoffLimit != nil {
+		backoff = *t.BackoffLimit
+	}
+	env := append(append([]corev1.EnvVar(nil), st.Env...), t.Env...)
+	return job.Spec{
+		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
+		Image: p.o.Env.ImageOr(t.ToolImage), Args: append(args, p.o.Env.CloudArgs()...),
+		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
+		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
+		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
+		Pod: job.PodTemplate{
+			Env: env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
+			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
+			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), st.Volumes...),
+			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), st.VolumeMounts...),
+		},
+	}
+}
+
+// stepOutcome reads a step's Job and report: done (succeeded with a summary), failed (with a
+// message) or still going.
+func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, failMsg string) {
+	st, reported := p.o.Report.Step(step)
+	_, hasResult := p.o.Report.Results[step]
+	switch {
+	case hasResult && (j.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted):
+		return true, "", ""
+	case reported && st.Phase == job.PhaseFailed:
+		return false, "", "the " + step + " step failed: " + st.Error
+	case j.Phase == job.Failed && j.Reason == job.ReasonDeadlineExceeded:
+		return false, ReasonDeadlineExceeded, fmt.Sprintf("the %s step ran longer than stepTimeout (%s): %s", step, p.m.Spec.Template.EffectiveStepTimeout(), j.FailureText())
+	case j.Phase == job.Failed:
+		return false, "", j.FailureText()
+	case j.Phase == job.Succeeded:
+		return false, ReasonBadReport, fmt.Sprintf("Job %s succeeded without writing %s to ConfigMap %s", j.Name, job.ResultKey(step), job.StatusConfigMapName(p.m.Name))
+	}
+	return false, "", ""
+}
+
+// setPhase derives the one-word phase from the conditions.
+func (p *plan) setPhase() {
+	s := &p.res.Status
+	is := p.isTrue
+	switch {
+	case p.m.DeletionTimestamp != nil:
+		s.Phase = PhaseCleaning
+		if c := findCondition(s.Conditions, dpv1alpha1.RestoreMemberVolumesCleanedCondition); c != nil && c.Reason == ReasonCleanFailed {
+			s.Phase = PhaseCleanFailed
+		}
+	case is(dpv1alpha1.RestoreMemberFailedCondition):
+		s.Phase = PhaseFailed
+	case is(dpv1alpha1.RestoreMemberCompleteCondition):
+		s.Phase = PhaseComplete
+	case p.m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreFinish && is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
+		s.Phase = PhaseFinishing
+	case is(dpv1alpha1.RestoreMemberDataCompleteCondition):
+		s.Phase = PhaseDataComplete
+	case p.m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreData && is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
+		s.Phase = PhaseRestoringData
+	case is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
+		s.Phase = PhaseTikvComplete
+	case is(dpv1alpha1.RestoreMemberVolumeCompleteCondition):
+		s.Phase = PhaseVolumeComplete
+	case p.o.RestoreVolumes.Exists() || len(p.res.Actions) > 0:
+		s.Phase = PhaseRestoringVolumes
+	default:
+		s.Phase = PhasePending
+	}
+}
+
+func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,579 @@
+package restoremember
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+var (
+	t0      = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	testEnv = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566"}
+	rvName  = job.Name("fed-r1", job.StepRestoreVolumes)
+	rdName  = job.Name("fed-r1", job.StepRestoreData)
+)
+
+const resolvedTS = uint64(470802380936708097)
+
+func rmember(phase dpv1alpha1.RestoreMemberPhase, mut ...func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.VolumeRestoreMember {
+	m := &dpv1alpha1.VolumeRestoreMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: "dst", UID: "ruid-1", Generation: 2, Finalizers: []string{Finalizer}},
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r1", K8sClusterName: "az1", TCName: "restored", TCNamespace: "dst",
+			AZName: "us-west-2b", Phase: phase,
+			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p-az1"}}},
+	}
+	for _, f := range mut {
+		f(m)
+	}
+	return m
+}
+
+func rcond(t string, reason string) func(*dpv1alpha1.VolumeRestoreMember) {
+	return func(m *dpv1alpha1.VolumeRestoreMember) {
+		apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: reason, LastTransitionTime: metav1.NewTime(t0)})
+	}
+}
+
+// tikvUp is a member whose volume stage is done.
+var tikvUp = []func(*dpv1alpha1.VolumeRestoreMember){
+	rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored),
+	rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, ReasonWarmUpNotRequested),
+	rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, ReasonTiKVStarted),
+}
+
+func targetTC(replicas int32, recovery bool) *pcv1alpha1.TidbCluster {
+	return &pcv1alpha1.TidbCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "restored", Namespace: "dst"},
+		Spec:       pcv1alpha1.TidbClusterSpec{RecoveryMode: recovery, TiKV: &pcv1alpha1.ComponentSpec{Replicas: replicas}},
+		Status: pcv1alpha1.TidbClusterStatus{
+			PD: pcv1alpha1.PDStatus{Members: map[string]pcv1alpha1.PDMember{"restored-pd-0": {Name: "restored-pd-0", ClientURL: "http://pd:2379"}}},
+		},
+	}
+}
+
+func storesUp(tc *pcv1alpha1.TidbCluster, n int) *pcv1alpha1.TidbCluster {
+	tc.Status.TiKV.Stores = map[string]pcv1alpha1.TiKVStore{}
+	for i := 0; i < n; i++ {
+		id := fmt.Sprint(11 + i)
+		tc.Status.TiKV.Stores[id] = pcv1alpha1.TiKVStore{ID: id, PodName: fmt.Sprintf("restored-tikv-%d", i), State: "Up"}
+	}
+	return tc
+}
+
+// record is a restoremeta of TidbCluster "src" in namespace "prod" with TiKV ordinals 3 and 5
+// (stores 11 and 12), each with a data volume and a raft-engine volume.
+func record(t testing.TB) *meta.Record {
+	rec := &meta.Record{
+		ClusterInfo: &meta.ClusterInfo{Version: "7.5.0", FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: resolvedTS},
+		TiKV:        meta.TiKV{Replicas: 2},
+	}
+	raw := func(v any) json.RawMessage {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	rec.Kubernetes.TidbCluster = raw(map[string]any{"metadata": map[string]any{"name": "src", "namespace": "prod"}})
+	sc := "gp3"
+	for i, ord := range []int{3, 5} {
+		store := meta.TiKVStore{ID: uint64(11 + i)}
+		for _, vol := range []string{"tikv", "raft-engine"} {
+			oldID := fmt.Sprintf("vol-old-%d-%s", ord, vol)
+			claim := fmt.Sprintf("%s-src-tikv-%d", vol, ord)
+			typ := vol
+			if vol == "tikv" {
+				typ = meta.DataDirType
+			}
+			store.Volumes = append(store.Volumes, meta.Volume{ID: oldID, Type: typ, SnapshotID: "snap-" + oldID, AZ: "us-west-2a",
+				RestoreVolumeID: "vol-new-" + oldID, RestoreAZ: "us-west-2a"})
+			rec.Kubernetes.PVs = append(rec.Kubernetes.PVs, raw(&corev1.PersistentVolume{
+				ObjectMeta: metav1.ObjectMeta{Name: "pvc-" + oldID},
+				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")},
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: sc,
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: tidbcluster.EBSCSIDriver, VolumeHandle: oldID, FSType: "ext4"}},
+					ClaimRef:                      &corev1.ObjectReference{Namespace: "prod", Name: claim}},
+			}))
+			rec.Kubernetes.PVCs = append(rec.Kubernetes.PVCs, raw(&corev1.PersistentVolumeClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: "prod", Labels: map[string]string{tidbcluster.LabelInstance: "src", "tidb.pingcap.com/pod-name": fmt.Sprintf("src-tikv-%d", ord)}},
+				Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pvc-" + oldID, StorageClassName: &sc,
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")}}},
+			}))
+		}
+		rec.TiKV.Stores = append(rec.TiKV.Stores, store)
+	}
+	return rec
+}
+
+func rreport(data map[string]string) job.Report {
+	return job.ParseReport(&corev1.ConfigMap{Data: data})
+}
+
+func robs(m *dpv1alpha1.VolumeRestoreMember, tc *pcv1alpha1.TidbCluster, mut ...func(*Observed)) Observed {
+	o := Observed{Member: m, TC: tc, Env: testEnv, RestoreVolumes: job.StateOf(nil), RestoreData: job.StateOf(nil), Report: job.ParseReport(nil),
+		PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}}
+	for _, f := range mut {
+		f(&o)
+	}
+	return o
+}
+
+func argValue(args []string, flag string) string {
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 >= len(args) {
+		return ""
+	}
+	return args[i+1]
+}
+
+type rwant struct {
+	actions []ActionKind
+	true    []string
+	reason  map[string]string
+	phase   string
+	msg     string
+	requeue bool
+	check   func(*testing.T, Result)
+}
+
+func rcheck(t *testing.T, r Result, w rwant) {
+	t.Helper()
+	var got []ActionKind
+	for _, a := range r.Actions {
+		got = append(got, a.Kind)
+	}
+	if w.actions != nil || w.check == nil {
+		if !slices.Equal(got, w.actions) {
+			t.Errorf("actions %v, want %v", r.Actions, w.actions)
+		}
+	}
+	for _, c := range w.true {
+		if !apimeta.IsStatusConditionTrue(r.Status.Conditions, c) {
+			t.Errorf("condition %s not True: %+v", c, r.Status.Conditions)
+		}
+	}
+	for c, reason := range w.reason {
+		if got := apimeta.FindStatusCondition(r.Status.Conditions, c); got == nil || got.Reason != reason {
+			t.Errorf("condition %s = %+v, want reason %s", c, got, reason)
+		}
+	}
+	if w.msg != "" {
+		found := false
+		for _, c := range r.Status.Conditions {
+			found = found || strings.Contains(c.Message, w.msg)
+		}
+		if !found {
+			t.Errorf("no condition message contains %q: %+v", w.msg, r.Status.Conditions)
+		}
+	}
+	if w.phase != "" && r.Status.Phase != w.phase {
+		t.Errorf("phase %s, want %s", r.Status.Phase, w.phase)
+	}
+	if w.requeue != (r.RequeueAfter > 0) {
+		t.Errorf("requeue %v, want %v", r.RequeueAfter, w.requeue)
+	}
+	if w.check != nil {
+		w.check(t, r)
+	}
+}
+
+func TestPlanRestoreVolume(t *testing.T) {
+	failed := func(name, reason string) job.State {
+		return job.State{Name: name, Phase: job.Failed, Reason: reason, Message: "boom", Started: t0, Finished: t0}
+	}
+	volumesDone := rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
+		job.ResultKey(job.StepRestoreVolumes): `{"restoreID":"ruid-1","volumes":[]}`})
+	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want rwant
+	}{
+		{
+			name: "valid: restore-volumes starts with the restore id and target AZ",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--volume-type", "io2", "--volume-iops=4000", "--volume-encrypted", "--kms-key-id", "alias/k"}}
+				m.Spec.Template.BackoffLimit = ptr.To[int32](2)
+			}), targetTC(2, true), withBackup),
+			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+				j := r.Actions[2].Job
+				args := j.Spec.Template.Spec.Containers[0].Args
+				for flag, v := range map[string]string{"--restore-id": "ruid-1", "--target-az": "us-west-2b", "--storage": "s3://bk/p-az1", "--pd": "http://pd:2379",
+					"--volume-type": "io2", "--kms-key-id": "alias/k", "--aws-endpoint": "http://127.0.0.1:4566", "--status-configmap": job.StatusConfigMapName("fed-r1")} {
+					if got := argValue(args, flag); got != v {
+						t.Errorf("%s = %q, want %q: %v", flag, got, v, args)
+					}
+				}
+				if *j.Spec.BackoffLimit != 2 || *j.Spec.ActiveDeadlineSeconds != int64(fedv1alpha1.DefaultStepTimeout/time.Second) {
+					t.Errorf("backoff %d deadline %d", *j.Spec.BackoffLimit, *j.Spec.ActiveDeadlineSeconds)
+				}
+				if r.Status.CommitTs != fmt.Sprint(resolvedTS) {
+					t.Errorf("commitTs %q", r.Status.CommitTs)
+				}
+			}},
+		},
+		{
+			name: "TidbCluster missing",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), nil),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
+		},
+		{
+			name: "TidbCluster not in recovery mode",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false), withBackup),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonNotRecoveryMode}, msg: "spec.recoveryMode: true"},
+		},
+		{
+			name: "TiKV count differs from the backup's store count",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), withBackup),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTiKVCount}, msg: "has 2 TiKV stores"},
+		},
+		{
+			name: "a KMS key without encryption is refused",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--kms-key-id", "alias/k"}}
+			}), targetTC(2, true), withBackup),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonInvalidOptions}, msg: "--volume-encrypted"},
+		},
+		{
+			name: "an unknown BR option is refused",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--check-requirements=false"}}
+			}), targetTC(2, true), withBackup),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonInvalidOptions}},
+		},
+		{
+			name: "backup not found",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = fmt.Errorf("get backupmeta: %w", meta.ErrNotFound) }),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonBackupNotFound}},
+		},
+		{
+			name: "backup still pending",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = fmt.Errorf("read: %w", meta.ErrIncomplete) }),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonBackupIncomplete}},
+		},
+		{
+			name: "unreachable storage is retried and said so",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = errors.New("dial tcp: connection refused") }),
+			want: rwant{actions: nil, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonStorageUnreachable}, msg: "connection refused"},
+		},
+		{
+			name: "gcs backup storage is refused",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Backup = fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p"}}
+			}), targetTC(2, true), withBackup),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonStorage}},
+		},
+		{
+			name: "restore-volumes running: wait, report progress",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
+				o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Creating","volumes":4}`})
+			}),
+			want: rwant{actions: nil, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+				if r.Status.VolumesTotal != 4 || r.Status.VolumesReady != 0 {
+					t.Errorf("volumes %d/%d", r.Status.VolumesReady, r.Status.VolumesTotal)
+				}
+			}},
+		},
+		{
+			name: "restore-volumes reports Failed",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
+				o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Failed","error":"snapshot snap-1 not completed"}`})
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumesFailed}, msg: "snap-1 not completed"},
+		},
+		{
+			name: "restore-volumes Job past its deadline",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.RestoreVolumes = failed(rvName, job.ReasonDeadlineExceeded) }),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDeadlineExceeded}},
+		},
+		{
+			name: "restore-volumes Job failed",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.RestoreVolumes = failed(rvName, job.ReasonBackoffLimitExceeded) }),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumesFailed}, msg: "BackoffLimitExceeded"},
+		},
+		{
+			name: "volumes restored: PVs and PVCs rebuilt for the target, TiKV started",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
+				o.Report = volumesDone
+				o.RestoreMeta = record(t)
+			}),
+			want: rwant{actions: []ActionKind{CreatePV, CreatePVC, CreatePV, CreatePVC, CreatePV, CreatePVC, CreatePV, CreatePVC, AnnotateTC},
+				true:  []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition},
+				phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
+					var names []string
+					for _, a := range r.Actions {
+						if a.Kind == CreatePVC {
+							names = append(names, a.PVC.Namespace+"/"+a.PVC.Name+"→"+a.PVC.Spec.VolumeName)
+						}
+					}
+					want := []string{
+						"dst/raft-engine-restored-tikv-0→fedbr-ruid-1-dst-raft-engine-restored-tikv-0",
+						"dst/raft-engine-restored-tikv-1→fedbr-ruid-1-dst-raft-engine-restored-tikv-1",
+						"dst/tikv-restored-tikv-0→fedbr-ruid-1-dst-tikv-restored-tikv-0",
+						"dst/tikv-restored-tikv-1→fedbr-ruid-1-dst-tikv-restored-tikv-1",
+					}
+					if !slices.Equal(names, want) {
+						t.Errorf("claims %v, want %v", names, want)
+					}
+					pv := r.Actions[4].PV // tikv-restored-tikv-0
+					if pv.Spec.CSI.VolumeHandle != "vol-new-vol-old-3-tikv" || pv.Spec.CSI.Driver != tidbcluster.EBSCSIDriver ||
+						pv.Spec.ClaimRef.Name != "tikv-restored-tikv-0" || pv.Spec.ClaimRef.Namespace != "dst" ||
+						pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pv.Labels[LabelRestore] != "ruid-1" {
+						t.Errorf("PV %+v", pv.Spec)
+					}
+					if a := r.Actions[8]; a.Key != pcv1alpha1.TiKVVolumesReadyAnnotation || a.Value != "dst/fed-r1" {
+						t.Errorf("annotation %+v", a)
+					}
+					if r.Status.CommitTs != fmt.Sprint(resolvedTS) || r.Status.VolumesReady != 4 {
+						t.Errorf("status %+v", r.Status)
+					}
+				}},
+		},
+		{
+			name: "restoremeta renumbered for another TiKV count is refused",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
+				o.Report = volumesDone
+				o.RestoreMeta = record(t)
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTiKVCount}},
+		},
+		{
+			name: "restoremeta missing after success",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
+				o.Report = volumesDone
+				o.RestoreMetaErr = fmt.Errorf("get: %w", meta.ErrNotFound)
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonRebuildFailed}},
+		},
+		{
+			name: "warm-up asked for is not supported yet",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync },
+				rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored)), targetTC(2, true)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonWarmUpUnsupported}, msg: "not supported"},
+		},
+		{
+			name: "annotated, stores not up yet: wait",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 1)
+				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+				return tc
+			}()),
+			want: rwant{actions: nil, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "every store up: TikvComplete",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 2)
+				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+				return tc
+			}()),
+			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberTikvCompleteCondition}, phase: PhaseTikvComplete},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+func TestPlanDataAndFinish(t *testing.T) {
+	ready := func(phase dpv1alpha1.RestoreMemberPhase, mut ...func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.VolumeRestoreMember {
+		return rmember(phase, append(append([]func(*dpv1alpha1.VolumeRestoreMember){}, tikvUp...), mut...)...)
+	}
+	pods := func(uids ...string) func(*Observed) {
+		return func(o *Observed) {
+			for i, u := range uids {
+				o.Pods = append(o.Pods, TiKVPod{Name: fmt.Sprintf("restored-tikv-%d", i), UID: types.UID(u), Ready: true})
+			}
+		}
+	}
+	recorded := func(v string) func(*dpv1alpha1.VolumeRestoreMember) {
+		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Annotations = map[string]string{AnnotationRecoveryPods: v} }
+	}
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want rwant
+	}{
+		{
+			name: "restore-data runs for the whole cluster",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.TolerateSingleTiKVOutage = true }),
+				storesUp(targetTC(2, true), 2)),
+			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseRestoringData, check: func(t *testing.T, r Result) {
+				args := r.Actions[2].Job.Spec.Template.Spec.Containers[0].Args
+				if !slices.Contains(args, "--tolerate-single-tikv-outage") || argValue(args, "--pd") != "http://pd:2379" || argValue(args, "--storage") != "s3://bk/p-az1" {
+					t.Errorf("args %v", args)
+				}
+			}},
+		},
+		{
+			name: "the TidbCluster deleted mid-restore fails the member instead of waiting",
+			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish), nil),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
+		},
+		{
+			name: "restore-data failed",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
+				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Failed","error":"hole in the key space"}`})
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDataFailed}, msg: "hole"},
+		},
+		{
+			name: "restore-data done",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Succeeded}
+				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.ResultKey(job.StepRestoreData): `{"regions":10}`})
+			}),
+			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberDataCompleteCondition}, phase: PhaseDataComplete},
+		},
+		{
+			name: "restore-finish: leave recovery mode, record and restart the recovery pods",
+			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish), storesUp(targetTC(2, true), 2), pods("u1", "u2")),
+			want: rwant{actions: []ActionKind{LeaveRecoveryMode, AnnotateMember, DeletePod, DeletePod}, phase: PhaseFinishing, check: func(t *testing.T, r Result) {
+				if r.Actions[1].Value != "u1,u2" {
+					t.Errorf("recorded %q", r.Actions[1].Value)
+				}
+			}},
+		},
+		{
+			name: "restore-finish with recoveryMode already false still restarts TiKV",
+			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish), storesUp(targetTC(2, false), 2), pods("u1", "u2")),
+			want: rwant{actions: []ActionKind{AnnotateMember, DeletePod, DeletePod}},
+		},
+		{
+			name: "restarted pods not ready yet: wait",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreFinish, recorded("u1,u2")), storesUp(targetTC(2, false), 2), pods("u3", "u4"), func(o *Observed) {
+				o.Pods[1].Ready = false
+			}),
+			want: rwant{actions: nil, phase: PhaseFinishing},
+		},
+		{
+			name: "restarted out of recovery mode: Complete",
+			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish, recorded("u1,u2")), storesUp(targetTC(2, false), 2), pods("u3", "u4")),
+			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberCompleteCondition}, phase: PhaseComplete},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+func TestPlanRestoreDeletion(t *testing.T) {
+	del := func(m *dpv1alpha1.VolumeRestoreMember) { m.DeletionTimestamp = ptr.To(metav1.NewTime(t0)) }
+	failedCond := rcond(dpv1alpha1.RestoreMemberFailedCondition, ReasonDataFailed)
+	claim := func(o *Observed) {
+		o.PVCs["tikv-restored-tikv-0"] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "tikv-restored-tikv-0"}}
+		o.PVs["fedbr-ruid-1-dst-tikv-restored-tikv-0"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "fedbr-ruid-1-dst-tikv-restored-tikv-0"}}
+	}
+	annotated := func() *pcv1alpha1.TidbCluster {
+		tc := targetTC(2, true)
+		tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+		return tc
+	}
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want rwant
+	}{
+		{
+			name: "a complete restore deletes nothing",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, del, rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)), targetTC(2, false), claim),
+			want: rwant{actions: []ActionKind{RemoveFinalizer}},
+		},
+		{
+			name: "a running step is stopped first",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del), targetTC(2, true), claim, func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
+			}),
+			want: rwant{actions: []ActionKind{DeleteJob}, phase: PhaseCleaning},
+		},
+		{
+			name: "TiKV lets go of the restored claims",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), annotated(), claim, func(o *Observed) {
+				o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "u1", Claims: []string{"tikv-restored-tikv-0"}}}
+			}),
+			want: rwant{actions: []ActionKind{AnnotateTC, DeletePod}},
+		},
+		{
+			name: "claims, then volumes",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), claim),
+			want: rwant{actions: []ActionKind{DeletePVC}},
+		},
+		{
+			name: "PVs once the claims are gone",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), claim, func(o *Observed) {
+				o.PVCs = map[string]*corev1.PersistentVolumeClaim{}
+			}),
+			want: rwant{actions: []ActionKind{DeletePV}},
+		},
+		{
+			name: "the restore's EBS volumes are deleted and rechecked",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), func(o *Observed) {
+				o.CloudListed, o.CloudVolumes = true, []string{"vol-a", "vol-b"}
+			}),
+			want: rwant{actions: []ActionKind{DeleteVolumes}, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: ReasonCleaning}},
+		},
+		{
+			name: "listing the volumes fails: surfaced and retried",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), func(o *Observed) {
+				o.CloudErr = errors.New("UnauthorizedOperation")
+			}),
+			want: rwant{actions: nil, requeue: true, phase: PhaseCleanFailed, msg: "UnauthorizedOperation"},
+		},
+		{
+			name: "nothing left: VolumesCleaned and the finalizer goes",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), func(o *Observed) { o.CloudListed = true }),
+			want: rwant{actions: []ActionKind{RemoveFinalizer}, true: []string{dpv1alpha1.RestoreMemberVolumesCleanedCondition}},
+		},
+		{
+			name: "force-remove",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Annotations = map[string]string{ForceRemoveAnnotation: "true"}
+			}), targetTC(2, true), claim),
+			want: rwant{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: ReasonForceRemoved}},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+func TestRebuildSameNameInAnotherNamespace(t *testing.T) {
+	a, err := Rebuild(record(t), Target{TCName: "basic", Namespace: "ns-a", RestoreID: "r1", Member: "fed-r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Rebuild(record(t), Target{TCName: "basic", Namespace: "ns-b", RestoreID: "r1", Member: "fed-r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range a {
+		if a[i].PVC.Name != b[i].PVC.Name || a[i].PV.Name == b[i].PV.Name {
+			t.Errorf("claim %s: PVs %s and %s must differ", a[i].PVC.Name, a[i].PV.Name, b[i].PV.Name)
+		}
+	}
+	if a[0].PV.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2a" {
+		t.Errorf("without azName the restored volume's zone is kept: %+v", a[0].PV.Spec.NodeAffinity)
+	}
+}

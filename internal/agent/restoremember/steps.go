@@ -1,0 +1,338 @@
+package restoremember
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// ErrStorageNotReadable marks a backup storage the agent itself cannot read (a local volume
+// that is not a hostPath): PV rebuild needs the restoremeta.
+var ErrStorageNotReadable = errors.New("the agent cannot read this storage")
+
+// volumeOptions are the BR options (template.br.options) restore-volumes accepts: they choose
+// the new volumes' type, performance and encryption.
+var volumeOptions = []string{"--volume-type", "--volume-iops", "--volume-throughput", "--volume-encrypted", "--kms-key-id",
+	"--tags", "--volume-scope", "--use-fsr", "--concurrency", "--cleanup-timeout"}
+
+// VolumesReadyValue is the tikv-volumes-ready annotation value: <namespace>/<member>.
+func VolumesReadyValue(m *dpv1alpha1.VolumeRestoreMember) string { return m.Namespace + "/" + m.Name }
+
+// planVolumes runs the restore-volume stage; it says whether TiKV runs on the restored volumes.
+func (p *plan) planVolumes() bool {
+	if !p.isTrue(dpv1alpha1.RestoreMemberVolumeCompleteCondition) && !p.planRestoreVolumes() {
+		return false
+	}
+	if !p.isTrue(dpv1alpha1.RestoreMemberWarmUpCompleteCondition) {
+		if p.m.Spec.Template.Warmup != fedv1alpha1.RestoreWarmupNone {
+			p.fail(ReasonWarmUpUnsupported, fmt.Sprintf("warm-up %q is not supported by this agent yet; restore without spec.template.warmup", p.m.Spec.Template.Warmup))
+			return false
+		}
+		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, ReasonWarmUpNotRequested, "no warm-up was asked for")
+	}
+	if p.isTrue(dpv1alpha1.RestoreMemberTikvCompleteCondition) {
+		return true
+	}
+	tc := p.o.TC
+	if tc == nil {
+		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		return false
+	}
+	if tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] != VolumesReadyValue(p.m) {
+		p.add(Action{Kind: AnnotateTC, Key: pcv1alpha1.TiKVVolumesReadyAnnotation, Value: VolumesReadyValue(p.m)})
+		return false
+	}
+	want := tidbcluster.TiKVReplicas(tc)
+	if up := tidbcluster.StoresUp(tc); up < want {
+		return false // the TidbCluster's status update wakes us
+	}
+	p.set(dpv1alpha1.RestoreMemberTikvCompleteCondition, metav1.ConditionTrue, ReasonTiKVStarted,
+		fmt.Sprintf("%d TiKV stores up in recovery mode on the restored volumes", want))
+	return true
+}
+
+func (p *plan) tcMissing() string {
+	return fmt.Sprintf("TidbCluster %s/%s not found in data plane %s: create it with spec.recoveryMode: true before restoring",
+		p.m.Spec.TCNamespace, p.m.Spec.TCName, p.m.Spec.K8sClusterName)
+}
+
+// planRestoreVolumes validates, runs restore-volumes and rebuilds the PVs/PVCs; it says
+// whether VolumeComplete was reached.
+func (p *plan) planRestoreVolumes() bool {
+	rv := p.o.RestoreVolumes
+	st, reported := p.o.Report.Step(job.StepRestoreVolumes)
+	if reported && st.Volumes > 0 {
+		p.res.Status.VolumesTotal = int32(st.Volumes)
+	}
+	done, reason, msg := p.stepOutcome(job.StepRestoreVolumes, rv)
+	switch {
+	case msg != "":
+		if reason == "" {
+			reason = ReasonVolumesFailed
+		}
+		p.fail(reason, msg)
+		return false
+	case done:
+		return p.rebuild()
+	case rv.Exists() || reported:
+		return false
+	}
+	storage, pd, ok := p.validate()
+	if !ok {
+		return false
+	}
+	args := []string{"br", job.StepRestoreVolumes, "--storage", storage.Flag, "--restore-id", string(p.m.UID), "--pd", strings.Join(pd, ",")}
+	if p.m.Spec.AZName != "" {
+		args = append(args, "--target-az", p.m.Spec.AZName)
+	}
+	if br := p.m.Spec.Template.BR; br != nil {
+		args = append(args, br.Options...)
+	}
+	args = append(args, "--status-configmap", job.StatusConfigMapName(p.m.Name))
+	p.ensureCommon()
+	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreVolumes, args, storage))})
+	return false
+}
+
+// validate checks everything restore-volumes needs before any volume is created.
+func (p *plan) validate() (job.Storage, []string, bool) {
+	tc := p.o.TC
+	if tc == nil {
+		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		return job.Storage{}, nil, false
+	}
+	if !tc.Spec.RecoveryMode {
+		p.fail(ReasonNotRecoveryMode, fmt.Sprintf("TidbCluster %s/%s is not in recovery mode: set spec.recoveryMode: true (and no TiKV data) before restoring into it", tc.Namespace, tc.Name))
+		return job.Storage{}, nil, false
+	}
+	pd, err := tidbcluster.PDAddresses(tc)
+	if err != nil {
+		p.fail(ReasonNoPD, err.Error())
+		return job.Storage{}, nil, false
+	}
+	storage, err := job.StorageFor(p.m.Spec.Backup)
+	if err != nil {
+		p.fail(ReasonStorage, "spec.backup: "+err.Error())
+		return job.Storage{}, nil, false
+	}
+	if err := validateOptions(p.m.Spec.Template.BR); err != nil {
+		p.fail(ReasonInvalidOptions, err.Error())
+		return job.Storage{}, nil, false
+	}
+	if !p.backupUsable() {
+		return job.Storage{}, nil, false
+	}
+	bm := p.o.BackupMeta
+	if want, have := len(bm.TiKV.Stores), tidbcluster.TiKVReplicas(tc); want != have {
+		p.fail(ReasonTiKVCount, fmt.Sprintf("the backup in %s has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
+			storage.Flag, want, tc.Namespace, tc.Name, have))
+		return job.Storage{}, nil, false
+	}
+	p.res.Status.CommitTs = strconv.FormatUint(bm.ClusterInfo.ResolvedTS, 10)
+	p.res.Status.VolumesTotal = int32(len(bm.Volumes()))
+	return storage, pd, true
+}
+
+// backupUsable turns the backupmeta read into a verdict: unreadable storage is retried (and
+// said so), a missing, incomplete or invalid backup fails the member.
+func (p *plan) backupUsable() bool {
+	err := p.o.BackupMetaErr
+	switch {
+	case err == nil && p.o.BackupMeta != nil:
+		return true
+	case err == nil:
+		err = errors.New("the backupmeta was not read")
+	}
+	switch {
+	case errors.Is(err, meta.ErrNotFound):
+		p.fail(ReasonBackupNotFound, "no backupmeta in spec.backup: "+err.Error())
+	case errors.Is(err, meta.ErrIncomplete):
+		p.fail(ReasonBackupIncomplete, err.Error())
+	case errors.Is(err, meta.ErrInvalid):
+		p.fail(ReasonInvalidBackup, err.Error())
+	case errors.Is(err, ErrStorageNotReadable):
+		p.fail(ReasonStorage, err.Error())
+	default:
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, ReasonStorageUnreachable,
+			fmt.Sprintf("reading the backupmeta: %v; retrying every %s", err, storageRetry))
+		p.res.RequeueAfter = storageRetry
+	}
+	return false
+}
+
+// validateOptions accepts only the BR options restore-volumes understands, and refuses a KMS
+// key without encryption (AWS would refuse it after some volumes were already created).
+func validateOptions(br *fedv1alpha1.BRConfig) error {
+	if br == nil {
+		return nil
+	}
+	var encrypted, kms bool
+	for i := 0; i < len(br.Options); i++ {
+		o := br.Options[i]
+		name, value, hasValue := strings.Cut(o, "=")
+		if !slices.Contains(volumeOptions, name) {
+			return fmt.Errorf("br option %q: a volume restore accepts only %s", o, strings.Join(volumeOptions, ", "))
+		}
+		switch name {
+		case "--volume-encrypted":
+			encrypted = !hasValue || value == "true"
+		case "--kms-key-id":
+			kms = true
+		}
+		if !hasValue && name != "--volume-encrypted" && name != "--use-fsr" {
+			i++ // the value is the next option
+		}
+	}
+	if kms && !encrypted {
+		return errors.New("br options: --kms-key-id needs --volume-encrypted")
+	}
+	return nil
+}
+
+// rebuild creates the TiKV PVs and PVCs of the restored volumes.
+func (p *plan) rebuild() bool {
+	switch err := p.o.RestoreMetaErr; {
+	case err != nil && errors.Is(err, meta.ErrNotFound):
+		p.fail(ReasonRebuildFailed, fmt.Sprintf("restore-volumes succeeded but restoremeta/%s is missing: %v", p.m.UID, err))
+		return false
+	case err != nil:
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, ReasonStorageUnreachable,
+			fmt.Sprintf("reading restoremeta/%s: %v; retrying every %s", p.m.UID, err, storageRetry))
+		p.res.RequeueAfter = storageRetry
+		return false
+	case p.o.RestoreMeta == nil:
+		return false
+	}
+	tc := p.o.TC
+	if tc == nil {
+		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		return false
+	}
+	claims, err := Rebuild(p.o.RestoreMeta, Target{TCName: tc.Name, Namespace: tc.Namespace, AZ: p.m.Spec.AZName,
+		RestoreID: string(p.m.UID), Member: p.m.Name, MemberNamespace: p.m.Namespace})
+	if err != nil {
+		p.fail(ReasonRebuildFailed, err.Error())
+		return false
+	}
+	if n, want := Ordinals(claims), tidbcluster.TiKVReplicas(tc); n != want {
+		p.fail(ReasonTiKVCount, fmt.Sprintf("the restored volumes serve %d TiKV members and TidbCluster %s/%s has spec.tikv.replicas %d", n, tc.Namespace, tc.Name, want))
+		return false
+	}
+	for _, c := range claims {
+		if p.o.PVs[c.PV.Name] == nil {
+			p.add(Action{Kind: CreatePV, PV: c.PV})
+		}
+		if p.o.PVCs[c.PVC.Name] == nil {
+			p.add(Action{Kind: CreatePVC, PVC: c.PVC})
+		}
+	}
+	if ci := p.o.RestoreMeta.ClusterInfo; ci != nil && ci.ResolvedTS > 0 {
+		p.res.Status.CommitTs = strconv.FormatUint(ci.ResolvedTS, 10)
+	}
+	p.res.Status.VolumesTotal, p.res.Status.VolumesReady = int32(len(claims)), int32(len(claims))
+	p.set(dpv1alpha1.RestoreMemberVolumeCompleteCondition, metav1.ConditionTrue, ReasonVolumesRestored,
+		fmt.Sprintf("%d volumes restored and bound to TiKV claims of TidbCluster %s/%s", len(claims), tc.Namespace, tc.Name))
+	return true
+}
+
+// planData runs restore-data for the whole cluster.
+func (p *plan) planData() {
+	if p.isTrue(dpv1alpha1.RestoreMemberDataCompleteCondition) {
+		return
+	}
+	rd := p.o.RestoreData
+	done, reason, msg := p.stepOutcome(job.StepRestoreData, rd)
+	_, reported := p.o.Report.Step(job.StepRestoreData)
+	switch {
+	case msg != "":
+		if reason == "" {
+			reason = ReasonDataFailed
+		}
+		p.fail(reason, msg)
+		return
+	case done:
+		p.set(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, ReasonDataRestored,
+			"regions recovered and the whole key space flashed back to "+p.res.Status.CommitTs)
+		return
+	case rd.Exists() || reported:
+		return
+	}
+	pd, err := tidbcluster.PDAddresses(p.o.TC)
+	if err != nil {
+		p.fail(ReasonNoPD, err.Error())
+		return
+	}
+	storage, err := job.StorageFor(p.m.Spec.Backup)
+	if err != nil {
+		p.fail(ReasonStorage, "spec.backup: "+err.Error())
+		return
+	}
+	args := []string{"br", job.StepRestoreData, "--pd", strings.Join(pd, ","), "--storage", storage.Flag}
+	if p.m.Spec.Template.TolerateSingleTiKVOutage {
+		args = append(args, "--tolerate-single-tikv-outage")
+	}
+	args = append(args, "--status-configmap", job.StatusConfigMapName(p.m.Name))
+	p.ensureCommon()
+	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreData, args, storage))})
+}
+
+// planFinish leaves recovery mode: spec.recoveryMode false, the TiKV pods that ran in
+// recovery mode restarted, and every store up again.
+func (p *plan) planFinish() {
+	tc := p.o.TC
+	if tc.Spec.RecoveryMode {
+		p.add(Action{Kind: LeaveRecoveryMode})
+	}
+	recorded, ok := p.m.Annotations[AnnotationRecoveryPods]
+	if !ok {
+		var uids []string
+		for _, pod := range p.o.Pods {
+			if !pod.Deleting {
+				uids = append(uids, string(pod.UID))
+			}
+		}
+		sort.Strings(uids)
+		recorded = strings.Join(uids, ",")
+		p.add(Action{Kind: AnnotateMember, Key: AnnotationRecoveryPods, Value: recorded})
+	}
+	old := map[string]bool{}
+	for _, u := range strings.Split(recorded, ",") {
+		if u != "" {
+			old[u] = true
+		}
+	}
+	ready, left := 0, 0
+	for _, pod := range p.o.Pods {
+		switch {
+		case old[string(pod.UID)]:
+			left++
+			if !pod.Deleting {
+				p.add(Action{Kind: DeletePod, Name: pod.Name, UID: pod.UID})
+			}
+		case pod.Ready && !pod.Deleting:
+			ready++
+		}
+	}
+	want := tidbcluster.TiKVReplicas(tc)
+	if tc.Spec.RecoveryMode || left > 0 || ready < want || tidbcluster.StoresUp(tc) < want {
+		return
+	}
+	p.set(dpv1alpha1.RestoreMemberCompleteCondition, metav1.ConditionTrue, ReasonRecoveryModeOff,
+		fmt.Sprintf("%d TiKV restarted out of recovery mode, stores up", want))
+	if p.res.Status.TimeCompleted == nil {
+		t := metav1.NewTime(p.now.UTC().Truncate(1e9))
+		p.res.Status.TimeCompleted = &t
+	}
+}

@@ -1,0 +1,283 @@
+package restoremember
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// LabelRestore carries the restore id (the member's uid) on the PVs and PVCs the agent creates,
+// the same identity the restored EBS volumes are tagged with.
+const LabelRestore = meta.TagRestore
+
+// AnnotationMember is <namespace>/<name> of the member that created a PV or PVC, so their
+// deletion wakes the member's cleanup.
+const AnnotationMember = "dataplane.fedbr.io/restore-member"
+
+// Labels tidb-operator puts on TiKV claims that name their pod and store.
+const (
+	labelPodName = "tidb.pingcap.com/pod-name"
+	labelStoreID = "tidb.pingcap.com/store-id"
+)
+
+// ErrRebuild marks restored volumes the agent cannot turn into TiKV claims.
+var ErrRebuild = errors.New("rebuild TiKV volumes")
+
+// Target is where the restored volumes go.
+type Target struct {
+	// TCName and Namespace are the restored TidbCluster's.
+	TCName, Namespace string
+	// AZ overrides every volume's zone (the member's azName); empty keeps the restored one.
+	AZ string
+	// RestoreID is the member's uid; Member its name and MemberNamespace its namespace.
+	RestoreID, Member, MemberNamespace string
+}
+
+// Claim is one PV and the PVC bound to it.
+type Claim struct {
+	PV  *corev1.PersistentVolume
+	PVC *corev1.PersistentVolumeClaim
+}
+
+// Rebuild turns a restoremeta into the PVs and PVCs the target TidbCluster's TiKV pods mount:
+// every backed-up TiKV claim is recreated for the target, renamed for the target TidbCluster
+// (<prefix>-<tc>-tikv-<ordinal> in its namespace, ordinals renumbered 0..n-1 in the order of the
+// old ones), bound to a PV on the restored volume with the target zone's node affinity. PV
+// names carry the restore id, so a claim of the same name in another namespace never collides.
+func Rebuild(rec *meta.Record, t Target) ([]Claim, error) {
+	oldPVs, oldPVCs, oldTC, err := oldObjects(rec)
+	if err != nil {
+		return nil, err
+	}
+	pvByVolume := map[string]*corev1.PersistentVolume{}
+	for _, pv := range oldPVs {
+		if id, err := tidbcluster.EBSVolumeID(pv); err == nil {
+			pvByVolume[id] = pv
+		}
+	}
+	pvcByVolumeName := map[string]*corev1.PersistentVolumeClaim{}
+	for _, pvc := range oldPVCs {
+		pvcByVolumeName[pvc.Spec.VolumeName] = pvc
+	}
+	type restored struct {
+		vol     meta.StoreVolume
+		pv      *corev1.PersistentVolume
+		pvc     *corev1.PersistentVolumeClaim
+		prefix  string
+		ordinal int
+	}
+	var list []restored
+	ordinals := map[int]bool{}
+	for _, v := range rec.Volumes() {
+		if v.RestoreVolumeID == "" {
+			continue
+		}
+		pv := pvByVolume[v.ID]
+		if pv == nil {
+			return nil, fmt.Errorf("%w: backed-up volume %s (store %d) has no PV in the backup's kubernetes section", ErrRebuild, v.ID, v.StoreID)
+		}
+		pvc := pvcByVolumeName[pv.Name]
+		if pvc == nil && pv.Spec.ClaimRef != nil {
+			for _, c := range oldPVCs {
+				if c.Name == pv.Spec.ClaimRef.Name {
+					pvc = c
+				}
+			}
+		}
+		if pvc == nil {
+			return nil, fmt.Errorf("%w: PV %s of volume %s has no PVC in the backup's kubernetes section", ErrRebuild, pv.Name, v.ID)
+		}
+		prefix, ord, err := splitClaimName(pvc.Name, oldTC)
+		if err != nil {
+			return nil, err
+		}
+		ordinals[ord] = true
+		list = append(list, restored{vol: v, pv: pv, pvc: pvc, prefix: prefix, ordinal: ord})
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: the restoremeta records no restored volume", ErrRebuild)
+	}
+	renumber := renumbering(ordinals)
+	out := make([]Claim, 0, len(list))
+	for _, r := range list {
+		ord := renumber[r.ordinal]
+		name := fmt.Sprintf("%s-%s-tikv-%d", r.prefix, t.TCName, ord)
+		out = append(out, buildClaim(t, r.vol, r.pv, r.pvc, name, ord))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PVC.Name < out[j].PVC.Name })
+	return out, nil
+}
+
+// Ordinals is the number of TiKV members the rebuilt claims serve.
+func Ordinals(claims []Claim) int {
+	seen := map[string]bool{}
+	for _, c := range claims {
+		seen[c.PVC.Labels[labelPodName]] = true
+	}
+	return len(seen)
+}
+
+func oldObjects(rec *meta.Record) ([]*corev1.PersistentVolume, []*corev1.PersistentVolumeClaim, string, error) {
+	k := rec.Kubernetes
+	if len(k.PVs) == 0 || len(k.PVCs) == 0 {
+		return nil, nil, "", fmt.Errorf("%w: the backup records no PVs/PVCs (kubernetes section); it was not taken by a Kubernetes-aware agent", ErrRebuild)
+	}
+	var pvs []*corev1.PersistentVolume
+	for i, raw := range k.PVs {
+		pv := &corev1.PersistentVolume{}
+		if err := json.Unmarshal(raw, pv); err != nil {
+			return nil, nil, "", fmt.Errorf("%w: kubernetes.pvs[%d]: %w", ErrRebuild, i, err)
+		}
+		pvs = append(pvs, pv)
+	}
+	var pvcs []*corev1.PersistentVolumeClaim
+	for i, raw := range k.PVCs {
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := json.Unmarshal(raw, pvc); err != nil {
+			return nil, nil, "", fmt.Errorf("%w: kubernetes.pvcs[%d]: %w", ErrRebuild, i, err)
+		}
+		pvcs = append(pvcs, pvc)
+	}
+	var tc struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	if len(k.TidbCluster) > 0 && string(k.TidbCluster) != "null" {
+		if err := json.Unmarshal(k.TidbCluster, &tc); err != nil {
+			return nil, nil, "", fmt.Errorf("%w: kubernetes.crd_tidb_cluster: %w", ErrRebuild, err)
+		}
+	}
+	name := tc.Metadata.Name
+	if name == "" && len(pvcs) > 0 {
+		name = pvcs[0].Labels[tidbcluster.LabelInstance]
+	}
+	if name == "" {
+		return nil, nil, "", fmt.Errorf("%w: the backup names no TidbCluster (kubernetes.crd_tidb_cluster)", ErrRebuild)
+	}
+	return pvs, pvcs, name, nil
+}
+
+// splitClaimName splits <prefix>-<tc>-tikv-<ordinal>.
+func splitClaimName(name, tc string) (string, int, error) {
+	marker := "-" + tc + "-tikv-"
+	i := strings.LastIndex(name, marker)
+	if i <= 0 {
+		return "", 0, fmt.Errorf("%w: claim %s is not named <volume>-%s-tikv-<ordinal> as tidb-operator names TiKV claims", ErrRebuild, name, tc)
+	}
+	ord, err := strconv.Atoi(name[i+len(marker):])
+	if err != nil || ord < 0 {
+		return "", 0, fmt.Errorf("%w: claim %s has no ordinal", ErrRebuild, name)
+	}
+	return name[:i], ord, nil
+}
+
+// renumbering maps old ordinals to 0..n-1 in their order.
+func renumbering(ordinals map[int]bool) map[int]int {
+	old := make([]int, 0, len(ordinals))
+	for o := range ordinals {
+		old = append(old, o)
+	}
+	sort.Ints(old)
+	m := map[int]int{}
+	for i, o := range old {
+		m[o] = i
+	}
+	return m
+}
+
+// PVName is the PV of a restored claim: unique per restore, so equal claim names in two
+// namespaces (or two restores of one backup) never share a PV.
+func PVName(restoreID, namespace, claim string) string {
+	return shortName("fedbr-"+restoreID+"-"+namespace+"-"+claim, 253)
+}
+
+func shortName(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return job.LabelValue(s[:n]) // hashes the tail, keeps it a valid name
+}
+
+func buildClaim(t Target, v meta.StoreVolume, oldPV *corev1.PersistentVolume, oldPVC *corev1.PersistentVolumeClaim, name string, ord int) Claim {
+	az := t.AZ
+	if az == "" {
+		az = v.RestoreAZ
+	}
+	if az == "" {
+		az = v.AZ
+	}
+	pod := fmt.Sprintf("%s-tikv-%d", t.TCName, ord)
+	labels := map[string]string{}
+	for k, val := range oldPVC.Labels {
+		labels[k] = val
+	}
+	labels[tidbcluster.LabelInstance] = t.TCName
+	labels[labelPodName] = pod
+	labels[labelStoreID] = strconv.FormatUint(v.StoreID, 10)
+	labels[LabelRestore] = t.RestoreID
+	for k, val := range job.Selector(t.Member) {
+		labels[k] = val
+	}
+	pvName := PVName(t.RestoreID, t.Namespace, name)
+	annotations := map[string]string{AnnotationMember: t.MemberNamespace + "/" + t.Member}
+	fsType := ""
+	switch {
+	case oldPV.Spec.CSI != nil:
+		fsType = oldPV.Spec.CSI.FSType
+	case oldPV.Spec.AWSElasticBlockStore != nil:
+		fsType = oldPV.Spec.AWSElasticBlockStore.FSType
+	}
+	reclaim := oldPV.Spec.PersistentVolumeReclaimPolicy
+	if reclaim == "" {
+		reclaim = corev1.PersistentVolumeReclaimRetain
+	}
+	access := oldPV.Spec.AccessModes
+	if len(access) == 0 {
+		access = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	}
+	capacity := oldPV.Spec.Capacity
+	if len(capacity) == 0 {
+		capacity = oldPVC.Spec.Resources.Requests
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName, Labels: labels, Annotations: annotations},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity: capacity, AccessModes: access, PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName: oldPV.Spec.StorageClassName, VolumeMode: oldPV.Spec.VolumeMode, MountOptions: oldPV.Spec.MountOptions,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: tidbcluster.EBSCSIDriver, VolumeHandle: v.RestoreVolumeID, FSType: fsType}},
+			ClaimRef: &corev1.ObjectReference{APIVersion: "v1", Kind: "PersistentVolumeClaim", Namespace: t.Namespace, Name: name},
+		},
+	}
+	if az != "" {
+		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: tidbcluster.EBSZoneLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{az}}},
+		}}}}
+	}
+	requests := oldPVC.Spec.Resources.Requests
+	if len(requests) == 0 {
+		requests = capacity
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: t.Namespace, Labels: labels, Annotations: annotations},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: access, StorageClassName: oldPVC.Spec.StorageClassName, VolumeMode: oldPVC.Spec.VolumeMode,
+			Resources:  corev1.VolumeResourceRequirements{Requests: requests},
+			VolumeName: pvName,
+		},
+	}
+	if pvc.Spec.StorageClassName == nil && oldPV.Spec.StorageClassName != "" {
+		sc := oldPV.Spec.StorageClassName
+		pvc.Spec.StorageClassName = &sc
+	}
+	return Claim{PV: pv, PVC: pvc}
+}

@@ -1,0 +1,103 @@
+// Package tidbcluster is what the agent reads from a TidbCluster and its TiKV pods: PD's
+// address, the TiKV pod selector tidb-operator uses, and whether the stores are up. It speaks
+// the tidb-operator contract only (labels, status fields), so it works against tidb-operator
+// and against the lab's stand-in alike.
+package tidbcluster
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+)
+
+// Labels tidb-operator puts on a TidbCluster's pods.
+const (
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelComponent = "app.kubernetes.io/component"
+	ComponentTiKV  = "tikv"
+	// StoreUp is the state of a serving store.
+	StoreUp = "Up"
+)
+
+// ErrNoPD marks a TidbCluster that names no PD the agent could reach.
+var ErrNoPD = errors.New("no PD address")
+
+// TiKVSelector selects tc's TiKV pods.
+func TiKVSelector(tc string) map[string]string {
+	return map[string]string{LabelInstance: tc, LabelComponent: ComponentTiKV}
+}
+
+// PDAddresses are the client URLs of the PD the TidbCluster's stores belong to: its own PD
+// members (status.pd.members, sorted by name), else spec.pdAddresses (a TidbCluster that joins
+// a PD running in another Kubernetes cluster).
+func PDAddresses(tc *pcv1alpha1.TidbCluster) ([]string, error) {
+	names := make([]string, 0, len(tc.Status.PD.Members))
+	for n, m := range tc.Status.PD.Members {
+		if m.ClientURL != "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	var out []string
+	for _, n := range names {
+		out = append(out, tc.Status.PD.Members[n].ClientURL)
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	for _, a := range tc.Spec.PDAddresses {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, fmt.Errorf("%w: TidbCluster %s/%s has no PD member with a client URL in status.pd.members and no spec.pdAddresses",
+		ErrNoPD, tc.Namespace, tc.Name)
+}
+
+// TiKVReplicas is spec.tikv.replicas (0 without TiKV).
+func TiKVReplicas(tc *pcv1alpha1.TidbCluster) int {
+	if tc.Spec.TiKV == nil {
+		return 0
+	}
+	return int(tc.Spec.TiKV.Replicas)
+}
+
+// StoresUp counts the stores of tc that are Up.
+func StoresUp(tc *pcv1alpha1.TidbCluster) int {
+	n := 0
+	for _, s := range tc.Status.TiKV.Stores {
+		if s.State == StoreUp {
+			n++
+		}
+	}
+	return n
+}
+
+// StoreIDByPod maps each TiKV pod name to its store id, from status.tikv.stores.
+func StoreIDByPod(tc *pcv1alpha1.TidbCluster) map[string]string {
+	m := map[string]string{}
+	for id, s := range tc.Status.TiKV.Stores {
+		if s.PodName == "" {
+			continue
+		}
+		if s.ID != "" {
+			id = s.ID
+		}
+		// A tombstone store may still carry the pod's name; a live one wins.
+		if _, ok := m[s.PodName]; ok && s.State != StoreUp {
+			continue
+		}
+		m[s.PodName] = id
+	}
+	return m
+}
+
+// EBSZoneLabel is the zone label the EBS CSI driver puts on nodes; restored PVs are pinned to
+// their volume's zone with it.
+const EBSZoneLabel = "topology.ebs.csi.aws.com/zone"

@@ -1,0 +1,70 @@
+package tidbcluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+)
+
+func TestPDAddresses(t *testing.T) {
+	tc := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n"}}
+	if _, err := PDAddresses(tc); err == nil || !strings.Contains(err.Error(), "spec.pdAddresses") {
+		t.Errorf("no PD: %v", err)
+	}
+	tc.Spec.PDAddresses = []string{" http://remote:2379 "}
+	if got, _ := PDAddresses(tc); !slices.Equal(got, []string{"http://remote:2379"}) {
+		t.Errorf("spec.pdAddresses: %v", got)
+	}
+	tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{"a-pd-1": {ClientURL: "http://p1:2379"}, "a-pd-0": {ClientURL: "http://p0:2379"}, "x": {}}
+	if got, _ := PDAddresses(tc); !slices.Equal(got, []string{"http://p0:2379", "http://p1:2379"}) {
+		t.Errorf("own PD first, sorted: %v", got)
+	}
+}
+
+func TestStores(t *testing.T) {
+	tc := &pcv1alpha1.TidbCluster{Status: pcv1alpha1.TidbClusterStatus{TiKV: pcv1alpha1.TiKVStatus{Stores: map[string]pcv1alpha1.TiKVStore{
+		"1": {ID: "1", PodName: "a-tikv-0", State: "Up"},
+		"2": {ID: "2", PodName: "a-tikv-1", State: "Down"},
+		"9": {ID: "9", PodName: "a-tikv-0", State: "Tombstone"},
+	}}}}
+	if n := StoresUp(tc); n != 1 {
+		t.Errorf("up %d", n)
+	}
+	if m := StoreIDByPod(tc); m["a-tikv-0"] != "1" || m["a-tikv-1"] != "2" {
+		t.Errorf("store ids %v", m)
+	}
+}
+
+func TestEBSVolumeID(t *testing.T) {
+	pv := func(src corev1.PersistentVolumeSource) *corev1.PersistentVolume {
+		return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv"}, Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: src}}
+	}
+	for _, tt := range []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		id   string
+		err  string
+	}{
+		{"csi", pv(corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: EBSCSIDriver, VolumeHandle: "vol-1"}}), "vol-1", ""},
+		{"in-tree with zone", pv(corev1.PersistentVolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "aws://us-west-2a/vol-2"}}), "vol-2", ""},
+		{"in-tree bare", pv(corev1.PersistentVolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{VolumeID: "vol-3"}}), "vol-3", ""},
+		{"other csi", pv(corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "efs.csi.aws.com", VolumeHandle: "fs-1"}}), "", "efs.csi.aws.com"},
+		{"hostPath", pv(corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}), "", "not an EBS volume"},
+	} {
+		id, err := EBSVolumeID(tt.pv)
+		if id != tt.id || (tt.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s: %q %v", tt.name, id, err)
+		}
+	}
+	for in, want := range map[string]string{"aws:///us-west-2a/i-0abc": "i-0abc", "gce://p/z/n": "", "aws:///us-west-2a/": ""} {
+		got, err := InstanceID(in)
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("InstanceID(%q) = %q, %v", in, got, err)
+		}
+	}
+}

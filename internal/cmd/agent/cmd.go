@@ -1,0 +1,259 @@
+// Package agent is the `fedbr agent` command: the data-plane agent that carries out one
+// Kubernetes cluster's part of federated backups and restores (package internal/agent).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/backupmember"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/restoremember"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/podenv"
+)
+
+type options struct {
+	kubeconfig      string
+	context         string
+	clusterName     string
+	namespace       string
+	metricsAddr     string
+	probeAddr       string
+	leaderElect     bool
+	leaderElectNS   string
+	jobTTL          time.Duration
+	dryRun          bool
+	env             job.Env
+	maxConcurrent   int
+	leaderElectName string
+}
+
+// NewCmd returns `fedbr agent`.
+func NewCmd() *cobra.Command {
+	o := &options{}
+	cmd := &cobra.Command{
+		Use:   "agent --k8s-cluster-name NAME --image IMAGE [--kubeconfig FILE --context CTX]",
+		Short: "Run the data-plane agent: VolumeBackupMember and VolumeRestoreMember controllers",
+		Long: `Run fedbr's agent in one data-plane Kubernetes cluster. It reconciles the
+VolumeBackupMembers and VolumeRestoreMembers the manager creates for this cluster (those whose
+spec.k8sClusterName is --k8s-cluster-name; others get a Warning event and are left alone): it
+runs the ` + "`fedbr br`" + ` steps as Jobs in --image, follows their status ConfigMaps by watch,
+discovers and rebuilds TiKV volumes, and drives TiKV through the TidbCluster contract.
+
+Without --kubeconfig it uses the pod's service account (also inside the lab's process pods),
+else $KUBECONFIG. See docs/agent.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the data plane (default: in-cluster, else $KUBECONFIG)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context (default: current)")
+	f.StringVar(&o.clusterName, "k8s-cluster-name", "", "this data plane's name in the manager's kubeconfig; members naming another are ignored (required)")
+	f.StringVar(&o.env.Image, "image", "", "image of the step Jobs: the agent's own image, so Jobs run exactly this build (required; a template's toolImage overrides it)")
+	f.StringVar(&o.env.Region, "region", "", "AWS region, passed to the steps as --region and used to delete a failed restore's volumes")
+	f.StringVar(&o.env.AWSEndpoint, "aws-endpoint", "", "AWS endpoint override (the lab's AWS double), passed to the steps as --aws-endpoint")
+	f.DurationVar(&o.jobTTL, "job-ttl", job.DefaultTTL, "how long finished step Jobs are kept (ttlSecondsAfterFinished)")
+	f.StringVar(&o.namespace, "namespace", "", "only reconcile members in this namespace (default: all)")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it)")
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes (0 disables them)")
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that several agent replicas run one at a time")
+	f.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
+	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "members reconciled in parallel per kind")
+	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
+	return cmd
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.clusterName == "" {
+		errs = append(errs, errors.New("--k8s-cluster-name is required: it is this data plane's context name in the manager's kubeconfig"))
+	}
+	if o.env.Image == "" {
+		errs = append(errs, errors.New("--image is required: the step Jobs run `fedbr br` from it"))
+	}
+	if o.jobTTL < time.Minute {
+		errs = append(errs, errors.New("--job-ttl must be at least 1m, so the agent sees a finished Job before it goes"))
+	}
+	if o.env.AWSEndpoint != "" && !strings.HasPrefix(o.env.AWSEndpoint, "http://") && !strings.HasPrefix(o.env.AWSEndpoint, "https://") {
+		errs = append(errs, fmt.Errorf("--aws-endpoint %q: want an http(s) URL", o.env.AWSEndpoint))
+	}
+	if o.maxConcurrent < 1 {
+		errs = append(errs, errors.New("--max-concurrent-reconciles must be at least 1"))
+	}
+	o.env.TTL = o.jobTTL
+	o.leaderElectName = "fedbr-agent-" + job.LabelValue(o.clusterName)
+	return errors.Join(errs...)
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if o.dryRun {
+		ns := o.namespace
+		if ns == "" {
+			ns = "all namespaces"
+		}
+		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v\n",
+			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect)
+		return err
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(klog.NewKlogr())
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	mgr, err := o.manager(cfg)
+	if err != nil {
+		return err
+	}
+	if err := o.setup(ctx, mgr); err != nil {
+		return err
+	}
+	_, _ = fmt.Fprintf(out, "fedbr agent for data plane %q running against %s\n", o.clusterName, cfg.Host)
+	return mgr.Start(ctx)
+}
+
+// restConfig is --kubeconfig/--context, else the pod's service account (found the lab's way
+// too), else $KUBECONFIG.
+func (o *options) restConfig() (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: o.kubeconfig}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: o.context}).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("kubeconfig %s context %q: %w", o.kubeconfig, o.context, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := podenv.RESTConfig()
+	if err == nil {
+		return cfg, nil
+	}
+	if !errors.Is(err, podenv.ErrNotInPod) {
+		return nil, err
+	}
+	cfg, err = crconfig.GetConfigWithContext(o.context)
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig, not in a pod, and no usable $KUBECONFIG: %w", err)
+	}
+	return cfg, nil
+}
+
+// manager builds the controller manager. Its cache holds only what the agent watches: its
+// own Jobs, ConfigMaps, PVs and PVCs (by label), TiKV and step pods, members and
+// TidbClusters; backup discovery reads the rest directly.
+func (o *options) manager(cfg *rest.Config) (ctrl.Manager, error) {
+	s, err := NewScheme()
+	if err != nil {
+		return nil, err
+	}
+	ours := labels.SelectorFromSet(labels.Set{job.LabelManagedBy: job.ManagedByValue})
+	comp, err := labels.NewRequirement(tidbcluster.LabelComponent, selection.In,
+		[]string{tidbcluster.ComponentTiKV, job.StepPause, job.StepSnapshot, job.StepClean, job.StepRestoreVolumes, job.StepRestoreData})
+	if err != nil {
+		return nil, err
+	}
+	copts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&batchv1.Job{}:                  {Label: ours},
+		&corev1.ConfigMap{}:             {Label: ours},
+		&corev1.PersistentVolumeClaim{}: {Label: ours},
+		&corev1.PersistentVolume{}:      {Label: ours},
+		&corev1.Pod{}:                   {Label: labels.NewSelector().Add(*comp)},
+	}}
+	if o.namespace != "" {
+		copts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	leNS := o.leaderElectNS
+	if o.leaderElect && leNS == "" {
+		if leNS, err = podenv.Namespace(); err != nil {
+			return nil, fmt.Errorf("--leader-elect outside a pod needs --leader-election-namespace: %w", err)
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: s, Cache: copts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        o.leaderElectName,
+		LeaderElectionNamespace: leNS,
+		// Release the Lease when the agent stops cleanly (it exits right after), so a new replica
+		// takes over at once instead of after the lease duration.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create the controller manager for %s: %w", cfg.Host, err)
+	}
+	if o.probeAddr != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// setup registers both member controllers and the metrics.
+func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
+	m := metrics.New()
+	if err := m.Register(nil); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	rec := mgr.GetEventRecorder("fedbr-agent")
+	provider, err := aws.New(ctx, aws.Config{Region: o.env.Region, Endpoint: o.env.AWSEndpoint})
+	if err != nil {
+		return fmt.Errorf("AWS provider (to delete the volumes of failed restores): %w", err)
+	}
+	b := &backupmember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m,
+		Env: o.env, ClusterName: o.clusterName}
+	if err := b.SetupWithManager(mgr, o.maxConcurrent); err != nil {
+		return fmt.Errorf("set up the VolumeBackupMember controller: %w", err)
+	}
+	r := &restoremember.Reconciler{Client: mgr.GetClient(), Recorder: rec, Metrics: m, Env: o.env, ClusterName: o.clusterName, Cloud: provider}
+	if err := r.SetupWithManager(mgr, o.maxConcurrent); err != nil {
+		return fmt.Errorf("set up the VolumeRestoreMember controller: %w", err)
+	}
+	return nil
+}
+
+// NewScheme returns the kinds the agent reads and writes.
+func NewScheme() (*k8sruntime.Scheme, error) {
+	s := k8sruntime.NewScheme()
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, dpv1alpha1.AddToScheme, pcv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}

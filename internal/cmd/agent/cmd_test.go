@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestDryRun(t *testing.T) {
+	cmd := NewCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--aws-endpoint", "http://127.0.0.1:4566", "--namespace", "tidb", "--dry-run"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `endpoint "http://127.0.0.1:4566"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output %q lacks %q", out.String(), want)
+		}
+	}
+}
+
+func TestRejectsBadFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--image", "x", "--dry-run"}, "--k8s-cluster-name is required"},
+		{[]string{"--k8s-cluster-name", "az1", "--dry-run"}, "--image is required"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--aws-endpoint", "localhost:1", "--dry-run"}, "want an http(s) URL"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--job-ttl", "1s", "--dry-run"}, "--job-ttl"},
+	} {
+		cmd := NewCmd()
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SetArgs(tt.args)
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: error %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
