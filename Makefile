@@ -27,6 +27,14 @@ help: ## List the targets.
 build: ## Build bin/fedbr.
 	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fedbr ./cmd/fedbr
 
+DEMO_DIR ?= _output/demo
+
+.PHONY: demo
+demo: build k8s-bin ## Run the main job in the lab: backup under load, restore into fresh clusters, check, timeline.
+	-bin/fedbr lab down --dir $(DEMO_DIR) >/dev/null 2>&1
+	bin/fedbr lab up --dir $(DEMO_DIR)
+	rc=0; bin/fedbr lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr lab down --dir $(DEMO_DIR); exit $$rc
+
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...

@@ -103,6 +103,13 @@ type VolumeBackupMemberStatus struct {
 	// IncrementalBackupSize is the size in bytes changed since the previous backup.
 	// +optional
 	IncrementalBackupSize int64 `json:"incrementalBackupSize,omitempty"`
+	// GCPausedAt is when the initializer's pause pinned the GC safepoint, and GCResumedAt when
+	// it lifted everything it held (microseconds: condition times are whole seconds, too coarse
+	// for the GC pause window).
+	// +optional
+	GCPausedAt *metav1.MicroTime `json:"gcPausedAt,omitempty"`
+	// +optional
+	GCResumedAt *metav1.MicroTime `json:"gcResumedAt,omitempty"`
 	// TimeStarted is when the member started.
 	// +optional
 	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`

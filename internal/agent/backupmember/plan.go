@@ -243,6 +243,14 @@ func (p *plan) observePause() {
 		if p.res.Status.CommitTs == "" {
 			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
 		}
+		if st.GCPausedAt != nil && p.res.Status.GCPausedAt == nil {
+			t := metav1.NewMicroTime(*st.GCPausedAt)
+			p.res.Status.GCPausedAt = &t
+		}
+	}
+	if reported && st.LiftedAt != nil && p.res.Status.GCResumedAt == nil {
+		t := metav1.NewMicroTime(*st.LiftedAt)
+		p.res.Status.GCResumedAt = &t
 	}
 	if p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {
 		return

@@ -260,6 +260,9 @@ func TestPlan(t *testing.T) {
 					if !c.LastTransitionTime.Time.Equal(pausedAt) || c.ObservedGeneration != 3 || r.Status.ObservedGeneration != 3 {
 						t.Errorf("Initialized at %v gen %d", c.LastTransitionTime, c.ObservedGeneration)
 					}
+					if r.Status.GCPausedAt == nil || !r.Status.GCPausedAt.Time.Equal(pausedAt) {
+						t.Errorf("gcPausedAt = %v, want %v (precise, for the pause window)", r.Status.GCPausedAt, pausedAt)
+					}
 				}},
 		},
 		{
@@ -373,6 +376,9 @@ func TestPlan(t *testing.T) {
 				check: func(t *testing.T, r Result) {
 					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition); !c.LastTransitionTime.Time.Equal(liftedAt) {
 						t.Errorf("GCResumed at %v, want %v", c.LastTransitionTime, liftedAt)
+					}
+					if r.Status.GCResumedAt == nil || !r.Status.GCResumedAt.Time.Equal(liftedAt) {
+						t.Errorf("gcResumedAt = %v, want %v", r.Status.GCResumedAt, liftedAt)
 					}
 				}},
 		},

@@ -3,7 +3,9 @@
 package lab
 
 import (
+	pingcaplog "github.com/pingcap/log"
 	"github.com/spf13/cobra"
+	"go.uber.org/zap/zapcore"
 
 	labaws "github.com/fedbr/fedbr/internal/cmd/lab/aws"
 	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
@@ -23,6 +25,9 @@ func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab",
 		Short: "Run fedbr's lab: real Kubernetes control planes plus AWS, PD and TiKV doubles on this machine",
+		// PD's client logs every connection and leader change at info (pingcap/log); in the lab's
+		// commands that drowns their own progress lines.
+		PersistentPreRun: func(*cobra.Command, []string) { pingcaplog.SetLevel(zapcore.WarnLevel) },
 	}
 	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
 		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labdemo.NewCmd())

@@ -340,7 +340,10 @@ func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
 	if allTS && minTS > 0 {
 		st.CommitTs = strconv.FormatUint(minTS, 10)
 	}
-	if init, ok := o.Members[st.Initializer]; ok {
+	if init, ok := o.Members[st.Initializer]; ok && init.Status.GCPausedAt != nil && init.Status.GCResumedAt != nil {
+		st.GCPauseSeconds = strconv.FormatFloat(init.Status.GCResumedAt.Sub(init.Status.GCPausedAt.Time).Seconds(), 'f', 3, 64)
+	} else if init, ok := o.Members[st.Initializer]; ok {
+		// An agent that reports no precise times: the conditions' transitions, to the second.
 		paused, resumed := memberCondition(init, dpv1alpha1.BackupMemberInitializedCondition), memberCondition(init, dpv1alpha1.BackupMemberGCResumedCondition)
 		if paused != nil && resumed != nil && paused.Status == metav1.ConditionTrue && resumed.Status == metav1.ConditionTrue {
 			// The agent stamps both transitions with its own clock: when the pause became

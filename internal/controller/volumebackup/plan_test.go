@@ -256,6 +256,22 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "the GC pause window to the microsecond when the agent reports the pause's own times",
+			members: map[string]Member{"az1": func() Member {
+				m := member(exec, inited, started, resumed)
+				m.ResumeGC = true
+				p, r := metav1.NewMicroTime(t0.Add(250*time.Millisecond)), metav1.NewMicroTime(t0.Add(1737*time.Millisecond))
+				m.Status.GCPausedAt, m.Status.GCResumedAt = &p, &r
+				return m
+			}(), "az2": member(exec, started), "az3": member(exec, started)},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+			check: func(t *testing.T, r Result) {
+				if r.Status.GCPauseSeconds != "1.487" {
+					t.Errorf("gcPauseSeconds = %q, want 1.487", r.Status.GCPauseSeconds)
+				}
+			},
+		},
+		{
 			name: "a failed backup keeps tearing down members that have not yet",
 			mutate: func(b *fedv1alpha1.VolumeBackup) {
 				b.Status.Phase = fedv1alpha1.VolumeBackupFailed

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,6 +54,18 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 			return false, "", fmt.Errorf("backup %w: %s", errFailed, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
 		}
 		return false, fmt.Sprintf("backup %s: %s", b.Status.Phase, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition)), nil
+	})
+	if err != nil {
+		return b, err
+	}
+	// Completion does not wait for the initializer to confirm the pause is lifted (the
+	// snapshots are done either way); the pause window is known once it has.
+	err = d.poll(ctx, "GC resumed after "+name, func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		return meta.IsStatusConditionFalse(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition) && b.Status.GCPauseSeconds != "",
+			"waiting for the initializer to report GC resumed", nil
 	})
 	if err != nil {
 		return b, err
