@@ -163,9 +163,13 @@ func TestBackupWalksTheProtocolWithAgentsPlayedByTheTest(t *testing.T) {
 		}
 		return nil
 	})
-	if backupMember(t, l.dp2, "nightly") != nil {
-		t.Fatal("dp2's member was created before the pause was ready")
-	}
+	eventually(t, "dp2's member created armed: execute, no backup ts before the pause is ready", func() error {
+		m := backupMember(t, l.dp2, "nightly")
+		if m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberExecute || m.Spec.BackupTS != "" {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
 
 	t0 := time.Now().Truncate(time.Second)
 	reportBackup(t, l.dp1, "nightly", t0, func(s *dpv1alpha1.VolumeBackupMemberStatus) { s.CommitTs = "1000" }, dpv1alpha1.BackupMemberInitializedCondition)

@@ -5,6 +5,7 @@ package apply
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -64,6 +65,17 @@ func (a *Applier) ResetReport(ctx context.Context, namespace, name string, keys 
 		delete(cm.Data, k)
 	}
 	return a.Client.Patch(ctx, cm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+}
+
+// SetReportKey sets one key of the status ConfigMap (a merge patch: the steps' own keys are
+// untouched).
+func (a *Applier) SetReportKey(ctx context.Context, namespace, name, key, value string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{key: value}})
+	if err != nil {
+		return err
+	}
+	return a.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
 }
 
 // CreateJob creates j for member (an already existing Job of that name is success).

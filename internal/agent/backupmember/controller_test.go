@@ -301,20 +301,30 @@ func TestBackupProtocol(t *testing.T) {
 		t.Errorf("Initialized at %v, want the pause's gcPausedAt %v", c.LastTransitionTime, gcPausedAt)
 	}
 
-	// The manager moves the initializer to execute with the shared backup ts.
-	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) {
-		m.Spec.Phase, m.Spec.BackupTS = dpv1alpha1.BackupMemberExecute, tsText
-	})
+	// The snapshot step already runs beside the pause, armed: it waits for the backup ts.
 	var snap *batchv1.Job
-	eventually(t, "snapshot Job", func() (bool, string) {
+	eventually(t, "armed snapshot Job", func() (bool, string) {
 		snap = getJob(ctx, ns, job.Name("fed-b1", job.StepSnapshot))
 		return snap != nil, "no snapshot Job"
 	})
 	uid := string(getMember(t, ctx, key).UID)
-	if a := args(snap); argValue(a, "--backup-ts") != tsText || argValue(a, "--backup-id") != uid || argValue(a, "--storage") != "s3://bk/p-az1" ||
+	if a := args(snap); !slices.Contains(a, "--wait-backup-ts") || argValue(a, "--backup-id") != uid || argValue(a, "--storage") != "s3://bk/p-az1" ||
 		argValue(a, "--aws-endpoint") != "http://127.0.0.1:4566" || snap.Labels["team"] != "db" {
 		t.Errorf("snapshot Job args %v labels %v", a, snap.Labels)
 	}
+
+	// The manager moves the initializer to execute with the shared backup ts; the agent hands
+	// it to the armed step through the status ConfigMap.
+	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) {
+		m.Spec.Phase, m.Spec.BackupTS = dpv1alpha1.BackupMemberExecute, tsText
+	})
+	eventually(t, "backup ts published", func() (bool, string) {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: job.StatusConfigMapName("fed-b1")}, cm); err != nil {
+			return false, err.Error()
+		}
+		return cm.Data[job.BackupTSKey] == tsText, "backup-ts = " + cm.Data[job.BackupTSKey]
+	})
 	inputs := &corev1.ConfigMap{}
 	must(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: InputsConfigMapName("fed-b1")}, inputs))
 	vf := inputs.Data[VolumesKey]

@@ -157,12 +157,14 @@ func (p *plan) setPhase() {
 		s.Phase = PhaseComplete
 	case is(dpv1alpha1.BackupMemberSnapshotsCreatedCondition):
 		s.Phase = PhaseSnapshotsCreated
-	case p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot):
+	case (p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot)) && p.m.Spec.BackupTS != "":
 		s.Phase = PhaseSnapshotting
 	case is(dpv1alpha1.BackupMemberInitializedCondition):
 		s.Phase = PhasePaused
 	case p.o.Pause.Exists() || hasAction(p.res.Actions, job.StepPause):
 		s.Phase = PhaseInitializing
+	case p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot):
+		s.Phase = PhaseArmed
 	default:
 		s.Phase = PhasePending
 	}

@@ -84,10 +84,12 @@ const (
 
 // Phases of status.phase.
 const (
-	PhasePending          = "Pending"
-	PhaseInitializing     = "Initializing"
-	PhasePaused           = "Paused"
-	PhaseSnapshotting     = "Snapshotting"
+	PhasePending      = "Pending"
+	PhaseInitializing = "Initializing"
+	PhasePaused       = "Paused"
+	PhaseSnapshotting = "Snapshotting"
+	// PhaseArmed: the snapshot step runs and waits for the backup ts.
+	PhaseArmed            = "Armed"
 	PhaseSnapshotsCreated = "SnapshotsCreated"
 	PhaseComplete         = "Complete"
 	PhaseFailed           = "Failed"
@@ -138,6 +140,9 @@ const (
 	DeleteJob ActionKind = "DeleteJob"
 	// RemoveFinalizer drops the agent's finalizer.
 	RemoveFinalizer ActionKind = "RemoveFinalizer"
+	// PublishBackupTS writes spec.backupTS into the status ConfigMap, where the armed snapshot
+	// step waits for it.
+	PublishBackupTS ActionKind = "PublishBackupTS"
 )
 
 // Action is one idempotent change.
@@ -147,6 +152,8 @@ type Action struct {
 	ConfigMap *corev1.ConfigMap
 	Name      string
 	Keys      []string
+	// Value is what PublishBackupTS writes.
+	Value string
 }
 
 func (a Action) String() string {
@@ -199,7 +206,10 @@ func Plan(o Observed, now time.Time) Result {
 // NeedsDiscovery says Plan is about to start the snapshot step and needs Observed.Cluster.
 func NeedsDiscovery(m *dpv1alpha1.VolumeBackupMember, snapshot job.State, r job.Report) bool {
 	_, reported := r.Step(job.StepSnapshot)
-	return m.DeletionTimestamp == nil && m.Spec.Phase == dpv1alpha1.BackupMemberExecute && !snapshot.Exists() && !reported &&
+	// The snapshot step starts as soon as the member exists (also the initializer, beside its
+	// pause): armed, it waits for the backup ts, so the pause window never holds a pod start.
+	armable := m.Spec.Phase == dpv1alpha1.BackupMemberExecute || m.Spec.Phase == dpv1alpha1.BackupMemberInitialize
+	return m.DeletionTimestamp == nil && armable && !snapshot.Exists() && !reported &&
 		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.BackupMemberFailedCondition) &&
 		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition)
 }

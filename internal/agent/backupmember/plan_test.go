@@ -315,8 +315,51 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
-			name: "execute without a backup ts fails clearly",
+			name: "execute before the backup ts: the snapshot step starts armed, waiting for the ts",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute), func(o *Observed) { o.Cluster = cluster() }),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob},
+				check: func(t *testing.T, r Result) {
+					args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args
+					if !slices.Contains(args, "--wait-backup-ts") || slices.Contains(args, "--backup-ts") {
+						t.Errorf("armed snapshot args %v", args)
+					}
+				}},
+		},
+		{
+			name: "the initializer arms its snapshot beside its pause once the cluster is observed",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Cluster = cluster(); o.Pause = active(pauseName) }),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseInitializing,
+				check: func(t *testing.T, r Result) {
+					if args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--wait-backup-ts") {
+						t.Errorf("armed snapshot args %v", args)
+					}
+				}},
+		},
+		{
+			name: "a backup ts arrives: it is published to the armed step",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Cluster = cluster()
+				o.Snapshot = active(snapName)
+				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"})})
+			}),
+			want: want{actions: []ActionKind{PublishBackupTS}, check: func(t *testing.T, r Result) {
+				if r.Actions[0].Value != tsText {
+					t.Errorf("published %q, want %s", r.Actions[0].Value, tsText)
+				}
+			}},
+		},
+		{
+			name: "a published backup ts is not written again",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Cluster = cluster()
+				o.Snapshot = active(snapName)
+				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"}), job.BackupTSKey: tsText})
+			}),
+			want: want{actions: nil},
+		},
+		{
+			name: "execute with a malformed backup ts fails clearly",
+			o:    obs(member(dpv1alpha1.BackupMemberExecute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = "x" }), func(o *Observed) { o.Cluster = cluster() }),
 			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonNoBackupTS}, failMatch: "spec.backupTS"},
 		},
 		{
@@ -361,6 +404,7 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 				o.Report = pauseReady
+				o.Report.BackupTS = tsText
 			}),
 			want: want{actions: []ActionKind{StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
 		},

@@ -102,8 +102,15 @@ func (p *plan) planSnapshot() {
 		p.fail(ReasonTornDown, "the backup was torn down before the snapshots completed; the snapshot step was stopped and deletes the snapshots it started")
 		return
 	}
+	if p.m.Spec.BackupTS != "" && p.o.Report.BackupTS != p.m.Spec.BackupTS && sj.Exists() && !sj.Done() && !done &&
+		!p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
+		p.add(Action{Kind: PublishBackupTS, Value: p.m.Spec.BackupTS})
+	}
 	if !NeedsDiscovery(p.m, sj, p.o.Report) {
 		return
+	}
+	if p.m.Spec.Phase == dpv1alpha1.BackupMemberInitialize && (p.o.TC == nil || p.o.Cluster == nil) {
+		return // armed once the cluster is observed; execute reports what is missing
 	}
 	args, storage, err := p.snapshotArgs()
 	if err != nil {
@@ -128,14 +135,18 @@ func (p *plan) planSnapshot() {
 // snapshotArgs checks the step's inputs and returns its arguments; a problem fails the member
 // with a reason that names it.
 func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
-	ts, err := strconv.ParseUint(p.m.Spec.BackupTS, 10, 64)
-	if err != nil || ts == 0 {
-		err = fmt.Errorf("spec.backupTS %q: execute needs the backup ts the initializer's pause holds", p.m.Spec.BackupTS)
-		p.fail(ReasonNoBackupTS, err.Error())
-		return nil, job.Storage{}, err
+	tsArgs := []string{"--wait-backup-ts"} // armed: the ts comes through the status ConfigMap
+	if p.m.Spec.BackupTS != "" {
+		ts, err := strconv.ParseUint(p.m.Spec.BackupTS, 10, 64)
+		if err != nil || ts == 0 {
+			err = fmt.Errorf("spec.backupTS %q: want the TSO the initializer's pause holds", p.m.Spec.BackupTS)
+			p.fail(ReasonNoBackupTS, err.Error())
+			return nil, job.Storage{}, err
+		}
+		tsArgs = []string{"--backup-ts", strconv.FormatUint(ts, 10)}
 	}
 	if p.o.TC == nil {
-		err = errors.New(p.tcMissing())
+		err := errors.New(p.tcMissing())
 		p.fail(ReasonTidbClusterMissing, err.Error())
 		return nil, job.Storage{}, err
 	}
@@ -150,9 +161,10 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 		return nil, job.Storage{}, err
 	}
 	args := []string{"br", job.StepSnapshot, "--storage", storage.Flag, "--backup-id", string(p.m.UID),
-		"--cluster", p.m.Spec.K8sClusterName, "--pd", strings.Join(pd, ","), "--backup-ts", strconv.FormatUint(ts, 10),
-		"--volumes", job.InPod(inputsMount + "/" + VolumesKey), "--manifest", job.InPod(inputsMount + "/" + TidbClusterKey),
-		"--status-configmap", job.StatusConfigMapName(p.m.Name)}
+		"--cluster", p.m.Spec.K8sClusterName, "--pd", strings.Join(pd, ",")}
+	args = append(args, tsArgs...)
+	args = append(args, "--volumes", job.InPod(inputsMount+"/"+VolumesKey), "--manifest", job.InPod(inputsMount+"/"+TidbClusterKey),
+		"--status-configmap", job.StatusConfigMapName(p.m.Name))
 	return append(args, p.o.Env.CloudArgs()...), storage, nil
 }
 

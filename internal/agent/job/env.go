@@ -64,7 +64,7 @@ func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Ro
 	sa := &corev1.ServiceAccount{ObjectMeta: meta}
 	role := &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"configmaps"},
-		Verbs: []string{"get", "create", "patch", "update"},
+		Verbs: []string{"get", "list", "watch", "create", "patch", "update"},
 	}}}
 	rb := &rbacv1.RoleBinding{ObjectMeta: meta,
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServiceAccountName},

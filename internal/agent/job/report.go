@@ -66,7 +66,13 @@ type Report struct {
 	Results map[string]json.RawMessage
 	// Invalid lists keys whose JSON could not be read (reported, never fatal on their own).
 	Invalid map[string]string
+	// BackupTS is the backup ts the agent published to an armed snapshot step (key BackupTSKey).
+	BackupTS string
 }
+
+// BackupTSKey is the status ConfigMap key through which the agent hands the backup ts to a
+// snapshot step started ahead of the pause (`fedbr br snapshot --wait-backup-ts`).
+const BackupTSKey = "backup-ts"
 
 // Step returns the status of step, and whether it was reported.
 func (r Report) Step(step string) (StepStatus, bool) {
@@ -93,6 +99,7 @@ func ParseReport(cm *corev1.ConfigMap) Report {
 		return r
 	}
 	r.Exists = true
+	r.BackupTS = cm.Data[BackupTSKey]
 	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepRestoreVolumes, StepRestoreData} {
 		if v, ok := cm.Data[step]; ok {
 			var s StepStatus

@@ -3,8 +3,12 @@ package report
 import (
 	"context"
 	"fmt"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -47,3 +51,69 @@ func (c *ConfigMap) Apply(ctx context.Context, data map[string]string) error {
 
 // String names the ConfigMap for logs.
 func (c *ConfigMap) String() string { return c.namespace + "/" + c.name }
+
+// WaitKey returns the value of key once the ConfigMap has it, watching it until then: a step
+// started ahead of time waits here for what only the agent can give it (the backup ts), and
+// learns it within one watch event of its being written.
+func (c *ConfigMap) WaitKey(ctx context.Context, key string) (string, error) {
+	sel := fields.OneTermEqualSelector("metadata.name", c.name).String()
+	for {
+		list, err := c.client.ConfigMaps(c.namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			if ctx.Err() != nil {
+				return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, ctx.Err())
+			}
+			if !sleepCtx(ctx, time.Second) {
+				return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, ctx.Err())
+			}
+			continue
+		}
+		for _, cm := range list.Items {
+			if v, ok := cm.Data[key]; ok {
+				return v, nil
+			}
+		}
+		w, err := c.client.ConfigMaps(c.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			continue // listed again above
+		}
+		v, found := waitEvent(ctx, w, key)
+		w.Stop()
+		if found {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, ctx.Err())
+		}
+	}
+}
+
+// waitEvent reads w until an event carries key or the watch ends.
+func waitEvent(ctx context.Context, w watch.Interface, key string) (string, bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return "", false
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return "", false
+			}
+			if cm, isCM := ev.Object.(*corev1.ConfigMap); isCM && ev.Type != watch.Deleted {
+				if v, has := cm.Data[key]; has {
+					return v, true
+				}
+			}
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -91,6 +91,9 @@ type Progress struct {
 
 // Phases reported in Progress, in the order they happen.
 const (
+	// PhaseArmed: started ahead of the pause (`--wait-backup-ts`), connected and waiting for the
+	// backup ts; nothing has been checked or snapshotted yet.
+	PhaseArmed = "Armed"
 	// PhaseChecking: waiting until no TiKV has a pending admin operation and the regions tile
 	// the key space.
 	PhaseChecking = "Checking"

@@ -4,8 +4,10 @@
 // reads no clock and no client, so every transition is a table test.
 //
 // The protocol, and where it differs from upstream BR Federation:
-//   - the first cluster's member initializes (pins GC, leases TiKV, pauses PD); once it reports
-//     Initialized, it and every other member execute (snapshot);
+//   - the first cluster's member initializes (pins GC, leases TiKV, pauses PD) while every other
+//     member is created in execute without a backup ts, so its agent arms the snapshot step
+//     ahead of the pause; once the initializer reports Initialized, every member gets its
+//     backup ts (the initializer moving to execute) and snapshots at once;
 //   - as soon as every member has started its snapshots, the initializer is asked to resume GC
 //     (resumeGC) — the pause window ends at the slowest CreateSnapshots, not at completion;
 //   - when every member completed, all members tear down; the backup's commit ts is the minimum
@@ -33,8 +35,9 @@ import (
 type Member struct {
 	// Exists is false until the member was created.
 	Exists bool
-	// Phase and ResumeGC are the member's spec as last written.
+	// Phase, BackupTS and ResumeGC are the member's spec as last written.
 	Phase    dpv1alpha1.BackupMemberPhase
+	BackupTS string
 	ResumeGC bool
 	// PhaseSince is when the member entered its current spec phase (from its status), for
 	// step timeouts; zero if unknown.
@@ -147,11 +150,22 @@ func Plan(o Observed, now time.Time) Result {
 	}
 
 	init := o.Members[initializer]
+	armOthers := func() {
+		// Every other member starts now, in execute without a backup ts: its agent starts the
+		// snapshot step armed, so when the pause is ready only the ts has to travel.
+		for _, c := range clusters {
+			if c.K8sClusterName != initializer && !o.Members[c.K8sClusterName].Exists {
+				res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute})
+			}
+		}
+	}
 	switch {
 	case !init.Exists:
 		res.add(o, Action{Kind: CreateMember, Cluster: initializer, Phase: dpv1alpha1.BackupMemberInitialize})
+		armOthers()
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
 	case !memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition) && init.Phase == dpv1alpha1.BackupMemberInitialize:
+		armOthers()
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
 	default:
 		ts, err := strconv.ParseUint(init.Status.CommitTs, 10, 64)
@@ -179,7 +193,7 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		switch {
 		case !m.Exists:
 			res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
-		case m.Phase == dpv1alpha1.BackupMemberInitialize:
+		case m.Phase == dpv1alpha1.BackupMemberInitialize || (m.Phase == dpv1alpha1.BackupMemberExecute && m.BackupTS == ""):
 			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		}
 		allStarted = allStarted && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition)

@@ -33,6 +33,9 @@ func all() map[string]bool { return map[string]bool{"az1": true, "az2": true, "a
 // member builds an observed member in phase with the given True conditions.
 func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 	m := Member{Exists: true, Phase: phase, PhaseSince: t0}
+	if phase != init_ {
+		m.BackupTS = "100" // a member in execute or teardown has its backup ts unless a test says otherwise
+	}
 	for _, c := range conds {
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
 		if c == inited {
@@ -41,6 +44,9 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 	}
 	return m
 }
+
+// armed is a member created ahead of the pause: execute, no backup ts yet.
+func armed() Member { m := member(exec); m.BackupTS = ""; return m }
 
 func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
 
@@ -78,8 +84,8 @@ func TestPlan(t *testing.T) {
 		check     func(t *testing.T, r Result)
 	}{
 		{
-			name:      "new backup: only the initializer is created",
-			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: init_}},
+			name:      "new backup: the initializer pauses, the others start armed (execute without a ts)",
+			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: init_}, {Kind: CreateMember, Cluster: "az2", Phase: exec}, {Kind: CreateMember, Cluster: "az3", Phase: exec}},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
 				if r.Status.TimeStarted == nil {
@@ -89,7 +95,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:      "initializer still pausing: nothing to do",
-			members:   map[string]Member{"az1": member(init_)},
+			members:   map[string]Member{"az1": member(init_), "az2": armed(), "az3": armed()},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
@@ -106,6 +112,22 @@ func TestPlan(t *testing.T) {
 					t.Errorf("GCPaused = %v", c)
 				}
 			},
+		},
+		{
+			name:      "initializer still pausing, a member missing (plane was down): it is created armed",
+			members:   map[string]Member{"az1": member(init_), "az2": armed()},
+			want:      []Action{{Kind: CreateMember, Cluster: "az3", Phase: exec}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name:    "initialized: the armed members get the backup ts",
+			members: map[string]Member{"az1": withTS(member(init_, inited), "100"), "az2": armed(), "az3": armed()},
+			want: []Action{
+				{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "100"},
+				{Kind: SetPhase, Cluster: "az2", Phase: exec, BackupTS: "100"},
+				{Kind: SetPhase, Cluster: "az3", Phase: exec, BackupTS: "100"},
+			},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
 			name:      "some snapshots started: wait",
@@ -213,7 +235,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "the first plane is unreachable at the start: the next reachable one initializes",
 			reachable: map[string]bool{"az2": true, "az3": true},
-			want:      []Action{{Kind: CreateMember, Cluster: "az2", Phase: init_}},
+			want:      []Action{{Kind: CreateMember, Cluster: "az2", Phase: init_}, {Kind: CreateMember, Cluster: "az3", Phase: exec}},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
 				if r.Status.Initializer != "az2" {
@@ -388,12 +410,18 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 			m := o.Members[a.Cluster]
 			switch a.Kind {
 			case CreateMember:
-				m = Member{Exists: true, Phase: a.Phase, PhaseSince: t0}
+				m = Member{Exists: true, Phase: a.Phase, BackupTS: a.BackupTS, PhaseSince: t0}
 			case SetPhase:
 				if m.Phase == tear && a.Phase != tear {
 					t.Fatalf("member %s moved back from teardown to %s", a.Cluster, a.Phase)
 				}
+				if m.BackupTS != "" && a.BackupTS != "" && a.BackupTS != m.BackupTS {
+					t.Fatalf("member %s backup ts changed from %s to %s", a.Cluster, m.BackupTS, a.BackupTS)
+				}
 				m.Phase = a.Phase
+				if a.BackupTS != "" {
+					m.BackupTS = a.BackupTS
+				}
 			case ResumeGC:
 				m.ResumeGC = true
 			}

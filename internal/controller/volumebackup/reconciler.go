@@ -86,7 +86,7 @@ func observe(ctx context.Context, planes *plane.Set, b *fedv1alpha1.VolumeBackup
 		if err := federation.CheckOwner(&m, b, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, ResumeGC: m.Spec.ResumeGC,
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS, ResumeGC: m.Spec.ResumeGC,
 			PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +57,28 @@ func (f *ReportFlags) Reporter(command string, logf func(format string, args ...
 	if f.ConfigMap == "" {
 		return nil, nil
 	}
+	sink, err := f.sink(command)
+	if err != nil {
+		return nil, err
+	}
+	return report.New(report.Options{Command: command, Sink: sink, Log: logf})
+}
+
+// WaitKey waits until the ConfigMap holds key and returns its value (see report.WaitKey).
+func (f *ReportFlags) WaitKey(ctx context.Context, command, key string) (string, error) {
+	if f.ConfigMap == "" {
+		return "", errors.New("waiting for a ConfigMap key needs --status-configmap")
+	}
+	sink, err := f.sink(command)
+	if err != nil {
+		return "", err
+	}
+	return sink.WaitKey(ctx, key)
+}
+
+// sink addresses the ConfigMap: its namespace (the flag, else the pod's) and credentials
+// (--kubeconfig, else the pod's service account).
+func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
 	ns := f.Namespace
 	if ns == "" {
 		var err error
@@ -74,11 +97,7 @@ func (f *ReportFlags) Reporter(command string, logf func(format string, args ...
 	} else if cfg, err = podenv.RESTConfig(); err != nil {
 		return nil, fmt.Errorf("--status-configmap: %w (outside a pod, give --kubeconfig)", err)
 	}
-	sink, err := report.NewConfigMap(cfg, ns, f.ConfigMap, command)
-	if err != nil {
-		return nil, err
-	}
-	return report.New(report.Options{Command: command, Sink: sink, Log: logf})
+	return report.NewConfigMap(cfg, ns, f.ConfigMap, command)
 }
 
 // LockedWriter serialises writes from several goroutines to one stream, so that an engine's

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +37,7 @@ type options struct {
 	pd           []string
 	volumes      string
 	pauseStatus  string
+	waitTS       bool
 	progressFile string
 	pauseTTL     time.Duration
 	manifests    []string
@@ -91,6 +94,7 @@ every snapshot has started and backupmeta is written: the pause may be lifted.`,
 	f.StringSliceVar(&o.pd, "pd", nil, "PD address(es), host:port or http://host:port (required)")
 	f.StringVar(&o.volumes, "volumes", "", "BR volume file (JSON, clustermeta shape) listing the stores and volumes to snapshot (default: the clustermeta in --storage)")
 	f.StringVar(&o.pauseStatus, "pause-status", "", "status file of the running `fedbr br pause`; its phase must be Ready, and its backupTS becomes the backup ts; it is read again after every snapshot started")
+	f.BoolVar(&o.waitTS, "wait-backup-ts", false, "start ahead of the pause: connect, then wait until --status-configmap holds the key "+BackupTSKey+" (written by the agent once the pause holds) and use it as the backup ts")
 	f.Uint64Var(&o.engine.BackupTS, "backup-ts", 0, "backup ts held by a pause (default: --pause-status, else PD's real-time min-resolved-ts)")
 	f.BoolVar(&o.engine.SkipClusterCheck, "skip-cluster-check", false, "do not wait for no pending admin operations and no region holes")
 	f.DurationVar(&o.engine.CheckTimeout, "check-timeout", 10*time.Minute, "how long to wait for the cluster check to pass")
@@ -119,6 +123,12 @@ func (o *options) validate() error {
 	}
 	if o.pauseStatus != "" && o.engine.BackupTS != 0 {
 		return errors.New("--pause-status and --backup-ts both give the backup ts; use one")
+	}
+	if o.waitTS && (o.pauseStatus != "" || o.engine.BackupTS != 0) {
+		return errors.New("--wait-backup-ts waits for the backup ts; it excludes --pause-status and --backup-ts")
+	}
+	if o.waitTS && o.report.ConfigMap == "" {
+		return errors.New("--wait-backup-ts reads the backup ts from --status-configmap; give it")
 	}
 	parsed, err := readManifests(o.manifests)
 	if err != nil {
@@ -223,7 +233,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 	var releasePause func()
-	if o.engine.BackupTS == 0 {
+	if o.engine.BackupTS == 0 && !o.waitTS {
 		// Run alone: hold our own pause, and lift it as soon as every snapshot has started.
 		release, err := o.ownPause(ctx, pc, hc, logw)
 		if err != nil {
@@ -239,6 +249,15 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	store, p := c.Store, c.Provider
 	if err := putManifests(ctx, store, o.parsed); err != nil {
 		return snapshot.Result{}, err
+	}
+	if o.waitTS {
+		// Everything that takes time (process start, PD, AWS and storage clients, manifests)
+		// is done before the pause exists, so the pause window holds only the snapshot work.
+		ts, err := o.waitBackupTS(ctx, logw, report)
+		if err != nil {
+			return snapshot.Result{}, err
+		}
+		o.engine.BackupTS = ts
 	}
 
 	o.engine.Progress = logw
@@ -265,6 +284,26 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		return res, err
 	}
 	return res, runErr
+}
+
+// BackupTSKey is the key of the status ConfigMap that carries the backup ts to a step started
+// with --wait-backup-ts.
+const BackupTSKey = "backup-ts"
+
+// waitBackupTS reports Armed and waits for the backup ts in the status ConfigMap.
+func (o *options) waitBackupTS(ctx context.Context, logw io.Writer, report func(snapshot.Progress)) (uint64, error) {
+	report(snapshot.Progress{Phase: snapshot.PhaseArmed})
+	_, _ = fmt.Fprintf(logw, "Armed: waiting for the backup ts in ConfigMap %s (key %s)\n", o.report.ConfigMap, BackupTSKey)
+	v, err := o.report.WaitKey(ctx, command, BackupTSKey)
+	if err != nil {
+		return 0, err
+	}
+	ts, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	if err != nil || ts == 0 {
+		return 0, fmt.Errorf("ConfigMap %s key %s = %q: want a TSO", o.report.ConfigMap, BackupTSKey, v)
+	}
+	_, _ = fmt.Fprintf(logw, "Backup ts %d received\n", ts)
+	return ts, nil
 }
 
 // ownPause holds a pause for a snapshot run alone, waits until it is Ready, and points the

@@ -55,6 +55,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "extra"}, "unknown command"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--status-configmap", "vb", "--status-configmap-namespace", "A"}, `--status-configmap-namespace "A" is not a valid namespace`},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--status-configmap-namespace", "ns"}, "need --status-configmap"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts"}, "--wait-backup-ts reads the backup ts from --status-configmap"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts", "--backup-ts", "5", "--status-configmap", "vb"}, "excludes --pause-status and --backup-ts"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts", "--pause-status", status, "--status-configmap", "vb"}, "excludes --pause-status and --backup-ts"},
 	} {
 		_, _, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
