@@ -24,14 +24,14 @@ import (
 )
 
 // logWriter sends the demo's progress to the test log.
-type logWriter struct{ t *testing.T }
+type logWriter struct{ t testing.TB }
 
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
 
-func buildFedbr(t *testing.T) string {
+func buildFedbr(t testing.TB) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "fedbr")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/fedbr")
@@ -42,12 +42,10 @@ func buildFedbr(t *testing.T) string {
 	return out
 }
 
-func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
+// upLab builds fedbr, brings up the lab, and takes it down (checking nothing is left) when the
+// test or benchmark ends.
+func upLab(ctx context.Context, t testing.TB) *env.Lab {
+	t.Helper()
 	pingcaplog.SetLevel(zapcore.WarnLevel) // the PD client's connection chatter
 	bin := buildFedbr(t)
 	dir := filepath.Join(t.TempDir(), "lab")
@@ -66,7 +64,16 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 			t.Errorf("processes left after lab down: %v", left)
 		}
 	})
+	return l
+}
 
+func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	l := upLab(ctx, t)
 	r, err := demo.Run(ctx, demo.Options{Lab: l, Out: logWriter{t}})
 	if r != nil {
 		var b strings.Builder
@@ -105,7 +112,7 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 }
 
 // dumpLogs prints the tail of the controllers' logs to explain a failure.
-func dumpLogs(t *testing.T, dir string) {
+func dumpLogs(t testing.TB, dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "demo", "*.log"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -116,5 +123,36 @@ func dumpLogs(t *testing.T, dir string) {
 			b = b[len(b)-6000:]
 		}
 		t.Logf("---- %s (tail) ----\n%s", filepath.Base(f), b)
+	}
+}
+
+// BenchmarkFederatedBackupRestore runs the main job once in the lab and reports what the design
+// targets (ARCHITECTURE.md §6) measure: the GC/PD pause window against its physical floor — the
+// time the cloud took to start every snapshot (first to last CreateSnapshots start, which the
+// AWS double stamps as EC2 does) — and the durations of the backup and the restore. Run it
+// with -benchtime=1x on an idle machine:
+//
+//	go test -run '^$' -bench FederatedBackupRestore -benchtime=1x ./test/e2e/
+func BenchmarkFederatedBackupRestore(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	l := upLab(ctx, b)
+	b.ResetTimer()
+	for i := range b.N {
+		if i > 0 {
+			break // one run per lab: the demo's namespaces and address blocks are fixed
+		}
+		r, err := demo.Run(ctx, demo.Options{Lab: l, Out: logWriter{b}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out strings.Builder
+		r.Print(&out)
+		b.Log("\n" + out.String())
+		b.ReportMetric(r.GCPause.Seconds(), "gc-pause-s")
+		b.ReportMetric(r.SnapshotSkew.Seconds(), "floor-s")
+		b.ReportMetric((r.GCPause - r.SnapshotSkew).Seconds(), "pause-over-floor-s")
+		b.ReportMetric(r.Backup.Status.TimeCompleted.Sub(r.Backup.Status.TimeStarted.Time).Seconds(), "backup-s")
+		b.ReportMetric(r.Restore.Status.TimeCompleted.Sub(r.Restore.Status.TimeStarted.Time).Seconds(), "restore-s")
 	}
 }

@@ -143,6 +143,8 @@ const (
 	// PublishBackupTS writes spec.backupTS into the status ConfigMap, where the armed snapshot
 	// step waits for it.
 	PublishBackupTS ActionKind = "PublishBackupTS"
+	// PublishRelease writes the release key the watching pause lifts everything on.
+	PublishRelease ActionKind = "PublishRelease"
 )
 
 // Action is one idempotent change.
@@ -293,6 +295,11 @@ func (p *plan) observePause() {
 func (p *plan) planPause() {
 	pj := p.o.Pause
 	if pj.Exists() && !pj.Done() && !pj.Suspended && p.stopRequested() {
+		// The release key reaches the watching pause in one event; stopping the Job (SIGTERM
+		// through the pod's deletion) is the path that works whatever the pause's state.
+		if p.o.Report.Release == "" {
+			p.add(Action{Kind: PublishRelease})
+		}
 		p.add(Action{Kind: StopJob, Name: pj.Name})
 		return
 	}
@@ -310,7 +317,7 @@ func (p *plan) planPause() {
 		p.fail(ReasonNoPD, err.Error())
 		return
 	}
-	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name)}
+	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name), "--watch-release"}
 	spec := p.jobSpec(job.StepPause, args)
 	spec.BackoffLimit = 0
 	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)

@@ -272,7 +272,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","error":"GC safepoint passed the backup ts"}`})
 			}),
 			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseFailed},
-				failMatch: "GC safepoint passed", actions: []ActionKind{StopJob}},
+				failMatch: "GC safepoint passed", actions: []ActionKind{PublishRelease, StopJob}},
 		},
 		{
 			name: "pause Job past its deadline fails the member",
@@ -406,7 +406,17 @@ func TestPlan(t *testing.T) {
 				o.Report = pauseReady
 				o.Report.BackupTS = tsText
 			}),
-			want: want{actions: []ActionKind{StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
+			want: want{actions: []ActionKind{PublishRelease, StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
+		},
+		{
+			name: "a release already published: only the Job is stopped",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Snapshot = active(snapName)
+				o.Report = pauseReady
+				o.Report.BackupTS, o.Report.Release = tsText, "true"
+			}),
+			want: want{actions: []ActionKind{StopJob}},
 		},
 		{
 			name: "pause Stopped: GCResumed at liftedAt",
@@ -455,7 +465,7 @@ func TestPlan(t *testing.T) {
 				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
 				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Failed","error":"snapshot snap-2 is in the error state"}`})
 			}),
-			want: want{actions: []ActionKind{StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonSnapshotFailed}, failMatch: "error state"},
+			want: want{actions: []ActionKind{PublishRelease, StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonSnapshotFailed}, failMatch: "error state"},
 		},
 		{
 			name: "snapshot Job past its deadline",
@@ -479,7 +489,7 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 			}),
-			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
+			want: want{actions: []ActionKind{PublishRelease, StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
 		},
 		{
 			name: "teardown after completion changes nothing",

@@ -68,7 +68,13 @@ type Report struct {
 	Invalid map[string]string
 	// BackupTS is the backup ts the agent published to an armed snapshot step (key BackupTSKey).
 	BackupTS string
+	// Release is set once the agent asked the pause to lift everything (key ReleaseKey).
+	Release string
 }
+
+// ReleaseKey is the status ConfigMap key on which a pause started with --watch-release lifts
+// everything.
+const ReleaseKey = "release"
 
 // BackupTSKey is the status ConfigMap key through which the agent hands the backup ts to a
 // snapshot step started ahead of the pause (`fedbr br snapshot --wait-backup-ts`).
@@ -100,6 +106,7 @@ func ParseReport(cm *corev1.ConfigMap) Report {
 	}
 	r.Exists = true
 	r.BackupTS = cm.Data[BackupTSKey]
+	r.Release = cm.Data[ReleaseKey]
 	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepRestoreVolumes, StepRestoreData} {
 		if v, ok := cm.Data[step]; ok {
 			var s StepStatus

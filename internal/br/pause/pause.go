@@ -40,6 +40,8 @@ type Status struct {
 	// they are the GC pause window the live cluster paid for, which the agent reports.
 	GCPausedAt time.Time `json:"gcPausedAt,omitzero"`
 	LiftedAt   time.Time `json:"liftedAt,omitzero"`
+	// ReadyAt is when everything was held and snapshots could start.
+	ReadyAt time.Time `json:"readyAt,omitzero"`
 }
 
 // Config tunes a pause.
@@ -99,6 +101,9 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	st := Status{Phase: PhaseStarting, Since: d.Now()}
 	set := func(p Phase, err error) {
 		st.Phase, st.Since = p, d.Now()
+		if p == PhaseReady {
+			st.ReadyAt = st.Since
+		}
 		if err != nil {
 			st.Error = err.Error()
 		}

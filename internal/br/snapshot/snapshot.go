@@ -87,6 +87,11 @@ type Progress struct {
 	BackupTS uint64 `json:"backupTS,omitempty"`
 	// Error says why the step failed (phase Failed only).
 	Error string `json:"error,omitempty"`
+	// BackupTSAt is when an armed step received its backup ts, and StartedAt when every
+	// snapshot had started and backupmeta was written (Waiting): with the pause's own times they
+	// decompose the GC pause window. Both stay set in later reports.
+	BackupTSAt time.Time `json:"backupTSAt,omitzero"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
 }
 
 // Phases reported in Progress, in the order they happen.

@@ -65,7 +65,7 @@ func TestCommandsReportToOneConfigMap(t *testing.T) {
 	}
 	pauseDone := make(chan outcome, 1)
 	go func() {
-		stderr, err := execute(runCtx, append([]string{"pause", "--pd", cl.PDAddr(), "--ttl", "5m"}, reportFlags...)...)
+		stderr, err := execute(runCtx, append([]string{"pause", "--pd", cl.PDAddr(), "--ttl", "5m", "--watch-release"}, reportFlags...)...)
 		pauseDone <- outcome{stderr, err}
 	}()
 
@@ -104,9 +104,22 @@ func TestCommandsReportToOneConfigMap(t *testing.T) {
 		t.Fatalf("clean: %v\n%s", err, stderr)
 	}
 
-	stop()
-	if o := <-pauseDone; o.err != nil {
-		t.Fatalf("pause after stop: %v\n%s", o.err, o.stderr)
+	// The agent asks for the release through the ConfigMap (no signal): the pause lifts and exits.
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(ctx, key, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["release"] = "true"
+	if err := env.Client.Update(ctx, &cm); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-pauseDone:
+		if o.err != nil {
+			t.Fatalf("pause after the release key: %v\n%s", o.err, o.stderr)
+		}
+	case <-ctx.Done():
+		t.Fatal("the pause did not lift on the release key")
 	}
 	data := get()
 	if data["agent"] != "keep" {
@@ -134,7 +147,7 @@ func TestCommandsReportToOneConfigMap(t *testing.T) {
 	if err := json.Unmarshal([]byte(data["clean.result"]), &cleanResult); err != nil || cleanResult.Result != "cleaned" {
 		t.Errorf("clean.result = %q (%v), want result cleaned", data["clean.result"], err)
 	}
-	if len(data) != 5 {
-		t.Errorf("keys = %v, want agent, pause, pause.result, clean, clean.result", data)
+	if len(data) != 6 {
+		t.Errorf("keys = %v, want agent, release, pause, pause.result, clean, clean.result", data)
 	}
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
@@ -108,6 +110,56 @@ func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 	}
 	if s, err := time.ParseDuration(b.Status.GCPauseSeconds + "s"); err == nil {
 		r.GCPause = s
+	}
+	return d.pauseBreakdown(ctx, b)
+}
+
+// stepTimes are the timestamps the pause and snapshot steps report in their status ConfigMaps.
+type stepTimes struct {
+	GCPausedAt time.Time `json:"gcPausedAt"`
+	ReadyAt    time.Time `json:"readyAt"`
+	LiftedAt   time.Time `json:"liftedAt"`
+	BackupTSAt time.Time `json:"backupTSAt"`
+	StartedAt  time.Time `json:"startedAt"`
+}
+
+// pauseBreakdown splits the GC pause window by what happened in it, from the steps' own
+// clocks: the pause taking hold (leases, wait-apply, schedulers), the backup ts travelling to
+// the armed snapshot steps, the snapshots starting, and the pause being released.
+func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+	var pause stepTimes
+	var lastTS, firstTS, lastStarted time.Time
+	for _, dp := range d.lab.DataPlanes {
+		var cm corev1.ConfigMap
+		key := client.ObjectKey{Namespace: d.o.Namespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(b.Name))}
+		if err := d.kube[dp.Cluster].Get(ctx, key, &cm); err != nil {
+			return fmt.Errorf("status ConfigMap in %s: %w", dp.Cluster, err)
+		}
+		if v, ok := cm.Data[job.StepPause]; ok {
+			if err := json.Unmarshal([]byte(v), &pause); err != nil {
+				return fmt.Errorf("pause status in %s: %w", dp.Cluster, err)
+			}
+		}
+		var snap stepTimes
+		if err := json.Unmarshal([]byte(cm.Data[job.StepSnapshot]), &snap); err != nil {
+			return fmt.Errorf("snapshot status in %s: %w", dp.Cluster, err)
+		}
+		if snap.BackupTSAt.After(lastTS) {
+			lastTS = snap.BackupTSAt
+		}
+		if firstTS.IsZero() || (!snap.BackupTSAt.IsZero() && snap.BackupTSAt.Before(firstTS)) {
+			firstTS = snap.BackupTSAt
+		}
+		if snap.StartedAt.After(lastStarted) {
+			lastStarted = snap.StartedAt
+		}
+	}
+	r := d.report
+	r.PauseBreakdown = []Step{
+		{Name: "pause takes hold (GC pinned → ready)", Start: pause.GCPausedAt, End: pause.ReadyAt},
+		{Name: "backup ts reaches every armed step", Start: pause.ReadyAt, End: lastTS},
+		{Name: "snapshots start, backupmeta written", Start: firstTS, End: lastStarted},
+		{Name: "pause released (all started → lifted)", Start: lastStarted, End: pause.LiftedAt},
 	}
 	return nil
 }

@@ -27,6 +27,8 @@ type Report struct {
 	// GCPause is the GC/PD pause window; SnapshotSkew the time between the first and the last
 	// snapshot's start.
 	GCPause, SnapshotSkew time.Duration
+	// PauseBreakdown splits the GC pause window by what happened in it (steps' own clocks).
+	PauseBreakdown []Step
 	// Snapshots is how many snapshots the backup took.
 	Snapshots int
 	// Bank is the workload's summary; TxnsAfterCommitTS the transactions it committed after the
@@ -72,6 +74,11 @@ func (r *Report) Print(w io.Writer) {
 		p("  %-36s %s", s.Name, span(origin, s.Start, s.End))
 	}
 	p("GC and PD scheduling paused: %s", r.GCPause)
+	for _, s := range r.PauseBreakdown {
+		if !s.Start.IsZero() && !s.End.IsZero() {
+			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+		}
+	}
 	p("snapshots: %d, skew between the first and the last start: %s", r.Snapshots, r.SnapshotSkew.Round(time.Millisecond))
 	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
 	p("checker: %s", r.Checker)

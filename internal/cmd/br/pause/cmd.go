@@ -43,7 +43,14 @@ type options struct {
 	cleanup     time.Duration
 	dialTimeout time.Duration
 	report      session.ReportFlags
+	// watchRelease lifts the pause when the status ConfigMap gets the key ReleaseKey.
+	watchRelease bool
 }
+
+// ReleaseKey is the status ConfigMap key that asks a pause started with --watch-release to lift
+// everything: one watch event, faster than stopping its pod (Job update, pod deletion, kubelet
+// signal), and the pause window ends with it.
+const ReleaseKey = "release"
 
 // NewCmd returns `fedbr br pause`.
 func NewCmd() *cobra.Command {
@@ -74,6 +81,7 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.statusAddr, "status-addr", "", "address to serve the JSON status on (GET /status), e.g. 127.0.0.1:9090")
 	f.DurationVar(&o.cleanup, "cleanup-timeout", 30*time.Second, "bound on lifting everything after SIGTERM")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 10*time.Second, "timeout of each connection attempt to a TiKV")
+	f.BoolVar(&o.watchRelease, "watch-release", false, "also lift everything and exit as soon as --status-configmap holds the key "+ReleaseKey+" (besides SIGTERM)")
 	o.report.Register(f)
 	_ = cmd.MarkFlagRequired("pd")
 	return cmd
@@ -94,6 +102,9 @@ func (o options) validate() error {
 			return fmt.Errorf("--status-addr %q: %w", o.statusAddr, err)
 		}
 	}
+	if o.watchRelease && o.report.ConfigMap == "" {
+		return errors.New("--watch-release watches --status-configmap; give it")
+	}
 	return o.report.Validate()
 }
 
@@ -113,6 +124,17 @@ func run(cmd *cobra.Command, o options) error {
 	rep, err := o.report.Reporter(command, logf)
 	if err != nil {
 		return err
+	}
+	if o.watchRelease {
+		var release context.CancelFunc
+		ctx, release = context.WithCancel(ctx)
+		defer release()
+		go func() {
+			if _, err := o.report.WaitKey(ctx, command, ReleaseKey); err == nil {
+				logf("Release asked in ConfigMap %s (key %s): lifting everything", o.report.ConfigMap, ReleaseKey)
+				release()
+			}
+		}()
 	}
 	pub := &publisher{file: o.statusFile, report: rep}
 	final, err := o.pause(ctx, cmd, pub, logf)

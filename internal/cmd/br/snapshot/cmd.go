@@ -38,6 +38,7 @@ type options struct {
 	volumes      string
 	pauseStatus  string
 	waitTS       bool
+	tsReceived   func() // called when an armed step gets its backup ts
 	progressFile string
 	pauseTTL     time.Duration
 	manifests    []string
@@ -192,7 +193,15 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) { rep.Update(pr.Phase, pr) })
+	var tsAt, startedAt time.Time // stamped once, carried in every later report
+	o.tsReceived = func() { tsAt = time.Now() }
+	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
+		if pr.Phase == snapshot.PhaseWaiting && startedAt.IsZero() {
+			startedAt = time.Now()
+		}
+		pr.BackupTSAt, pr.StartedAt = tsAt, startedAt
+		rep.Update(pr.Phase, pr)
+	})
 	if err != nil {
 		// Failed before the engine ran (which reports its own failures): tell the watchers why.
 		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
@@ -301,6 +310,9 @@ func (o *options) waitBackupTS(ctx context.Context, logw io.Writer, report func(
 	ts, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 	if err != nil || ts == 0 {
 		return 0, fmt.Errorf("ConfigMap %s key %s = %q: want a TSO", o.report.ConfigMap, BackupTSKey, v)
+	}
+	if o.tsReceived != nil {
+		o.tsReceived()
 	}
 	_, _ = fmt.Fprintf(logw, "Backup ts %d received\n", ts)
 	return ts, nil
