@@ -39,17 +39,27 @@ var shared *lab
 
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
-	os.Exit(testenv.RunMain(m, func(control *testenv.Env) {
+	code := testenv.RunMain(m, func(control *testenv.Env) {
 		dp1, err := testenv.New()
 		if err != nil {
 			panic(err)
 		}
 		dp2, err := testenv.New()
 		if err != nil {
+			_ = dp1.Stop()
 			panic(err)
 		}
 		shared = &lab{control: control, dp1: dp1, dp2: dp2}
-	}))
+	})
+	if shared != nil { // the data planes' API servers outlive RunMain's control plane
+		for _, e := range []*testenv.Env{shared.dp1, shared.dp2} {
+			if err := e.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping a data plane's API server:", err)
+				code = max(code, 1)
+			}
+		}
+	}
+	os.Exit(code)
 }
 
 // startManager runs the manager over dp1 and dp2 until the test ends.
