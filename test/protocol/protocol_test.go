@@ -46,12 +46,18 @@ type liveCluster struct {
 
 func startLive(t *testing.T, ctx context.Context) *liveCluster {
 	t.Helper()
+	return startLiveWith(t, ctx, pddouble.Config{OperatorRate: 0.2})
+}
+
+// startLiveWith is startLive with PD's schedulers tuned by pdc.
+func startLiveWith(t *testing.T, ctx context.Context, pdc pddouble.Config) *liveCluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs PD and TiKV doubles with a workload")
 	}
 	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: stores,
 		SplitKeys: bank.SplitKeys(bankCfg.Accounts, 4), Tick: 20 * time.Millisecond,
-		PD: pddouble.Config{OperatorRate: 0.2}, SlowStore: 3})
+		PD: pdc, SlowStore: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +71,20 @@ func startLive(t *testing.T, ctx context.Context) *liveCluster {
 	}
 	t.Cleanup(cl.Close)
 	l := &liveCluster{c: c}
+	// The schedulers rest while the accounts load (a TTL'd override, as BR
+	// pauses them), so the load's one big transaction does not race a
+	// reshaping cluster on a busy machine; they resume right after.
+	h := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
+	defer h.Close()
+	quiet := map[string]any{"schedule.enable-tikv-split-region": false, "schedule.merge-schedule-limit": 0,
+		"schedule.region-schedule-limit": 0, "schedule.replica-schedule-limit": 0, "schedule.leader-schedule-limit": 0}
+	if err := h.SetConfig(ctx, quiet, 300); err != nil {
+		t.Fatal(err)
+	}
 	if err := bank.Load(ctx, cl, bankCfg, &l.log); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.SetConfig(ctx, quiet, 0); err != nil {
 		t.Fatal(err)
 	}
 	rctx, stop := context.WithCancel(ctx)

@@ -167,10 +167,11 @@ func (p *pdService) RegionHeartbeat(stream pdpb.PD_RegionHeartbeatServer) error 
 			continue
 		}
 		e := &regionEntry{
-			Region: proto.Clone(req.GetRegion()).(*metapb.Region),
-			Leader: req.GetLeader(),
-			Term:   req.GetTerm(),
-			Keys:   req.GetApproximateKeys(),
+			Region:  proto.Clone(req.GetRegion()).(*metapb.Region),
+			Leader:  req.GetLeader(),
+			Term:    req.GetTerm(),
+			Keys:    req.GetApproximateKeys(),
+			Pending: req.GetPendingPeers(),
 		}
 		op, err := p.s.regionHeartbeat(e)
 		if err != nil {

@@ -47,20 +47,11 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	m.HandleFunc("POST "+apiPrefix+"/admin/base-alloc-id", s.handleBaseAllocID)
 	m.HandleFunc("POST "+apiPrefix+"/admin/reset-ts", s.handleResetTS)
-	m.HandleFunc("GET "+apiPrefix+"/stores", func(w http.ResponseWriter, r *http.Request) {
-		type storeInfo struct {
-			Store any `json:"store"`
-		}
-		stores := s.allStores(true)
-		out := struct {
-			Count  int         `json:"count"`
-			Stores []storeInfo `json:"stores"`
-		}{Count: len(stores)}
-		for _, st := range stores {
-			out.Stores = append(out.Stores, storeInfo{Store: st})
-		}
-		writeJSON(w, out)
-	})
+	m.HandleFunc("GET "+apiPrefix+"/stores", s.handleStores)
+	m.HandleFunc("GET "+apiPrefix+"/store/{id}", s.handleStore)
+	m.HandleFunc("GET "+apiPrefix+"/regions", s.handleRegions)
+	m.HandleFunc("GET "+apiPrefix+"/regions/count", s.handleRegionsCount)
+	m.HandleFunc("GET "+apiPrefix+"/region/id/{id}", s.handleRegionByID)
 	m.HandleFunc("GET "+apiPrefix+"/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, []map[string]any{{"name": s.cfg.Name, "client_urls": []string{s.url}, "health": true}})
 	})

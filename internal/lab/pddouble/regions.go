@@ -16,6 +16,9 @@ type regionEntry struct {
 	// Keys is the leader's approximate key count; schedulers use it to pick
 	// splits and merges.
 	Keys uint64 `json:"keys,omitempty"`
+	// Pending are peers the leader reports as still catching up (a new
+	// replica waiting for its snapshot).
+	Pending []*metapb.Peer `json:"pending,omitempty"`
 }
 
 // regionTree indexes regions by id and by start key. Ranges never overlap:

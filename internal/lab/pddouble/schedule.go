@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gogo/protobuf/proto"
+	"github.com/pingcap/kvproto/pkg/eraftpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/pingcap/kvproto/pkg/pdpb"
 )
@@ -148,16 +150,25 @@ func (s *Server) regionHeartbeat(e *regionEntry) (*pdpb.RegionHeartbeatResponse,
 	if !s.st.Bootstrapped {
 		return nil, errNotBootstrapped
 	}
+	old := s.regions.byID[e.Region.GetId()]
 	if !s.regions.put(e) {
 		return nil, nil
 	}
-	s.dirty = true
+	// Only a changed shape or leader must reach the disk soon; key counts
+	// and pending peers are soft state, written with the next save.
+	if old == nil || !proto.Equal(old.Region, e.Region) || !proto.Equal(old.Leader, e.Leader) {
+		s.dirty = true
+	} else {
+		s.softDirty = true
+	}
 	return s.operatorLocked(e, s.now()), nil
 }
 
 // operatorLocked is the schedulers' decision for one region. Every kind of
 // operator is gated exactly as BR pauses it: the scheduler by name (paused
-// with delay) and the schedule limits in the config (TTL'd to 0).
+// with delay) and the schedule limits in the config (TTL'd to 0). Splits of
+// big regions come first; otherwise merge, peer move and leader transfer are
+// tried in a random order, so all three keep happening.
 func (s *Server) operatorLocked(e *regionEntry, now time.Time) *pdpb.RegionHeartbeatResponse {
 	if s.st.Recovering || e.Leader == nil || s.rng.Float64() >= s.cfg.OperatorRate {
 		return nil
@@ -174,19 +185,86 @@ func (s *Server) operatorLocked(e *regionEntry, now time.Time) *pdpb.RegionHeart
 		resp.SplitRegion = &pdpb.SplitRegion{Policy: pdpb.CheckPolicy_APPROXIMATE}
 		return resp
 	}
-	if s.configNumberLocked("merge-schedule-limit", now) > 0 && e.Keys <= s.cfg.MergeKeys {
-		if n := s.regions.next(e); n != nil && n.Keys <= s.cfg.MergeKeys && sameStores(e.Region, n.Region) {
-			resp.Merge = &pdpb.Merge{Target: n.Region}
-			return resp
-		}
+	kinds := []func() bool{
+		func() bool { return s.mergeOpLocked(e, now, resp) },
+		func() bool { return s.moveOpLocked(e, now, resp, regionOK) },
+		func() bool { return s.leaderOpLocked(e, now, resp) },
 	}
-	if s.schedulerActiveLocked("balance-leader-scheduler", now) && s.configNumberLocked("leader-schedule-limit", now) > 0 {
-		if p := s.leaderTargetLocked(e); p != nil {
-			resp.TransferLeader = &pdpb.TransferLeader{Peer: p}
+	s.rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+	for _, k := range kinds {
+		if k() {
 			return resp
 		}
 	}
 	return nil
+}
+
+// mergeOpLocked asks a small region to merge into its small right
+// neighbour on the same stores (PD's merge checker, limited by
+// merge-schedule-limit).
+func (s *Server) mergeOpLocked(e *regionEntry, now time.Time, resp *pdpb.RegionHeartbeatResponse) bool {
+	if s.configNumberLocked("merge-schedule-limit", now) <= 0 || e.Keys > s.cfg.MergeKeys {
+		return false
+	}
+	n := s.regions.next(e)
+	if n == nil || n.Keys > s.cfg.MergeKeys || !sameStores(e.Region, n.Region) {
+		return false
+	}
+	resp.Merge = &pdpb.Merge{Target: n.Region}
+	return true
+}
+
+// moveOpLocked runs one step of a replica move (see balanceRegionStep).
+// Starting a move (adding a replica) is balance-region's, so it needs
+// regionOK; finishing one (removing the excess replica) is the replica
+// checker's, which only replica-schedule-limit stops, so a move in flight
+// completes after balance-region is paused, as PD's running operators do.
+// A new peer's id is allocated (and persisted) before it is handed out.
+func (s *Server) moveOpLocked(e *regionEntry, now time.Time, resp *pdpb.RegionHeartbeatResponse, regionOK bool) bool {
+	if !s.cfg.MoveReplicas && s.cfg.ShuffleRegionRate <= 0 {
+		return false
+	}
+	load := map[uint64]int{}
+	for _, r := range s.regions.sorted {
+		for _, p := range r.Region.GetPeers() {
+			load[p.GetStoreId()]++
+		}
+	}
+	maxDown := s.maxStoreDownTimeLocked(now)
+	var up []uint64
+	for id, st := range s.st.Stores {
+		if st.GetAddress() != "" && storeStateName(st, now, maxDown) == stateUp {
+			up = append(up, id)
+		}
+	}
+	step := balanceRegionStep(e.Region, e.Leader, e.Pending, load, up, s.rng.Float64() < s.cfg.ShuffleRegionRate)
+	switch {
+	case step.AddStore != 0 && regionOK:
+		id, err := s.allocIDLocked()
+		if err != nil {
+			return false
+		}
+		resp.ChangePeer = &pdpb.ChangePeer{Peer: &metapb.Peer{Id: id, StoreId: step.AddStore}, ChangeType: eraftpb.ConfChangeType_AddNode}
+	case step.Remove != nil && s.configNumberLocked("replica-schedule-limit", now) > 0:
+		resp.ChangePeer = &pdpb.ChangePeer{Peer: step.Remove, ChangeType: eraftpb.ConfChangeType_RemoveNode}
+	default:
+		return false
+	}
+	return true
+}
+
+// leaderOpLocked hands out a leader transfer (balance-leader, limited by
+// leader-schedule-limit).
+func (s *Server) leaderOpLocked(e *regionEntry, now time.Time, resp *pdpb.RegionHeartbeatResponse) bool {
+	if !s.schedulerActiveLocked("balance-leader-scheduler", now) || s.configNumberLocked("leader-schedule-limit", now) <= 0 {
+		return false
+	}
+	p := s.leaderTargetLocked(e)
+	if p == nil {
+		return false
+	}
+	resp.TransferLeader = &pdpb.TransferLeader{Peer: p}
+	return true
 }
 
 // leaderTargetLocked picks the follower on the store with the fewest leaders

@@ -3,6 +3,7 @@ package pddouble
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -38,6 +39,17 @@ type Config struct {
 	// MergeKeys is the key count under which two neighbours may be merged;
 	// 0 means 8.
 	MergeKeys uint64
+	// MoveReplicas lets balance-region move replicas between stores (add a
+	// peer on a less loaded store, then remove one). It is off by default so
+	// that lab clusters keep their replica placement unless a test asks for
+	// peer moves.
+	MoveReplicas bool
+	// ShuffleRegionRate is the chance that a balance-region step moves a
+	// replica even though the stores are balanced (PD's
+	// shuffle-region-scheduler), so peer moves keep happening in the
+	// background; 0 means replicas only move to even out the stores. It
+	// implies MoveReplicas.
+	ShuffleRegionRate float64
 	// Version is reported by /version and /config/cluster-version; empty means 8.5.0.
 	Version string
 }
@@ -56,11 +68,26 @@ type Server struct {
 	mu      sync.Mutex
 	st      *state
 	regions *regionTree
-	dirty   bool
-	rng     *rand.Rand
+	// dirty state (a region's shape or leader changed) is saved within
+	// flushEvery; softDirty state (liveness, key counts, resolved ts) at
+	// most every softFlushEvery, so heartbeats do not rewrite the state
+	// file ten times a second.
+	dirty, softDirty bool
+	lastSave         time.Time
+	rng              *rand.Rand
+	// nextID is the last id handed out; st.NextID is the persisted end of
+	// the reserved batch.
+	nextID uint64
 	// TSO: last handed-out physical (ms) and logical parts.
 	physical int64
 	logical  int64
+
+	// saves counts state file writes (tests and benches read it).
+	saves int
+	// encoded numbers state images; written is the newest on disk. writeMu
+	// (taken after mu when both are held) orders the writes.
+	encoded, written uint64
+	writeMu          sync.Mutex
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -120,6 +147,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 	if s.url == "" {
 		s.url = "http://" + lis.Addr().String()
 	}
+	s.nextID = st.NextID
 	// Never reuse a timestamp from before the restart.
 	s.physical = int64(st.MaxTSO >> physicalShift)
 	s.logical = 0
@@ -159,9 +187,15 @@ func (s *Server) Close() error {
 	return s.persistLocked()
 }
 
+// Save cadences of the flush loop.
+const (
+	flushEvery     = 100 * time.Millisecond
+	softFlushEvery = time.Second
+)
+
 // flushLoop writes state marked dirty by high-rate updates (heartbeats).
 func (s *Server) flushLoop() {
-	t := time.NewTicker(100 * time.Millisecond)
+	t := time.NewTicker(flushEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -169,10 +203,21 @@ func (s *Server) flushLoop() {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			if s.dirty {
-				_ = s.persistLocked()
+			due := s.dirty || (s.softDirty && time.Since(s.lastSave) >= softFlushEvery)
+			if !due {
+				s.mu.Unlock()
+				continue
+			}
+			b, seq, err := s.encodeLocked()
+			if err == nil {
+				s.markSavedLocked()
 			}
 			s.mu.Unlock()
+			// The write (and its fsync) happens outside mu, so a slow disk
+			// does not stall TSO and region lookups behind a heartbeat.
+			if err == nil {
+				_ = s.write(b, seq)
+			}
 		}
 	}
 }
@@ -183,14 +228,51 @@ func (s *Server) persist() error {
 	return s.persistLocked()
 }
 
+// persistLocked writes the state now; callers that must not answer before
+// the state is durable (ids, TSO window, config) use it.
 func (s *Server) persistLocked() error {
-	s.st.Regions = append(s.st.Regions[:0], s.regions.sorted...)
-	err := saveState(s.cfg.DataDir, s.st)
-	s.st.Regions = nil
-	if err == nil {
-		s.dirty = false
+	b, seq, err := s.encodeLocked()
+	if err != nil {
+		return err
 	}
-	return err
+	if err := s.write(b, seq); err != nil {
+		return err
+	}
+	s.markSavedLocked()
+	return nil
+}
+
+// encodeLocked renders the state and numbers the image, so that an older
+// image never overwrites a newer one (see write).
+func (s *Server) encodeLocked() ([]byte, uint64, error) {
+	s.st.Regions = append(s.st.Regions[:0], s.regions.sorted...)
+	b, err := json.Marshal(s.st)
+	s.st.Regions = nil
+	if err != nil {
+		return nil, 0, fmt.Errorf("encode pd state: %w", err)
+	}
+	s.encoded++
+	return b, s.encoded, nil
+}
+
+func (s *Server) markSavedLocked() {
+	s.dirty, s.softDirty = false, false
+	s.lastSave = time.Now()
+	s.saves++
+}
+
+// write stores image seq unless a newer one is already on disk.
+func (s *Server) write(b []byte, seq uint64) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if seq <= s.written {
+		return nil
+	}
+	if err := writeState(s.cfg.DataDir, b); err != nil {
+		return err
+	}
+	s.written = seq
+	return nil
 }
 
 // splitListener routes each accepted connection by its first bytes: an

@@ -106,13 +106,10 @@ func loadState(dir string) (*state, error) {
 	return st, nil
 }
 
-// saveState writes st into dir atomically (temp file, fsync, rename), under
-// the volume's shared lock so a lab snapshot of PD's volume sees one image.
-func saveState(dir string, st *state) error {
-	b, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("encode pd state: %w", err)
-	}
+// writeState writes an encoded state into dir atomically (temp file,
+// fsync, rename), under the volume's shared lock so a lab snapshot of PD's
+// volume sees one image.
+func writeState(dir string, b []byte) error {
 	if err := volumelock.NewWriter(dir).Replace(stateFile, b); err != nil {
 		return fmt.Errorf("save pd state: %w", err)
 	}

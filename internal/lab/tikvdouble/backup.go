@@ -1,7 +1,6 @@
 package tikvdouble
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"time"
@@ -32,7 +31,7 @@ type applyWait struct {
 // registerWaitLocked starts the strict wait-apply of BR's prepare for r.
 func (s *Store) registerWaitLocked(r *metapb.Region, done func(*errorpb.Error)) {
 	p := s.peers[r.GetId()]
-	if p == nil {
+	if p == nil || p.uninit {
 		done(&errorpb.Error{Message: "region not found", RegionNotFound: &errorpb.RegionNotFound{RegionId: r.GetId()}})
 		return
 	}
@@ -160,8 +159,9 @@ func (b *backupService) PrepareSnapshotBackup(stream brpb.Backup_PrepareSnapshot
 	}
 }
 
-// CheckPendingAdminOp reports, per leader region, whether a split is in
-// its log but not yet applied.
+// CheckPendingAdminOp reports, per leader region, whether an admin command
+// (split, conf change, merge) is in its log but not yet applied, or a merge
+// is in flight.
 func (b *backupService) CheckPendingAdminOp(_ *brpb.CheckAdminRequest, stream brpb.Backup_CheckPendingAdminOpServer) error {
 	s := b.s
 	s.mu.Lock()
@@ -170,14 +170,7 @@ func (b *backupService) CheckPendingAdminOp(_ *brpb.CheckAdminRequest, stream br
 		if p.role != leader {
 			continue
 		}
-		pending := false
-		for i := p.applied + 1; i <= p.lastIndex(); i++ {
-			var c command
-			if e := p.entryAt(i); e != nil && len(e.Data) > 0 && json.Unmarshal(e.Data, &c) == nil && c.Split != nil {
-				pending = true
-			}
-		}
-		out = append(out, &brpb.CheckAdminResponse{Region: proto.Clone(p.region).(*metapb.Region), HasPendingAdmin: pending})
+		out = append(out, &brpb.CheckAdminResponse{Region: proto.Clone(p.region).(*metapb.Region), HasPendingAdmin: adminPendingLocked(p)})
 	}
 	s.mu.Unlock()
 	for _, r := range out {

@@ -1,8 +1,9 @@
 // Package tikvdouble is the lab's stand-in for a TiKV store: one Store per
 // process, serving the real kvproto gRPC services (tikvpb.Tikv for
 // transactions, flashback and peer replication; backup.Backup for
-// PrepareSnapshotBackup; recover_data.RecoverData in recovery mode) and
-// talking to the PD double over pdpb like TiKV does.
+// PrepareSnapshotBackup; import_sstpb.ImportSST for SuspendImportRPC;
+// recover_data.RecoverData in recovery mode) and talking to the PD double
+// over pdpb like TiKV does.
 //
 // It exists so that consistency bugs in backup and restore become visible.
 // Each region has three peers on different stores and a replicated log
@@ -11,4 +12,28 @@
 // way real ones do. Every byte of a store's state is in its data directory
 // (the volume), written as append-only checksummed records under the volume
 // lock, so a lab snapshot is exactly what a crash at that instant leaves.
+//
+// Regions change shape on PD's say, through admin commands in the region's
+// log, as in TiKV's raftstore:
+//   - Split: both halves' epoch versions grow; the new region's peers sit on
+//     the parent's stores.
+//   - Merge: PrepareMerge on the source (version and conf_ver grow; the source
+//     then refuses every request with ProposalInMergingMode), CommitMerge on
+//     the target (its range grows over the source's, version becomes
+//     max(source, target)+1, the local source replica is caught up from the
+//     entries the command carries and destroyed), or RollbackMerge when the
+//     target changed meanwhile. The store holding the target's leader drives
+//     the commit, so a prepared merge also completes in recovery mode.
+//   - Peer move: ChangePeer adds a voter on a new store, which starts
+//     uninitialized (in memory only, invisible to ReadRegionMeta) until the
+//     leader's raft snapshot of the region's MVCC data arrives; a later
+//     ChangePeer removes a follower, which destroys itself and its data when
+//     it applies its removal, or when a current member answers its stale
+//     messages with a tombstone. Each change grows conf_ver.
+//   - Leader transfer.
+//
+// While a PrepareSnapshotBackup lease holds, Split, PrepareMerge, ChangePeer
+// and TransferLeader are refused (CommitMerge and RollbackMerge are not, so
+// merges in flight finish); HoldMerges, Isolate and Close (kill -9) are the
+// fault injections tests use.
 package tikvdouble

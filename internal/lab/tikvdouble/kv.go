@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 
+	"github.com/gogo/protobuf/proto"
+	"github.com/pingcap/kvproto/pkg/eraftpb"
 	"github.com/pingcap/kvproto/pkg/errorpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
@@ -45,24 +47,63 @@ func (s *Store) onRaftMessage(m *raft_serverpb.RaftMessage) {
 		return
 	}
 	p := s.peers[m.GetRegionId()]
+	if p != nil && p.selfID != m.GetToPeer().GetId() && !p.uninit &&
+		m.GetRegionEpoch().GetConfVer() > p.region.GetRegionEpoch().GetConfVer() {
+		// A newer incarnation of this store's peer: ours was removed
+		// without hearing of it. Drop it; the next message creates the new one.
+		s.destroyPeerLocked(p, true)
+		p = nil
+	}
+	if p != nil && p.uninit && p.selfID != m.GetToPeer().GetId() {
+		// An uninitialized peer of an earlier addition that was undone
+		// before its snapshot came: it holds nothing, forget it.
+		delete(s.peers, m.GetRegionId())
+		p = nil
+	}
 	if p == nil {
-		pending := s.created[m.GetRegionId()]
-		s.created[m.GetRegionId()] = true
+		start := !s.created[m.GetRegionId()] && !s.recovery && !m.GetIsTombstone()
+		if start {
+			s.created[m.GetRegionId()] = true
+		}
 		s.mu.Unlock()
-		if !pending && !s.recovery {
+		if start {
 			go s.createPeerFromPD(m)
 		}
 		return
 	}
-	if p.selfID == m.GetToPeer().GetId() {
-		p.step(s.rd, m.GetMessage())
-	}
+	s.routeLocked(p, m)
 	s.mu.Unlock()
 	s.wake()
 }
 
-// createPeerFromPD creates an uninitialized local peer for a region PD
-// knows this store should hold (the initial region's followers).
+// routeLocked delivers m to the local peer p: a tombstone destroys a peer
+// that was removed, a message from a peer that is no longer a member gets
+// a tombstone back, a snapshot is installed, the rest is raft.
+func (s *Store) routeLocked(p *peer, m *raft_serverpb.RaftMessage) {
+	if p.selfID != m.GetToPeer().GetId() {
+		return
+	}
+	if m.GetIsTombstone() {
+		if !p.uninit && p.region.GetRegionEpoch().GetConfVer() < m.GetRegionEpoch().GetConfVer() && p.peerByID(m.GetFromPeer().GetId()) != nil {
+			s.destroyPeerLocked(p, true)
+		}
+		return
+	}
+	if !p.uninit && p.peerByID(m.GetFromPeer().GetId()) == nil && m.GetRegionEpoch().GetConfVer() < p.region.GetRegionEpoch().GetConfVer() {
+		s.rd.msgs = append(s.rd.msgs, tombstoneTo(p, m))
+		return
+	}
+	if m.GetMessage().GetMsgType() == eraftpb.MessageType_MsgSnapshot {
+		s.installSnapshotLocked(p, m.GetMessage())
+		return
+	}
+	p.step(s.rd, m.GetMessage())
+}
+
+// createPeerFromPD creates a local peer for a region PD knows this store
+// should hold: an empty initialized one for the initial layout (epoch 1/1,
+// no data yet anywhere), otherwise an uninitialized one that waits for the
+// leader's snapshot (a peer a conf change added).
 func (s *Store) createPeerFromPD(m *raft_serverpb.RaftMessage) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -96,11 +137,17 @@ func (s *Store) createPeerFromPD(m *raft_serverpb.RaftMessage) {
 		return
 	}
 	for _, p := range s.peers {
-		if overlaps(p.region, r) {
+		if !p.uninit && overlaps(p.region, r) {
 			return
 		}
 	}
-	s.createPeerLocked(r, 0)
+	if e := r.GetRegionEpoch(); e.GetVersion() == 1 && e.GetConfVer() == 1 {
+		s.createPeerLocked(r, 0)
+		return
+	}
+	p := newPeer(proto.Clone(r).(*metapb.Region), m.GetToPeer().GetId(), 0)
+	p.uninit, p.timeout = true, s.electionTimeout()
+	s.peers[r.GetId()] = p
 }
 
 func overlaps(a, b *metapb.Region) bool {

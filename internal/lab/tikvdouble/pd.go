@@ -65,9 +65,16 @@ func (s *Store) regionHeartbeats(hb pdpb.PD_RegionHeartbeatClient) error {
 		if p.role != leader {
 			continue
 		}
+		var pending []*metapb.Peer
+		for _, x := range p.region.GetPeers() {
+			if x.GetId() != p.selfID && p.match[x.GetId()] == 0 {
+				pending = append(pending, proto.Clone(x).(*metapb.Peer))
+			}
+		}
 		reqs = append(reqs, &pdpb.RegionHeartbeatRequest{
 			Header: s.header(), Region: proto.Clone(p.region).(*metapb.Region), Leader: p.self(), Term: p.term,
 			ApproximateKeys: uint64(len(s.kv.rangeKeys(p.region.GetStartKey(), p.region.GetEndKey()))),
+			PendingPeers:    pending,
 		})
 	}
 	s.mu.Unlock()
@@ -90,19 +97,27 @@ func (s *Store) recvOperators(hb pdpb.PD_RegionHeartbeatClient) {
 }
 
 // handleOperator executes a scheduler's operator unless the store is in
-// recovery mode or a PrepareSnapshotBackup lease suspends admin commands.
+// recovery mode or a PrepareSnapshotBackup lease suspends admin commands
+// (TransferLeader, Split, PrepareMerge and ChangePeer are exactly the ones
+// TiKV's snapshot-backup observer rejects). A merging region takes no
+// operator, and only one admin command is in flight per region.
 func (s *Store) handleOperator(op *pdpb.RegionHeartbeatResponse) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.peers[op.GetRegionId()]
-	if p == nil || p.role != leader || s.recovery || stale(op.GetRegionEpoch(), p.region.GetRegionEpoch()) {
+	if p == nil || p.role != leader || s.recovery || stale(op.GetRegionEpoch(), p.region.GetRegionEpoch()) || p.merging != nil {
 		return
 	}
-	if (op.GetTransferLeader() != nil || op.GetSplitRegion() != nil || op.GetMerge() != nil) && s.leaseActiveLocked() {
+	admin := op.GetTransferLeader() != nil || op.GetSplitRegion() != nil || op.GetMerge() != nil || op.GetChangePeer() != nil
+	if admin && s.leaseActiveLocked() {
 		s.rejectedAdmin++
 		return
 	}
 	switch {
+	case op.GetChangePeer() != nil:
+		s.changePeerLocked(p, op.GetChangePeer())
+	case op.GetMerge() != nil:
+		s.prepareMergeLocked(p, op.GetMerge().GetTarget())
 	case op.GetTransferLeader() != nil:
 		to := op.GetTransferLeader().GetPeer().GetId()
 		if p.peerByID(to) == nil || p.match[to] != p.lastIndex() {
@@ -118,6 +133,49 @@ func (s *Store) handleOperator(op *pdpb.RegionHeartbeatResponse) {
 		}
 		go s.split(p.region.GetId(), key, p.region.GetRegionEpoch().GetVersion())
 	}
+}
+
+// changePeerLocked proposes PD's peer addition or removal on leader p.
+// It never removes the leader itself nor goes below three replicas; PD
+// only asks for the removal once the added peer is no longer pending.
+func (s *Store) changePeerLocked(p *peer, cp *pdpb.ChangePeer) {
+	if adminPendingLocked(p) || p.applied < p.termStart {
+		return
+	}
+	target := cp.GetPeer()
+	c := &changePeerCmd{Peer: proto.Clone(target).(*metapb.Peer), ConfVer: p.region.GetRegionEpoch().GetConfVer()}
+	switch cp.GetChangeType() {
+	case eraftpb.ConfChangeType_AddNode:
+		for _, x := range p.region.GetPeers() {
+			if x.GetStoreId() == target.GetStoreId() {
+				return
+			}
+		}
+		c.Add = true
+	case eraftpb.ConfChangeType_RemoveNode:
+		if target.GetId() == p.selfID || p.peerByID(target.GetId()) == nil || len(p.region.GetPeers()) <= 3 {
+			return
+		}
+	default:
+		return
+	}
+	_, _ = s.proposeLocked(p, command{ChangePeer: c})
+}
+
+// prepareMergeLocked proposes PrepareMerge on source leader p when the
+// target PD named is this store's neighbour peer at the same epoch and every
+// source follower holds the whole log.
+func (s *Store) prepareMergeLocked(p *peer, target *metapb.Region) {
+	t := s.peers[target.GetId()]
+	if t == nil || t.uninit || t.merging != nil || stale(t.region.GetRegionEpoch(), target.GetRegionEpoch()) ||
+		t.region.GetRegionEpoch().GetVersion() != target.GetRegionEpoch().GetVersion() || !adjacent(p.region, t.region) ||
+		!sameStores(p.region, t.region) || adminPendingLocked(t) ||
+		adminPendingLocked(p) || p.applied < p.lastIndex() || !caughtUpLocked(p) {
+		return
+	}
+	ep := p.region.GetRegionEpoch()
+	_, _ = s.proposeLocked(p, command{PrepareMerge: &prepareMergeCmd{Version: ep.GetVersion(), ConfVer: ep.GetConfVer(),
+		Target: proto.Clone(t.region).(*metapb.Region)}})
 }
 
 func stale(a, b *metapb.RegionEpoch) bool {

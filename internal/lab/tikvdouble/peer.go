@@ -57,6 +57,19 @@ type peer struct {
 	elapsed, timeout int
 	pending          map[uint64]*proposal
 	dirty            bool
+
+	// uninit marks a peer created for a region this store just joined (a
+	// conf change added it): it has no data and no log until the leader's
+	// snapshot arrives, so it is kept in memory only, never campaigns,
+	// serves nothing and is invisible to ReadRegionMeta, as in TiKV.
+	uninit bool
+	// idle counts ticks an uninitialized peer waited for its snapshot.
+	idle int
+	// merging is set once PrepareMerge applied: the peer refuses every
+	// request until CommitMerge destroys it or RollbackMerge clears it.
+	merging *mergeState
+	// snapSent is the store tick a snapshot last went to each follower.
+	snapSent map[uint64]int
 }
 
 func newPeer(r *metapb.Region, selfID, term uint64) *peer {
@@ -132,7 +145,20 @@ func (p *peer) quorum() int { return len(p.region.GetPeers())/2 + 1 }
 type ready struct {
 	recs []record
 	msgs []*raft_serverpb.RaftMessage
+	// snaps are followers that need a snapshot, which the store builds
+	// (a peer has no access to the MVCC data).
+	snaps []snapNeed
 }
+
+// snapNeed asks the store to send leader p's snapshot to peer to.
+type snapNeed struct {
+	p  *peer
+	to uint64
+}
+
+// needSnapshot marks an append rejection from a peer that has no log to
+// match against (an uninitialized peer).
+var needSnapshot = []byte("snapshot")
 
 func (r *ready) hard(p *peer) {
 	r.recs = append(r.recs, record{Kind: "hard", Region: p.region.GetId(), Term: p.term, Vote: p.vote, Commit: p.commit})
@@ -232,6 +258,11 @@ const maxAppendEntries = 256
 
 func (p *peer) sendAppend(rd *ready, to uint64) {
 	next := p.next[to]
+	if next < p.firstIndex && p.firstIndex > 1 {
+		// What the follower needs was compacted away: only a snapshot helps.
+		rd.snaps = append(rd.snaps, snapNeed{p, to})
+		return
+	}
 	if next < p.firstIndex {
 		next = p.firstIndex
 	}
@@ -309,6 +340,11 @@ func (p *peer) handleAppend(rd *ready, m *eraftpb.Message) {
 		return
 	}
 	p.role, p.leaderID, p.elapsed, p.preVoting = follower, m.GetFrom(), 0, false
+	if p.uninit {
+		reply.Reject, reply.Context = true, needSnapshot
+		rd.send(p, m.GetFrom(), reply)
+		return
+	}
 	// Entries below our first index are compacted, hence committed, hence equal.
 	if m.GetIndex()+1 >= p.firstIndex {
 		if t, ok := p.termAt(m.GetIndex()); !ok || t != m.GetLogTerm() {
@@ -352,6 +388,10 @@ func (p *peer) handleAppendResponse(rd *ready, m *eraftpb.Message) {
 			p.heard = map[uint64]bool{}
 		}
 		p.heard[from] = true
+		if string(m.GetContext()) == string(needSnapshot) {
+			rd.snaps = append(rd.snaps, snapNeed{p, from})
+			return
+		}
 		p.next[from] = max(1, min(p.next[from]-1, m.GetRejectHint()+1))
 		p.sendAppend(rd, from)
 		return

@@ -20,13 +20,21 @@ type recoverService struct {
 
 // ReadRegionMeta streams one meta per local region, as TiKV reports them:
 // peer_id is the largest peer id of the region, last_log_term is the hard
-// state term, commit_index is left 0.
+// state term, commit_index is left 0. A destroyed peer (merged away or
+// removed) is a tombstone and is skipped, so tombstone is never set; a merge
+// source caught between PrepareMerge and CommitMerge is reported with its
+// bumped epoch version and its own range, which is what lets BR's overlap
+// resolution prefer a target that already absorbed it. Once leaders exist
+// again the store completes (or rolls back) that merge itself.
 func (r *recoverService) ReadRegionMeta(_ *recoverdatapb.ReadRegionMetaRequest, stream recoverdatapb.RecoverData_ReadRegionMetaServer) error {
 	s := r.s
 	s.mu.Lock()
 	s.recoverGen++
 	var metas []*recoverdatapb.RegionMeta
 	for _, p := range s.peers {
+		if p.uninit {
+			continue // never persisted: TiKV has no region state for it
+		}
 		var maxPeer uint64
 		for _, x := range p.region.GetPeers() {
 			maxPeer = max(maxPeer, x.GetId())
@@ -67,7 +75,7 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 	s.recoverGen++
 	gen := s.recoverGen
 	for _, id := range leaders {
-		if p := s.peers[id]; p != nil && p.role != leader {
+		if p := s.peers[id]; p != nil && !p.uninit && p.role != leader {
 			// Force: no vote, the plan is the election.
 			p.term++
 			p.vote = p.selfID
@@ -102,8 +110,10 @@ func (s *Store) waitApplied(ctx context.Context, ids []uint64, gen uint64) error
 			s.applyTick = true
 		}
 		for _, id := range ids {
+			// A merge source that its target absorbed meanwhile (the
+			// store completes merges it finds prepared) is done.
 			p := s.peers[id]
-			done = done && p != nil && p.role == leader && p.applied >= p.lastIndex()
+			done = done && (s.destroyed[id] || p != nil && p.role == leader && p.applied >= p.lastIndex())
 		}
 		s.mu.Unlock()
 		if done {

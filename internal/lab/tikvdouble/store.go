@@ -15,6 +15,7 @@ import (
 	"github.com/gogo/protobuf/proto"
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	"github.com/pingcap/kvproto/pkg/errorpb"
+	"github.com/pingcap/kvproto/pkg/import_sstpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/pingcap/kvproto/pkg/pdpb"
@@ -96,6 +97,16 @@ type Store struct {
 	created       map[uint64]bool
 	// flushGen counts completed flush rounds.
 	flushGen uint64
+	// mergeProposed is, per merging source region, the term in which this
+	// store last proposed its CommitMerge or RollbackMerge.
+	mergeProposed map[uint64]uint64
+	// destroyed are the regions whose local peer this process destroyed
+	// (merged away or removed); a recovery wait for them is over.
+	destroyed map[uint64]bool
+	// mergeHold is when HoldMerges' fault injection ends.
+	mergeHold time.Time
+	// importSuspendedUntil is when SuspendImportRPC's suspension ends.
+	importSuspendedUntil time.Time
 }
 
 // sync returns once everything queued before the call is on disk.
@@ -141,18 +152,24 @@ type applyResult struct {
 	status    txnStatus
 	notLeader bool
 	err       string
+	// retry stops the apply loop before this entry: it cannot apply yet.
+	retry bool
 }
 
 // command is the payload of a log entry.
 type command struct {
-	Prewrite         *prewriteCmd    `json:"pw,omitempty"`
-	Commit           *commitCmd      `json:"cm,omitempty"`
-	Rollback         *rollbackCmd    `json:"rb,omitempty"`
-	Split            *splitCmd       `json:"sp,omitempty"`
-	PrepareFlashback *uint64         `json:"pf,omitempty"`
-	CheckTxn         *checkTxnCmd    `json:"ct,omitempty"`
-	ResolveLock      *resolveLockCmd `json:"rl,omitempty"`
-	Flashback        *flashbackCmd   `json:"fb,omitempty"`
+	Prewrite         *prewriteCmd      `json:"pw,omitempty"`
+	Commit           *commitCmd        `json:"cm,omitempty"`
+	Rollback         *rollbackCmd      `json:"rb,omitempty"`
+	Split            *splitCmd         `json:"sp,omitempty"`
+	PrepareFlashback *uint64           `json:"pf,omitempty"`
+	CheckTxn         *checkTxnCmd      `json:"ct,omitempty"`
+	ResolveLock      *resolveLockCmd   `json:"rl,omitempty"`
+	Flashback        *flashbackCmd     `json:"fb,omitempty"`
+	ChangePeer       *changePeerCmd    `json:"cp,omitempty"`
+	PrepareMerge     *prepareMergeCmd  `json:"pm,omitempty"`
+	CommitMerge      *commitMergeCmd   `json:"cmg,omitempty"`
+	RollbackMerge    *rollbackMergeCmd `json:"rbm,omitempty"`
 }
 
 // splitCmd splits a region at Key; the right half gets the new ids.
@@ -183,6 +200,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 		stop: make(chan struct{}), kick: make(chan struct{}, 1),
 		rng:   rand.New(rand.NewPCG(cfg.Seed, cfg.StoreID)),
 		peers: map[uint64]*peer{}, kv: newKVStore(), rd: &ready{}, created: map[uint64]bool{},
+		mergeProposed: map[uint64]uint64{}, destroyed: map[uint64]bool{},
 		startTime: cfg.Now(),
 		startTS:   cfg.Now().Unix(),
 	}
@@ -207,6 +225,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	s.grpc = grpc.NewServer()
 	tikvpb.RegisterTikvServer(s.grpc, &kvService{s: s})
 	brpb.RegisterBackupServer(s.grpc, &backupService{s: s})
+	import_sstpb.RegisterImportSSTServer(s.grpc, &importService{s: s})
 	if s.recovery {
 		recoverdatapb.RegisterRecoverDataServer(s.grpc, &recoverService{s: s})
 	}
@@ -442,10 +461,17 @@ func (s *Store) replay(recs []record) error {
 	defer s.mu.Unlock()
 	s.replaying = true
 	defer func() { s.replaying = false }()
+	// Records of a destroyed peer may precede its tombstone in the same
+	// round; after it, only a new incarnation's "region" record counts.
+	tomb := map[uint64]bool{}
 	for _, r := range recs {
 		p := s.peers[r.Region]
+		if p == nil && tomb[r.Region] && r.Kind != "region" && r.Kind != "kv" && r.Kind != "clear" && r.Kind != "resolve" {
+			continue
+		}
 		switch r.Kind {
 		case "region":
+			delete(tomb, r.Region)
 			if r.FirstIndex > 0 || p == nil {
 				p = s.createPeerLocked(r.Meta, r.Term)
 				p.firstIndex, p.snapTerm, p.applied = max(r.FirstIndex, 1), r.SnapTerm, r.Applied
@@ -454,6 +480,12 @@ func (s *Store) replay(recs []record) error {
 			} else {
 				p.region = r.Meta
 			}
+			p.merging = r.Merge
+		case "tombstone":
+			delete(s.peers, r.Region)
+			tomb[r.Region] = true
+		case "clear":
+			s.kv.clearRange(r.Start, r.End)
 		case "entries":
 			if p == nil {
 				return fmt.Errorf("replay: entries for unknown region %d", r.Region)
@@ -473,6 +505,9 @@ func (s *Store) replay(recs []record) error {
 					return fmt.Errorf("replay: region %d entry %d missing", r.Region, i)
 				}
 				s.execLocked(p, e)
+				if s.peers[r.Region] != p {
+					break // the entry destroyed the peer
+				}
 			}
 			p.applied = max(p.applied, r.Applied)
 		case "kv":
@@ -521,8 +556,12 @@ func (s *Store) tick() {
 	s.ticks++
 	slow := max(s.cfg.SlowApply, 1)
 	s.applyTick = s.ticks%slow == 0
-	for _, p := range s.peers {
+	for id, p := range s.peers {
 		switch {
+		case p.uninit:
+			if p.idle++; p.idle > uninitTicks {
+				delete(s.peers, id) // nobody sent it a snapshot: a stale message created it
+			}
 		case p.role == leader:
 			p.broadcast(s.rd)
 			if !s.recovery {
@@ -538,7 +577,11 @@ func (s *Store) tick() {
 			}
 		}
 	}
+	s.driveMergesLocked()
 }
+
+// uninitTicks is how long an uninitialized peer waits for its snapshot.
+const uninitTicks = 400
 
 type mark struct {
 	p    *peer
@@ -552,6 +595,12 @@ type mark struct {
 // means the committed entries are applied again on restart.
 func (s *Store) flush() {
 	s.mu.Lock()
+	for _, n := range s.rd.snaps {
+		if s.peers[n.p.region.GetId()] == n.p && n.p.role == leader {
+			s.sendSnapshotLocked(n.p, n.to)
+		}
+	}
+	s.rd.snaps = nil
 	rd := s.rd
 	s.rd = &ready{}
 	var marks, applied []mark
@@ -606,8 +655,8 @@ func (s *Store) flush() {
 // applyLocked executes committed entries: leaders at once, followers on
 // their (possibly slow) apply ticks, and queues the apply marks.
 func (s *Store) applyLocked() {
-	for _, p := range s.peers {
-		if p.role != leader && !s.applyTick {
+	for id, p := range s.peers {
+		if p.uninit || (p.role != leader && !s.applyTick) {
 			continue
 		}
 		upto := min(p.commit, p.persisted)
@@ -620,6 +669,12 @@ func (s *Store) applyLocked() {
 				break
 			}
 			res := s.execLocked(p, e)
+			if res.retry {
+				break
+			}
+			if s.peers[id] != p {
+				break // destroyed by its own removal
+			}
 			p.applied = i
 			if pr, ok := p.pending[i]; ok {
 				delete(p.pending, i)
@@ -629,6 +684,9 @@ func (s *Store) applyLocked() {
 				r := res
 				s.callbacks = append(s.callbacks, func() { pr.finish(r) })
 			}
+		}
+		if s.peers[id] != p {
+			continue
 		}
 		s.rd.recs = append(s.rd.recs, record{Kind: "apply", Region: p.region.GetId(), Applied: p.applied})
 		p.applyQueued = p.applied
@@ -657,6 +715,14 @@ func (s *Store) execLocked(p *peer, e *entry) applyResult {
 		}
 	case c.Split != nil:
 		return s.execSplitLocked(p, c.Split)
+	case c.ChangePeer != nil:
+		return s.execChangePeerLocked(p, c.ChangePeer)
+	case c.PrepareMerge != nil:
+		return s.execPrepareMergeLocked(p, c.PrepareMerge, e.Index)
+	case c.CommitMerge != nil:
+		return s.execCommitMergeLocked(p, c.CommitMerge)
+	case c.RollbackMerge != nil:
+		return s.execRollbackMergeLocked(p, c.RollbackMerge)
 	case c.CheckTxn != nil:
 		return applyResult{status: s.kv.checkTxn(c.CheckTxn)}
 	case c.ResolveLock != nil:
@@ -674,8 +740,15 @@ func (s *Store) execLocked(p *peer, e *entry) applyResult {
 
 func (s *Store) persistRegionLocked(p *peer) {
 	if !s.replaying {
-		s.rd.recs = append(s.rd.recs, record{Kind: "region", Region: p.region.GetId(), Meta: proto.Clone(p.region).(*metapb.Region)})
+		s.rd.recs = append(s.rd.recs, record{Kind: "region", Region: p.region.GetId(), Meta: proto.Clone(p.region).(*metapb.Region), Merge: cloneMerge(p.merging)})
 	}
+}
+
+func cloneMerge(m *mergeState) *mergeState {
+	if m == nil {
+		return nil
+	}
+	return &mergeState{Target: proto.Clone(m.Target).(*metapb.Region), Index: m.Index}
 }
 
 // execSplitLocked splits p's region; the right half becomes a new region
@@ -693,6 +766,9 @@ func (s *Store) execSplitLocked(p *peer, c *splitCmd) applyResult {
 	r.EndKey = append([]byte(nil), c.Key...)
 	r.RegionEpoch.Version++
 	right.RegionEpoch.Version = r.RegionEpoch.Version
+	if o := s.peers[right.GetId()]; o != nil && o.uninit {
+		delete(s.peers, right.GetId()) // the split initializes it, as in TiKV
+	}
 	if s.peers[right.GetId()] != nil {
 		// Replay: the new peer's own region record came first (it is
 		// written while the split applies, before the parent's apply mark).
@@ -736,6 +812,12 @@ func (s *Store) regionErrorLocked(p *peer, regionID uint64, epoch *metapb.Region
 	if p == nil {
 		return &errorpb.Error{Message: "region not found", RegionNotFound: &errorpb.RegionNotFound{RegionId: regionID}}
 	}
+	if p.uninit {
+		return &errorpb.Error{Message: "region not initialized", RegionNotFound: &errorpb.RegionNotFound{RegionId: regionID}}
+	}
+	if p.merging != nil {
+		return errMerging(regionID)
+	}
 	if p.role != leader {
 		return &errorpb.Error{Message: "not leader", NotLeader: &errorpb.NotLeader{RegionId: regionID, Leader: p.leaderPeer()}}
 	}
@@ -767,7 +849,13 @@ func (s *Store) maybeCompact() {
 	}
 	var recs []record
 	for id, p := range s.peers {
+		if p.uninit {
+			continue
+		}
 		keep := p.applied
+		if p.merging != nil {
+			keep = 0 // CommitMerge carries the source's log: keep it whole
+		}
 		if p.role == leader {
 			for _, x := range p.region.GetPeers() {
 				if x.GetId() != p.selfID {
@@ -781,7 +869,7 @@ func (s *Store) maybeCompact() {
 			p.firstIndex, p.snapTerm = keep+1, t
 		}
 		recs = append(recs, record{Kind: "region", Region: id, Meta: p.region, FirstIndex: p.firstIndex, SnapTerm: p.snapTerm,
-			Applied: p.applied, Term: p.term, Vote: p.vote, Commit: p.commit})
+			Applied: p.applied, Term: p.term, Vote: p.vote, Commit: p.commit, Merge: p.merging})
 		if len(p.log) > 0 {
 			recs = append(recs, record{Kind: "entries", Region: id, Entries: p.log})
 		}
@@ -810,6 +898,8 @@ type RegionState struct {
 	Leader          bool
 	Term, LastIndex uint64
 	Commit, Applied uint64
+	// Merging is set on a merge source between PrepareMerge and its end.
+	Merging bool
 }
 
 // Regions lists the store's peers.
@@ -818,8 +908,11 @@ func (s *Store) Regions() []RegionState {
 	defer s.mu.Unlock()
 	out := make([]RegionState, 0, len(s.peers))
 	for _, p := range s.peers {
+		if p.uninit {
+			continue
+		}
 		out = append(out, RegionState{Region: proto.Clone(p.region).(*metapb.Region), Leader: p.role == leader,
-			Term: p.term, LastIndex: p.lastIndex(), Commit: p.commit, Applied: p.applied})
+			Term: p.term, LastIndex: p.lastIndex(), Commit: p.commit, Applied: p.applied, Merging: p.merging != nil})
 	}
 	return out
 }

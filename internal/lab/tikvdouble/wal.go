@@ -27,7 +27,9 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // the store exactly: log entries, hard states, region metas, and apply marks
 // whose replay re-executes the committed entries up to that index.
 type record struct {
-	// Kind: "entries", "hard", "region", "apply", "kv", "resolve".
+	// Kind: "entries", "hard", "region", "apply", "kv", "resolve",
+	// "tombstone" (the peer was destroyed: merged away or removed),
+	// "clear" (the MVCC data in [Start, End) was dropped).
 	Kind   string `json:"k"`
 	Region uint64 `json:"r,omitempty"`
 
@@ -41,13 +43,18 @@ type record struct {
 	// base, applied index and hard state (Term, Vote, Commit).
 	Meta       *metapb.Region `json:"m,omitempty"`
 	FirstIndex uint64         `json:"fi,omitempty"`
-	SnapTerm   uint64         `json:"st,omitempty"`
+	// Merge is the peer's pending merge (PrepareMerge applied), if any.
+	Merge    *mergeState `json:"mg,omitempty"`
+	SnapTerm uint64      `json:"st,omitempty"`
 	// apply: entries up to Applied were executed.
 	Applied uint64 `json:"a,omitempty"`
 	// kv: one key's whole MVCC state (written by compaction).
 	Key   string   `json:"key,omitempty"`
 	Value *mvccKey `json:"val,omitempty"`
 	TS    uint64   `json:"ts,omitempty"` // resolve: ResolveKvData at this ts
+	// clear: the dropped range (empty End = +inf).
+	Start []byte `json:"sk,omitempty"`
+	End   []byte `json:"ek,omitempty"`
 }
 
 // wal appends records to the store's volume.

@@ -1,0 +1,69 @@
+package tikvdouble
+
+import (
+	"context"
+	"time"
+
+	"github.com/pingcap/kvproto/pkg/errorpb"
+	"github.com/pingcap/kvproto/pkg/import_sstpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// importService serves import_sstpb.ImportSST. The double stores no SST
+// files; what it models is the older snapshot-backup operator's switch:
+// SuspendImportRPC denies ingests for a while, so a backup that relies on
+// it can be checked for renewing it (already_suspended) in time.
+type importService struct {
+	import_sstpb.UnimplementedImportSSTServer
+	s *Store
+}
+
+// SuspendImportRPC suspends (or resumes) imports. As in TiKV a suspension
+// sets the deadline to now+duration (it may shorten an earlier one), and the
+// answer says whether imports were suspended at the time of the call.
+func (i *importService) SuspendImportRPC(_ context.Context, req *import_sstpb.SuspendImportRPCRequest) (*import_sstpb.SuspendImportRPCResponse, error) {
+	s := i.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	was := now.Before(s.importSuspendedUntil)
+	if req.GetShouldSuspendImports() {
+		s.importSuspendedUntil = now.Add(time.Duration(req.GetDurationInSecs()) * time.Second)
+		s.log.Info("Suspending imports", "caller", req.GetCaller(), "for", time.Duration(req.GetDurationInSecs())*time.Second)
+	} else {
+		s.importSuspendedUntil = time.Time{}
+	}
+	return &import_sstpb.SuspendImportRPCResponse{AlreadySuspended: was}, nil
+}
+
+// suspendedError is the refusal of an import while suspended, or nil.
+func (s *Store) suspendedError() *errorpb.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	left := s.importSuspendedUntil.Sub(s.now())
+	if left <= 0 {
+		return nil
+	}
+	return &errorpb.Error{
+		Message:      "[Suspended] Preparing disk snapshot backup, ingests and some of admin commands are suspended.",
+		ServerIsBusy: &errorpb.ServerIsBusy{Reason: "suspended", BackoffMs: uint64(left.Milliseconds())},
+	}
+}
+
+// Ingest is refused while imports are suspended; otherwise the double has
+// nothing to ingest.
+func (i *importService) Ingest(_ context.Context, _ *import_sstpb.IngestRequest) (*import_sstpb.IngestResponse, error) {
+	if e := i.s.suspendedError(); e != nil {
+		return &import_sstpb.IngestResponse{Error: e}, nil
+	}
+	return nil, status.Error(codes.Unimplemented, "the TiKV double stores no SST files")
+}
+
+// MultiIngest is refused like Ingest.
+func (i *importService) MultiIngest(_ context.Context, _ *import_sstpb.MultiIngestRequest) (*import_sstpb.IngestResponse, error) {
+	if e := i.s.suspendedError(); e != nil {
+		return &import_sstpb.IngestResponse{Error: e}, nil
+	}
+	return nil, status.Error(codes.Unimplemented, "the TiKV double stores no SST files")
+}
