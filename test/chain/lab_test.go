@@ -2,12 +2,9 @@ package chain
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +25,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 const tick = 20 * time.Millisecond
@@ -214,65 +212,9 @@ func (p *pauseRun) phase() pause.Phase {
 	return p.statuses[len(p.statuses)-1].Phase
 }
 
-// held is what a pause holds, as PD and the TiKVs report it.
-type held struct {
-	// GC: a service safepoint holds GC back.
-	GC bool
-	// Schedulers are the paused PD schedulers.
-	Schedulers []string
-	// ZeroLimits are the schedule limits at 0.
-	ZeroLimits []string
-}
-
-func (h held) any() bool { return h.GC || len(h.Schedulers) > 0 || len(h.ZeroLimits) > 0 }
-
-// observe reads what PD holds: the service safepoints (a probe service's delete answers the
-// minimum over the live ones, or the GC safepoint when there is none), the paused
-// schedulers and the schedule limits.
-func observe(ctx context.Context, pc pd.Client, pdURL string) (held, error) {
-	var h held
-	gcSP, err := pc.UpdateGCSafePoint(ctx, 0)
-	if err != nil {
-		return h, fmt.Errorf("read the GC safepoint: %w", err)
-	}
-	minSvc, err := pc.UpdateServiceGCSafePoint(ctx, "fedbr-chain-probe", 0, 0)
-	if err != nil {
-		return h, fmt.Errorf("read the service safepoints: %w", err)
-	}
-	h.GC = minSvc != gcSP
-	if err := getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &h.Schedulers); err != nil {
-		return h, err
-	}
-	var sc map[string]any
-	if err := getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
-		return h, err
-	}
-	for _, k := range []string{"merge-schedule-limit", "leader-schedule-limit", "region-schedule-limit", "hot-region-schedule-limit", "replica-schedule-limit"} {
-		if v, ok := sc[k].(float64); ok && v == 0 {
-			h.ZeroLimits = append(h.ZeroLimits, k)
-		}
-	}
-	return h, nil
-}
-
-func getJSON(ctx context.Context, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(b)))
-	}
-	return json.Unmarshal(b, v)
+// observe reads what PD holds (GC safepoint, paused schedulers, zeroed limits).
+func observe(ctx context.Context, pc pd.Client, pdURL string) (tidb.Held, error) {
+	return tidb.ReadHeld(ctx, pc, pdURL)
 }
 
 // leasedStores probes every store's PrepareSnapshotBackup lease over the real protocol: a

@@ -42,7 +42,7 @@ func TestStopLiftsEverything(t *testing.T) {
 	c := startSmall(t, ctx)
 	pc, _ := pdClients(t, c)
 	lift := stopReadyPause(t, ctx, c, pc)
-	if h, err := observe(ctx, pc, c.PD.URL()); err != nil || h.any() {
+	if h, err := observe(ctx, pc, c.PD.URL()); err != nil || h.Any() {
 		t.Fatalf("after stop PD still holds %+v (%v)", h, err)
 	}
 	t.Logf("GC safepoint, schedulers and schedule limits lifted %s after the stop", lift.Round(time.Millisecond))
