@@ -121,7 +121,7 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeBackupFailedCondition) ||
 		meta.IsStatusConditionTrue(st.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) {
-		return planTeardown(o, res) // terminal: only make sure every member let go
+		return planTeardown(o, res, now) // terminal: only make sure every member let go
 	}
 
 	for _, c := range clusters {
@@ -210,10 +210,7 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 	} else {
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonSnapshotting, "members are starting their snapshots")
 	}
-	if memberTrue(init, dpv1alpha1.BackupMemberGCResumedCondition) {
-		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionFalse,
-			Reason: ReasonGCResumed, Message: "GC and PD scheduling run again"}, now)
-	}
+	markGCResumed(o, st, now)
 	if allComplete {
 		done := metav1.NewTime(now)
 		st.TimeCompleted = &done
@@ -244,9 +241,20 @@ func chooseInitializer(o Observed, st *fedv1alpha1.VolumeBackupStatus) string {
 	return st.Initializer
 }
 
+// markGCResumed records that the initializer lifted the pause. Snapshots can complete before
+// the release is confirmed, so this runs for finished backups too.
+func markGCResumed(o Observed, st *fedv1alpha1.VolumeBackupStatus, now time.Time) {
+	if st.Initializer == "" || !memberTrue(o.Members[st.Initializer], dpv1alpha1.BackupMemberGCResumedCondition) {
+		return
+	}
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionFalse,
+		Reason: ReasonGCResumed, Message: "GC and PD scheduling run again"}, now)
+}
+
 // planTeardown keeps a finished backup's members moving to teardown (and the pause lifted).
-func planTeardown(o Observed, res Result) Result {
+func planTeardown(o Observed, res Result, now time.Time) Result {
 	aggregate(o, &res.Status)
+	markGCResumed(o, &res.Status, now)
 	teardownAll(o, &res)
 	return res
 }

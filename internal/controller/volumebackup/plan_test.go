@@ -294,6 +294,30 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "GC resumed confirmed after the backup completed: GCPaused turns False and the window is known",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				b.Status.Phase, b.Status.Initializer = fedv1alpha1.VolumeBackupComplete, "az1"
+				b.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue, Reason: "X"},
+					{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionTrue, Reason: "X"}}
+			},
+			members: map[string]Member{"az1": func() Member {
+				m := member(tear, inited, started, done, resumed)
+				m.ResumeGC = true
+				p, r := metav1.NewMicroTime(t0), metav1.NewMicroTime(t0.Add(time.Second))
+				m.Status.GCPausedAt, m.Status.GCResumedAt = &p, &r
+				return m
+			}(), "az2": member(tear, started, done), "az3": member(tear, started, done)},
+			wantPhase: fedv1alpha1.VolumeBackupComplete,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != metav1.ConditionFalse {
+					t.Errorf("GCPaused = %+v, want False", c)
+				}
+				if r.Status.GCPauseSeconds != "1.000" {
+					t.Errorf("gcPauseSeconds = %q", r.Status.GCPauseSeconds)
+				}
+			},
+		},
+		{
 			name: "a failed backup keeps tearing down members that have not yet",
 			mutate: func(b *fedv1alpha1.VolumeBackup) {
 				b.Status.Phase = fedv1alpha1.VolumeBackupFailed

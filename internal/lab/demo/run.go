@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,6 +205,7 @@ func (d *run) waitStores(ctx context.Context, ns string, tcs map[string]*pcv1alp
 				waiting = append(waiting, fmt.Sprintf("%s %d/%d", cluster, up, want.Spec.TiKV.Replicas))
 			}
 		}
+		sort.Strings(waiting) // a stable line: printed only when it changes
 		return len(waiting) == 0, strings.Join(waiting, ", "), nil
 	})
 }
