@@ -32,6 +32,7 @@ DEMO_DIR ?= _output/demo
 .PHONY: demo
 demo: build k8s-bin ## Run the main job in the lab: backup under load, restore into fresh clusters, check, timeline.
 	-bin/fedbr lab down --dir $(DEMO_DIR) >/dev/null 2>&1
+	rm -rf $(DEMO_DIR) # a fresh lab every time: the demo creates fixed names
 	bin/fedbr lab up --dir $(DEMO_DIR)
 	rc=0; bin/fedbr lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr lab down --dir $(DEMO_DIR); exit $$rc
 

@@ -119,7 +119,8 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 	}
 	pd, err := tidbcluster.PDAddresses(tc)
 	if err != nil {
-		p.fail(ReasonNoPD, err.Error())
+		// A fresh TidbCluster's PD reports its address a little after the restore starts: wait
+		// (its status is watched); the manager's step timeout bounds the wait.
 		return job.Storage{}, nil, false
 	}
 	storage, err := job.StorageFor(p.m.Spec.Backup)
