@@ -237,6 +237,24 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
 		},
 		{
+			name: "a fresh TidbCluster whose PD has not reported its address yet: wait, nothing created, not failed",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), func() *pcv1alpha1.TidbCluster {
+				tc := targetTC(2, true)
+				tc.Status.PD.Members = nil
+				return tc
+			}(), withBackup),
+			want: rwant{check: func(t *testing.T, r Result) {
+				for _, a := range r.Actions {
+					if a.Kind == CreateJob {
+						t.Errorf("a Job was created before PD had an address: %+v", a)
+					}
+				}
+				if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition); c != nil && c.Status == metav1.ConditionTrue {
+					t.Errorf("failed while waiting for PD: %+v", c)
+				}
+			}},
+		},
+		{
 			name: "TidbCluster not in recovery mode",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false), withBackup),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonNotRecoveryMode}, msg: "spec.recoveryMode: true"},
