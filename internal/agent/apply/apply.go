@@ -142,7 +142,10 @@ func (a *Applier) DeleteJob(ctx context.Context, member client.Object, namespace
 	return err
 }
 
-// Status writes the status subresource when it changed: set puts the new status on obj.
+// Status writes the status subresource when it changed: set puts the new status on obj. The
+// agent is the only writer of a member's status, so the patch carries no resourceVersion: with an
+// optimistic lock every spec change by the manager (a new phase, the backup ts, resumeGC) made
+// the next status write conflict and retry, a round trip on the pause window's critical path.
 func (a *Applier) Status(ctx context.Context, obj client.Object, before, after any, set func()) error {
 	if equalJSON(before, after) {
 		return nil
@@ -152,7 +155,7 @@ func (a *Applier) Status(ctx context.Context, obj client.Object, before, after a
 		return fmt.Errorf("copy %T", obj)
 	}
 	set()
-	if err := a.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := a.Client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("write status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
