@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -27,6 +26,8 @@ import (
 
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fedbr/fedbr/internal/lab/port"
 )
 
 // Components in start order; Down stops them in reverse.
@@ -181,7 +182,7 @@ func startCluster(ctx context.Context, o Options, dir, name string) (Cluster, er
 	if err := p.ensure(); err != nil {
 		return c, fmt.Errorf("certificates: %w", err)
 	}
-	ports, err := freePorts(5)
+	ports, err := port.Free(5)
 	if err != nil {
 		return c, err
 	}
@@ -262,27 +263,6 @@ func startCluster(ctx context.Context, o Options, dir, name string) (Cluster, er
 	}
 	o.Log("%s: controller-manager and scheduler healthy", name)
 	return c, nil
-}
-
-// freePorts asks the kernel for n free loopback ports. They are free when returned; the lab
-// starts its processes right away, so a collision is unlikely and fails loudly if it happens.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // waitHTTP polls url until it answers 200 or the timeout passes. When proc is given and exits

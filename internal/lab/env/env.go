@@ -300,16 +300,6 @@ func checkAddresses(p Plan) error {
 	return nil
 }
 
-// freePort asks the kernel for a free loopback port.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer func() { _ = ln.Close() }()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // parallel runs fns concurrently and joins their errors.
 func parallel(fns ...func() error) error {
 	var (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
+	"github.com/fedbr/fedbr/internal/lab/port"
 )
 
 // Up brings up the whole lab in o.Dir and returns its description, also written to
@@ -194,13 +195,13 @@ func (u *upper) setUpCluster(ctx context.Context, c controlplane.Cluster, awsRea
 // startAWS starts the AWS double on a free port, waits for it, and creates the instance of
 // every node that has none yet.
 func (u *upper) startAWS(ctx context.Context) error {
-	port, err := freePort()
+	ports, err := port.Free(1)
 	if err != nil {
 		return err
 	}
-	listen := "127.0.0.1:" + itoa(port)
+	listen := "127.0.0.1:" + itoa(ports[0])
 	p, err := controlplane.Spawn(controlplane.Command{
-		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: port,
+		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: ports[0],
 		Args: []string{"lab", "aws", "--dir", u.lab.AWS.Dir, "--listen", listen, "--region", u.plan.Region},
 	})
 	u.mu.Lock()
