@@ -54,6 +54,11 @@ type Options struct {
 	// BackupTS is the timestamp a running pause holds GC at; 0 reads PD's min-resolved-ts,
 	// which must then be real-time.
 	BackupTS uint64
+	// WaitBackupTS, when set, gives the backup ts instead of BackupTS: the step is armed ahead
+	// of the pause, and everything that does not depend on the pause (the volumes, their
+	// instances, an earlier attempt's leftovers, the cluster version) is done before it is
+	// called, so the pause window holds only the cluster check and the snapshot starts.
+	WaitBackupTS func(ctx context.Context) (uint64, error)
 	// StillPaused, when set, is asked after every snapshot set started and before they are
 	// recorded whether the pause the backup ts came from still holds; an error fails the
 	// backup (and deletes the snapshots): snapshots started after the pause broke may miss
@@ -258,16 +263,29 @@ func (s *snapshotter) run(ctx context.Context) error {
 	if err := s.sweep(ctx); err != nil {
 		return err
 	}
+	rec := in.Clone()
+	version, err := s.clusterVersion(ctx)
+	if err != nil {
+		return err
+	}
+	reqs, err := s.plan(ctx, rec)
+	if err != nil {
+		return err
+	}
+	if s.o.WaitBackupTS != nil {
+		if s.o.BackupTS, err = s.o.WaitBackupTS(ctx); err != nil {
+			return err
+		}
+	}
 	if !s.o.SkipClusterCheck {
 		if err := s.waitClusterStill(ctx); err != nil {
 			return err
 		}
 	}
-	rec := in.Clone()
-	if err := s.clusterInfo(ctx, rec); err != nil {
+	if err := s.clusterInfo(ctx, rec, version); err != nil {
 		return err
 	}
-	err = s.take(ctx, rec)
+	err = s.take(ctx, rec, reqs)
 	if err != nil {
 		s.cleanup(ctx)
 	}
@@ -293,8 +311,24 @@ func (s *snapshotter) sweep(ctx context.Context) error {
 	return nil
 }
 
+// clusterVersion reads PD's cluster version ("0.0.0" without PD).
+func (s *snapshotter) clusterVersion(ctx context.Context) (string, error) {
+	if s.d.PDHTTP == nil {
+		return "0.0.0", nil
+	}
+	v, err := s.d.PDHTTP.ClusterVersion(ctx)
+	if err != nil {
+		return "", fmt.Errorf("read PD cluster version: %w", err)
+	}
+	pv, err := meta.ParseVersion(v)
+	if err != nil {
+		return "", fmt.Errorf("PD cluster version: %w", err)
+	}
+	return pv.String(), nil
+}
+
 // clusterInfo fills cluster_info: the backup timestamp and PD's cluster version.
-func (s *snapshotter) clusterInfo(ctx context.Context, rec *meta.Record) error {
+func (s *snapshotter) clusterInfo(ctx context.Context, rec *meta.Record, version string) error {
 	ts := s.o.BackupTS
 	if ts == 0 {
 		if s.d.PDHTTP == nil {
@@ -312,18 +346,6 @@ func (s *snapshotter) clusterInfo(ctx context.Context, rec *meta.Record) error {
 		}
 		ts = r.TS
 	}
-	version := "0.0.0"
-	if s.d.PDHTTP != nil {
-		v, err := s.d.PDHTTP.ClusterVersion(ctx)
-		if err != nil {
-			return fmt.Errorf("read PD cluster version: %w", err)
-		}
-		pv, err := meta.ParseVersion(v)
-		if err != nil {
-			return fmt.Errorf("PD cluster version: %w", err)
-		}
-		version = pv.String()
-	}
 	rec.ClusterInfo = &meta.ClusterInfo{Version: version, FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: ts}
 	s.res.ResolvedTS, s.res.ClusterVersion = ts, version
 	s.logf("Backup ts %d, cluster version %s", ts, version)
@@ -332,11 +354,7 @@ func (s *snapshotter) clusterInfo(ctx context.Context, rec *meta.Record) error {
 
 // take starts every snapshot set, records them as a pending backupmeta, waits for them and
 // completes the backupmeta.
-func (s *snapshotter) take(ctx context.Context, rec *meta.Record) error {
-	reqs, err := s.plan(ctx, rec)
-	if err != nil {
-		return err
-	}
+func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.SnapshotRequest) error {
 	total := len(rec.Volumes())
 	s.report(Progress{Phase: PhaseStarting, Total: total})
 	s.logf("Starting %d crash-consistent snapshot sets (%d volumes)", len(reqs), total)

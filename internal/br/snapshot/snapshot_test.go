@@ -383,3 +383,54 @@ func TestPauseBrokeBeforeRecording(t *testing.T) {
 		t.Errorf("backupmeta: %v, want none", err)
 	}
 }
+
+// TestArmedStepPreparesBeforeTheBackupTS: an armed step checks its volumes and instances
+// before it asks for the backup ts (a bad volume fails it while nothing is paused yet), takes
+// no snapshot before the ts arrives, records the ts it was given, and takes nothing when the
+// wait fails.
+func TestArmedStepPreparesBeforeTheBackupTS(t *testing.T) {
+	ctx := testContext(t)
+	t.Run("prepared, then snapshots at the given ts", func(t *testing.T) {
+		l := newLab(t, 2, awsdouble.Faults{})
+		asked := 0
+		res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, SkipClusterCheck: true,
+			WaitBackupTS: func(context.Context) (uint64, error) {
+				asked++
+				if n := len(l.srv.Inventory(nil).Snapshots); n != 0 {
+					t.Errorf("%d snapshots before the backup ts arrived", n)
+				}
+				return 4242, nil
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if asked != 1 || res.ResolvedTS != 4242 || len(res.Snapshots) != 4 {
+			t.Fatalf("asked %d times; result ts %d with %d snapshots, want once, 4242, 4", asked, res.ResolvedTS, len(res.Snapshots))
+		}
+	})
+	t.Run("a missing volume fails before the wait", func(t *testing.T) {
+		l := newLab(t, 1, awsdouble.Faults{})
+		in := &meta.Record{TiKV: meta.TiKV{Replicas: 1, Stores: []meta.TiKVStore{{ID: 1, Volumes: []meta.Volume{
+			{ID: "vol-0000000000000dead", Type: meta.DataDirType, MountPath: "/var/lib/tikv"}}}}}, PD: meta.Component{Replicas: 1}}
+		_, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, SkipClusterCheck: true, Input: in,
+			WaitBackupTS: func(context.Context) (uint64, error) {
+				t.Error("asked for the backup ts though a volume does not exist")
+				return 1, nil
+			}})
+		if err == nil || !strings.Contains(err.Error(), "does not exist") {
+			t.Fatalf("err = %v, want the missing volume", err)
+		}
+	})
+	t.Run("the wait fails: nothing taken", func(t *testing.T) {
+		l := newLab(t, 1, awsdouble.Faults{})
+		gone := errors.New("pause failed")
+		_, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, SkipClusterCheck: true,
+			WaitBackupTS: func(context.Context) (uint64, error) { return 0, gone }})
+		if !errors.Is(err, gone) {
+			t.Fatalf("err = %v, want the wait's error", err)
+		}
+		if n := len(l.srv.Inventory(nil).Snapshots); n != 0 {
+			t.Errorf("%d snapshots taken", n)
+		}
+	})
+}

@@ -46,6 +46,9 @@ func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
 		return nil, err
 	}
 	client := s3.NewFromConfig(ac, func(o *s3.Options) {
+		// Objects written without a checksum (older writers, S3-compatible stores) are read
+		// without one; the SDK would print a line to stderr for each read.
+		o.DisableLogOutputChecksumValidationSkipped = true
 		if cfg.Region != "" {
 			o.Region = cfg.Region
 		}

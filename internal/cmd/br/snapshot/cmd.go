@@ -260,13 +260,10 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		return snapshot.Result{}, err
 	}
 	if o.waitTS {
-		// Everything that takes time (process start, PD, AWS and storage clients, manifests)
-		// is done before the pause exists, so the pause window holds only the snapshot work.
-		ts, err := o.waitBackupTS(ctx, logw, report)
-		if err != nil {
-			return snapshot.Result{}, err
-		}
-		o.engine.BackupTS = ts
+		// Everything that takes time (process start, PD, AWS and storage clients, manifests,
+		// the engine's own preparation) is done before the pause exists, so the pause window
+		// holds only the snapshot work.
+		o.engine.WaitBackupTS = func(ctx context.Context) (uint64, error) { return o.waitBackupTS(ctx, logw, report) }
 	}
 
 	o.engine.Progress = logw
@@ -374,6 +371,8 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 }
 
 // lockedWriter serialises writes from several goroutines.
+// lockedWriter keeps concurrent log lines whole and stamps each with the time (UTC), as the
+// pause step does: the two steps' logs read as one timeline of the pause window.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -382,6 +381,9 @@ type lockedWriter struct {
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := io.WriteString(l.w, time.Now().UTC().Format(time.RFC3339Nano)+" "); err != nil {
+		return 0, err
+	}
 	return l.w.Write(p)
 }
 
