@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/fedbr/fedbr/internal/metrics"
+	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
 // Plane is one data plane.
@@ -102,7 +103,7 @@ func Load(o Options) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
 		}
-		p, err := newPlane(name, cfg, o)
+		p, err := newPlane(name, restconfig.Finish(cfg, "manager"), o)
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
 	"github.com/fedbr/fedbr/internal/podenv"
+	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
 type options struct {
@@ -130,6 +131,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	restconfig.Finish(cfg, "agent")
 	ctrl.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fedbr/fedbr/internal/manager"
+	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
 type options struct {
@@ -100,5 +101,5 @@ func (o *options) control() (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
-	return cfg, nil
+	return restconfig.Finish(cfg, "manager"), nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/podenv"
+	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
 // ReportFlags point a command at the ConfigMap it reports its status to (package br/report).
@@ -97,7 +98,7 @@ func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
 	} else if cfg, err = podenv.RESTConfig(); err != nil {
 		return nil, fmt.Errorf("--status-configmap: %w (outside a pod, give --kubeconfig)", err)
 	}
-	return report.NewConfigMap(cfg, ns, f.ConfigMap, command)
+	return report.NewConfigMap(restconfig.Finish(cfg, "br"), ns, f.ConfigMap, command)
 }
 
 // LockedWriter serialises writes from several goroutines to one stream, so that an engine's
