@@ -162,11 +162,14 @@ func (a *Applier) Status(ctx context.Context, obj client.Object, before, after a
 }
 
 // ConditionEvent records a condition transition as an Event (Warning when warn).
-func ConditionEvent(r Recorder, obj runtime.Object, t condition.Transition, warn bool) {
+func ConditionEvent(ctx context.Context, r Recorder, obj runtime.Object, t condition.Transition, warn bool) {
 	typ := corev1.EventTypeNormal
 	if warn {
 		typ = corev1.EventTypeWarning
 	}
+	// Logged too, with the log's sub-second time: events carry whole seconds in most views,
+	// and the hops of the pause window are measured in milliseconds.
+	log.FromContext(ctx).Info("Condition", "type", t.Type, "status", t.Status, "reason", t.Reason)
 	r.Eventf(obj, nil, typ, t.Reason, t.Type, "%s=%s: %s", t.Type, t.Status, t.Message)
 }
 

@@ -104,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.observeSteps(m, before, o, res)
+	r.observeSteps(ctx, m, before, o, res)
 	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
@@ -262,9 +262,9 @@ func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1
 }
 
 // observeSteps records events for condition transitions and durations of finished steps.
-func (r *Reconciler) observeSteps(m *dpv1alpha1.VolumeBackupMember, before *dpv1alpha1.VolumeBackupMemberStatus, o Observed, res Result) {
+func (r *Reconciler) observeSteps(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, before *dpv1alpha1.VolumeBackupMemberStatus, o Observed, res Result) {
 	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
-		apply.ConditionEvent(r.Recorder, m, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
+		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
 			t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
 	}
 	for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepClean: o.Clean} {

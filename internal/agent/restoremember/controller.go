@@ -114,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
-		apply.ConditionEvent(r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
+		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
 			t.Reason == ReasonStorageUnreachable)
 	}
 	for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData} {

@@ -123,8 +123,9 @@ func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, err
 	}
 	for _, a := range dec.Actions {
+		kind, cluster := a.Describe()
+		ctrl.LoggerFrom(ctx).Info("Applying", "action", kind, "cluster", cluster)
 		if err := d.Apply(ctx, o, a, now); err != nil {
-			kind, cluster := a.Describe()
 			d.Recorder.Eventf(o, nil, "Warning", "MemberUpdateFailed", kind, "%s in %s: %v", kind, cluster, err)
 			return reconcile.Result{}, fmt.Errorf("%s in %s: %w", kind, cluster, err)
 		}
