@@ -5,8 +5,10 @@ package agent
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -41,6 +43,7 @@ import (
 )
 
 type options struct {
+	verbosity       int
 	kubeconfig      string
 	context         string
 	clusterName     string
@@ -87,6 +90,7 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that several agent replicas run one at a time")
 	f.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "members reconciled in parallel per kind")
+	f.IntVar(&o.verbosity, "v", 0, "log verbosity: 1 adds one line per reconcile with the planned actions")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
 	return cmd
 }
@@ -132,6 +136,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	restconfig.Finish(cfg, "agent")
+	if err := setVerbosity(o.verbosity); err != nil {
+		return err
+	}
 	ctrl.SetLogger(klog.NewKlogr())
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -258,4 +265,14 @@ func NewScheme() (*k8sruntime.Scheme, error) {
 		}
 	}
 	return s, nil
+}
+
+// setVerbosity sets klog's -v, which the agent's logger (klogr) honours.
+func setVerbosity(v int) error {
+	if v < 0 {
+		return fmt.Errorf("--v %d: want 0 or more", v)
+	}
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	return fs.Set("v", strconv.Itoa(v))
 }

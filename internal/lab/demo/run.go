@@ -140,7 +140,7 @@ func (d *run) startControllers() error {
 	for _, dp := range d.lab.DataPlanes {
 		args := []string{"agent", "--kubeconfig", kc, "--context", dp.Cluster, "--k8s-cluster-name", dp.Cluster,
 			"--image", "fedbr", "--aws-endpoint", d.lab.AWS.Endpoint, "--region", d.lab.AWS.Region,
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0"}
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--v", "1"}
 		p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), "agent-"+dp.Cluster+".log"), args...)
 		if err != nil {
 			return err
