@@ -169,11 +169,21 @@ func TestOperatorRecoveryLifecycle(t *testing.T) {
 		t.Errorf("tikv-2 owners = %+v", pod.OwnerReferences)
 	}
 
-	// Restore-finish: recoveryMode false and the annotation removed; every TiKV pod restarts.
+	// Restore-finish, played as the agent does it: recoveryMode false and the annotation
+	// removed, every TiKV pod deleted; the operator recreates them in normal mode.
 	patchTC(t, c, key, func(tc *pcv1alpha1.TidbCluster) {
 		tc.Spec.RecoveryMode = false
 		delete(tc.Annotations, pcv1alpha1.TiKVVolumesReadyAnnotation)
 	})
+	pods, err := tikvPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range pods {
+		if err := c.Delete(ctx, &pods[i], client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eventually(t, "TiKV pods recreated in normal mode", func() (bool, error) {
 		pods, err := tikvPods(ctx, c)
 		restarted := 0

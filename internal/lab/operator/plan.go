@@ -26,8 +26,8 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// LabelStoreID carries a TiKV pod's store id, as tidb-operator labels it.
 	LabelStoreID = "tidb.pingcap.com/store-id"
-	// AnnotationRecoveryMode records whether a TiKV pod was created in recovery mode; a pod
-	// created in recovery mode is restarted once spec.recoveryMode is false (restore-finish).
+	// AnnotationRecoveryMode records whether a TiKV pod was created in recovery mode, so a test
+	// or an SRE can tell a pod recreated after restore-finish from one started in recovery.
 	AnnotationRecoveryMode = "lab.fedbr.io/recovery-mode"
 
 	nameValue      = "tidb-cluster"
@@ -191,13 +191,8 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 		tikvReplicas = int(tc.Spec.TiKV.Replicas)
 	}
 	_, volumesReady := tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation]
-	// Restore-finish: pods started in recovery mode restart to leave it.
-	for _, name := range sortedNames(o.Pods) {
-		st := o.Pods[name]
-		if component(tc.Name, name) == ComponentTiKV && st.RecoveryMode && !tc.Spec.RecoveryMode && !st.Deleting {
-			p.add(DeletePod, podRef(tc, name, st), nil, nil)
-		}
-	}
+	// Restore-finish restarts nothing here: like tidb-operator's, the restore's own controller
+	// (fedbr's agent) deletes the TiKV pods and clears recoveryMode; the pods come back below.
 	canStart := func(int) bool {
 		switch {
 		case tc.Spec.RecoveryMode && !volumesReady:

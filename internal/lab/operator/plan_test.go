@@ -162,9 +162,10 @@ func TestComputePlan(t *testing.T) {
 			obs:  world(newTC(recovery, volumesReady), true, "pd-0", "tikv-0*", "tikv-1*", "tikv-2*"),
 		},
 		{
-			name: "restore-finish restarts every TiKV started in recovery mode",
+			// tidb-operator leaves the restart to the restore's controller, which deletes
+			// the pods; restarting here too made TiKV restart twice.
+			name: "recoveryMode cleared restarts nothing by itself",
 			obs:  world(newTC(), true, "pd-0", "tikv-0*", "tikv-1*", "tikv-2*"),
-			want: []string{"DeletePod basic-tikv-0", "DeletePod basic-tikv-1", "DeletePod basic-tikv-2"},
 		},
 		{
 			name: "restore-finish waits for terminating pods",
