@@ -153,6 +153,9 @@ func BenchmarkFederatedBackupRestore(b *testing.B) {
 		b.ReportMetric(r.SnapshotSkew.Seconds(), "floor-s")
 		b.ReportMetric((r.GCPause - r.SnapshotSkew).Seconds(), "pause-over-floor-s")
 		b.ReportMetric(r.Backup.Status.TimeCompleted.Sub(r.Backup.Status.TimeStarted.Time).Seconds(), "backup-s")
+		if o, ok := r.BackupOverhead(); ok {
+			b.ReportMetric(o.Seconds(), "backup-overhead-s")
+		}
 		b.ReportMetric(r.Restore.Status.TimeCompleted.Sub(r.Restore.Status.TimeStarted.Time).Seconds(), "restore-s")
 	}
 }

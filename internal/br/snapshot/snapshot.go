@@ -97,6 +97,10 @@ type Progress struct {
 	// decompose the GC pause window. Both stay set in later reports.
 	BackupTSAt time.Time `json:"backupTSAt,omitzero"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`
+	// CompletedAt is when every snapshot had completed and backupmeta said so: with
+	// BackupTSAt it bounds the step's own work (cluster check, cloud calls and waits), which
+	// the backup's orchestration overhead excludes.
+	CompletedAt time.Time `json:"completedAt,omitzero"`
 }
 
 // Phases reported in Progress, in the order they happen.

@@ -29,6 +29,10 @@ type Report struct {
 	GCPause, SnapshotSkew time.Duration
 	// PauseBreakdown splits the GC pause window by what happened in it (steps' own clocks).
 	PauseBreakdown []Step
+	// BackupWall is from creating the VolumeBackup to seeing it Complete (100 ms polls);
+	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
+	BackupWall time.Duration
+	BackupWork []Step
 	// Snapshots is how many snapshots the backup took.
 	Snapshots int
 	// Bank is the workload's summary; TxnsAfterCommitTS the transactions it committed after the
@@ -80,6 +84,12 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	p("snapshots: %d, skew between the first and the last start: %s", r.Snapshots, r.SnapshotSkew.Round(time.Millisecond))
+	if o, ok := r.BackupOverhead(); ok {
+		p("backup orchestration overhead: %s (wall %s minus the work below)", o.Round(time.Millisecond), r.BackupWall.Round(time.Millisecond))
+		for _, s := range r.BackupWork {
+			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+		}
+	}
 	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
 	p("checker: %s", r.Checker)
 	p("left behind after deleting the backup: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
@@ -88,6 +98,19 @@ func (r *Report) Print(w io.Writer) {
 		return
 	}
 	p("RESULT: PASS")
+}
+
+// BackupOverhead is the backup's wall time minus its work: what fedbr's controllers, the
+// Jobs and pods and the hops between them added. ok is false when a time is missing.
+func (r *Report) BackupOverhead() (time.Duration, bool) {
+	if r.BackupWall == 0 || len(r.BackupWork) == 0 {
+		return 0, false
+	}
+	o := r.BackupWall
+	for _, s := range r.BackupWork {
+		o -= s.End.Sub(s.Start)
+	}
+	return o, true
 }
 
 // span prints a step relative to origin; times are whole seconds where Kubernetes stamped them.

@@ -230,7 +230,7 @@ func (d *run) poll(ctx context.Context, what string, f func() (bool, string, err
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not done within %s (last: %s): %w", what, d.o.Timeout, last, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -193,13 +193,16 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var tsAt, startedAt time.Time // stamped once, carried in every later report
+	var tsAt, startedAt, completedAt time.Time // stamped once, carried in every later report
 	o.tsReceived = func() { tsAt = time.Now() }
 	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
 		if pr.Phase == snapshot.PhaseWaiting && startedAt.IsZero() {
 			startedAt = time.Now()
 		}
-		pr.BackupTSAt, pr.StartedAt = tsAt, startedAt
+		if pr.Phase == snapshot.PhaseCompleted && completedAt.IsZero() {
+			completedAt = time.Now()
+		}
+		pr.BackupTSAt, pr.StartedAt, pr.CompletedAt = tsAt, startedAt, completedAt
 		rep.Update(pr.Phase, pr)
 	})
 	if err != nil {
