@@ -21,6 +21,7 @@ package volumebackup
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -321,8 +322,8 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 
 // add appends an action unless its cluster is unreachable (it is retried on the next event).
 func (r *Result) add(o Observed, a Action) {
-	if !o.Reachable[a.Cluster] {
-		return
+	if !o.Reachable[a.Cluster] || slices.Contains(r.Actions, a) {
+		return // an action planned twice (execute and teardown both resume GC) is applied once
 	}
 	r.Actions = append(r.Actions, a)
 }

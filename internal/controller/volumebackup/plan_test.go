@@ -152,6 +152,17 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			// Snapshots can start and complete between two observations: the pause is
+			// released once, then every member tears down.
+			name: "started and complete in one observation: GC resumed once, then teardown",
+			members: map[string]Member{
+				"az1": withTS(member(exec, inited, started, done), "300"),
+				"az2": withTS(member(exec, started, done), "200"), "az3": withTS(member(exec, started, done), "250")},
+			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear},
+				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupComplete,
+		},
+		{
 			name: "all complete: teardown everywhere, commit ts is the minimum",
 			members: map[string]Member{
 				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
