@@ -182,6 +182,19 @@ func TestBackupWalksTheProtocolWithAgentsPlayedByTheTest(t *testing.T) {
 	})
 
 	t0 := time.Now().Truncate(time.Second)
+	// The pause waits for every snapshot step to be armed.
+	reportBackup(t, l.dp1, "nightly", t0, nil, dpv1alpha1.BackupMemberArmedCondition)
+	time.Sleep(300 * time.Millisecond) // a reconcile that could wrongly start the pause now
+	if m := backupMember(t, l.dp1, "nightly"); m == nil || m.Spec.StartPause {
+		t.Fatalf("the pause was started with dp2 not armed: %+v", m)
+	}
+	reportBackup(t, l.dp2, "nightly", t0, nil, dpv1alpha1.BackupMemberArmedCondition)
+	eventually(t, "the initializer starts its pause once every member is armed", func() error {
+		if m := backupMember(t, l.dp1, "nightly"); m == nil || !m.Spec.StartPause {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
 	reportBackup(t, l.dp1, "nightly", t0, func(s *dpv1alpha1.VolumeBackupMemberStatus) { s.CommitTs = "1000" }, dpv1alpha1.BackupMemberInitializedCondition)
 	start := time.Now()
 	eventually(t, "both members execute at the initializer's ts", func() error {

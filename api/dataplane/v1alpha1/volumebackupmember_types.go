@@ -24,6 +24,7 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'teardown' || self.phase == 'teardown'",message="phase cannot go back from teardown"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'execute' || self.phase != 'initialize'",message="phase cannot go back from execute to initialize"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.startPause) || !oldSelf.startPause || (has(self.startPause) && self.startPause)",message="startPause cannot be unset"
 type VolumeBackupMemberSpec struct {
 	// VolumeBackup is the name of the VolumeBackup in the control plane this member belongs to.
 	// +kubebuilder:validation:MinLength=1
@@ -43,6 +44,11 @@ type VolumeBackupMemberSpec struct {
 	TCNamespace string `json:"tcNamespace"`
 	// Phase is the step the manager asks for.
 	Phase BackupMemberPhase `json:"phase"`
+	// StartPause tells the initializer to start the pause (GC safepoint, TiKV leases, PD
+	// schedulers). The manager sets it once every member's snapshot step is armed (condition
+	// Armed), so the GC pause window never holds a pod start; once set it stays set.
+	// +optional
+	StartPause bool `json:"startPause,omitempty"`
 	// ResumeGC asks the initializer to lift the GC safepoint and PD pause now, because every
 	// member has started its snapshots.
 	// +optional
@@ -64,6 +70,9 @@ const (
 	// BackupMemberInitializedCondition is True while the pause (GC safepoint, TiKV leases, PD
 	// schedulers) is held and ready.
 	BackupMemberInitializedCondition = "Initialized"
+	// BackupMemberArmedCondition is True once the snapshot step runs and waits for nothing
+	// but the backup ts (or already has it).
+	BackupMemberArmedCondition = "Armed"
 	// BackupMemberSnapshotsCreatedCondition is True once every snapshot has started and
 	// backupmeta is written.
 	BackupMemberSnapshotsCreatedCondition = "SnapshotsCreated"

@@ -269,7 +269,18 @@ func TestBackupProtocol(t *testing.T) {
 	must(t, c.Create(ctx, m))
 	key := client.ObjectKeyFromObject(m)
 
-	// initialize: the status ConfigMap, then the pause Job.
+	// initialize: the snapshot step starts armed; the pause waits for the manager's go.
+	eventually(t, "armed snapshot Job first", func() (bool, string) {
+		return getJob(ctx, ns, job.Name("fed-b1", job.StepSnapshot)) != nil, "no snapshot Job"
+	})
+	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepSnapshot: map[string]any{"phase": "Armed"}})
+	eventually(t, "Armed", func() (bool, string) {
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, ReasonSnapshotArmed)
+	})
+	if getJob(ctx, ns, job.Name("fed-b1", job.StepPause)) != nil {
+		t.Fatal("pause Job created before startPause")
+	}
+	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true })
 	var pause *batchv1.Job
 	eventually(t, "pause Job", func() (bool, string) {
 		pause = getJob(ctx, ns, job.Name("fed-b1", job.StepPause))

@@ -63,6 +63,7 @@ const (
 	ReasonPauseFailed        = "PauseFailed"
 	ReasonPauseJobFailed     = "PauseJobFailed"
 	ReasonDeadlineExceeded   = "DeadlineExceeded"
+	ReasonSnapshotArmed      = "SnapshotArmed"
 	ReasonSnapshotsStarted   = "SnapshotsStarted"
 	ReasonSnapshotsCompleted = "SnapshotsCompleted"
 	ReasonSnapshotFailed     = "SnapshotFailed"
@@ -304,7 +305,9 @@ func (p *plan) planPause() {
 		return
 	}
 	_, reported := p.o.Report.Step(job.StepPause)
-	if p.m.Spec.Phase != dpv1alpha1.BackupMemberInitialize || pj.Exists() || reported || p.stopRequested() ||
+	// The pause starts only when the manager says every member's snapshot step is armed: the
+	// GC pause window then holds the ts hop and the snapshots, never a pod start.
+	if p.m.Spec.Phase != dpv1alpha1.BackupMemberInitialize || !p.m.Spec.StartPause || pj.Exists() || reported || p.stopRequested() ||
 		p.isTrue(dpv1alpha1.BackupMemberInitializedCondition) {
 		return
 	}

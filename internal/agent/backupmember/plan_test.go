@@ -32,6 +32,9 @@ var (
 	snapName  = job.Name("fed-b1", job.StepSnapshot)
 )
 
+// startPause is the manager's go for the initializer's pause (every member armed).
+func startPause(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true }
+
 func member(phase dpv1alpha1.BackupMemberPhase, mut ...func(*dpv1alpha1.VolumeBackupMember)) *dpv1alpha1.VolumeBackupMember {
 	m := &dpv1alpha1.VolumeBackupMember{
 		ObjectMeta: metav1.ObjectMeta{Name: "fed-b1", Namespace: "tidb", UID: "uid-1", Generation: 3,
@@ -188,7 +191,7 @@ func TestPlan(t *testing.T) {
 	}{
 		{
 			name: "initialize starts the pause after its status ConfigMap",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize)),
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause)),
 			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseInitializing,
 				check: func(t *testing.T, r Result) {
 					j := jobOf(t, r, job.StepPause).Job
@@ -208,8 +211,32 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
+			// The pause waits for the manager's go: a pod start (its own, or another plane's
+			// snapshot step) must never sit inside the GC pause window.
+			name: "initialize without startPause arms the snapshot step only",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Snapshot = active(snapName) }),
+			want: want{actions: nil, phase: PhaseArmed, notTrue: []string{dpv1alpha1.BackupMemberArmedCondition}},
+		},
+		{
+			name: "the snapshot step reports Armed: so does the member, for the manager's go",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+				o.Snapshot = active(snapName)
+				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"})})
+			}),
+			want: want{actions: nil, phase: PhaseArmed, true: []string{dpv1alpha1.BackupMemberArmedCondition},
+				reason: map[string]string{dpv1alpha1.BackupMemberArmedCondition: ReasonSnapshotArmed}},
+		},
+		{
+			name: "a snapshot step that failed at once is not armed",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+				o.Snapshot = active(snapName)
+				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Failed","error":"no such volume"}`})
+			}),
+			want: want{notTrue: []string{dpv1alpha1.BackupMemberArmedCondition}, true: []string{dpv1alpha1.BackupMemberFailedCondition}},
+		},
+		{
 			name: "pause deadline and tool image come from the template",
-			o: obs(member(dpv1alpha1.BackupMemberInitialize, func(m *dpv1alpha1.VolumeBackupMember) {
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause, func(m *dpv1alpha1.VolumeBackupMember) {
 				m.Spec.Template.VolumeBackupInitJobMaxActiveSeconds = ptr.To[int32](90)
 				m.Spec.Template.ToolImage = "custom:1"
 				m.Spec.Template.ServiceAccount = "mine"
@@ -223,7 +250,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "a TidbCluster without PD of its own uses spec.pdAddresses",
-			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
 				o.TC.Status.PD.Members = nil
 				o.TC.Spec.PDAddresses = []string{"http://remote-pd:2379"}
 			}),
@@ -235,22 +262,22 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "TidbCluster missing fails the member",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.TC = nil }),
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.TC = nil }),
 			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
 		},
 		{
 			name: "no PD address fails the member",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.TC.Status.PD.Members = nil }),
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.TC.Status.PD.Members = nil }),
 			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonNoPD}},
 		},
 		{
 			name: "pause running and not ready yet: wait",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Pause = active(pauseName) }),
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
 			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberInitializedCondition}, phase: PhaseInitializing},
 		},
 		{
 			name: "pause Ready: Initialized at gcPausedAt with the backup ts",
-			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
 				o.Pause = active(pauseName)
 				o.Report = pauseReady
 			}),
@@ -267,7 +294,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "pause reports Failed: member fails",
-			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
 				o.Pause = active(pauseName)
 				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","error":"GC safepoint passed the backup ts"}`})
 			}),
@@ -284,7 +311,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "pause Job failed without a report",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Pause = failed(pauseName, job.ReasonBackoffLimitExceeded) }),
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = failed(pauseName, job.ReasonBackoffLimitExceeded) }),
 			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseJobFailed}, failMatch: "BackoffLimitExceeded"},
 		},
 		{
@@ -327,7 +354,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "the initializer arms its snapshot beside its pause once the cluster is observed",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Cluster = cluster(); o.Pause = active(pauseName) }),
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Cluster = cluster(); o.Pause = active(pauseName) }),
 			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseInitializing,
 				check: func(t *testing.T, r Result) {
 					if args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--wait-backup-ts") {

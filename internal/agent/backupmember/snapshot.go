@@ -41,6 +41,10 @@ func (p *plan) observeSnapshot() {
 	st, reported := p.o.Report.Step(job.StepSnapshot)
 	sj := p.o.Snapshot
 	if reported {
+		if st.Phase != job.PhaseFailed && !p.isTrue(dpv1alpha1.BackupMemberArmedCondition) {
+			p.set(dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, ReasonSnapshotArmed,
+				"the snapshot step runs; it needs nothing but the backup ts", time.Time{})
+		}
 		if st.Total > 0 {
 			p.res.Status.SnapshotsTotal = int32(st.Total)
 		}

@@ -36,10 +36,11 @@ import (
 type Member struct {
 	// Exists is false until the member was created.
 	Exists bool
-	// Phase, BackupTS and ResumeGC are the member's spec as last written.
-	Phase    dpv1alpha1.BackupMemberPhase
-	BackupTS string
-	ResumeGC bool
+	// Phase, BackupTS, StartPause and ResumeGC are the member's spec as last written.
+	Phase      dpv1alpha1.BackupMemberPhase
+	BackupTS   string
+	StartPause bool
+	ResumeGC   bool
 	// PhaseSince is when the member entered its current spec phase (from its status), for
 	// step timeouts; zero if unknown.
 	PhaseSince time.Time
@@ -68,6 +69,8 @@ const (
 	CreateMember ActionKind = "CreateMember"
 	// SetPhase moves the member to Phase.
 	SetPhase ActionKind = "SetPhase"
+	// StartPause tells the initializer to start the pause: every member is armed.
+	StartPause ActionKind = "StartPause"
 	// ResumeGC asks the initializer to lift the GC/PD pause.
 	ResumeGC ActionKind = "ResumeGC"
 	// DeleteMember deletes the member (its agent cleans per cleanPolicy).
@@ -98,6 +101,7 @@ type Result struct {
 const (
 	ReasonUnknownCluster      = "UnknownCluster"
 	ReasonClusterUnreachable  = "ClusterUnreachable"
+	ReasonArming              = "Arming"
 	ReasonInitializing        = "Initializing"
 	ReasonSnapshotting        = "Snapshotting"
 	ReasonAllSnapshotsStarted = "AllSnapshotsStarted"
@@ -167,7 +171,24 @@ func Plan(o Observed, now time.Time) Result {
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
 	case !memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition) && init.Phase == dpv1alpha1.BackupMemberInitialize:
 		armOthers()
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+		if init.StartPause {
+			setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+			break
+		}
+		// The pause waits until every snapshot step is armed, so that its window holds no
+		// pod start (the slowest part of a step on a busy node).
+		var waiting []string
+		for _, c := range clusters {
+			if !memberTrue(o.Members[c.K8sClusterName], dpv1alpha1.BackupMemberArmedCondition) {
+				waiting = append(waiting, c.K8sClusterName)
+			}
+		}
+		if len(waiting) == 0 {
+			res.add(o, Action{Kind: StartPause, Cluster: initializer})
+			setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+			break
+		}
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonArming, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
 	default:
 		ts, err := strconv.ParseUint(init.Status.CommitTs, 10, 64)
 		if err != nil || ts == 0 {

@@ -48,6 +48,13 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 // armed is a member created ahead of the pause: execute, no backup ts yet.
 func armed() Member { m := member(exec); m.BackupTS = ""; return m }
 
+// armedWith is armed() with the given True conditions.
+func armedWith(conds ...string) Member {
+	m := member(exec, conds...)
+	m.BackupTS = ""
+	return m
+}
+
 func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
 
 const (
@@ -58,6 +65,7 @@ const (
 	started = dpv1alpha1.BackupMemberSnapshotsCreatedCondition
 	done    = dpv1alpha1.BackupMemberCompleteCondition
 	resumed = dpv1alpha1.BackupMemberGCResumedCondition
+	armedC  = dpv1alpha1.BackupMemberArmedCondition
 	failedC = dpv1alpha1.BackupMemberFailedCondition
 )
 
@@ -94,8 +102,29 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name:      "snapshot steps starting, az3 not armed yet: the pause waits",
+			members:   map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC), "az3": armed()},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonArming || !strings.Contains(c.Message, "az3") {
+					t.Errorf("Ready = %+v, want Arming naming az3", c)
+				}
+			},
+		},
+		{
+			name:      "the initializer's own step not armed yet: the pause waits",
+			members:   map[string]Member{"az1": member(init_), "az2": armedWith(armedC), "az3": armedWith(armedC)},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name:      "every snapshot step armed: the initializer starts its pause",
+			members:   map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC), "az3": armedWith(armedC)},
+			want:      []Action{{Kind: StartPause, Cluster: "az1"}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
 			name:      "initializer still pausing: nothing to do",
-			members:   map[string]Member{"az1": member(init_), "az2": armed(), "az3": armed()},
+			members:   map[string]Member{"az1": func() Member { m := member(init_, armedC); m.StartPause = true; return m }(), "az2": armedWith(armedC), "az3": armedWith(armedC)},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{

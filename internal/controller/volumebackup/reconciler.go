@@ -86,7 +86,7 @@ func observe(ctx context.Context, planes *plane.Set, b *fedv1alpha1.VolumeBackup
 		if err := federation.CheckOwner(&m, b, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS, ResumeGC: m.Spec.ResumeGC,
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS, StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC,
 			PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil
@@ -120,6 +120,8 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 			spec["backupTS"] = a.BackupTS
 		}
 		return federation.SetSpec(ctx, c, ref, spec, true, now)
+	case StartPause:
+		return federation.SetSpec(ctx, c, ref, map[string]any{"startPause": true}, false, now)
 	case ResumeGC:
 		return federation.SetSpec(ctx, c, ref, map[string]any{"resumeGC": true}, false, now)
 	case DeleteMember:
