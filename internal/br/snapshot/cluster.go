@@ -151,15 +151,58 @@ func (s *snapshotter) checkClusterStill(ctx context.Context) error {
 	return s.checkHoles(ctx)
 }
 
+// dialStores opens a connection to every TiKV store ahead of the check: an armed step does it
+// while it waits for the backup ts, so the check inside the pause window finds them open.
+// Best effort: a store it cannot reach now is dialled again by the check, which reports it.
+func (s *snapshotter) dialStores(ctx context.Context) {
+	all, err := s.d.PD.GetAllStores(ctx, opt.WithExcludeTombstone())
+	if err != nil {
+		return
+	}
+	for _, st := range all {
+		if !tidb.IsTiFlash(st) {
+			_, _ = s.store(ctx, st.GetAddress())
+		}
+	}
+}
+
+// store returns the Backup client of the store at addr, dialling it once per step.
+func (s *snapshotter) store(ctx context.Context, addr string) (brpb.BackupClient, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.conns[addr]; ok {
+		return c, nil
+	}
+	c, closeConn, err := s.d.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	if s.conns == nil {
+		s.conns = map[string]brpb.BackupClient{}
+	}
+	s.conns[addr] = c
+	s.closers = append(s.closers, closeConn)
+	return c, nil
+}
+
+// closeStores closes the connections store opened.
+func (s *snapshotter) closeStores() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, c := range s.closers {
+		_ = c()
+	}
+	s.conns, s.closers = nil, nil
+}
+
 // checkAdmin reads one store's CheckPendingAdminOp stream to its end.
 func (s *snapshotter) checkAdmin(ctx context.Context, st *metapb.Store) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	client, closeConn, err := s.d.Dial(ctx, st.GetAddress())
+	client, err := s.store(ctx, st.GetAddress())
 	if err != nil {
 		return fmt.Errorf("connect to store %d at %s: %w", st.GetId(), st.GetAddress(), err)
 	}
-	defer func() { _ = closeConn() }()
 	stream, err := client.CheckPendingAdminOp(ctx, &brpb.CheckAdminRequest{})
 	if err != nil {
 		return fmt.Errorf("check pending admin operations on store %d: %w", st.GetId(), err)
@@ -235,5 +278,6 @@ func DialInsecure(_ context.Context, addr string) (brpb.BackupClient, func() err
 	if err != nil {
 		return nil, nil, err
 	}
+	conn.Connect() // connect in the background now, not at the first RPC
 	return brpb.NewBackupClient(conn), conn.Close, nil
 }

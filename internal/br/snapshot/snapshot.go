@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	brpb "github.com/pingcap/kvproto/pkg/brpb"
+
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -210,6 +212,7 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 		o.Report = func(Progress) {}
 	}
 	s := &snapshotter{d: d, o: o}
+	defer s.closeStores()
 	start := o.Clock.Now()
 	s.res = Result{BackupID: o.BackupID, Snapshots: []Snapshot{}, Swept: []string{}, Deleted: []string{}}
 	err := s.run(ctx)
@@ -233,6 +236,8 @@ type snapshotter struct {
 
 	mu      sync.Mutex
 	created []string
+	conns   map[string]brpb.BackupClient // by store address, for the cluster check
+	closers []func() error
 	logMu   sync.Mutex
 }
 
@@ -277,6 +282,9 @@ func (s *snapshotter) run(ctx context.Context) error {
 		return err
 	}
 	if s.o.WaitBackupTS != nil {
+		if !s.o.SkipClusterCheck && s.d.PD != nil && s.d.Dial != nil {
+			s.dialStores(ctx)
+		}
 		if s.o.BackupTS, err = s.o.WaitBackupTS(ctx); err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
 
@@ -406,6 +407,30 @@ func TestArmedStepPreparesBeforeTheBackupTS(t *testing.T) {
 		}
 		if asked != 1 || res.ResolvedTS != 4242 || len(res.Snapshots) != 4 {
 			t.Fatalf("asked %d times; result ts %d with %d snapshots, want once, 4242, 4", asked, res.ResolvedTS, len(res.Snapshots))
+		}
+	})
+	t.Run("the stores are dialled while armed, once", func(t *testing.T) {
+		l := newLab(t, 2, awsdouble.Faults{})
+		d := startCluster(t)
+		d.Cloud, d.Store = l.p, l.store
+		var mu sync.Mutex
+		dials := 0
+		dial := d.Dial
+		d.Dial = func(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
+			mu.Lock()
+			dials++
+			mu.Unlock()
+			return dial(ctx, addr)
+		}
+		count := func() int { mu.Lock(); defer mu.Unlock(); return dials }
+		atWait := 0
+		_, err := snapshot.Run(ctx, d, snapshot.Options{BackupID: backupID, CheckInterval: 50 * time.Millisecond,
+			WaitBackupTS: func(context.Context) (uint64, error) { atWait = count(); return 4242, nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if atWait != 3 || count() != 3 {
+			t.Errorf("%d stores dialled before the wait, %d in all; want 3 and 3", atWait, count())
 		}
 	})
 	t.Run("a missing volume fails before the wait", func(t *testing.T) {
