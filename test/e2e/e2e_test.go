@@ -49,6 +49,14 @@ func upLab(ctx context.Context, t testing.TB) *env.Lab {
 	pingcaplog.SetLevel(zapcore.WarnLevel) // the PD client's connection chatter
 	bin := buildFedbr(t)
 	dir := filepath.Join(t.TempDir(), "lab")
+	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
+		// Kept after the run (lab down still stops every process): the step, agent and manager
+		// logs of a slow benchmark run can be read afterwards.
+		if err := os.RemoveAll(keep); err != nil {
+			t.Fatal(err)
+		}
+		dir = keep
+	}
 	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +141,9 @@ func dumpLogs(t testing.TB, dir string) {
 // with -benchtime=1x on an idle machine:
 //
 //	go test -run '^$' -bench FederatedBackupRestore -benchtime=1x ./test/e2e/
+//
+// -v prints the timeline and the pause window's breakdown; FEDBR_E2E_LAB_DIR=<dir> keeps the
+// lab's logs (step pods under <dir>/<plane>/nodes, manager and agents under <dir>/demo).
 func BenchmarkFederatedBackupRestore(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
