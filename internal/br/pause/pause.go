@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,12 +121,14 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	set(PhaseStopping, nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CleanupTimeout)
 	defer cancel()
-	var errs []error
-	for i := len(lifted) - 1; i >= 0; i-- {
-		if err := lifted[i](cctx); err != nil {
-			errs = append(errs, err)
-		}
+	// The pieces are independent (PD's GC safepoint, PD's schedulers, each TiKV's lease), so
+	// they are lifted at once: the live cluster waits for the slowest, not for their sum.
+	errs := make([]error, len(lifted))
+	var wg sync.WaitGroup
+	for i, undo := range lifted {
+		wg.Go(func() { errs[i] = undo(cctx) })
 	}
+	wg.Wait()
 	cleanupErr := errors.Join(errs...)
 	if cleanupErr != nil {
 		d.Log("Lifting the pause failed; the rest lapses within %s: %v", cfg.TTL, cleanupErr)
