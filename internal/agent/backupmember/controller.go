@@ -243,6 +243,8 @@ func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1
 			err = ap.StopJob(ctx, m, m.Namespace, a.Name)
 		case DeleteJob:
 			err = ap.DeleteJob(ctx, m, m.Namespace, a.Name)
+		case PublishStart:
+			err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.StartKey, "true")
 		case PublishRelease:
 			err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.ReleaseKey, "true")
 		case PublishBackupTS:

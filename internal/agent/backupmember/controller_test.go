@@ -269,7 +269,7 @@ func TestBackupProtocol(t *testing.T) {
 	must(t, c.Create(ctx, m))
 	key := client.ObjectKeyFromObject(m)
 
-	// initialize: the snapshot step starts armed; the pause waits for the manager's go.
+	// initialize: the snapshot step starts armed.
 	eventually(t, "armed snapshot Job first", func() (bool, string) {
 		return getJob(ctx, ns, job.Name("fed-b1", job.StepSnapshot)) != nil, "no snapshot Job"
 	})
@@ -277,15 +277,27 @@ func TestBackupProtocol(t *testing.T) {
 	eventually(t, "Armed", func() (bool, string) {
 		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, ReasonSnapshotArmed)
 	})
-	if getJob(ctx, ns, job.Name("fed-b1", job.StepPause)) != nil {
-		t.Fatal("pause Job created before startPause")
-	}
-	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true })
+	// The pause Job starts armed too; it gets its go (key start) only with spec.startPause.
 	var pause *batchv1.Job
-	eventually(t, "pause Job", func() (bool, string) {
+	eventually(t, "armed pause Job", func() (bool, string) {
 		pause = getJob(ctx, ns, job.Name("fed-b1", job.StepPause))
 		return pause != nil, "no pause Job"
 	})
+	if !slices.Contains(args(pause), "--wait-start") {
+		t.Errorf("pause Job args %v, want --wait-start", args(pause))
+	}
+	startKey := func() string {
+		cm := &corev1.ConfigMap{}
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: job.StatusConfigMapName("fed-b1")}, cm); err != nil {
+			return err.Error()
+		}
+		return cm.Data[job.StartKey]
+	}
+	if v := startKey(); v != "" {
+		t.Fatalf("start key %q written before startPause", v)
+	}
+	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true })
+	eventually(t, "the go to pause", func() (bool, string) { v := startKey(); return v == "true", "start = " + v })
 	if !slices.Contains(getMember(t, ctx, key).Finalizers, Finalizer) {
 		t.Fatal("no finalizer")
 	}

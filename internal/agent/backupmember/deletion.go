@@ -161,7 +161,7 @@ func (p *plan) setPhase() {
 		s.Phase = PhaseSnapshotting
 	case is(dpv1alpha1.BackupMemberInitializedCondition):
 		s.Phase = PhasePaused
-	case p.o.Pause.Exists() || hasAction(p.res.Actions, job.StepPause):
+	case (p.o.Pause.Exists() || hasAction(p.res.Actions, job.StepPause)) && p.m.Spec.StartPause:
 		s.Phase = PhaseInitializing
 	case p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot):
 		s.Phase = PhaseArmed

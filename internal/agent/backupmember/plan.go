@@ -144,6 +144,8 @@ const (
 	// PublishBackupTS writes spec.backupTS into the status ConfigMap, where the armed snapshot
 	// step waits for it.
 	PublishBackupTS ActionKind = "PublishBackupTS"
+	// PublishStart writes the start key an armed pause begins on.
+	PublishStart ActionKind = "PublishStart"
 	// PublishRelease writes the release key the watching pause lifts everything on.
 	PublishRelease ActionKind = "PublishRelease"
 )
@@ -305,9 +307,13 @@ func (p *plan) planPause() {
 		return
 	}
 	_, reported := p.o.Report.Step(job.StepPause)
-	// The pause starts only when the manager says every member's snapshot step is armed: the
-	// GC pause window then holds the ts hop and the snapshots, never a pod start.
-	if p.m.Spec.Phase != dpv1alpha1.BackupMemberInitialize || !p.m.Spec.StartPause || pj.Exists() || reported || p.stopRequested() ||
+	// The pause Job starts at once, armed (--wait-start); it pins GC only on the start key,
+	// written when the manager says every member's snapshot step is armed: the GC pause window
+	// then holds the ts hop and the snapshots, never a pod start.
+	if pj.Exists() && !pj.Done() && p.m.Spec.StartPause && p.o.Report.Start == "" {
+		p.add(Action{Kind: PublishStart})
+	}
+	if p.m.Spec.Phase != dpv1alpha1.BackupMemberInitialize || pj.Exists() || reported || p.stopRequested() ||
 		p.isTrue(dpv1alpha1.BackupMemberInitializedCondition) {
 		return
 	}
@@ -320,7 +326,7 @@ func (p *plan) planPause() {
 		p.fail(ReasonNoPD, err.Error())
 		return
 	}
-	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name), "--watch-release"}
+	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name), "--wait-start", "--watch-release"}
 	spec := p.jobSpec(job.StepPause, args)
 	spec.BackoffLimit = 0
 	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)

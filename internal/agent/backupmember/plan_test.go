@@ -213,14 +213,25 @@ func TestPlan(t *testing.T) {
 		{
 			// The pause waits for the manager's go: a pod start (its own, or another plane's
 			// snapshot step) must never sit inside the GC pause window.
-			name: "initialize without startPause arms the snapshot step only",
+			name: "initialize without startPause starts the pause armed, without the go",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Snapshot = active(snapName) }),
-			want: want{actions: nil, phase: PhaseArmed, notTrue: []string{dpv1alpha1.BackupMemberArmedCondition}},
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseArmed,
+				notTrue: []string{dpv1alpha1.BackupMemberArmedCondition}, check: func(t *testing.T, r Result) {
+					if a := jobOf(t, r, job.StepPause).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(a, "--wait-start") {
+						t.Errorf("pause args %v, want --wait-start", a)
+					}
+				}},
+		},
+		{
+			name: "startPause with the armed pause running: the go is published",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
+			want: want{actions: []ActionKind{PublishStart}, phase: PhaseInitializing},
 		},
 		{
 			name: "the snapshot step reports Armed: so does the member, for the manager's go",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
 				o.Snapshot = active(snapName)
+				o.Pause = active(pauseName)
 				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"})})
 			}),
 			want: want{actions: nil, phase: PhaseArmed, true: []string{dpv1alpha1.BackupMemberArmedCondition},
@@ -272,7 +283,10 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "pause running and not ready yet: wait",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = report(map[string]string{job.StartKey: "true"})
+			}),
 			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberInitializedCondition}, phase: PhaseInitializing},
 		},
 		{
@@ -354,7 +368,9 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "the initializer arms its snapshot beside its pause once the cluster is observed",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Cluster = cluster(); o.Pause = active(pauseName) }),
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
+				o.Cluster, o.Pause, o.Report = cluster(), active(pauseName), report(map[string]string{job.StartKey: "true"})
+			}),
 			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseInitializing,
 				check: func(t *testing.T, r Result) {
 					if args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--wait-backup-ts") {

@@ -70,11 +70,16 @@ type Report struct {
 	BackupTS string
 	// Release is set once the agent asked the pause to lift everything (key ReleaseKey).
 	Release string
+	// Start is set once the agent gave an armed pause its go (key StartKey).
+	Start string
 }
 
 // ReleaseKey is the status ConfigMap key on which a pause started with --watch-release lifts
 // everything.
 const ReleaseKey = "release"
+
+// StartKey is the status ConfigMap key on which a pause started with --wait-start begins.
+const StartKey = "start"
 
 // BackupTSKey is the status ConfigMap key through which the agent hands the backup ts to a
 // snapshot step started ahead of the pause (`fedbr br snapshot --wait-backup-ts`).
@@ -107,6 +112,7 @@ func ParseReport(cm *corev1.ConfigMap) Report {
 	r.Exists = true
 	r.BackupTS = cm.Data[BackupTSKey]
 	r.Release = cm.Data[ReleaseKey]
+	r.Start = cm.Data[StartKey]
 	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepRestoreVolumes, StepRestoreData} {
 		if v, ok := cm.Data[step]; ok {
 			var s StepStatus

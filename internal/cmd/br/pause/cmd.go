@@ -45,7 +45,14 @@ type options struct {
 	report      session.ReportFlags
 	// watchRelease lifts the pause when the status ConfigMap gets the key ReleaseKey.
 	watchRelease bool
+	// waitStart starts the pause only once the status ConfigMap has the key StartKey.
+	waitStart bool
 }
+
+// StartKey is the status ConfigMap key a pause started with --wait-start waits for: the Job
+// and its pod start ahead of time, and the GC pause begins one watch event after the agent's
+// go, never a pod start later.
+const StartKey = "start"
 
 // ReleaseKey is the status ConfigMap key that asks a pause started with --watch-release to lift
 // everything: one watch event, faster than stopping its pod (Job update, pod deletion, kubelet
@@ -81,6 +88,7 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.statusAddr, "status-addr", "", "address to serve the JSON status on (GET /status), e.g. 127.0.0.1:9090")
 	f.DurationVar(&o.cleanup, "cleanup-timeout", 30*time.Second, "bound on lifting everything after SIGTERM")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 10*time.Second, "timeout of each connection attempt to a TiKV")
+	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: connect to PD, then wait until --status-configmap holds the key "+StartKey+" before pinning anything")
 	f.BoolVar(&o.watchRelease, "watch-release", false, "also lift everything and exit as soon as --status-configmap holds the key "+ReleaseKey+" (besides SIGTERM)")
 	o.report.Register(f)
 	_ = cmd.MarkFlagRequired("pd")
@@ -104,6 +112,9 @@ func (o options) validate() error {
 	}
 	if o.watchRelease && o.report.ConfigMap == "" {
 		return errors.New("--watch-release watches --status-configmap; give it")
+	}
+	if o.waitStart && o.report.ConfigMap == "" {
+		return errors.New("--wait-start watches --status-configmap; give it")
 	}
 	return o.report.Validate()
 }
@@ -183,6 +194,12 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 			return nil, nil, err
 		}
 		return brpb.NewBackupClient(conn), conn.Close, nil
+	}
+	if o.waitStart {
+		logf("Armed: waiting for the key %s in ConfigMap %s", StartKey, o.report.ConfigMap)
+		if _, err := o.report.WaitKey(ctx, command, StartKey); err != nil {
+			return pub.status(), fmt.Errorf("waiting for the go to pause: %w", err)
+		}
 	}
 	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf},
 		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup}, pub.publish)
