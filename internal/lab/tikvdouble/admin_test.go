@@ -105,15 +105,7 @@ func TestSchedulersDriveMerges(t *testing.T) {
 	}
 	scanAll(t, ctx, cl, ts, 40, "a")
 	ts = putKeys(t, ctx, cl, 40, "b")
-	for _, id := range c.StoreIDs() {
-		c.StopStore(id)
-	}
-	if err := c.StartStores(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitLeaders(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restartAll(t, ctx, c)
 	if n := localRegions(c); n != 1 {
 		t.Fatalf("after restart %d regions, want 1 (tombstones replayed)", n)
 	}
@@ -294,15 +286,7 @@ func TestRecoveryOfAStoreCapturedMidMerge(t *testing.T) {
 	if err := tidbcluster.RecoverData(ctx, rc.PDAddr(), tidbcluster.RestoreOptions{ResolvedTS: ts}); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range rc.StoreIDs() {
-		rc.StopStore(id)
-	}
-	if err := rc.StartStores(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.WaitLeaders(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restartAll(t, ctx, rc)
 	rcl := client(t, ctx, rc)
 	now, err := rcl.TS(ctx)
 	if err != nil {

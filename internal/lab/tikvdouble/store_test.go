@@ -47,6 +47,20 @@ func startCluster(t *testing.T, ctx context.Context, cfg tidbcluster.Config) *ti
 	return c
 }
 
+// restartAll crashes every store at once, starts them again and waits for every leader.
+func restartAll(t *testing.T, ctx context.Context, c *tidbcluster.Cluster) {
+	t.Helper()
+	for _, id := range c.StoreIDs() {
+		c.StopStore(id)
+	}
+	if err := c.StartStores(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitLeaders(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func client(t *testing.T, ctx context.Context, c *tidbcluster.Cluster) *bank.Client {
 	t.Helper()
 	cl, err := bank.NewClient(ctx, []string{c.PDAddr()})
@@ -353,15 +367,7 @@ func TestSchedulersDriveSplitsAndLeaderMoves(t *testing.T) {
 	}
 	// Splits, leader moves and compactions all replay after a crash.
 	ts = put(t, ctx, cl, map[string]string{"key000": "w", "key039": "w"})
-	for _, id := range c.StoreIDs() {
-		c.StopStore(id)
-	}
-	if err := c.StartStores(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitLeaders(ctx); err != nil {
-		t.Fatal(err)
-	}
+	restartAll(t, ctx, c)
 	cl2 := client(t, ctx, c)
 	kvs, err = cl2.Scan(ctx, nil, nil, ts)
 	if err != nil || len(kvs) != 40 || string(kvs[0].Value) != "w" || string(kvs[39].Value) != "w" {
