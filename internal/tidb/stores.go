@@ -40,3 +40,21 @@ func TiKVStores(ctx context.Context, pd StoreLister) ([]*metapb.Store, error) {
 	}
 	return out, nil
 }
+
+// SameStores reports whether regions a and b have their replicas on the same set of stores
+// (a merge needs it; PD's scheduler and the TiKV double both check it).
+func SameStores(a, b *metapb.Region) bool {
+	if len(a.GetPeers()) != len(b.GetPeers()) {
+		return false
+	}
+	in := map[uint64]bool{}
+	for _, p := range a.GetPeers() {
+		in[p.GetStoreId()] = true
+	}
+	for _, p := range b.GetPeers() {
+		if !in[p.GetStoreId()] {
+			return false
+		}
+	}
+	return true
+}

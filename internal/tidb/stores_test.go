@@ -29,3 +29,27 @@ func TestTiKVStoresLeavesTiFlashOut(t *testing.T) {
 		t.Fatal("a PD error was swallowed")
 	}
 }
+
+func TestSameStores(t *testing.T) {
+	region := func(stores ...uint64) *metapb.Region {
+		r := &metapb.Region{}
+		for i, s := range stores {
+			r.Peers = append(r.Peers, &metapb.Peer{Id: uint64(100 + i), StoreId: s})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *metapb.Region
+		want bool
+	}{
+		{"same stores, other order and peer ids", region(1, 2, 3), region(3, 1, 2), true},
+		{"one store differs", region(1, 2, 3), region(1, 2, 4), false},
+		{"a replica more", region(1, 2), region(1, 2, 3), false},
+		{"no replicas", region(), region(), true},
+	} {
+		if got := SameStores(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: SameStores = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

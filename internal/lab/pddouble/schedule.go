@@ -11,6 +11,8 @@ import (
 	"github.com/pingcap/kvproto/pkg/eraftpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/pingcap/kvproto/pkg/pdpb"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 var errUnknownScheduler = errors.New("scheduler not found")
@@ -207,7 +209,7 @@ func (s *Server) mergeOpLocked(e *regionEntry, now time.Time, resp *pdpb.RegionH
 		return false
 	}
 	n := s.regions.next(e)
-	if n == nil || n.Keys > s.cfg.MergeKeys || !sameStores(e.Region, n.Region) {
+	if n == nil || n.Keys > s.cfg.MergeKeys || !tidb.SameStores(e.Region, n.Region) {
 		return false
 	}
 	resp.Merge = &pdpb.Merge{Target: n.Region}
@@ -291,20 +293,4 @@ func (s *Server) leaderTargetLocked(e *regionEntry) *metapb.Peer {
 		return leaders[cands[i].GetStoreId()] < leaders[cands[j].GetStoreId()]
 	})
 	return cands[0]
-}
-
-func sameStores(a, b *metapb.Region) bool {
-	if len(a.GetPeers()) != len(b.GetPeers()) {
-		return false
-	}
-	in := map[uint64]bool{}
-	for _, p := range a.GetPeers() {
-		in[p.GetStoreId()] = true
-	}
-	for _, p := range b.GetPeers() {
-		if !in[p.GetStoreId()] {
-			return false
-		}
-	}
-	return true
 }

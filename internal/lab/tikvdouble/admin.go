@@ -242,23 +242,6 @@ func (s *Store) catchUpSourceLocked(src *peer, c *commitMergeCmd) bool {
 	return src.merging != nil
 }
 
-// sameStores reports whether a and b have replicas on the same stores.
-func sameStores(a, b *metapb.Region) bool {
-	if len(a.GetPeers()) != len(b.GetPeers()) {
-		return false
-	}
-	in := map[uint64]bool{}
-	for _, x := range a.GetPeers() {
-		in[x.GetStoreId()] = true
-	}
-	for _, x := range b.GetPeers() {
-		if !in[x.GetStoreId()] {
-			return false
-		}
-	}
-	return true
-}
-
 // adjacent reports whether a and b touch end to start, either way round.
 func adjacent(a, b *metapb.Region) bool {
 	return (len(a.GetEndKey()) > 0 && bytes.Equal(a.GetEndKey(), b.GetStartKey())) ||

@@ -9,6 +9,8 @@ import (
 	"github.com/pingcap/kvproto/pkg/eraftpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/pingcap/kvproto/pkg/pdpb"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // pdLoop heartbeats stores and leader regions to PD, executes the operators
@@ -169,7 +171,7 @@ func (s *Store) prepareMergeLocked(p *peer, target *metapb.Region) {
 	t := s.peers[target.GetId()]
 	if t == nil || t.uninit || t.merging != nil || stale(t.region.GetRegionEpoch(), target.GetRegionEpoch()) ||
 		t.region.GetRegionEpoch().GetVersion() != target.GetRegionEpoch().GetVersion() || !adjacent(p.region, t.region) ||
-		!sameStores(p.region, t.region) || adminPendingLocked(t) ||
+		!tidb.SameStores(p.region, t.region) || adminPendingLocked(t) ||
 		adminPendingLocked(p) || p.applied < p.lastIndex() || !caughtUpLocked(p) {
 		return
 	}
