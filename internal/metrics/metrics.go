@@ -41,6 +41,11 @@ var (
 		Name: "fedbr_volumebackup_size_bytes",
 		Help: "Full size of a completed VolumeBackup (sum over members).",
 	}, []string{"namespace", "name"})
+	// BackupIncrementalSize is what each completed VolumeBackup added over the previous snapshots.
+	BackupIncrementalSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackup_incremental_size_bytes",
+		Help: "Incremental size of a completed VolumeBackup: blocks changed since the previous snapshots (sum over members).",
+	}, []string{"namespace", "name"})
 	// RestoresFinished counts VolumeRestores that reached a terminal phase, by outcome.
 	RestoresFinished = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fedbr_volumerestore_finished_total",
@@ -60,7 +65,7 @@ var (
 )
 
 func init() {
-	crmetrics.Registry.MustRegister(BackupsFinished, BackupDuration, GCPause, BackupSize,
+	crmetrics.Registry.MustRegister(BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
 		RestoresFinished, RestoreDuration, PlaneReachable)
 	for _, o := range []string{OutcomeComplete, OutcomeFailed} {
 		BackupsFinished.WithLabelValues(o)

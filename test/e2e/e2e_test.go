@@ -111,6 +111,11 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	if r.HeldAfterBackup.Any() {
 		t.Errorf("the source cluster still holds %+v after the backup", r.HeldAfterBackup)
 	}
+	// The first backup of these volumes: every block is new, so incremental = full, and both
+	// are the bank's written data (blocks), not the volumes' capacity.
+	if r.BackupSize <= 0 || r.IncrementalBackupSize != r.BackupSize || r.BackupSize >= int64(r.Snapshots)<<30 {
+		t.Errorf("sizes full %d incremental %d: want the same, > 0 and below the volumes' capacity", r.BackupSize, r.IncrementalBackupSize)
+	}
 	if r.OrphanSnapshots != 0 || r.OrphanVolumes != 0 {
 		t.Errorf("left behind: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
 	}

@@ -82,6 +82,10 @@ const (
 	BackupMemberCompleteCondition = "Complete"
 	// BackupMemberFailedCondition is True when the member failed; its reason and message say why.
 	BackupMemberFailedCondition = "Failed"
+	// BackupMemberSizedCondition is True once the snapshots' full and incremental sizes are
+	// computed (after Complete, off the backup's critical path), False when that failed: the
+	// backup stays Complete, only its sizes are missing.
+	BackupMemberSizedCondition = "Sized"
 	// BackupMemberCleanedCondition is True once snapshots and metadata are deleted.
 	BackupMemberCleanedCondition = "Cleaned"
 )
@@ -106,10 +110,13 @@ type VolumeBackupMemberStatus struct {
 	// SnapshotsCompleted is the number of those that completed.
 	// +optional
 	SnapshotsCompleted int32 `json:"snapshotsCompleted,omitempty"`
-	// BackupSize is the full size in bytes.
+	// BackupSize is the full size in bytes: the data the snapshots hold (not the volumes'
+	// capacity), computed after Complete unless calcSizeLevel is none or incremental.
 	// +optional
 	BackupSize int64 `json:"backupSize,omitempty"`
-	// IncrementalBackupSize is the size in bytes changed since the previous backup.
+	// IncrementalBackupSize is the size in bytes changed since the previous snapshot of each
+	// volume (the full size for a volume's first), computed after Complete unless
+	// calcSizeLevel is none or full.
 	// +optional
 	IncrementalBackupSize int64 `json:"incrementalBackupSize,omitempty"`
 	// GCPausedAt is when the initializer's pause pinned the GC safepoint, and GCResumedAt when

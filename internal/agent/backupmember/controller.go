@@ -156,7 +156,7 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMemb
 
 // classifyJobs sorts the member's Jobs into its steps; of the clean attempts the newest counts.
 func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batchv1.Job, o *Observed) {
-	o.Pause, o.Snapshot, o.Clean = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil)
+	o.Pause, o.Snapshot, o.Size, o.Clean = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil)
 	for i := range jobs {
 		j := &jobs[i]
 		switch j.Labels[job.LabelStep] {
@@ -164,6 +164,8 @@ func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batch
 			o.Pause = job.StateOf(j)
 		case job.StepSnapshot:
 			o.Snapshot = job.StateOf(j)
+		case job.StepSize:
+			o.Size = job.StateOf(j)
 		case job.StepClean:
 			n, err := strconv.Atoi(j.Name[strings.LastIndex(j.Name, "-")+1:])
 			if err == nil && n > o.CleanAttempt {
@@ -269,7 +271,7 @@ func (r *Reconciler) observeSteps(ctx context.Context, m *dpv1alpha1.VolumeBacku
 		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
 			t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
 	}
-	for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepClean: o.Clean} {
+	for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean} {
 		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 	}
 }

@@ -388,7 +388,31 @@ func TestBackupProtocol(t *testing.T) {
 	eventually(t, "Complete", func() (bool, string) {
 		got := getMember(t, ctx, key)
 		ok, seen := condIs(got, dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, "")
-		return ok && got.Status.Phase == PhaseComplete && got.Status.BackupSize == 10<<30, seen
+		return ok && got.Status.Phase == PhaseComplete, seen
+	})
+
+	// Then, off the critical path, the size step; its result becomes the member's sizes (the
+	// volumes' 10 GiB capacity never does).
+	var size *batchv1.Job
+	eventually(t, "size Job", func() (bool, string) {
+		size = getJob(ctx, ns, job.Name("fed-b1", job.StepSize))
+		return size != nil, "no size Job"
+	})
+	if a := args(size); argValue(a, "--level") != "all" || argValue(a, "--storage") != "s3://bk/p-az1" {
+		t.Errorf("size Job args %v", a)
+	}
+	if got := getMember(t, ctx, key).Status.BackupSize; got != 0 {
+		t.Errorf("backupSize %d before the size step reported, want none", got)
+	}
+	writeReport(t, ctx, ns, "fed-b1", map[string]any{
+		job.StepSize:                map[string]any{"phase": "Completed"},
+		job.ResultKey(job.StepSize): map[string]any{"level": "all", "fullBytes": 3 << 20, "incrementalBytes": 1 << 20, "full": "3.1 MB", "incremental": "1.0 MB"},
+	})
+	eventually(t, "Sized", func() (bool, string) {
+		got := getMember(t, ctx, key)
+		ok, seen := condIs(got, dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, ReasonSized)
+		return ok && got.Status.BackupSize == 3<<20 && got.Status.IncrementalBackupSize == 1<<20 && got.Status.Phase == PhaseComplete,
+			fmt.Sprintf("%s sizes %d/%d", seen, got.Status.BackupSize, got.Status.IncrementalBackupSize)
 	})
 
 	// Deletion with cleanPolicy Delete: a failing clean is surfaced and retried.

@@ -24,6 +24,9 @@ func (p *plan) planDeletion() {
 	if pj := p.o.Pause; pj.Exists() && !pj.Done() && !pj.Suspended {
 		p.add(Action{Kind: StopJob, Name: pj.Name})
 	}
+	if zj := p.o.Size; zj.Exists() && !zj.Done() && !zj.Deleting {
+		p.add(Action{Kind: DeleteJob, Name: zj.Name}) // its sizes are moot once the snapshots go
+	}
 	if p.m.Annotations[ForceRemoveAnnotation] == "true" {
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonForceRemoved,
 			fmt.Sprintf("annotation %s=true: the finalizer is removed without cleaning; snapshots tagged %s=%s may remain",

@@ -11,6 +11,8 @@
 //     the pause's backup ts once it reports Ready;
 //   - execute: run `fedbr br snapshot` at spec.backupTS; SnapshotsCreated=True once every
 //     snapshot started and backupmeta is written, Complete=True when they all completed;
+//   - then, off the critical path, `fedbr br size` per calcSizeLevel: Sized=True with the
+//     full and incremental sizes (Sized=False on failure; the member stays Complete);
 //   - resumeGC / teardown / failure: stop the pause at once; GCResumed=True when it reports
 //     everything lifted;
 //   - deletion: lift the pause, stop a running snapshot, clean per cleanPolicy (`fedbr br
@@ -111,10 +113,10 @@ type Observed struct {
 	TC *pcv1alpha1.TidbCluster
 	// Cluster is the TiKV side of TC, observed only when NeedsDiscovery says so.
 	Cluster *Cluster
-	// Pause, Snapshot and Clean are the step Jobs; CleanAttempt numbers the clean Job observed
-	// (the newest attempt; 0 when none ever ran).
-	Pause, Snapshot, Clean job.State
-	CleanAttempt           int
+	// Pause, Snapshot, Size and Clean are the step Jobs; CleanAttempt numbers the clean Job
+	// observed (the newest attempt; 0 when none ever ran).
+	Pause, Snapshot, Size, Clean job.State
+	CleanAttempt                 int
 	// Report is the status ConfigMap.
 	Report job.Report
 	// Env is the agent's configuration.
@@ -203,6 +205,7 @@ func Plan(o Observed, now time.Time) Result {
 		p.observeSnapshot()
 		p.planPause()
 		p.planSnapshot()
+		p.planSize()
 	}
 	p.setPhase()
 	return p.res

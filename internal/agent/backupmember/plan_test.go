@@ -30,6 +30,7 @@ var (
 	statusCM  = job.StatusConfigMapName("fed-b1")
 	pauseName = job.Name("fed-b1", job.StepPause)
 	snapName  = job.Name("fed-b1", job.StepSnapshot)
+	sizeName  = job.Name("fed-b1", job.StepSize)
 )
 
 // startPause is the manager's go for the initializer's pause (every member armed).
@@ -125,7 +126,7 @@ func succeeded(name string) job.State {
 }
 
 func obs(m *dpv1alpha1.VolumeBackupMember, mut ...func(*Observed)) Observed {
-	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Clean: job.StateOf(nil), Report: job.ParseReport(nil)}
+	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Size: job.StateOf(nil), Clean: job.StateOf(nil), Report: job.ParseReport(nil)}
 	for _, f := range mut {
 		f(&o)
 	}
@@ -489,15 +490,22 @@ func TestPlan(t *testing.T) {
 				reason: map[string]string{dpv1alpha1.BackupMemberGCResumedCondition: ReasonPauseEnded}},
 		},
 		{
-			name: "snapshots completed: Complete with size and commit ts",
+			name: "snapshots completed: Complete with commit ts, and the size step starts (never the volumes' capacity as size)",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
 				o.Snapshot = succeeded(snapName)
 				o.Report = report(snapDone)
 			}),
-			want: want{true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob},
+				true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
+				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing},
 				check: func(t *testing.T, r Result) {
-					if r.Status.BackupSize != 30<<30 || r.Status.SnapshotsCompleted != 1 || r.Status.TimeCompleted == nil {
+					if r.Status.BackupSize != 0 || r.Status.SnapshotsCompleted != 1 || r.Status.TimeCompleted == nil {
 						t.Errorf("status %+v", r.Status)
+					}
+					args := jobOf(t, r, job.StepSize).Job.Spec.Template.Spec.Containers[0].Args
+					if !slices.Equal(args[:2], []string{"br", "size"}) || argValue(args, "--level") != "all" ||
+						argValue(args, "--storage") != "s3://bk/nightly-az1" || argValue(args, "--status-configmap") != statusCM {
+						t.Errorf("size args %v", args)
 					}
 				}},
 		},
@@ -522,7 +530,8 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "a finished snapshot Job removed by its TTL is not started again",
-			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)),
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted),
+				withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, ReasonSized)),
 				func(o *Observed) { o.Report = report(snapDone) }),
 			want: want{actions: nil, phase: PhaseComplete},
 		},
@@ -535,11 +544,91 @@ func TestPlan(t *testing.T) {
 			want: want{actions: []ActionKind{PublishRelease, StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
 		},
 		{
-			name: "teardown after completion changes nothing",
+			name: "teardown after completion changes nothing (the size step keeps running)",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)),
-				func(o *Observed) { o.Snapshot = succeeded(snapName); o.Report = report(snapDone) }),
-			want: want{actions: nil, phase: PhaseComplete, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}},
+				func(o *Observed) {
+					o.Snapshot, o.Size = succeeded(snapName), active(sizeName)
+					o.Report = report(snapDone)
+				}),
+			want: want{actions: nil, phase: PhaseComplete, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition},
+				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing}},
 		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+// TestPlanSize covers the size step after completion: every calcSizeLevel, its result, its
+// failures (never the backup's), and that it runs once.
+func TestPlanSize(t *testing.T) {
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)
+	level := func(l fedv1alpha1.CalcSizeLevel) func(*dpv1alpha1.VolumeBackupMember) {
+		return func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.Template.CalcSizeLevel = l }
+	}
+	sized := report(map[string]string{job.StepSize: `{"phase":"Completed"}`,
+		job.ResultKey(job.StepSize): `{"level":"all","volumes":[{"storeID":1}],"fullBytes":3000,"incrementalBytes":1000,"full":"3.0 kB","incremental":"1.0 kB","elapsedSeconds":1.5}`})
+	sizes := func(full, incremental int64) func(*testing.T, Result) {
+		return func(t *testing.T, r Result) {
+			if r.Status.BackupSize != full || r.Status.IncrementalBackupSize != incremental {
+				t.Errorf("sizes %d/%d, want %d/%d", r.Status.BackupSize, r.Status.IncrementalBackupSize, full, incremental)
+			}
+		}
+	}
+	levelArg := func(want string) func(*testing.T, Result) {
+		return func(t *testing.T, r Result) {
+			if got := argValue(jobOf(t, r, job.StepSize).Job.Spec.Template.Spec.Containers[0].Args, "--level"); got != want {
+				t.Errorf("--level %q, want %q", got, want)
+			}
+		}
+	}
+	start := []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}
+	sizing := map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing}
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want want
+	}{
+		{name: "calcSizeLevel full lists no changed blocks", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeFull))),
+			want: want{actions: start, reason: sizing, check: levelArg("full")}},
+		{name: "calcSizeLevel incremental runs level all (the full size comes free)", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeIncremental))),
+			want: want{actions: start, reason: sizing, check: levelArg("all")}},
+		{name: "calcSizeLevel none: no Job, said so", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeNone))),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeNotWanted}, check: sizes(0, 0)}},
+		{name: "the size step runs: nothing to do", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = active(sizeName) }),
+			want: want{reason: sizing}},
+		{name: "result: both sizes, Sized", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = succeeded(sizeName); o.Report = sized }),
+			want: want{true: []string{dpv1alpha1.BackupMemberSizedCondition, dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseComplete, check: sizes(3000, 1000)}},
+		{name: "result at level full: the full size only", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeFull)), func(o *Observed) { o.Report = sized }),
+			want: want{true: []string{dpv1alpha1.BackupMemberSizedCondition}, check: sizes(3000, 0)}},
+		{name: "result at level incremental: the incremental size only", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeIncremental)), func(o *Observed) { o.Report = sized }),
+			want: want{true: []string{dpv1alpha1.BackupMemberSizedCondition}, check: sizes(0, 1000)}},
+		{name: "the size step reports Failed: Sized=False, the member stays Complete",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) {
+				o.Size = failed(sizeName, job.ReasonBackoffLimitExceeded)
+				o.Report = report(map[string]string{job.StepSize: `{"phase":"Failed","error":"size snapshot snap-1: throttled"}`})
+			}),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}, true: []string{dpv1alpha1.BackupMemberCompleteCondition},
+				notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}, phase: PhaseComplete,
+				check: func(t *testing.T, r Result) {
+					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); !strings.Contains(c.Message, "throttled") {
+						t.Errorf("Sized message %q does not say why", c.Message)
+					}
+				}},
+		},
+		{name: "the size Job failed without a report", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = failed(sizeName, job.ReasonDeadlineExceeded) }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}}},
+		{name: "the size Job succeeded without a result", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = succeeded(sizeName) }),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}}},
+		{name: "a failed sizing is not retried once its Job is gone",
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizeFailed))),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}}},
+		{name: "a failed member is not sized",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, ReasonSnapshotFailed))),
+			want: want{check: func(t *testing.T, r Result) {
+				if apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition) != nil {
+					t.Error("a failed member got a Sized condition")
+				}
+			}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
 	}
@@ -566,6 +655,17 @@ func TestPlanDeletion(t *testing.T) {
 				o.Pause = active(pauseName)
 			}),
 			want: want{actions: []ActionKind{StopJob, RemoveFinalizer}},
+		},
+		{
+			name: "a size step still running is stopped before the clean",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Size = active(sizeName)
+			}),
+			want: want{actions: []ActionKind{DeleteJob, EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
+				if r.Actions[0].Name != sizeName {
+					t.Errorf("deleted %q, want the size Job", r.Actions[0].Name)
+				}
+			}},
 		},
 		{
 			name: "OnFailure keeps a complete backup",

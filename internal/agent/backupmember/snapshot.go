@@ -17,9 +17,6 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 )
 
-// gib is one GiB in bytes.
-const gib = int64(1) << 30
-
 // SnapshotSummary is the part of `fedbr br snapshot`'s final JSON summary the agent reads.
 type SnapshotSummary struct {
 	BackupID   string `json:"backupID"`
@@ -84,7 +81,6 @@ func (p *plan) complete(sum SnapshotSummary) {
 	s := &p.res.Status
 	s.SnapshotsTotal = int32(len(sum.Snapshots))
 	s.SnapshotsCompleted = int32(len(sum.Snapshots))
-	s.BackupSize = sum.SizeGiB * gib
 	if sum.ResolvedTS > 0 {
 		s.CommitTs = strconv.FormatUint(sum.ResolvedTS, 10)
 	}
@@ -94,7 +90,7 @@ func (p *plan) complete(sum SnapshotSummary) {
 	p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, ReasonSnapshotsStarted,
 		fmt.Sprintf("%d snapshots started and backupmeta written", len(sum.Snapshots)), time.Time{})
 	p.set(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted,
-		fmt.Sprintf("%d snapshots completed (%d GiB) at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
+		fmt.Sprintf("%d snapshots of %d GiB of volumes completed at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
 }
 
 // planSnapshot starts the snapshot step in execute and stops it at an early teardown.

@@ -23,6 +23,7 @@ const (
 	StepPause          = "pause"
 	StepSnapshot       = "snapshot"
 	StepClean          = "clean"
+	StepSize           = "size"
 	StepRestoreVolumes = "restore-volumes"
 	StepRestoreData    = "restore-data"
 )

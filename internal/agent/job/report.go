@@ -31,6 +31,7 @@ const (
 	PhaseWaiting    = "Waiting"
 	PhaseCompleted  = "Completed"
 	PhaseCleaningUp = "CleaningUp"
+	PhaseSizing     = "Sizing"
 )
 
 // StepStatus is the JSON a step keeps rewriting under its command's key. Fields a command does
@@ -113,7 +114,7 @@ func ParseReport(cm *corev1.ConfigMap) Report {
 	r.BackupTS = cm.Data[BackupTSKey]
 	r.Release = cm.Data[ReleaseKey]
 	r.Start = cm.Data[StartKey]
-	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepRestoreVolumes, StepRestoreData} {
+	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepSize, StepRestoreVolumes, StepRestoreData} {
 		if v, ok := cm.Data[step]; ok {
 			var s StepStatus
 			if err := json.Unmarshal([]byte(v), &s); err != nil {

@@ -49,8 +49,14 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 			return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{}, err
 		}
 		res := Plan(o, now)
-		if res.RemoveFinalizer {
+		switch {
+		case res.RemoveFinalizer:
 			metrics.BackupSize.DeleteLabelValues(b.Namespace, b.Name)
+			metrics.BackupIncrementalSize.DeleteLabelValues(b.Namespace, b.Name)
+		case res.Status.Phase == fedv1alpha1.VolumeBackupComplete:
+			// The sizes arrive after completion (the members size their snapshots then).
+			metrics.BackupSize.WithLabelValues(b.Namespace, b.Name).Set(float64(res.Status.BackupSize))
+			metrics.BackupIncrementalSize.WithLabelValues(b.Namespace, b.Name).Set(float64(res.Status.IncrementalBackupSize))
 		}
 		return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer,
 			RequeueAfter: res.RequeueAfter, SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
@@ -231,7 +237,6 @@ func observeTerminal(b *fedv1alpha1.VolumeBackup, before string) {
 		metrics.BackupDuration.WithLabelValues(outcome).Observe(st.TimeCompleted.Sub(st.TimeStarted.Time).Seconds())
 	}
 	if outcome == metrics.OutcomeComplete {
-		metrics.BackupSize.WithLabelValues(b.Namespace, b.Name).Set(float64(st.BackupSize))
 		if s, err := strconv.ParseFloat(st.GCPauseSeconds, 64); err == nil {
 			metrics.GCPause.Observe(s)
 		}

@@ -78,8 +78,42 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 	if err := d.backupTimeline(ctx, b); err != nil {
 		return b, err
 	}
-	d.say("backup complete: commit ts %s, %s, GC paused %ss", b.Status.CommitTs, b.Status.BackupSizeReadable, b.Status.GCPauseSeconds)
+	d.say("backup complete: commit ts %s, GC paused %ss", b.Status.CommitTs, b.Status.GCPauseSeconds)
 	return b, nil
+}
+
+// sizes waits for every member to size its snapshots (after completion, off the backup's
+// path) and for the backup to sum them.
+func (d *run) sizes(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+	var full, incremental int64
+	err := d.poll(ctx, "sizes of "+b.Name, func() (bool, string, error) {
+		full, incremental = 0, 0
+		for _, dp := range d.lab.DataPlanes {
+			var m dpv1alpha1.VolumeBackupMember
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+				return false, "", err
+			}
+			c := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition)
+			switch {
+			case c == nil || c.Status != metav1.ConditionTrue && c.Reason == "Sizing":
+				return false, "sizing the snapshots in " + dp.Cluster, nil
+			case c.Status != metav1.ConditionTrue:
+				return false, "", fmt.Errorf("%s: %s: %s", dp.Cluster, c.Reason, c.Message)
+			}
+			full += m.Status.BackupSize
+			incremental += m.Status.IncrementalBackupSize
+		}
+		if err := d.kube[d.lab.Control].Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		return b.Status.BackupSize == full && b.Status.IncrementalBackupSize == incremental, "summing the members' sizes", nil
+	})
+	if err != nil {
+		return err
+	}
+	d.report.BackupSize, d.report.IncrementalBackupSize = full, incremental
+	d.say("backup size: full %s, incremental %s", b.Status.BackupSizeReadable, b.Status.IncrementalBackupSizeReadable)
+	return nil
 }
 
 // backupTimeline reads the members' conditions and the snapshots' start times.

@@ -33,8 +33,10 @@ type Report struct {
 	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
 	BackupWall time.Duration
 	BackupWork []Step
-	// Snapshots is how many snapshots the backup took.
-	Snapshots int
+	// Snapshots is how many snapshots the backup took; BackupSize and IncrementalBackupSize
+	// what the members sized them at after completion.
+	Snapshots                         int
+	BackupSize, IncrementalBackupSize int64
 	// Bank is the workload's summary; TxnsAfterCommitTS the transactions it committed after the
 	// backup's commit ts (which the restored cluster must not hold).
 	Bank              bank.Stats
@@ -83,7 +85,8 @@ func (r *Report) Print(w io.Writer) {
 			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
 		}
 	}
-	p("snapshots: %d, skew between the first and the last start: %s", r.Snapshots, r.SnapshotSkew.Round(time.Millisecond))
+	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
+		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)
 	if o, ok := r.BackupOverhead(); ok {
 		p("backup orchestration overhead: %s (wall %s minus the work below)", o.Round(time.Millisecond), r.BackupWall.Round(time.Millisecond))
 		for _, s := range r.BackupWork {

@@ -121,6 +121,9 @@ func (d *run) run(ctx context.Context) error {
 	if err := d.check(ctx, r); err != nil {
 		return err
 	}
+	if err := d.sizes(ctx, b); err != nil {
+		return err
+	}
 	if d.o.KeepBackup {
 		return nil
 	}

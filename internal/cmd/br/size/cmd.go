@@ -3,10 +3,12 @@
 package size
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,8 +16,26 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
+// command is this step's name: its key in the status ConfigMap.
+const command = "size"
+
+// Phases reported under the command's key.
+const (
+	phaseSizing    = "Sizing"
+	phaseCompleted = "Completed"
+	phaseFailed    = "Failed"
+)
+
+// status is the document reported under the command's key.
+type status struct {
+	Phase string     `json:"phase"`
+	Since *time.Time `json:"since,omitempty"`
+	Error string     `json:"error,omitempty"`
+}
+
 type options struct {
 	session  session.Flags
+	report   session.ReportFlags
 	previous session.Flags
 	level    string
 	dryRun   bool
@@ -35,7 +55,7 @@ it, is the newest earlier completed snapshot of the volume in the account. Every
 be completed. Calls are paced by the account's EBS direct and EC2 budgets.
 
 Progress lines go to stderr; the JSON summary (per volume and totals, in bytes and readable,
-with the elapsed time) goes to stdout.`,
+with the elapsed time) goes to stdout and, with --status-configmap, to the key size.result.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -50,11 +70,15 @@ with the elapsed time) goes to stdout.`,
 	f.StringVar(&o.previous.Storage, "previous-storage", "", "storage prefix of the previous backup of the same volumes, the base of the incremental size (default: discover it from the account's snapshots)")
 	f.StringVar(&o.level, "level", string(size.All), "what to compute: all (full and incremental) or full (no changed-block listing)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "read backupmeta and list the snapshots that would be sized, without calling the cloud")
+	o.report.Register(f)
 	return cmd
 }
 
 func (o *options) validate() error {
 	if err := o.session.Validate(); err != nil {
+		return err
+	}
+	if err := o.report.Validate(); err != nil {
 		return err
 	}
 	if o.level != string(size.All) && o.level != string(size.Full) {
@@ -75,36 +99,62 @@ func (o *options) validate() error {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	store, err := o.session.Store(ctx)
+	logw := session.NewLockedWriter(cmd.ErrOrStderr())
+	rep, err := o.report.Reporter(command, session.Logf(logw))
 	if err != nil {
 		return err
+	}
+	now := time.Now()
+	rep.Update(phaseSizing, status{Phase: phaseSizing, Since: &now})
+	sum, err := o.size(ctx, cmd, logw)
+	if err != nil {
+		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
+			t := time.Now()
+			return status{Phase: phaseFailed, Since: &t, Error: err.Error()}
+		})
+		return err
+	}
+	t := time.Now()
+	rep.Update(phaseCompleted, status{Phase: phaseCompleted, Since: &t})
+	if err := rep.Result(context.WithoutCancel(ctx), sum); err != nil {
+		return fmt.Errorf("the backup is sized, but the result could not be reported: %w", err)
+	}
+	return nil
+}
+
+// size runs the sizing (or the dry run) and prints its JSON summary.
+func (o *options) size(ctx context.Context, cmd *cobra.Command, logw *session.LockedWriter) (any, error) {
+	store, err := o.session.Store(ctx)
+	if err != nil {
+		return nil, err
 	}
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	if o.dryRun {
 		rec, err := store.BackupMeta(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return enc.Encode(map[string]any{"dryRun": true, "level": o.level, "snapshots": rec.SnapshotIDs()})
+		out := map[string]any{"dryRun": true, "level": o.level, "snapshots": rec.SnapshotIDs()}
+		return out, enc.Encode(out)
 	}
-	opts := size.Options{Level: size.Level(o.level), Progress: cmd.ErrOrStderr()}
+	opts := size.Options{Level: size.Level(o.level), Progress: logw}
 	if o.previous.Storage != "" {
 		prev, err := o.previous.Store(ctx)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if opts.Previous, err = prev.BackupMeta(ctx); err != nil {
-			return fmt.Errorf("read the previous backup: %w", err)
+			return nil, fmt.Errorf("read the previous backup: %w", err)
 		}
 	}
 	p, err := o.session.Provider(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	sum, err := size.Run(ctx, p, store, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return enc.Encode(sum)
+	return sum, enc.Encode(sum)
 }
