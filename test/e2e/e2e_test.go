@@ -116,6 +116,13 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	if r.BackupSize <= 0 || r.IncrementalBackupSize != r.BackupSize || r.BackupSize >= int64(r.Snapshots)<<30 {
 		t.Errorf("sizes full %d incremental %d: want the same, > 0 and below the volumes' capacity", r.BackupSize, r.IncrementalBackupSize)
 	}
+	// The overheads are measured, not asserted (a noisy machine); every time they need must be there.
+	if _, ok := r.BackupOverhead(); !ok {
+		t.Errorf("backup overhead not computable from %+v", r.BackupWork)
+	}
+	if _, ok := r.RestoreOverhead(); !ok {
+		t.Errorf("restore overhead not computable from %+v", r.RestoreWork)
+	}
 	if r.OrphanSnapshots != 0 || r.OrphanVolumes != 0 {
 		t.Errorf("left behind: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
 	}
@@ -173,5 +180,8 @@ func BenchmarkFederatedBackupRestore(b *testing.B) {
 			b.ReportMetric(o.Seconds(), "backup-overhead-s")
 		}
 		b.ReportMetric(r.Restore.Status.TimeCompleted.Sub(r.Restore.Status.TimeStarted.Time).Seconds(), "restore-s")
+		if o, ok := r.RestoreOverhead(); ok {
+			b.ReportMetric(o.Seconds(), "restore-overhead-s")
+		}
 	}
 }

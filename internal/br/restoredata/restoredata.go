@@ -85,6 +85,10 @@ type Status struct {
 	Regions int `json:"regions,omitempty"`
 	// Error says why the data phase failed (phase Failed only).
 	Error string `json:"error,omitempty"`
+	// StartedAt and CompletedAt bound the step's own work on PD and TiKV, so whoever ran it
+	// can tell that work from the orchestration around it.
+	StartedAt   time.Time `json:"startedAt,omitzero"`
+	CompletedAt time.Time `json:"completedAt,omitzero"`
 }
 
 // Phases reported in Status, in the order they happen.
@@ -119,10 +123,14 @@ func Run(ctx context.Context, d Deps, cfg Config) (Result, error) {
 	if d.Report == nil {
 		d.Report = func(Status) {}
 	}
+	started := time.Now()
 	report := func(phase string, res *Result, err error) {
-		st := Status{Phase: phase, ResolvedTS: cfg.ResolvedTS, Attempt: res.Attempts, Regions: res.Regions}
+		st := Status{Phase: phase, ResolvedTS: cfg.ResolvedTS, Attempt: res.Attempts, Regions: res.Regions, StartedAt: started}
 		if err != nil {
 			st.Error = err.Error()
+		}
+		if phase == PhaseCompleted {
+			st.CompletedAt = time.Now()
 		}
 		d.Report(st)
 	}

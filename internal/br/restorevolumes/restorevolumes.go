@@ -113,6 +113,10 @@ type Status struct {
 	Volumes int `json:"volumes,omitempty"`
 	// Error says why the phase failed (phase Failed only).
 	Error string `json:"error,omitempty"`
+	// StartedAt and CompletedAt bound the step's own work (PD, cloud calls and waits), so
+	// whoever ran it can tell that work from the orchestration around it.
+	StartedAt   time.Time `json:"startedAt,omitzero"`
+	CompletedAt time.Time `json:"completedAt,omitzero"`
 }
 
 // Phases reported in Status, in the order they happen.
@@ -225,13 +229,16 @@ func Run(ctx context.Context, c Cloud, pd PD, store *meta.Store, o Options) (Res
 	}
 	start := o.Clock.Now()
 	r.res = Result{RestoreID: o.RestoreID, Volumes: []Volume{}, Swept: []string{}, Deleted: []string{}}
+	r.status.StartedAt = start
 	r.report(PhaseStarting)
 	err := r.run(ctx)
-	r.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
+	end := o.Clock.Now()
+	r.res.ElapsedSeconds = end.Sub(start).Seconds()
 	if err != nil {
 		r.status.Error = err.Error()
 		r.report(PhaseFailed)
 	} else {
+		r.status.CompletedAt = end
 		r.report(PhaseCompleted)
 	}
 	return r.res, err

@@ -18,7 +18,6 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
-	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
 // storage is the backups' S3 location in the AWS double.
@@ -211,67 +210,6 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 		{Name: "pause released (all started → lifted)", Start: lastStarted, End: pause.LiftedAt},
 	}
 	return nil
-}
-
-// restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
-func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
-	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, nil)
-	for cluster, tc := range tcs {
-		dp, _ := d.lab.DataPlane(cluster)
-		prefix, err := restoreAddressing(dp)
-		if err != nil {
-			return nil, err
-		}
-		tc.Spec.RecoveryMode = true
-		tc.Annotations = map[string]string{"lab.fedbr.io/ip-prefix": prefix}
-		if len(tc.Spec.PDAddresses) > 0 {
-			first, _ := restoreAddressing(d.lab.DataPlanes[0])
-			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
-		}
-	}
-	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
-		return nil, err
-	}
-	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.TCName)
-	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
-	for _, dp := range d.lab.DataPlanes {
-		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName,
-			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
-	}
-	c := d.kube[d.lab.Control]
-	if err := c.Create(ctx, r); err != nil {
-		return nil, fmt.Errorf("create VolumeRestore: %w", err)
-	}
-	d.say("VolumeRestore default/%s created", r.Name)
-	err := d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
-			return false, "", err
-		}
-		switch r.Status.Phase {
-		case fedv1alpha1.VolumeRestoreComplete:
-			return true, "", nil
-		case fedv1alpha1.VolumeRestoreFailed:
-			return false, "", fmt.Errorf("restore %w: %s", errFailed, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition))
-		}
-		return false, fmt.Sprintf("restore %s: %s", r.Status.Phase, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)), nil
-	})
-	if err != nil {
-		return r, err
-	}
-	d.report.Restore = r.DeepCopy()
-	d.report.add("restore", r.Status.TimeStarted, r.Status.TimeCompleted)
-	for _, s := range r.Status.Steps {
-		d.report.add("  "+s.StepName, s.TimeStarted, s.TimeCompleted)
-	}
-	for _, dp := range d.lab.DataPlanes {
-		var m dpv1alpha1.VolumeRestoreMember
-		if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: fedv1alpha1.MemberName(r.Name)}, &m); err != nil {
-			return r, fmt.Errorf("restore member in %s: %w", dp.Cluster, err)
-		}
-		d.report.restoreMembers = append(d.report.restoreMembers, memberRef{cluster: dp.Cluster, uid: string(m.UID)})
-	}
-	d.say("restore complete at commit ts %s", r.Status.CommitTs)
-	return r, nil
 }
 
 // deleteBackup deletes the VolumeBackup (cleanPolicy Delete) and counts what is left behind:

@@ -3,6 +3,7 @@ package demo
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,6 +34,11 @@ type Report struct {
 	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
 	BackupWall time.Duration
 	BackupWork []Step
+	// RestoreWall is from creating the VolumeRestore to seeing it Complete (100 ms polls);
+	// RestoreWork the parts of it spent in the steps (their own clocks) and in the operator
+	// starting TiKV (100 ms samples).
+	RestoreWall time.Duration
+	RestoreWork []Step
 	// Snapshots is how many snapshots the backup took; BackupSize and IncrementalBackupSize
 	// what the members sized them at after completion.
 	Snapshots                         int
@@ -87,10 +93,16 @@ func (r *Report) Print(w io.Writer) {
 	}
 	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
 		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)
-	if o, ok := r.BackupOverhead(); ok {
-		p("backup orchestration overhead: %s (wall %s minus the work below)", o.Round(time.Millisecond), r.BackupWall.Round(time.Millisecond))
-		for _, s := range r.BackupWork {
-			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+	for _, o := range []struct {
+		what string
+		wall time.Duration
+		work []Step
+	}{{"backup", r.BackupWall, r.BackupWork}, {"restore", r.RestoreWall, r.RestoreWork}} {
+		if d, ok := overhead(o.wall, o.work); ok {
+			p("%s orchestration overhead: %s (wall %s minus the work below)", o.what, d.Round(time.Millisecond), o.wall.Round(time.Millisecond))
+			for _, s := range o.work {
+				p("  %-48s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+			}
 		}
 	}
 	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
@@ -105,15 +117,38 @@ func (r *Report) Print(w io.Writer) {
 
 // BackupOverhead is the backup's wall time minus its work: what fedbr's controllers, the
 // Jobs and pods and the hops between them added. ok is false when a time is missing.
-func (r *Report) BackupOverhead() (time.Duration, bool) {
-	if r.BackupWall == 0 || len(r.BackupWork) == 0 {
+func (r *Report) BackupOverhead() (time.Duration, bool) { return overhead(r.BackupWall, r.BackupWork) }
+
+// RestoreOverhead is the restore's wall time minus its work (the steps' and the operator's).
+func (r *Report) RestoreOverhead() (time.Duration, bool) {
+	return overhead(r.RestoreWall, r.RestoreWork)
+}
+
+// overhead is wall minus the time covered by work (overlapping work counted once); ok is
+// false when wall or any work's start or end is missing.
+func overhead(wall time.Duration, work []Step) (time.Duration, bool) {
+	if wall == 0 || len(work) == 0 {
 		return 0, false
 	}
-	o := r.BackupWall
-	for _, s := range r.BackupWork {
-		o -= s.End.Sub(s.Start)
+	spans := slices.Clone(work)
+	for _, s := range spans {
+		if s.Start.IsZero() || s.End.Before(s.Start) {
+			return 0, false
+		}
 	}
-	return o, true
+	slices.SortFunc(spans, func(a, b Step) int { return a.Start.Compare(b.Start) })
+	var covered time.Duration
+	var end time.Time
+	for _, s := range spans {
+		if s.Start.After(end) {
+			end = s.Start
+		}
+		if s.End.After(end) {
+			covered += s.End.Sub(end)
+			end = s.End
+		}
+	}
+	return wall - covered, true
 }
 
 // span prints a step relative to origin; times are whole seconds where Kubernetes stamped them.

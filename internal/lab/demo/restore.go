@@ -1,0 +1,219 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/lab/env"
+)
+
+// restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
+func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
+	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, nil)
+	for cluster, tc := range tcs {
+		dp, _ := d.lab.DataPlane(cluster)
+		prefix, err := restoreAddressing(dp)
+		if err != nil {
+			return nil, err
+		}
+		tc.Spec.RecoveryMode = true
+		tc.Annotations = map[string]string{"lab.fedbr.io/ip-prefix": prefix}
+		if len(tc.Spec.PDAddresses) > 0 {
+			first, _ := restoreAddressing(d.lab.DataPlanes[0])
+			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
+		}
+	}
+	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
+		return nil, err
+	}
+	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.TCName)
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
+	for _, dp := range d.lab.DataPlanes {
+		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName,
+			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
+	}
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, r); err != nil {
+		return nil, fmt.Errorf("create VolumeRestore: %w", err)
+	}
+	created := time.Now()
+	d.say("VolumeRestore default/%s created", r.Name)
+	w := newTiKVWatch(d.lab.DataPlanes)
+	err := d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
+		if err := w.sample(ctx, d, tcs); err != nil {
+			return false, "", err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
+			return false, "", err
+		}
+		switch r.Status.Phase {
+		case fedv1alpha1.VolumeRestoreComplete:
+			d.report.RestoreWall = time.Since(created)
+			return true, "", nil
+		case fedv1alpha1.VolumeRestoreFailed:
+			return false, "", fmt.Errorf("restore %w: %s", errFailed, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition))
+		}
+		return false, fmt.Sprintf("restore %s: %s", r.Status.Phase, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)), nil
+	})
+	if err != nil {
+		return r, err
+	}
+	d.report.Restore = r.DeepCopy()
+	d.report.add("restore", r.Status.TimeStarted, r.Status.TimeCompleted)
+	for _, s := range r.Status.Steps {
+		d.report.add("  "+s.StepName, s.TimeStarted, s.TimeCompleted)
+	}
+	for _, dp := range d.lab.DataPlanes {
+		var m dpv1alpha1.VolumeRestoreMember
+		if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: fedv1alpha1.MemberName(r.Name)}, &m); err != nil {
+			return r, fmt.Errorf("restore member in %s: %w", dp.Cluster, err)
+		}
+		d.report.restoreMembers = append(d.report.restoreMembers, memberRef{cluster: dp.Cluster, uid: string(m.UID)})
+	}
+	if err := d.restoreWork(ctx, r, w); err != nil {
+		return r, err
+	}
+	d.say("restore complete at commit ts %s", r.Status.CommitTs)
+	return r, nil
+}
+
+
+// tiKVWatch times the TidbCluster operator's part of a restore from the demo's 100 ms
+// samples of the restored TidbClusters and their TiKV pods: TiKV starting on the volumes the
+// agents handed over, and restarting out of recovery mode. Neither is fedbr's orchestration.
+type tiKVWatch struct {
+	planes []string
+	// handover is when the first plane's volumes were handed to TiKV (the volumes-ready
+	// annotation), up when the last plane had all its stores up in recovery mode.
+	handover, up time.Time
+	// finish is when the first plane left recovery mode, restarted when the last plane had
+	// all its TiKV pods replaced and ready.
+	finish, restarted time.Time
+	upIn, restartedIn map[string]bool
+	// recoveryPods are the TiKV pods last seen in recovery mode, per plane.
+	recoveryPods map[string]map[types.UID]bool
+}
+
+func newTiKVWatch(planes []env.DataPlane) *tiKVWatch {
+	w := &tiKVWatch{upIn: map[string]bool{}, restartedIn: map[string]bool{}, recoveryPods: map[string]map[types.UID]bool{}}
+	for _, dp := range planes {
+		w.planes = append(w.planes, dp.Cluster)
+	}
+	return w
+}
+
+// sample reads every plane's restored TidbCluster and TiKV pods once.
+func (w *tiKVWatch) sample(ctx context.Context, d *run, tcs map[string]*pcv1alpha1.TidbCluster) error {
+	now := time.Now()
+	for _, plane := range w.planes {
+		want := tcs[plane]
+		var tc pcv1alpha1.TidbCluster
+		if err := d.kube[plane].Get(ctx, client.ObjectKeyFromObject(want), &tc); err != nil {
+			return err
+		}
+		if tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] == "" {
+			continue
+		}
+		var pods corev1.PodList
+		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
+			return err
+		}
+		replicas := tidbcluster.TiKVReplicas(&tc)
+		if w.handover.IsZero() {
+			w.handover = now
+		}
+		if tc.Spec.RecoveryMode {
+			seen := map[types.UID]bool{}
+			for _, p := range pods.Items {
+				seen[p.UID] = true
+			}
+			w.recoveryPods[plane] = seen
+			if !w.upIn[plane] && tidbcluster.StoresUp(&tc) >= replicas {
+				w.upIn[plane] = true
+				if len(w.upIn) == len(w.planes) {
+					w.up = now
+				}
+			}
+			continue
+		}
+		if w.finish.IsZero() {
+			w.finish = now
+		}
+		fresh := 0
+		for _, p := range pods.Items {
+			if !w.recoveryPods[plane][p.UID] && p.DeletionTimestamp == nil && podReady(&p) {
+				fresh++
+			}
+		}
+		if !w.restartedIn[plane] && fresh >= replicas && tidbcluster.StoresUp(&tc) >= replicas {
+			w.restartedIn[plane] = true
+			if len(w.restartedIn) == len(w.planes) {
+				w.restarted = now
+			}
+		}
+	}
+	return nil
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// restoreSteps are the times the restore-volumes and restore-data steps report.
+type restoreSteps struct {
+	StartedAt   time.Time `json:"startedAt"`
+	CompletedAt time.Time `json:"completedAt"`
+}
+
+// restoreWork collects the restore's work from the steps' own clocks (restore-volumes on
+// every plane, restore-data on one) and the operator's TiKV starts the watch timed; the rest
+// of the wall time is fedbr's orchestration.
+func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *tiKVWatch) error {
+	var volumes, data restoreSteps
+	for _, plane := range w.planes {
+		var cm corev1.ConfigMap
+		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(r.Name))}
+		if err := d.kube[plane].Get(ctx, key, &cm); err != nil {
+			return fmt.Errorf("restore status ConfigMap in %s: %w", plane, err)
+		}
+		var v restoreSteps
+		if err := json.Unmarshal([]byte(cm.Data[job.StepRestoreVolumes]), &v); err != nil {
+			return fmt.Errorf("restore-volumes status in %s: %w", plane, err)
+		}
+		if volumes.StartedAt.IsZero() || v.StartedAt.Before(volumes.StartedAt) {
+			volumes.StartedAt = v.StartedAt
+		}
+		if v.CompletedAt.After(volumes.CompletedAt) {
+			volumes.CompletedAt = v.CompletedAt
+		}
+		if raw, ok := cm.Data[job.StepRestoreData]; ok {
+			if err := json.Unmarshal([]byte(raw), &data); err != nil {
+				return fmt.Errorf("restore-data status in %s: %w", plane, err)
+			}
+		}
+	}
+	d.report.RestoreWork = []Step{
+		{Name: "restore-volumes steps (PD, cloud calls and waits)", Start: volumes.StartedAt, End: volumes.CompletedAt},
+		{Name: "TiKV starts on the restored volumes (operator)", Start: w.handover, End: w.up},
+		{Name: "restore-data step (PD, TiKV)", Start: data.StartedAt, End: data.CompletedAt},
+		{Name: "TiKV restarts out of recovery mode (operator)", Start: w.finish, End: w.restarted},
+	}
+	return nil
+}
