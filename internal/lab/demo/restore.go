@@ -89,7 +89,6 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	return r, nil
 }
 
-
 // tiKVWatch times the TidbCluster operator's part of a restore from the demo's 100 ms
 // samples of the restored TidbClusters and their TiKV pods: TiKV starting on the volumes the
 // agents handed over, and restarting out of recovery mode. Neither is fedbr's orchestration.
