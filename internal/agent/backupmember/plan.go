@@ -329,7 +329,7 @@ func (p *plan) planPause() {
 		p.fail(ReasonNoPD, err.Error())
 		return
 	}
-	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name), "--wait-start", "--watch-release"}
+	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name), "--member", p.m.Name, "--wait-start", "--watch-release"}
 	spec := p.jobSpec(job.StepPause, args)
 	spec.BackoffLimit = 0
 	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)

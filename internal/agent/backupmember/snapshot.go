@@ -164,7 +164,7 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 		"--cluster", p.m.Spec.K8sClusterName, "--pd", strings.Join(pd, ",")}
 	args = append(args, tsArgs...)
 	args = append(args, "--volumes", job.InPod(inputsMount+"/"+VolumesKey), "--manifest", job.InPod(inputsMount+"/"+TidbClusterKey),
-		"--status-configmap", job.StatusConfigMapName(p.m.Name))
+		"--status-configmap", job.StatusConfigMapName(p.m.Name), "--member", p.m.Name)
 	return append(args, p.o.Env.CloudArgs()...), storage, nil
 }
 

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 )
 
 // DefaultTTL is how long a finished step's Job stays for inspection.
@@ -57,7 +59,7 @@ func (e Env) ImageOr(toolImage string) string {
 
 // ServiceAccountObjects are the service account, Role and RoleBinding the steps run with when
 // the template names no service account: a step may only read and write ConfigMaps in its own
-// namespace (its status ConfigMap).
+// namespace (its status ConfigMap) and read the members there (the go signals in their spec).
 func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	l := map[string]string{LabelName: NameValue, LabelManagedBy: ManagedByValue}
 	meta := metav1.ObjectMeta{Name: ServiceAccountName, Namespace: namespace, Labels: l}
@@ -65,6 +67,9 @@ func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Ro
 	role := &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"configmaps"},
 		Verbs: []string{"get", "list", "watch", "create", "patch", "update"},
+	}, {
+		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers"},
+		Verbs: []string{"get", "list", "watch"},
 	}}}
 	rb := &rbacv1.RoleBinding{ObjectMeta: meta,
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServiceAccountName},

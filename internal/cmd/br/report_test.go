@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/clean"
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
@@ -149,5 +152,100 @@ func TestCommandsReportToOneConfigMap(t *testing.T) {
 	}
 	if len(data) != 6 {
 		t.Errorf("keys = %v, want agent, release, pause, pause.result, clean, clean.result", data)
+	}
+}
+
+// TestPauseTakesItsSignalsFromTheMember: a pause started with --member begins on the member's
+// spec.startPause and lifts on its spec.resumeGC, the manager's writes, without the agent
+// copying either into the status ConfigMap (the hop the member watch saves).
+func TestPauseTakesItsSignalsFromTheMember(t *testing.T) {
+	env := testenv.Start(t) // skips in -short mode
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-b2", Namespace: "default"},
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b2", K8sClusterName: "dp1", TCName: "basic", TCNamespace: "default",
+			Phase: dpv1alpha1.BackupMemberInitialize, Template: fedv1alpha1.VolumeBackupMemberSpec{
+				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "b2"}}}}}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKey{Namespace: "default", Name: "fed-b2-status"}
+	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	type outcome struct {
+		stderr string
+		err    error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		stderr, err := execute(ctx, "pause", "--pd", cl.PDAddr(), "--ttl", "5m", "--wait-start", "--watch-release",
+			"--status-configmap", key.Name, "--status-configmap-namespace", key.Namespace, "--kubeconfig", env.Kubeconfig, "--member", m.Name)
+		done <- outcome{stderr, err}
+	}()
+	phase := func() pause.Phase {
+		var cm corev1.ConfigMap
+		if err := env.Client.Get(ctx, key, &cm); err != nil {
+			return ""
+		}
+		var st pause.Status
+		_ = json.Unmarshal([]byte(cm.Data["pause"]), &st)
+		return st.Phase
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for !ok() {
+			select {
+			case o := <-done:
+				t.Fatalf("pause exited while waiting for %s: %v\n%s", what, o.err, o.stderr)
+			case <-ctx.Done():
+				t.Fatalf("never %s (phase %q)", what, phase())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	// Armed, it holds nothing until the member says start.
+	time.Sleep(time.Second)
+	if p := phase(); p == pause.PhaseReady || p == pause.PhaseGCPaused {
+		t.Fatalf("the pause began before the go: phase %s", p)
+	}
+	setSpec := func(f func(*dpv1alpha1.VolumeBackupMember)) {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			t.Fatal(err)
+		}
+		f(m)
+		if err := env.Client.Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSpec(func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true })
+	waitFor("Ready on the member's startPause", func() bool { return phase() == pause.PhaseReady })
+	setSpec(func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true })
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("pause: %v\n%s", o.err, o.stderr)
+		}
+		if !strings.Contains(o.stderr, "taken from volumebackupmembers default/fed-b2") {
+			t.Errorf("the log does not say the signals came from the member:\n%s", o.stderr)
+		}
+	case <-ctx.Done():
+		t.Fatal("the pause did not lift on the member's resumeGC")
+	}
+	var cm corev1.ConfigMap
+	if err := env.Client.Get(ctx, key, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cm.Data["start"]; ok {
+		t.Error("the ConfigMap has the start key: the test proves nothing about the member path")
+	}
+	if _, ok := cm.Data["release"]; ok {
+		t.Error("the ConfigMap has the release key: the test proves nothing about the member path")
+	}
+	if p := phase(); p != pause.PhaseStopped {
+		t.Errorf("final phase %q, want %s", p, pause.PhaseStopped)
 	}
 }

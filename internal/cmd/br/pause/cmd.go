@@ -25,7 +25,9 @@ import (
 	pdhttp "github.com/tikv/pd/client/http"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
@@ -53,6 +55,25 @@ type options struct {
 // and its pod start ahead of time, and the GC pause begins one watch event after the agent's
 // go, never a pod start later.
 const StartKey = "start"
+
+// startSignal is the go to pause in the member's spec: startPause.
+func startSignal(m *unstructured.Unstructured) (string, bool) {
+	if v, _, _ := unstructured.NestedBool(m.Object, "spec", "startPause"); v {
+		return "true", true
+	}
+	return "", false
+}
+
+// releaseSignal is the member asking for the pause to be lifted: resumeGC, teardown or its
+// deletion.
+func releaseSignal(m *unstructured.Unstructured) (string, bool) {
+	resume, _, _ := unstructured.NestedBool(m.Object, "spec", "resumeGC")
+	phase, _, _ := unstructured.NestedString(m.Object, "spec", "phase")
+	if resume || phase == string(dpv1alpha1.BackupMemberTeardown) || m.GetDeletionTimestamp() != nil {
+		return "true", true
+	}
+	return "", false
+}
 
 // ReleaseKey is the status ConfigMap key that asks a pause started with --watch-release to lift
 // everything: one watch event, faster than stopping its pod (Job update, pod deletion, kubelet
@@ -141,7 +162,7 @@ func run(cmd *cobra.Command, o options) error {
 		ctx, release = context.WithCancel(ctx)
 		defer release()
 		go func() {
-			if _, err := o.report.WaitKey(ctx, command, ReleaseKey); err == nil {
+			if _, err := o.report.WaitKey(ctx, command, ReleaseKey, releaseSignal, logf); err == nil {
 				logf("Release asked in ConfigMap %s (key %s): lifting everything", o.report.ConfigMap, ReleaseKey)
 				release()
 			}
@@ -197,7 +218,7 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 	}
 	if o.waitStart {
 		logf("Armed: waiting for the key %s in ConfigMap %s", StartKey, o.report.ConfigMap)
-		if _, err := o.report.WaitKey(ctx, command, StartKey); err != nil {
+		if _, err := o.report.WaitKey(ctx, command, StartKey, startSignal, logf); err != nil {
 			return pub.status(), fmt.Errorf("waiting for the go to pause: %w", err)
 		}
 	}

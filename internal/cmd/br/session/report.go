@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/podenv"
 	"github.com/fedbr/fedbr/internal/restconfig"
@@ -22,6 +23,8 @@ type ReportFlags struct {
 	ConfigMap  string
 	Namespace  string
 	Kubeconfig string
+	// Member is the VolumeBackupMember the step runs for, in the ConfigMap's namespace.
+	Member string
 }
 
 // Register adds the flags to fs.
@@ -29,15 +32,21 @@ func (f *ReportFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ConfigMap, "status-configmap", "", "ConfigMap to report the status and the final result to (keys <command> and <command>.result); created if missing")
 	fs.StringVar(&f.Namespace, "status-configmap-namespace", "", "namespace of --status-configmap (default: the pod's namespace, $POD_NAMESPACE or the service account's)")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for --status-configmap when not running in a pod (default: the pod's service account)")
+	fs.StringVar(&f.Member, "member", "", "VolumeBackupMember (in --status-configmap's namespace) this step runs for: the go signals it waits for are also read from its spec, one hop before the agent copies them into the ConfigMap")
 }
 
 // Validate checks the flags without any I/O.
 func (f *ReportFlags) Validate() error {
 	if f.ConfigMap == "" {
-		if f.Namespace != "" || f.Kubeconfig != "" {
-			return errors.New("--status-configmap-namespace and --kubeconfig need --status-configmap")
+		if f.Namespace != "" || f.Kubeconfig != "" || f.Member != "" {
+			return errors.New("--status-configmap-namespace, --kubeconfig and --member need --status-configmap")
 		}
 		return nil
+	}
+	if f.Member != "" {
+		if errs := validation.IsDNS1123Subdomain(f.Member); len(errs) > 0 {
+			return fmt.Errorf("--member %q is not a valid object name: %s", f.Member, errs[0])
+		}
 	}
 	if errs := validation.IsDNS1123Subdomain(f.ConfigMap); len(errs) > 0 {
 		return fmt.Errorf("--status-configmap %q is not a valid ConfigMap name: %s", f.ConfigMap, errs[0])
@@ -66,7 +75,11 @@ func (f *ReportFlags) Reporter(command string, logf func(format string, args ...
 }
 
 // WaitKey waits until the ConfigMap holds key and returns its value (see report.WaitKey).
-func (f *ReportFlags) WaitKey(ctx context.Context, command, key string) (string, error) {
+// With --member, sig is read off the member's spec at the same time, and the first of the two
+// to give the signal wins: the manager writes it into the member, the agent then copies it into
+// the ConfigMap, so the member is one hop sooner. A member this step may not read (a service
+// account without the rule) is logged to logf and left to the ConfigMap.
+func (f *ReportFlags) WaitKey(ctx context.Context, command, key string, sig report.Signal, logf func(string, ...any)) (string, error) {
 	if f.ConfigMap == "" {
 		return "", errors.New("waiting for a ConfigMap key needs --status-configmap")
 	}
@@ -74,17 +87,56 @@ func (f *ReportFlags) WaitKey(ctx context.Context, command, key string) (string,
 	if err != nil {
 		return "", err
 	}
-	return sink.WaitKey(ctx, key)
+	if f.Member == "" || sig == nil {
+		return sink.WaitKey(ctx, key)
+	}
+	cfg, ns, err := f.config()
+	if err != nil {
+		return "", err
+	}
+	m, err := report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource("volumebackupmembers"), ns, f.Member)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		v, from string
+		err     error
+	}
+	answers := make(chan answer, 2)
+	go func() {
+		v, err := sink.WaitKey(ctx, key)
+		answers <- answer{v, "ConfigMap " + sink.String() + " key " + key, err}
+	}()
+	go func() {
+		v, err := m.Wait(ctx, sig)
+		answers <- answer{v, m.String(), err}
+	}()
+	for range 2 {
+		a := <-answers
+		switch {
+		case a.err == nil:
+			logf("Signal %q taken from %s", a.v, a.from)
+			return a.v, nil
+		case errors.Is(a.err, report.ErrCannotWatch):
+			logf("Not watching the member (%v); waiting for the ConfigMap alone", a.err)
+		default:
+			return "", a.err
+		}
+	}
+	return "", errors.New("no source of the signal left")
 }
 
-// sink addresses the ConfigMap: its namespace (the flag, else the pod's) and credentials
-// (--kubeconfig, else the pod's service account).
-func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
+// config is the client configuration and namespace of the ConfigMap (and the member): the
+// namespace from the flag, else the pod's; credentials from --kubeconfig, else the pod's
+// service account.
+func (f *ReportFlags) config() (*rest.Config, string, error) {
 	ns := f.Namespace
 	if ns == "" {
 		var err error
 		if ns, err = podenv.Namespace(); err != nil {
-			return nil, fmt.Errorf("--status-configmap-namespace not given: %w", err)
+			return nil, "", fmt.Errorf("--status-configmap-namespace not given: %w", err)
 		}
 	}
 	var (
@@ -93,10 +145,19 @@ func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
 	)
 	if f.Kubeconfig != "" {
 		if cfg, err = clientcmd.BuildConfigFromFlags("", f.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("--kubeconfig: %w", err)
+			return nil, "", fmt.Errorf("--kubeconfig: %w", err)
 		}
 	} else if cfg, err = podenv.RESTConfig(); err != nil {
-		return nil, fmt.Errorf("--status-configmap: %w (outside a pod, give --kubeconfig)", err)
+		return nil, "", fmt.Errorf("--status-configmap: %w (outside a pod, give --kubeconfig)", err)
+	}
+	return cfg, ns, nil
+}
+
+// sink addresses the ConfigMap.
+func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
+	cfg, ns, err := f.config()
+	if err != nil {
+		return nil, err
 	}
 	return report.NewConfigMap(restconfig.Finish(cfg, "br"), ns, f.ConfigMap, command)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/snapshot"
@@ -299,11 +300,17 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 // with --wait-backup-ts.
 const BackupTSKey = "backup-ts"
 
+// backupTSSignal is the backup ts in the member's spec.
+func backupTSSignal(m *unstructured.Unstructured) (string, bool) {
+	v, _, _ := unstructured.NestedString(m.Object, "spec", "backupTS")
+	return v, v != ""
+}
+
 // waitBackupTS reports Armed and waits for the backup ts in the status ConfigMap.
 func (o *options) waitBackupTS(ctx context.Context, logw io.Writer, report func(snapshot.Progress)) (uint64, error) {
 	report(snapshot.Progress{Phase: snapshot.PhaseArmed})
 	_, _ = fmt.Fprintf(logw, "Armed: waiting for the backup ts in ConfigMap %s (key %s)\n", o.report.ConfigMap, BackupTSKey)
-	v, err := o.report.WaitKey(ctx, command, BackupTSKey)
+	v, err := o.report.WaitKey(ctx, command, BackupTSKey, backupTSSignal, session.Logf(logw))
 	if err != nil {
 		return 0, err
 	}
