@@ -53,7 +53,7 @@ func (m *Member) Wait(ctx context.Context, sig Signal) (string, error) {
 		list, err := m.client.List(ctx, metav1.ListOptions{FieldSelector: sel})
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err):
-			return "", fmt.Errorf("%w %s: %v", ErrCannotWatch, m, err)
+			return "", fmt.Errorf("%w %s: %w", ErrCannotWatch, m, err)
 		case err != nil:
 			if !sleepCtx(ctx, time.Second) {
 				return "", fmt.Errorf("waiting for %s: %w", m, ctx.Err())
