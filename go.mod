@@ -24,6 +24,7 @@ require (
 	github.com/tikv/pd/client v0.0.0-20260609141937-b01426f6b08b
 	github.com/virtual-kubelet/virtual-kubelet v1.14.1
 	go.uber.org/zap v1.27.1
+	golang.org/x/sync v0.23.0
 	google.golang.org/grpc v1.83.2
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -106,7 +107,6 @@ require (
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -6,8 +6,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,7 +80,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Client.Update(ctx, m); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
 		}
-		return ctrl.Result{}, nil
+		// Go on with the object as stored: waiting for the update's own event would cost
+		// the member's first step one more round trip.
 	}
 	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return ctrl.Result{}, nil
@@ -92,6 +95,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
 	before := m.Status.DeepCopy()
 	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
+	// The status goes first: it carries what the manager waits for (Armed, SnapshotsCreated,
+	// Complete), and a Job to stop or create must not delay it by its API calls. What Plan
+	// writes ahead of an action (Sized=Sizing with the size Job, Cleaned=Cleaning with a clean
+	// Job) is planned again from the observations when the action fails; the go signals the
+	// steps wait for come from the member's spec first anyway.
+	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.observeSteps(ctx, m, before, o, res)
 	removed, err := r.apply(ctx, ap, m, res)
 	if err != nil {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%v", err)
@@ -101,10 +113,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
 		return ctrl.Result{}, nil
 	}
-	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.observeSteps(ctx, m, before, o, res)
 	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
@@ -176,6 +184,8 @@ func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batch
 }
 
 // ObserveCluster reads a TidbCluster's TiKV pods and the claims, volumes and nodes they use.
+// The reads after the pod list go out at once (with a reader that is not a cache they are one
+// API round trip each, and they sit before the snapshot step's start).
 func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) (*Cluster, error) {
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
@@ -184,48 +194,75 @@ func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 	out := &Cluster{TC: tc, Pods: pods.Items, PVCs: map[string]*corev1.PersistentVolumeClaim{},
 		PVs: map[string]*corev1.PersistentVolume{}, Nodes: map[string]*corev1.Node{}}
 	sort.Slice(out.Pods, func(i, j int) bool { return out.Pods[i].Name < out.Pods[j].Name })
+	nodes, claims := map[string]bool{}, map[string]bool{}
 	for _, p := range out.Pods {
-		if n := p.Spec.NodeName; n != "" && out.Nodes[n] == nil {
-			node := &corev1.Node{}
-			if err := c.Get(ctx, types.NamespacedName{Name: n}, node); err != nil && !apierrors.IsNotFound(err) {
-				return nil, fmt.Errorf("get node %s: %w", n, err)
-			} else if err == nil {
-				out.Nodes[n] = node
-			}
+		if n := p.Spec.NodeName; n != "" {
+			nodes[n] = true
 		}
 		for _, v := range p.Spec.Volumes {
-			if v.PersistentVolumeClaim == nil || out.PVCs[v.PersistentVolumeClaim.ClaimName] != nil {
-				continue
-			}
-			if err := observeClaim(ctx, c, tc.Namespace, v.PersistentVolumeClaim.ClaimName, out); err != nil {
-				return nil, err
+			if v.PersistentVolumeClaim != nil {
+				claims[v.PersistentVolumeClaim.ClaimName] = true
 			}
 		}
+	}
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	for n := range nodes {
+		g.Go(func() error {
+			node := &corev1.Node{}
+			if err := c.Get(gctx, types.NamespacedName{Name: n}, node); err != nil {
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return fmt.Errorf("get node %s: %w", n, err)
+			}
+			mu.Lock()
+			out.Nodes[n] = node
+			mu.Unlock()
+			return nil
+		})
+	}
+	for name := range claims {
+		g.Go(func() error {
+			pvc, pv, err := observeClaim(gctx, c, tc.Namespace, name)
+			mu.Lock()
+			defer mu.Unlock()
+			if pvc != nil {
+				out.PVCs[name] = pvc
+			}
+			if pv != nil {
+				out.PVs[pv.Name] = pv
+			}
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-func observeClaim(ctx context.Context, c client.Reader, ns, name string, out *Cluster) error {
+// observeClaim reads a claim and its volume; either is nil when missing (Discover names
+// what is missing).
+func observeClaim(ctx context.Context, c client.Reader, ns, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pvc); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil // Discover names the missing claim
+			return nil, nil, nil
 		}
-		return fmt.Errorf("get claim %s/%s: %w", ns, name, err)
+		return nil, nil, fmt.Errorf("get claim %s/%s: %w", ns, name, err)
 	}
-	out.PVCs[name] = pvc
 	if pvc.Spec.VolumeName == "" {
-		return nil
+		return pvc, nil, nil
 	}
 	pv := &corev1.PersistentVolume{}
 	if err := c.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil
+			return pvc, nil, nil
 		}
-		return fmt.Errorf("get volume %s: %w", pvc.Spec.VolumeName, err)
+		return pvc, nil, fmt.Errorf("get volume %s: %w", pvc.Spec.VolumeName, err)
 	}
-	out.PVs[pv.Name] = pv
-	return nil
+	return pvc, pv, nil
 }
 
 // apply runs the planned actions in order; it reports whether the finalizer was removed.

@@ -88,7 +88,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.Client.Update(ctx, m); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
 		}
-		return ctrl.Result{}, nil
+		// Go on with the object as stored: waiting for the update's own event would cost
+		// the member's first step one more round trip.
 	}
 	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return ctrl.Result{}, nil

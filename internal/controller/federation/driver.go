@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -122,13 +123,8 @@ func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	for _, a := range dec.Actions {
-		kind, cluster := a.Describe()
-		ctrl.LoggerFrom(ctx).Info("Applying", "action", kind, "cluster", cluster)
-		if err := d.Apply(ctx, o, a, now); err != nil {
-			d.Recorder.Eventf(o, nil, "Warning", "MemberUpdateFailed", kind, "%s in %s: %v", kind, cluster, err)
-			return reconcile.Result{}, fmt.Errorf("%s in %s: %w", kind, cluster, err)
-		}
+	if err := d.applyAll(ctx, o, dec.Actions, now); err != nil {
+		return reconcile.Result{}, err
 	}
 	if err := d.writeStatus(ctx, o, dec.SetStatus); err != nil {
 		return reconcile.Result{}, err
@@ -139,6 +135,44 @@ func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, client.IgnoreNotFound(d.Client.Patch(ctx, o, patch))
 	}
 	return reconcile.Result{RequeueAfter: dec.RequeueAfter}, nil
+}
+
+// applyAll applies the actions: those of one data plane in the order planned, the planes at
+// once. Each plane is its own API server, and a signal the planner gives every member (the
+// backup ts, teardown) should reach the last plane as soon as the first, not one round trip
+// per plane later. The first failure is returned; the other planes' actions still ran.
+func (d *Driver[O, A]) applyAll(ctx context.Context, o O, actions []A, now time.Time) error {
+	var order []string
+	byCluster := map[string][]A{}
+	for _, a := range actions {
+		_, cluster := a.Describe()
+		if _, ok := byCluster[cluster]; !ok {
+			order = append(order, cluster)
+		}
+		byCluster[cluster] = append(byCluster[cluster], a)
+	}
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for i, cluster := range order {
+		wg.Go(func() {
+			for _, a := range byCluster[cluster] {
+				kind, _ := a.Describe()
+				ctrl.LoggerFrom(ctx).Info("Applying", "action", kind, "cluster", cluster)
+				if err := d.Apply(ctx, o, a, now); err != nil {
+					d.Recorder.Eventf(o, nil, "Warning", "MemberUpdateFailed", kind, "%s in %s: %v", kind, cluster, err)
+					errs[i] = fmt.Errorf("%s in %s: %w", kind, cluster, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeStatus writes the planned status when it changed and reports a phase change.
