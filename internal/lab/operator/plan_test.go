@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -361,4 +362,30 @@ func TestComputePlanAddressAnnotations(t *testing.T) {
 		}
 	}
 	t.Fatalf("no tikv-0 in %v", actionNames(p))
+}
+
+func TestRefreshInterval(t *testing.T) {
+	stores := func(states ...string) pcv1alpha1.TidbClusterStatus {
+		st := pcv1alpha1.TidbClusterStatus{TiKV: pcv1alpha1.TiKVStatus{Stores: map[string]pcv1alpha1.TiKVStore{}}}
+		for i, s := range states {
+			id := string(rune('1' + i))
+			st.TiKV.Stores[id] = pcv1alpha1.TiKVStore{ID: id, State: s}
+		}
+		return st
+	}
+	for _, tt := range []struct {
+		name string
+		tc   *pcv1alpha1.TidbCluster
+		st   pcv1alpha1.TidbClusterStatus
+		want time.Duration
+	}{
+		{"every store up: the slow refresh", newTC(), stores("Up", "Up", "Up"), statusRefreshInterval},
+		{"a store not up yet: the fast one", newTC(), stores("Up", "Disconnected", "Up"), storesSettleInterval},
+		{"stores missing: the fast one", newTC(), stores("Up"), storesSettleInterval},
+		{"no TiKV: the slow one", newTC(tikvReplicas(0)), stores(), statusRefreshInterval},
+	} {
+		if got := refreshInterval(tt.tc, tt.st); got != tt.want {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }
