@@ -130,14 +130,30 @@ type Size struct {
 	IncrementalBytes int64
 }
 
+// PreparedSnapshots is what starting snapshot sets needs, read ahead of time.
+type PreparedSnapshots struct {
+	Requests []SnapshotRequest
+	// Instances by id, and the tags of the requested volumes by volume id.
+	Instances  map[string]Instance
+	VolumeTags map[string]map[string]string
+}
+
 // Snapshots takes, watches and deletes snapshots.
 type Snapshots interface {
 	// SnapshotInstance starts one crash-consistent snapshot set for the request's volumes.
 	SnapshotInstance(ctx context.Context, req SnapshotRequest) ([]Snapshot, error)
 	// SnapshotInstances starts the snapshot sets of many instances with batched describes;
 	// the result is in the order of reqs. On error, the sets started so far are returned
-	// with it (nil for the others).
+	// with it (nil for the others). It is PrepareSnapshotInstances then StartSnapshotInstances.
 	SnapshotInstances(ctx context.Context, reqs []SnapshotRequest) ([][]Snapshot, error)
+	// PrepareSnapshotInstances reads ahead of time what starting the sets needs (the
+	// instances' devices, the volumes' tags) and checks the requests against it, so that a
+	// caller holding a pause starts them with nothing but the snapshot calls.
+	PrepareSnapshotInstances(ctx context.Context, reqs []SnapshotRequest) (*PreparedSnapshots, error)
+	// StartSnapshotInstances starts prepared sets, as SnapshotInstances does. A device
+	// attached or detached since the preparation makes the provider's call fail or leaves a
+	// volume without a snapshot, which the caller checks; it never snapshots silently less.
+	StartSnapshotInstances(ctx context.Context, prep *PreparedSnapshots) ([][]Snapshot, error)
 	// WaitSnapshots waits until all snapshots completed, reporting progress; a snapshot in
 	// error state fails the wait at once.
 	WaitSnapshots(ctx context.Context, ids []string, report func(Progress)) ([]Snapshot, error)

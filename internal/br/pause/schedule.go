@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -95,35 +96,50 @@ func (k *scheduleKeeper) pause(ctx context.Context, storeCount int) error {
 	return k.refresh(ctx)
 }
 
-// refresh (re)applies the pause with a fresh TTL.
+// refresh (re)applies the pause with a fresh TTL. The schedulers and the limits are
+// independent PD calls and go out at once: the pause is in force when the slowest returns.
 func (k *scheduleKeeper) refresh(ctx context.Context) error {
 	secs := int64(k.ttl / time.Second)
-	for _, s := range k.plan.Schedulers {
+	return k.all(func(s string) error {
 		if err := k.http.SetSchedulerDelay(ctx, s, secs); err != nil {
 			return fmt.Errorf("pause scheduler %s: %w", s, err)
 		}
-	}
-	if len(k.plan.Paused) > 0 {
-		if err := k.http.SetConfig(ctx, k.plan.Paused, float64(secs)); err != nil {
-			return fmt.Errorf("pause scheduling limits %v: %w", sortedKeys(k.plan.Paused), err)
+		return nil
+	}, k.plan.Paused, func(cfg map[string]any) error {
+		if err := k.http.SetConfig(ctx, cfg, float64(secs)); err != nil {
+			return fmt.Errorf("pause scheduling limits %v: %w", sortedKeys(cfg), err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-// resume resumes every paused scheduler and restores the original limits; it tries all and
-// returns every error.
+// resume resumes every paused scheduler and restores the original limits, all at once (the
+// GC pause window ends when the slowest returns); it tries all and returns every error.
 func (k *scheduleKeeper) resume(ctx context.Context) error {
-	var errs []error
-	for _, s := range k.plan.Schedulers {
+	return k.all(func(s string) error {
 		if err := k.http.SetSchedulerDelay(ctx, s, 0); err != nil {
-			errs = append(errs, fmt.Errorf("resume scheduler %s: %w", s, err))
+			return fmt.Errorf("resume scheduler %s: %w", s, err)
 		}
-	}
-	if len(k.plan.Original) > 0 {
-		if err := k.http.SetConfig(ctx, k.plan.Original, 0); err != nil {
-			errs = append(errs, fmt.Errorf("restore scheduling limits: %w", err))
+		return nil
+	}, k.plan.Original, func(cfg map[string]any) error {
+		if err := k.http.SetConfig(ctx, cfg, 0); err != nil {
+			return fmt.Errorf("restore scheduling limits: %w", err)
 		}
+		return nil
+	})
+}
+
+// all runs scheduler for every planned scheduler and limits for cfg (when not empty)
+// concurrently, and joins their errors.
+func (k *scheduleKeeper) all(scheduler func(string) error, cfg map[string]any, limits func(map[string]any) error) error {
+	errs := make([]error, len(k.plan.Schedulers)+1)
+	var wg sync.WaitGroup
+	for i, s := range k.plan.Schedulers {
+		wg.Go(func() { errs[i] = scheduler(s) })
 	}
+	if len(cfg) > 0 {
+		wg.Go(func() { errs[len(errs)-1] = limits(cfg) })
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -281,9 +281,15 @@ func (s *snapshotter) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var prepared *cloud.PreparedSnapshots
 	if s.o.WaitBackupTS != nil {
 		if !s.o.SkipClusterCheck && s.d.PD != nil && s.d.Dial != nil {
 			s.dialStores(ctx)
+		}
+		// The instances and volumes are described now, so that the pause window holds only
+		// the CreateSnapshots calls.
+		if prepared, err = s.d.Cloud.PrepareSnapshotInstances(ctx, reqs); err != nil {
+			return fmt.Errorf("prepare snapshots: %w", err)
 		}
 		if s.o.BackupTS, err = s.o.WaitBackupTS(ctx); err != nil {
 			return err
@@ -297,7 +303,7 @@ func (s *snapshotter) run(ctx context.Context) error {
 	if err := s.clusterInfo(ctx, rec, version); err != nil {
 		return err
 	}
-	err = s.take(ctx, rec, reqs)
+	err = s.take(ctx, rec, reqs, prepared)
 	if err != nil {
 		s.cleanup(ctx)
 	}
@@ -364,13 +370,19 @@ func (s *snapshotter) clusterInfo(ctx context.Context, rec *meta.Record, version
 	return nil
 }
 
-// take starts every snapshot set, records them as a pending backupmeta, waits for them and
-// completes the backupmeta.
-func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.SnapshotRequest) error {
+// take starts every snapshot set (prepared ahead when prepared is not nil), records them as a
+// pending backupmeta, waits for them and completes the backupmeta.
+func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.SnapshotRequest, prepared *cloud.PreparedSnapshots) error {
 	total := len(rec.Volumes())
 	s.report(Progress{Phase: PhaseStarting, Total: total})
 	s.logf("Starting %d crash-consistent snapshot sets (%d volumes)", len(reqs), total)
-	sets, err := s.d.Cloud.SnapshotInstances(ctx, reqs)
+	var sets [][]cloud.Snapshot
+	var err error
+	if prepared != nil {
+		sets, err = s.d.Cloud.StartSnapshotInstances(ctx, prepared)
+	} else {
+		sets, err = s.d.Cloud.SnapshotInstances(ctx, reqs)
+	}
 	for _, set := range sets {
 		s.remember(snapshotIDs(set))
 	}
@@ -409,7 +421,33 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 		return fmt.Errorf("record the started snapshots: %w", err)
 	}
 	s.logf("Snapshots created: backupmeta written (pending) with %d snapshots; the pause may be lifted", total)
+	s.dropUnplanned(ctx, sets, rec)
 	return s.wait(ctx, rec)
+}
+
+// dropUnplanned deletes the snapshots of volumes the plan did not ask for: a data volume
+// attached to an instance after the sets were prepared is not in their exclusion list. They are
+// tagged with the backup, so a failed delete is left to the clean's tag sweep.
+func (s *snapshotter) dropUnplanned(ctx context.Context, sets [][]cloud.Snapshot, rec *meta.Record) {
+	planned := map[string]bool{}
+	for _, v := range rec.Volumes() {
+		planned[v.ID] = true
+	}
+	var extra []string
+	for _, set := range sets {
+		for _, sn := range set {
+			if !planned[sn.VolumeID] {
+				extra = append(extra, sn.ID)
+			}
+		}
+	}
+	if len(extra) == 0 {
+		return
+	}
+	s.logf("Deleting %d snapshots of volumes attached after the plan: %v", len(extra), extra)
+	if err := s.d.Cloud.DeleteSnapshots(ctx, extra); err != nil {
+		s.logf("Deleting them failed (the clean's sweep of the backup's tag deletes them): %v", err)
+	}
 }
 
 // resume continues an attempt whose backupmeta exists: a completed one is the result, a

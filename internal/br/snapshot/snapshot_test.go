@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	awssdk "github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
@@ -31,8 +34,9 @@ type lab struct {
 	srv   *awsdouble.Server
 	p     *aws.Provider
 	store *meta.Store
-	// extra is a volume attached to store 1's instance that is not TiKV's.
-	extra string
+	// extra is a volume attached to store 1's instance that is not TiKV's; instance0 is that
+	// instance and endpoint the double's URL.
+	extra, instance0, endpoint string
 }
 
 func testContext(t *testing.T) context.Context {
@@ -52,7 +56,7 @@ func newLab(t *testing.T, stores int, faults awsdouble.Faults) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lab{srv: srv, p: p, store: meta.NewStore(d, nil)}
+	l := &lab{srv: srv, p: p, store: meta.NewStore(d, nil), endpoint: al.Endpoint}
 	rec := &meta.Record{TiKV: meta.TiKV{Replicas: stores}, PD: meta.Component{Replicas: 1}}
 	for i := range stores {
 		vols := []awsdouble.VolumeSpec{
@@ -67,7 +71,7 @@ func newLab(t *testing.T, stores int, faults awsdouble.Faults) *lab {
 			t.Fatal(err)
 		}
 		if i == 0 {
-			l.extra = in.Volumes[2].ID
+			l.extra, l.instance0 = in.Volumes[2].ID, in.ID
 		}
 		rec.TiKV.Stores = append(rec.TiKV.Stores, meta.TiKVStore{ID: uint64(i + 1), Volumes: []meta.Volume{
 			{ID: in.Volumes[0].ID, Type: meta.DataDirType, MountPath: "/var/lib/tikv"},
@@ -431,6 +435,50 @@ func TestArmedStepPreparesBeforeTheBackupTS(t *testing.T) {
 		}
 		if atWait != 3 || count() != 3 {
 			t.Errorf("%d stores dialled before the wait, %d in all; want 3 and 3", atWait, count())
+		}
+	})
+	t.Run("the window holds the snapshot calls only; a volume attached meanwhile keeps no snapshot", func(t *testing.T) {
+		l := newLab(t, 2, awsdouble.Faults{})
+		c := ec2.NewFromConfig(awssdk.Config{Region: l.srv.Options().Region, Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")},
+			func(o *ec2.Options) { o.BaseEndpoint = awssdk.String(l.endpoint) })
+		// The unrelated volume is not attached when the sets are prepared, and is again when
+		// they start: it is not in their exclusion list, so CreateSnapshots takes it too.
+		if _, err := c.DetachVolume(ctx, &ec2.DetachVolumeInput{VolumeId: awssdk.String(l.extra)}); err != nil {
+			t.Fatal(err)
+		}
+		var atWait awsdouble.Stats
+		res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, SkipClusterCheck: true,
+			WaitBackupTS: func(ctx context.Context) (uint64, error) {
+				atWait = l.srv.Stats()
+				_, err := c.AttachVolume(ctx, &ec2.AttachVolumeInput{VolumeId: awssdk.String(l.extra), InstanceId: awssdk.String(l.instance0), Device: awssdk.String("/dev/xvdd")})
+				return 4242, err
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after := l.srv.Stats()
+		for _, call := range []string{"DescribeInstances", "DescribeVolumes"} {
+			if d := after.Calls[call] - atWait.Calls[call]; d != 0 {
+				t.Errorf("%d %s calls after the backup ts arrived, want 0", d, call)
+			}
+		}
+		if len(res.Snapshots) != 4 {
+			t.Errorf("%d snapshots recorded, want 4", len(res.Snapshots))
+		}
+		if after.Calls["DeleteSnapshot"] == atWait.Calls["DeleteSnapshot"] {
+			t.Error("no snapshot deleted: the attached volume was not snapshotted, so this proves nothing")
+		}
+		left, err := l.p.ListSnapshots(ctx, meta.BackupTags(backupID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range left {
+			if s.VolumeID == l.extra {
+				t.Errorf("snapshot %s of the volume attached while armed was kept", s.ID)
+			}
+		}
+		if len(left) != 4 {
+			t.Errorf("%d snapshots carry the backup's tag, want 4", len(left))
 		}
 	})
 	t.Run("a missing volume fails before the wait", func(t *testing.T) {

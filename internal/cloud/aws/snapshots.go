@@ -34,6 +34,15 @@ func (p *Provider) SnapshotInstance(ctx context.Context, req cloud.SnapshotReque
 // DescribeVolumes per 200 instances/volumes, then every CreateSnapshots in parallel, paced by
 // the budget and the pending-snapshot queue.
 func (p *Provider) SnapshotInstances(ctx context.Context, reqs []cloud.SnapshotRequest) ([][]cloud.Snapshot, error) {
+	prep, err := p.PrepareSnapshotInstances(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	return p.StartSnapshotInstances(ctx, prep)
+}
+
+// PrepareSnapshotInstances describes the instances and volumes of reqs in batches.
+func (p *Provider) PrepareSnapshotInstances(ctx context.Context, reqs []cloud.SnapshotRequest) (*cloud.PreparedSnapshots, error) {
 	var instanceIDs, volumeIDs []string
 	for _, r := range reqs {
 		if len(r.VolumeIDs) == 0 {
@@ -54,12 +63,18 @@ func (p *Provider) SnapshotInstances(ctx context.Context, reqs []cloud.SnapshotR
 	for _, v := range vols {
 		volTags[v.ID] = v.Tags
 	}
+	return &cloud.PreparedSnapshots{Requests: reqs, Instances: insts, VolumeTags: volTags}, nil
+}
+
+// StartSnapshotInstances runs one CreateSnapshots per prepared instance, all at once.
+func (p *Provider) StartSnapshotInstances(ctx context.Context, prep *cloud.PreparedSnapshots) ([][]cloud.Snapshot, error) {
+	reqs, insts, volTags := prep.Requests, prep.Instances, prep.VolumeTags
 	sets := make([][]cloud.Snapshot, len(reqs))
 	idx := make([]int, len(reqs))
 	for i := range idx {
 		idx[i] = i
 	}
-	err = forEach(ctx, min(max(len(reqs), 1), 1000), idx, func(ctx context.Context, i int) error {
+	err := forEach(ctx, min(max(len(reqs), 1), 1000), idx, func(ctx context.Context, i int) error {
 		inst, ok := insts[reqs[i].InstanceID]
 		if !ok {
 			return fmt.Errorf("snapshot instance %s: it does not exist", reqs[i].InstanceID)
