@@ -37,6 +37,10 @@ type Snapshot struct {
 	FullSizeKnown bool
 	Started       time.Time
 	Tags          map[string]string
+	// StartCall is how long the call that started it took (its set's CreateSnapshots, with
+	// the SDK's retries); zero on snapshots only described. The slowest such call is the
+	// physical floor of a GC pause window.
+	StartCall time.Duration
 }
 
 // SnapshotRequest asks for one crash-consistent snapshot set of an instance's data volumes.

@@ -103,6 +103,9 @@ type Progress struct {
 	// BackupTSAt it bounds the step's own work (cluster check, cloud calls and waits), which
 	// the backup's orchestration overhead excludes.
 	CompletedAt time.Time `json:"completedAt,omitzero"`
+	// SlowestStartSeconds is the slowest CreateSnapshots call of this step (from Waiting on):
+	// the floor a GC pause window is measured against.
+	SlowestStartSeconds float64 `json:"slowestStartSeconds,omitempty"`
 }
 
 // Phases reported in Progress, in the order they happen.
@@ -226,6 +229,7 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 // report sends p with the backup ts, once known.
 func (s *snapshotter) report(p Progress) {
 	p.BackupTS = s.res.ResolvedTS
+	p.SlowestStartSeconds = s.slowestStart.Seconds()
 	s.o.Report(p)
 }
 
@@ -236,6 +240,8 @@ type snapshotter struct {
 
 	mu      sync.Mutex
 	created []string
+	// slowestStart is the slowest call that started a snapshot set.
+	slowestStart time.Duration
 	conns   map[string]brpb.BackupClient // by store address, for the cluster check
 	closers []func() error
 	logMu   sync.Mutex
@@ -385,6 +391,9 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 	}
 	for _, set := range sets {
 		s.remember(snapshotIDs(set))
+		for _, sn := range set {
+			s.slowestStart = max(s.slowestStart, sn.StartCall)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("start snapshots: %w", err)

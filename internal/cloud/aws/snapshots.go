@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -125,11 +126,13 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 		in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeSnapshot, Tags: ec2Tags(req.Tags)}}
 	}
 	var out *ec2.CreateSnapshotsOutput
+	called := time.Now()
 	err := p.retry(ctx, func() error {
 		var err error
 		out, err = p.ec2.CreateSnapshots(ctx, in)
 		return err
 	})
+	took := time.Since(called)
 	if err != nil {
 		pending.Cancel(n)
 		return nil, fmt.Errorf("create snapshots of instance %s: %w", req.InstanceID, err)
@@ -140,7 +143,7 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 		snaps = append(snaps, cloud.Snapshot{
 			ID: awssdk.ToString(s.SnapshotId), VolumeID: awssdk.ToString(s.VolumeId),
 			State: cloud.SnapshotState(s.State), SizeGiB: awssdk.ToInt32(s.VolumeSize),
-			Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV),
+			Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV), StartCall: took,
 		})
 		ids = append(ids, awssdk.ToString(s.SnapshotId))
 	}

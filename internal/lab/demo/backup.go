@@ -157,6 +157,8 @@ type stepTimes struct {
 	BackupTSAt  time.Time `json:"backupTSAt"`
 	StartedAt   time.Time `json:"startedAt"`
 	CompletedAt time.Time `json:"completedAt"`
+	// SlowestStartSeconds is the snapshot step's slowest CreateSnapshots call.
+	SlowestStartSeconds float64 `json:"slowestStartSeconds"`
 }
 
 // pauseBreakdown splits the GC pause window by what happened in it, from the steps' own
@@ -192,6 +194,7 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 		if snap.CompletedAt.After(lastCompleted) {
 			lastCompleted = snap.CompletedAt
 		}
+		d.report.SlowestCreateSnapshots = max(d.report.SlowestCreateSnapshots, time.Duration(snap.SlowestStartSeconds*float64(time.Second)))
 	}
 	r := d.report
 	// The work of the backup proper: the pause taking hold on PD and TiKV, and the snapshot

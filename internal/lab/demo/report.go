@@ -26,8 +26,9 @@ type Report struct {
 	// Timeline lists each phase's start and end.
 	Timeline []Step
 	// GCPause is the GC/PD pause window; SnapshotSkew the time between the first and the last
-	// snapshot's start.
-	GCPause, SnapshotSkew time.Duration
+	// snapshot's start; SlowestCreateSnapshots the slowest call that started a snapshot set
+	// (the window's physical floor).
+	GCPause, SnapshotSkew, SlowestCreateSnapshots time.Duration
 	// PauseBreakdown splits the GC pause window by what happened in it (steps' own clocks).
 	PauseBreakdown []Step
 	// BackupWall is from creating the VolumeBackup to seeing it Complete (100 ms polls);
@@ -86,6 +87,10 @@ func (r *Report) Print(w io.Writer) {
 		p("  %-36s %s", s.Name, span(origin, s.Start, s.End))
 	}
 	p("GC and PD scheduling paused: %s", r.GCPause)
+	if f := r.SlowestCreateSnapshots; f > 0 {
+		p("  floor (slowest CreateSnapshots call) %s: window = %.1f × floor, floor + %s (target: floor + ≤ 1s)",
+			f.Round(time.Millisecond), r.GCPause.Seconds()/f.Seconds(), (r.GCPause - f).Round(time.Millisecond))
+	}
 	for _, s := range r.PauseBreakdown {
 		if !s.Start.IsZero() && !s.End.IsZero() {
 			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
