@@ -242,9 +242,9 @@ type snapshotter struct {
 	created []string
 	// slowestStart is the slowest call that started a snapshot set.
 	slowestStart time.Duration
-	conns   map[string]brpb.BackupClient // by store address, for the cluster check
-	closers []func() error
-	logMu   sync.Mutex
+	conns        map[string]brpb.BackupClient // by store address, for the cluster check
+	closers      []func() error
+	logMu        sync.Mutex
 }
 
 func (s *snapshotter) logf(format string, args ...any) {
