@@ -126,6 +126,12 @@ type VolumeBackupMemberStatus struct {
 	GCPausedAt *metav1.MicroTime `json:"gcPausedAt,omitempty"`
 	// +optional
 	GCResumedAt *metav1.MicroTime `json:"gcResumedAt,omitempty"`
+	// SnapshotsStartedAt is written by the snapshot step itself (server-side apply, field
+	// manager fedbr-br-snapshot) once every snapshot has started and backupmeta is written: the
+	// manager lifts the pause on it one hop before the agent's SnapshotsCreated condition, which
+	// stays the fallback.
+	// +optional
+	SnapshotsStartedAt *metav1.MicroTime `json:"snapshotsStartedAt,omitempty"`
 	// TimeStarted is when the member started.
 	// +optional
 	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`

@@ -99,6 +99,10 @@ func (in *VolumeBackupMemberStatus) DeepCopyInto(out *VolumeBackupMemberStatus) 
 		in, out := &in.GCResumedAt, &out.GCResumedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.SnapshotsStartedAt != nil {
+		in, out := &in.SnapshotsStartedAt, &out.SnapshotsStartedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.TimeStarted != nil {
 		in, out := &in.TimeStarted, &out.TimeStarted
 		*out = (*in).DeepCopy()

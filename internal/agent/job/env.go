@@ -59,7 +59,8 @@ func (e Env) ImageOr(toolImage string) string {
 
 // ServiceAccountObjects are the service account, Role and RoleBinding the steps run with when
 // the template names no service account: a step may only read and write ConfigMaps in its own
-// namespace (its status ConfigMap) and read the members there (the go signals in their spec).
+// namespace (its status ConfigMap), read the members there (the go signals in their spec) and
+// stamp their status (the snapshot step's snapshotsStartedAt).
 func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	l := map[string]string{LabelName: NameValue, LabelManagedBy: ManagedByValue}
 	meta := metav1.ObjectMeta{Name: ServiceAccountName, Namespace: namespace, Labels: l}
@@ -70,6 +71,9 @@ func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Ro
 	}, {
 		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers"},
 		Verbs: []string{"get", "list", "watch"},
+	}, {
+		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers/status"},
+		Verbs: []string{"patch"},
 	}}}
 	rb := &rbacv1.RoleBinding{ObjectMeta: meta,
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServiceAccountName},

@@ -98,3 +98,17 @@ func waitSignal(ctx context.Context, w watch.Interface, sig Signal) (string, boo
 		}
 	}
 }
+
+// ApplyStatus server-side applies fields into the member's status as fieldManager, forced:
+// the fields are the step's by contract (the agent's status patches leave fields they do
+// not change alone).
+func (m *Member) ApplyStatus(ctx context.Context, gvk schema.GroupVersionKind, fieldManager string, fields map[string]any) error {
+	u := &unstructured.Unstructured{Object: map[string]any{"status": fields}}
+	u.SetGroupVersionKind(gvk)
+	u.SetName(m.name)
+	u.SetNamespace(m.namespace)
+	if _, err := m.client.ApplyStatus(ctx, m.name, u, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
+		return fmt.Errorf("apply the status of %s: %w", m, err)
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/clean"
 	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/testenv"
@@ -248,4 +250,52 @@ func TestPauseTakesItsSignalsFromTheMember(t *testing.T) {
 	if p := phase(); p != pause.PhaseStopped {
 		t.Errorf("final phase %q, want %s", p, pause.PhaseStopped)
 	}
+}
+
+// TestSnapshotStepStampsItsMember: the stamp lands in the member's status through a real API
+// server and survives the agent's status writes from a copy that does not know it (the
+// agent's merge patches carry only what it changed).
+func TestSnapshotStepStampsItsMember(t *testing.T) {
+	env := testenv.Start(t) // skips in -short mode
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-b3", Namespace: "default"},
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b3", K8sClusterName: "dp1", TCName: "basic", TCNamespace: "default",
+			Phase: dpv1alpha1.BackupMemberExecute, Template: fedv1alpha1.VolumeBackupMemberSpec{
+				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "b3"}}}}}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	stale := m.DeepCopy() // the agent's cached copy, from before the stamp
+
+	flags := session.ReportFlags{ConfigMap: "fed-b3-status", Namespace: "default", Kubeconfig: env.Kubeconfig, Member: m.Name}
+	at := time.Date(2026, 11, 30, 1, 2, 3, 456789000, time.UTC)
+	var logs []string
+	flags.StampMember(ctx, "snapshot", map[string]any{"snapshotsStartedAt": at.Format(metav1.RFC3339Micro)},
+		func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
+	if len(logs) > 0 {
+		t.Fatalf("stamp failed: %v", logs)
+	}
+
+	orig := stale.DeepCopy()
+	stale.Status.Phase = "Snapshotting"
+	stale.Status.Conditions = []metav1.Condition{{Type: dpv1alpha1.BackupMemberArmedCondition, Status: metav1.ConditionTrue, Reason: "SnapshotArmed",
+		LastTransitionTime: metav1.NewTime(at)}}
+	if err := env.Client.Status().Patch(ctx, stale, client.MergeFrom(orig)); err != nil {
+		t.Fatal(err)
+	}
+	got := &dpv1alpha1.VolumeBackupMember{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.SnapshotsStartedAt == nil || !got.Status.SnapshotsStartedAt.Time.Equal(at) {
+		t.Errorf("snapshotsStartedAt = %v, want %v", got.Status.SnapshotsStartedAt, at)
+	}
+	if got.Status.Phase != "Snapshotting" {
+		t.Errorf("the agent's write was lost: phase %q", got.Status.Phase)
+	}
+
+	// Without --member nothing is written and nothing is logged.
+	none := session.ReportFlags{ConfigMap: "fed-b3-status", Namespace: "default", Kubeconfig: env.Kubeconfig}
+	none.StampMember(ctx, "snapshot", map[string]any{"snapshotsStartedAt": "x"}, func(string, ...any) { t.Error("logged without --member") })
 }

@@ -218,7 +218,9 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		case m.Phase == dpv1alpha1.BackupMemberInitialize || (m.Phase == dpv1alpha1.BackupMemberExecute && m.BackupTS == ""):
 			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		}
-		allStarted = allStarted && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition)
+		// The step's own stamp is the same fact one hop sooner than the agent's condition.
+		started := memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || m.Status.SnapshotsStartedAt != nil
+		allStarted = allStarted && m.Exists && started
 		allComplete = allComplete && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition)
 	}
 	init := o.Members[initializer]

@@ -55,6 +55,14 @@ func armedWith(conds ...string) Member {
 	return m
 }
 
+// stepStarted is a member whose snapshot step stamped snapshotsStartedAt itself, before the
+// agent's SnapshotsCreated condition.
+func stepStarted(m Member) Member {
+	at := metav1.NewMicroTime(t0)
+	m.Status.SnapshotsStartedAt = &at
+	return m
+}
+
 func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
 
 const (
@@ -168,6 +176,18 @@ func TestPlan(t *testing.T) {
 			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec, started), "az3": member(exec, started)},
 			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}},
 			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+		},
+		{
+			name: "every snapshot started, two of them told by the steps themselves: GC resumes at once",
+			members: map[string]Member{"az1": member(exec, inited, started), "az2": stepStarted(member(exec)),
+				"az3": stepStarted(member(exec))},
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+		},
+		{
+			name:      "a step's stamp on one member does not stand for the others",
+			members:   map[string]Member{"az1": stepStarted(member(exec, inited)), "az2": member(exec), "az3": member(exec, started)},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
 			name: "GC resumed is reported",

@@ -103,9 +103,20 @@ func (r *Report) Print(w io.Writer) {
 		wall time.Duration
 		work []Step
 	}{{"backup", r.BackupWall, r.BackupWork}, {"restore", r.RestoreWall, r.RestoreWork}} {
-		if d, ok := overhead(o.wall, o.work); ok {
+		d, ok := overhead(o.wall, o.work)
+		switch {
+		case ok:
 			p("%s orchestration overhead: %s (wall %s minus the work below)", o.what, d.Round(time.Millisecond), o.wall.Round(time.Millisecond))
-			for _, s := range o.work {
+		case o.wall > 0:
+			p("%s orchestration overhead: not computable (a time below is missing)", o.what)
+		default:
+			continue
+		}
+		for _, s := range o.work {
+			switch {
+			case s.Start.IsZero() || s.End.IsZero():
+				p("  %-48s missing (start %v, end %v)", s.Name, !s.Start.IsZero(), !s.End.IsZero())
+			default:
 				p("  %-48s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
 			}
 		}

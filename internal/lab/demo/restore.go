@@ -70,6 +70,12 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	if err != nil {
 		return r, err
 	}
+	// The agents saw every TiKV restarted before the restore could complete, possibly between
+	// the last sample and the Complete: one more sample sees what they saw (at most a poll
+	// late, which counts as the operator's time, not fedbr's).
+	if err := w.sample(ctx, d, tcs); err != nil {
+		return r, err
+	}
 	d.report.Restore = r.DeepCopy()
 	d.report.add("restore", r.Status.TimeStarted, r.Status.TimeCompleted)
 	for _, s := range r.Status.Steps {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -90,11 +91,7 @@ func (f *ReportFlags) WaitKey(ctx context.Context, command, key string, sig repo
 	if f.Member == "" || sig == nil {
 		return sink.WaitKey(ctx, key)
 	}
-	cfg, ns, err := f.config()
-	if err != nil {
-		return "", err
-	}
-	m, err := report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource("volumebackupmembers"), ns, f.Member)
+	m, err := f.member()
 	if err != nil {
 		return "", err
 	}
@@ -126,6 +123,40 @@ func (f *ReportFlags) WaitKey(ctx context.Context, command, key string, sig repo
 		}
 	}
 	return "", errors.New("no source of the signal left")
+}
+
+// member addresses --member.
+func (f *ReportFlags) member() (*report.Member, error) {
+	cfg, ns, err := f.config()
+	if err != nil {
+		return nil, err
+	}
+	return report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource("volumebackupmembers"), ns, f.Member)
+}
+
+// StampMember server-side applies fields into --member's status as the command's field
+// manager (fedbr-br-<command>), retrying briefly; nothing without --member. The agent
+// reports the same facts one hop later, so a failure is only logged.
+func (f *ReportFlags) StampMember(ctx context.Context, command string, fields map[string]any, logf func(string, ...any)) {
+	if f.ConfigMap == "" || f.Member == "" {
+		return
+	}
+	m, err := f.member()
+	if err == nil {
+		gvk := dpv1alpha1.GroupVersion.WithKind("VolumeBackupMember")
+		for attempt := 1; ; attempt++ {
+			actx, cancel := context.WithTimeout(ctx, report.DefaultAttemptTimeout)
+			err = m.ApplyStatus(actx, gvk, report.FieldManager(command), fields)
+			cancel()
+			if err == nil || attempt == 3 || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		}
+	}
+	if err != nil {
+		logf("Not stamping the member (the agent reports it instead): %v", err)
+	}
 }
 
 // config is the client configuration and namespace of the ConfigMap (and the member): the

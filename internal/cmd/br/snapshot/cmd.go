@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
@@ -199,6 +200,10 @@ func (o *options) run(cmd *cobra.Command) error {
 	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
 		if pr.Phase == snapshot.PhaseWaiting && startedAt.IsZero() {
 			startedAt = time.Now()
+			// The member itself learns it too: the manager lifts the pause on this stamp,
+			// without waiting for the agent to copy the report into a condition.
+			at := startedAt.UTC().Format(metav1.RFC3339Micro)
+			go o.report.StampMember(ctx, command, map[string]any{"snapshotsStartedAt": at}, session.Logf(logw))
 		}
 		if pr.Phase == snapshot.PhaseCompleted && completedAt.IsZero() {
 			completedAt = time.Now()
