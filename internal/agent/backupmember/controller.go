@@ -127,13 +127,11 @@ func (r *Reconciler) now() time.Time {
 // observe reads everything Plan needs.
 func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMember) (Observed, error) {
 	o := Observed{Member: m, Env: r.Env}
-	tc := &pcv1alpha1.TidbCluster{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Spec.TCNamespace, Name: m.Spec.TCName}, tc); {
-	case err == nil:
-		o.TC = tc
-	case !apierrors.IsNotFound(err):
-		return o, fmt.Errorf("get TidbCluster %s/%s: %w", m.Spec.TCNamespace, m.Spec.TCName, err)
+	tc, err := tidbcluster.Get(ctx, r.Client, r.APIReader, m.Spec.TCNamespace, m.Spec.TCName)
+	if err != nil {
+		return o, err
 	}
+	o.TC = tc
 	jobs := &batchv1.JobList{}
 	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
 		return o, fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)

@@ -41,10 +41,13 @@ type CloudVolumes interface {
 
 // Reconciler reconciles the VolumeRestoreMembers of this data plane.
 type Reconciler struct {
-	Client   client.Client
-	Recorder apply.Recorder
-	Metrics  *metrics.Metrics
-	Env      job.Env
+	Client client.Client
+	// APIReader confirms with the API server that a TidbCluster the cache lacks is really
+	// missing (it may have been created just before the member); nil trusts the cache.
+	APIReader client.Reader
+	Recorder  apply.Recorder
+	Metrics   *metrics.Metrics
+	Env       job.Env
 	// ClusterName is this data plane's k8sClusterName; members naming another are ignored.
 	ClusterName string
 	// Cloud deletes the volumes of failed restores; nil reports that it cannot.
@@ -135,13 +138,11 @@ func (r *Reconciler) now() time.Time {
 // observe reads everything Plan needs.
 func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember) (Observed, error) {
 	o := Observed{Member: m, Env: r.Env, PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}}
-	tc := &pcv1alpha1.TidbCluster{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Spec.TCNamespace, Name: m.Spec.TCName}, tc); {
-	case err == nil:
-		o.TC = tc
-	case !apierrors.IsNotFound(err):
-		return o, fmt.Errorf("get TidbCluster %s/%s: %w", m.Spec.TCNamespace, m.Spec.TCName, err)
+	tc, err := tidbcluster.Get(ctx, r.Client, r.APIReader, m.Spec.TCNamespace, m.Spec.TCName)
+	if err != nil {
+		return o, err
 	}
+	o.TC = tc
 	if err := r.observeJobs(ctx, m, &o); err != nil {
 		return o, err
 	}

@@ -249,7 +249,7 @@ func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 	if err := b.SetupWithManager(mgr, o.maxConcurrent); err != nil {
 		return fmt.Errorf("set up the VolumeBackupMember controller: %w", err)
 	}
-	r := &restoremember.Reconciler{Client: mgr.GetClient(), Recorder: rec, Metrics: m, Env: o.env, ClusterName: o.clusterName, Cloud: provider}
+	r := &restoremember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m, Env: o.env, ClusterName: o.clusterName, Cloud: provider}
 	if err := r.SetupWithManager(mgr, o.maxConcurrent); err != nil {
 		return fmt.Errorf("set up the VolumeRestoreMember controller: %w", err)
 	}
