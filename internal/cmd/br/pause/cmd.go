@@ -163,7 +163,7 @@ func run(cmd *cobra.Command, o options) error {
 		defer release()
 		go func() {
 			if _, err := o.report.WaitKey(ctx, command, ReleaseKey, releaseSignal, logf); err == nil {
-				logf("Release asked in ConfigMap %s (key %s): lifting everything", o.report.ConfigMap, ReleaseKey)
+				logf("Release asked: lifting everything")
 				release()
 			}
 		}()
