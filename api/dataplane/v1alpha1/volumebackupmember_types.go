@@ -132,6 +132,12 @@ type VolumeBackupMemberStatus struct {
 	// stays the fallback.
 	// +optional
 	SnapshotsStartedAt *metav1.MicroTime `json:"snapshotsStartedAt,omitempty"`
+	// PauseReadyTS is written by the initializer's pause step itself (server-side apply, field
+	// manager fedbr-br-pause) once the pause holds: its backup ts (decimal TSO). The manager
+	// hands it to every member on it, one hop before the agent's Initialized condition, which
+	// stays the fallback.
+	// +optional
+	PauseReadyTS string `json:"pauseReadyTS,omitempty"`
 	// TimeStarted is when the member started.
 	// +optional
 	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,19 @@ func TestPauseTakesItsSignalsFromTheMember(t *testing.T) {
 	}
 	setSpec(func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true })
 	waitFor("Ready on the member's startPause", func() bool { return phase() == pause.PhaseReady })
+	// The pause stamps its ready ts into the member's status itself.
+	var readyTS uint64
+	waitFor("the ready ts stamped on the member", func() bool {
+		var cm corev1.ConfigMap
+		var st pause.Status
+		if err := env.Client.Get(ctx, key, &cm); err == nil {
+			_ = json.Unmarshal([]byte(cm.Data["pause"]), &st)
+		}
+		readyTS = st.BackupTS
+		got := &dpv1alpha1.VolumeBackupMember{}
+		return env.Client.Get(ctx, client.ObjectKeyFromObject(m), got) == nil && readyTS != 0 &&
+			got.Status.PauseReadyTS == strconv.FormatUint(readyTS, 10)
+	})
 	setSpec(func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true })
 	select {
 	case o := <-done:

@@ -169,7 +169,7 @@ func Plan(o Observed, now time.Time) Result {
 		res.add(o, Action{Kind: CreateMember, Cluster: initializer, Phase: dpv1alpha1.BackupMemberInitialize})
 		armOthers()
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
-	case !memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition) && init.Phase == dpv1alpha1.BackupMemberInitialize:
+	case !pauseReady(init) && init.Phase == dpv1alpha1.BackupMemberInitialize:
 		armOthers()
 		if init.StartPause {
 			setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
@@ -190,13 +190,15 @@ func Plan(o Observed, now time.Time) Result {
 		}
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonArming, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
 	default:
-		ts, err := strconv.ParseUint(init.Status.CommitTs, 10, 64)
+		backupTS := pausedTS(init)
+		ts, err := strconv.ParseUint(backupTS, 10, 64)
 		if err != nil || ts == 0 {
-			return fail(o, res, now, ReasonBadBackupTS, fmt.Sprintf("initializer %s reported Initialized without a backup ts (commitTs %q)", initializer, init.Status.CommitTs))
+			return fail(o, res, now, ReasonBadBackupTS, fmt.Sprintf("initializer %s reported Initialized without a backup ts (commitTs %q, pauseReadyTS %q)",
+				initializer, init.Status.CommitTs, init.Status.PauseReadyTS))
 		}
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionTrue,
 			Reason: ReasonInitializing, Message: "GC and PD scheduling paused by " + initializer}, now)
-		planExecute(o, &res, now, initializer, init.Status.CommitTs)
+		planExecute(o, &res, now, initializer, backupTS)
 	}
 	if len(unreachable) > 0 {
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
@@ -204,6 +206,21 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	res.RequeueAfter = nextTimeout(o, b, now)
 	return res
+}
+
+// pauseReady says the initializer's pause holds: its step's own stamp, or the agent's
+// Initialized condition (the same fact one hop later).
+func pauseReady(init Member) bool {
+	return init.Status.PauseReadyTS != "" || memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition)
+}
+
+// pausedTS is the backup ts the initializer's pause holds: the step's stamp, else the commit
+// ts the agent copied from its report.
+func pausedTS(init Member) string {
+	if init.Status.PauseReadyTS != "" {
+		return init.Status.PauseReadyTS
+	}
+	return init.Status.CommitTs
 }
 
 // planExecute runs the snapshot part once the initializer holds the pause.

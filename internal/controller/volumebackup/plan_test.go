@@ -167,6 +167,25 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
+			name: "the pause stamped its ready ts before the agent's Initialized: the armed members get it",
+			members: map[string]Member{"az1": func() Member { m := member(init_); m.StartPause = true; m.Status.PauseReadyTS = "200"; return m }(),
+				"az2": armed(), "az3": armed()},
+			want: []Action{
+				{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "200"},
+				{Kind: SetPhase, Cluster: "az2", Phase: exec, BackupTS: "200"},
+				{Kind: SetPhase, Cluster: "az3", Phase: exec, BackupTS: "200"},
+			},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name: "a pause stamp that is not a ts fails the backup, pause lifted",
+			members: map[string]Member{"az1": func() Member { m := member(init_); m.StartPause = true; m.Status.PauseReadyTS = "x"; return m }(),
+				"az2": armed(), "az3": armed()},
+			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear},
+				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+		},
+		{
 			name:      "some snapshots started: wait",
 			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,

@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -169,6 +170,11 @@ func run(cmd *cobra.Command, o options) error {
 		}()
 	}
 	pub := &publisher{file: o.statusFile, report: rep}
+	// The member learns the ready ts from the pause itself: the manager hands it to every
+	// snapshot step without waiting for the agent to turn the report into a condition.
+	pub.onReady = func(ts uint64) {
+		go o.report.StampMember(context.WithoutCancel(ctx), command, map[string]any{"pauseReadyTS": strconv.FormatUint(ts, 10)}, logf)
+	}
 	final, err := o.pause(ctx, cmd, pub, logf)
 	if err != nil {
 		if final.Phase != pause.PhaseFailed {
@@ -257,6 +263,9 @@ type publisher struct {
 	cur      pause.Status
 	last     []byte
 	gcPaused time.Time
+	// onReady, when set, is called once, at the first Ready, with the backup ts.
+	onReady func(backupTS uint64)
+	ready   bool
 }
 
 func (p *publisher) publish(s pause.Status) {
@@ -274,7 +283,12 @@ func (p *publisher) publish(s pause.Status) {
 	case s.Phase == pause.PhaseGCPaused:
 		p.gcPaused = s.GCPausedAt
 	}
+	firstReady := s.Phase == pause.PhaseReady && !p.ready
+	p.ready = p.ready || firstReady
 	p.mu.Unlock()
+	if firstReady && p.onReady != nil {
+		p.onReady(s.BackupTS)
+	}
 	for _, ph := range []pause.Phase{pause.PhaseStarting, pause.PhaseGCPaused, pause.PhaseReady, pause.PhaseStopping, pause.PhaseStopped, pause.PhaseFailed} {
 		v := 0.0
 		if ph == s.Phase {
