@@ -33,7 +33,7 @@ func (f *ReportFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ConfigMap, "status-configmap", "", "ConfigMap to report the status and the final result to (keys <command> and <command>.result); created if missing")
 	fs.StringVar(&f.Namespace, "status-configmap-namespace", "", "namespace of --status-configmap (default: the pod's namespace, $POD_NAMESPACE or the service account's)")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for --status-configmap when not running in a pod (default: the pod's service account)")
-	fs.StringVar(&f.Member, "member", "", "VolumeBackupMember (in --status-configmap's namespace) this step runs for: the go signals it waits for are also read from its spec, one hop before the agent copies them into the ConfigMap")
+	fs.StringVar(&f.Member, "member", "", "VolumeBackupMember (in --status-configmap's namespace) this step runs for: the go signals it waits for are also read from its spec, and the facts the manager waits for stamped into its status, one hop before the agent relays them")
 }
 
 // Validate checks the flags without any I/O.
