@@ -31,7 +31,6 @@ const (
 	PhaseWaiting    = "Waiting"
 	PhaseCompleted  = "Completed"
 	PhaseCleaningUp = "CleaningUp"
-	PhaseSizing     = "Sizing"
 )
 
 // StepStatus is the JSON a step keeps rewriting under its command's key. Fields a command does

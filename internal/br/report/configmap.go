@@ -3,12 +3,10 @@ package report
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
@@ -56,64 +54,33 @@ func (c *ConfigMap) String() string { return c.namespace + "/" + c.name }
 // started ahead of time waits here for what only the agent can give it (the backup ts), and
 // learns it within one watch event of its being written.
 func (c *ConfigMap) WaitKey(ctx context.Context, key string) (string, error) {
-	sel := fields.OneTermEqualSelector("metadata.name", c.name).String()
-	for {
-		list, err := c.client.ConfigMaps(c.namespace).List(ctx, metav1.ListOptions{FieldSelector: sel})
-		if err != nil {
-			if ctx.Err() != nil {
-				return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, ctx.Err())
+	cms := c.client.ConfigMaps(c.namespace)
+	v, err := named{
+		name: c.name,
+		list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+			l, err := cms.List(ctx, o)
+			if err != nil {
+				return nil, "", err
 			}
-			if !sleepCtx(ctx, time.Second) {
-				return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, ctx.Err())
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
 			}
-			continue
-		}
-		for _, cm := range list.Items {
-			if v, ok := cm.Data[key]; ok {
-				return v, nil
-			}
-		}
-		w, err := c.client.ConfigMaps(c.namespace).Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			continue // listed again above
-		}
-		v, found := waitEvent(ctx, w, key)
-		w.Stop()
-		if found {
-			return v, nil
-		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, ctx.Err())
-		}
-	}
-}
-
-// waitEvent reads w until an event carries key or the watch ends.
-func waitEvent(ctx context.Context, w watch.Interface, key string) (string, bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return "", false
-		case ev, ok := <-w.ResultChan():
+			return items, l.ResourceVersion, nil
+		},
+		watch: cms.Watch,
+		value: func(o runtime.Object) (string, bool) {
+			cm, ok := o.(*corev1.ConfigMap)
 			if !ok {
 				return "", false
 			}
-			if cm, isCM := ev.Object.(*corev1.ConfigMap); isCM && ev.Type != watch.Deleted {
-				if v, has := cm.Data[key]; has {
-					return v, true
-				}
-			}
-		}
+			v, has := cm.Data[key]
+			return v, has
+		},
+		listFailed: func(error) error { return nil }, // the API server comes back; keep trying
+	}.wait(ctx)
+	if err != nil {
+		return "", fmt.Errorf("waiting for %s in ConfigMap %s: %w", key, c, err)
 	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
+	return v, nil
 }

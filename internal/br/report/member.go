@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -48,55 +46,38 @@ var ErrCannotWatch = errors.New("cannot watch the member")
 
 // Wait returns the value of sig once the member gives it, watching the member until then.
 func (m *Member) Wait(ctx context.Context, sig Signal) (string, error) {
-	sel := fields.OneTermEqualSelector("metadata.name", m.name).String()
-	for {
-		list, err := m.client.List(ctx, metav1.ListOptions{FieldSelector: sel})
-		switch {
-		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err):
-			return "", fmt.Errorf("%w %s: %w", ErrCannotWatch, m, err)
-		case err != nil:
-			if !sleepCtx(ctx, time.Second) {
-				return "", fmt.Errorf("waiting for %s: %w", m, ctx.Err())
+	v, err := named{
+		name: m.name,
+		list: func(ctx context.Context, o metav1.ListOptions) ([]runtime.Object, string, error) {
+			l, err := m.client.List(ctx, o)
+			if err != nil {
+				return nil, "", err
 			}
-			continue
-		}
-		for i := range list.Items {
-			if v, ok := sig(&list.Items[i]); ok {
-				return v, nil
+			items := make([]runtime.Object, len(l.Items))
+			for i := range l.Items {
+				items[i] = &l.Items[i]
 			}
-		}
-		w, err := m.client.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: list.GetResourceVersion()})
-		if err != nil {
-			continue // listed again above
-		}
-		v, found := waitSignal(ctx, w, sig)
-		w.Stop()
-		if found {
-			return v, nil
-		}
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("waiting for %s: %w", m, ctx.Err())
-		}
-	}
-}
-
-// waitSignal reads w until an event gives sig or the watch ends.
-func waitSignal(ctx context.Context, w watch.Interface, sig Signal) (string, bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return "", false
-		case ev, ok := <-w.ResultChan():
+			return items, l.GetResourceVersion(), nil
+		},
+		watch: m.client.Watch,
+		value: func(o runtime.Object) (string, bool) {
+			u, ok := o.(*unstructured.Unstructured)
 			if !ok {
 				return "", false
 			}
-			if u, isU := ev.Object.(*unstructured.Unstructured); isU && ev.Type != watch.Deleted {
-				if v, has := sig(u); has {
-					return v, true
-				}
+			return sig(u)
+		},
+		listFailed: func(err error) error {
+			if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) || apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w %s: %w", ErrCannotWatch, m, err)
 			}
-		}
+			return nil
+		},
+	}.wait(ctx)
+	if err != nil && !errors.Is(err, ErrCannotWatch) {
+		return "", fmt.Errorf("waiting for %s: %w", m, err)
 	}
+	return v, err
 }
 
 // ApplyStatus server-side applies fields into the member's status as fieldManager, forced:

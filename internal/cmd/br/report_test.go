@@ -158,6 +158,19 @@ func TestCommandsReportToOneConfigMap(t *testing.T) {
 	}
 }
 
+// createMember creates the VolumeBackupMember fed-<backup> in default, in phase.
+func createMember(ctx context.Context, t *testing.T, env *testenv.Env, backup string, phase dpv1alpha1.BackupMemberPhase) *dpv1alpha1.VolumeBackupMember {
+	t.Helper()
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: fedv1alpha1.MemberName(backup), Namespace: "default"},
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: backup, K8sClusterName: "dp1", TCName: "basic", TCNamespace: "default",
+			Phase: phase, Template: fedv1alpha1.VolumeBackupMemberSpec{
+				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: backup}}}}}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 // TestPauseTakesItsSignalsFromTheMember: a pause started with --member begins on the member's
 // spec.startPause and lifts on its spec.resumeGC, the manager's writes, without the agent
 // copying either into the status ConfigMap (the hop the member watch saves).
@@ -165,13 +178,7 @@ func TestPauseTakesItsSignalsFromTheMember(t *testing.T) {
 	env := testenv.Start(t) // skips in -short mode
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-b2", Namespace: "default"},
-		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b2", K8sClusterName: "dp1", TCName: "basic", TCNamespace: "default",
-			Phase: dpv1alpha1.BackupMemberInitialize, Template: fedv1alpha1.VolumeBackupMemberSpec{
-				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "b2"}}}}}
-	if err := env.Client.Create(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	m := createMember(ctx, t, env, "b2", dpv1alpha1.BackupMemberInitialize)
 	key := client.ObjectKey{Namespace: "default", Name: "fed-b2-status"}
 	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
 	if err != nil {
@@ -273,13 +280,7 @@ func TestSnapshotStepStampsItsMember(t *testing.T) {
 	env := testenv.Start(t) // skips in -short mode
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-b3", Namespace: "default"},
-		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b3", K8sClusterName: "dp1", TCName: "basic", TCNamespace: "default",
-			Phase: dpv1alpha1.BackupMemberExecute, Template: fedv1alpha1.VolumeBackupMemberSpec{
-				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "b3"}}}}}
-	if err := env.Client.Create(ctx, m); err != nil {
-		t.Fatal(err)
-	}
+	m := createMember(ctx, t, env, "b3", dpv1alpha1.BackupMemberExecute)
 	stale := m.DeepCopy() // the agent's cached copy, from before the stamp
 
 	flags := session.ReportFlags{ConfigMap: "fed-b3-status", Namespace: "default", Kubeconfig: env.Kubeconfig, Member: m.Name}

@@ -149,7 +149,8 @@ func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 	return d.pauseBreakdown(ctx, b)
 }
 
-// stepTimes are the timestamps the pause and snapshot steps report in their status ConfigMaps.
+// stepTimes are the timestamps the steps report in their status ConfigMaps (each step the ones
+// it has).
 type stepTimes struct {
 	GCPausedAt  time.Time `json:"gcPausedAt"`
 	ReadyAt     time.Time `json:"readyAt"`

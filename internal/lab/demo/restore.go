@@ -181,24 +181,18 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// restoreSteps are the times the restore-volumes and restore-data steps report.
-type restoreSteps struct {
-	StartedAt   time.Time `json:"startedAt"`
-	CompletedAt time.Time `json:"completedAt"`
-}
-
 // restoreWork collects the restore's work from the steps' own clocks (restore-volumes on
 // every plane, restore-data on one) and the operator's TiKV starts the watch timed; the rest
 // of the wall time is fedbr's orchestration.
 func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *tiKVWatch) error {
-	var volumes, data restoreSteps
+	var volumes, data stepTimes
 	for _, plane := range w.planes {
 		var cm corev1.ConfigMap
 		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(r.Name))}
 		if err := d.kube[plane].Get(ctx, key, &cm); err != nil {
 			return fmt.Errorf("restore status ConfigMap in %s: %w", plane, err)
 		}
-		var v restoreSteps
+		var v stepTimes
 		if err := json.Unmarshal([]byte(cm.Data[job.StepRestoreVolumes]), &v); err != nil {
 			return fmt.Errorf("restore-volumes status in %s: %w", plane, err)
 		}

@@ -31,6 +31,9 @@ const (
 	storesSettleInterval = 500 * time.Millisecond
 )
 
+// storeUp is the state PD's store list gives a serving store.
+const storeUp = "Up"
+
 // refreshInterval is when to copy PD's store list into the status again.
 func refreshInterval(tc *pcv1alpha1.TidbCluster, st pcv1alpha1.TidbClusterStatus) time.Duration {
 	if tc.Spec.TiKV == nil || tc.Spec.TiKV.Replicas == 0 {
@@ -38,7 +41,7 @@ func refreshInterval(tc *pcv1alpha1.TidbCluster, st pcv1alpha1.TidbClusterStatus
 	}
 	up := 0
 	for _, s := range st.TiKV.Stores {
-		if s.State == "Up" {
+		if s.State == storeUp {
 			up++
 		}
 	}

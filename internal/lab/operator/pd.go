@@ -55,7 +55,7 @@ func (httpPD) Read(ctx context.Context, addr string) (PDState, error) {
 	for _, s := range stores.Stores {
 		state := s.Store.StateName
 		if state == "" && s.Store.State == 0 {
-			state = "Up"
+			state = storeUp
 		}
 		st.Stores = append(st.Stores, StoreState{ID: uint64(s.Store.ID), Address: s.Store.Address, State: state})
 	}

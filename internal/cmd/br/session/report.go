@@ -135,27 +135,35 @@ func (f *ReportFlags) member() (*report.Member, error) {
 }
 
 // StampMember server-side applies fields into --member's status as the command's field
-// manager (fedbr-br-<command>), retrying briefly; nothing without --member. The agent
+// manager (fedbr-br-<command>), trying three times; nothing without --member. The agent
 // reports the same facts one hop later, so a failure is only logged.
 func (f *ReportFlags) StampMember(ctx context.Context, command string, fields map[string]any, logf func(string, ...any)) {
 	if f.ConfigMap == "" || f.Member == "" {
 		return
 	}
-	m, err := f.member()
-	if err == nil {
-		gvk := dpv1alpha1.GroupVersion.WithKind("VolumeBackupMember")
-		for attempt := 1; ; attempt++ {
-			actx, cancel := context.WithTimeout(ctx, report.DefaultAttemptTimeout)
-			err = m.ApplyStatus(actx, gvk, report.FieldManager(command), fields)
-			cancel()
-			if err == nil || attempt == 3 || ctx.Err() != nil {
-				break
-			}
-			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
-		}
-	}
-	if err != nil {
+	if err := f.stampMember(ctx, command, fields); err != nil {
 		logf("Not stamping the member (the agent reports it instead): %v", err)
+	}
+}
+
+func (f *ReportFlags) stampMember(ctx context.Context, command string, fields map[string]any) error {
+	m, err := f.member()
+	if err != nil {
+		return err
+	}
+	gvk := dpv1alpha1.GroupVersion.WithKind("VolumeBackupMember")
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, report.DefaultAttemptTimeout)
+		err = m.ApplyStatus(actx, gvk, report.FieldManager(command), fields)
+		cancel()
+		if err == nil || attempt == 3 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
 	}
 }
 

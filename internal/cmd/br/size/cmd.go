@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/size"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
@@ -19,11 +20,10 @@ import (
 // command is this step's name: its key in the status ConfigMap.
 const command = "size"
 
-// Phases reported under the command's key.
+// Phases reported under the command's key (and report.PhaseFailed).
 const (
 	phaseSizing    = "Sizing"
 	phaseCompleted = "Completed"
-	phaseFailed    = "Failed"
 )
 
 // status is the document reported under the command's key.
@@ -110,7 +110,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
 			t := time.Now()
-			return status{Phase: phaseFailed, Since: &t, Error: err.Error()}
+			return status{Phase: report.PhaseFailed, Since: &t, Error: err.Error()}
 		})
 		return err
 	}
