@@ -145,7 +145,14 @@ func Plan(o Observed, now time.Time) Result {
 			unreachable = append(unreachable, c.K8sClusterName)
 		}
 	}
-	initializer := chooseInitializer(o, st)
+	initializer, wait := chooseInitializer(o, st, now)
+	if initializer == "" {
+		first := clusters[0].K8sClusterName
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonClusterUnreachable,
+			fmt.Sprintf("waiting up to %s for %s to answer before another data plane holds the pause", wait.Round(time.Second), first))
+		res.RequeueAfter = wait // a plane becoming reachable wakes the reconcile sooner
+		return res
+	}
 	aggregate(o, st)
 	if c, name := firstFailed(o); c != nil {
 		return fail(o, res, now, ReasonMemberFailed, fmt.Sprintf("member in %s failed: %s: %s", name, c.Reason, c.Message))
@@ -268,19 +275,31 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 // chooseInitializer returns the data plane that holds the pause, choosing it once: the first
 // cluster, or, if that plane is unreachable when the backup starts, the first reachable one, so
 // one plane being down at the start does not stall the backup (upstream always used the first).
-func chooseInitializer(o Observed, st *fedv1alpha1.VolumeBackupStatus) string {
+//
+// The first cluster gets initializerGrace from the backup's start to answer: when the manager
+// starts, the planes become reachable one by one, and a plane not probed yet must not lose the
+// role to a faster one. Until then it returns "" and how long is left.
+func chooseInitializer(o Observed, st *fedv1alpha1.VolumeBackupStatus, now time.Time) (string, time.Duration) {
 	if st.Initializer != "" {
-		return st.Initializer
+		return st.Initializer, 0
 	}
-	st.Initializer = o.Backup.Spec.Clusters[0].K8sClusterName
+	first := o.Backup.Spec.Clusters[0].K8sClusterName
+	if left := st.TimeStarted.Add(initializerGrace).Sub(now); !o.Reachable[first] && left > 0 {
+		return "", left
+	}
+	st.Initializer = first
 	for _, c := range o.Backup.Spec.Clusters {
 		if o.Reachable[c.K8sClusterName] {
 			st.Initializer = c.K8sClusterName
 			break
 		}
 	}
-	return st.Initializer
+	return st.Initializer, 0
 }
+
+// initializerGrace is how long a backup waits for its first data plane to answer before
+// another plane may hold the pause.
+const initializerGrace = 15 * time.Second
 
 // markGCResumed records that the initializer lifted the pause. Snapshots can complete before
 // the release is confirmed, so this runs for finished backups too.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
@@ -312,8 +313,22 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
-			name:      "the first plane is unreachable at the start: the next reachable one initializes",
+			name:      "the first plane does not answer yet (a manager just started): no initializer for a while, nothing created",
 			reachable: map[string]bool{"az2": true, "az3": true},
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				b.Status.TimeStarted = ptr.To(metav1.NewTime(t0.Add(time.Minute - 5*time.Second)))
+			},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+			check: func(t *testing.T, r Result) {
+				if r.Status.Initializer != "" || r.RequeueAfter != initializerGrace-5*time.Second {
+					t.Errorf("initializer %q, requeue %v: want none yet, requeue after the rest of the grace", r.Status.Initializer, r.RequeueAfter)
+				}
+			},
+		},
+		{
+			name:      "the first plane is unreachable past the grace: the next reachable one initializes",
+			reachable: map[string]bool{"az2": true, "az3": true},
+			mutate:    func(b *fedv1alpha1.VolumeBackup) { b.Status.TimeStarted = ptr.To(metav1.NewTime(t0)) },
 			want:      []Action{{Kind: CreateMember, Cluster: "az2", Phase: init_}, {Kind: CreateMember, Cluster: "az3", Phase: exec}},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
