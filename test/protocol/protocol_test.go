@@ -340,9 +340,24 @@ func TestStaggeredCaptureWithoutPauseIsCaught(t *testing.T) {
 			l.waitCommits(t, ctx, 3)
 		}
 		l.waitCommits(t, ctx, 3)
-		ts, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
+		// The naive tool's ts: PD's min resolved ts once it passed a transfer committed after
+		// every capture. Without that wait a lagging resolved ts could predate the first
+		// capture and make the staggered images consistent by chance.
+		txns := l.log.Txns()
+		after := txns[len(txns)-1].CommitTS
+		var ts uint64
+		for ts < after {
+			var err error
+			if ts, _, err = h.GetMinResolvedTSByStoresIDs(ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			if ts < after {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("min resolved ts stuck at %d, below %d", ts, after)
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
 		}
 		captures = append(captures, capture{dir, ts})
 	}

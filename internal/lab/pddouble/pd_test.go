@@ -464,6 +464,11 @@ func TestSchedulersHandOutOperatorsOnlyWhenActive(t *testing.T) {
 	if !merged {
 		t.Fatal("small neighbours not merged")
 	}
+	// A leader keeps its region for leaderSettle after PD first heard of it.
+	if op := beat(a, 50); op.GetTransferLeader() != nil {
+		t.Fatalf("leader moved right after it was placed: %v", op)
+	}
+	clock.Add(leaderSettle)
 	if op := beat(a, 50); op.GetTransferLeader() == nil {
 		t.Fatalf("no leader transfer: %v", op)
 	}

@@ -3,6 +3,7 @@ package pddouble
 import (
 	"bytes"
 	"sort"
+	"time"
 
 	"github.com/pingcap/kvproto/pkg/metapb"
 )
@@ -19,6 +20,8 @@ type regionEntry struct {
 	// Pending are peers the leader reports as still catching up (a new
 	// replica waiting for its snapshot).
 	Pending []*metapb.Peer `json:"pending,omitempty"`
+	// LeaderSince is when PD first heard of the current leader.
+	LeaderSince time.Time `json:"-"`
 }
 
 // regionTree indexes regions by id and by start key. Ranges never overlap:

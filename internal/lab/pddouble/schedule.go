@@ -153,6 +153,10 @@ func (s *Server) regionHeartbeat(e *regionEntry) (*pdpb.RegionHeartbeatResponse,
 		return nil, errNotBootstrapped
 	}
 	old := s.regions.byID[e.Region.GetId()]
+	e.LeaderSince = s.now()
+	if old != nil && proto.Equal(old.Leader, e.Leader) {
+		e.LeaderSince = old.LeaderSince
+	}
 	if !s.regions.put(e) {
 		return nil, nil
 	}
@@ -255,10 +259,17 @@ func (s *Server) moveOpLocked(e *regionEntry, now time.Time, resp *pdpb.RegionHe
 	return true
 }
 
+// leaderSettle is how long a new leader keeps its region before
+// balance-leader may move it again. Without it a high OperatorRate moved a
+// region's leader on every heartbeat (every 80 ms in the tests), faster than
+// any real PD and too fast for a client to land a write between moves.
+const leaderSettle = 500 * time.Millisecond
+
 // leaderOpLocked hands out a leader transfer (balance-leader, limited by
 // leader-schedule-limit).
 func (s *Server) leaderOpLocked(e *regionEntry, now time.Time, resp *pdpb.RegionHeartbeatResponse) bool {
-	if !s.schedulerActiveLocked("balance-leader-scheduler", now) || s.configNumberLocked("leader-schedule-limit", now) <= 0 {
+	if !s.schedulerActiveLocked("balance-leader-scheduler", now) || s.configNumberLocked("leader-schedule-limit", now) <= 0 ||
+		now.Sub(e.LeaderSince) < leaderSettle {
 		return false
 	}
 	p := s.leaderTargetLocked(e)

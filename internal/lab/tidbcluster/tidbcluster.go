@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -197,15 +198,23 @@ func (c *Cluster) StopStore(id uint64) {
 func (c *Cluster) WaitLeaders(ctx context.Context) error {
 	for {
 		regions := map[uint64]bool{}
+		peers := map[uint64][]string{}
 		for _, s := range c.running() {
 			for _, r := range s.Regions() {
-				regions[r.Region.GetId()] = regions[r.Region.GetId()] || r.Leader
+				id := r.Region.GetId()
+				regions[id] = regions[id] || r.Leader
+				e := r.Region.GetRegionEpoch()
+				peers[id] = append(peers[id], fmt.Sprintf("store %d: %s term %d vote %d leader %d last %d commit %d applied %d epoch %d/%d merging %v",
+					s.ID(), r.Role, r.Term, r.Vote, r.LeaderID, r.LastIndex, r.Commit, r.Applied, e.GetVersion(), e.GetConfVer(), r.Merging))
 			}
 		}
 		n := 0
-		for _, led := range regions {
+		var leaderless []string
+		for id, led := range regions {
 			if led {
 				n++
+			} else {
+				leaderless = append(leaderless, fmt.Sprintf("region %d [%s]", id, strings.Join(peers[id], "; ")))
 			}
 		}
 		if n == len(regions) && n > 0 {
@@ -213,7 +222,8 @@ func (c *Cluster) WaitLeaders(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for leaders (%d of %d): %w", n, len(regions), ctx.Err())
+			sort.Strings(leaderless)
+			return fmt.Errorf("wait for leaders (%d of %d): %w; without a leader: %s", n, len(regions), ctx.Err(), strings.Join(leaderless, ", "))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -122,7 +122,6 @@ func TestBalanceRegionMovesPeers(t *testing.T) {
 	defer cancel()
 	c := startCluster(t, ctx, tidbcluster.Config{Stores: 4, SplitKeys: splitKeys(4), CompactBytes: 16 << 10, Tick: 50 * time.Millisecond,
 		PD: pddouble.Config{OperatorRate: 0.2, SplitKeys: 1 << 30, ShuffleRegionRate: 0.2}})
-	dumpOnFailure(t, c)
 	cl := client(t, ctx, c)
 	h := pdhttp.NewClient("test", []string{c.PDAddr()})
 	defer h.Close()
@@ -158,15 +157,21 @@ func TestBalanceRegionMovesPeers(t *testing.T) {
 	if err := h.SetSchedulerDelay(ctx, "balance-region-scheduler", 300); err != nil {
 		t.Fatal(err)
 	}
+	// Settled means three replicas everywhere and no conf change for a
+	// second: a move PD handed out just before the pause may still be on
+	// its way to the store.
 	var still map[uint64]string
+	var settledAt time.Time
 	for {
-		still = map[uint64]string{}
+		now := map[uint64]string{}
 		done := true
 		for _, r := range pdRegions(t, ctx, c).Regions {
-			still[uint64(r.ID)] = fmt.Sprint(r.Epoch.ConfVer)
+			now[uint64(r.ID)] = fmt.Sprint(r.Epoch.ConfVer)
 			done = done && len(r.Peers) == 3 && len(r.PendingPeers) == 0
 		}
-		if done {
+		if !done || fmt.Sprint(now) != fmt.Sprint(still) {
+			still, settledAt = now, time.Now()
+		} else if time.Since(settledAt) > time.Second {
 			break
 		}
 		select {
@@ -321,7 +326,7 @@ func dumpOnFailure(t *testing.T, c *tidbcluster.Cluster) {
 		}
 		for _, id := range c.StoreIDs() {
 			for _, r := range c.Store(id).Regions() {
-				t.Logf("store %d: %v leader=%v term=%d last=%d commit=%d applied=%d merging=%v", id, r.Region, r.Leader, r.Term, r.LastIndex, r.Commit, r.Applied, r.Merging)
+				t.Logf("store %d: %v %s term=%d vote=%d leader=%d last=%d commit=%d applied=%d merging=%v", id, r.Region, r.Role, r.Term, r.Vote, r.LeaderID, r.LastIndex, r.Commit, r.Applied, r.Merging)
 			}
 		}
 	})

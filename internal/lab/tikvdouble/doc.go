@@ -16,7 +16,9 @@
 // Regions change shape on PD's say, through admin commands in the region's
 // log, as in TiKV's raftstore:
 //   - Split: both halves' epoch versions grow; the new region's peers sit on
-//     the parent's stores.
+//     the parent's stores, each starts empty at term 0 when its store applies
+//     the split, and the new region's leader is elected (the parent leader's
+//     store campaigns at once and repeats its vote requests every tick).
 //   - Merge: PrepareMerge on the source (version and conf_ver grow; the source
 //     then refuses every request with ProposalInMergingMode), CommitMerge on
 //     the target (its range grows over the source's, version becomes

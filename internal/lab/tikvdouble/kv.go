@@ -36,6 +36,12 @@ func (k *kvService) Raft(stream tikvpb.Tikv_RaftServer) error {
 		if err != nil {
 			return err
 		}
+		if to := m.GetToPeer().GetStoreId(); to != k.s.cfg.StoreID {
+			// The sender resolved an address another store now listens on
+			// (a restarted store got a new port): end the stream so it
+			// resolves again, as TiKV refuses a message for another store.
+			return status.Errorf(codes.FailedPrecondition, "store not match: message for store %d reached store %d", to, k.s.cfg.StoreID)
+		}
 		k.s.onRaftMessage(m)
 	}
 }

@@ -22,6 +22,8 @@ const (
 	leader
 )
 
+func (r role) String() string { return [...]string{"follower", "candidate", "leader"}[r] }
+
 // peer is this store's replica of one region: a simplified raft (terms,
 // votes, log matching, quorum commit) without pre-vote or check-quorum.
 type peer struct {
@@ -220,13 +222,21 @@ func (p *peer) campaign(rd *ready) {
 	p.role, p.leaderID, p.elapsed = candidate, 0, 0
 	p.votes = map[uint64]bool{p.selfID: true}
 	rd.hard(p)
-	for _, x := range p.region.GetPeers() {
-		if x.GetId() != p.selfID {
-			rd.send(p, x.GetId(), &eraftpb.Message{MsgType: eraftpb.MessageType_MsgRequestVote, Term: p.term, LogTerm: p.lastTerm(), Index: p.lastIndex()})
-		}
-	}
+	p.requestVotes(rd)
 	if len(p.votes) >= p.quorum() {
 		p.becomeLeader(rd)
+	}
+}
+
+// requestVotes asks every peer that has not voted for this candidate yet.
+// A candidate repeats it every tick: a new region's peers exist only once
+// their stores applied the split, so the first request of the peer that
+// campaigns right after the split usually finds nobody to answer it.
+func (p *peer) requestVotes(rd *ready) {
+	for _, x := range p.region.GetPeers() {
+		if !p.votes[x.GetId()] {
+			rd.send(p, x.GetId(), &eraftpb.Message{MsgType: eraftpb.MessageType_MsgRequestVote, Term: p.term, LogTerm: p.lastTerm(), Index: p.lastIndex()})
+		}
 	}
 }
 

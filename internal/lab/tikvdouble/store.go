@@ -570,6 +570,9 @@ func (s *Store) tick() {
 		case s.recovery:
 			// Elections are BR's job in recovery mode.
 		default:
+			if p.role == candidate {
+				p.requestVotes(s.rd)
+			}
 			p.elapsed++
 			if p.elapsed > p.timeout && p.selfID != 0 {
 				p.timeout = s.electionTimeout()
@@ -774,9 +777,15 @@ func (s *Store) execSplitLocked(p *peer, c *splitCmd) applyResult {
 		// written while the split applies, before the parent's apply mark).
 		return applyResult{}
 	}
-	np := s.createPeerLocked(right, p.term)
+	// Every replica of the new region starts from the same empty state at
+	// term 0, whenever its store applies the split; the parent's leader
+	// store campaigns at once. Taking the parent's term and leadership
+	// instead would let two stores lead the new region in one term (the
+	// parent's leadership may have moved before another store applied the
+	// split) and overwrite each other's committed entries.
+	np := s.createPeerLocked(right, 0)
 	if p.role == leader && !s.replaying {
-		np.becomeLeader(s.rd)
+		np.campaign(s.rd)
 	}
 	return applyResult{}
 }
@@ -900,6 +909,9 @@ type RegionState struct {
 	Commit, Applied uint64
 	// Merging is set on a merge source between PrepareMerge and its end.
 	Merging bool
+	// Vote, LeaderID and Role say where an election stands (for diagnostics).
+	Vote, LeaderID uint64
+	Role           string
 }
 
 // Regions lists the store's peers.
@@ -912,7 +924,8 @@ func (s *Store) Regions() []RegionState {
 			continue
 		}
 		out = append(out, RegionState{Region: proto.Clone(p.region).(*metapb.Region), Leader: p.role == leader,
-			Term: p.term, LastIndex: p.lastIndex(), Commit: p.commit, Applied: p.applied, Merging: p.merging != nil})
+			Term: p.term, LastIndex: p.lastIndex(), Commit: p.commit, Applied: p.applied, Merging: p.merging != nil,
+			Vote: p.vote, LeaderID: p.leaderID, Role: p.role.String()})
 	}
 	return out
 }

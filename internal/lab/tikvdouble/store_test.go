@@ -41,6 +41,7 @@ func startCluster(t *testing.T, ctx context.Context, cfg tidbcluster.Config) *ti
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	dumpOnFailure(t, c)
 	if err := c.WaitLeaders(ctx); err != nil {
 		t.Fatal(err)
 	}
