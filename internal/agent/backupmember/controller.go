@@ -263,9 +263,19 @@ func observeClaim(ctx context.Context, c client.Reader, ns, name string) (*corev
 	return pvc, pv, nil
 }
 
-// apply runs the planned actions in order; it reports whether the finalizer was removed.
+// apply runs the planned actions in order, except that Jobs planned one after another are
+// created at once (the initializer's pause and snapshot steps both arm the backup); it reports
+// whether the finalizer was removed.
 func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, res Result) (bool, error) {
-	for _, a := range res.Actions {
+	for i := 0; i < len(res.Actions); i++ {
+		if n := jobRun(res.Actions[i:]); n > 1 {
+			if err := createJobs(ctx, ap, m, res.Actions[i:i+n]); err != nil {
+				return false, err
+			}
+			i += n - 1
+			continue
+		}
+		a := res.Actions[i]
 		var err error
 		switch a.Kind {
 		case EnsureConfigMap:
@@ -298,6 +308,29 @@ func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1
 		}
 	}
 	return false, nil
+}
+
+// jobRun counts the CreateJob actions at the head of as.
+func jobRun(as []Action) int {
+	n := 0
+	for n < len(as) && as[n].Kind == CreateJob {
+		n++
+	}
+	return n
+}
+
+// createJobs creates the Jobs of as concurrently; the first error wins, the others still ran.
+func createJobs(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, as []Action) error {
+	var g errgroup.Group
+	for _, a := range as {
+		g.Go(func() error {
+			if err := ap.CreateJob(ctx, m, a.Job); err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 // observeSteps records events for condition transitions and durations of finished steps.

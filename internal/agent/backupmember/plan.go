@@ -189,6 +189,8 @@ type plan struct {
 	m   *dpv1alpha1.VolumeBackupMember
 	now time.Time
 	res Result
+	// ensured is set once ensureCommon added its actions to this plan.
+	ensured bool
 }
 
 // Plan decides the actions and the status of one member at now.
@@ -208,7 +210,26 @@ func Plan(o Observed, now time.Time) Result {
 		p.planSize()
 	}
 	p.setPhase()
+	p.res.Actions = prerequisitesFirst(p.res.Actions)
 	return p.res
+}
+
+// prerequisitesFirst moves the Ensure actions ahead of the others (keeping both groups'
+// order): they only create what Jobs need, so moving them is safe, and the Jobs planned
+// together then follow one another, which lets the controller create them at once.
+func prerequisitesFirst(as []Action) []Action {
+	out := make([]Action, 0, len(as))
+	for _, a := range as {
+		if a.Kind == EnsureConfigMap || a.Kind == EnsureServiceAccount {
+			out = append(out, a)
+		}
+	}
+	for _, a := range as {
+		if a.Kind != EnsureConfigMap && a.Kind != EnsureServiceAccount {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // NeedsDiscovery says Plan is about to start the snapshot step and needs Observed.Cluster.
@@ -345,6 +366,10 @@ func (p *plan) tcMissing() string {
 // step can write it and the agent already watches it) and, without a template service
 // account, the steps' own.
 func (p *plan) ensureCommon() {
+	if p.ensured {
+		return
+	}
+	p.ensured = true
 	p.add(Action{Kind: EnsureConfigMap, ConfigMap: job.StatusConfigMap(p.m.Name, p.m.Namespace, ownerRef(p.m))})
 	if p.m.Spec.Template.ServiceAccount == "" {
 		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})

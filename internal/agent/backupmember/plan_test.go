@@ -224,6 +224,17 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
+			// Both steps arm the backup, so they are planned together, their prerequisites once
+			// and first: the controller creates the two Jobs at once.
+			name: "a new initializer starts its pause and its armed snapshot together",
+			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Cluster = cluster() }),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhaseArmed,
+				check: func(t *testing.T, r Result) {
+					jobOf(t, r, job.StepPause)
+					jobOf(t, r, job.StepSnapshot)
+				}},
+		},
+		{
 			name: "startPause with the armed pause running: the go is published",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
 			want: want{actions: []ActionKind{PublishStart}, phase: PhaseInitializing},
@@ -661,9 +672,9 @@ func TestPlanDeletion(t *testing.T) {
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
 				o.Size = active(sizeName)
 			}),
-			want: want{actions: []ActionKind{DeleteJob, EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
-				if r.Actions[0].Name != sizeName {
-					t.Errorf("deleted %q, want the size Job", r.Actions[0].Name)
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, DeleteJob, CreateJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
+				if r.Actions[2].Name != sizeName {
+					t.Errorf("deleted %q, want the size Job", r.Actions[2].Name)
 				}
 			}},
 		},

@@ -158,7 +158,10 @@ func (d *Driver[O, A]) applyAll(ctx context.Context, o O, actions []A, now time.
 			for _, a := range byCluster[cluster] {
 				kind, _ := a.Describe()
 				ctrl.LoggerFrom(ctx).Info("Applying", "action", kind, "cluster", cluster)
-				if err := d.Apply(ctx, o, a, now); err != nil {
+				start := time.Now()
+				err := d.Apply(ctx, o, a, now)
+				ctrl.LoggerFrom(ctx).V(1).Info("Applied", "action", kind, "cluster", cluster, "took", time.Since(start), "err", err)
+				if err != nil {
 					d.Recorder.Eventf(o, nil, "Warning", "MemberUpdateFailed", kind, "%s in %s: %v", kind, cluster, err)
 					errs[i] = fmt.Errorf("%s in %s: %w", kind, cluster, err)
 					return
@@ -189,6 +192,7 @@ func (d *Driver[O, A]) writeStatus(ctx context.Context, o O, set func(O)) error 
 	if before == d.Phase(o) {
 		return nil
 	}
+	ctrl.LoggerFrom(ctx).Info("Phase changed", "from", before, "to", d.Phase(o))
 	kind := "Normal"
 	if d.Failed(o) {
 		kind = "Warning"
