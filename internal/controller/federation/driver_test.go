@@ -8,7 +8,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
@@ -59,6 +64,75 @@ func TestApplyAllRunsPlanesAtOnce(t *testing.T) {
 		}
 		if !slices.Equal(kinds, []string{"first", "second"}) {
 			t.Errorf("%s applied %v, want first then second", cluster, kinds)
+		}
+	}
+}
+
+// lagging serves Get from a copy taken before the driver's own write while lag is set, as an
+// informer cache does until the write's watch event arrives.
+type lagging struct {
+	client.Client
+	lag   bool
+	stale *fedv1alpha1.VolumeBackup
+}
+
+func (l *lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if l.lag {
+		l.stale.DeepCopyInto(obj.(*fedv1alpha1.VolumeBackup))
+		return nil
+	}
+	return l.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestReconcileSkipsACacheThatPredatesItsWrite: a reconcile that reads the object as it was
+// before the driver's last status write neither plans nor writes, so a phase change is
+// written and counted once; once the cache shows the write, planning resumes.
+func TestReconcileSkipsACacheThatPredatesItsWrite(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := fedv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "u1", Finalizers: []string{"f"}}}
+	fc := fake.NewClientBuilder().WithScheme(scheme).WithObjects(b).WithStatusSubresource(b).Build()
+	before := &fedv1alpha1.VolumeBackup{}
+	if err := fc.Get(context.Background(), client.ObjectKeyFromObject(b), before); err != nil {
+		t.Fatal(err)
+	}
+	c := &lagging{Client: fc, stale: before}
+	decided, phaseChanges := 0, 0
+	d := &Driver[*fedv1alpha1.VolumeBackup, testAction]{
+		Name: "test", Finalizer: "f", Client: c, Recorder: events.NewFakeRecorder(10),
+		New:     func() *fedv1alpha1.VolumeBackup { return &fedv1alpha1.VolumeBackup{} },
+		Phase:   func(b *fedv1alpha1.VolumeBackup) string { return string(b.Status.Phase) },
+		Failed:  func(*fedv1alpha1.VolumeBackup) bool { return false },
+		Message: func(*fedv1alpha1.VolumeBackup) string { return "" },
+		OnPhase: func(*fedv1alpha1.VolumeBackup, string) { phaseChanges++ },
+		Decide: func(context.Context, *fedv1alpha1.VolumeBackup, time.Time) (Decision[*fedv1alpha1.VolumeBackup, testAction], error) {
+			decided++
+			return Decision[*fedv1alpha1.VolumeBackup, testAction]{SetStatus: func(b *fedv1alpha1.VolumeBackup) {
+				b.Status.Phase = fedv1alpha1.VolumeBackupComplete
+			}}, nil
+		},
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)}
+	for i, step := range []struct {
+		lag                          bool
+		wantDecided, wantPhaseChange int
+	}{
+		{false, 1, 1}, // plans and writes Complete
+		{true, 1, 1},  // the cache still shows the object before that write: nothing happens
+		{false, 2, 1}, // the cache caught up: plans again, nothing new to write
+	} {
+		c.lag = step.lag
+		res, err := d.Reconcile(context.Background(), req)
+		if err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		if decided != step.wantDecided || phaseChanges != step.wantPhaseChange {
+			t.Errorf("reconcile %d: decided %d times, %d phase changes; want %d, %d", i, decided, phaseChanges, step.wantDecided, step.wantPhaseChange)
+		}
+		if step.lag && res.RequeueAfter == 0 {
+			t.Errorf("reconcile %d: a stale read must be retried", i)
 		}
 	}
 }
