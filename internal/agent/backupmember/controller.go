@@ -29,10 +29,13 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/ownwrite"
 )
 
 // Reconciler reconciles the VolumeBackupMembers of this data plane.
 type Reconciler struct {
+	// writes tells a cached member that predates this agent's last status write.
+	writes ownwrite.Tracker
 	Client client.Client
 	// APIReader reads the TiKV pods, claims, volumes and nodes once per backup without caching
 	// them (the agent caches only its own objects); Client when nil.
@@ -70,6 +73,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get VolumeBackupMember %s: %w", req, err)
 	}
+	if r.writes.Stale(m) {
+		// The cache predates this agent's last status write: planning from it would record
+		// the same transitions (Events) and create the same Jobs again.
+		return ctrl.Result{RequeueAfter: ownwrite.Retry}, nil
+	}
 	if m.Spec.K8sClusterName != r.ClusterName {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore",
 			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
@@ -77,9 +85,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		controllerutil.AddFinalizer(m, Finalizer)
+		rv := m.ResourceVersion
 		if err := r.Client.Update(ctx, m); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
 		}
+		r.writes.Wrote(m, rv)
 		// Go on with the object as stored: waiting for the update's own event would cost
 		// the member's first step one more round trip.
 	}
@@ -100,9 +110,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// writes ahead of an action (Sized=Sizing with the size Job, Cleaned=Cleaning with a clean
 	// Job) is planned again from the observations when the action fails; the go signals the
 	// steps wait for come from the member's spec first anyway.
+	rv := m.ResourceVersion
 	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.writes.Wrote(m, rv)
 	r.observeSteps(ctx, m, before, o, res)
 	removed, err := r.apply(ctx, ap, m, res)
 	if err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/ownwrite"
 )
 
 // CloudVolumes is what the agent does with EBS volumes itself: find and delete those of a
@@ -41,6 +42,8 @@ type CloudVolumes interface {
 
 // Reconciler reconciles the VolumeRestoreMembers of this data plane.
 type Reconciler struct {
+	// writes tells a cached member that predates this agent's last status write.
+	writes ownwrite.Tracker
 	Client client.Client
 	// APIReader confirms with the API server that a TidbCluster the cache lacks is really
 	// missing (it may have been created just before the member); nil trusts the cache.
@@ -81,6 +84,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get VolumeRestoreMember %s: %w", req, err)
 	}
+	if r.writes.Stale(m) {
+		// The cache predates this agent's last status write: planning from it would record
+		// the same transitions (Events) and create the same Jobs again.
+		return ctrl.Result{RequeueAfter: ownwrite.Retry}, nil
+	}
 	if m.Spec.K8sClusterName != r.ClusterName {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore",
 			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
@@ -88,9 +96,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		controllerutil.AddFinalizer(m, Finalizer)
+		rv := m.ResourceVersion
 		if err := r.Client.Update(ctx, m); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
 		}
+		r.writes.Wrote(m, rv)
 		// Go on with the object as stored: waiting for the update's own event would cost
 		// the member's first step one more round trip.
 	}
@@ -114,9 +124,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
 		return ctrl.Result{}, nil
 	}
+	rv := m.ResourceVersion
 	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.writes.Wrote(m, rv)
 	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
 		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
 			t.Reason == ReasonStorageUnreachable)

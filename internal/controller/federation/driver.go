@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/fedbr/fedbr/internal/ownwrite"
 	"github.com/fedbr/fedbr/internal/plane"
 )
 
@@ -65,44 +65,9 @@ type Driver[O client.Object, A Action] struct {
 	OnPhase func(o O, before string)
 
 	ctrl controller.Controller
-	// wroteOver maps an object's UID to the resourceVersion its last status write replaced:
-	// a cached copy still at that version predates the write.
-	mu        sync.Mutex
-	wroteOver map[types.UID]string
-}
-
-// staleRetry bounds the wait for the cache to show this driver's own write; the write's watch
-// event normally re-queues the object sooner.
-const staleRetry = time.Second
-
-// stale says whether the cached o predates this driver's last status write. Planning from it
-// would write the same phase change again (doubling the finished-backup metrics and Events)
-// and re-apply actions already applied.
-func (d *Driver[O, A]) stale(o O) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	over, ok := d.wroteOver[o.GetUID()]
-	if !ok {
-		return false
-	}
-	if over == o.GetResourceVersion() {
-		return true
-	}
-	delete(d.wroteOver, o.GetUID())
-	return false
-}
-
-// wrote records that a status write replaced resourceVersion over.
-func (d *Driver[O, A]) wrote(uid types.UID, over, now string) {
-	if over == now {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.wroteOver == nil {
-		d.wroteOver = map[types.UID]string{}
-	}
-	d.wroteOver[uid] = over
+	// writes tells a cached copy that predates this driver's last status write: planning from
+	// it would write the same phase change again and re-apply actions already applied.
+	writes ownwrite.Tracker
 }
 
 // SetupWithManager registers the controller. Member watches are added per plane once its cache
@@ -147,15 +112,17 @@ func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err := d.Client.Get(ctx, req.NamespacedName, o); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if d.stale(o) {
-		return reconcile.Result{RequeueAfter: staleRetry}, nil
+	if d.writes.Stale(o) {
+		return reconcile.Result{RequeueAfter: ownwrite.Retry}, nil
 	}
 	if o.GetDeletionTimestamp() == nil && !controllerutil.ContainsFinalizer(o, d.Finalizer) {
 		patch := client.MergeFrom(o.DeepCopyObject().(O))
 		controllerutil.AddFinalizer(o, d.Finalizer)
+		rv := o.GetResourceVersion()
 		if err := d.Client.Patch(ctx, o, patch); err != nil {
 			return reconcile.Result{}, err
 		}
+		d.writes.Wrote(o, rv)
 	}
 	now := time.Now()
 	if d.Now != nil {
@@ -230,7 +197,7 @@ func (d *Driver[O, A]) writeStatus(ctx context.Context, o O, set func(O)) error 
 	if err := d.Client.Status().Patch(ctx, o, client.MergeFrom(old)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	d.wrote(o.GetUID(), old.GetResourceVersion(), o.GetResourceVersion())
+	d.writes.Wrote(o, old.GetResourceVersion())
 	before := d.Phase(old)
 	if before == d.Phase(o) {
 		return nil
