@@ -26,6 +26,7 @@ type options struct {
 	controlConfig  string
 	controlContext string
 	development    bool
+	verbosity      int
 }
 
 // NewCmd returns `fedbr manager`.
@@ -43,9 +44,11 @@ func NewCmd() *cobra.Command {
 			if err := o.validate(); err != nil {
 				return err
 			}
-			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), nil)
+			// logr's V(n) is slog level -n.
+			ho := &slog.HandlerOptions{Level: slog.Level(-o.verbosity)}
+			var h slog.Handler = slog.NewJSONHandler(cmd.ErrOrStderr(), ho)
 			if o.development {
-				h = slog.NewTextHandler(cmd.ErrOrStderr(), nil)
+				h = slog.NewTextHandler(cmd.ErrOrStderr(), ho)
 			}
 			log := logr.FromSlogHandler(h)
 			ctrl.SetLogger(log)
@@ -72,6 +75,7 @@ func NewCmd() *cobra.Command {
 	f.DurationVar(&o.run.ProbeInterval, "probe-interval", 5*time.Second, "how often each data plane's API server is probed for reachability")
 	f.DurationVar(&o.run.ReloadCheck, "reload-check", 10*time.Second, "how often --kubeconfig is checked for changes")
 	f.BoolVar(&o.development, "log-development", false, "human-readable logs instead of JSON")
+	f.IntVar(&o.verbosity, "v", 0, "log verbosity: 1 adds how long each applied action took")
 	_ = cmd.MarkFlagRequired("kubeconfig")
 	return cmd
 }
@@ -84,6 +88,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--probe-interval %s: want at least 100ms", o.run.ProbeInterval)
 	case o.run.ReloadCheck < 100*time.Millisecond:
 		return fmt.Errorf("--reload-check %s: want at least 100ms", o.run.ReloadCheck)
+	case o.verbosity < 0:
+		return fmt.Errorf("--v %d: want 0 or more", o.verbosity)
 	}
 	if _, err := os.Stat(o.run.Kubeconfig); err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)

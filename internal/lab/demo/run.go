@@ -134,7 +134,7 @@ func (d *run) run(ctx context.Context) error {
 func (d *run) startControllers() error {
 	kc := d.lab.Kubeconfig
 	mgr := []string{"manager", "--kubeconfig", kc, "--control-kubeconfig", kc, "--control-context", d.lab.Control,
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--probe-interval", "1s", "--log-development"}
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--probe-interval", "1s", "--log-development", "--v", "1"}
 	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), "manager.log"), mgr...)
 	if err != nil {
 		return err
