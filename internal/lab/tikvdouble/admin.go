@@ -85,6 +85,26 @@ func adminPendingLocked(p *peer) bool {
 	return false
 }
 
+// prepareMergeLoggedLocked reports whether p's log holds a PrepareMerge
+// that p has not applied yet. A command logged behind it would apply only
+// where the source's own log gets past the PrepareMerge (on its leader):
+// CommitMerge catches a lagging source replica up to the PrepareMerge and
+// no further. TiKV refuses such a command when it applies (PrepareMerge
+// grew the epoch); the double refuses to propose it.
+func prepareMergeLoggedLocked(p *peer) bool {
+	for i := p.applied + 1; i <= p.lastIndex(); i++ {
+		e := p.entryAt(i)
+		if e == nil || len(e.Data) == 0 {
+			continue
+		}
+		var c command
+		if json.Unmarshal(e.Data, &c) == nil && c.PrepareMerge != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // caughtUpLocked reports whether every follower of leader p holds its
 // whole log, the precondition TiKV puts on PrepareMerge (min_matched) and
 // that this double also puts on removing a peer.
@@ -248,6 +268,17 @@ func adjacent(a, b *metapb.Region) bool {
 		(len(b.GetEndKey()) > 0 && bytes.Equal(b.GetEndKey(), a.GetStartKey()))
 }
 
+// mergeProposal is a CommitMerge proposed in the target's term or a
+// RollbackMerge proposed in the source's term. The two terms are unrelated
+// (both are often 1 in new regions), so they must not be compared: a
+// CommitMerge that failed would otherwise block the RollbackMerge of a
+// source led by the same store until the source's term changes, which
+// never happens while it merges.
+type mergeProposal struct {
+	term     uint64
+	rollback bool
+}
+
 // driveMergesLocked moves every prepared merge on this store forward, the
 // way TiKV's source peers poll on_check_merge: the store holding the
 // target's leader proposes CommitMerge once its own source replica applied
@@ -269,15 +300,15 @@ func (s *Store) driveMergesLocked() {
 			t.region.GetRegionEpoch().GetConfVer() == m.Target.GetRegionEpoch().GetConfVer()
 		switch {
 		case !targetOK && src.role == leader && src.applied >= src.termStart:
-			if s.mergeProposed[src.region.GetId()] != src.term {
-				s.mergeProposed[src.region.GetId()] = src.term
+			if rb := (mergeProposal{term: src.term, rollback: true}); s.mergeProposed[src.region.GetId()] != rb {
+				s.mergeProposed[src.region.GetId()] = rb
 				_, _ = s.proposeLocked(src, command{RollbackMerge: &rollbackMergeCmd{Index: m.Index}})
 			}
 		case targetOK && t.role == leader && t.applied >= t.termStart:
-			if s.mergeProposed[src.region.GetId()] == t.term {
+			if s.mergeProposed[src.region.GetId()] == (mergeProposal{term: t.term}) {
 				continue
 			}
-			s.mergeProposed[src.region.GetId()] = t.term
+			s.mergeProposed[src.region.GetId()] = mergeProposal{term: t.term}
 			var es []entry
 			for i := src.firstIndex; i <= m.Index; i++ {
 				if e := src.entryAt(i); e != nil {
@@ -342,7 +373,8 @@ func (s *Store) sendSnapshotLocked(p *peer, to uint64) {
 // installSnapshotLocked replaces a lagging or uninitialized local peer
 // with the leader's snapshot. Like TiKV it refuses a snapshot whose range
 // overlaps another initialized local peer (a split or merge this store has
-// not applied yet): the leader retries later.
+// not applied yet): the leader retries later. A local peer merged into the
+// snapshot's region (mergedInto) is destroyed instead.
 func (s *Store) installSnapshotLocked(p *peer, m *eraftpb.Message) {
 	meta := m.GetSnapshot().GetMetadata()
 	if m.GetTerm() < p.term || meta.GetIndex() <= p.applied && !p.uninit {
@@ -352,10 +384,17 @@ func (s *Store) installSnapshotLocked(p *peer, m *eraftpb.Message) {
 	if err := json.Unmarshal(m.GetSnapshot().GetData(), &d); err != nil || d.Region == nil {
 		return
 	}
+	var merged []*peer
 	for id, o := range s.peers {
 		if id != d.Region.GetId() && !o.uninit && overlaps(o.region, d.Region) {
-			return
+			if !mergedInto(o.region, d.Region) {
+				return
+			}
+			merged = append(merged, o)
 		}
+	}
+	for _, o := range merged {
+		s.destroyPeerLocked(o, false) // the snapshot replaces its data
 	}
 	if m.GetTerm() > p.term {
 		p.term, p.vote = m.GetTerm(), 0
@@ -384,6 +423,20 @@ func (s *Store) installSnapshotLocked(p *peer, m *eraftpb.Message) {
 		s.rd.recs = append(s.rd.recs, record{Kind: "kv", Key: k, Value: d.KV[k]})
 	}
 	s.rd.send(p, m.GetFrom(), &eraftpb.Message{MsgType: eraftpb.MessageType_MsgAppendResponse, Term: p.term, Index: idx})
+}
+
+// mergedInto reports whether the local replica of region o is a leftover
+// of a merge into r: r's range covers o's and r's version is newer. A key
+// changes hands only by a split or a merge, and its new owner's version is
+// higher than the old one's, so r owns o's keys after o's last local
+// state; o would still own its start key if it existed, so it was merged
+// away, and r's data includes o's. Without this, a replica that missed a
+// merge could wait forever: its target needs the snapshot, and the stale
+// source can neither finish the merge nor elect a leader.
+func mergedInto(o, r *metapb.Region) bool {
+	return o.GetRegionEpoch().GetVersion() < r.GetRegionEpoch().GetVersion() &&
+		bytes.Compare(r.GetStartKey(), o.GetStartKey()) <= 0 &&
+		(len(r.GetEndKey()) == 0 || len(o.GetEndKey()) > 0 && bytes.Compare(o.GetEndKey(), r.GetEndKey()) <= 0)
 }
 
 // selfPeer is store's peer id in r, or fallback.

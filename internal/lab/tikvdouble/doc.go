@@ -20,7 +20,9 @@
 //     the split, and the new region's leader is elected (the parent leader's
 //     store campaigns at once and repeats its vote requests every tick).
 //   - Merge: PrepareMerge on the source (version and conf_ver grow; the source
-//     then refuses every request with ProposalInMergingMode), CommitMerge on
+//     then refuses every request with ProposalInMergingMode, and new commands
+//     already once the PrepareMerge is in its log: CommitMerge catches a
+//     lagging source replica up only to the PrepareMerge), CommitMerge on
 //     the target (its range grows over the source's, version becomes
 //     max(source, target)+1, the local source replica is caught up from the
 //     entries the command carries and destroyed), or RollbackMerge when the

@@ -202,6 +202,9 @@ func (s *Store) propose(ctx context.Context, c *kvrpcpb.Context, keys [][]byte, 
 		return applyResult{}, errUnavailable
 	}
 	p, rerr := s.checkLocked(c, keys, a)
+	if rerr == nil && prepareMergeLoggedLocked(p) {
+		rerr = errMerging(p.region.GetId())
+	}
 	if rerr != nil {
 		s.mu.Unlock()
 		return applyResult{regionErr: rerr}, nil

@@ -16,7 +16,7 @@ func memStore(id uint64) *Store {
 		cfg: Config{StoreID: id}, now: time.Now, log: slog.New(slog.DiscardHandler),
 		rng:   rand.New(rand.NewPCG(1, id)),
 		peers: map[uint64]*peer{}, kv: newKVStore(), rd: &ready{}, created: map[uint64]bool{},
-		mergeProposed: map[uint64]uint64{}, destroyed: map[uint64]bool{},
+		mergeProposed: map[uint64]mergeProposal{}, destroyed: map[uint64]bool{},
 	}
 }
 

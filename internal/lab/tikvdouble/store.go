@@ -97,9 +97,9 @@ type Store struct {
 	created       map[uint64]bool
 	// flushGen counts completed flush rounds.
 	flushGen uint64
-	// mergeProposed is, per merging source region, the term in which this
-	// store last proposed its CommitMerge or RollbackMerge.
-	mergeProposed map[uint64]uint64
+	// mergeProposed is, per merging source region, what this store last
+	// proposed to end the merge.
+	mergeProposed map[uint64]mergeProposal
 	// destroyed are the regions whose local peer this process destroyed
 	// (merged away or removed); a recovery wait for them is over.
 	destroyed map[uint64]bool
@@ -200,7 +200,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 		stop: make(chan struct{}), kick: make(chan struct{}, 1),
 		rng:   rand.New(rand.NewPCG(cfg.Seed, cfg.StoreID)),
 		peers: map[uint64]*peer{}, kv: newKVStore(), rd: &ready{}, created: map[uint64]bool{},
-		mergeProposed: map[uint64]uint64{}, destroyed: map[uint64]bool{},
+		mergeProposed: map[uint64]mergeProposal{}, destroyed: map[uint64]bool{},
 		startTime: cfg.Now(),
 		startTS:   cfg.Now().Unix(),
 	}
