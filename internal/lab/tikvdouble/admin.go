@@ -268,15 +268,16 @@ func adjacent(a, b *metapb.Region) bool {
 		(len(b.GetEndKey()) > 0 && bytes.Equal(b.GetEndKey(), a.GetStartKey()))
 }
 
-// mergeProposal is a CommitMerge proposed in the target's term or a
-// RollbackMerge proposed in the source's term. The two terms are unrelated
-// (both are often 1 in new regions), so they must not be compared: a
-// CommitMerge that failed would otherwise block the RollbackMerge of a
-// source led by the same store until the source's term changes, which
-// never happens while it merges.
+// mergeProposal is what a store proposed to end the merge prepared at
+// index: a CommitMerge in the target's term or a RollbackMerge in the
+// source's term. A bare term would not do: the two terms are unrelated
+// (both are often 1 in new regions), and one source prepares merge after
+// merge in one term, so a CommitMerge that failed, or an earlier merge's
+// RollbackMerge, would block the RollbackMerge until the source's term
+// changes, which never happens while it merges.
 type mergeProposal struct {
-	term     uint64
-	rollback bool
+	index, term uint64
+	rollback    bool
 }
 
 // driveMergesLocked moves every prepared merge on this store forward, the
@@ -300,15 +301,16 @@ func (s *Store) driveMergesLocked() {
 			t.region.GetRegionEpoch().GetConfVer() == m.Target.GetRegionEpoch().GetConfVer()
 		switch {
 		case !targetOK && src.role == leader && src.applied >= src.termStart:
-			if rb := (mergeProposal{term: src.term, rollback: true}); s.mergeProposed[src.region.GetId()] != rb {
+			if rb := (mergeProposal{index: m.Index, term: src.term, rollback: true}); s.mergeProposed[src.region.GetId()] != rb {
 				s.mergeProposed[src.region.GetId()] = rb
 				_, _ = s.proposeLocked(src, command{RollbackMerge: &rollbackMergeCmd{Index: m.Index}})
 			}
 		case targetOK && t.role == leader && t.applied >= t.termStart:
-			if s.mergeProposed[src.region.GetId()] == (mergeProposal{term: t.term}) {
+			cm := mergeProposal{index: m.Index, term: t.term}
+			if s.mergeProposed[src.region.GetId()] == cm {
 				continue
 			}
-			s.mergeProposed[src.region.GetId()] = mergeProposal{term: t.term}
+			s.mergeProposed[src.region.GetId()] = cm
 			var es []entry
 			for i := src.firstIndex; i <= m.Index; i++ {
 				if e := src.entryAt(i); e != nil {

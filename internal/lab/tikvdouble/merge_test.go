@@ -118,12 +118,14 @@ func TestNoCommandBehindPrepareMerge(t *testing.T) {
 
 // TestMergeRollsBackAfterStaleCommit: when the target changed under a
 // merge (here a split applied before the CommitMerge, which then fails as
-// stale), the source's leader rolls the merge back even though its store
-// also leads the target. Before the fix the store remembered one term per
-// merge for both proposals: the CommitMerge in the target's term 1 blocked
-// the RollbackMerge in the source's term 1, and the source refused every
-// request for good (TestSchedulersDriveSplitsAndLeaderMoves timed out on
-// "scan after restart" with a region merging for a minute).
+// stale), the source's leader rolls the merge back, even though its store
+// also leads the target and even for the second merge it prepared in the
+// same term. Before the fix the store remembered one term per source for
+// all these proposals: the CommitMerge in the target's term 1, or the
+// first merge's RollbackMerge, blocked the RollbackMerge in the source's
+// term, and the source refused every request for good
+// (TestSchedulersDriveSplitsAndLeaderMoves timed out on "scan after
+// restart" with a region merging for a minute).
 func TestMergeRollsBackAfterStaleCommit(t *testing.T) {
 	stores := []*Store{memStore(1), memStore(2), memStore(3)}
 	src, dst := region3(1), region3(2)
@@ -140,27 +142,36 @@ func TestMergeRollsBackAfterStaleCommit(t *testing.T) {
 	if p.role != leader || tp.role != leader || p.term != tp.term {
 		t.Fatalf("store 1 does not lead both regions in one term: %v@%d %v@%d", p.role, p.term, tp.role, tp.term)
 	}
-	s1.prepareMergeLocked(p, tp.region)
-	settle(stores)
-	if p.merging == nil {
-		t.Fatal("PrepareMerge not applied")
-	}
-	// A split of the target is logged before the CommitMerge.
-	if _, err := s1.proposeLocked(tp, command{Split: &splitCmd{Key: []byte("t"), Version: tp.region.GetRegionEpoch().GetVersion(),
-		NewRegion: 3, NewPeerIDs: []uint64{31, 32, 33}}}); err != nil {
-		t.Fatal(err)
-	}
-	s1.driveMergesLocked()
-	settle(stores)
-	if tp.region.GetRegionEpoch().GetVersion() == p.merging.Target.GetRegionEpoch().GetVersion() {
-		t.Fatal("the target did not split")
-	}
-	s1.driveMergesLocked()
-	settle(stores)
-	for i, s := range stores {
-		if q := s.peers[1]; q == nil || q.merging != nil {
-			t.Errorf("store %d: the source is still merging into a target that changed", i+1)
+	for i, key := range []string{"t", "p"} {
+		s1.prepareMergeLocked(p, tp.region)
+		settle(stores)
+		if p.merging == nil {
+			t.Fatalf("merge %d: PrepareMerge not applied", i+1)
 		}
+		// The target splits: the first time its split is logged before
+		// the CommitMerge, the second time it applies before the store
+		// proposes anything for this merge.
+		if _, err := s1.proposeLocked(tp, command{Split: &splitCmd{Key: []byte(key), Version: tp.region.GetRegionEpoch().GetVersion(),
+			NewRegion: uint64(3 + i), NewPeerIDs: []uint64{uint64(31 + 10*i), uint64(32 + 10*i), uint64(33 + 10*i)}}}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			s1.driveMergesLocked()
+		}
+		settle(stores)
+		if tp.region.GetRegionEpoch().GetVersion() == p.merging.Target.GetRegionEpoch().GetVersion() {
+			t.Fatalf("merge %d: the target did not split", i+1)
+		}
+		s1.driveMergesLocked()
+		settle(stores)
+		for j, s := range stores {
+			if q := s.peers[1]; q == nil || q.merging != nil {
+				t.Fatalf("merge %d: store %d: the source is still merging into a target that changed", i+1, j+1)
+			}
+		}
+	}
+	if p.term != 1 {
+		t.Fatalf("the source's term moved to %d", p.term)
 	}
 }
 

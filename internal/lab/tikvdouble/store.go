@@ -98,7 +98,7 @@ type Store struct {
 	// flushGen counts completed flush rounds.
 	flushGen uint64
 	// mergeProposed is, per merging source region, what this store last
-	// proposed to end the merge.
+	// proposed to end its merge.
 	mergeProposed map[uint64]mergeProposal
 	// destroyed are the regions whose local peer this process destroyed
 	// (merged away or removed); a recovery wait for them is over.
