@@ -21,11 +21,28 @@ func settle(stores []*Store) {
 				}
 			}
 		}
-		exchange(stores)
+		exchange(stores, 0)
 		for _, s := range stores {
 			apply(s)
 		}
 	}
+}
+
+// adjacentRegions is three stores holding regions 1 ["", "m") and 2 ["m", ""),
+// both led by store 1 and settled.
+func adjacentRegions() []*Store {
+	stores := []*Store{memStore(1), memStore(2), memStore(3)}
+	src, dst := region3(1), region3(2)
+	src.EndKey, dst.StartKey = []byte("m"), []byte("m")
+	for _, s := range stores {
+		s.createPeerLocked(src, 0)
+		s.createPeerLocked(dst, 0)
+	}
+	s1 := stores[0]
+	s1.peers[1].campaign(s1.rd)
+	s1.peers[2].campaign(s1.rd)
+	settle(stores)
+	return stores
 }
 
 // apply runs one apply pass of s, followers included.
@@ -47,17 +64,8 @@ func apply(s *Store) {
 // leader move lost it (TestSchedulersDriveSplitsAndLeaderMoves: "scan after
 // restart", "commit primary: txn lock not found").
 func TestNoCommandBehindPrepareMerge(t *testing.T) {
-	stores := []*Store{memStore(1), memStore(2), memStore(3)}
-	src, dst := region3(1), region3(2)
-	src.EndKey, dst.StartKey = []byte("m"), []byte("m")
-	for _, s := range stores {
-		s.createPeerLocked(src, 0)
-		s.createPeerLocked(dst, 0)
-	}
+	stores := adjacentRegions()
 	s1 := stores[0]
-	s1.peers[1].campaign(s1.rd)
-	s1.peers[2].campaign(s1.rd)
-	settle(stores)
 	p := s1.peers[1]
 	if p.role != leader || s1.peers[2].role != leader || p.applied < p.termStart {
 		t.Fatalf("store 1 does not lead both regions: %v %v", p.role, s1.peers[2].role)
@@ -84,7 +92,7 @@ func TestNoCommandBehindPrepareMerge(t *testing.T) {
 	// The followers log what the source's leader sent and acknowledge it;
 	// the leader commits and applies it. The followers learn that commit
 	// with the leader's next message: they lag, as under load.
-	exchange(stores)
+	exchange(stores, 0)
 	apply(s1)
 	// The target's leader commits the merge; the followers apply it before
 	// their source heard of the commit, so CommitMerge catches their source
@@ -92,7 +100,7 @@ func TestNoCommandBehindPrepareMerge(t *testing.T) {
 	s1.driveMergesLocked()
 	for range 2 {
 		s1.peers[2].broadcast(s1.rd)
-		exchange(stores)
+		exchange(stores, 0)
 	}
 	for _, s := range stores {
 		apply(s)
@@ -127,17 +135,8 @@ func TestNoCommandBehindPrepareMerge(t *testing.T) {
 // (TestSchedulersDriveSplitsAndLeaderMoves timed out on "scan after
 // restart" with a region merging for a minute).
 func TestMergeRollsBackAfterStaleCommit(t *testing.T) {
-	stores := []*Store{memStore(1), memStore(2), memStore(3)}
-	src, dst := region3(1), region3(2)
-	src.EndKey, dst.StartKey = []byte("m"), []byte("m")
-	for _, s := range stores {
-		s.createPeerLocked(src, 0)
-		s.createPeerLocked(dst, 0)
-	}
+	stores := adjacentRegions()
 	s1 := stores[0]
-	s1.peers[1].campaign(s1.rd)
-	s1.peers[2].campaign(s1.rd)
-	settle(stores)
 	p, tp := s1.peers[1], s1.peers[2]
 	if p.role != leader || tp.role != leader || p.term != tp.term {
 		t.Fatalf("store 1 does not lead both regions in one term: %v@%d %v@%d", p.role, p.term, tp.role, tp.term)
@@ -175,40 +174,6 @@ func TestMergeRollsBackAfterStaleCommit(t *testing.T) {
 	}
 }
 
-// exchangeWithout is exchange on a network that drops every message to or
-// from store down.
-func exchangeWithout(stores []*Store, down uint64) {
-	for _, s := range stores {
-		if s.cfg.StoreID == down {
-			s.rd = &ready{}
-		}
-	}
-	for range 100 {
-		sent := false
-		for _, s := range stores {
-			for _, p := range s.peers {
-				p.persisted = p.lastIndex()
-				p.maybeCommit(s.rd)
-			}
-			msgs := s.rd.msgs
-			s.rd = &ready{}
-			if s.cfg.StoreID == down {
-				continue
-			}
-			for _, m := range msgs {
-				to := stores[m.GetToPeer().GetStoreId()-1]
-				if p := to.peers[m.GetRegionId()]; p != nil && to.cfg.StoreID != down {
-					to.routeLocked(p, m)
-					sent = true
-				}
-			}
-		}
-		if !sent {
-			return
-		}
-	}
-}
-
 // TestSnapshotReplacesMergedSource: a replica that missed a merge (its
 // source never applied the PrepareMerge, its target lags behind the
 // leader's compaction) takes the target's snapshot and drops the stale
@@ -217,17 +182,8 @@ func exchangeWithout(stores []*Store, down uint64) {
 // store kept both forever and TestSchedulersDriveSplitsAndLeaderMoves timed
 // out in "wait for leaders" after the restart.
 func TestSnapshotReplacesMergedSource(t *testing.T) {
-	stores := []*Store{memStore(1), memStore(2), memStore(3)}
-	src, dst := region3(1), region3(2)
-	src.EndKey, dst.StartKey = []byte("m"), []byte("m")
-	for _, s := range stores {
-		s.createPeerLocked(src, 0)
-		s.createPeerLocked(dst, 0)
-	}
+	stores := adjacentRegions()
 	s1, s3 := stores[0], stores[2]
-	s1.peers[1].campaign(s1.rd)
-	s1.peers[2].campaign(s1.rd)
-	settle(stores)
 	p, tp := s1.peers[1], s1.peers[2]
 	if p.role != leader || tp.role != leader {
 		t.Fatalf("store 1 does not lead both regions: %v %v", p.role, tp.role)
@@ -244,7 +200,7 @@ func TestSnapshotReplacesMergedSource(t *testing.T) {
 				}
 			}
 		}
-		exchangeWithout(stores, 3)
+		exchange(stores, 3)
 		for _, s := range stores[:2] {
 			apply(s)
 		}
@@ -270,7 +226,7 @@ func TestSnapshotReplacesMergedSource(t *testing.T) {
 	// Store 3 is back and gets the target's snapshot, as when the leader
 	// compacted the entries it misses.
 	s1.sendSnapshotLocked(tp, s3.peers[2].selfID)
-	exchange(stores)
+	exchange(stores, 0)
 	if s3.peers[1] != nil {
 		t.Fatal("store 3 kept the merged source and refused the target's snapshot")
 	}

@@ -22,8 +22,9 @@ func memStore(id uint64) *Store {
 
 // exchange delivers raft messages between stores until none is left, as if
 // every store fsynced each round; a message for a region its store does not
-// hold yet is dropped (TiKV waits for the split to create the peer).
-func exchange(stores []*Store) {
+// hold yet is dropped (TiKV waits for the split to create the peer). Store
+// down (0: none) is cut off: everything it sends or would receive is lost.
+func exchange(stores []*Store, down uint64) {
 	for range 100 {
 		sent := false
 		for _, s := range stores {
@@ -33,9 +34,12 @@ func exchange(stores []*Store) {
 			}
 			msgs := s.rd.msgs
 			s.rd = &ready{}
+			if s.cfg.StoreID == down {
+				continue
+			}
 			for _, m := range msgs {
 				to := stores[m.GetToPeer().GetStoreId()-1]
-				if p := to.peers[m.GetRegionId()]; p != nil {
+				if p := to.peers[m.GetRegionId()]; p != nil && to.cfg.StoreID != down {
 					to.routeLocked(p, m)
 					sent = true
 				}
@@ -74,7 +78,7 @@ func TestSplitPeersAreElected(t *testing.T) {
 	// Store 1 applies the split as the parent's leader, store 3 as a follower.
 	split(0)
 	split(2)
-	exchange(stores)
+	exchange(stores, 0)
 	r1 := stores[0].peers[2]
 	if r1.role != leader || r1.commit < 1 {
 		t.Fatalf("store 1 did not become the new region's leader with a commit: role %v commit %d", r1.role, r1.commit)
@@ -93,7 +97,7 @@ func TestSplitPeersAreElected(t *testing.T) {
 				}
 			}
 		}
-		exchange(stores)
+		exchange(stores, 0)
 	}
 	leaders := 0
 	for i, s := range stores {
