@@ -264,6 +264,21 @@ func (p *peer) broadcast(rd *ready) {
 	}
 }
 
+// heartbeatTicks is how often an idle leader reminds its followers it leads (TiKV's
+// raft-heartbeat-ticks): every other tick, as TiKV; a follower that is behind hears on
+// every tick.
+const heartbeatTicks = 2
+
+// heartbeat is a leader's tick: appends to followers that are behind, and a heartbeat to all
+// when due.
+func (p *peer) heartbeat(rd *ready, due bool) {
+	for _, x := range p.region.GetPeers() {
+		if id := x.GetId(); id != p.selfID && (due || p.next[id] <= p.lastIndex()) {
+			p.sendAppend(rd, id)
+		}
+	}
+}
+
 const maxAppendEntries = 256
 
 func (p *peer) sendAppend(rd *ready, to uint64) {

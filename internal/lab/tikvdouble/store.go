@@ -563,7 +563,7 @@ func (s *Store) tick() {
 				delete(s.peers, id) // nobody sent it a snapshot: a stale message created it
 			}
 		case p.role == leader:
-			p.broadcast(s.rd)
+			p.heartbeat(s.rd, s.ticks%heartbeatTicks == 0)
 			if !s.recovery {
 				p.checkQuorum(s.rd)
 			}
