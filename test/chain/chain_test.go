@@ -87,8 +87,8 @@ func TestBackupRestoreChain(t *testing.T) {
 			},
 			Progress: logWriter{t},
 			Report: func(pr snapshot.Progress) {
-				if pr.Phase == snapshot.PhaseWaiting {
-					once.Do(func() { // "Snapshots created": the pause may be lifted
+				if snapshot.PauseMayLift(pr.Phase) {
+					once.Do(func() { // "Snapshots started": the pause may be lifted
 						lifted = time.Now()
 						p.stop()
 					})

@@ -73,8 +73,8 @@ const (
 	// BackupMemberArmedCondition is True once the snapshot step runs and waits for nothing
 	// but the backup ts (or already has it).
 	BackupMemberArmedCondition = "Armed"
-	// BackupMemberSnapshotsCreatedCondition is True once every snapshot has started and
-	// backupmeta is written.
+	// BackupMemberSnapshotsCreatedCondition is True once every snapshot has started: the pause
+	// may be lifted (backupmeta is written right after).
 	BackupMemberSnapshotsCreatedCondition = "SnapshotsCreated"
 	// BackupMemberGCResumedCondition is True once the initializer lifted the pause.
 	BackupMemberGCResumedCondition = "GCResumed"
@@ -127,9 +127,8 @@ type VolumeBackupMemberStatus struct {
 	// +optional
 	GCResumedAt *metav1.MicroTime `json:"gcResumedAt,omitempty"`
 	// SnapshotsStartedAt is written by the snapshot step itself (server-side apply, field
-	// manager fedbr-br-snapshot) once every snapshot has started and backupmeta is written: the
-	// manager lifts the pause on it one hop before the agent's SnapshotsCreated condition, which
-	// stays the fallback.
+	// manager fedbr-br-snapshot) once every snapshot has started: the manager lifts the pause
+	// on it one hop before the agent's SnapshotsCreated condition, which stays the fallback.
 	// +optional
 	SnapshotsStartedAt *metav1.MicroTime `json:"snapshotsStartedAt,omitempty"`
 	// PauseReadyTS is written by the initializer's pause step itself (server-side apply, field

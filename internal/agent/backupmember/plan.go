@@ -10,7 +10,7 @@
 //   - initialize (initializer only): run `fedbr br pause` and hold it; Initialized=True with
 //     the pause's backup ts once it reports Ready;
 //   - execute: run `fedbr br snapshot` at spec.backupTS; SnapshotsCreated=True once every
-//     snapshot started and backupmeta is written, Complete=True when they all completed;
+//     snapshot started, Complete=True when they all completed;
 //   - then, off the critical path, `fedbr br size` per calcSizeLevel: Sized=True with the
 //     full and incremental sizes (Sized=False on failure; the member stays Complete);
 //   - resumeGC / teardown / failure: stop the pause at once; GCResumed=True when it reports

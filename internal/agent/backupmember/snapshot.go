@@ -49,9 +49,9 @@ func (p *plan) observeSnapshot() {
 		if st.BackupTS > 0 {
 			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
 		}
-		if st.Phase == job.PhaseWaiting || st.Phase == job.PhaseCompleted {
+		if st.Phase == job.PhaseStarted || st.Phase == job.PhaseWaiting || st.Phase == job.PhaseCompleted {
 			p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, ReasonSnapshotsStarted,
-				fmt.Sprintf("%d snapshots started and backupmeta written; the pause may be lifted", st.Total), time.Time{})
+				fmt.Sprintf("%d snapshots started; the pause may be lifted", st.Total), time.Time{})
 		}
 	}
 	if p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {

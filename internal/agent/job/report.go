@@ -28,6 +28,7 @@ const (
 	PhaseStopped    = "Stopped"
 	PhaseFailed     = "Failed"
 	PhaseChecking   = "Checking"
+	PhaseStarted    = "Started"
 	PhaseWaiting    = "Waiting"
 	PhaseCompleted  = "Completed"
 	PhaseCleaningUp = "CleaningUp"

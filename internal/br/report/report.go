@@ -13,6 +13,12 @@
 // loop writes every phase change at once and progress within one phase at most once per
 // MinInterval, and a failing write is logged and retried with backoff. Only Result, at the very
 // end, waits for its write (with a bound).
+//
+// A command may name transient phases: steps that usually pass in a moment, inside the GC pause
+// window, where every write wakes the agent and the manager and competes with the writes the
+// protocol waits for. A transient phase is written only once it has lasted Settle; when a newer
+// phase comes first, nobody hears of it. Every other phase reaches the watcher, however fast
+// they follow each other.
 package report
 
 import (
@@ -20,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -37,6 +44,7 @@ const (
 	DefaultAttemptTimeout = 10 * time.Second
 	DefaultResultTimeout  = 30 * time.Second
 	DefaultCloseTimeout   = 10 * time.Second
+	DefaultSettle         = time.Second
 )
 
 // firstBackoff is the wait after the first failed write; it doubles up to MaxBackoff.
@@ -72,6 +80,9 @@ type Options struct {
 	ResultTimeout time.Duration
 	// CloseTimeout bounds Fail's wait for the failure to be written (default 10s).
 	CloseTimeout time.Duration
+	// Transient phases are written only once they have lasted Settle (default 1s).
+	Transient []string
+	Settle    time.Duration
 }
 
 // Reporter publishes one command's status. The zero of *Reporter (nil) reports nothing, so a
@@ -115,6 +126,9 @@ func New(o Options) (*Reporter, error) {
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = DefaultCloseTimeout
 	}
+	if o.Settle <= 0 {
+		o.Settle = DefaultSettle
+	}
 	ctx, halt := context.WithCancel(context.Background())
 	r := &Reporter{o: o, kick: make(chan struct{}, 1), ctx: ctx, halt: halt, done: make(chan struct{})}
 	go r.loop()
@@ -133,7 +147,7 @@ func (r *Reporter) Update(phase string, doc any) {
 		return
 	}
 	r.mu.Lock()
-	r.queue = enqueue(r.queue, entry{phase: phase, data: string(data)})
+	r.queue = enqueue(r.queue, entry{phase: phase, data: string(data), since: time.Now()})
 	r.latest, r.phase = string(data), phase
 	r.mu.Unlock()
 	r.signal()
@@ -241,16 +255,16 @@ func (r *Reporter) loop() {
 	)
 	for {
 		r.mu.Lock()
-		interval := r.o.MinInterval
+		pc := pacing{interval: r.o.MinInterval, settle: r.o.Settle, transient: r.o.Transient}
 		if r.closing {
-			interval = 0
+			pc.interval, pc.settle = 0, 0
 		}
 		var (
 			e    entry
 			wait time.Duration
 			ok   bool
 		)
-		r.queue, e, wait, ok = next(r.queue, w, time.Now(), interval)
+		r.queue, e, wait, ok = next(r.queue, w, time.Now(), pc)
 		closing := r.closing
 		r.mu.Unlock()
 		if !ok {
@@ -304,6 +318,17 @@ func (r *Reporter) sleep(d time.Duration) bool {
 type entry struct {
 	phase string
 	data  string
+	// since is when its phase was first queued.
+	since time.Time
+}
+
+// pacing is how soon queued statuses are written.
+type pacing struct {
+	// interval spaces progress within one phase.
+	interval time.Duration
+	// settle is how long a transient phase must last before it is written.
+	settle    time.Duration
+	transient []string
 }
 
 // written is the last status the API server accepted.
@@ -318,6 +343,7 @@ type written struct {
 // sees every phase even when they follow each other faster than the writes.
 func enqueue(q []entry, e entry) []entry {
 	if n := len(q); n > 0 && q[n-1].phase == e.phase {
+		e.since = q[n-1].since
 		q[n-1] = e
 		return q
 	}
@@ -325,13 +351,14 @@ func enqueue(q []entry, e entry) []entry {
 }
 
 // next picks the status to write after w: it drops queued progress of the phase already
-// written when a newer phase is queued behind it (the watcher already has that phase) and
-// statuses equal to what is written. It returns the trimmed queue, the entry, and how long to
-// wait before writing it: nothing for a new phase, up to interval after the last write for
-// progress within the written phase. ok is false when there is nothing to write.
-func next(q []entry, w written, now time.Time, interval time.Duration) (rest []entry, e entry, wait time.Duration, ok bool) {
+// written and transient phases when a newer phase is queued behind them (the watcher already
+// has that phase, or need never hear of it) and statuses equal to what is written. It returns
+// the trimmed queue, the entry, and how long to wait before writing it: nothing for a new
+// phase, until it has lasted settle for a transient one, up to interval after the last write
+// for progress within the written phase. ok is false when there is nothing to write.
+func next(q []entry, w written, now time.Time, pc pacing) (rest []entry, e entry, wait time.Duration, ok bool) {
 	for len(q) > 0 {
-		superseded := len(q) > 1 && q[0].phase == w.phase
+		superseded := len(q) > 1 && (q[0].phase == w.phase || slices.Contains(pc.transient, q[0].phase))
 		if superseded || q[0].data == w.data {
 			q = q[1:]
 			continue
@@ -342,10 +369,15 @@ func next(q []entry, w written, now time.Time, interval time.Duration) (rest []e
 		return q, entry{}, 0, false
 	}
 	e = q[0]
+	if e.phase != w.phase && slices.Contains(pc.transient, e.phase) {
+		if wait := e.since.Add(pc.settle).Sub(now); wait > 0 {
+			return q, e, wait, true
+		}
+	}
 	if w.at.IsZero() || e.phase != w.phase {
 		return q, e, 0, true
 	}
-	return q, e, max(0, w.at.Add(interval).Sub(now)), true
+	return q, e, max(0, w.at.Add(pc.interval).Sub(now)), true
 }
 
 // drop removes e from the head of q after it was written, unless a newer status of its phase

@@ -1,8 +1,8 @@
 // Package snapshot is the backup step that captures a data plane's TiKV volumes: with the
 // cluster held still by a pause, it checks that no admin operation is pending and no region
 // is missing, takes the backup timestamp, starts one crash-consistent snapshot set per
-// instance, records them as a pending backupmeta as soon as every set has started (the
-// "snapshots created" signal, after which the pause may be lifted), waits for them with
+// instance, says so as soon as every set has started (the "snapshots started" signal, after
+// which the pause may be lifted), records them as a pending backupmeta, waits for them with
 // progress and finally marks the backupmeta completed.
 //
 // It never leaves snapshots behind: every snapshot carries the backup's identity tag, a
@@ -95,8 +95,8 @@ type Progress struct {
 	// Error says why the step failed (phase Failed only).
 	Error string `json:"error,omitempty"`
 	// BackupTSAt is when an armed step received its backup ts, and StartedAt when every
-	// snapshot had started and backupmeta was written (Waiting): with the pause's own times they
-	// decompose the GC pause window. Both stay set in later reports.
+	// snapshot had started (Started): with the pause's own times they decompose the GC pause
+	// window. Both stay set in later reports.
 	BackupTSAt time.Time `json:"backupTSAt,omitzero"`
 	StartedAt  time.Time `json:"startedAt,omitzero"`
 	// CompletedAt is when every snapshot had completed and backupmeta said so: with
@@ -118,8 +118,12 @@ const (
 	PhaseChecking = "Checking"
 	// PhaseStarting: the snapshots are being started; the pause must still hold.
 	PhaseStarting = "Starting"
-	// PhaseWaiting: every snapshot has started and backupmeta is written (pending). This is the
-	// one signal that the pause may be lifted; it is never reported before both are true.
+	// PhaseStarted: every snapshot has started while the pause held, and backupmeta is being
+	// written. From here on the pause may be lifted (see PauseMayLift): a snapshot is a
+	// point-in-time image from its start, and recording it needs no pause. It is never reported
+	// before every snapshot started and the pause was confirmed still held.
+	PhaseStarted = "Started"
+	// PhaseWaiting: backupmeta is written (pending) with every snapshot; they are completing.
 	PhaseWaiting = "Waiting"
 	// PhaseCompleted: every snapshot completed and backupmeta says so.
 	PhaseCompleted = "Completed"
@@ -128,6 +132,12 @@ const (
 	// PhaseFailed: the step failed (see Error).
 	PhaseFailed = "Failed"
 )
+
+// PauseMayLift says whether a step in phase has started every snapshot, so that the pause it
+// was taken under may be lifted.
+func PauseMayLift(phase string) bool {
+	return phase == PhaseStarted || phase == PhaseWaiting || phase == PhaseCompleted
+}
 
 // percentCompleted is the progress of a completed wait.
 const percentCompleted = 100
@@ -403,6 +413,10 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 			return fmt.Errorf("the pause did not hold until every snapshot started: %w", err)
 		}
 	}
+	// The pause's job is done: say so before recording the snapshots, so the backupmeta write
+	// is not inside the GC pause window. A failure from here on still deletes the snapshots.
+	s.logf("Every snapshot started (slowest CreateSnapshots call %s); the pause may be lifted", s.slowestStart.Round(time.Millisecond))
+	s.report(Progress{Phase: PhaseStarted, Total: total})
 	snapOf := map[string]string{}
 	for _, set := range sets {
 		for _, sn := range set {
@@ -429,7 +443,7 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 	if err := s.d.Store.PutBackupMeta(ctx, rec); err != nil {
 		return fmt.Errorf("record the started snapshots: %w", err)
 	}
-	s.logf("Snapshots created: backupmeta written (pending) with %d snapshots; the pause may be lifted", total)
+	s.logf("Snapshots recorded: backupmeta written (pending) with %d snapshots", total)
 	s.dropUnplanned(ctx, sets, rec)
 	return s.wait(ctx, rec)
 }

@@ -124,8 +124,15 @@ func TestSnapshot(t *testing.T) {
 	var mu sync.Mutex
 	var phases []string
 	backupTS := map[string]uint64{} // the backup ts each phase reported last
-	pendingSeen := false
+	pendingSeen, pauseAsked := false, false
+	startedSeen := -1 // snapshots existing when Started was reported
 	o := snapshot.Options{BackupID: backupID, Cluster: "east", Progress: &progress, CheckInterval: 50 * time.Millisecond,
+		StillPaused: func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			pauseAsked = true
+			return nil
+		},
 		Report: func(p snapshot.Progress) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -133,6 +140,12 @@ func TestSnapshot(t *testing.T) {
 				phases = append(phases, p.Phase)
 			}
 			backupTS[p.Phase] = p.BackupTS
+			if p.Phase == snapshot.PhaseStarted && startedSeen < 0 {
+				if !pauseAsked {
+					t.Error("Started reported before the pause was confirmed to hold")
+				}
+				startedSeen = len(l.srv.Inventory(nil).Snapshots)
+			}
 			if p.Phase == snapshot.PhaseWaiting && !pendingSeen {
 				rec, err := l.store.BackupMetaAsIs(ctx)
 				pendingSeen = err == nil && rec.Pending()
@@ -145,13 +158,16 @@ func TestSnapshot(t *testing.T) {
 	if !pendingSeen {
 		t.Error("backupmeta was not written pending before the wait")
 	}
-	if want := []string{snapshot.PhaseChecking, snapshot.PhaseStarting, snapshot.PhaseWaiting, snapshot.PhaseCompleted}; !slices.Equal(phases, want) {
+	if want := []string{snapshot.PhaseChecking, snapshot.PhaseStarting, snapshot.PhaseStarted, snapshot.PhaseWaiting, snapshot.PhaseCompleted}; !slices.Equal(phases, want) {
 		t.Errorf("phases = %v, want %v", phases, want)
+	}
+	if startedSeen != 6 {
+		t.Errorf("%d snapshots existed when Started was reported, want all 6", startedSeen)
 	}
 	if res.Resumed || len(res.Snapshots) != 6 || res.SizeGiB != 90 || res.ResolvedTS == 0 || res.ClusterVersion != "8.5.0" {
 		t.Fatalf("result = %+v", res)
 	}
-	for _, ph := range []string{snapshot.PhaseStarting, snapshot.PhaseWaiting, snapshot.PhaseCompleted} {
+	for _, ph := range []string{snapshot.PhaseStarting, snapshot.PhaseStarted, snapshot.PhaseWaiting, snapshot.PhaseCompleted} {
 		if backupTS[ph] != res.ResolvedTS {
 			t.Errorf("phase %s reported backup ts %d, want %d", ph, backupTS[ph], res.ResolvedTS)
 		}
@@ -376,16 +392,65 @@ func TestPauseBrokeBeforeRecording(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, 2, awsdouble.Faults{})
 	broke := errors.New("the pause is Failed, not Ready")
+	var lifted []string
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
-		StillPaused: func(context.Context) error { return broke }})
+		StillPaused: func(context.Context) error { return broke },
+		Report: func(p snapshot.Progress) {
+			if snapshot.PauseMayLift(p.Phase) {
+				lifted = append(lifted, p.Phase)
+			}
+		}})
 	if !errors.Is(err, broke) {
 		t.Fatalf("err = %v, want the pause's error", err)
+	}
+	if len(lifted) != 0 {
+		t.Errorf("reported %v (the pause may be lifted) although the pause broke", lifted)
 	}
 	if len(res.Deleted) != 4 || len(l.srv.Inventory(nil).Snapshots) != 0 {
 		t.Errorf("deleted %v; left %+v", res.Deleted, l.srv.Inventory(nil).Snapshots)
 	}
 	if _, err := l.store.BackupMetaAsIs(ctx); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("backupmeta: %v, want none", err)
+	}
+}
+
+// failingMeta fails every write of backupmeta.
+type failingMeta struct{ blob.Store }
+
+var errMetaWrite = errors.New("storage refused the write")
+
+func (f failingMeta) Put(ctx context.Context, key string, data []byte) error {
+	if key == meta.BackupMetaKey {
+		return errMetaWrite
+	}
+	return f.Store.Put(ctx, key, data)
+}
+
+// TestRecordingFailsAfterStarted: the pause may already be lifted when backupmeta cannot be
+// written; the step still fails and deletes every snapshot it started.
+func TestRecordingFailsAfterStarted(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	d, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := l.store.ClusterMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var phases []string
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: meta.NewStore(failingMeta{d}, nil)},
+		snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true, Input: in,
+			Report: func(p snapshot.Progress) { phases = append(phases, p.Phase) }})
+	if !errors.Is(err, errMetaWrite) {
+		t.Fatalf("err = %v, want the storage's error", err)
+	}
+	if !slices.Contains(phases, snapshot.PhaseStarted) || phases[len(phases)-1] != snapshot.PhaseFailed {
+		t.Errorf("phases = %v, want Started, then Failed last", phases)
+	}
+	if len(res.Deleted) != 4 || len(l.srv.Inventory(nil).Snapshots) != 0 {
+		t.Errorf("deleted %v; left %+v", res.Deleted, l.srv.Inventory(nil).Snapshots)
 	}
 }
 

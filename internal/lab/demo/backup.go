@@ -210,7 +210,7 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 	r.PauseBreakdown = []Step{
 		{Name: "pause takes hold (GC pinned → ready)", Start: pause.GCPausedAt, End: pause.ReadyAt},
 		{Name: "backup ts reaches every armed step", Start: pause.ReadyAt, End: lastTS},
-		{Name: "snapshots start, backupmeta written", Start: firstTS, End: lastStarted},
+		{Name: "cluster check, snapshots start", Start: firstTS, End: lastStarted},
 		{Name: "pause released (all started → lifted)", Start: lastStarted, End: pause.LiftedAt},
 	}
 	return nil

@@ -154,7 +154,9 @@ func run(cmd *cobra.Command, o options) error {
 		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
 	}
 
-	rep, err := o.report.Reporter(command, logf)
+	// Only Ready and the end matter to the watchers; the steps between usually pass in a
+	// moment, at the edges of the GC pause window.
+	rep, err := o.report.Reporter(command, logf, string(pause.PhaseStarting), string(pause.PhaseGCPaused), string(pause.PhaseStopping))
 	if err != nil {
 		return err
 	}

@@ -63,8 +63,9 @@ func (f *ReportFlags) Validate() error {
 // Reporter starts the reporter of command (its key in the ConfigMap); nil without
 // --status-configmap, which reports nothing. logf receives write failures. It fails when the
 // ConfigMap cannot be addressed at all (no namespace, no credentials): the agent relies on the
-// reports, so a command it started must not run blind.
-func (f *ReportFlags) Reporter(command string, logf func(format string, args ...any)) (*report.Reporter, error) {
+// reports, so a command it started must not run blind. Transient phases are written only when
+// they last (report.Options.Transient).
+func (f *ReportFlags) Reporter(command string, logf func(format string, args ...any), transient ...string) (*report.Reporter, error) {
 	if f.ConfigMap == "" {
 		return nil, nil
 	}
@@ -72,7 +73,7 @@ func (f *ReportFlags) Reporter(command string, logf func(format string, args ...
 	if err != nil {
 		return nil, err
 	}
-	return report.New(report.Options{Command: command, Sink: sink, Log: logf})
+	return report.New(report.Options{Command: command, Sink: sink, Log: logf, Transient: transient})
 }
 
 // WaitKey waits until the ConfigMap holds key and returns its value (see report.WaitKey).

@@ -64,8 +64,8 @@ lifts it as soon as every snapshot has started. It then starts one crash-consist
 per EC2 instance (root and foreign volumes excluded) inside the account's EC2 budget, each
 snapshot tagged fedbr.io/backup=ID and fedbr.io/store=STORE on top of its volume's tags.
 
-As soon as every set has started it writes backupmeta with fedbr.snapshots="pending" and prints
-"Snapshots created": the pause may be lifted from then on. It waits for the snapshots
+As soon as every set has started it prints "Every snapshot started": the pause may be lifted
+from then on. It then writes backupmeta with fedbr.snapshots="pending", waits for the snapshots
 (progress lines on stderr, --progress-file) and marks backupmeta "completed". A snapshot in
 the error state fails the backup at once.
 
@@ -78,9 +78,10 @@ refused.
 The JSON summary goes to stdout. Exit status 0 only when every snapshot completed.
 
 With --status-configmap the progress JSON (as in --progress-file, plus backupTS and error) is
-server-side applied to the ConfigMap's key "snapshot" on every phase change and at most once a
-second otherwise, and the summary to "snapshot.result" before exiting 0. Phase Waiting means
-every snapshot has started and backupmeta is written: the pause may be lifted.`,
+server-side applied to the ConfigMap's key "snapshot" on every phase change (Checking and
+Starting only once they lasted a second) and at most once a second otherwise, and the summary
+to "snapshot.result" before exiting 0. Phase Started (and every later one) means every
+snapshot has started: the pause may be lifted.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -191,14 +192,17 @@ func (o *options) run(cmd *cobra.Command) error {
 	// The engine, this step's own pause and the ConfigMap reporter all log; one lock keeps
 	// their lines whole.
 	logw := &lockedWriter{w: cmd.ErrOrStderr()}
-	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) })
+	// The check and the snapshot starts usually pass in a moment inside the GC pause window,
+	// where a write for each would only slow the hops the window waits for.
+	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) },
+		snapshot.PhaseChecking, snapshot.PhaseStarting)
 	if err != nil {
 		return err
 	}
 	var tsAt, startedAt, completedAt time.Time // stamped once, carried in every later report
 	o.tsReceived = func() { tsAt = time.Now() }
 	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
-		if pr.Phase == snapshot.PhaseWaiting && startedAt.IsZero() {
+		if snapshot.PauseMayLift(pr.Phase) && startedAt.IsZero() {
 			startedAt = time.Now()
 			// The member itself learns it too: the manager lifts the pause on this stamp,
 			// without waiting for the agent to copy the report into a condition.
@@ -285,7 +289,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 			pf.write(pr)
 		}
 		report(pr)
-		if releasePause != nil && pr.Phase != snapshot.PhaseChecking && pr.Phase != snapshot.PhaseStarting {
+		if releasePause != nil && (snapshot.PauseMayLift(pr.Phase) || pr.Phase == snapshot.PhaseFailed || pr.Phase == snapshot.PhaseCleaningUp) {
 			releasePause() // every snapshot has started (or the step is over): GC may run again
 		}
 	}

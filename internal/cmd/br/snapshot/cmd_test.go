@@ -176,7 +176,7 @@ func TestSnapshotWithPause(t *testing.T) {
 	if err != nil || rec.ClusterInfo.ResolvedTS != ts || rec.Fedbr.BackupID != "bk-cmd" {
 		t.Fatalf("backupmeta = %+v, %v", rec, err)
 	}
-	if !strings.Contains(logs, "Snapshots created") {
+	if !strings.Contains(logs, "Every snapshot started") {
 		t.Errorf("logs:\n%s", logs)
 	}
 	for _, key := range []string{meta.ManifestKey("tidb", "TidbCluster", "basic"), meta.ManifestKey("_cluster", "Namespace", "tidb")} {
@@ -212,12 +212,12 @@ func TestSnapshotAloneHoldsItsOwnPause(t *testing.T) {
 	if res.ResolvedTS == 0 || len(res.Snapshots) != 2 {
 		t.Fatalf("summary = %+v", res)
 	}
-	for _, want := range []string{"pause: All ready", "Snapshots created", "pause: Pause lifted"} {
+	for _, want := range []string{"pause: All ready", "Every snapshot started", "pause: Pause lifted"} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
-	if strings.Index(logs, "pause: Pause lifted") < strings.Index(logs, "Snapshots created") {
+	if strings.Index(logs, "pause: Pause lifted") < strings.Index(logs, "Every snapshot started") {
 		t.Errorf("the pause was lifted before every snapshot started:\n%s", logs)
 	}
 }
