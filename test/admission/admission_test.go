@@ -404,6 +404,27 @@ func TestMemberPhaseProtocol(t *testing.T) {
 	}
 }
 
+// TestRestoreMemberDataMemberSticks: the manager's mark of the data member may be set, never
+// taken back (the agent may already have armed the step).
+func TestRestoreMemberDataMemberSticks(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(t, "members")
+	obj := sample(t, "dataplane_v1alpha1_volumerestoremember.yaml")
+	obj.SetNamespace("members")
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	set(t, obj.Object, "spec.dataMember", true)
+	if err := env.Client.Update(ctx, obj); err != nil {
+		t.Fatalf("marking the data member refused: %v", err)
+	}
+	cur := obj.DeepCopy()
+	set(t, cur.Object, "spec.dataMember", false)
+	if err := env.Client.Update(ctx, cur); err == nil || !strings.Contains(err.Error(), "dataMember cannot be unset") {
+		t.Fatalf("unmarking: want refusal with %q, got %v", "dataMember cannot be unset", err)
+	}
+}
+
 // TestAllCRDsServed checks every kind fedbr ships is served with its short name.
 func TestAllCRDsServed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -48,6 +48,14 @@ type VolumeRestoreMemberSpec struct {
 	Backup fedv1alpha1.StorageProvider `json:"backup"`
 	// Phase is the step the manager asks for.
 	Phase RestoreMemberPhase `json:"phase"`
+	// DataMember is set by the manager on the one member that will run restore-data, as soon
+	// as every member reported its backup's resolved ts (the smallest wins). The agent then
+	// starts that member's restore-data step armed once its volumes are restored: the step
+	// connects and waits for phase restore-data, so its pod start happens while TiKV starts.
+	// Once set, it stays set.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self || !oldSelf",message="dataMember cannot be unset"
+	DataMember bool `json:"dataMember,omitempty"`
 	// Template is the VolumeRestore's template.
 	Template fedv1alpha1.VolumeRestoreMemberSpec `json:"template"`
 }

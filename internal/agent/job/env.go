@@ -60,7 +60,7 @@ func (e Env) ImageOr(toolImage string) string {
 // ServiceAccountObjects are the service account, Role and RoleBinding the steps run with when
 // the template names no service account: a step may only read and write ConfigMaps in its own
 // namespace (its status ConfigMap), read the members there (the go signals in their spec) and
-// stamp their status (the snapshot step's snapshotsStartedAt).
+// stamp a backup member's status (the snapshot step's snapshotsStartedAt).
 func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	l := map[string]string{LabelName: NameValue, LabelManagedBy: ManagedByValue}
 	meta := metav1.ObjectMeta{Name: ServiceAccountName, Namespace: namespace, Labels: l}
@@ -69,7 +69,7 @@ func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Ro
 		APIGroups: []string{""}, Resources: []string{"configmaps"},
 		Verbs: []string{"get", "list", "watch", "create", "patch", "update"},
 	}, {
-		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers"},
+		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers", "volumerestoremembers"},
 		Verbs: []string{"get", "list", "watch"},
 	}, {
 		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers/status"},

@@ -71,7 +71,7 @@ type Report struct {
 	BackupTS string
 	// Release is set once the agent asked the pause to lift everything (key ReleaseKey).
 	Release string
-	// Start is set once the agent gave an armed pause its go (key StartKey).
+	// Start is set once the agent gave an armed step its go (key StartKey).
 	Start string
 }
 
@@ -79,7 +79,8 @@ type Report struct {
 // everything.
 const ReleaseKey = "release"
 
-// StartKey is the status ConfigMap key on which a pause started with --wait-start begins.
+// StartKey is the status ConfigMap key on which a step started with --wait-start (an armed
+// pause or restore-data) begins.
 const StartKey = "start"
 
 // BackupTSKey is the status ConfigMap key through which the agent hands the backup ts to a

@@ -350,6 +350,8 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 		return r.patchTC(ctx, m, map[string]any{"metadata": map[string]any{"annotations": map[string]any{a.Key: v}}})
 	case LeaveRecoveryMode:
 		return r.patchTC(ctx, m, map[string]any{"spec": map[string]any{"recoveryMode": false}})
+	case PublishStart:
+		return ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.StartKey, "true")
 	case AnnotateMember:
 		orig := m.DeepCopy()
 		if m.Annotations == nil {

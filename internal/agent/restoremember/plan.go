@@ -12,7 +12,9 @@
 //     up (WarmUpComplete), annotate the TidbCluster tikv-volumes-ready and wait until its
 //     stores are up (TikvComplete);
 //   - restore-data (one member): run `fedbr br restore-data` for the whole cluster
-//     (DataComplete);
+//     (DataComplete). The manager marks that member (spec.dataMember) early; its step is then
+//     started armed (--wait-start) as soon as the volumes are restored, and given its go
+//     (phase restore-data, also the status ConfigMap key start) once TiKV runs everywhere;
 //   - restore-finish: clear spec.recoveryMode, restart the TiKV pods that ran in recovery
 //     mode, and wait until they are back and their stores up (Complete);
 //   - deletion of an unfinished restore: stop the steps, delete the PVCs and PVs created and
@@ -171,6 +173,8 @@ const (
 	AnnotateTC ActionKind = "AnnotateTC"
 	// LeaveRecoveryMode patches the TidbCluster's spec.recoveryMode to false.
 	LeaveRecoveryMode ActionKind = "LeaveRecoveryMode"
+	// PublishStart writes the start key the armed restore-data step begins on.
+	PublishStart ActionKind = "PublishStart"
 	// AnnotateMember sets the member annotation Key to Value.
 	AnnotateMember ActionKind = "AnnotateMember"
 	// DeletePod deletes the TiKV pod Name (with UID as precondition).

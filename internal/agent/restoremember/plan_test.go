@@ -53,6 +53,9 @@ func rcond(t string, reason string) func(*dpv1alpha1.VolumeRestoreMember) {
 }
 
 // tikvUp is a member whose volume stage is done.
+// dataMember marks the member as the one the manager chose to run restore-data.
+func dataMember(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember = true }
+
 var tikvUp = []func(*dpv1alpha1.VolumeRestoreMember){
 	rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored),
 	rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, ReasonWarmUpNotRequested),
@@ -403,6 +406,49 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
+			name: "the data member's restore-data starts armed while its stores come up",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 1)
+				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+				return tc
+			}()),
+			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
+				args := r.Actions[2].Job.Spec.Template.Spec.Containers[0].Args
+				if !slices.Contains(args, "--wait-start") || argValue(args, "--member") != "fed-r1" || argValue(args, "--pd") != "http://pd:2379" {
+					t.Errorf("args %v", args)
+				}
+			}},
+		},
+		{
+			name: "an armed restore-data is not started again",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 1)
+				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+				return tc
+			}(), func(o *Observed) { o.RestoreData = job.State{Name: rdName, Phase: job.Active} }),
+			want: rwant{actions: nil, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "an armed restore-data that fails fails the member before its go",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 1)
+				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+				return tc
+			}(), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Failed, Reason: job.ReasonDeadlineExceeded, Message: "boom", Started: t0, Finished: t0}
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDeadlineExceeded}, phase: PhaseFailed},
+		},
+		{
+			name: "a member that is not the data member arms nothing",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 1)
+				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+				return tc
+			}()),
+			want: rwant{actions: nil, phase: PhaseVolumeComplete},
+		},
+		{
 			name: "every store up: TikvComplete",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
 				tc := storesUp(targetTC(2, true), 2)
@@ -445,6 +491,21 @@ func TestPlanDataAndFinish(t *testing.T) {
 					t.Errorf("args %v", args)
 				}
 			}},
+		},
+		{
+			name: "the armed restore-data gets its go through the ConfigMap too",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData, dataMember), storesUp(targetTC(2, true), 2), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
+			}),
+			want: rwant{actions: []ActionKind{PublishStart}, phase: PhaseRestoringData},
+		},
+		{
+			name: "the go given: wait for the step",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData, dataMember), storesUp(targetTC(2, true), 2), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
+				o.Report = rreport(map[string]string{job.StartKey: "true"})
+			}),
+			want: rwant{actions: nil, phase: PhaseRestoringData},
 		},
 		{
 			name: "the TidbCluster deleted mid-restore fails the member instead of waiting",

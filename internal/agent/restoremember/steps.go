@@ -42,6 +42,9 @@ func (p *plan) planVolumes() bool {
 		}
 		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, ReasonWarmUpNotRequested, "no warm-up was asked for")
 	}
+	if p.m.Spec.DataMember && p.m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreVolume && !p.armData() {
+		return false
+	}
 	if p.isTrue(dpv1alpha1.RestoreMemberTikvCompleteCondition) {
 		return true
 	}
@@ -267,7 +270,34 @@ func (p *plan) planData() {
 		p.set(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, ReasonDataRestored,
 			"regions recovered and the whole key space flashed back to "+p.res.Status.CommitTs)
 		return
+	case rd.Exists() && !rd.Done() && p.o.Report.Start == "":
+		p.add(Action{Kind: PublishStart}) // the armed step also watches the member's phase
+		return
 	case rd.Exists() || reported:
+		return
+	}
+	p.startData(false)
+}
+
+// armData starts the data member's restore-data step armed while TiKV starts, so that its pod
+// start is off the restore's critical path; it fails the member as soon as the armed step
+// fails, without waiting for the go, and says whether the member goes on.
+func (p *plan) armData() bool {
+	if _, reason, msg := p.stepOutcome(job.StepRestoreData, p.o.RestoreData); msg != "" {
+		if reason == "" {
+			reason = ReasonDataFailed
+		}
+		p.fail(reason, msg)
+		return false
+	}
+	p.startData(true)
+	return !p.isTrue(dpv1alpha1.RestoreMemberFailedCondition)
+}
+
+// startData creates the restore-data Job; armed, it connects and waits for the go (phase
+// restore-data in the member, or the status ConfigMap key start).
+func (p *plan) startData(armed bool) {
+	if _, reported := p.o.Report.Step(job.StepRestoreData); p.o.RestoreData.Exists() || reported {
 		return
 	}
 	pd, err := tidbcluster.PDAddresses(p.o.TC)
@@ -285,6 +315,9 @@ func (p *plan) planData() {
 		args = append(args, "--tolerate-single-tikv-outage")
 	}
 	args = append(args, "--status-configmap", job.StatusConfigMapName(p.m.Name))
+	if armed {
+		args = append(args, "--wait-start", "--member", p.m.Name)
+	}
 	p.ensureCommon()
 	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreData, args, storage))})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,7 +116,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	gc, prep, sched := &gcKeeper{pd: d.PD, id: cfg.ServiceID, ttl: cfg.TTL},
 		&preparer{pd: d.PD, dial: d.Dial, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
 		&scheduleKeeper{http: d.HTTP, ttl: cfg.TTL}
-	var lifted []func(context.Context) error // undo steps, in the order taken
+	var lifted []undo // in the order taken
 	holdErr := establishAndHold(ctx, d, cfg, &st, set, gc, prep, sched, &lifted)
 
 	set(PhaseStopping, nil)
@@ -124,9 +125,14 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	// The pieces are independent (PD's GC safepoint, PD's schedulers, each TiKV's lease), so
 	// they are lifted at once: the live cluster waits for the slowest, not for their sum.
 	errs := make([]error, len(lifted))
+	took := make([]string, len(lifted))
+	start := d.Now()
 	var wg sync.WaitGroup
-	for i, undo := range lifted {
-		wg.Go(func() { errs[i] = undo(cctx) })
+	for i, u := range lifted {
+		wg.Go(func() {
+			errs[i] = u.lift(cctx)
+			took[i] = fmt.Sprintf("%s %s", u.what, d.Now().Sub(start).Round(time.Millisecond))
+		})
 	}
 	wg.Wait()
 	cleanupErr := errors.Join(errs...)
@@ -141,14 +147,20 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 		return err
 	}
 	set(PhaseStopped, nil)
-	d.Log("Pause lifted: GC, PD scheduling and TiKV admin operations resumed")
+	d.Log("Pause lifted: GC, PD scheduling and TiKV admin operations resumed (%s)", strings.Join(took, ", "))
 	return nil
+}
+
+// undo lifts one piece of the pause; what names it in the log.
+type undo struct {
+	what string
+	lift func(context.Context) error
 }
 
 // establishAndHold takes every piece of the pause in order, then holds it until ctx ends. It
 // records an undo step for each piece taken, and returns nil only when ctx ended while holding.
 func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set func(Phase, error),
-	gc *gcKeeper, prep *preparer, sched *scheduleKeeper, lifted *[]func(context.Context) error) error {
+	gc *gcKeeper, prep *preparer, sched *scheduleKeeper, lifted *[]undo) error {
 	stores, err := tidb.TiKVStores(ctx, d.PD)
 	if err != nil {
 		return err
@@ -169,7 +181,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	if err := gc.pin(ctx); err != nil {
 		return err
 	}
-	*lifted = append(*lifted, gc.release)
+	*lifted = append(*lifted, undo{"GC safepoint", gc.release})
 	st.GCPausedAt = d.Now()
 	set(PhaseGCPaused, nil)
 	d.Log("GC is paused")
@@ -178,16 +190,16 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	if err := prep.connect(ctx, stores); err != nil {
 		return err
 	}
-	*lifted = append(*lifted, prep.finish)
+	*lifted = append(*lifted, undo{"TiKV leases", prep.finish})
 	if err := prep.waitApply(ctx); err != nil {
 		return fmt.Errorf("wait-apply: %w", err)
 	}
 	d.Log("Every region applied; pausing PD schedulers")
 	if err := sched.pause(ctx, len(stores)); err != nil {
-		*lifted = append(*lifted, sched.resume) // a partial pause is undone too
+		*lifted = append(*lifted, undo{"PD schedulers", sched.resume}) // a partial pause is undone too
 		return err
 	}
-	*lifted = append(*lifted, sched.resume)
+	*lifted = append(*lifted, undo{"PD schedulers", sched.resume})
 	set(PhaseReady, nil)
 	d.Log("Schedulers are paused")
 	d.Log("All ready")

@@ -3,7 +3,10 @@
 // planes are reachable.
 //
 // The protocol, and where it differs from upstream:
-//   - every member restores its volumes and starts TiKV in recovery mode (restore-volume);
+//   - every member restores its volumes and starts TiKV in recovery mode (restore-volume); as
+//     soon as every member reported its backup's resolved ts, the one that will run
+//     restore-data is marked (spec.dataMember), so its agent starts the step armed while TiKV
+//     starts;
 //   - once every member reports TikvComplete (and WarmUpComplete for a sync warm-up), exactly one
 //     member — the one whose backup has the smallest resolved ts, so the whole cluster is flashed
 //     back to a ts every member's data contains — runs restore-data for the whole cluster;
@@ -29,6 +32,7 @@ import (
 type Member struct {
 	Exists     bool
 	Phase      dpv1alpha1.RestoreMemberPhase
+	DataMember bool
 	PhaseSince time.Time
 	Status     dpv1alpha1.VolumeRestoreMemberStatus
 }
@@ -50,7 +54,9 @@ type ActionKind string
 const (
 	CreateMember ActionKind = "CreateMember"
 	SetPhase     ActionKind = "SetPhase"
-	DeleteMember ActionKind = "DeleteMember"
+	// MarkDataMember sets spec.dataMember on the member that will run restore-data.
+	MarkDataMember ActionKind = "MarkDataMember"
+	DeleteMember   ActionKind = "DeleteMember"
 )
 
 // Action is one idempotent change to a member.
@@ -133,6 +139,7 @@ func Plan(o Observed, now time.Time) Result {
 		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, "creating volumes from the snapshots")
 		step(st, "RestoreVolume", now, false)
 	case !all(o, func(m Member) bool { return tikvReady(r, m) }):
+		markData(o, &res)
 		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, "restoring volumes and starting TiKV in recovery mode")
 	default:
 		planData(o, &res, now)
@@ -188,8 +195,20 @@ func planData(o Observed, res *Result, now time.Time) {
 	st.Phase = fedv1alpha1.VolumeRestoreComplete
 }
 
+// markData marks the member that will run restore-data once every member reported its
+// backup's resolved ts: early, so its step is armed by the time TiKV runs everywhere. A bad
+// resolved ts is left to planData, which fails the restore on it.
+func markData(o Observed, res *Result) {
+	chosen, _, err := dataMember(o)
+	if err != nil || o.Members[chosen].DataMember {
+		return
+	}
+	res.add(o, Action{Kind: MarkDataMember, Cluster: chosen})
+}
+
 // dataMember picks the member whose backup has the smallest resolved ts (ties: first in spec).
-// A member already in restore-data stays the choice, so a late status update never moves it.
+// A member already marked or in restore-data stays the choice, so a late status update never
+// moves it.
 func dataMember(o Observed) (string, uint64, error) {
 	var chosen string
 	var min uint64
@@ -199,7 +218,7 @@ func dataMember(o Observed) (string, uint64, error) {
 		if err != nil || ts == 0 {
 			return "", 0, fmt.Errorf("member in %s reports commit ts %q: its backupmeta gives no resolved ts", c.K8sClusterName, m.Status.CommitTs)
 		}
-		if m.Phase == restoreData {
+		if m.Phase == restoreData || m.DataMember {
 			return c.K8sClusterName, ts, nil
 		}
 		if chosen == "" || ts < min {

@@ -37,6 +37,12 @@ func member(phase dpv1alpha1.RestoreMemberPhase, ts string, conds ...string) Mem
 	return m
 }
 
+// marked is m with spec.dataMember set.
+func marked(m Member) Member {
+	m.DataMember = true
+	return m
+}
+
 const (
 	tikv    = dpv1alpha1.RestoreMemberTikvCompleteCondition
 	warm    = dpv1alpha1.RestoreMemberWarmUpCompleteCondition
@@ -66,9 +72,26 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreRunning,
 		},
 		{
-			name:      "one TiKV not up yet: wait",
+			name:      "one TiKV not up yet: wait, with the data member marked so its step is armed meanwhile",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100")},
+			want:      []Action{{Kind: MarkDataMember, Cluster: "az2"}},
 			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+		},
+		{
+			name:      "a member has not read its backupmeta yet: nobody is marked",
+			members:   map[string]Member{"az1": member(restoreVolume, "200"), "az2": member(restoreVolume, "")},
+			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+		},
+		{
+			name:      "the marked member is not marked again",
+			members:   map[string]Member{"az1": member(restoreVolume, "200"), "az2": marked(member(restoreVolume, "100"))},
+			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+		},
+		{
+			name:      "the marked member restores data, even if another reports a smaller ts later",
+			members:   map[string]Member{"az1": marked(member(restoreVolume, "200", tikv)), "az2": member(restoreVolume, "100", tikv)},
+			want:      []Action{{SetPhase, "az1", restoreData}},
+			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
 		},
 		{
 			name:      "all TiKV up: the member with the smallest resolved ts restores data",
@@ -79,7 +102,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "sync warm-up gates restore-data",
 			mutate:    func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync },
-			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv, warm), "az2": member(restoreVolume, "100", tikv)},
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv, warm), "az2": marked(member(restoreVolume, "100", tikv))},
 			wantPhase: fedv1alpha1.VolumeRestoreRunning,
 		},
 		{

@@ -86,7 +86,7 @@ func observe(ctx context.Context, planes *plane.Set, vr *fedv1alpha1.VolumeResto
 		if err := federation.CheckOwner(&m, vr, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil
 }
@@ -114,6 +114,8 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 		return nil
 	case SetPhase:
 		return federation.SetSpec(ctx, c, ref, map[string]any{"phase": a.Phase}, true, now)
+	case MarkDataMember:
+		return federation.SetSpec(ctx, c, ref, map[string]any{"dataMember": true}, false, now)
 	case DeleteMember:
 		return federation.Delete(ctx, c, ref)
 	}

@@ -16,7 +16,9 @@ import (
 	pdhttp "github.com/tikv/pd/client/http"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
@@ -35,6 +37,20 @@ type options struct {
 	backoff    time.Duration
 	concurrent int
 	timeout    time.Duration
+	// waitStart starts ahead of time: connected, the step waits for its go.
+	waitStart bool
+}
+
+// StartKey is the status ConfigMap key a restore-data started with --wait-start waits for (the
+// agent's job.StartKey).
+const StartKey = "start"
+
+// startSignal is the go in the member's spec: phase restore-data.
+func startSignal(m *unstructured.Unstructured) (string, bool) {
+	if v, _, _ := unstructured.NestedString(m.Object, "spec", "phase"); v == string(dpv1alpha1.RestoreMemberRestoreData) {
+		return "true", true
+	}
+	return "", false
 }
 
 // NewCmd returns `fedbr br restore-data`.
@@ -52,7 +68,11 @@ func NewCmd() *cobra.Command {
 			"as a whole on transient failure. Prints a JSON summary on stdout.\n\n" +
 			"With --status-configmap the status JSON ({phase, resolvedTS, attempt, regions, error}) is\n" +
 			"server-side applied to the ConfigMap's key \"restore-data\" on every change, and the summary\n" +
-			"to \"restore-data.result\" before exiting 0.",
+			"to \"restore-data.result\" before exiting 0.\n\n" +
+			"With --wait-start the step starts ahead of time, armed: it reads the backupmeta, connects to PD,\n" +
+			"then waits until --status-configmap holds the key \"start\" (or --member's spec.phase is\n" +
+			"restore-data) before touching anything. The agent starts the data member's step so while TiKV\n" +
+			"starts, so that the pod start is off the restore's critical path.",
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -68,8 +88,10 @@ func NewCmd() *cobra.Command {
 	f.IntVar(&o.attempts, "attempts", 5, "whole-procedure retries of the planning stages")
 	f.DurationVar(&o.backoff, "backoff", 2*time.Second, "wait between retries")
 	f.IntVar(&o.concurrent, "concurrency", 16, "parallel region requests during flashback")
-	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase")
+	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase (the wait for --wait-start's go included)")
+	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --status-configmap holds the key start (or --member's phase is restore-data)")
 	o.report.Register(f)
+	o.report.MemberResource = "volumerestoremembers"
 	return cmd
 }
 
@@ -87,6 +109,9 @@ func (o options) validate() error {
 	}
 	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 {
 		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff and --timeout positive")
+	}
+	if o.waitStart && o.report.ConfigMap == "" {
+		return errors.New("--wait-start watches --status-configmap; give it")
 	}
 	return o.report.Validate()
 }
@@ -148,6 +173,12 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 	defer hc.Close()
 	dial := func(_ context.Context, addr string) (*grpc.ClientConn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	if o.waitStart {
+		logf("Armed: waiting for the key %s in ConfigMap %s", StartKey, o.report.ConfigMap)
+		if _, err := o.report.WaitKey(ctx, command, StartKey, startSignal, logf); err != nil {
+			return restoredata.Result{}, fmt.Errorf("waiting for the go to restore data: %w", err)
+		}
 	}
 	logf("Restoring data to resolved ts %d (%d stores expected)", cfg.ResolvedTS, cfg.Stores)
 	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf, Report: report}, cfg)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestRestoreDataFlags(t *testing.T) {
@@ -17,6 +19,7 @@ func TestRestoreDataFlags(t *testing.T) {
 		{[]string{"--pd", "pd:2379", "--storage", "gs://bucket/x"}, "only s3:// and local directories"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--status-configmap", "vb/x"}, `--status-configmap "vb/x" is not a valid ConfigMap name`},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--status-configmap-namespace", "ns"}, "need --status-configmap"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--wait-start"}, "--wait-start watches --status-configmap"},
 	}
 	for _, tc := range tests {
 		cmd := NewCmd()
@@ -26,6 +29,16 @@ func TestRestoreDataFlags(t *testing.T) {
 		err := cmd.Execute()
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%v: error = %v, want %q", tc.args, err, tc.wantErr)
+		}
+	}
+}
+
+// TestStartSignal: the armed step's go is the member's phase restore-data, nothing before it.
+func TestStartSignal(t *testing.T) {
+	for phase, want := range map[string]bool{"restore-volume": false, "restore-data": true, "restore-finish": false, "": false} {
+		m := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"phase": phase}}}
+		if _, ok := startSignal(m); ok != want {
+			t.Errorf("phase %q: go = %v, want %v", phase, ok, want)
 		}
 	}
 }

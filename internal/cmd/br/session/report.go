@@ -24,8 +24,10 @@ type ReportFlags struct {
 	ConfigMap  string
 	Namespace  string
 	Kubeconfig string
-	// Member is the VolumeBackupMember the step runs for, in the ConfigMap's namespace.
-	Member string
+	// Member is the member the step runs for, in the ConfigMap's namespace: a
+	// VolumeBackupMember, or the resource MemberResource names.
+	Member         string
+	MemberResource string
 }
 
 // Register adds the flags to fs.
@@ -33,7 +35,7 @@ func (f *ReportFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.ConfigMap, "status-configmap", "", "ConfigMap to report the status and the final result to (keys <command> and <command>.result); created if missing")
 	fs.StringVar(&f.Namespace, "status-configmap-namespace", "", "namespace of --status-configmap (default: the pod's namespace, $POD_NAMESPACE or the service account's)")
 	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for --status-configmap when not running in a pod (default: the pod's service account)")
-	fs.StringVar(&f.Member, "member", "", "VolumeBackupMember (in --status-configmap's namespace) this step runs for: the go signals it waits for are also read from its spec, and the facts the manager waits for stamped into its status, one hop before the agent relays them")
+	fs.StringVar(&f.Member, "member", "", "member (VolumeBackupMember, or VolumeRestoreMember for restore-data; in --status-configmap's namespace) this step runs for: the go signals it waits for are also read from its spec, and the facts the manager waits for stamped into its status, one hop before the agent relays them")
 }
 
 // Validate checks the flags without any I/O.
@@ -132,7 +134,11 @@ func (f *ReportFlags) member() (*report.Member, error) {
 	if err != nil {
 		return nil, err
 	}
-	return report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource("volumebackupmembers"), ns, f.Member)
+	resource := f.MemberResource
+	if resource == "" {
+		resource = "volumebackupmembers"
+	}
+	return report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource(resource), ns, f.Member)
 }
 
 // StampMember server-side applies fields into --member's status as the command's field
