@@ -65,12 +65,14 @@ func NewMeta(owner client.Object, name, namespace string, now time.Time) metav1.
 		Annotations: map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}
 }
 
-// Create creates a member; one that already exists (a stale cache) is success.
-func Create(ctx context.Context, c client.Client, m client.Object) error {
-	if err := c.Create(ctx, m); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+// Create creates a member and says whether it did; one that already exists (an earlier plan
+// from a stale cache) is success without creating.
+func Create(ctx context.Context, c client.Client, m client.Object) (created bool, err error) {
+	err = c.Create(ctx, m)
+	if apierrors.IsAlreadyExists(err) {
+		return false, nil
 	}
-	return nil
+	return err == nil, err
 }
 
 // SetSpec merge-patches spec fields of the member obj (name and namespace set) and, when

@@ -1,11 +1,14 @@
 package federation
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -54,6 +57,24 @@ func TestMessage(t *testing.T) {
 	} {
 		if got := Message(tc.cs, "Failed", "Ready", "Running"); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestCreateSaysWhetherItCreated: a member an earlier plan already created (the cache had not
+// shown it yet) is success, but not a creation: the caller's MemberCreated Event is not sent
+// twice.
+func TestCreateSaysWhetherItCreated(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := dpv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
+	for i, want := range []bool{true, false} {
+		m := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: "tidb"}}
+		created, err := Create(context.Background(), c, m)
+		if err != nil || created != want {
+			t.Errorf("create #%d: created %v, err %v; want %v, nil", i+1, created, err, want)
 		}
 	}
 }

@@ -193,8 +193,9 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 				TCNamespace: cl.TCNamespace, Phase: a.Phase, BackupTS: a.BackupTS, Template: *b.Spec.Template.DeepCopy()},
 		}
 		m.Spec.Template.StorageProvider = b.Spec.Template.MemberStorage(a.Cluster)
-		if err := federation.Create(ctx, c, m); err != nil {
-			return err
+		created, err := federation.Create(ctx, c, m)
+		if err != nil || !created {
+			return err // one that already exists was created by an earlier plan: no second Event
 		}
 		rec.Eventf(b, nil, "Normal", "MemberCreated", "Create", "member %s/%s in %s, phase %s", cl.TCNamespace, name, a.Cluster, a.Phase)
 		return nil

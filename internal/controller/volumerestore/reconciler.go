@@ -107,8 +107,9 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 			Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: vr.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
 				TCNamespace: cl.TCNamespace, AZName: cl.AZName, Backup: *cl.Backup.DeepCopy(), Phase: a.Phase, Template: *vr.Spec.Template.DeepCopy()},
 		}
-		if err := federation.Create(ctx, c, m); err != nil {
-			return err
+		created, err := federation.Create(ctx, c, m)
+		if err != nil || !created {
+			return err // one that already exists was created by an earlier plan: no second Event
 		}
 		rec.Eventf(vr, nil, "Normal", "MemberCreated", "Create", "member %s/%s in %s, phase %s", cl.TCNamespace, name, a.Cluster, a.Phase)
 		return nil
