@@ -10,8 +10,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -51,19 +49,6 @@ func (a *Applier) EnsureServiceAccount(ctx context.Context, namespace string) er
 		if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
 			return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
 		}
-	}
-	// A Role an older agent created may lack a rule the steps now need (e.g. watching restore
-	// members): bring its rules up to date.
-	have := &rbacv1.Role{}
-	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(role), have); err != nil {
-		return fmt.Errorf("read Role %s/%s: %w", namespace, role.Name, err)
-	}
-	if equality.Semantic.DeepEqual(have.Rules, role.Rules) {
-		return nil
-	}
-	have.Rules = role.Rules
-	if err := a.Client.Update(ctx, have); err != nil {
-		return fmt.Errorf("update Role %s/%s: %w", namespace, role.Name, err)
 	}
 	return nil
 }
