@@ -377,10 +377,33 @@ func (s *Store) sendSnapshotLocked(p *peer, to uint64) {
 // overlaps another initialized local peer (a split or merge this store has
 // not applied yet): the leader retries later. A local peer merged into the
 // snapshot's region (mergedInto) is destroyed instead.
+//
+// As etcd/raft, it never truncates what the peer may have acknowledged: a
+// snapshot at or below the peer's commit index is stale (a late or resent
+// one), and one whose last entry the peer's log already holds only says that
+// entry is committed. Replacing the log there would drop entries after it
+// that the leader may have counted towards a commit.
 func (s *Store) installSnapshotLocked(p *peer, m *eraftpb.Message) {
 	meta := m.GetSnapshot().GetMetadata()
-	if m.GetTerm() < p.term || meta.GetIndex() <= p.applied && !p.uninit {
+	if m.GetTerm() < p.term {
 		return
+	}
+	if !p.uninit {
+		idx := meta.GetIndex()
+		t, ok := p.termAt(idx)
+		matches := ok && t == meta.GetTerm()
+		if idx <= p.commit || matches {
+			if m.GetTerm() > p.term {
+				p.term, p.vote = m.GetTerm(), 0
+			}
+			p.role, p.leaderID, p.elapsed = follower, m.GetFrom(), 0
+			if matches && idx > p.commit {
+				p.commit = idx
+			}
+			s.rd.hard(p)
+			s.rd.send(p, m.GetFrom(), &eraftpb.Message{MsgType: eraftpb.MessageType_MsgAppendResponse, Term: p.term, Index: max(p.commit, idx)})
+			return
+		}
 	}
 	var d snapshotData
 	if err := json.Unmarshal(m.GetSnapshot().GetData(), &d); err != nil || d.Region == nil {
