@@ -191,15 +191,21 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		return err
 	}
 	*lifted = append(*lifted, undo{"TiKV leases", prep.finish})
-	if err := prep.waitApply(ctx); err != nil {
-		return fmt.Errorf("wait-apply: %w", err)
+	// Every store holds its lease now, so no region can change hands: PD's schedulers are
+	// paused while the regions apply (as BR does), and the pause is ready when both are done.
+	d.Log("Leases held; waiting for every region to apply and pausing PD schedulers meanwhile")
+	paused := make(chan error, 1)
+	go func() { paused <- sched.pause(ctx, len(stores)) }()
+	applyErr := prep.waitApply(ctx)
+	schedErr := <-paused
+	*lifted = append(*lifted, undo{"PD schedulers", sched.resume}) // a partial pause is undone too
+	if applyErr != nil {
+		return fmt.Errorf("wait-apply: %w", applyErr)
 	}
-	d.Log("Every region applied; pausing PD schedulers")
-	if err := sched.pause(ctx, len(stores)); err != nil {
-		*lifted = append(*lifted, undo{"PD schedulers", sched.resume}) // a partial pause is undone too
-		return err
+	if schedErr != nil {
+		return schedErr
 	}
-	*lifted = append(*lifted, undo{"PD schedulers", sched.resume})
+	d.Log("Every region applied")
 	set(PhaseReady, nil)
 	d.Log("Schedulers are paused")
 	d.Log("All ready")
