@@ -288,7 +288,7 @@ func TestSnapshotStepStampsItsMember(t *testing.T) {
 	var logs []string
 	flags.StampMember(ctx, "snapshot", map[string]any{"snapshotsStartedAt": at.Format(metav1.RFC3339Micro)},
 		func(format string, args ...any) { logs = append(logs, fmt.Sprintf(format, args...)) })
-	if len(logs) > 0 {
+	if len(logs) != 1 || !strings.HasPrefix(logs[0], "Stamped [snapshotsStartedAt] into the member's status in ") {
 		t.Fatalf("stamp failed: %v", logs)
 	}
 

@@ -113,6 +113,7 @@ func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (re
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if d.writes.Stale(o) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Cache predates our last write; waiting for it")
 		return reconcile.Result{RequeueAfter: ownwrite.Retry}, nil
 	}
 	if o.GetDeletionTimestamp() == nil && !controllerutil.ContainsFinalizer(o, d.Finalizer) {

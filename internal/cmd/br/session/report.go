@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -148,9 +150,12 @@ func (f *ReportFlags) StampMember(ctx context.Context, command string, fields ma
 	if f.ConfigMap == "" || f.Member == "" {
 		return
 	}
+	start := time.Now()
 	if err := f.stampMember(ctx, command, fields); err != nil {
 		logf("Not stamping the member (the agent reports it instead): %v", err)
+		return
 	}
+	logf("Stamped %v into the member's status in %s", slices.Sorted(maps.Keys(fields)), time.Since(start).Round(time.Millisecond))
 }
 
 func (f *ReportFlags) stampMember(ctx context.Context, command string, fields map[string]any) error {

@@ -201,13 +201,20 @@ func (o *options) run(cmd *cobra.Command) error {
 	}
 	var tsAt, startedAt, completedAt time.Time // stamped once, carried in every later report
 	o.tsReceived = func() { tsAt = time.Now() }
+	// The stamp outlives the step's context: a step whose snapshots complete at once would
+	// otherwise cancel it on the way out, and the manager would wait for the agent's condition
+	// instead (a second, ~1 s, later in the lab).
+	var stamping sync.WaitGroup
+	defer stamping.Wait()
 	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
 		if snapshot.PauseMayLift(pr.Phase) && startedAt.IsZero() {
 			startedAt = time.Now()
 			// The member itself learns it too: the manager lifts the pause on this stamp,
 			// without waiting for the agent to copy the report into a condition.
 			at := startedAt.UTC().Format(metav1.RFC3339Micro)
-			go o.report.StampMember(ctx, command, map[string]any{"snapshotsStartedAt": at}, session.Logf(logw))
+			stamping.Go(func() {
+				o.report.StampMember(context.WithoutCancel(ctx), command, map[string]any{"snapshotsStartedAt": at}, session.Logf(logw))
+			})
 		}
 		if pr.Phase == snapshot.PhaseCompleted && completedAt.IsZero() {
 			completedAt = time.Now()
