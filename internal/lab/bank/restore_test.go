@@ -227,7 +227,29 @@ func TestStaggeredSnapshotsWithoutProtocolAreDetected(t *testing.T) {
 // fall behind; images are taken at one instant. Electing the most advanced
 // peer restores exactly; electing the least advanced one loses committed
 // transfers below the backup ts, and the checker sees it.
+//
+// In about one run in twenty the stale peers forced to lead lose to the
+// others in the restored cluster (their term is lower) and the restore comes
+// out right by accident: nothing was broken for the checker to see. The
+// scenario is therefore tried up to three times, on fresh clusters; the
+// checker must catch it in one of them, and the best election must be exact
+// in every one.
 func TestWrongLeaderChoiceIsDetected(t *testing.T) {
+	const attempts = 3
+	for i := 1; i <= attempts; i++ {
+		err := wrongLeaderAttempt(t)
+		if detected(err) {
+			t.Logf("worst leaders (attempt %d): %v", i, err)
+			return
+		}
+		t.Logf("attempt %d: electing the least advanced peers restored correctly by accident: %v", i, err)
+	}
+	t.Fatalf("electing the least advanced peers was not detected in %d attempts", attempts)
+}
+
+// wrongLeaderAttempt runs the scenario once on a fresh cluster and returns the
+// worst election's check result; the best election must check out.
+func wrongLeaderAttempt(t *testing.T) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	const stores = 4
@@ -253,9 +275,5 @@ func TestWrongLeaderChoiceIsDetected(t *testing.T) {
 	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
 		t.Fatalf("restore electing the best peers: %v", err)
 	}
-	err := restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true}, txns)
-	if !detected(err) {
-		t.Fatalf("electing the least advanced peers was not detected: %v", err)
-	}
-	t.Logf("worst leaders: %v", err)
+	return restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true}, txns)
 }
