@@ -53,6 +53,14 @@ func rcond(t string, reason string) func(*dpv1alpha1.VolumeRestoreMember) {
 }
 
 // tikvUp is a member whose volume stage is done.
+// handedOver is the target TidbCluster annotated with the restored volumes, up of its 2 stores
+// up.
+func handedOver(up int) *pcv1alpha1.TidbCluster {
+	tc := storesUp(targetTC(2, true), up)
+	tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
+	return tc
+}
+
 // dataMember marks the member as the one the manager chose to run restore-data.
 func dataMember(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember = true }
 
@@ -398,20 +406,12 @@ func TestPlanRestoreVolume(t *testing.T) {
 		},
 		{
 			name: "annotated, stores not up yet: wait",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
-				tc := storesUp(targetTC(2, true), 1)
-				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
-				return tc
-			}()),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), handedOver(1)),
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
 			name: "the data member's restore-data starts armed while its stores come up",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), func() *pcv1alpha1.TidbCluster {
-				tc := storesUp(targetTC(2, true), 1)
-				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
-				return tc
-			}()),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1)),
 			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
 				args := r.Actions[2].Job.Spec.Template.Spec.Containers[0].Args
 				if !slices.Contains(args, "--wait-start") || argValue(args, "--member") != "fed-r1" || argValue(args, "--pd") != "http://pd:2379" {
@@ -421,40 +421,24 @@ func TestPlanRestoreVolume(t *testing.T) {
 		},
 		{
 			name: "an armed restore-data is not started again",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), func() *pcv1alpha1.TidbCluster {
-				tc := storesUp(targetTC(2, true), 1)
-				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
-				return tc
-			}(), func(o *Observed) { o.RestoreData = job.State{Name: rdName, Phase: job.Active} }),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1), func(o *Observed) { o.RestoreData = job.State{Name: rdName, Phase: job.Active} }),
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
 			name: "an armed restore-data that fails fails the member before its go",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), func() *pcv1alpha1.TidbCluster {
-				tc := storesUp(targetTC(2, true), 1)
-				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
-				return tc
-			}(), func(o *Observed) {
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1), func(o *Observed) {
 				o.RestoreData = job.State{Name: rdName, Phase: job.Failed, Reason: job.ReasonDeadlineExceeded, Message: "boom", Started: t0, Finished: t0}
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDeadlineExceeded}, phase: PhaseFailed},
 		},
 		{
 			name: "a member that is not the data member arms nothing",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
-				tc := storesUp(targetTC(2, true), 1)
-				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
-				return tc
-			}()),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), handedOver(1)),
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
 			name: "every store up: TikvComplete",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), func() *pcv1alpha1.TidbCluster {
-				tc := storesUp(targetTC(2, true), 2)
-				tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "dst/fed-r1"}
-				return tc
-			}()),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), handedOver(2)),
 			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberTikvCompleteCondition}, phase: PhaseTikvComplete},
 		},
 	} {

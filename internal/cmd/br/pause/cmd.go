@@ -55,7 +55,7 @@ type options struct {
 // StartKey is the status ConfigMap key a pause started with --wait-start waits for: the Job
 // and its pod start ahead of time, and the GC pause begins one watch event after the agent's
 // go, never a pod start later.
-const StartKey = "start"
+const StartKey = session.StartKey
 
 // startSignal is the go to pause in the member's spec: startPause.
 func startSignal(m *unstructured.Unstructured) (string, bool) {

@@ -41,10 +41,6 @@ type options struct {
 	waitStart bool
 }
 
-// StartKey is the status ConfigMap key a restore-data started with --wait-start waits for (the
-// agent's job.StartKey).
-const StartKey = "start"
-
 // startSignal is the go in the member's spec: phase restore-data.
 func startSignal(m *unstructured.Unstructured) (string, bool) {
 	if v, _, _ := unstructured.NestedString(m.Object, "spec", "phase"); v == string(dpv1alpha1.RestoreMemberRestoreData) {
@@ -175,8 +171,8 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if o.waitStart {
-		logf("Armed: waiting for the key %s in ConfigMap %s", StartKey, o.report.ConfigMap)
-		if _, err := o.report.WaitKey(ctx, command, StartKey, startSignal, logf); err != nil {
+		logf("Armed: waiting for the key %s in ConfigMap %s", session.StartKey, o.report.ConfigMap)
+		if _, err := o.report.WaitKey(ctx, command, session.StartKey, startSignal, logf); err != nil {
 			return restoredata.Result{}, fmt.Errorf("waiting for the go to restore data: %w", err)
 		}
 	}

@@ -21,6 +21,10 @@ import (
 	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
+// StartKey is the status ConfigMap key an armed step (`--wait-start`: pause, restore-data)
+// waits for; the agent's job.StartKey.
+const StartKey = "start"
+
 // ReportFlags point a command at the ConfigMap it reports its status to (package br/report).
 type ReportFlags struct {
 	ConfigMap  string
