@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	pdhttp "github.com/tikv/pd/client/http"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
@@ -225,31 +228,11 @@ func TestStaggeredSnapshotsWithoutProtocolAreDetected(t *testing.T) {
 // TestWrongLeaderChoiceIsDetected is the negative control for BR's leader
 // election: one store is cut off while transfers go on, so its peers' logs
 // fall behind; images are taken at one instant. Electing the most advanced
-// peer restores exactly; electing the least advanced one loses committed
-// transfers below the backup ts, and the checker sees it.
-//
-// In about one run in twenty the stale peers forced to lead lose to the
-// others in the restored cluster (their term is lower) and the restore comes
-// out right by accident: nothing was broken for the checker to see. The
-// scenario is therefore tried up to three times, on fresh clusters; the
-// checker must catch it in one of them, and the best election must be exact
-// in every one.
+// peer restores exactly. Asking the least advanced one to lead cannot lose
+// committed transfers: as in TiKV, RecoverRegion only campaigns, and raft's
+// voters refuse a candidate whose log is behind theirs, so those regions
+// never get a leader and the restore does not complete.
 func TestWrongLeaderChoiceIsDetected(t *testing.T) {
-	const attempts = 3
-	for i := 1; i <= attempts; i++ {
-		err := wrongLeaderAttempt(t)
-		if detected(err) {
-			t.Logf("worst leaders (attempt %d): %v", i, err)
-			return
-		}
-		t.Logf("attempt %d: electing the least advanced peers restored correctly by accident: %v", i, err)
-	}
-	t.Fatalf("electing the least advanced peers was not detected in %d attempts", attempts)
-}
-
-// wrongLeaderAttempt runs the scenario once on a fresh cluster and returns the
-// worst election's check result; the best election must check out.
-func wrongLeaderAttempt(t *testing.T) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	const stores = 4
@@ -259,11 +242,8 @@ func wrongLeaderAttempt(t *testing.T) error {
 	w := startWorkload(t, ctx, cl)
 	w.waitCommits(t, ctx, 3)
 	c.Store(2).Isolate(time.Hour)
-	t0 := time.Now()
 	last := w.waitCommits(t, ctx, 20)
-	t.Logf("20 commits after isolation in %v", time.Since(t0))
 	resolved := waitResolved(t, ctx, h, last)
-	t.Logf("resolved after %v", time.Since(t0))
 	images := t.TempDir()
 	if err := c.SnapshotAll(images); err != nil {
 		t.Fatal(err)
@@ -275,5 +255,13 @@ func wrongLeaderAttempt(t *testing.T) error {
 	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
 		t.Fatalf("restore electing the best peers: %v", err)
 	}
-	return restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true}, txns)
+	// Raft's vote rule, not timing, keeps the stale peers from winning: the
+	// deadline only bounds how long the test watches them lose.
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	_, err := tidbcluster.Restore(wctx, tidbcluster.Config{Dir: second, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}, tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "recover regions") {
+		t.Fatalf("asking the least advanced peers to lead did not stall the restore: %v", err)
+	}
+	t.Logf("worst leaders: %v", err)
 }

@@ -36,6 +36,13 @@
 //     messages with a tombstone. Each change grows conf_ver.
 //   - Leader transfer.
 //
+// In recovery mode (PD's snapshot-recovering mark set when the store
+// started) no peer elects on its own. Only the regions RecoverRegion names
+// campaign, by ordinary vote without pre-vote, again every election timeout
+// until they win (TiKV's LeaderKeeper); raft's vote rule keeps a peer whose
+// log is behind a quorum's from winning, so a wrong plan stalls instead of
+// overwriting committed entries, as with TiKV.
+//
 // While a PrepareSnapshotBackup lease holds, Split, PrepareMerge, ChangePeer
 // and TransferLeader are refused (CommitMerge and RollbackMerge are not, so
 // merges in flight finish); HoldMerges, Isolate and Close (kill -9) are the

@@ -30,6 +30,7 @@ func (r *recoverService) ReadRegionMeta(_ *recoverdatapb.ReadRegionMetaRequest, 
 	s := r.s
 	s.mu.Lock()
 	s.recoverGen++
+	s.keepLeading = nil
 	var metas []*recoverdatapb.RegionMeta
 	for _, p := range s.peers {
 		if p.uninit {
@@ -53,9 +54,13 @@ func (r *recoverService) ReadRegionMeta(_ *recoverdatapb.ReadRegionMetaRequest, 
 	return nil
 }
 
-// RecoverRegion makes every as_leader region's local peer the leader (its
-// log becomes authoritative) and returns once those leaders applied their
-// whole log. A newer RecoverRegion or ReadRegionMeta aborts it.
+// RecoverRegion campaigns for every as_leader region's local peer and returns
+// once each of them leads and applied its whole log; a newer RecoverRegion or
+// ReadRegionMeta aborts it. As TiKV's LeaderKeeper, the campaign is an
+// ordinary raft election (no pre-vote), repeated every election timeout
+// until it wins: a peer is elected only if its log is at least as up to date
+// as a quorum's, so a plan that picks a stale peer leaves its region without a
+// leader and the call waits, rather than overwriting committed entries.
 func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverRegionServer) error {
 	s := r.s
 	var leaders []uint64
@@ -74,13 +79,12 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 	s.mu.Lock()
 	s.recoverGen++
 	gen := s.recoverGen
+	s.keepLeading = map[uint64]bool{}
 	for _, id := range leaders {
-		if p := s.peers[id]; p != nil && !p.uninit && p.role != leader {
-			// Force: no vote, the plan is the election.
-			p.term++
-			p.vote = p.selfID
-			s.rd.hard(p)
-			p.becomeLeader(s.rd)
+		s.keepLeading[id] = true
+		if p := s.peers[id]; p != nil && !p.uninit && p.role == follower {
+			p.timeout = s.electionTimeout()
+			p.campaign(s.rd)
 		}
 	}
 	s.mu.Unlock()

@@ -91,7 +91,10 @@ type Store struct {
 	leaseUntil time.Time
 	prepGen    uint64
 	recoverGen uint64
-	isolated   time.Time
+	// keepLeading are the regions the last RecoverRegion asked this store
+	// to lead; their peers campaign until they win (TiKV's LeaderKeeper).
+	keepLeading map[uint64]bool
+	isolated    time.Time
 	// rejectedAdmin counts admin operators refused while the lease held.
 	rejectedAdmin int
 	created       map[uint64]bool
@@ -567,7 +570,7 @@ func (s *Store) tick() {
 			if !s.recovery {
 				p.checkQuorum(s.rd)
 			}
-		case s.recovery:
+		case s.recovery && !s.keepLeading[id]:
 			// Elections are BR's job in recovery mode.
 		default:
 			if p.role == candidate {
@@ -576,7 +579,11 @@ func (s *Store) tick() {
 			p.elapsed++
 			if p.elapsed > p.timeout && p.selfID != 0 {
 				p.timeout = s.electionTimeout()
-				p.preCampaign(s.rd)
+				if s.recovery {
+					p.campaign(s.rd) // recovery mode has no pre-vote
+				} else {
+					p.preCampaign(s.rd)
+				}
 			}
 		}
 	}
