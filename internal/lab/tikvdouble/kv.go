@@ -36,14 +36,40 @@ func (k *kvService) Raft(stream tikvpb.Tikv_RaftServer) error {
 		if err != nil {
 			return err
 		}
-		if to := m.GetToPeer().GetStoreId(); to != k.s.cfg.StoreID {
-			// The sender resolved an address another store now listens on
-			// (a restarted store got a new port): end the stream so it
-			// resolves again, as TiKV refuses a message for another store.
-			return status.Errorf(codes.FailedPrecondition, "store not match: message for store %d reached store %d", to, k.s.cfg.StoreID)
+		if err := k.receive(m); err != nil {
+			return err
 		}
-		k.s.onRaftMessage(m)
 	}
+}
+
+// BatchRaft is Raft with several messages per stream message, which is what
+// stores send each other.
+func (k *kvService) BatchRaft(stream tikvpb.Tikv_BatchRaftServer) error {
+	for {
+		b, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&raft_serverpb.Done{})
+		}
+		if err != nil {
+			return err
+		}
+		for _, m := range b.GetMsgs() {
+			if err := k.receive(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (k *kvService) receive(m *raft_serverpb.RaftMessage) error {
+	if to := m.GetToPeer().GetStoreId(); to != k.s.cfg.StoreID {
+		// The sender resolved an address another store now listens on
+		// (a restarted store got a new port): end the stream so it
+		// resolves again, as TiKV refuses a message for another store.
+		return status.Errorf(codes.FailedPrecondition, "store not match: message for store %d reached store %d", to, k.s.cfg.StoreID)
+	}
+	k.s.onRaftMessage(m)
+	return nil
 }
 
 func (s *Store) onRaftMessage(m *raft_serverpb.RaftMessage) {

@@ -13,9 +13,11 @@ import (
 )
 
 // transport ships raft messages to other stores over the real TiKV peer
-// protocol: one client stream of tikvpb.Tikv/Raft per destination store,
-// addresses resolved through PD. Messages are dropped when a stream breaks;
-// leaders resend on every tick, as raft expects of a lossy network.
+// protocol: one client stream of tikvpb.Tikv/BatchRaft per destination store,
+// addresses resolved through PD; what queued for a store while the last batch
+// was being written goes out as the next batch, as TiKV's raft client does.
+// Messages are dropped when a stream breaks; leaders resend on every tick, as
+// raft expects of a lossy network.
 type transport struct {
 	s      *Store
 	ctx    context.Context
@@ -80,21 +82,42 @@ func (t *transport) stream(store uint64, ch chan *raft_serverpb.RaftMessage) {
 	defer func() { _ = cc.Close() }()
 	ctx, cancel := context.WithCancel(t.ctx)
 	defer cancel()
-	st, err := tikvpb.NewTikvClient(cc).Raft(ctx)
+	st, err := tikvpb.NewTikvClient(cc).BatchRaft(ctx)
 	if err != nil {
 		return
 	}
 	for {
+		var batch []*raft_serverpb.RaftMessage
 		select {
 		case <-ctx.Done():
 			return
 		case m := <-ch:
-			if err := st.Send(m); err != nil {
-				return
+			batch = append(batch, m)
+		}
+		size := batch[0].Size()
+	drain:
+		for len(batch) < maxBatchMessages && size < maxBatchBytes {
+			select {
+			case m := <-ch:
+				batch = append(batch, m)
+				size += m.Size()
+			default:
+				break drain
 			}
+		}
+		if err := st.Send(&tikvpb.BatchRaftMessage{Msgs: batch}); err != nil {
+			return
 		}
 	}
 }
+
+// A BatchRaftMessage holds at most maxBatchMessages (TiKV's raft-msg-max-batch-size)
+// and stops growing past maxBatchBytes, far below gRPC's 4 MiB message limit even with
+// a region snapshot in it.
+const (
+	maxBatchMessages = 128
+	maxBatchBytes    = 512 << 10
+)
 
 func (t *transport) close() {
 	t.cancel()
