@@ -61,6 +61,12 @@ type Config struct {
 	Backoff time.Duration
 	// Concurrency bounds parallel region requests during flashback (default 16).
 	Concurrency int
+	// LeaderTimeout bounds an attempt's wait for its planned leaders, times the attempt's
+	// number (default 2m: 2, 4, 6 … minutes). TiKV only campaigns for a planned peer, so one
+	// whose log is behind a quorum's never wins and the wait would never end; its campaigns
+	// raise the other peers' terms to its own, so the next attempt's fresh metas rank the
+	// region's peers by their logs and plan a leader that can win.
+	LeaderTimeout time.Duration
 }
 
 // Deps are the clients the data phase uses.
@@ -157,6 +163,9 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
+	}
+	if cfg.LeaderTimeout <= 0 {
+		cfg.LeaderTimeout = 2 * time.Minute
 	}
 	if d.Log == nil {
 		d.Log = func(string, ...any) {}
@@ -268,7 +277,14 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	if err := r.d.HTTP.ResetBaseAllocID(ctx, plan.MaxAllocID); err != nil {
 		return fmt.Errorf("raise PD's id allocator to %d: %w", plan.MaxAllocID, err)
 	}
-	return r.sendPlan(ctx, stores, plan)
+	wait := r.cfg.LeaderTimeout * time.Duration(max(res.Attempts, 1))
+	sctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	err = r.sendPlan(sctx, stores, plan)
+	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("the planned leaders did not all lead and apply within %s (a planned peer whose log is behind cannot win its election): %w", wait, err)
+	}
+	return err
 }
 
 // stores lists the TiKV stores and checks their number against the backup.

@@ -89,15 +89,21 @@ func restoreAndCheck(t *testing.T, ctx context.Context, dir string, stores int, 
 		return fmt.Errorf("restore: %w", err)
 	}
 	defer c.Close()
-	cl := newClient(t, rctx, c.PDAddr())
+	return checkRestored(t, rctx, c, o.ResolvedTS, txns)
+}
+
+// checkRestored runs the checker on a restored cluster at ts.
+func checkRestored(t *testing.T, ctx context.Context, c *tidbcluster.Cluster, ts uint64, txns []bank.Txn) error {
+	t.Helper()
+	cl := newClient(t, ctx, c.PDAddr())
 	cl.LockWait = 500 * time.Millisecond
-	now, err := cl.TS(rctx)
+	now, err := cl.TS(ctx)
 	if err != nil {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(rctx, 15*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	return bank.Check(cctx, cl, cfg, txns, o.ResolvedTS, now)
+	return bank.Check(cctx, cl, cfg, txns, ts, now)
 }
 
 // detected reports whether a negative control failed the check: a
@@ -236,20 +242,7 @@ func TestWrongLeaderChoiceIsDetected(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	const stores = 4
-	c := startCluster(t, ctx, stores, pddouble.Config{OperatorRate: -1})
-	cl := newClient(t, ctx, c.PDAddr())
-	h := newPDHTTP(t, c.PDAddr())
-	w := startWorkload(t, ctx, cl)
-	w.waitCommits(t, ctx, 3)
-	c.Store(2).Isolate(time.Hour)
-	last := w.waitCommits(t, ctx, 20)
-	resolved := waitResolved(t, ctx, h, last)
-	images := t.TempDir()
-	if err := c.SnapshotAll(images); err != nil {
-		t.Fatal(err)
-	}
-	txns := w.finish()
-	t.Logf("workload %+v; %d of %d transfers at or below the backup ts", w.stats, countUpTo(txns, resolved), len(txns))
+	images, resolved, txns := staleStoreImages(t, ctx, stores, 2)
 	second := t.TempDir()
 	copyImages(t, images, second, stores)
 	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
@@ -264,4 +257,27 @@ func TestWrongLeaderChoiceIsDetected(t *testing.T) {
 		t.Fatalf("asking the least advanced peers to lead did not stall the restore: %v", err)
 	}
 	t.Logf("worst leaders: %v", err)
+}
+
+// staleStoreImages runs the bank on a cluster with one store cut off while
+// transfers go on, so its peers' logs fall behind, and takes every store's
+// image at one instant. It returns the images, the backup ts and the
+// transfers.
+func staleStoreImages(t *testing.T, ctx context.Context, stores int, stale uint64) (string, uint64, []bank.Txn) {
+	t.Helper()
+	c := startCluster(t, ctx, stores, pddouble.Config{OperatorRate: -1})
+	cl := newClient(t, ctx, c.PDAddr())
+	h := newPDHTTP(t, c.PDAddr())
+	w := startWorkload(t, ctx, cl)
+	w.waitCommits(t, ctx, 3)
+	c.Store(stale).Isolate(time.Hour)
+	last := w.waitCommits(t, ctx, 20)
+	resolved := waitResolved(t, ctx, h, last)
+	images := t.TempDir()
+	if err := c.SnapshotAll(images); err != nil {
+		t.Fatal(err)
+	}
+	txns := w.finish()
+	t.Logf("workload %+v; %d of %d transfers at or below the backup ts", w.stats, countUpTo(txns, resolved), len(txns))
+	return images, resolved, txns
 }

@@ -54,6 +54,25 @@ func (c *Cluster) SnapshotAll(dst string) error {
 // the backup ts, stores in recovery mode, BR's data phase, then a restart
 // of every store in normal mode.
 func Restore(ctx context.Context, cfg Config, o RestoreOptions) (*Cluster, error) {
+	c, err := StartRecovering(ctx, cfg, o.ResolvedTS)
+	if err != nil {
+		return nil, err
+	}
+	if err := RecoverData(ctx, c.PDAddr(), o); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.Restart(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// StartRecovering starts a cluster on restored volumes as a restore finds
+// it before its data phase: a fresh PD marked snapshot-recovering with its
+// TSO pushed past resolvedTS, and every store in recovery mode.
+func StartRecovering(ctx context.Context, cfg Config, resolvedTS uint64) (*Cluster, error) {
 	c, err := StartPD(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -64,7 +83,7 @@ func Restore(ctx context.Context, cfg Config, o RestoreOptions) (*Cluster, error
 		c.Close()
 		return nil, fmt.Errorf("mark recovering: %w", err)
 	}
-	if err := h.ResetTS(ctx, o.ResolvedTS, true); err != nil {
+	if err := h.ResetTS(ctx, resolvedTS, true); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("reset ts: %w", err)
 	}
@@ -72,20 +91,17 @@ func Restore(ctx context.Context, cfg Config, o RestoreOptions) (*Cluster, error
 		c.Close()
 		return nil, err
 	}
-	if err := RecoverData(ctx, c.PDAddr(), o); err != nil {
-		c.Close()
-		return nil, err
-	}
+	return c, nil
+}
+
+// Restart stops every store and starts it again (out of recovery mode once
+// PD's mark is lifted), then waits for every region's leader.
+func (c *Cluster) Restart(ctx context.Context) error {
 	for _, id := range c.StoreIDs() {
 		c.StopStore(id)
 	}
 	if err := c.StartStores(ctx); err != nil {
-		c.Close()
-		return nil, err
+		return err
 	}
-	if err := c.WaitLeaders(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
+	return c.WaitLeaders(ctx)
 }

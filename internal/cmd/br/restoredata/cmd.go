@@ -34,6 +34,7 @@ type options struct {
 	stores     int
 	tolerate   bool
 	attempts   int
+	leaderWait time.Duration
 	backoff    time.Duration
 	concurrent int
 	timeout    time.Duration
@@ -83,6 +84,7 @@ func NewCmd() *cobra.Command {
 	f.BoolVar(&o.tolerate, "tolerate-single-tikv-outage", false, "proceed with one TiKV store down")
 	f.IntVar(&o.attempts, "attempts", 5, "whole-procedure retries of the planning stages")
 	f.DurationVar(&o.backoff, "backoff", 2*time.Second, "wait between retries")
+	f.DurationVar(&o.leaderWait, "leader-timeout", 2*time.Minute, "an attempt's wait for its planned leaders, times the attempt's number; then the metas are read and planned again")
 	f.IntVar(&o.concurrent, "concurrency", 16, "parallel region requests during flashback")
 	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase (the wait for --wait-start's go included)")
 	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --status-configmap holds the key start (or --member's phase is restore-data)")
@@ -103,8 +105,8 @@ func (o options) validate() error {
 			return err
 		}
 	}
-	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 {
-		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff and --timeout positive")
+	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 || o.leaderWait <= 0 {
+		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff, --leader-timeout and --timeout positive")
 	}
 	if o.waitStart && o.report.ConfigMap == "" {
 		return errors.New("--wait-start watches --status-configmap; give it")
@@ -140,7 +142,7 @@ func run(cmd *cobra.Command, o options) error {
 func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(string, ...any), report func(restoredata.Status)) (restoredata.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cfg := restoredata.Config{ResolvedTS: o.resolvedTS, Stores: o.stores, Attempts: o.attempts, Backoff: o.backoff, Concurrency: o.concurrent}
+	cfg := restoredata.Config{ResolvedTS: o.resolvedTS, Stores: o.stores, Attempts: o.attempts, Backoff: o.backoff, Concurrency: o.concurrent, LeaderTimeout: o.leaderWait}
 	if o.tolerate {
 		cfg.MaxMissingStores = 1
 	}

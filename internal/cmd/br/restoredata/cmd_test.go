@@ -16,6 +16,7 @@ func TestRestoreDataFlags(t *testing.T) {
 		{nil, "--pd is required"},
 		{[]string{"--pd", "pd:2379"}, "give --storage (to read the backupmeta) or --resolved-ts"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--attempts", "0"}, "--attempts and --concurrency >= 1"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--leader-timeout", "0s"}, "--leader-timeout and --timeout positive"},
 		{[]string{"--pd", "pd:2379", "--storage", "gs://bucket/x"}, "only s3:// and local directories"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--status-configmap", "vb/x"}, `--status-configmap "vb/x" is not a valid ConfigMap name`},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--status-configmap-namespace", "ns"}, "need --status-configmap"},
