@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,15 +43,21 @@ func (a *Applier) EnsureConfigMap(ctx context.Context, cm *corev1.ConfigMap) err
 	return ignoreExists(a.Client.Create(ctx, cm.DeepCopy()))
 }
 
-// EnsureServiceAccount creates the steps' service account, Role and RoleBinding in namespace.
+// EnsureServiceAccount creates the steps' service account, Role and RoleBinding in namespace,
+// at once: a RoleBinding may name a Role that does not exist yet, and the three round trips
+// sit before a step's pod start.
 func (a *Applier) EnsureServiceAccount(ctx context.Context, namespace string) error {
 	sa, role, rb := job.ServiceAccountObjects(namespace)
+	var g errgroup.Group
 	for _, o := range []client.Object{sa, role, rb} {
-		if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
-			return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
-		}
+		g.Go(func() error {
+			if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
+				return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 // ResetReport removes keys from the status ConfigMap, so a retried step's old status is not

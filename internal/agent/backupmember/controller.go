@@ -280,67 +280,90 @@ func observeClaim(ctx context.Context, c client.Reader, ns, name string) (*corev
 // whether the finalizer was removed.
 func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, res Result) (bool, error) {
 	for i := 0; i < len(res.Actions); i++ {
-		if n := jobRun(res.Actions[i:]); n > 1 {
-			if err := createJobs(ctx, ap, m, res.Actions[i:i+n]); err != nil {
+		if n := independentRun(res.Actions[i:]); n > 1 {
+			if err := r.applyConcurrently(ctx, ap, m, res.Actions[i:i+n]); err != nil {
 				return false, err
 			}
 			i += n - 1
 			continue
 		}
-		a := res.Actions[i]
-		var err error
-		switch a.Kind {
-		case EnsureConfigMap:
-			err = ap.EnsureConfigMap(ctx, a.ConfigMap)
-		case EnsureServiceAccount:
-			err = ap.EnsureServiceAccount(ctx, m.Namespace)
-		case ResetReport:
-			err = ap.ResetReport(ctx, m.Namespace, job.StatusConfigMapName(m.Name), a.Keys)
-		case CreateJob:
-			err = ap.CreateJob(ctx, m, a.Job)
-		case StopJob:
-			err = ap.StopJob(ctx, m, m.Namespace, a.Name)
-		case DeleteJob:
-			err = ap.DeleteJob(ctx, m, m.Namespace, a.Name)
-		case PublishStart:
-			err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.StartKey, "true")
-		case PublishRelease:
-			err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.ReleaseKey, "true")
-		case PublishBackupTS:
-			err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.BackupTSKey, a.Value)
-		case RemoveFinalizer:
-			controllerutil.RemoveFinalizer(m, Finalizer)
-			if err = r.Client.Update(ctx, m); err == nil {
-				r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the backup")
-				return true, nil
-			}
+		if err := r.applyOne(ctx, ap, m, res.Actions[i]); err != nil {
+			return false, err
 		}
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", a, err)
+		if res.Actions[i].Kind == RemoveFinalizer {
+			return true, nil
 		}
 	}
 	return false, nil
 }
 
-// jobRun counts the CreateJob actions at the head of as.
-func jobRun(as []Action) int {
-	n := 0
-	for n < len(as) && as[n].Kind == CreateJob {
+// applyOne applies one action; after RemoveFinalizer nothing else may follow.
+func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, a Action) error {
+	var err error
+	switch a.Kind {
+	case EnsureConfigMap:
+		err = ap.EnsureConfigMap(ctx, a.ConfigMap)
+	case EnsureServiceAccount:
+		err = ap.EnsureServiceAccount(ctx, m.Namespace)
+	case ResetReport:
+		err = ap.ResetReport(ctx, m.Namespace, job.StatusConfigMapName(m.Name), a.Keys)
+	case CreateJob:
+		err = ap.CreateJob(ctx, m, a.Job)
+	case StopJob:
+		err = ap.StopJob(ctx, m, m.Namespace, a.Name)
+	case DeleteJob:
+		err = ap.DeleteJob(ctx, m, m.Namespace, a.Name)
+	case PublishStart:
+		err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.StartKey, "true")
+	case PublishRelease:
+		err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.ReleaseKey, "true")
+	case PublishBackupTS:
+		err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.BackupTSKey, a.Value)
+	case RemoveFinalizer:
+		controllerutil.RemoveFinalizer(m, Finalizer)
+		if err = r.Client.Update(ctx, m); err == nil {
+			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the backup")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", a, err)
+	}
+	return nil
+}
+
+// independentRun counts the actions at the head of as that do not depend on one another:
+// prerequisites (a ConfigMap, the steps' service account), or Jobs. Each is its own API call
+// (several round trips on the way to a step's pod start), so a run is applied at once.
+func independentRun(as []Action) int {
+	if len(as) == 0 {
+		return 0
+	}
+	group := func(k ActionKind) int {
+		switch k {
+		case EnsureConfigMap, EnsureServiceAccount:
+			return 1
+		case CreateJob:
+			return 2
+		}
+		return 0
+	}
+	g := group(as[0].Kind)
+	if g == 0 {
+		return 0
+	}
+	n := 1
+	for n < len(as) && group(as[n].Kind) == g {
 		n++
 	}
 	return n
 }
 
-// createJobs creates the Jobs of as concurrently; the first error wins, the others still ran.
-func createJobs(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, as []Action) error {
+// applyConcurrently applies as at once (none of them touches the member); the first error
+// wins, the others still ran.
+func (r *Reconciler) applyConcurrently(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, as []Action) error {
 	var g errgroup.Group
 	for _, a := range as {
-		g.Go(func() error {
-			if err := ap.CreateJob(ctx, m, a.Job); err != nil {
-				return fmt.Errorf("%s: %w", a, err)
-			}
-			return nil
-		})
+		g.Go(func() error { return r.applyOne(ctx, ap, m, a) })
 	}
 	return g.Wait()
 }

@@ -822,3 +822,24 @@ func check(t *testing.T, r Result, w want) {
 		w.check(t, r)
 	}
 }
+
+func TestIndependentRun(t *testing.T) {
+	ensureCM, ensureSA := Action{Kind: EnsureConfigMap}, Action{Kind: EnsureServiceAccount}
+	create, stop := Action{Kind: CreateJob}, Action{Kind: StopJob}
+	for _, tc := range []struct {
+		name string
+		as   []Action
+		want int
+	}{
+		{"nothing", nil, 0},
+		{"prerequisites, then Jobs", []Action{ensureCM, ensureSA, ensureCM, create, create}, 3},
+		{"Jobs", []Action{create, create, stop}, 2},
+		{"one Job", []Action{create, stop}, 1},
+		{"another action first", []Action{stop, create, create}, 0},
+		{"a Job never joins the prerequisites it needs", []Action{ensureSA, create}, 1},
+	} {
+		if got := independentRun(tc.as); got != tc.want {
+			t.Errorf("%s: independentRun = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
