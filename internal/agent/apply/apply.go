@@ -186,3 +186,26 @@ func ignoreExists(err error) error {
 	}
 	return err
 }
+
+// Run counts the leading actions of as whose group is the first one's, a group other than 0:
+// actions of one group do not depend on one another, so a run of them is applied at once
+// (each is an API round trip, and the runs sit on the way to a step's pod start or TiKV's).
+func Run[A any](as []A, group func(A) int) int {
+	if len(as) == 0 || group(as[0]) == 0 {
+		return 0
+	}
+	n := 1
+	for n < len(as) && group(as[n]) == group(as[0]) {
+		n++
+	}
+	return n
+}
+
+// Concurrently applies each of as at once; the first error wins, the others still ran.
+func Concurrently[A any](as []A, apply func(A) error) error {
+	var g errgroup.Group
+	for _, a := range as {
+		g.Go(func() error { return apply(a) })
+	}
+	return g.Wait()
+}

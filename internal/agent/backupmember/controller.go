@@ -281,7 +281,8 @@ func observeClaim(ctx context.Context, c client.Reader, ns, name string) (*corev
 func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, res Result) (bool, error) {
 	for i := 0; i < len(res.Actions); i++ {
 		if n := independentRun(res.Actions[i:]); n > 1 {
-			if err := r.applyConcurrently(ctx, ap, m, res.Actions[i:i+n]); err != nil {
+			// None of them touches the member.
+			if err := apply.Concurrently(res.Actions[i:i+n], func(a Action) error { return r.applyOne(ctx, ap, m, a) }); err != nil {
 				return false, err
 			}
 			i += n - 1
@@ -332,40 +333,17 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 }
 
 // independentRun counts the actions at the head of as that do not depend on one another:
-// prerequisites (a ConfigMap, the steps' service account), or Jobs. Each is its own API call
-// (several round trips on the way to a step's pod start), so a run is applied at once.
+// prerequisites (a ConfigMap, the steps' service account), or Jobs.
 func independentRun(as []Action) int {
-	if len(as) == 0 {
-		return 0
-	}
-	group := func(k ActionKind) int {
-		switch k {
+	return apply.Run(as, func(a Action) int {
+		switch a.Kind {
 		case EnsureConfigMap, EnsureServiceAccount:
 			return 1
 		case CreateJob:
 			return 2
 		}
 		return 0
-	}
-	g := group(as[0].Kind)
-	if g == 0 {
-		return 0
-	}
-	n := 1
-	for n < len(as) && group(as[n].Kind) == g {
-		n++
-	}
-	return n
-}
-
-// applyConcurrently applies as at once (none of them touches the member); the first error
-// wins, the others still ran.
-func (r *Reconciler) applyConcurrently(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, as []Action) error {
-	var g errgroup.Group
-	for _, a := range as {
-		g.Go(func() error { return r.applyOne(ctx, ap, m, a) })
-	}
-	return g.Wait()
+	})
 }
 
 // observeSteps records events for condition transitions and durations of finished steps.

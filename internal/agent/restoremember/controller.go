@@ -312,7 +312,21 @@ func (r *Reconciler) observeCloud(ctx context.Context, m *dpv1alpha1.VolumeResto
 
 // apply runs the planned actions in order; it reports whether the finalizer was removed.
 func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, res Result) (bool, error) {
-	for _, a := range res.Actions {
+	for i := 0; i < len(res.Actions); i++ {
+		if n := independentRun(res.Actions[i:]); n > 1 {
+			// None of them touches the member.
+			if err := apply.Concurrently(res.Actions[i:i+n], func(a Action) error {
+				if err := r.applyOne(ctx, ap, m, a); err != nil {
+					return fmt.Errorf("%s: %w", a, err)
+				}
+				return nil
+			}); err != nil {
+				return false, err
+			}
+			i += n - 1
+			continue
+		}
+		a := res.Actions[i]
 		if a.Kind == RemoveFinalizer {
 			controllerutil.RemoveFinalizer(m, Finalizer)
 			if err := r.Client.Update(ctx, m); err != nil {
@@ -326,6 +340,31 @@ func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1
 		}
 	}
 	return false, nil
+}
+
+// independentRun counts the actions at the head of as that do not depend on one another:
+// prerequisites (a ConfigMap, the steps' service account), Jobs, volumes (PVs), claims (PVCs),
+// or deletions of one kind.
+func independentRun(as []Action) int {
+	return apply.Run(as, func(a Action) int {
+		switch a.Kind {
+		case EnsureConfigMap, EnsureServiceAccount:
+			return 1
+		case CreateJob:
+			return 2
+		case CreatePV:
+			return 3
+		case CreatePVC:
+			return 4
+		case DeletePod:
+			return 5
+		case DeletePVC:
+			return 6
+		case DeletePV:
+			return 7
+		}
+		return 0
+	})
 }
 
 func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, a Action) error {

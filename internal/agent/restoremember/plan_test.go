@@ -348,7 +348,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				o.Report = volumesDone
 				o.RestoreMeta = record(t)
 			}),
-			want: rwant{actions: []ActionKind{CreatePV, CreatePVC, CreatePV, CreatePVC, CreatePV, CreatePVC, CreatePV, CreatePVC, AnnotateTC},
+			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV, CreatePVC, CreatePVC, CreatePVC, CreatePVC, AnnotateTC},
 				true:  []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition},
 				phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
 					var names []string
@@ -366,7 +366,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 					if !slices.Equal(names, want) {
 						t.Errorf("claims %v, want %v", names, want)
 					}
-					pv := r.Actions[4].PV // tikv-restored-tikv-0
+					pv := r.Actions[2].PV // tikv-restored-tikv-0
 					if pv.Spec.CSI.VolumeHandle != "vol-new-vol-old-3-tikv" || pv.Spec.CSI.Driver != tidbcluster.EBSCSIDriver ||
 						pv.Spec.ClaimRef.Name != "tikv-restored-tikv-0" || pv.Spec.ClaimRef.Namespace != "dst" ||
 						pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pv.Labels[LabelRestore] != "ruid-1" {

@@ -234,10 +234,13 @@ func (p *plan) rebuild() bool {
 		p.fail(ReasonTiKVCount, fmt.Sprintf("the restored volumes serve %d TiKV members and TidbCluster %s/%s has spec.tikv.replicas %d", n, tc.Namespace, tc.Name, want))
 		return false
 	}
+	// Every volume, then every claim: each kind is created at once.
 	for _, c := range claims {
 		if p.o.PVs[c.PV.Name] == nil {
 			p.add(Action{Kind: CreatePV, PV: c.PV})
 		}
+	}
+	for _, c := range claims {
 		if p.o.PVCs[c.PVC.Name] == nil {
 			p.add(Action{Kind: CreatePVC, PVC: c.PVC})
 		}
