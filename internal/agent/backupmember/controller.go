@@ -3,6 +3,7 @@ package backupmember
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -105,18 +106,38 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
 	before := m.Status.DeepCopy()
 	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
-	// The status goes first: it carries what the manager waits for (Armed, SnapshotsCreated,
-	// Complete), and a Job to stop or create must not delay it by its API calls. What Plan
-	// writes ahead of an action (Sized=Sizing with the size Job, Cleaned=Cleaning with a clean
-	// Job) is planned again from the observations when the action fails; the go signals the
-	// steps wait for come from the member's spec first anyway.
+	// The status and the actions go out at once: the status carries what the manager waits for
+	// (Armed, SnapshotsCreated, Complete), the actions what the steps need (their Jobs, their
+	// go), and neither should wait for the other's API calls. What Plan writes ahead of an
+	// action (Sized=Sizing with the size Job, Cleaned=Cleaning with a clean Job) is planned
+	// again from the observations when the action fails. Removing the finalizer writes the
+	// member itself, so it follows the status write.
 	rv := m.ResourceVersion
-	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
-		return ctrl.Result{}, err
+	writeStatus := func() error {
+		if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
+			return err
+		}
+		r.writes.Wrote(m, rv)
+		return nil
 	}
-	r.writes.Wrote(m, rv)
+	var removed bool
+	if slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer }) {
+		if err := writeStatus(); err != nil {
+			return ctrl.Result{}, err
+		}
+		removed, err = r.apply(ctx, ap, m, res)
+	} else {
+		target := m.DeepCopy() // the actions' own copy: the status write updates m
+		var statusErr error
+		var wg sync.WaitGroup
+		wg.Go(func() { statusErr = writeStatus() })
+		removed, err = r.apply(ctx, ap, target, res)
+		wg.Wait()
+		if statusErr != nil {
+			return ctrl.Result{}, statusErr
+		}
+	}
 	r.observeSteps(ctx, m, before, o, res)
-	removed, err := r.apply(ctx, ap, m, res)
 	if err != nil {
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%v", err)
 		return ctrl.Result{}, err
