@@ -253,17 +253,42 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 			return err
 		}
 	}
-	// The PD client keeps its own background context; it is closed when the step ends.
-	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
-	if err != nil {
-		return snapshot.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
+	// PD is connected to while the storage and AWS clients open and the manifests are written:
+	// for an armed step all of it sits between its pod's start and Armed. The PD client keeps
+	// its own background context; it is closed when the step ends.
+	prep := time.Now()
+	var (
+		pc     pd.Client
+		pdErr  error
+		pdTook time.Duration
+		pdDone = make(chan struct{})
+	)
+	go func() {
+		defer close(pdDone)
+		pc, pdErr = pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
+		pdTook = time.Since(prep)
+	}()
+	defer func() {
+		<-pdDone
+		if pc != nil {
+			pc.Close()
+		}
+	}()
+	connected := func() error {
+		<-pdDone
+		if pdErr != nil {
+			return fmt.Errorf("connect to PD %v: %w", o.pd, pdErr)
+		}
+		return nil
 	}
-	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 	var releasePause func()
 	if o.engine.BackupTS == 0 && !o.waitTS {
 		// Run alone: hold our own pause, and lift it as soon as every snapshot has started.
+		if err := connected(); err != nil {
+			return snapshot.Result{}, err
+		}
 		release, err := o.ownPause(ctx, pc, hc, logw)
 		if err != nil {
 			return snapshot.Result{}, err
@@ -279,11 +304,20 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	if err := putManifests(ctx, store, o.parsed); err != nil {
 		return snapshot.Result{}, err
 	}
+	storageTook := time.Since(prep)
+	if err := connected(); err != nil {
+		return snapshot.Result{}, err
+	}
 	if o.waitTS {
 		// Everything that takes time (process start, PD, AWS and storage clients, manifests,
 		// the engine's own preparation) is done before the pause exists, so the pause window
 		// holds only the snapshot work.
-		o.engine.WaitBackupTS = func(ctx context.Context) (uint64, error) { return o.waitBackupTS(ctx, logw, report) }
+		engineStart := time.Now()
+		o.engine.WaitBackupTS = func(ctx context.Context) (uint64, error) {
+			_, _ = fmt.Fprintf(logw, "Prepared in %s: PD connected in %s, storage and manifests in %s (at once), then the engine's checks and volume descriptions in %s\n",
+				time.Since(prep).Round(time.Millisecond), pdTook.Round(time.Millisecond), storageTook.Round(time.Millisecond), time.Since(engineStart).Round(time.Millisecond))
+			return o.waitBackupTS(ctx, logw, report)
+		}
 	}
 
 	o.engine.Progress = logw
