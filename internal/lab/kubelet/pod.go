@@ -64,6 +64,10 @@ type podRun struct {
 	wake     chan struct{}
 	deadline *time.Timer
 	done     chan struct{} // closed when no process of the pod runs any more
+
+	// seen is when this node took the pod, prepared when its volumes were ready: a
+	// container's start is logged against both, the pod-start part of a step's arming.
+	seen, prepared time.Time
 }
 
 func newPodRun(p *provider, pod *corev1.Pod) *podRun {
@@ -73,6 +77,7 @@ func newPodRun(p *provider, pod *corev1.Pod) *podRun {
 		key:  pod.Namespace + "/" + pod.Name,
 		dir:  filepath.Join(p.o.Dir, "pods", id),
 		spec: pod.DeepCopy(),
+		seen: time.Now(),
 		wake: make(chan struct{}),
 		done: make(chan struct{}),
 	}
@@ -180,6 +185,7 @@ func (r *podRun) run(ctx context.Context) {
 		return
 	}
 	r.set(func(st *corev1.PodStatus) { st.Message = "" })
+	r.prepared = time.Now()
 
 	for _, c := range r.spec.Spec.InitContainers {
 		if !r.runContainer(ctx, c, exes[c.Name], initContainer) {
@@ -383,7 +389,9 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 	}
 	pid := cmd.Process.Pid
 	term.ContainerID = containerID(pid)
-	log.V(1).Info("Started container", "pid", pid, "argv", cmd.Args)
+	log.Info("Started container", "pid", pid, "sinceSeen", time.Since(r.seen).Round(time.Millisecond),
+		"volumes", r.prepared.Sub(r.seen).Round(time.Millisecond), "restarts", restarts)
+	log.V(1).Info("Container command", "argv", cmd.Args)
 	r.set(func(st *corev1.PodStatus) {
 		cs := r.container(st, name, k)
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: term.StartedAt}}
