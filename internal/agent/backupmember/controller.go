@@ -84,20 +84,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
 		return ctrl.Result{}, nil
 	}
-	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
-		controllerutil.AddFinalizer(m, Finalizer)
-		rv := m.ResourceVersion
-		if err := r.Client.Update(ctx, m); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
-		}
-		r.writes.Wrote(m, rv)
-		// Go on with the object as stored: waiting for the update's own event would cost
-		// the member's first step one more round trip.
-	}
 	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
 		return ctrl.Result{}, nil
 	}
-	o, err := r.observe(ctx, m)
+	var o Observed
+	var err error
+	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
+		// A fresh member: the finalizer is added while the cluster is read (both are round
+		// trips on the way to the steps' pods); nothing is planned before the finalizer is in.
+		o, err = r.addFinalizerWhileObserving(ctx, m)
+	} else {
+		o, err = r.observe(ctx, m)
+	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -148,6 +146,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+}
+
+// addFinalizerWhileObserving adds the finalizer to a copy of m while observe reads m, then
+// takes the stored copy's version and finalizers into m: the plan then goes on with the object
+// as stored, without waiting for the update's own event.
+func (r *Reconciler) addFinalizerWhileObserving(ctx context.Context, m *dpv1alpha1.VolumeBackupMember) (Observed, error) {
+	withFinalizer := m.DeepCopy()
+	controllerutil.AddFinalizer(withFinalizer, Finalizer)
+	rv := m.ResourceVersion
+	var updateErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { updateErr = r.Client.Update(ctx, withFinalizer) })
+	o, err := r.observe(ctx, m)
+	wg.Wait()
+	if updateErr != nil {
+		return o, fmt.Errorf("add finalizer to %s/%s: %w", m.Namespace, m.Name, updateErr)
+	}
+	m.Finalizers, m.ResourceVersion = withFinalizer.Finalizers, withFinalizer.ResourceVersion
+	r.writes.Wrote(m, rv)
+	return o, err
 }
 
 func (r *Reconciler) now() time.Time {
