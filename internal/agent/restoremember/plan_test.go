@@ -342,13 +342,37 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumesFailed}, msg: "BackoffLimitExceeded"},
 		},
 		{
-			name: "volumes restored: PVs and PVCs rebuilt for the target, TiKV started",
+			name: "volumes restored: the PVs first, for the target",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
 				o.Report = volumesDone
 				o.RestoreMeta = record(t)
 			}),
-			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV, CreatePVC, CreatePVC, CreatePVC, CreatePVC, AnnotateTC},
+			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV}, phase: PhaseRestoringVolumes,
+				check: func(t *testing.T, r Result) {
+					pv := r.Actions[2].PV // tikv-restored-tikv-0
+					if pv.Spec.CSI.VolumeHandle != "vol-new-vol-old-3-tikv" || pv.Spec.CSI.Driver != tidbcluster.EBSCSIDriver ||
+						pv.Spec.ClaimRef.Name != "tikv-restored-tikv-0" || pv.Spec.ClaimRef.Namespace != "dst" ||
+						pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pv.Labels[LabelRestore] != "ruid-1" {
+						t.Errorf("PV %+v", pv.Spec)
+					}
+				}},
+		},
+		{
+			name: "the PVs seen: PVCs pre-bound to them, TiKV started",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
+				o.Report = volumesDone
+				o.RestoreMeta = record(t)
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+			}),
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC, AnnotateTC},
 				true:  []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition},
 				phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
 					var names []string
@@ -366,13 +390,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 					if !slices.Equal(names, want) {
 						t.Errorf("claims %v, want %v", names, want)
 					}
-					pv := r.Actions[2].PV // tikv-restored-tikv-0
-					if pv.Spec.CSI.VolumeHandle != "vol-new-vol-old-3-tikv" || pv.Spec.CSI.Driver != tidbcluster.EBSCSIDriver ||
-						pv.Spec.ClaimRef.Name != "tikv-restored-tikv-0" || pv.Spec.ClaimRef.Namespace != "dst" ||
-						pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pv.Labels[LabelRestore] != "ruid-1" {
-						t.Errorf("PV %+v", pv.Spec)
-					}
-					if a := r.Actions[8]; a.Key != pcv1alpha1.TiKVVolumesReadyAnnotation || a.Value != "dst/fed-r1" {
+					if a := r.Actions[4]; a.Key != pcv1alpha1.TiKVVolumesReadyAnnotation || a.Value != "dst/fed-r1" {
 						t.Errorf("annotation %+v", a)
 					}
 					if r.Status.CommitTs != fmt.Sprint(resolvedTS) || r.Status.VolumesReady != 4 {
