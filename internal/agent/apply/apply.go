@@ -48,16 +48,12 @@ func (a *Applier) EnsureConfigMap(ctx context.Context, cm *corev1.ConfigMap) err
 // sit before a step's pod start.
 func (a *Applier) EnsureServiceAccount(ctx context.Context, namespace string) error {
 	sa, role, rb := job.ServiceAccountObjects(namespace)
-	var g errgroup.Group
-	for _, o := range []client.Object{sa, role, rb} {
-		g.Go(func() error {
-			if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
-				return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
-			}
-			return nil
-		})
-	}
-	return g.Wait()
+	return Concurrently([]client.Object{sa, role, rb}, func(o client.Object) error {
+		if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
+			return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
+		}
+		return nil
+	})
 }
 
 // ResetReport removes keys from the status ConfigMap, so a retried step's old status is not
@@ -199,6 +195,18 @@ func Run[A any](as []A, group func(A) int) int {
 		n++
 	}
 	return n
+}
+
+// ByKind is a group function for Run: the kinds of each list form one group (1, 2, …, in the
+// order given); any other kind is 0, applied alone.
+func ByKind[A any, K comparable](kind func(A) K, groups ...[]K) func(A) int {
+	index := map[K]int{}
+	for i, g := range groups {
+		for _, k := range g {
+			index[k] = i + 1
+		}
+	}
+	return func(a A) int { return index[kind(a)] }
 }
 
 // Concurrently applies each of as at once; the first error wins, the others still ran.

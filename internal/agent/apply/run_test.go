@@ -7,7 +7,7 @@ import (
 )
 
 func TestRun(t *testing.T) {
-	group := func(s string) int { return map[string]int{"pv": 1, "pvc": 2}[s] }
+	group := ByKind(func(s string) string { return s }, []string{"pv"}, []string{"pvc"})
 	for _, tc := range []struct {
 		as   []string
 		want int

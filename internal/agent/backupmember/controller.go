@@ -373,17 +373,10 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 
 // independentRun counts the actions at the head of as that do not depend on one another:
 // prerequisites (a ConfigMap, the steps' service account), or Jobs.
-func independentRun(as []Action) int {
-	return apply.Run(as, func(a Action) int {
-		switch a.Kind {
-		case EnsureConfigMap, EnsureServiceAccount:
-			return 1
-		case CreateJob:
-			return 2
-		}
-		return 0
-	})
-}
+func independentRun(as []Action) int { return apply.Run(as, independent) }
+
+var independent = apply.ByKind(func(a Action) ActionKind { return a.Kind },
+	[]ActionKind{EnsureConfigMap, EnsureServiceAccount}, []ActionKind{CreateJob})
 
 // observeSteps records events for condition transitions and durations of finished steps.
 func (r *Reconciler) observeSteps(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, before *dpv1alpha1.VolumeBackupMemberStatus, o Observed, res Result) {

@@ -345,27 +345,12 @@ func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1
 // independentRun counts the actions at the head of as that do not depend on one another:
 // prerequisites (a ConfigMap, the steps' service account), Jobs, volumes (PVs), claims (PVCs),
 // or deletions of one kind.
-func independentRun(as []Action) int {
-	return apply.Run(as, func(a Action) int {
-		switch a.Kind {
-		case EnsureConfigMap, EnsureServiceAccount:
-			return 1
-		case CreateJob:
-			return 2
-		case CreatePV:
-			return 3
-		case CreatePVC:
-			return 4
-		case DeletePod:
-			return 5
-		case DeletePVC:
-			return 6
-		case DeletePV:
-			return 7
-		}
-		return 0
-	})
-}
+func independentRun(as []Action) int { return apply.Run(as, independent) }
+
+var independent = apply.ByKind(func(a Action) ActionKind { return a.Kind },
+	[]ActionKind{EnsureConfigMap, EnsureServiceAccount}, []ActionKind{CreateJob},
+	[]ActionKind{CreatePV}, []ActionKind{CreatePVC},
+	[]ActionKind{DeletePod}, []ActionKind{DeletePVC}, []ActionKind{DeletePV})
 
 func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, a Action) error {
 	switch a.Kind {

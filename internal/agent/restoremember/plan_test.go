@@ -213,6 +213,12 @@ func TestPlanRestoreVolume(t *testing.T) {
 	}
 	volumesDone := rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
 		job.ResultKey(job.StepRestoreVolumes): `{"restoreID":"ruid-1","volumes":[]}`})
+	// A member whose restore-volumes step succeeded and whose restoremeta reads.
+	volumesRestored := func(o *Observed) {
+		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
+		o.Report = volumesDone
+		o.RestoreMeta = record(t)
+	}
 	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
 	for _, tt := range []struct {
 		name string
@@ -344,9 +350,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "volumes restored: the PVs first, for the target",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
-				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
-				o.Report = volumesDone
-				o.RestoreMeta = record(t)
+				volumesRestored(o)
 			}),
 			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV}, phase: PhaseRestoringVolumes,
 				check: func(t *testing.T, r Result) {
@@ -361,9 +365,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "the PVs seen: PVCs pre-bound to them, TiKV started",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
-				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
-				o.Report = volumesDone
-				o.RestoreMeta = record(t)
+				volumesRestored(o)
 				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
 				if err != nil {
 					t.Fatal(err)
@@ -401,9 +403,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "restoremeta renumbered for another TiKV count is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), func(o *Observed) {
-				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
-				o.Report = volumesDone
-				o.RestoreMeta = record(t)
+				volumesRestored(o)
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTiKVCount}},
 		},

@@ -17,7 +17,6 @@ import (
 
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	restoredatacmd "github.com/fedbr/fedbr/internal/cmd/br/restoredata"
-	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
 
@@ -70,7 +69,7 @@ func TestUnelectableLeaderIsReplanned(t *testing.T) {
 // now ranks a stale peer first although its log is behind.
 func termsRaisedAlone(t *testing.T, ctx context.Context, dir string, stores int, stale, resolved uint64) *tidbcluster.Cluster {
 	t.Helper()
-	c, err := tidbcluster.StartRecovering(ctx, tidbcluster.Config{Dir: dir, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}, resolved)
+	c, err := tidbcluster.StartRecovering(ctx, restoredConfig(dir, stores), resolved)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,12 +79,18 @@ func (w *workload) finish() []bank.Txn {
 	return w.log.Txns()
 }
 
+// restoredConfig is a cluster on the restored images in dir: PD schedules nothing, so what
+// the restore leaves is what gets checked.
+func restoredConfig(dir string, stores int) tidbcluster.Config {
+	return tidbcluster.Config{Dir: dir, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}
+}
+
 // restoreAndCheck restores the images in dir and runs the checker at ts.
 func restoreAndCheck(t *testing.T, ctx context.Context, dir string, stores int, o tidbcluster.RestoreOptions, txns []bank.Txn) error {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 	defer cancel()
-	c, err := tidbcluster.Restore(rctx, tidbcluster.Config{Dir: dir, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}, o)
+	c, err := tidbcluster.Restore(rctx, restoredConfig(dir, stores), o)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -252,7 +258,7 @@ func TestWrongLeaderChoiceIsDetected(t *testing.T) {
 	// deadline only bounds how long the test watches them lose.
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
-	_, err := tidbcluster.Restore(wctx, tidbcluster.Config{Dir: second, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}, tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true})
+	_, err := tidbcluster.Restore(wctx, restoredConfig(second, stores), tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true})
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "recover regions") {
 		t.Fatalf("asking the least advanced peers to lead did not stall the restore: %v", err)
 	}
