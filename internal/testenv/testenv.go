@@ -41,6 +41,8 @@ type Env struct {
 
 	env *envtest.Environment
 	tmp string
+	// unwatch stops the watcher that kills the server and etcd should this process die first.
+	unwatch func()
 }
 
 func init() {
@@ -75,15 +77,24 @@ func New() (*Env, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 	}
+	before, err := childrenFrom(assets)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		// Start leaves etcd and the API server running when a later step (CRD install) fails.
 		_ = env.Stop()
 		return nil, fmt.Errorf("starting the API server from %s: %w", assets, err)
 	}
-	e := &Env{Config: cfg, RepoRoot: root, env: env}
-	if err := e.connect(); err != nil {
+	unwatch, err := killAfterExit(assets, before)
+	if err != nil {
 		_ = env.Stop()
+		return nil, err
+	}
+	e := &Env{Config: cfg, RepoRoot: root, env: env, unwatch: unwatch}
+	if err := e.connect(); err != nil {
+		_ = e.Stop()
 		return nil, err
 	}
 	return e, nil
@@ -107,7 +118,9 @@ func (e *Env) connect() error {
 // Stop stops the API server and removes its files.
 func (e *Env) Stop() error {
 	defer func() { _ = os.RemoveAll(e.tmp) }()
-	return e.env.Stop()
+	err := e.env.Stop()
+	e.unwatch()
+	return err
 }
 
 // Start is New for one test: the server stops when the test ends. In -short mode the test is
