@@ -50,7 +50,8 @@ crash image (kill -9 loses nothing acknowledged). A fresh cluster is bootstrappe
 	f.StringVar(&o.cfg.AdvertiseAddr, "advertise-addr", "", "address published to PD (default the listen address)")
 	f.UintSliceVar(&o.initial, "initial-stores", nil, "stores of a fresh cluster's layout; the first bootstraps (at least 3)")
 	f.StringSliceVar(&o.splitKeys, "split-keys", nil, "keys pre-splitting a fresh cluster into regions")
-	f.DurationVar(&o.cfg.Tick, "tick", 50*time.Millisecond, "raft tick")
+	f.DurationVar(&o.cfg.Tick, "tick", 100*time.Millisecond,
+		"raft tick: elections after 10-20 idle ticks, leader heartbeats every 2, PD heartbeats every 4 (TiKV's is 1s)")
 	f.IntVar(&o.cfg.SlowApply, "slow-apply", 0, "followers apply only every N ticks (a deliberately slow follower)")
 	f.Int64Var(&o.cfg.CompactBytes, "compact-bytes", 8<<20, "wal size that triggers compaction")
 	f.BoolVar(&o.verbose, "verbose", false, "log to stderr")
