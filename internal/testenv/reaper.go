@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 )
 
 // AfterExit runs argv once this process has exited, however it exits. A panic in TestMain, a
@@ -32,6 +33,19 @@ func AfterExit(argv ...string) (cancel func(), err error) {
 		_ = cmd.Process.Kill()
 		<-done
 	}, nil
+}
+
+// LabDownAfterExit runs `fedbr lab down --dir dir` should the test process die before its
+// cleanups (a -timeout skips them all), so a lab never outlives its test. Register it before
+// the cleanup that takes the lab down: cleanups run last-registered first, so that one runs
+// first and this one then disarms the watcher.
+func LabDownAfterExit(t testing.TB, fedbr, dir string) {
+	t.Helper()
+	cancel, err := AfterExit(fedbr, "lab", "down", "--dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cancel)
 }
 
 // killAfterExit kills, once this process has exited, its children from dir (the cached

@@ -57,6 +57,7 @@ func upLab(ctx context.Context, t testing.TB) *env.Lab {
 		}
 		dir = keep
 	}
+	testenv.LabDownAfterExit(t, bin, dir)
 	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
 	if err != nil {
 		t.Fatal(err)

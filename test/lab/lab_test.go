@@ -97,6 +97,7 @@ func TestLab(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	start := time.Now()
+	testenv.LabDownAfterExit(t, bins.fedbr, dir)
 	l, err := env.Up(ctx, env.Options{
 		Dir: dir, Fedbr: bins.fedbr, BinDir: binDir, CRDDir: filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"),
 		// A block of its own, so a lab a developer runs with the default --ip-base stays untouched.

@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
 
-// process is a controller the demo runs: its own process group, output to a log file.
+// process is a controller the demo runs: its own process group, output to a log file, and the
+// log's folder (inside the lab's) as working directory, so that `fedbr lab down` finds and
+// stops it should the demo die without stopping it.
 type process struct {
 	cmd  *exec.Cmd
 	log  *os.File
@@ -17,11 +20,16 @@ type process struct {
 }
 
 func start(bin, logPath string, args ...string) (*process, error) {
+	bin, err := filepath.Abs(bin)
+	if err != nil {
+		return nil, err
+	}
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
