@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -133,10 +134,18 @@ func (d *Driver[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (re
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if err := d.applyAll(ctx, o, dec.Actions, now); err != nil {
-		return reconcile.Result{}, err
-	}
-	if err := d.writeStatus(ctx, o, dec.SetStatus); err != nil {
+	// The members' writes and the status write go out at once: they go to different API
+	// servers, and a reconcile that waits for the slowest plane before writing its status also
+	// reacts that much later to the next member event (the one that lifts the pause, say). A
+	// status ahead of a failed action is safe: the planners derive every action from the
+	// members they observe, never from the status, so the next pass plans it again.
+	acted := o.DeepCopyObject().(O) // the status write decodes its answer into o meanwhile
+	var applyErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { applyErr = d.applyAll(ctx, acted, dec.Actions, now) })
+	statusErr := d.writeStatus(ctx, o, dec.SetStatus)
+	wg.Wait()
+	if err := errors.Join(applyErr, statusErr); err != nil {
 		return reconcile.Result{}, err
 	}
 	if dec.RemoveFinalizer && controllerutil.ContainsFinalizer(o, d.Finalizer) {

@@ -136,3 +136,51 @@ func TestReconcileSkipsACacheThatPredatesItsWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestReconcileWritesStatusWhileActionsRun: the status write does not wait for the members'
+// writes (an action here can only finish once the status is written), and an action that fails
+// is reported while the status it went out with stays written, for the next pass to plan the
+// action again.
+func TestReconcileWritesStatusWhileActionsRun(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := fedv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "u1", Finalizers: []string{"f"}}}
+	fc := fake.NewClientBuilder().WithScheme(scheme).WithObjects(b).WithStatusSubresource(b).Build()
+	statusWritten := func() bool {
+		var got fedv1alpha1.VolumeBackup
+		return fc.Get(context.Background(), client.ObjectKeyFromObject(b), &got) == nil && got.Status.Phase == fedv1alpha1.VolumeBackupSnapshotsCreated
+	}
+	d := &Driver[*fedv1alpha1.VolumeBackup, testAction]{
+		Name: "test", Finalizer: "f", Client: fc, Recorder: events.NewFakeRecorder(10),
+		New:     func() *fedv1alpha1.VolumeBackup { return &fedv1alpha1.VolumeBackup{} },
+		Phase:   func(b *fedv1alpha1.VolumeBackup) string { return string(b.Status.Phase) },
+		Failed:  func(*fedv1alpha1.VolumeBackup) bool { return false },
+		Message: func(*fedv1alpha1.VolumeBackup) string { return "" },
+		Decide: func(context.Context, *fedv1alpha1.VolumeBackup, time.Time) (Decision[*fedv1alpha1.VolumeBackup, testAction], error) {
+			return Decision[*fedv1alpha1.VolumeBackup, testAction]{
+				Actions:   []testAction{{"ResumeGC", "dp1"}, {"SetPhase", "dp2"}},
+				SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status.Phase = fedv1alpha1.VolumeBackupSnapshotsCreated },
+			}, nil
+		},
+		Apply: func(_ context.Context, _ *fedv1alpha1.VolumeBackup, a testAction, _ time.Time) error {
+			if a.cluster == "dp2" {
+				return errors.New("dp2 is down")
+			}
+			for deadline := time.Now().Add(5 * time.Second); !statusWritten(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					return errors.New("the status was not written while the actions ran")
+				}
+			}
+			return nil
+		},
+	}
+	_, err := d.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+	if err == nil || err.Error() != "SetPhase in dp2: dp2 is down" {
+		t.Errorf("err = %v, want only dp2's failure", err)
+	}
+	if !statusWritten() {
+		t.Error("the status was not written")
+	}
+}
