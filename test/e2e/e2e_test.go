@@ -109,6 +109,9 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	if want := 3 * len(l.DataPlanes); r.Snapshots != want {
 		t.Errorf("snapshots = %d, want %d (one per TiKV volume)", r.Snapshots, want)
 	}
+	if r.SelfReported != len(l.DataPlanes) {
+		t.Errorf("%d of %d snapshot steps stamped their start and completion into their members", r.SelfReported, len(l.DataPlanes))
+	}
 	if r.SlowestCreateSnapshots <= 0 {
 		t.Errorf("no CreateSnapshots call was timed: the pause window has no floor to compare with")
 	}

@@ -131,6 +131,12 @@ type VolumeBackupMemberStatus struct {
 	// on it one hop before the agent's SnapshotsCreated condition, which stays the fallback.
 	// +optional
 	SnapshotsStartedAt *metav1.MicroTime `json:"snapshotsStartedAt,omitempty"`
+	// SnapshotsCompletedAt is written by the snapshot step itself, with CommitTs, once every
+	// snapshot has completed and its result is reported: the manager completes the backup on
+	// it one hop before the agent's Complete condition, which stays the fallback. An agent
+	// never stops a step whose member carries it.
+	// +optional
+	SnapshotsCompletedAt *metav1.MicroTime `json:"snapshotsCompletedAt,omitempty"`
 	// PauseReadyTS is written by the initializer's pause step itself (server-side apply, field
 	// manager fedbr-br-pause) once the pause holds: its backup ts (decimal TSO). The manager
 	// hands it to every member on it, one hop before the agent's Initialized condition, which

@@ -103,6 +103,10 @@ func (in *VolumeBackupMemberStatus) DeepCopyInto(out *VolumeBackupMemberStatus) 
 		in, out := &in.SnapshotsStartedAt, &out.SnapshotsStartedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.SnapshotsCompletedAt != nil {
+		in, out := &in.SnapshotsCompletedAt, &out.SnapshotsCompletedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.TimeStarted != nil {
 		in, out := &in.TimeStarted, &out.TimeStarted
 		*out = (*in).DeepCopy()

@@ -38,7 +38,7 @@ func (p *plan) planDeletion() {
 		p.add(Action{Kind: RemoveFinalizer})
 		return
 	}
-	if sj := p.o.Snapshot; sj.Exists() && !sj.Done() && !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
+	if sj := p.o.Snapshot; sj.Exists() && !sj.Done() && !p.snapshotsDone() {
 		// The clean must not race a snapshot step that is still creating snapshots; stopping it
 		// makes it delete what it started.
 		if !sj.Deleting {
@@ -49,7 +49,7 @@ func (p *plan) planDeletion() {
 		return
 	}
 	policy := p.m.Spec.Template.EffectiveCleanPolicy()
-	complete := p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
+	complete := p.snapshotsDone()
 	switch {
 	case policy == fedv1alpha1.CleanPolicyRetain, policy == fedv1alpha1.CleanPolicyOnFailure && complete:
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonRetained,

@@ -555,6 +555,17 @@ func TestPlan(t *testing.T) {
 			want: want{actions: []ActionKind{PublishRelease, StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
 		},
 		{
+			// The manager completed the backup on the step's own stamp and tore the member
+			// down before this agent saw the step's result or its Job finish: the step is
+			// exiting and must not be stopped (it would delete the snapshots it completed).
+			name: "teardown on the step's completion stamp does not stop the step",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, func(m *dpv1alpha1.VolumeBackupMember) {
+				at := metav1.NewMicroTime(t0)
+				m.Status.SnapshotsCompletedAt, m.Status.CommitTs = &at, tsText
+			}), func(o *Observed) { o.Snapshot = active(snapName) }),
+			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}},
+		},
+		{
 			name: "teardown after completion changes nothing (the size step keeps running)",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)),
 				func(o *Observed) {

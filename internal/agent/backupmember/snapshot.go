@@ -93,10 +93,18 @@ func (p *plan) complete(sum SnapshotSummary) {
 		fmt.Sprintf("%d snapshots of %d GiB of volumes completed at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
 }
 
+// snapshotsDone says every snapshot completed: this agent's condition, or the step's own stamp
+// in the member's status, which the manager may already have torn the member down on while
+// this agent has not seen the step's result yet. A step that stamped it is never stopped: it
+// only has to exit, and stopping it would make it delete what it completed.
+func (p *plan) snapshotsDone() bool {
+	return p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || p.m.Status.SnapshotsCompletedAt != nil
+}
+
 // planSnapshot starts the snapshot step in execute and stops it at an early teardown.
 func (p *plan) planSnapshot() {
 	sj := p.o.Snapshot
-	done := p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
+	done := p.snapshotsDone()
 	if p.m.Spec.Phase == dpv1alpha1.BackupMemberTeardown && sj.Exists() && !sj.Done() && !sj.Deleting && !done {
 		p.add(Action{Kind: DeleteJob, Name: sj.Name})
 		p.fail(ReasonTornDown, "the backup was torn down before the snapshots completed; the snapshot step was stopped and deletes the snapshots it started")

@@ -230,6 +230,13 @@ func pausedTS(init Member) string {
 	return init.Status.CommitTs
 }
 
+// snapshotsComplete says every snapshot of the member completed: the agent's condition, or the
+// step's own stamp with the commit ts (one hop sooner).
+func snapshotsComplete(m Member) bool {
+	return memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition) ||
+		m.Status.SnapshotsCompletedAt != nil && m.Status.CommitTs != "" && m.Status.CommitTs != "0"
+}
+
 // planExecute runs the snapshot part once the initializer holds the pause.
 func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS string) {
 	st := &res.Status
@@ -245,7 +252,7 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		// The step's own stamp is the same fact one hop sooner than the agent's condition.
 		started := memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || m.Status.SnapshotsStartedAt != nil
 		allStarted = allStarted && m.Exists && started
-		allComplete = allComplete && m.Exists && memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition)
+		allComplete = allComplete && m.Exists && snapshotsComplete(m)
 	}
 	init := o.Members[initializer]
 	if allStarted {
@@ -467,7 +474,7 @@ func timedOut(o Observed, b *fedv1alpha1.VolumeBackup, now time.Time) (string, b
 	limit := b.Spec.Template.EffectiveStepTimeout()
 	for _, c := range b.Spec.Clusters {
 		m := o.Members[c.K8sClusterName]
-		if !m.Exists || m.PhaseSince.IsZero() || m.Phase == dpv1alpha1.BackupMemberTeardown || memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition) {
+		if !m.Exists || m.PhaseSince.IsZero() || m.Phase == dpv1alpha1.BackupMemberTeardown || snapshotsComplete(m) {
 			continue
 		}
 		if now.Sub(m.PhaseSince) > limit {

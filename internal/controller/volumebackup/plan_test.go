@@ -64,6 +64,14 @@ func stepStarted(m Member) Member {
 	return m
 }
 
+// stepCompleted is a member whose snapshot step stamped snapshotsCompletedAt and the commit ts
+// itself, before the agent's Complete condition.
+func stepCompleted(m Member, ts string) Member {
+	at := metav1.NewMicroTime(t0)
+	m.Status.SnapshotsCompletedAt, m.Status.CommitTs = &at, ts
+	return m
+}
+
 func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
 
 const (
@@ -246,6 +254,26 @@ func TestPlan(t *testing.T) {
 					t.Errorf("Ready = %v", c)
 				}
 			},
+		},
+		{
+			name: "two members complete by their steps' own stamps: the backup completes at the minimum commit ts",
+			members: map[string]Member{
+				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
+				"az2": stepCompleted(member(exec, started), "200"), "az3": stepCompleted(member(exec, started), "250")},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupComplete,
+			check: func(t *testing.T, r Result) {
+				if r.Status.CommitTs != "200" {
+					t.Errorf("commit ts %s, want 200", r.Status.CommitTs)
+				}
+			},
+		},
+		{
+			name: "a completion stamp without the commit ts does not complete the member",
+			members: map[string]Member{
+				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
+				"az2": stepCompleted(member(exec, started), ""), "az3": withTS(member(exec, started, done), "250")},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
 		},
 		{
 			name:    "a member failed: the backup fails and every member tears down (pause lifted now)",

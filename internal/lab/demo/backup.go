@@ -130,6 +130,9 @@ func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 			r.add("  GC and PD paused ("+dp.Cluster+")", condTime(m.Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition), condTime(m.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition))
 		}
 		r.add("  snapshots "+dp.Cluster, m.Status.TimeStarted, condTime(m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition))
+		if m.Status.SnapshotsStartedAt != nil && m.Status.SnapshotsCompletedAt != nil {
+			r.SelfReported++
+		}
 		snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": string(m.UID)})
 		if err != nil {
 			return err

@@ -44,6 +44,9 @@ type Report struct {
 	// what the members sized them at after completion.
 	Snapshots                         int
 	BackupSize, IncrementalBackupSize int64
+	// SelfReported is how many snapshot steps stamped both their start and their completion
+	// into their members themselves (the manager acts on those one hop before the agents).
+	SelfReported int
 	// Bank is the workload's summary; TxnsAfterCommitTS the transactions it committed after the
 	// backup's commit ts (which the restored cluster must not hold).
 	Bank              bank.Stats
@@ -98,6 +101,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
 		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)
+	p("snapshot steps that told their members of start and completion themselves: %d of %d", r.SelfReported, len(r.backupMembers))
 	for _, o := range []struct {
 		what string
 		wall time.Duration

@@ -232,6 +232,25 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err := rep.Result(context.WithoutCancel(ctx), res); err != nil {
 		return fmt.Errorf("every snapshot completed, but the result could not be reported: %w", err)
 	}
+	// Only now, with backupmeta final and the result reported: the manager completes the
+	// backup on this stamp and then tears the member down, and its agent must find the result.
+	if completedAt.IsZero() {
+		completedAt = time.Now()
+	}
+	if res.ResolvedTS == 0 {
+		return nil // nothing for the manager to complete on: the agent reports the result
+	}
+	// A server-side apply states every field this step's manager owns: one that left out
+	// snapshotsStartedAt would remove it. The start's stamp lands first for the same reason.
+	stamping.Wait()
+	fields := map[string]any{
+		"snapshotsCompletedAt": completedAt.UTC().Format(metav1.RFC3339Micro),
+		"commitTs":             strconv.FormatUint(res.ResolvedTS, 10),
+	}
+	if !startedAt.IsZero() {
+		fields["snapshotsStartedAt"] = startedAt.UTC().Format(metav1.RFC3339Micro)
+	}
+	o.report.StampMember(context.WithoutCancel(ctx), command, fields, session.Logf(logw))
 	return nil
 }
 
