@@ -25,7 +25,7 @@ type span struct{ start, end []byte } // end empty: +inf
 
 // overKeySpace runs call on every region of ["", +inf), each with its own part of the range.
 // Ranges whose region moved, lost its leader or answered a region error are reloaded from PD
-// and retried after the backoff.
+// and retried after a backoff that starts short (regionBackoff).
 func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store, call regionCall) error {
 	pending := []span{{start: []byte{}}}
 	var lastErr string
@@ -37,7 +37,7 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(r.cfg.Backoff):
+			case <-time.After(regionBackoff(round, r.cfg.Backoff)):
 			}
 		}
 		krs := make([]router.KeyRange, len(pending))
@@ -57,6 +57,9 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 		)
 		covered := coverage(pending, regions)
 		retry = append(retry, covered.holes...)
+		if len(covered.holes) > 0 {
+			lastErr = "part of the range has no region with a leader in PD yet"
+		}
 		for _, job := range covered.jobs {
 			wg.Add(1)
 			sem <- struct{}{}
@@ -78,10 +81,24 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 		if fatal != nil {
 			return fatal
 		}
+		if len(retry) > 0 {
+			r.d.Log("%d ranges to send again (round %d; last: %s)", len(retry), round, lastErr)
+		}
 		pending = retry
 	}
 	return nil
 }
+
+// regionBackoff is the wait before round: 50 ms, doubling up to ceiling. Right after recovery
+// most retries are a region whose new leader PD has not heard of yet, which its next region
+// heartbeat tells it within moments; a flat second per round added that second to every
+// restore.
+func regionBackoff(round int, ceiling time.Duration) time.Duration {
+	return min(firstRegionBackoff<<min(round-2, 10), ceiling)
+}
+
+// firstRegionBackoff is the wait before the second round.
+const firstRegionBackoff = 50 * time.Millisecond
 
 type job struct {
 	region *router.Region
