@@ -71,6 +71,9 @@ type Options struct {
 	StoreIDStep uint64
 	// Images are extra image rules PATTERN=PATH for every node, after fedbr's own.
 	Images []string
+	// SnapshotTime is the fixed time the AWS double adds to every snapshot's completion (its
+	// --snapshot-base-duration); default DefaultSnapshotTime.
+	SnapshotTime time.Duration
 	// ReadyTimeout bounds each wait; default 2 minutes.
 	ReadyTimeout time.Duration
 	// Log receives progress lines; nil discards them.
@@ -258,6 +261,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 2 * time.Minute
+	}
+	if o.SnapshotTime <= 0 {
+		o.SnapshotTime = DefaultSnapshotTime
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}

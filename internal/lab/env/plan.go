@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Defaults of Options.
@@ -15,6 +16,11 @@ const (
 	DefaultIPBase       = 10
 	DefaultStoreIDStep  = 1000
 	DefaultStorageClass = "gp3"
+	// DefaultSnapshotTime is the fixed part of a snapshot's completion in the lab's AWS double.
+	// EBS takes minutes; a snapshot that completed in the moment it started would put the
+	// completion's work (steps exiting, size Jobs starting) inside the GC pause window, which
+	// a production backup never has there.
+	DefaultSnapshotTime = 5 * time.Second
 )
 
 // DefaultClusters are the clusters of a lab: one control plane cluster and three data planes.

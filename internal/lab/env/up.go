@@ -202,7 +202,8 @@ func (u *upper) startAWS(ctx context.Context) error {
 	listen := "127.0.0.1:" + itoa(ports[0])
 	p, err := controlplane.Spawn(controlplane.Command{
 		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: ports[0],
-		Args: []string{"lab", "aws", "--dir", u.lab.AWS.Dir, "--listen", listen, "--region", u.plan.Region},
+		Args: []string{"lab", "aws", "--dir", u.lab.AWS.Dir, "--listen", listen, "--region", u.plan.Region,
+			"--snapshot-base-duration", u.o.SnapshotTime.String()},
 	})
 	u.mu.Lock()
 	u.lab.AWS.Process = p

@@ -61,6 +61,8 @@ Stop them with ` + "`fedbr lab down --dir DIR`" + `.`,
 	f.StringVar(&o.o.BinDir, "bin-dir", "", "folder with etcd and the Kubernetes binaries (default: the make k8s-bin cache)")
 	f.StringVar(&o.o.CRDDir, "crd-dir", "", "folder with the CRD manifests to install (default: REPO/config/crd/bases)")
 	f.StringVar(&o.repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries and config/crd/bases the CRDs, when --bin-dir or --crd-dir is not given")
+	f.DurationVar(&o.o.SnapshotTime, "snapshot-time", env.DefaultSnapshotTime,
+		"fixed time the AWS double adds to every snapshot's completion (EBS takes minutes; an instant one puts the completion's work inside the GC pause window)")
 	f.DurationVar(&o.o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for each part to be ready")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the plan")
 	_ = cmd.MarkFlagRequired("dir")
