@@ -147,12 +147,8 @@ func run(cmd *cobra.Command, o options) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	var logMu sync.Mutex // the pause and the ConfigMap reporter log from their own goroutines
-	logf := func(format string, args ...any) {
-		logMu.Lock()
-		defer logMu.Unlock()
-		_, _ = fmt.Fprintf(cmd.ErrOrStderr(), time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
-	}
+	// The pause and the ConfigMap reporter log from their own goroutines.
+	logf := session.Logf(session.NewLockedWriter(cmd.ErrOrStderr()))
 
 	// Only Ready and the end matter to the watchers; the steps between usually pass in a
 	// moment, at the edges of the GC pause window.

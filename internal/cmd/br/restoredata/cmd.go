@@ -118,9 +118,7 @@ func run(cmd *cobra.Command, o options) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	logw := session.NewLockedWriter(cmd.ErrOrStderr())
-	logf := func(format string, args ...any) {
-		_, _ = fmt.Fprintf(logw, time.Now().UTC().Format(time.RFC3339Nano)+" "+format+"\n", args...)
-	}
+	logf := session.Logf(logw)
 	rep, err := o.report.Reporter(command, logf)
 	if err != nil {
 		return err

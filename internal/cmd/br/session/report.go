@@ -218,7 +218,9 @@ func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
 }
 
 // LockedWriter serialises writes from several goroutines to one stream, so that an engine's
-// progress lines and the reporter's failures stay whole.
+// progress lines and the reporter's failures stay whole, and starts each write (one line by
+// convention) with the time in UTC: every step's log then reads as one timeline with the
+// others', the lab kubelet's and the controllers'.
 type LockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -230,6 +232,9 @@ func NewLockedWriter(w io.Writer) *LockedWriter { return &LockedWriter{w: w} }
 func (l *LockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if _, err := io.WriteString(l.w, time.Now().UTC().Format(time.RFC3339Nano)+" "); err != nil {
+		return 0, err
+	}
 	return l.w.Write(p)
 }
 

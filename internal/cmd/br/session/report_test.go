@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -107,4 +108,25 @@ func selfSignedPEM(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+}
+
+// TestLockedWriterStampsEveryLine: each line a step logs starts with its time, so step logs
+// line up with each other's and with the controllers'.
+func TestLockedWriterStampsEveryLine(t *testing.T) {
+	var buf bytes.Buffer
+	logf := Logf(NewLockedWriter(&buf))
+	before := time.Now().UTC()
+	logf("first %d", 1)
+	logf("second")
+	lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("lines = %q", lines)
+	}
+	for i, want := range []string{"first 1", "second"} {
+		stamp, text, ok := strings.Cut(lines[i], " ")
+		at, err := time.Parse(time.RFC3339Nano, stamp)
+		if !ok || err != nil || text != want || at.Before(before.Truncate(time.Microsecond)) {
+			t.Errorf("line %d = %q: want an RFC 3339 time (not before %s), a space and %q", i, lines[i], before, want)
+		}
+	}
 }

@@ -191,7 +191,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	defer stop()
 	// The engine, this step's own pause and the ConfigMap reporter all log; one lock keeps
 	// their lines whole.
-	logw := &lockedWriter{w: cmd.ErrOrStderr()}
+	logw := session.NewLockedWriter(cmd.ErrOrStderr())
 	// The check and the snapshot starts usually pass in a moment inside the GC pause window,
 	// where a write for each would only slow the hops the window waits for.
 	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) },
@@ -447,23 +447,6 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 		return nil
 	}
 	return release, nil
-}
-
-// lockedWriter serialises writes from several goroutines.
-// lockedWriter keeps concurrent log lines whole and stamps each with the time (UTC), as the
-// pause step does: the two steps' logs read as one timeline of the pause window.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, err := io.WriteString(l.w, time.Now().UTC().Format(time.RFC3339Nano)+" "); err != nil {
-		return 0, err
-	}
-	return l.w.Write(p)
 }
 
 // progressFile rewrites the progress JSON atomically.
