@@ -123,7 +123,8 @@ type Status struct {
 const (
 	// PhaseStarting: reading backupmeta.
 	PhaseStarting = "Starting"
-	// PhasePreparingPD: marking PD snapshot-recovering and raising its TSO.
+	// PhasePreparingPD: reading the backup; PD is marked snapshot-recovering and its TSO
+	// raised from here on, while the volumes are created.
 	PhasePreparingPD = "PreparingPD"
 	// PhaseCreatingVolumes: sweeping an earlier attempt's volumes, enabling fast snapshot
 	// restore and creating the volumes.
@@ -258,6 +259,10 @@ type restorer struct {
 	out   io.Writer
 	res   Result
 
+	// pdReady waits for PD's preparation, which runs while the volumes are created, and
+	// returns its error.
+	pdReady func() error
+
 	mu      sync.Mutex
 	created []string
 	logMu   sync.Mutex
@@ -286,14 +291,49 @@ func (r *restorer) run(ctx context.Context) error {
 	}
 	r.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
 	r.report(PhasePreparingPD)
-	r.logf("Marking PD snapshot-recovering and raising its TSO to %d", r.res.ResolvedTS)
+	// PD is prepared while the volumes are created: a fresh cluster's PD is often still
+	// starting when the restore begins, and the mark only has to be in place before TiKV
+	// starts on a restored volume, which is after this step succeeded. The volumes are
+	// recorded only once PD is prepared (pdReady), so a PD failure deletes them like any
+	// other failure of the attempt.
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pdDone := make(chan error, 1)
+	go func() { pdDone <- r.preparePD(pctx, r.res.ResolvedTS) }()
+	var pdErr error
+	waited := false
+	r.pdReady = func() error {
+		if !waited {
+			pdErr, waited = <-pdDone, true
+		}
+		return pdErr
+	}
+	err = r.volumes(ctx, rec)
+	if err != nil {
+		cancel() // a failed attempt does not wait for a PD that is not up yet
+	}
+	if perr := r.pdReady(); err == nil {
+		err = perr
+	}
+	return err
+}
+
+// preparePD marks PD snapshot-recovering and raises its TSO to ts.
+func (r *restorer) preparePD(ctx context.Context, ts uint64) error {
+	r.logf("Marking PD snapshot-recovering and raising its TSO to %d", ts)
 	if err := r.pd.MarkSnapshotRecovering(ctx); err != nil {
 		return fmt.Errorf("mark PD snapshot-recovering: %w", err)
 	}
-	if err := r.pd.ResetTS(ctx, r.res.ResolvedTS); err != nil {
-		return fmt.Errorf("reset PD TSO to %d: %w", r.res.ResolvedTS, err)
+	if err := r.pd.ResetTS(ctx, ts); err != nil {
+		return fmt.Errorf("reset PD TSO to %d: %w", ts, err)
 	}
+	r.logf("PD is snapshot-recovering, its TSO at least %d", ts)
+	return nil
+}
 
+// volumes creates the volumes from rec's snapshots and records them in restoremeta, or reuses
+// the ones an earlier attempt recorded.
+func (r *restorer) volumes(ctx context.Context, rec *meta.Record) error {
 	done, err := r.store.RestoreMeta(ctx, r.o.RestoreID)
 	switch {
 	case err == nil:
@@ -490,6 +530,11 @@ func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) 
 	}
 	if out.Fedbr == nil {
 		out.Fedbr = &meta.Extension{}
+	}
+	// Recorded only with PD prepared: a PD failure is a failure of this attempt, which deletes
+	// its volumes like any other.
+	if err := r.pdReady(); err != nil {
+		return err
 	}
 	if err := r.store.PutRestoreMeta(ctx, r.o.RestoreID, out); err != nil {
 		return fmt.Errorf("record restored volumes: %w", err)

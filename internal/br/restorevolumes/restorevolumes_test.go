@@ -95,9 +95,16 @@ type fakePD struct {
 	calls []string
 	ts    uint64
 	fail  error
+	// before, when set, runs first in MarkSnapshotRecovering (a PD still starting).
+	before func() error
 }
 
 func (f *fakePD) MarkSnapshotRecovering(context.Context) error {
+	if f.before != nil {
+		if err := f.before(); err != nil {
+			return err
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "mark")
@@ -305,18 +312,47 @@ func TestFailureLeavesZeroVolumes(t *testing.T) {
 			t.Fatalf("deleted %v; %d volumes now, %d before", res.Deleted, l.volumeCount(), before)
 		}
 	})
+	// PD is prepared while the volumes are created. When it fails, the attempt fails with its
+	// error and deletes the volumes it created, unrecorded, as any failure does; a retry
+	// with PD up restores. A retry after success prepares PD again and reuses the volumes.
 	t.Run("pd", func(t *testing.T) {
 		ctx := testContext(t)
 		l := newLab(t, awsdouble.Options{})
-		before := l.srv.Stats().Calls["CreateVolume"]
+		before := l.volumeCount()
 		var last restorevolumes.Status
-		_, err := restorevolumes.Run(ctx, l.p, &fakePD{fail: errors.New("PD down")}, l.store,
+		res, err := restorevolumes.Run(ctx, l.p, &fakePD{fail: errors.New("PD down")}, l.store,
 			restorevolumes.Options{RestoreID: "r1", Report: func(s restorevolumes.Status) { last = s }})
-		if err == nil || l.srv.Stats().Calls["CreateVolume"] != before {
-			t.Fatalf("err = %v; a volume was created although PD was not marked", err)
+		if err == nil || !strings.Contains(err.Error(), "PD down") {
+			t.Fatalf("err = %v, want the PD error", err)
 		}
 		if last.Phase != restorevolumes.PhaseFailed || !strings.Contains(last.Error, "PD down") {
 			t.Errorf("last status %+v, want Failed with the PD error", last)
+		}
+		if _, err := l.store.RestoreMeta(ctx, "r1"); !errors.Is(err, meta.ErrNotFound) || len(res.Deleted) != 4 ||
+			l.volumeCount() != before || len(l.srv.Inventory(meta.RestoreTags("r1")).Volumes) != 0 {
+			t.Fatalf("restoremeta err %v, deleted %v, %d volumes now, %d before: want the attempt's volumes deleted, none recorded",
+				err, res.Deleted, l.volumeCount(), before)
+		}
+		// A PD that answers only once the volumes are being created: the step creates them
+		// while it waits, rather than after.
+		base := l.srv.Stats().Calls["CreateVolume"]
+		slow := &fakePD{before: func() error {
+			for deadline := time.Now().Add(10 * time.Second); l.srv.Stats().Calls["CreateVolume"] < base+4; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					return errors.New("no volume was created while PD was starting")
+				}
+			}
+			return nil
+		}}
+		if _, err := restorevolumes.Run(ctx, l.p, slow, l.store, restorevolumes.Options{RestoreID: "r0"}); err != nil {
+			t.Fatalf("restore while PD starts: %v", err)
+		}
+		for i, want := range []bool{false, true} {
+			pd := &fakePD{}
+			got, err := restorevolumes.Run(ctx, l.p, pd, l.store, restorevolumes.Options{RestoreID: "r1"})
+			if err != nil || got.Reused != want || len(got.Volumes) != 4 || !slices.Equal(pd.calls, []string{"mark", "reset-ts"}) {
+				t.Fatalf("retry %d: err %v, reused %v (want %v), %d volumes, PD calls %v", i+1, err, got.Reused, want, len(got.Volumes), pd.calls)
+			}
 		}
 	})
 }

@@ -48,7 +48,8 @@ func NewCmd() *cobra.Command {
 
 It reads the backup's backupmeta from --storage (a backup whose snapshots have not all
 completed is refused), sets PD's snapshot-recovering marker and raises PD's TSO to at least
-the backup's resolved ts. Then it creates one volume per backed-up volume (--volume-scope) from
+the backup's resolved ts (while the volumes are created; they are recorded only once PD is
+prepared). It creates one volume per backed-up volume (--volume-scope) from
 its snapshot, in --target-az (default: the volume's original AZ), with the given type, IOPS,
 throughput, encryption and KMS key, tagged fedbr.io/restore=ID, TiDBCluster-BR=new,
 ebs.csi.aws.com/cluster=true, snapshot/createdFromSnapshotId, the snapshot's own tags under
