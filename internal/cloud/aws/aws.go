@@ -43,7 +43,8 @@ type Config struct {
 	Limits *budget.Limits
 	// Budget, when set, is used instead of the process-wide budget of Account/Region.
 	Budget *budget.Budget
-	// PollInterval is how often waits poll; default 5s.
+	// PollInterval is the longest interval between a wait's polls (they start at 500 ms and
+	// double); default 5s.
 	PollInterval time.Duration
 	// MaxAttempts is the SDK's attempts per call; default 10.
 	MaxAttempts int
@@ -196,6 +197,29 @@ func (p *Provider) retry(ctx context.Context, call func() error) error {
 }
 
 // sleep waits for d or ctx.
+// firstPoll is a wait's first interval; it doubles up to Config.PollInterval.
+const firstPoll = 500 * time.Millisecond
+
+// poller paces a wait's describe calls: from firstPoll, doubling up to the configured
+// interval. A wait that ends in seconds (a volume from a snapshot, a small snapshot) ends close
+// to when the state changed, instead of up to a whole interval later on the restore's or the
+// backup's path; a long one costs a handful of calls more than a fixed interval.
+type poller struct{ next, max time.Duration }
+
+func (p *Provider) poller() *poller {
+	return &poller{next: min(firstPoll, p.cfg.PollInterval), max: p.cfg.PollInterval}
+}
+
+// wait sleeps the next interval.
+func (w *poller) wait(ctx context.Context) error { return sleep(ctx, w.interval()) }
+
+// interval is the next interval.
+func (w *poller) interval() time.Duration {
+	d := w.next
+	w.next = min(2*w.next, w.max)
+	return d
+}
+
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -77,6 +77,7 @@ func (p *Provider) DescribeFSR(ctx context.Context, snapshotIDs []string) ([]clo
 // credit model, it ends as soon as AWS is ready and fails as soon as AWS gives up.
 func (p *Provider) WaitFSR(ctx context.Context, az string, snapshotIDs []string, report func(cloud.Progress)) error {
 	ready := map[string]bool{}
+	poll := p.poller()
 	for {
 		states, err := p.DescribeFSR(ctx, snapshotIDs)
 		if err != nil {
@@ -109,7 +110,7 @@ func (p *Provider) WaitFSR(ctx context.Context, az string, snapshotIDs []string,
 		if countTrue(ready) == len(snapshotIDs) {
 			return nil
 		}
-		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+		if err := poll.wait(ctx); err != nil {
 			return fmt.Errorf("wait for FSR in %s (%d of %d ready): %w", az, countTrue(ready), len(snapshotIDs), err)
 		}
 	}

@@ -245,6 +245,7 @@ func fromEC2Snapshot(s types.Snapshot) cloud.Snapshot {
 // that disappeared, fails the wait at once with cloud.ErrSnapshotFailed.
 func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(cloud.Progress)) ([]cloud.Snapshot, error) {
 	done := map[string]cloud.Snapshot{}
+	poll := p.poller()
 	for {
 		var todo []string
 		for _, id := range ids {
@@ -288,7 +289,7 @@ func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(
 			}
 			return out, nil
 		}
-		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+		if err := poll.wait(ctx); err != nil {
 			return nil, fmt.Errorf("wait for snapshots (%d of %d done): %w", len(done), len(ids), err)
 		}
 	}

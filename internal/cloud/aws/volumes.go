@@ -162,6 +162,7 @@ func fromEC2Volume(v types.Volume) cloud.Volume {
 // WaitVolumes polls until every volume is available (or in use); a volume in the error state
 // or one that disappeared fails the wait with cloud.ErrVolumeFailed.
 func (p *Provider) WaitVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error) {
+	poll := p.poller()
 	for {
 		vols, err := p.DescribeVolumes(ctx, ids)
 		if err != nil {
@@ -190,7 +191,7 @@ func (p *Provider) WaitVolumes(ctx context.Context, ids []string) ([]cloud.Volum
 			}
 			return out, nil
 		}
-		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+		if err := poll.wait(ctx); err != nil {
 			return nil, fmt.Errorf("wait for volumes (%d of %d ready): %w", ready, len(ids), err)
 		}
 	}
