@@ -15,6 +15,7 @@ import (
 	"os/signal"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -159,9 +160,10 @@ func (o *options) restore(ctx context.Context, cmd *cobra.Command, logw io.Write
 		return restorevolumes.Result{}, err
 	}
 	store, p := c.Store, c.Provider
-	hc := pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd))
-	defer hc.Close()
-	res, runErr := restorevolumes.Run(ctx, p, PD{Client: hc, Log: logw}, store, o.engine)
+	pd := &lazyPD{open: func() pdhttp.Client { return pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd)) },
+		log: logw, ready: make(chan struct{})}
+	defer pd.close()
+	res, runErr := restorevolumes.Run(ctx, p, pd, store, o.engine)
 	if runErr == nil && o.outputFile != "" {
 		runErr = writeOutput(ctx, store, o.engine.RestoreID, o.outputFile)
 	}
@@ -197,6 +199,62 @@ type PD struct {
 }
 
 var _ restorevolumes.PD = PD{}
+
+// lazyPD creates PD's HTTP client on first use, in the PD preparation that runs while the
+// volumes are created: creating it blocks until PD answers (retrying every second), and a
+// fresh cluster's PD is often still starting when the restore begins. A caller whose context
+// ends stops waiting for it.
+type lazyPD struct {
+	open  func() pdhttp.Client
+	log   io.Writer
+	once  sync.Once
+	ready chan struct{} // closed once pd is set
+	pd    PD
+}
+
+var _ restorevolumes.PD = (*lazyPD)(nil)
+
+func (l *lazyPD) get(ctx context.Context) (PD, error) {
+	l.once.Do(func() {
+		go func() {
+			l.pd = PD{Client: l.open(), Log: l.log}
+			close(l.ready)
+		}()
+	})
+	select {
+	case <-l.ready:
+		return l.pd, nil
+	case <-ctx.Done():
+		return PD{}, fmt.Errorf("connect to PD: %w", ctx.Err())
+	}
+}
+
+// MarkSnapshotRecovering connects, then marks (PD.MarkSnapshotRecovering).
+func (l *lazyPD) MarkSnapshotRecovering(ctx context.Context) error {
+	pd, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return pd.MarkSnapshotRecovering(ctx)
+}
+
+// ResetTS connects, then resets (PD.ResetTS).
+func (l *lazyPD) ResetTS(ctx context.Context, ts uint64) error {
+	pd, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return pd.ResetTS(ctx, ts)
+}
+
+// close closes the client if it was created (one still being created is left to the exit).
+func (l *lazyPD) close() {
+	select {
+	case <-l.ready:
+		l.pd.Client.Close()
+	default:
+	}
+}
 
 // MarkSnapshotRecovering sets PD's snapshot-recovering marker (idempotent in PD).
 func (p PD) MarkSnapshotRecovering(ctx context.Context) error {

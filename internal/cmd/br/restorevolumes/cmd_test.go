@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -306,5 +307,41 @@ func TestPendingBackupIsRefused(t *testing.T) {
 	}
 	if n := len(f.srv.Inventory(meta.RestoreTags("r3")).Volumes); n != 0 {
 		t.Errorf("%d volumes created", n)
+	}
+}
+
+// TestLazyPDConnectsOnFirstUse: the PD client is created by the first call, not before the
+// step runs (creating it waits for PD); a call whose context ends stops waiting for it, and
+// once created it serves every call.
+func TestLazyPDConnectsOnFirstUse(t *testing.T) {
+	ctx := testContext(t)
+	c, err := tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	release := make(chan struct{})
+	opened := 0
+	l := &lazyPD{ready: make(chan struct{}), open: func() pdhttp.Client {
+		opened++
+		<-release // PD still starting
+		return pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
+	}}
+	t.Cleanup(l.close)
+	if opened != 0 {
+		t.Fatal("the client was created before any call")
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := l.MarkSnapshotRecovering(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a call while PD starts: %v, want its context's end", err)
+	}
+	close(release)
+	if err := l.MarkSnapshotRecovering(ctx); err != nil || !marked(t, c.PD.URL()) {
+		t.Fatalf("mark once PD answers: %v", err)
+	}
+	ts := futureTS()
+	if err := l.ResetTS(ctx, ts); err != nil || tso(t, c.PDAddr()) < ts || opened != 1 {
+		t.Fatalf("reset: %v, client created %d times", err, opened)
 	}
 }
