@@ -10,6 +10,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/backoff"
 )
 
 // CleanJobName is the name of clean attempt n (1, 2, …): each retry is a new Job, so a failed
@@ -95,7 +96,7 @@ func (p *plan) planClean(complete bool) {
 		if reported && st.Error != "" {
 			why = st.Error
 		}
-		wait := cleanBackoff(p.o.CleanAttempt)
+		wait := backoff.Doubling(cleanBackoffBase, cleanBackoffMax, p.o.CleanAttempt)
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
 			fmt.Sprintf("clean attempt %d failed: %s; retrying in %s (annotation %s=true removes the member without cleaning)",
 				p.o.CleanAttempt, why, wait, ForceRemoveAnnotation), time.Time{})
@@ -133,15 +134,6 @@ func (p *plan) planClean(complete bool) {
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning,
 			"deleting snapshots and metadata", time.Time{})
 	}
-}
-
-// cleanBackoff is the wait after failed attempt n.
-func cleanBackoff(attempt int) time.Duration {
-	d := cleanBackoffBase
-	for i := 1; i < attempt && d < cleanBackoffMax; i++ {
-		d *= 2
-	}
-	return min(d, cleanBackoffMax)
 }
 
 // setPhase derives the one-word phase from the conditions.

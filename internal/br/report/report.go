@@ -29,6 +29,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/backoff"
 )
 
 // PhaseFailed is the phase every command's status ends in when the command fails.
@@ -220,7 +222,7 @@ func (r *Reporter) Result(ctx context.Context, doc any) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("write %s to the status ConfigMap: %w", ResultKey(r.o.Command), err)
-		case <-time.After(backoff(attempt, r.o.MaxBackoff)):
+		case <-time.After(backoff.Doubling(firstBackoff, r.o.MaxBackoff, attempt)):
 		}
 	}
 }
@@ -285,7 +287,7 @@ func (r *Reporter) loop() {
 		}
 		if err != nil {
 			failures++
-			retryAt = time.Now().Add(backoff(failures, r.o.MaxBackoff))
+			retryAt = time.Now().Add(backoff.Doubling(firstBackoff, r.o.MaxBackoff, failures))
 			r.o.Log("Writing the %s status (phase %s) to the ConfigMap failed, retrying: %v", r.o.Command, e.phase, err)
 			continue
 		}
@@ -387,13 +389,4 @@ func drop(q []entry, e entry) []entry {
 		return q[1:]
 	}
 	return q
-}
-
-// backoff is the wait after the n-th consecutive failure: doubling from firstBackoff, capped.
-func backoff(n int, maxWait time.Duration) time.Duration {
-	d := firstBackoff
-	for i := 1; i < n && d < maxWait; i++ {
-		d *= 2
-	}
-	return min(d, maxWait)
 }

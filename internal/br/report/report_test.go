@@ -107,25 +107,6 @@ func TestDrop(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	tests := []struct {
-		n    int
-		max  time.Duration
-		want time.Duration
-	}{
-		{1, 15 * time.Second, 250 * time.Millisecond},
-		{2, 15 * time.Second, 500 * time.Millisecond},
-		{4, 15 * time.Second, 2 * time.Second},
-		{30, 15 * time.Second, 15 * time.Second},
-		{3, 300 * time.Millisecond, 300 * time.Millisecond},
-	}
-	for _, tc := range tests {
-		if got := backoff(tc.n, tc.max); got != tc.want {
-			t.Errorf("backoff(%d, %s) = %s, want %s", tc.n, tc.max, got, tc.want)
-		}
-	}
-}
-
 // recorder is a Sink that keeps every apply and fails the first failures of them.
 type recorder struct {
 	mu       sync.Mutex

@@ -12,6 +12,8 @@ import (
 	"github.com/pingcap/kvproto/pkg/metapb"
 	tikvpb "github.com/pingcap/kvproto/pkg/tikvpb"
 	"github.com/tikv/pd/client/clients/router"
+
+	"github.com/fedbr/fedbr/internal/backoff"
 )
 
 // maxRegionRounds bounds how often a range whose region moved is reloaded and resent.
@@ -25,7 +27,7 @@ type span struct{ start, end []byte } // end empty: +inf
 
 // overKeySpace runs call on every region of ["", +inf), each with its own part of the range.
 // Ranges whose region moved, lost its leader or answered a region error are reloaded from PD
-// and retried after a backoff that starts short (regionBackoff).
+// and retried after a backoff that starts short (firstRegionBackoff).
 func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store, call regionCall) error {
 	pending := []span{{start: []byte{}}}
 	var lastErr string
@@ -37,7 +39,7 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(regionBackoff(round, r.cfg.Backoff)):
+			case <-time.After(backoff.Doubling(firstRegionBackoff, r.cfg.Backoff, round-1)):
 			}
 		}
 		krs := make([]router.KeyRange, len(pending))
@@ -89,15 +91,10 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 	return nil
 }
 
-// regionBackoff is the wait before round: 50 ms, doubling up to ceiling. Right after recovery
-// most retries are a region whose new leader PD has not heard of yet, which its next region
-// heartbeat tells it within moments; a flat second per round added that second to every
-// restore.
-func regionBackoff(round int, ceiling time.Duration) time.Duration {
-	return min(firstRegionBackoff<<min(round-2, 10), ceiling)
-}
-
-// firstRegionBackoff is the wait before the second round.
+// firstRegionBackoff is the wait before the second round, doubling up to Config.Backoff. Right
+// after recovery most retries are a region whose new leader PD has not heard of yet, which its
+// next region heartbeat tells it within moments; a flat second per round added that second to
+// every restore.
 const firstRegionBackoff = 50 * time.Millisecond
 
 type job struct {

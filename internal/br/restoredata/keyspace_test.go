@@ -1,9 +1,7 @@
 package restoredata
 
 import (
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/tikv/pd/client/clients/router"
@@ -82,20 +80,5 @@ func TestCoverage(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestRegionBackoffStartsShortAndDoublesToTheCeiling(t *testing.T) {
-	var got []time.Duration
-	for round := 2; round <= 8; round++ {
-		got = append(got, regionBackoff(round, time.Second))
-	}
-	want := []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
-		800 * time.Millisecond, time.Second, time.Second}
-	if !slices.Equal(got, want) {
-		t.Errorf("backoffs %v, want %v", got, want)
-	}
-	if d := regionBackoff(60, 10*time.Millisecond); d != 10*time.Millisecond {
-		t.Errorf("a ceiling below the first backoff gives %v, want the ceiling", d)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/fedbr/fedbr/internal/backoff"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 )
@@ -204,20 +205,17 @@ const firstPoll = 500 * time.Millisecond
 // interval. A wait that ends in seconds (a volume from a snapshot, a small snapshot) ends close
 // to when the state changed, instead of up to a whole interval later on the restore's or the
 // backup's path; a long one costs a handful of calls more than a fixed interval.
-type poller struct{ next, max time.Duration }
-
-func (p *Provider) poller() *poller {
-	return &poller{next: min(firstPoll, p.cfg.PollInterval), max: p.cfg.PollInterval}
+type poller struct {
+	n   int
+	max time.Duration
 }
 
-// wait sleeps the next interval.
-func (w *poller) wait(ctx context.Context) error { return sleep(ctx, w.interval()) }
+func (p *Provider) poller() *poller { return &poller{max: p.cfg.PollInterval} }
 
-// interval is the next interval.
-func (w *poller) interval() time.Duration {
-	d := w.next
-	w.next = min(2*w.next, w.max)
-	return d
+// wait sleeps the next interval.
+func (w *poller) wait(ctx context.Context) error {
+	w.n++
+	return sleep(ctx, backoff.Doubling(firstPoll, w.max, w.n))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
