@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/lab/controlplane"
 )
 
 // TestMain lets the test binary play a test process that starts a child from a binary folder
@@ -55,20 +57,23 @@ func helperChild(t *testing.T, mode string) int {
 	return pid
 }
 
-// running reports whether pid is a live process (not a zombie).
-func running(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+// running reports whether pid still runs sleep (and is not a zombie).
+func running(t *testing.T, pid int) bool {
+	t.Helper()
+	path, err := exec.LookPath("sleep")
+	if err == nil {
+		path, err = filepath.EvalSymlinks(path)
 	}
-	i := strings.LastIndexByte(string(stat), ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+	if err != nil {
+		t.Fatal(err)
+	}
+	return controlplane.Process{PID: pid, Binary: path}.Running()
 }
 
 func TestChildrenAreKilledWhenTheTestProcessDiesWithoutCleanup(t *testing.T) {
 	pid := helperChild(t, "die")
 	deadline := time.Now().Add(10 * time.Second)
-	for running(pid) {
+	for running(t, pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 			t.Fatalf("child %d still runs 10s after its test process died", pid)
@@ -82,7 +87,7 @@ func TestCancelledWatcherKillsNothing(t *testing.T) {
 	pid := helperChild(t, "cancel")
 	defer func() { _ = syscall.Kill(pid, syscall.SIGKILL) }()
 	time.Sleep(2500 * time.Millisecond) // the watcher polls once a second
-	if !running(pid) {
+	if !running(t, pid) {
 		t.Fatalf("child %d was killed although the watcher was cancelled", pid)
 	}
 }

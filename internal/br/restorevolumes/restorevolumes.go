@@ -300,14 +300,7 @@ func (r *restorer) run(ctx context.Context) error {
 	defer cancel()
 	pdDone := make(chan error, 1)
 	go func() { pdDone <- r.preparePD(pctx, r.res.ResolvedTS) }()
-	var pdErr error
-	waited := false
-	r.pdReady = func() error {
-		if !waited {
-			pdErr, waited = <-pdDone, true
-		}
-		return pdErr
-	}
+	r.pdReady = sync.OnceValue(func() error { return <-pdDone })
 	err = r.volumes(ctx, rec)
 	if err != nil {
 		cancel() // a failed attempt does not wait for a PD that is not up yet

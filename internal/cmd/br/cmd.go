@@ -3,7 +3,6 @@ package br
 
 import (
 	"fmt"
-	"time"
 
 	pingcaplog "github.com/pingcap/log"
 	"github.com/spf13/cobra"
@@ -13,6 +12,7 @@ import (
 	brpause "github.com/fedbr/fedbr/internal/cmd/br/pause"
 	brrestoredata "github.com/fedbr/fedbr/internal/cmd/br/restoredata"
 	brrestorevolumes "github.com/fedbr/fedbr/internal/cmd/br/restorevolumes"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	brsize "github.com/fedbr/fedbr/internal/cmd/br/size"
 	brsnapshot "github.com/fedbr/fedbr/internal/cmd/br/snapshot"
 )
@@ -26,7 +26,7 @@ func NewCmd() *cobra.Command {
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			// The first line of every step, stamped like the steps' own lines: it shows when
 			// the pod's process started and, against the next line, the step's preparation.
-			_, _ = fmt.Fprintf(cmd.ErrOrStderr(), "%s fedbr br %s started\n", time.Now().UTC().Format(time.RFC3339Nano), cmd.Name())
+			session.Logf(session.NewLockedWriter(cmd.ErrOrStderr()))("fedbr br %s started", cmd.Name())
 			return setLibraryLogLevel(logLevel)
 		},
 	}

@@ -68,6 +68,18 @@ func TestApplyAllRunsPlanesAtOnce(t *testing.T) {
 	}
 }
 
+// fakeBackup is a VolumeBackup with the driver's finalizer, in a fake client with a status
+// subresource.
+func fakeBackup(t *testing.T) (*fedv1alpha1.VolumeBackup, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := fedv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "u1", Finalizers: []string{"f"}}}
+	return b, fake.NewClientBuilder().WithScheme(scheme).WithObjects(b).WithStatusSubresource(b).Build()
+}
+
 // lagging serves Get from a copy taken before the driver's own write while lag is set, as an
 // informer cache does until the write's watch event arrives.
 type lagging struct {
@@ -88,12 +100,7 @@ func (l *lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Obje
 // before the driver's last status write neither plans nor writes, so a phase change is
 // written and counted once; once the cache shows the write, planning resumes.
 func TestReconcileSkipsACacheThatPredatesItsWrite(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := fedv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "u1", Finalizers: []string{"f"}}}
-	fc := fake.NewClientBuilder().WithScheme(scheme).WithObjects(b).WithStatusSubresource(b).Build()
+	b, fc := fakeBackup(t)
 	before := &fedv1alpha1.VolumeBackup{}
 	if err := fc.Get(context.Background(), client.ObjectKeyFromObject(b), before); err != nil {
 		t.Fatal(err)
@@ -142,12 +149,7 @@ func TestReconcileSkipsACacheThatPredatesItsWrite(t *testing.T) {
 // is reported while the status it went out with stays written, for the next pass to plan the
 // action again.
 func TestReconcileWritesStatusWhileActionsRun(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := fedv1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b", Namespace: "ns", UID: "u1", Finalizers: []string{"f"}}}
-	fc := fake.NewClientBuilder().WithScheme(scheme).WithObjects(b).WithStatusSubresource(b).Build()
+	b, fc := fakeBackup(t)
 	statusWritten := func() bool {
 		var got fedv1alpha1.VolumeBackup
 		return fc.Get(context.Background(), client.ObjectKeyFromObject(b), &got) == nil && got.Status.Phase == fedv1alpha1.VolumeBackupSnapshotsCreated

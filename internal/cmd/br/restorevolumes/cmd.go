@@ -160,8 +160,7 @@ func (o *options) restore(ctx context.Context, cmd *cobra.Command, logw io.Write
 		return restorevolumes.Result{}, err
 	}
 	store, p := c.Store, c.Provider
-	pd := &lazyPD{open: func() pdhttp.Client { return pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd)) },
-		log: logw, ready: make(chan struct{})}
+	pd := newLazyPD(func() pdhttp.Client { return pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd)) }, logw)
 	defer pd.close()
 	res, runErr := restorevolumes.Run(ctx, p, pd, store, o.engine)
 	if runErr == nil && o.outputFile != "" {
@@ -213,6 +212,10 @@ type lazyPD struct {
 }
 
 var _ restorevolumes.PD = (*lazyPD)(nil)
+
+func newLazyPD(open func() pdhttp.Client, log io.Writer) *lazyPD {
+	return &lazyPD{open: open, log: log, ready: make(chan struct{})}
+}
 
 func (l *lazyPD) get(ctx context.Context) (PD, error) {
 	l.once.Do(func() {

@@ -140,11 +140,19 @@ func newFixture(t *testing.T) fixture {
 		snapshot.Options{BackupID: "bk", Input: rec, BackupTS: f.ts, SkipClusterCheck: true}); err != nil {
 		t.Fatal(err)
 	}
-	if f.pd, err = tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3}); err != nil {
+	f.pd = startPD(t, ctx)
+	return f
+}
+
+// startPD starts a PD double (with three stores) for the test.
+func startPD(t *testing.T, ctx context.Context) *tidbcluster.Cluster {
+	t.Helper()
+	c, err := tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.pd.Close)
-	return f
+	t.Cleanup(c.Close)
+	return c
 }
 
 // marked reads PD's snapshot-recovering marker.
@@ -251,11 +259,7 @@ func (f forbidReset) RoundTrip(r *http.Request) (*http.Response, error) {
 // failures.
 func TestResetTSForbiddenIsSuccess(t *testing.T) {
 	ctx := testContext(t)
-	c, err := tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := startPD(t, ctx)
 	hc := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()}, pdhttp.WithHTTPClient(&http.Client{Transport: forbidReset{http.DefaultTransport}}))
 	t.Cleanup(hc.Close)
 	var log bytes.Buffer
@@ -315,18 +319,14 @@ func TestPendingBackupIsRefused(t *testing.T) {
 // once created it serves every call.
 func TestLazyPDConnectsOnFirstUse(t *testing.T) {
 	ctx := testContext(t)
-	c, err := tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
+	c := startPD(t, ctx)
 	release := make(chan struct{})
 	opened := 0
-	l := &lazyPD{ready: make(chan struct{}), open: func() pdhttp.Client {
+	l := newLazyPD(func() pdhttp.Client {
 		opened++
 		<-release // PD still starting
 		return pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
-	}}
+	}, nil)
 	t.Cleanup(l.close)
 	if opened != 0 {
 		t.Fatal("the client was created before any call")
