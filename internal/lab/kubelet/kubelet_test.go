@@ -38,6 +38,7 @@ type lab struct {
 	zone     string
 	instance string
 	volume   awsdouble.VolumeInfo
+	admin    AWSAdmin
 	pids     string // where probe processes record their pids
 	nodeDir  string
 }
@@ -159,10 +160,16 @@ func startLab() (*lab, error) {
 	if err := os.MkdirAll(l.pids, 0o755); err != nil {
 		return nil, err
 	}
+	ebs, err := NewEC2(context.Background(), srv.URL, aws.Options().Region)
+	if err != nil {
+		return nil, err
+	}
+	l.admin = AWSAdmin{Endpoint: srv.URL}
 	n, err := New(Options{
 		Name: l.node, Zone: zone, InstanceID: inst.ID, Dir: l.nodeDir, Client: nodeClient, Server: cfg.Host,
 		Images:         Images{{Pattern: "probe", Entrypoint: probe}, {Pattern: "shell:*", Entrypoint: "/bin/sh"}},
-		Volumes:        AWSAdmin{Endpoint: srv.URL},
+		Volumes:        l.admin,
+		EBS:            ebs,
 		RestartBackoff: 200 * time.Millisecond,
 	})
 	if err != nil {
@@ -471,6 +478,23 @@ func TestEnvAndVolumes(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(l.volume.Dir, "out"))
 	if err != nil || string(b) != "written by report" {
 		t.Errorf("volume %s holds %q, %v; want what the pod wrote", l.volume.ID, b, err)
+	}
+	// A pod that ran to its end holds its volume no longer: it is detached, so the claim's next
+	// pod may attach it on another node (as the attach-detach controller does).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, err := l.admin.Volume(ctx, l.volume.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.InstanceID == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("volume %s still attached to %s after its pod succeeded", l.volume.ID, v.InstanceID)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	// The service-account token is a real token the API server accepts.
 	token, err := os.ReadFile(filepath.Join(root, "var/run/secrets/kubernetes.io/serviceaccount/token"))

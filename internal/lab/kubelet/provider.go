@@ -55,8 +55,10 @@ func (p *provider) CreatePod(_ context.Context, pod *corev1.Pod) error {
 		r.mu.Unlock()
 		if deleting {
 			p.forget(r)
-			p.detach(r)
 		}
+		// A pod that ran to its end holds no volume any more, deleted or not: the attach-detach
+		// controller leaves terminated pods out, so the claim's next pod may attach it elsewhere.
+		p.detach(r)
 	})
 	p.changedLocked(key)
 	return nil
@@ -96,10 +98,10 @@ func (p *provider) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	return nil
 }
 
-// detach detaches the EBS volumes of a deleted pod that no other pod on the node uses, as the
-// attach-detach controller does once a volume's last pod on a node is gone, so the claim's next
-// pod can attach it elsewhere. A failure is logged: the volume then stays attached, as on EKS
-// when a detach fails.
+// detach detaches the EBS volumes of a finished or deleted pod that no running pod on the node
+// uses, as the attach-detach controller does once a volume's last running pod on a node is
+// gone, so the claim's next pod can attach it elsewhere. A failure is logged: the volume then
+// stays attached, as on EKS when a detach fails.
 func (p *provider) detach(gone *podRun) {
 	if p.o.EBS == nil {
 		return
@@ -110,6 +112,11 @@ func (p *provider) detach(gone *podRun) {
 	inUse := map[string]bool{}
 	p.mu.Lock()
 	for _, r := range p.pods {
+		select {
+		case <-r.done:
+			continue // ran to its end: its volumes are free
+		default:
+		}
 		r.mu.Lock()
 		for _, v := range r.ebsVolumes {
 			inUse[v] = true
