@@ -1,4 +1,4 @@
-// Command fedbr is the one binary of fedbr: manager, agent, BR engine and lab are its
+// Command fedbr is the one binary of fedbr: manager, agent, BR engine, warm-up and lab are its
 // subcommands, so the Jobs an agent starts run exactly the agent's own build.
 package main
 
@@ -12,6 +12,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/lab"
 	"github.com/fedbr/fedbr/internal/cmd/manager"
 	"github.com/fedbr/fedbr/internal/cmd/version"
+	"github.com/fedbr/fedbr/internal/cmd/warmup"
 )
 
 func newRootCmd() *cobra.Command {
@@ -24,7 +25,7 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: false,
 	}
 	root.AddCommand(version.NewCmd(), br.NewCmd(), lab.NewCmd(), manager.NewCmd())
-	root.AddCommand(agent.NewCmd())
+	root.AddCommand(agent.NewCmd(), warmup.NewCmd())
 	return root
 }
 

@@ -76,14 +76,22 @@ func upLab(ctx context.Context, t testing.TB) *env.Lab {
 	return l
 }
 
+// TestFederatedBackupAndRestoreInTheLab runs the main job once per warm-up mode, each in its own
+// lab (the benchmark restores without warm-up).
 func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
 	}
+	for _, mode := range []fedv1alpha1.RestoreWarmupMode{fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupAsync} {
+		t.Run("warmup="+string(mode), func(t *testing.T) { backupAndRestore(t, mode) })
+	}
+}
+
+func backupAndRestore(t *testing.T, warmup fedv1alpha1.RestoreWarmupMode) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	l := upLab(ctx, t)
-	r, err := demo.Run(ctx, demo.Options{Lab: l, Out: logWriter{t}})
+	r, err := demo.Run(ctx, demo.Options{Lab: l, Out: logWriter{t}, RestoreWarmup: warmup})
 	if r != nil {
 		var b strings.Builder
 		r.Print(&b)
@@ -129,6 +137,31 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	}
 	if _, ok := r.RestoreOverhead(); !ok {
 		t.Errorf("restore overhead not computable from %+v", r.RestoreWork)
+	}
+	// One warm-up Job per TiKV member read every block of its volumes (the command exits 0 only
+	// then): sync before TiKV was handed the volumes, async beside the restarted TiKV.
+	if want := 3 * len(l.DataPlanes); r.Warmup != "WarmedUp" || r.WarmupJobs != want || r.WarmupJobsTotal != want {
+		t.Errorf("warm-up %q, %d of %d Jobs succeeded; want WarmedUp, %d of %d", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal, want, want)
+	}
+	var warm, tikvStart, restart demo.Step
+	for _, s := range r.RestoreWork {
+		switch {
+		case strings.HasPrefix(s.Name, "warm-up"):
+			warm = s
+		case strings.HasPrefix(s.Name, "TiKV starts"):
+			tikvStart = s
+		case strings.HasPrefix(s.Name, "TiKV restarts"):
+			restart = s
+		}
+	}
+	// The Jobs' times come from the kubelet, truncated to the second.
+	switch {
+	case warm.Start.IsZero() || warm.End.IsZero() || tikvStart.Start.IsZero() || restart.End.IsZero():
+		t.Errorf("times missing: warm-up %+v, TiKV start %+v, restart %+v", warm, tikvStart, restart)
+	case warmup == fedv1alpha1.RestoreWarmupSync && warm.End.After(tikvStart.Start):
+		t.Errorf("sync warm-up ended %v, after TiKV was handed the volumes %v", warm.End, tikvStart.Start)
+	case warmup == fedv1alpha1.RestoreWarmupAsync && warm.Start.Before(restart.End.Add(-time.Second)):
+		t.Errorf("async warm-up started %v, before TiKV restarted out of recovery mode %v", warm.Start, restart.End)
 	}
 	if r.OrphanSnapshots != 0 || r.OrphanVolumes != 0 {
 		t.Errorf("left behind: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)

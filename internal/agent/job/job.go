@@ -26,6 +26,8 @@ const (
 	StepSize           = "size"
 	StepRestoreVolumes = "restore-volumes"
 	StepRestoreData    = "restore-data"
+	// StepWarmup Jobs run `fedbr warmup` on restored volumes, one Job per TiKV member.
+	StepWarmup = "warmup"
 )
 
 // Labels the agent puts on everything it creates, so it can list its own objects and an SRE
@@ -117,6 +119,11 @@ type PodTemplate struct {
 	ServiceAccount    string
 	Volumes           []corev1.Volume
 	VolumeMounts      []corev1.VolumeMount
+	// NodeName pins the pod to a node (a warm-up beside a running TiKV must share its node:
+	// the volumes are ReadWriteOnce).
+	NodeName string
+	// Privileged lets the container read the block device behind a mounted volume.
+	Privileged bool
 }
 
 // Build returns the Job for s.
@@ -160,6 +167,7 @@ func Build(s Spec) *batchv1.Job {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					RestartPolicy:      corev1.RestartPolicyNever,
+					NodeName:           s.Pod.NodeName,
 					ServiceAccountName: s.Pod.ServiceAccount,
 					Tolerations:        s.Pod.Tolerations,
 					PriorityClassName:  s.Pod.PriorityClassName,
@@ -173,16 +181,24 @@ func Build(s Spec) *batchv1.Job {
 						Image: s.Image,
 						// Paths in Args are relative to "/": the same pod then works on a real node
 						// and on a lab node, whose "/" is the container's $FEDBR_LAB_ROOT.
-						WorkingDir:   "/",
-						Args:         s.Args,
-						Env:          append(podEnv(), s.Pod.Env...),
-						Resources:    s.Pod.Resources,
-						VolumeMounts: s.Pod.VolumeMounts,
+						WorkingDir:      "/",
+						Args:            s.Args,
+						Env:             append(podEnv(), s.Pod.Env...),
+						Resources:       s.Pod.Resources,
+						VolumeMounts:    s.Pod.VolumeMounts,
+						SecurityContext: securityContext(s.Pod.Privileged),
 					}},
 				},
 			},
 		},
 	}
+}
+
+func securityContext(privileged bool) *corev1.SecurityContext {
+	if !privileged {
+		return nil
+	}
+	return &corev1.SecurityContext{Privileged: ptr.To(true)}
 }
 
 // podEnv gives the step its pod's namespace and name (the status ConfigMap lives in the pod's

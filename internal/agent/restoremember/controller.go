@@ -136,6 +136,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData} {
 		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 	}
+	for _, s := range o.Warmups {
+		r.Metrics.ObserveStep(Kind, job.StepWarmup, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
+	}
 	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
 	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
 }
@@ -171,7 +174,7 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 }
 
 func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
-	o.RestoreVolumes, o.RestoreData = job.StateOf(nil), job.StateOf(nil)
+	o.RestoreVolumes, o.RestoreData, o.Warmups = job.StateOf(nil), job.StateOf(nil), map[string]job.State{}
 	jobs := &batchv1.JobList{}
 	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
 		return fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
@@ -182,6 +185,8 @@ func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestor
 			o.RestoreVolumes = job.StateOf(&jobs.Items[i])
 		case job.StepRestoreData:
 			o.RestoreData = job.StateOf(&jobs.Items[i])
+		case job.StepWarmup:
+			o.Warmups[jobs.Items[i].Name] = job.StateOf(&jobs.Items[i])
 		}
 	}
 	cm := &corev1.ConfigMap{}
@@ -218,7 +223,7 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, m *dpv1alpha1.Volume
 		return fmt.Errorf("list TiKV pods: %w", err)
 	}
 	for _, p := range pods.Items {
-		tp := TiKVPod{Name: p.Name, UID: p.UID, Deleting: p.DeletionTimestamp != nil}
+		tp := TiKVPod{Name: p.Name, UID: p.UID, Deleting: p.DeletionTimestamp != nil, Node: p.Spec.NodeName}
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				tp.Ready = true
@@ -240,8 +245,8 @@ func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRes
 	needBackup := NeedsBackupMeta(m, o.RestoreVolumes, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
 	st, reported := o.Report.Step(job.StepRestoreVolumes)
 	_, hasResult := o.Report.Results[job.StepRestoreVolumes]
-	needRestore := NeedsRestoreMeta(m) && !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
-		hasResult && (o.RestoreVolumes.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted)
+	needRestore := NeedsRestoreMeta(m) && (WarmupPending(m) || !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
+		hasResult && (o.RestoreVolumes.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted))
 	if !needBackup && !needRestore {
 		return
 	}

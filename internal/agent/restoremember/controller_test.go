@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -448,4 +449,42 @@ func unprotect(ctx context.Context, ns string, stop <-chan struct{}) {
 			}
 		}
 	}
+}
+
+// TestSyncWarmupGatesTiKV: a sync warm-up's Jobs run once the claims exist, and only when they
+// finished does the TidbCluster get the restored volumes.
+func TestSyncWarmupGatesTiKV(t *testing.T) {
+	f := newFixture(t, "rs-warm")
+	f.createMember()
+	f.update(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync })
+	f.restoreVolumes()
+	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpStartedCondition)
+	j := &batchv1.Job{}
+	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: WarmupJobName("fed-r1", 0)}, j))
+	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --fs var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+		t.Errorf("warm-up args %v", args)
+	}
+	if v := j.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" {
+		t.Errorf("warm-up volumes %+v", v)
+	}
+	// Other events reconcile the member while the Job runs: TiKV must keep waiting.
+	f.writeReport(map[string]string{"unrelated": "wake the agent"})
+	time.Sleep(500 * time.Millisecond)
+	if a := f.tc().Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation]; a != "" {
+		t.Fatalf("TiKV handed the volumes (%q) while the warm-up runs", a)
+	}
+	// The Job completes, as the Job controller would record it.
+	now := metav1.Now()
+	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+	j.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	must(t, env.Client.Status().Update(f.ctx, j))
+	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
+	if c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberWarmUpCompleteCondition); c.Reason != ReasonWarmedUp {
+		t.Errorf("WarmUpComplete %+v", c)
+	}
+	f.startTiKV()
+	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
 }

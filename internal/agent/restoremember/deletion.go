@@ -2,12 +2,15 @@ package restoremember
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -41,18 +44,17 @@ func (p *plan) cleaning(msg string) {
 // and waits until they are gone.
 func (p *plan) stopSteps() bool {
 	waiting := false
-	for _, j := range []struct {
-		name    string
-		running bool
-		gone    bool
-	}{{p.o.RestoreVolumes.Name, p.o.RestoreVolumes.Exists() && !p.o.RestoreVolumes.Done(), p.o.RestoreVolumes.Deleting},
-		{p.o.RestoreData.Name, p.o.RestoreData.Exists() && !p.o.RestoreData.Done(), p.o.RestoreData.Deleting}} {
-		if !j.running {
+	steps := []job.State{p.o.RestoreVolumes, p.o.RestoreData}
+	for _, name := range slices.Sorted(maps.Keys(p.o.Warmups)) {
+		steps = append(steps, p.o.Warmups[name]) // their pods hold the claims
+	}
+	for _, j := range steps {
+		if !j.Exists() || j.Done() {
 			continue // a finished step has no pod left to stop
 		}
 		waiting = true
-		if !j.gone {
-			p.add(Action{Kind: DeleteJob, Name: j.name})
+		if !j.Deleting {
+			p.add(Action{Kind: DeleteJob, Name: j.Name})
 		}
 	}
 	if waiting {

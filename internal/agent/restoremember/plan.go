@@ -71,6 +71,9 @@ const (
 	ReasonVolumesRestored    = "VolumesRestored"
 	ReasonWarmUpNotRequested = "NotRequested"
 	ReasonWarmUpUnsupported  = "WarmUpUnsupported"
+	ReasonWarmingUp          = "WarmingUp"
+	ReasonWarmedUp           = "WarmedUp"
+	ReasonWarmUpFailed       = "WarmUpFailed"
 	ReasonTiKVStarted        = "TiKVStarted"
 	ReasonDataFailed         = "RestoreDataFailed"
 	ReasonDataRestored       = "DataRestored"
@@ -109,6 +112,8 @@ type TiKVPod struct {
 	UID      types.UID
 	Ready    bool
 	Deleting bool
+	// Node is the node it runs on ("" before it is scheduled).
+	Node string
 	// Claims are the PVCs it mounts.
 	Claims []string
 }
@@ -125,8 +130,9 @@ type Observed struct {
 	// RestoreMeta is restoremeta/<restore id>, read once restore-volumes succeeded.
 	RestoreMeta    *meta.Record
 	RestoreMetaErr error
-	// RestoreVolumes and RestoreData are the step Jobs.
+	// RestoreVolumes and RestoreData are the step Jobs; Warmups the warm-up Jobs by name.
 	RestoreVolumes, RestoreData job.State
+	Warmups                     map[string]job.State
 	Report                      job.Report
 	// PVCs and PVs are those the agent created for this restore, by name.
 	PVCs map[string]*corev1.PersistentVolumeClaim
@@ -244,8 +250,11 @@ func Plan(o Observed, now time.Time) Result {
 	switch {
 	case p.m.DeletionTimestamp != nil:
 		p.planDeletion()
-	case p.isTrue(dpv1alpha1.RestoreMemberFailedCondition), p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
-		// Terminal: the manager deletes a failed restore's members; a complete one rests.
+	case p.isTrue(dpv1alpha1.RestoreMemberFailedCondition):
+		// Terminal: the manager deletes a failed restore's members.
+	case p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
+		// TiKV serves; only an async warm-up may still have work beside it.
+		p.planAsyncWarmup()
 	case o.TC == nil:
 		p.fail(ReasonTidbClusterMissing, p.tcMissing())
 	default:

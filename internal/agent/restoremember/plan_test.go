@@ -417,12 +417,6 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonRebuildFailed}},
 		},
 		{
-			name: "warm-up asked for is not supported yet",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync },
-				rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored)), targetTC(2, true)),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonWarmUpUnsupported}, msg: "not supported"},
-		},
-		{
 			name: "annotated, stores not up yet: wait",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, tikvUp[:2]...), handedOver(1)),
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},

@@ -35,12 +35,8 @@ func (p *plan) planVolumes() bool {
 	if !p.isTrue(dpv1alpha1.RestoreMemberVolumeCompleteCondition) && !p.planRestoreVolumes() {
 		return false
 	}
-	if !p.isTrue(dpv1alpha1.RestoreMemberWarmUpCompleteCondition) {
-		if p.m.Spec.Template.Warmup != fedv1alpha1.RestoreWarmupNone {
-			p.fail(ReasonWarmUpUnsupported, fmt.Sprintf("warm-up %q is not supported by this agent yet; restore without spec.template.warmup", p.m.Spec.Template.Warmup))
-			return false
-		}
-		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, ReasonWarmUpNotRequested, "no warm-up was asked for")
+	if !p.planSyncWarmup() {
+		return false
 	}
 	if p.m.Spec.DataMember && p.m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreVolume && !p.armData() {
 		return false
@@ -102,6 +98,10 @@ func (p *plan) planRestoreVolumes() bool {
 	}
 	if br := p.m.Spec.Template.BR; br != nil {
 		args = append(args, br.Options...)
+	}
+	if t := &p.m.Spec.Template; t.Warmup != fedv1alpha1.RestoreWarmupNone && t.EffectiveWarmupStrategy() == fedv1alpha1.RestoreWarmupStrategyFsr &&
+		!slices.ContainsFunc(args, func(a string) bool { return a == "--use-fsr" || strings.HasPrefix(a, "--use-fsr=") }) {
+		args = append(args, "--use-fsr") // the fsr warm-up reads only the other volumes
 	}
 	args = append(args, "--status-configmap", job.StatusConfigMapName(p.m.Name))
 	p.ensureCommon()

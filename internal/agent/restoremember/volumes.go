@@ -47,6 +47,10 @@ type Target struct {
 type Claim struct {
 	PV  *corev1.PersistentVolume
 	PVC *corev1.PersistentVolumeClaim
+	// Ordinal is the TiKV member that mounts it; Type the volume's TiKV config key
+	// (meta.DataDirType for the main data volume), which decides how warm-up reads it.
+	Ordinal int
+	Type    string
 }
 
 // Rebuild turns a restoremeta into the PVs and PVCs the target TidbCluster's TiKV pods mount:
@@ -279,5 +283,5 @@ func buildClaim(t Target, v meta.StoreVolume, oldPV *corev1.PersistentVolume, ol
 		sc := oldPV.Spec.StorageClassName
 		pvc.Spec.StorageClassName = &sc
 	}
-	return Claim{PV: pv, PVC: pvc}
+	return Claim{PV: pv, PVC: pvc, Ordinal: ord, Type: v.Type}
 }

@@ -19,6 +19,7 @@ package volumerestore
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -85,6 +86,10 @@ const (
 	ReasonMemberFailed       = "MemberFailed"
 	ReasonStepTimeout        = "StepTimeout"
 	ReasonBadCommitTS        = "BadCommitTS"
+	ReasonWarmingUp          = "WarmingUp"
+	ReasonWarmedUp           = "WarmedUp"
+	// ReasonMemberWarmUpFailed is the agent's reason for a warm-up whose Jobs failed.
+	ReasonMemberWarmUpFailed = "WarmUpFailed"
 )
 
 const (
@@ -140,7 +145,11 @@ func Plan(o Observed, now time.Time) Result {
 		step(st, "RestoreVolume", now, false)
 	case !all(o, func(m Member) bool { return tikvReady(r, m) }):
 		markData(o, &res)
-		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, "restoring volumes and starting TiKV in recovery mode")
+		msg := "restoring volumes and starting TiKV in recovery mode"
+		if !warmedUp(o, st, now) && r.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupSync {
+			msg = "restoring volumes, warming them up, then starting TiKV in recovery mode"
+		}
+		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, msg)
 	default:
 		planData(o, &res, now)
 	}
@@ -187,12 +196,53 @@ func planData(o Observed, res *Result, now time.Time) {
 		return
 	}
 	step(st, "RestartTiKV", now, true)
+	if !warmedUp(o, st, now) {
+		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, ReasonWarmingUp,
+			fmt.Sprintf("TiKV serves the restored data; the %s warm-up is still reading volumes", o.Restore.Spec.Template.Warmup))
+		return
+	}
 	done := metav1.NewTime(now)
 	st.TimeCompleted = &done
 	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreCompleteCondition, Status: metav1.ConditionTrue, Reason: ReasonAllComplete, Message: "restored to " + st.CommitTs}, now)
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionTrue, Reason: ReasonAllComplete, Message: "restored to " + st.CommitTs}, now)
 	st.Phase = fedv1alpha1.VolumeRestoreComplete
+}
+
+// warmedUp records the members' warm-up (the WarmUp step, WarmUpComplete) and says whether
+// it finished. A sync warm-up finishes before TiKV starts; an async one runs beside the
+// restarted TiKV, and the restore completes only after it (the cluster serves meanwhile).
+func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bool {
+	if o.Restore.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupNone {
+		return true
+	}
+	var warming, failed []string
+	started := false
+	for _, c := range o.Restore.Spec.Clusters {
+		m := o.Members[c.K8sClusterName]
+		started = started || memberTrue(m, dpv1alpha1.RestoreMemberWarmUpStartedCondition)
+		w := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
+		switch {
+		case w == nil || w.Status != metav1.ConditionTrue:
+			warming = append(warming, c.K8sClusterName)
+		case w.Reason == ReasonMemberWarmUpFailed:
+			failed = append(failed, c.K8sClusterName+": "+w.Message)
+		}
+	}
+	if len(warming) > 0 {
+		if started {
+			step(st, "WarmUp", now, false)
+		}
+		return false
+	}
+	step(st, "WarmUp", now, true)
+	c := metav1.Condition{Type: fedv1alpha1.VolumeRestoreWarmUpCompleteCondition, Status: metav1.ConditionTrue, Reason: ReasonWarmedUp,
+		Message: "every member read its restored volumes"}
+	if len(failed) > 0 {
+		c.Reason, c.Message = ReasonMemberWarmUpFailed, "warm-up failed on some volumes (they may be slow on first reads): "+strings.Join(failed, "; ")
+	}
+	setCondition(st, c, now)
+	return true
 }
 
 // markData marks the member that will run restore-data once every member reported its

@@ -37,6 +37,12 @@ func member(phase dpv1alpha1.RestoreMemberPhase, ts string, conds ...string) Mem
 	return m
 }
 
+// warmFailed is m with a warm-up whose Jobs failed.
+func warmFailed(m Member) Member {
+	m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: warm, Status: metav1.ConditionTrue, Reason: ReasonMemberWarmUpFailed, Message: "job x failed"})
+	return m
+}
+
 // marked is m with spec.dataMember set.
 func marked(m Member) Member {
 	m.DataMember = true
@@ -44,11 +50,12 @@ func marked(m Member) Member {
 }
 
 const (
-	tikv    = dpv1alpha1.RestoreMemberTikvCompleteCondition
-	warm    = dpv1alpha1.RestoreMemberWarmUpCompleteCondition
-	data    = dpv1alpha1.RestoreMemberDataCompleteCondition
-	done    = dpv1alpha1.RestoreMemberCompleteCondition
-	failedC = dpv1alpha1.RestoreMemberFailedCondition
+	tikv        = dpv1alpha1.RestoreMemberTikvCompleteCondition
+	warm        = dpv1alpha1.RestoreMemberWarmUpCompleteCondition
+	warmStarted = dpv1alpha1.RestoreMemberWarmUpStartedCondition
+	data        = dpv1alpha1.RestoreMemberDataCompleteCondition
+	done        = dpv1alpha1.RestoreMemberCompleteCondition
+	failedC     = dpv1alpha1.RestoreMemberFailedCondition
 )
 
 func both() map[string]bool { return map[string]bool{"az1": true, "az2": true} }
@@ -138,6 +145,43 @@ func TestPlan(t *testing.T) {
 				}
 				if !reflect.DeepEqual(names, []string{"RestoreVolume", "RestoreData", "RestartTiKV"}) {
 					t.Errorf("steps = %v", names)
+				}
+			},
+		},
+		{
+			name:      "async warm-up still reading after TiKV restarted: not complete yet, and says the cluster serves",
+			mutate:    func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupAsync },
+			members:   map[string]Member{"az1": member(restoreFinish, "200", tikv, done, warm), "az2": member(restoreFinish, "100", tikv, data, done, warmStarted)},
+			wantPhase: fedv1alpha1.VolumeRestoreDataComplete,
+			check: func(t *testing.T, r Result) {
+				ready := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)
+				if r.Status.TimeCompleted != nil || ready == nil || ready.Reason != ReasonWarmingUp || !strings.Contains(ready.Message, "serves") {
+					t.Errorf("completed %v, Ready %+v", r.Status.TimeCompleted, ready)
+				}
+				if s := r.Status.Steps[len(r.Status.Steps)-1]; s.StepName != "WarmUp" || s.TimeCompleted != nil {
+					t.Errorf("last step %+v", s)
+				}
+			},
+		},
+		{
+			name:      "async warm-up done everywhere: complete, a failed warm-up named but not fatal",
+			mutate:    func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupAsync },
+			members:   map[string]Member{"az1": member(restoreFinish, "200", tikv, done, warm), "az2": warmFailed(member(restoreFinish, "100", tikv, data, done))},
+			wantPhase: fedv1alpha1.VolumeRestoreComplete,
+			check: func(t *testing.T, r Result) {
+				w := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition)
+				if w == nil || w.Reason != ReasonMemberWarmUpFailed || !strings.Contains(w.Message, "az2: job x failed") {
+					t.Errorf("WarmUpComplete %+v", w)
+				}
+			},
+		},
+		{
+			name:      "without warm-up the restore completes without a WarmUp step or condition",
+			members:   map[string]Member{"az1": member(restoreFinish, "200", tikv, done), "az2": member(restoreFinish, "100", tikv, data, done)},
+			wantPhase: fedv1alpha1.VolumeRestoreComplete,
+			check: func(t *testing.T, r Result) {
+				if meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition) != nil {
+					t.Errorf("WarmUpComplete set: %+v", r.Status.Conditions)
 				}
 			},
 		},

@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"time"
 
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
@@ -41,6 +42,8 @@ type Options struct {
 	Rate              float64
 	// Warmup is how long the bank runs before the backup starts.
 	Warmup time.Duration
+	// RestoreWarmup is the restore's warm-up of its volumes: "" (none), sync or async.
+	RestoreWarmup fedv1alpha1.RestoreWarmupMode
 	// Timeout bounds each wait (cluster ready, backup, restore).
 	Timeout time.Duration
 	// CleanPolicy of the backup; the demo deletes the backup at the end and checks what is left.
@@ -92,6 +95,8 @@ func (o Options) Validate() error {
 		return errors.New("the lab has no data plane")
 	case o.Rate < 0:
 		return fmt.Errorf("bank rate %v: want >= 0", o.Rate)
+	case o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone && o.RestoreWarmup != fedv1alpha1.RestoreWarmupSync && o.RestoreWarmup != fedv1alpha1.RestoreWarmupAsync:
+		return fmt.Errorf("restore warm-up %q: want sync, async or none", o.RestoreWarmup)
 	case o.Namespace == o.RestoreNamespace && o.Namespace != "":
 		return fmt.Errorf("restore namespace %q must differ from the source namespace", o.RestoreNamespace)
 	}

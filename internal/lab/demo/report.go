@@ -55,6 +55,10 @@ type Report struct {
 	Checker string
 	// HeldAfterBackup is what the source cluster still held once the backup completed.
 	HeldAfterBackup tidb.Held
+	// WarmupJobs is how many warm-up Jobs succeeded of WarmupJobsTotal, and Warmup the restore's
+	// WarmUpComplete reason ("" without warm-up).
+	WarmupJobs, WarmupJobsTotal int
+	Warmup                      string
 	// OrphanSnapshots and OrphanVolumes are counted after the backup was deleted.
 	OrphanSnapshots, OrphanVolumes int
 	// Err is the demo's outcome.
@@ -124,6 +128,9 @@ func (r *Report) Print(w io.Writer) {
 				p("  %-48s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
 			}
 		}
+	}
+	if r.Warmup != "" {
+		p("warm-up of the restored volumes: %s, %d of %d Jobs succeeded", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal)
 	}
 	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
 	p("checker: %s", r.Checker)

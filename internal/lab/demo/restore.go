@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	}
 	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.TCName)
 	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
+	r.Spec.Template.Warmup = d.o.RestoreWarmup
 	for _, dp := range d.lab.DataPlanes {
 		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName,
 			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
@@ -214,5 +216,45 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 		{Name: "restore-data step (PD, TiKV)", Start: data.StartedAt, End: data.CompletedAt},
 		{Name: "TiKV restarts out of recovery mode (operator)", Start: w.finish, End: w.restarted},
 	}
+	if d.o.RestoreWarmup == fedv1alpha1.RestoreWarmupNone {
+		return nil
+	}
+	warm, err := d.warmupWork(ctx, w.planes)
+	if err != nil {
+		return err
+	}
+	d.report.RestoreWork = append(d.report.RestoreWork, warm)
+	if c := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition); c != nil && c.Status == metav1.ConditionTrue {
+		d.report.Warmup = c.Reason
+	}
 	return nil
+}
+
+// warmupWork counts the warm-up Jobs and times their containers (reading the volumes is work;
+// starting their pods is orchestration). The times have the kubelet's one-second resolution.
+func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
+	s := Step{Name: "warm-up Jobs reading the volumes (kubelet clock)"}
+	for _, plane := range planes {
+		var pods corev1.PodList
+		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(d.o.RestoreNamespace), client.MatchingLabels{job.LabelStep: job.StepWarmup}); err != nil {
+			return s, fmt.Errorf("warm-up pods in %s: %w", plane, err)
+		}
+		for _, p := range pods.Items {
+			d.report.WarmupJobsTotal++
+			if p.Status.Phase == corev1.PodSucceeded {
+				d.report.WarmupJobs++
+			}
+			for _, cs := range p.Status.ContainerStatuses {
+				if t := cs.State.Terminated; t != nil {
+					if s.Start.IsZero() || t.StartedAt.Time.Before(s.Start) {
+						s.Start = t.StartedAt.Time
+					}
+					if t.FinishedAt.After(s.End) {
+						s.End = t.FinishedAt.Time
+					}
+				}
+			}
+		}
+	}
+	return s, nil
 }

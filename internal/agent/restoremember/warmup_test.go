@@ -1,0 +1,249 @@
+package restoremember
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+)
+
+func TestPlanWarmup(t *testing.T) {
+	warm := func(mode fedv1alpha1.RestoreWarmupMode, strategy fedv1alpha1.RestoreWarmupStrategy) func(*dpv1alpha1.VolumeRestoreMember) {
+		return func(m *dpv1alpha1.VolumeRestoreMember) {
+			m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = mode, strategy
+		}
+	}
+	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored)
+	restored := func(o *Observed) { o.RestoreMeta = record(t) }
+	w0, w1 := WarmupJobName("fed-r1", 0), WarmupJobName("fed-r1", 1)
+	jobs := func(states map[string]job.Phase) func(*Observed) {
+		return func(o *Observed) {
+			o.Warmups = map[string]job.State{}
+			for name, ph := range states {
+				o.Warmups[name] = job.State{Name: name, Phase: ph, Message: "reading block 42: input/output error"}
+			}
+		}
+	}
+	// An async warm-up's member completes before its warm-up: no WarmUpComplete yet.
+	complete := []func(*dpv1alpha1.VolumeRestoreMember){volumesIn, rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, ReasonTiKVStarted),
+		rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)}
+	servingPods := func(ready bool) func(*Observed) {
+		return func(o *Observed) {
+			o.Pods = []TiKVPod{
+				{Name: "restored-tikv-0", UID: "p0", Ready: ready, Node: "node-a", Claims: []string{"tikv-restored-tikv-0", "raft-engine-restored-tikv-0"}},
+				{Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b", Claims: []string{"tikv-restored-tikv-1", "raft-engine-restored-tikv-1"}},
+			}
+		}
+	}
+	// args returns the warm-up Jobs' arguments after "warmup", by Job name.
+	args := func(t *testing.T, r Result) map[string]string {
+		out := map[string]string{}
+		for _, a := range r.Actions {
+			if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepWarmup {
+				c := a.Job.Spec.Template.Spec.Containers[0]
+				if c.Args[0] != "warmup" {
+					t.Errorf("Job %s runs %v", a.Job.Name, c.Args)
+				}
+				out[a.Job.Name] = strings.Join(c.Args[1:], " ")
+			}
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want rwant
+	}{
+		{
+			name: "sync: one Job per TiKV member reads its claims before TiKV starts (hybrid: files of the data volume, devices of the others)",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
+				check: func(t *testing.T, r Result) {
+					got := args(t, r)
+					want := map[string]string{
+						w0: "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0",
+						w1: "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-1 --fs var/lib/fedbr-warmup/tikv-restored-tikv-1",
+					}
+					for name, a := range want {
+						if got[name] != a {
+							t.Errorf("Job %s args %q, want %q", name, got[name], a)
+						}
+					}
+					j := r.Actions[0].Job
+					spec := j.Spec.Template.Spec
+					var claims []string
+					for _, v := range spec.Volumes {
+						claims = append(claims, v.PersistentVolumeClaim.ClaimName)
+					}
+					if !slices.Equal(claims, []string{"raft-engine-restored-tikv-0", "tikv-restored-tikv-0"}) {
+						t.Errorf("Job %s mounts %v", j.Name, claims)
+					}
+					if sc := spec.Containers[0].SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
+						t.Errorf("a block read needs a privileged container: %+v", sc)
+					}
+					if spec.NodeName != "" || spec.Containers[0].Image != "fedbr:test" || *j.Spec.BackoffLimit != 1 {
+						t.Errorf("node %q image %q backoff %d", spec.NodeName, spec.Containers[0].Image, *j.Spec.BackoffLimit)
+					}
+					if j.Namespace != "dst" || len(j.OwnerReferences) != 1 || j.Labels[job.LabelMember] != "fed-r1" {
+						t.Errorf("Job %s/%s owners %v labels %v", j.Namespace, j.Name, j.OwnerReferences, j.Labels)
+					}
+				}},
+		},
+		{
+			name: "sync, fio: every volume's device, in the warm-up image",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio), volumesIn,
+				func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "warmer:1" }), targetTC(2, true), restored),
+			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, check: func(t *testing.T, r Result) {
+				if a := args(t, r)[w0]; a != "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-0 --block var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+					t.Errorf("args %q", a)
+				}
+				if img := r.Actions[0].Job.Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
+					t.Errorf("image %q", img)
+				}
+			}},
+		},
+		{
+			name: "sync, fsr: only the volumes fast snapshot restore did not initialize",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, check: func(t *testing.T, r Result) {
+				if a := args(t, r)[w1]; a != "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-1" {
+					t.Errorf("args %q", a)
+				}
+			}},
+		},
+		{
+			name: "sync, running: TiKV waits",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Active})),
+			want: rwant{actions: nil, msg: "running: " + w1, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "sync, every Job done: WarmUpComplete and TiKV starts",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded})),
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: ReasonWarmedUp}},
+		},
+		{
+			name: "sync, a Job failed: the restore goes on and says which volumes may be slow",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Failed, w1: job.Succeeded})),
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: ReasonWarmUpFailed},
+				msg: "reading block 42: input/output error"},
+		},
+		{
+			name: "sync, restoremeta not read yet: wait",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true)),
+			want: rwant{actions: nil, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "check-wal-only is refused with the reason",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly), volumesIn),
+				targetTC(2, true), restored),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonWarmUpUnsupported}, msg: "check-wal-only", phase: PhaseFailed},
+		},
+		{
+			name: "async: TiKV starts at once, no warm-up yet",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupAsync, ""), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: []ActionKind{AnnotateTC}, phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
+				if c := findCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberWarmUpCompleteCondition); c != nil {
+					t.Errorf("WarmUpComplete before TiKV even started: %+v", c)
+				}
+			}},
+		},
+		{
+			name: "async, complete member: one Job per ready TiKV pod, on its node",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, warm(fedv1alpha1.RestoreWarmupAsync, ""))...), storesUp(targetTC(2, false), 2),
+				restored, servingPods(true)),
+			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, phase: PhaseComplete, true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition},
+				check: func(t *testing.T, r Result) {
+					nodes := map[string]string{}
+					for _, a := range r.Actions {
+						nodes[a.Job.Name] = a.Job.Spec.Template.Spec.NodeName
+					}
+					if nodes[w0] != "node-a" || nodes[w1] != "node-b" {
+						t.Errorf("nodes %v", nodes)
+					}
+				}},
+		},
+		{
+			name: "async, a pod not ready yet: its Job waits, the others start",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, warm(fedv1alpha1.RestoreWarmupAsync, ""))...), storesUp(targetTC(2, false), 2),
+				restored, servingPods(false)),
+			want: rwant{actions: []ActionKind{CreateJob}, phase: PhaseComplete, check: func(t *testing.T, r Result) {
+				if len(r.Actions) == 1 && r.Actions[0].Job.Name != w1 {
+					t.Errorf("created %s", r.Actions[0].Job.Name)
+				}
+			}},
+		},
+		{
+			name: "async, every Job done: WarmUpComplete",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, warm(fedv1alpha1.RestoreWarmupAsync, ""))...), storesUp(targetTC(2, false), 2),
+				restored, servingPods(true), jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded})),
+			want: rwant{actions: nil, phase: PhaseComplete, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: ReasonWarmedUp}},
+		},
+		{
+			name: "no warm-up on a complete member without async",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, tikvUp[0], tikvUp[1], tikvUp[2], rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)), storesUp(targetTC(2, false), 2),
+				restored, servingPods(true)),
+			want: rwant{actions: nil, phase: PhaseComplete},
+		},
+		{
+			name: "deletion stops running warm-up Jobs before the claims go",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn, func(m *dpv1alpha1.VolumeRestoreMember) { m.DeletionTimestamp = ptr.To(metav1.NewTime(t0)) }), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Active})),
+			want: rwant{actions: []ActionKind{DeleteJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
+				if r.Actions[0].Name != w1 {
+					t.Errorf("deleted %s", r.Actions[0].Name)
+				}
+			}},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+	}
+}
+
+func TestRestoreVolumesUsesFSRForTheFSRWarmup(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		mode    fedv1alpha1.RestoreWarmupMode
+		options []string
+		want    int // how many --use-fsr
+	}{
+		{"fsr warm-up adds it", fedv1alpha1.RestoreWarmupSync, nil, 1},
+		{"already given", fedv1alpha1.RestoreWarmupAsync, []string{"--use-fsr"}, 1},
+		{"no warm-up: not added", fedv1alpha1.RestoreWarmupNone, nil, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			m := rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = tt.mode, fedv1alpha1.RestoreWarmupStrategyFsr
+				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: tt.options}
+			})
+			r := Plan(robs(m, targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }), t0)
+			var j *batchv1.Job
+			for _, a := range r.Actions {
+				if a.Kind == CreateJob {
+					j = a.Job
+				}
+			}
+			if j == nil {
+				t.Fatalf("no restore-volumes Job: %v %+v", r.Actions, r.Status.Conditions)
+			}
+			n := 0
+			for _, a := range j.Spec.Template.Spec.Containers[0].Args {
+				if a == "--use-fsr" {
+					n++
+				}
+			}
+			if n != tt.want {
+				t.Errorf("--use-fsr %d times in %v, want %d", n, j.Spec.Template.Spec.Containers[0].Args, tt.want)
+			}
+		})
+	}
+}

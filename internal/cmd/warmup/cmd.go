@@ -1,0 +1,193 @@
+// Package warmup is the `fedbr warmup` command: it reads every block of volumes restored
+// from EBS snapshots once (package warmup, the engine), so that TiKV's first reads do not
+// pay the lazy load from S3, and prints a JSON summary.
+package warmup
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	engine "github.com/fedbr/fedbr/internal/warmup"
+)
+
+type options struct {
+	fs, block  []string
+	workers    int
+	chunk      byteSize
+	direct     bool
+	checkpoint bool
+	interval   time.Duration
+}
+
+// NewCmd returns `warmup`.
+func NewCmd() *cobra.Command {
+	o := &options{chunk: engine.DefaultChunkSize}
+	cmd := &cobra.Command{
+		Use:   "warmup (--fs DIR | --block PATH)...",
+		Short: "Read every block of volumes restored from EBS snapshots once, so that TiKV's first reads are fast",
+		Long: `A volume restored from an EBS snapshot is loaded lazily from S3: the first read of each
+block is slow. warmup reads every block once, before TiKV starts or beside it.
+
+--fs DIR reads every regular file under DIR (symlinks are not followed), the newest first as
+TiKV reads its newest SST and WAL files first; large files are read in concurrent chunks.
+With --checkpoint, the files fully read are recorded (by path, size and modification time) in
+DIR/` + engine.CheckpointName + `, written atomically every --progress-interval and at the end,
+also after SIGTERM: a restarted run skips them, and reads a changed file again.
+
+--block PATH reads a whole block device from offset 0 to its size: PATH is the device, or the
+mount point of one (its device is found in /proc/self/mountinfo; in a container the device
+must be visible, e.g. privileged). Block mode has no checkpoint: a restarted run reads the
+whole device again.
+
+Both may be given several times; the targets are read concurrently, each with --workers
+reads in flight. Reads use O_DIRECT so that the page cache is not filled with the whole
+volume; a file system that refuses it is read buffered (logged once per target).
+
+Progress lines go to stderr; the JSON summary (per target and in total: files, bytes, files
+skipped from the checkpoint, seconds, MiB/s, whether O_DIRECT was used) goes to stdout. The
+exit status is 0 only if every target was read completely.`,
+		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cmd.SilenceUsage = true // the flags were fine; a failure now is not a usage error
+			return o.run(cmd)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&o.fs, "fs", nil, "a directory whose files to read (repeatable)")
+	f.StringArrayVar(&o.block, "block", nil, "a block device, or the mount point of one, to read whole (repeatable)")
+	f.IntVar(&o.workers, "workers", engine.DefaultWorkers, "concurrent reads per target")
+	f.Var(&o.chunk, "chunk", "size of one read: bytes, or with a K or M suffix; a multiple of 4K")
+	f.BoolVar(&o.direct, "direct", true, "read with O_DIRECT, bypassing the page cache")
+	f.BoolVar(&o.checkpoint, "checkpoint", true, "record the files read in each --fs DIR, and skip them in the next run (not for --block)")
+	f.DurationVar(&o.interval, "progress-interval", engine.DefaultProgressInterval, "period of the progress lines and checkpoint writes")
+	_ = cmd.MarkFlagDirname("fs")
+	_ = cmd.MarkFlagFilename("block")
+	return cmd
+}
+
+func (o *options) validate() error {
+	switch {
+	case len(o.fs)+len(o.block) == 0:
+		return fmt.Errorf("nothing to warm up: give at least one --fs DIR or --block PATH")
+	case o.workers < 1:
+		return fmt.Errorf("--workers %d: want at least 1", o.workers)
+	case o.chunk <= 0 || o.chunk%engine.Align != 0:
+		return fmt.Errorf("--chunk %s: want a positive multiple of 4K (%d bytes)", o.chunk.String(), engine.Align)
+	case o.interval <= 0:
+		return fmt.Errorf("--progress-interval %s: want a positive duration", o.interval)
+	}
+	return checkPaths(o.fs, o.block)
+}
+
+// checkPaths rejects empty paths, a path given twice, and an --fs directory inside another,
+// whose files would be read twice.
+func checkPaths(fs, block []string) error {
+	type given struct{ flag, path string }
+	var all []given
+	for _, p := range fs {
+		all = append(all, given{"--fs", p})
+	}
+	for _, p := range block {
+		all = append(all, given{"--block", p})
+	}
+	seen := map[string]given{}
+	for _, g := range all {
+		if g.path == "" {
+			return fmt.Errorf("%s: the path is empty", g.flag)
+		}
+		abs, err := filepath.Abs(g.path)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", g.flag, g.path, err)
+		}
+		if prev, ok := seen[abs]; ok {
+			return fmt.Errorf("%s %s and %s %s are the same path: give it once", prev.flag, prev.path, g.flag, g.path)
+		}
+		seen[abs] = g
+	}
+	for _, outer := range fs {
+		for _, inner := range fs {
+			a, _ := filepath.Abs(outer)
+			b, _ := filepath.Abs(inner)
+			if rel, err := filepath.Rel(a, b); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return fmt.Errorf("--fs %s is inside --fs %s: its files would be read twice", inner, outer)
+			}
+		}
+	}
+	return nil
+}
+
+func (o *options) run(cmd *cobra.Command) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	sum, err := engine.Run(ctx, engine.Options{
+		FS:               o.fs,
+		Block:            o.block,
+		Workers:          o.workers,
+		ChunkSize:        int64(o.chunk),
+		Direct:           o.direct,
+		Checkpoint:       o.checkpoint,
+		Progress:         session.NewLockedWriter(cmd.ErrOrStderr()),
+		ProgressInterval: o.interval,
+	})
+	if len(sum.Targets) == 0 {
+		return err // nothing was started: the error says why
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	if encErr := enc.Encode(sum); encErr != nil && err == nil {
+		return fmt.Errorf("print the summary: %w", encErr)
+	}
+	return err
+}
+
+// byteSize is a flag of bytes with an optional K (2^10) or M (2^20) suffix.
+type byteSize int64
+
+func (s *byteSize) String() string {
+	switch n := int64(*s); {
+	case n != 0 && n%(1<<20) == 0:
+		return strconv.FormatInt(n>>20, 10) + "M"
+	case n != 0 && n%(1<<10) == 0:
+		return strconv.FormatInt(n>>10, 10) + "K"
+	default:
+		return strconv.FormatInt(n, 10)
+	}
+}
+
+func (s *byteSize) Set(v string) error {
+	n, err := parseByteSize(v)
+	if err != nil {
+		return err
+	}
+	*s = byteSize(n)
+	return nil
+}
+
+func (s *byteSize) Type() string { return "size" }
+
+func parseByteSize(v string) (int64, error) {
+	num, shift := strings.TrimSpace(v), 0
+	switch {
+	case strings.HasSuffix(strings.ToUpper(num), "K"):
+		num, shift = num[:len(num)-1], 10
+	case strings.HasSuffix(strings.ToUpper(num), "M"):
+		num, shift = num[:len(num)-1], 20
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n > (1<<62)>>shift || n < -(1<<62)>>shift {
+		return 0, fmt.Errorf("%q is not a size: want bytes with an optional K or M suffix, e.g. 1M", v)
+	}
+	return n << shift, nil
+}

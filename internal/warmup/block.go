@@ -1,0 +1,146 @@
+package warmup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// blockDevice returns what to read for a Block target: path itself when it is a block
+// device (or a regular file standing for one), or the block device mounted at path when it
+// is a directory.
+func blockDevice(path, mountinfoPath string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("block target %s: %w", path, err)
+	}
+	switch m := fi.Mode(); {
+	case m.IsRegular(), isBlockDevice(m):
+		return path, nil
+	case !m.IsDir():
+		return "", fmt.Errorf("block target %s is not a block device, a regular file or a mount point (mode %s)", path, m)
+	}
+	dir, err := filepath.EvalSymlinks(path)
+	if err == nil {
+		dir, err = filepath.Abs(dir)
+	}
+	if err != nil {
+		return "", fmt.Errorf("block target %s: %w", path, err)
+	}
+	data, err := os.ReadFile(mountinfoPath)
+	if err != nil {
+		return "", fmt.Errorf("block target %s: find the device mounted there: %w", path, err)
+	}
+	mnt, err := mountDevice(string(data), dir)
+	if err != nil {
+		return "", fmt.Errorf("block target %s: %w", path, err)
+	}
+	return mountedDevice(mnt, path)
+}
+
+func isBlockDevice(m fs.FileMode) bool {
+	return m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0
+}
+
+// mountedDevice finds the node of a mount's device: its source or, as a container has its
+// own /dev where the host's name may be missing, /dev/block/MAJOR:MINOR.
+func mountedDevice(m mount, path string) (string, error) {
+	var errs []error
+	for _, dev := range []string{m.Source, "/dev/block/" + m.Dev} {
+		fi, err := os.Stat(dev)
+		if err == nil && isBlockDevice(fi.Mode()) {
+			return dev, nil
+		}
+		if err == nil {
+			err = fmt.Errorf("%s is not a block device", dev)
+		}
+		errs = append(errs, err)
+	}
+	return "", fmt.Errorf("block target %s is mounted from %s (device %s), which is not visible here "+
+		"(a container needs it: run privileged, or get the volume as a raw block device; or use --fs %s): %w",
+		path, m.Source, m.Dev, path, errors.Join(errs...))
+}
+
+// mount is one line of /proc/self/mountinfo.
+type mount struct {
+	Dev    string // MAJOR:MINOR of the file system's device
+	Root   string // the directory of the file system mounted
+	Point  string // where it is mounted
+	FSType string
+	Source string
+}
+
+// mountDevice returns the mount at dir, which must be mounted from a device under /dev. When
+// several are mounted at dir, the last one hides the others.
+func mountDevice(mountinfo, dir string) (mount, error) {
+	ms, err := parseMountinfo(mountinfo)
+	if err != nil {
+		return mount{}, err
+	}
+	var found *mount
+	for i := range ms {
+		if ms[i].Point == dir {
+			found = &ms[i]
+		}
+	}
+	switch {
+	case found == nil:
+		return mount{}, fmt.Errorf("%s is not a mount point: block mode reads the whole device mounted there; use --fs %s to read the files under it", dir, dir)
+	case !strings.HasPrefix(found.Source, "/dev/"):
+		return mount{}, fmt.Errorf("%s is mounted from %q (%s), not from a block device under /dev: use --fs %s to read its files", dir, found.Source, found.FSType, dir)
+	}
+	return *found, nil
+}
+
+// parseMountinfo parses the text of /proc/PID/mountinfo (see proc_pid_mountinfo(5)), whose
+// lines read
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//
+// with optional fields (master:1) up to the "-", and spaces, tabs, newlines and
+// backslashes in paths escaped as \ooo.
+func parseMountinfo(text string) ([]mount, error) {
+	var ms []mount
+	for i, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		sep := -1
+		for j := 6; j < len(f); j++ {
+			if f[j] == "-" {
+				sep = j
+				break
+			}
+		}
+		if sep < 0 || len(f) < sep+3 {
+			return nil, fmt.Errorf("mountinfo line %d is malformed: %q", i+1, line)
+		}
+		ms = append(ms, mount{Dev: f[2], Root: unescape(f[3]), Point: unescape(f[4]), FSType: f[sep+1], Source: unescape(f[sep+2])})
+	}
+	return ms, nil
+}
+
+// unescape decodes the kernel's \ooo octal escapes.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1], '3') && isOctal(s[i+2], '7') && isOctal(s[i+3], '7') {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c, maxDigit byte) bool {
+	return c >= '0' && c <= maxDigit
+}

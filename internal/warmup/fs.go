@@ -1,0 +1,103 @@
+package warmup
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// entry is a regular file found under an FS target.
+type entry struct {
+	Rel   string // path relative to the target's root: the checkpoint's key
+	Size  int64
+	MTime int64 // modification time, unix nanoseconds
+}
+
+// fsRoot checks that dir is a directory and returns it with symlinks resolved: the path
+// given may be a link (a volume's mount point behind one), the links under it are not
+// followed.
+func fsRoot(dir string) (string, error) {
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", fmt.Errorf("fs target %s: %w", dir, err)
+	}
+	fi, err := os.Stat(root)
+	if err != nil {
+		return "", fmt.Errorf("fs target %s: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("fs target %s is not a directory (a device is read with --block)", dir)
+	}
+	return filepath.Abs(root)
+}
+
+// list returns the regular files under root, without following symlinks and without
+// checkpoint files, counting them in found as it goes.
+func list(ctx context.Context, root string, found *atomic.Int64) ([]entry, error) {
+	var files []entry
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if path != root && errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while listing
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || isCheckpoint(d.Name()) {
+			return nil
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		files = append(files, entry{Rel: rel, Size: info.Size(), MTime: info.ModTime().UnixNano()})
+		found.Add(1)
+		return nil
+	})
+	return files, err
+}
+
+// isCheckpoint tells a checkpoint file, or one being written, from data.
+func isCheckpoint(name string) bool {
+	return name == CheckpointName || strings.HasPrefix(name, CheckpointName+tempSuffix)
+}
+
+// order sorts files newest first, ties by path: TiKV reads its newest SST and WAL files
+// first, so they are warmed first.
+func order(files []entry) {
+	slices.SortFunc(files, func(a, b entry) int {
+		if c := cmp.Compare(b.MTime, a.MTime); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Rel, b.Rel)
+	})
+}
+
+// pending splits files into those to read and those an earlier run read fully (recorded in
+// the checkpoint with the same size and modification time: a changed file is read again).
+func pending(files []entry, done map[string]stamp) (todo, skipped []entry) {
+	for _, e := range files {
+		if s, ok := done[e.Rel]; ok && s == (stamp{Size: e.Size, MTime: e.MTime}) {
+			skipped = append(skipped, e)
+		} else {
+			todo = append(todo, e)
+		}
+	}
+	return todo, skipped
+}

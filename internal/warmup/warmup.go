@@ -1,0 +1,261 @@
+// Package warmup reads every block of volumes restored from EBS snapshots once. Such a volume
+// is loaded lazily from S3: the first read of each block pays a large latency, and TiKV would
+// pay it on its first reads. Warm-up pays it instead, before or beside TiKV, either file by
+// file (FS mode: the newest files first, remembered in a checkpoint across restarts) or for a
+// whole block device (Block mode). Reads use O_DIRECT so that the page cache is not filled
+// with the whole volume.
+package warmup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Mode is how a target is read.
+type Mode string
+
+// Modes.
+const (
+	// FS reads every regular file under a directory, newest first.
+	FS Mode = "fs"
+	// Block reads a whole device from offset 0 to its size.
+	Block Mode = "block"
+)
+
+// Align is the alignment O_DIRECT needs of offsets, lengths and buffers: a page, and a
+// multiple of every EBS device's logical block size. ChunkSize must be a multiple of it.
+const Align = 4096
+
+// Defaults of the zero Options fields.
+const (
+	DefaultWorkers          = 32
+	DefaultChunkSize        = 1 << 20
+	DefaultProgressInterval = 10 * time.Second
+)
+
+// Options configure a warm-up run.
+type Options struct {
+	// FS are directories whose regular files are read.
+	FS []string
+	// Block are block devices (or regular files standing for them), or the mount points of
+	// block devices, read whole.
+	Block []string
+	// Workers is the number of concurrent reads per target (each target is a volume with its
+	// own throughput); 0 means DefaultWorkers.
+	Workers int
+	// ChunkSize is the length of one read, a positive multiple of Align; 0 means
+	// DefaultChunkSize.
+	ChunkSize int64
+	// Direct reads with O_DIRECT. A file whose file system refuses it is read buffered.
+	Direct bool
+	// Checkpoint records the fully read files of each FS target in CheckpointName at its root,
+	// and skips them when they are unchanged in the next run (a restarted pod resumes).
+	Checkpoint bool
+	// Progress receives the log lines, one per Write; nil discards them.
+	Progress io.Writer
+	// ProgressInterval is the period of progress lines and checkpoint writes; 0 means
+	// DefaultProgressInterval.
+	ProgressInterval time.Duration
+}
+
+// Target is the result of one target.
+type Target struct {
+	Path string `json:"path"`
+	Mode Mode   `json:"mode"`
+	// Device is the device or file read in Block mode: Path itself, or the device mounted there.
+	Device string `json:"device,omitempty"`
+	// Files is the number of files fully read in this run (1 for a device).
+	Files int   `json:"files"`
+	Bytes int64 `json:"bytes"`
+	// SkippedFiles and SkippedBytes were fully read by an earlier run (from the checkpoint).
+	SkippedFiles int   `json:"skippedFiles"`
+	SkippedBytes int64 `json:"skippedBytes"`
+	// VanishedFiles were removed between listing and reading (TiKV compacts beside us).
+	VanishedFiles int     `json:"vanishedFiles,omitempty"`
+	Seconds       float64 `json:"seconds"`
+	// MBPerSecond is in MiB (2^20 bytes), the unit of EBS throughput, per second.
+	MBPerSecond float64 `json:"mbPerSecond"`
+	// Direct is true when every read of the target used O_DIRECT.
+	Direct bool `json:"direct"`
+	// Complete is true when every byte of the target was read; Error says why not.
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Summary is the result of a run, printed as JSON. Files, Bytes and SkippedFiles are the
+// totals over the targets, Seconds the run's wall time: the targets are read concurrently.
+type Summary struct {
+	Targets      []Target `json:"targets"`
+	Files        int      `json:"files"`
+	Bytes        int64    `json:"bytes"`
+	SkippedFiles int      `json:"skippedFiles"`
+	Seconds      float64  `json:"seconds"`
+	MBPerSecond  float64  `json:"mbPerSecond"`
+	Complete     bool     `json:"complete"`
+}
+
+// system is the I/O the engine does on files and devices, replaced in tests to inject
+// failures.
+type system struct {
+	open      func(path string, flags int) (file, error)
+	mountinfo string
+}
+
+// Run warms up every target concurrently and returns when all are read, one failed (the
+// others are stopped), or ctx ends. The summary describes what was read even when the error
+// is not nil; the error is nil only if every target was read completely.
+func Run(ctx context.Context, o Options) (Summary, error) {
+	return run(ctx, o, system{open: openFile, mountinfo: "/proc/self/mountinfo"})
+}
+
+func run(ctx context.Context, o Options, sys system) (Summary, error) {
+	o, err := withDefaults(o)
+	if err != nil {
+		return Summary{}, err
+	}
+	log := newLogger(o.Progress)
+	targets, err := resolve(o, sys)
+	if err != nil {
+		return Summary{}, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, t := range targets {
+		wg.Go(func() {
+			if err := t.run(ctx, o, sys, log); err != nil {
+				cancel() // one target failed: the run fails, stop the others
+			}
+		})
+	}
+	stop := startProgress(targets, o.ProgressInterval, log)
+	wg.Wait()
+	stop()
+	return summarize(targets, time.Since(start)), runError(targets)
+}
+
+// withDefaults fills the zero fields and rejects the invalid ones.
+func withDefaults(o Options) (Options, error) {
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.ChunkSize == 0 {
+		o.ChunkSize = DefaultChunkSize
+	}
+	if o.ProgressInterval == 0 {
+		o.ProgressInterval = DefaultProgressInterval
+	}
+	switch {
+	case len(o.FS)+len(o.Block) == 0:
+		return o, errors.New("nothing to warm up: give at least one FS directory or Block device")
+	case o.Workers < 0:
+		return o, fmt.Errorf("workers %d: want at least 1", o.Workers)
+	case o.ChunkSize < 0 || o.ChunkSize%Align != 0:
+		return o, fmt.Errorf("chunk size %d: want a positive multiple of %d", o.ChunkSize, Align)
+	case o.ProgressInterval < 0:
+		return o, fmt.Errorf("progress interval %s: want a positive duration", o.ProgressInterval)
+	}
+	return o, nil
+}
+
+// resolve checks every target before any is read, so that a typo fails the run at once.
+func resolve(o Options, sys system) ([]*target, error) {
+	var targets []*target
+	seen := map[string]string{} // what is read → the path given
+	add := func(t *target, what string) error {
+		if prev, ok := seen[what]; ok {
+			return fmt.Errorf("%s and %s are the same target (%s)", prev, t.path, what)
+		}
+		seen[what] = t.path
+		targets = append(targets, t)
+		return nil
+	}
+	for _, p := range o.FS {
+		root, err := fsRoot(p)
+		if err != nil {
+			return nil, err
+		}
+		if err := add(&target{path: p, mode: FS, root: root}, root); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range o.Block {
+		dev, err := blockDevice(p, sys.mountinfo)
+		if err != nil {
+			return nil, err
+		}
+		real, err := filepath.EvalSymlinks(dev)
+		if err != nil {
+			return nil, fmt.Errorf("resolve %s: %w", dev, err)
+		}
+		if err := add(&target{path: p, mode: Block, device: dev}, real); err != nil {
+			return nil, err
+		}
+	}
+	return targets, nil
+}
+
+// runError is nil when every target completed; otherwise the targets' own failures, or the
+// cancellation when that is all there is.
+func runError(targets []*target) error {
+	var failed, cancelled []error
+	for _, t := range targets {
+		switch {
+		case t.err == nil:
+		case errors.Is(t.err, context.Canceled) || errors.Is(t.err, context.DeadlineExceeded):
+			cancelled = append(cancelled, t.err)
+		default:
+			failed = append(failed, t.err)
+		}
+	}
+	if len(failed) > 0 {
+		return errors.Join(failed...)
+	}
+	return errors.Join(cancelled...)
+}
+
+func summarize(targets []*target, elapsed time.Duration) Summary {
+	sum := Summary{Targets: []Target{}, Complete: true, Seconds: elapsed.Seconds()}
+	for _, t := range targets {
+		r := t.result()
+		sum.Targets = append(sum.Targets, r)
+		sum.Files += r.Files
+		sum.Bytes += r.Bytes
+		sum.SkippedFiles += r.SkippedFiles
+		sum.Complete = sum.Complete && r.Complete
+	}
+	sum.MBPerSecond = mibPerSecond(sum.Bytes, elapsed)
+	return sum
+}
+
+func mibPerSecond(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / (1 << 20) / d.Seconds()
+}
+
+// logger writes whole lines to the progress writer, which several goroutines share.
+type logger struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func newLogger(w io.Writer) *logger {
+	if w == nil {
+		w = io.Discard
+	}
+	return &logger{w: w}
+}
+
+func (l *logger) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, _ = fmt.Fprintf(l.w, format+"\n", args...)
+}
