@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -102,16 +103,29 @@ func (a AWSAdmin) call(ctx context.Context, method, path string, body []byte, ou
 // backed by the pod (emptyDir, secret, configMap, projected, downwardAPI) are folders under
 // the pod directory; PVCs and hostPath point at directories outside it.
 func (r *podRun) prepareVolumes(ctx context.Context) error {
-	paths := map[string]string{}
-	for _, v := range r.spec.Spec.Volumes {
-		p, err := r.prepareVolume(ctx, v)
-		if err != nil {
-			return fmt.Errorf("volume %s: %w", v.Name, err)
-		}
-		paths[v.Name] = p
+	// All at once, as the kubelet's volume manager mounts them: most are an API round trip
+	// (a token, a ConfigMap, a claim), and a pod start should wait for the slowest, not the sum.
+	paths := make([]string, len(r.spec.Spec.Volumes))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, v := range r.spec.Spec.Volumes {
+		g.Go(func() error {
+			p, err := r.prepareVolume(gctx, v)
+			if err != nil {
+				return fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			paths[i] = p
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	byName := make(map[string]string, len(paths))
+	for i, v := range r.spec.Spec.Volumes {
+		byName[v.Name] = paths[i]
 	}
 	r.mu.Lock()
-	r.volumes = paths
+	r.volumes = byName
 	r.mu.Unlock()
 	return nil
 }
@@ -233,29 +247,33 @@ func (r *podRun) downwardFiles(items []corev1.DownwardAPIVolumeFile) ([]file, er
 	return out, nil
 }
 
+// projectedFiles reads a projected volume's sources at once (a token request and a ConfigMap
+// read, for the service-account volume every pod has), keeping their order.
 func (r *podRun) projectedFiles(ctx context.Context, sources []corev1.VolumeProjection) ([]file, error) {
-	var out []file
-	for _, s := range sources {
-		var fs []file
-		var err error
-		switch {
-		case s.ServiceAccountToken != nil:
-			fs, err = r.tokenFiles(ctx, s.ServiceAccountToken)
-		case s.Secret != nil:
-			fs, err = r.secretFiles(ctx, s.Secret.Name, s.Secret.Items, s.Secret.Optional)
-		case s.ConfigMap != nil:
-			fs, err = r.configMapFiles(ctx, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional)
-		case s.DownwardAPI != nil:
-			fs, err = r.downwardFiles(s.DownwardAPI.Items)
-		default:
-			err = errors.New("unsupported projected source in the lab (serviceAccountToken, secret, configMap and downwardAPI are)")
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, fs...)
+	parts := make([][]file, len(sources))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, s := range sources {
+		g.Go(func() error {
+			var err error
+			switch {
+			case s.ServiceAccountToken != nil:
+				parts[i], err = r.tokenFiles(gctx, s.ServiceAccountToken)
+			case s.Secret != nil:
+				parts[i], err = r.secretFiles(gctx, s.Secret.Name, s.Secret.Items, s.Secret.Optional)
+			case s.ConfigMap != nil:
+				parts[i], err = r.configMapFiles(gctx, s.ConfigMap.Name, s.ConfigMap.Items, s.ConfigMap.Optional)
+			case s.DownwardAPI != nil:
+				parts[i], err = r.downwardFiles(s.DownwardAPI.Items)
+			default:
+				err = errors.New("unsupported projected source in the lab (serviceAccountToken, secret, configMap and downwardAPI are)")
+			}
+			return err
+		})
 	}
-	return out, nil
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(parts...), nil
 }
 
 // tokenFiles requests a bound service-account token through the TokenRequest API, as the
