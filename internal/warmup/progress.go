@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// startProgress logs a line per unfinished target every d until stop is called.
-func startProgress(targets []*target, d time.Duration, log *logger) (stop func()) {
+// startProgress logs a line per unfinished target every d, and gives onProgress (if set) the
+// totals, until stop is called.
+func startProgress(targets []*target, d time.Duration, log *logger, onProgress func(done, total int64)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -18,10 +19,15 @@ func startProgress(targets []*target, d time.Duration, log *logger) (stop func()
 			case <-done:
 				return
 			case now := <-t.C:
+				var done, total int64
 				for _, tg := range targets {
 					if line := tg.progress(now); line != "" {
 						log.logf("%s", line)
 					}
+					done, total = done+tg.bytes.Load(), total+tg.total.Load()
+				}
+				if onProgress != nil {
+					onProgress(done, total)
 				}
 			}
 		}

@@ -61,6 +61,9 @@ type Options struct {
 	// ProgressInterval is the period of progress lines and checkpoint writes; 0 means
 	// DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// OnProgress, when set, receives the bytes read so far and the bytes to read over every
+	// target with each progress line (the command reports them to its status ConfigMap).
+	OnProgress func(done, total int64)
 }
 
 // Target is the result of one target.
@@ -134,7 +137,7 @@ func run(ctx context.Context, o Options, sys system) (Summary, error) {
 			}
 		})
 	}
-	stop := startProgress(targets, o.ProgressInterval, log)
+	stop := startProgress(targets, o.ProgressInterval, log, o.OnProgress)
 	wg.Wait()
 	stop()
 	return summarize(targets, time.Since(start)), runError(targets)

@@ -3,6 +3,8 @@ package job
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,7 +117,13 @@ func ParseReport(cm *corev1.ConfigMap) Report {
 	r.BackupTS = cm.Data[BackupTSKey]
 	r.Release = cm.Data[ReleaseKey]
 	r.Start = cm.Data[StartKey]
-	for _, step := range []string{StepPause, StepSnapshot, StepClean, StepSize, StepRestoreVolumes, StepRestoreData} {
+	steps := []string{StepPause, StepSnapshot, StepClean, StepSize, StepRestoreVolumes, StepRestoreData}
+	for k := range cm.Data {
+		if strings.HasPrefix(k, StepWarmup+"-") && !strings.HasSuffix(k, ResultKey("")) {
+			steps = append(steps, k) // one key per warm-up Job (WarmupKey)
+		}
+	}
+	for _, step := range steps {
 		if v, ok := cm.Data[step]; ok {
 			var s StepStatus
 			if err := json.Unmarshal([]byte(v), &s); err != nil {
@@ -134,6 +142,9 @@ func ParseReport(cm *corev1.ConfigMap) Report {
 	}
 	return r
 }
+
+// WarmupKey is the status ConfigMap key of the warm-up Job of TiKV member ordinal.
+func WarmupKey(ordinal int) string { return StepWarmup + "-" + strconv.Itoa(ordinal) }
 
 // StatusConfigMap is the empty status ConfigMap of a member, owned by it.
 func StatusConfigMap(member, namespace string, owner metav1.OwnerReference) *corev1.ConfigMap {

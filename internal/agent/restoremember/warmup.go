@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -107,10 +108,14 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 		return false
 	}
 	var failed, running []string
-	waiting := 0
+	var done, total int64 // bytes, over the Jobs that reported
+	waiting, created := 0, false
 	for _, wp := range plans {
 		name := WarmupJobName(p.m.Name, wp.ordinal)
 		st := p.o.Warmups[name]
+		if r, ok := p.o.Report.Step(job.WarmupKey(wp.ordinal)); ok {
+			done, total = done+int64(r.Done), total+int64(r.Total)
+		}
 		switch {
 		case st.Phase == job.Failed:
 			failed = append(failed, fmt.Sprintf("%s (%s)", name, st.FailureText()))
@@ -123,13 +128,21 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 				waiting++ // its TiKV pod is not ready yet; the pod's events bring it back
 				continue
 			}
+			if !created {
+				p.ensureCommon() // the Jobs report their progress to the status ConfigMap
+			}
 			p.add(Action{Kind: CreateJob, Job: job.Build(p.warmupJob(name, wp, node))})
-			running = append(running, name)
+			running, created = append(running, name), true
 		}
 	}
 	if len(running) > 0 {
+		read := ""
+		if total > 0 {
+			read = fmt.Sprintf("; read %s of %s (%.0f%%)", resource.NewQuantity(done, resource.BinarySI), resource.NewQuantity(total, resource.BinarySI),
+				float64(done)*100/float64(total))
+		}
 		p.set(dpv1alpha1.RestoreMemberWarmUpStartedCondition, metav1.ConditionTrue, ReasonWarmingUp,
-			fmt.Sprintf("%s warm-up of %d TiKV members; running: %s", p.m.Spec.Template.Warmup, len(plans), strings.Join(running, ", ")))
+			fmt.Sprintf("%s warm-up of %d TiKV members%s; running: %s", p.m.Spec.Template.Warmup, len(plans), read, strings.Join(running, ", ")))
 	}
 	if len(running) > 0 || waiting > 0 {
 		return false
@@ -194,7 +207,11 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []w
 // block read needs a privileged container to open the device behind the mount.
 func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 	t := &p.m.Spec.Template
-	args := []string{"warmup"}
+	sa := t.ServiceAccount
+	if sa == "" {
+		sa = job.ServiceAccountName
+	}
+	args := []string{"warmup", "--status-configmap", job.StatusConfigMapName(p.m.Name), "--report-as", job.WarmupKey(wp.ordinal)}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
 	privileged := false
@@ -219,7 +236,7 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
 		Pod: job.PodTemplate{
 			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
-			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets,
+			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
 			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), volumes...),
 			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), mounts...),
 			NodeName:     node, Privileged: privileged,

@@ -42,20 +42,31 @@ func TestPlanWarmup(t *testing.T) {
 			}
 		}
 	}
-	// args returns the warm-up Jobs' arguments after "warmup", by Job name.
+	// args returns the warm-up Jobs' targets (the arguments after the report flags), by Job name.
 	args := func(t *testing.T, r Result) map[string]string {
 		out := map[string]string{}
 		for _, a := range r.Actions {
 			if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepWarmup {
 				c := a.Job.Spec.Template.Spec.Containers[0]
-				if c.Args[0] != "warmup" {
-					t.Errorf("Job %s runs %v", a.Job.Name, c.Args)
+				ord := strings.TrimPrefix(a.Job.Name, "fed-r1-warmup-")
+				if want := "warmup --status-configmap " + job.StatusConfigMapName("fed-r1") + " --report-as warmup-" + ord; strings.Join(c.Args[:5], " ") != want {
+					t.Errorf("Job %s runs %v, want %s …", a.Job.Name, c.Args, want)
 				}
-				out[a.Job.Name] = strings.Join(c.Args[1:], " ")
+				out[a.Job.Name] = strings.Join(c.Args[5:], " ")
 			}
 		}
 		return out
 	}
+	firstJob := func(t *testing.T, r Result) *batchv1.Job {
+		for _, a := range r.Actions {
+			if a.Kind == CreateJob {
+				return a.Job
+			}
+		}
+		t.Fatalf("no Job created: %v", r.Actions)
+		return nil
+	}
+	ensure := []ActionKind{EnsureConfigMap, EnsureServiceAccount}
 	for _, tt := range []struct {
 		name string
 		o    Observed
@@ -64,7 +75,7 @@ func TestPlanWarmup(t *testing.T) {
 		{
 			name: "sync: one Job per TiKV member reads its claims before TiKV starts (hybrid: files of the data volume, devices of the others)",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored),
-			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
 				check: func(t *testing.T, r Result) {
 					got := args(t, r)
 					want := map[string]string{
@@ -76,7 +87,7 @@ func TestPlanWarmup(t *testing.T) {
 							t.Errorf("Job %s args %q, want %q", name, got[name], a)
 						}
 					}
-					j := r.Actions[0].Job
+					j := firstJob(t, r)
 					spec := j.Spec.Template.Spec
 					var claims []string
 					for _, v := range spec.Volumes {
@@ -88,8 +99,8 @@ func TestPlanWarmup(t *testing.T) {
 					if sc := spec.Containers[0].SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
 						t.Errorf("a block read needs a privileged container: %+v", sc)
 					}
-					if spec.NodeName != "" || spec.Containers[0].Image != "fedbr:test" || *j.Spec.BackoffLimit != 1 {
-						t.Errorf("node %q image %q backoff %d", spec.NodeName, spec.Containers[0].Image, *j.Spec.BackoffLimit)
+					if spec.NodeName != "" || spec.Containers[0].Image != "fedbr:test" || *j.Spec.BackoffLimit != 1 || spec.ServiceAccountName != job.ServiceAccountName {
+						t.Errorf("node %q image %q backoff %d service account %q", spec.NodeName, spec.Containers[0].Image, *j.Spec.BackoffLimit, spec.ServiceAccountName)
 					}
 					if j.Namespace != "dst" || len(j.OwnerReferences) != 1 || j.Labels[job.LabelMember] != "fed-r1" {
 						t.Errorf("Job %s/%s owners %v labels %v", j.Namespace, j.Name, j.OwnerReferences, j.Labels)
@@ -100,11 +111,11 @@ func TestPlanWarmup(t *testing.T) {
 			name: "sync, fio: every volume's device, in the warm-up image",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio), volumesIn,
 				func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "warmer:1" }), targetTC(2, true), restored),
-			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, check: func(t *testing.T, r Result) {
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
 				if a := args(t, r)[w0]; a != "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-0 --block var/lib/fedbr-warmup/tikv-restored-tikv-0" {
 					t.Errorf("args %q", a)
 				}
-				if img := r.Actions[0].Job.Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
+				if img := firstJob(t, r).Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
 					t.Errorf("image %q", img)
 				}
 			}},
@@ -112,7 +123,7 @@ func TestPlanWarmup(t *testing.T) {
 		{
 			name: "sync, fsr: only the volumes fast snapshot restore did not initialize",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored),
-			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, check: func(t *testing.T, r Result) {
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
 				if a := args(t, r)[w1]; a != "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-1" {
 					t.Errorf("args %q", a)
 				}
@@ -123,6 +134,15 @@ func TestPlanWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
 				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Active})),
 			want: rwant{actions: nil, msg: "running: " + w1, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "sync, running: the condition says how much the Jobs read",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Active, w1: job.Active}), func(o *Observed) {
+					o.Report = rreport(map[string]string{job.WarmupKey(0): `{"phase":"Reading","done":1048576,"total":2097152}`,
+						job.WarmupKey(1): `{"phase":"Reading","done":0,"total":2097152}`})
+				}),
+			want: rwant{actions: nil, msg: "read 1Mi of 4Mi (25%)", phase: PhaseVolumeComplete},
 		},
 		{
 			name: "sync, every Job done: WarmUpComplete and TiKV starts",
@@ -161,11 +181,13 @@ func TestPlanWarmup(t *testing.T) {
 			name: "async, complete member: one Job per ready TiKV pod, on its node",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, warm(fedv1alpha1.RestoreWarmupAsync, ""))...), storesUp(targetTC(2, false), 2),
 				restored, servingPods(true)),
-			want: rwant{actions: []ActionKind{CreateJob, CreateJob}, phase: PhaseComplete, true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition},
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), phase: PhaseComplete, true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition},
 				check: func(t *testing.T, r Result) {
 					nodes := map[string]string{}
 					for _, a := range r.Actions {
-						nodes[a.Job.Name] = a.Job.Spec.Template.Spec.NodeName
+						if a.Job != nil {
+							nodes[a.Job.Name] = a.Job.Spec.Template.Spec.NodeName
+						}
 					}
 					if nodes[w0] != "node-a" || nodes[w1] != "node-b" {
 						t.Errorf("nodes %v", nodes)
@@ -176,8 +198,8 @@ func TestPlanWarmup(t *testing.T) {
 			name: "async, a pod not ready yet: its Job waits, the others start",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, warm(fedv1alpha1.RestoreWarmupAsync, ""))...), storesUp(targetTC(2, false), 2),
 				restored, servingPods(false)),
-			want: rwant{actions: []ActionKind{CreateJob}, phase: PhaseComplete, check: func(t *testing.T, r Result) {
-				if len(r.Actions) == 1 && r.Actions[0].Job.Name != w1 {
+			want: rwant{actions: append(ensure, CreateJob), phase: PhaseComplete, check: func(t *testing.T, r Result) {
+				if j := firstJob(t, r); j.Name != w1 {
 					t.Errorf("created %s", r.Actions[0].Job.Name)
 				}
 			}},

@@ -4,6 +4,7 @@
 package warmup
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os/signal"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	engine "github.com/fedbr/fedbr/internal/warmup"
 )
@@ -26,6 +29,25 @@ type options struct {
 	direct     bool
 	checkpoint bool
 	interval   time.Duration
+	report     session.ReportFlags
+	reportAs   string
+}
+
+// Phases reported under --report-as (and report.PhaseFailed).
+const (
+	phaseReading   = "Reading"
+	phaseCompleted = "Completed"
+)
+
+// status is the progress document reported under --report-as: the bytes read of the bytes to
+// read over every target, in the fields the agent reads of every long step.
+type status struct {
+	Phase   string     `json:"phase"`
+	Since   *time.Time `json:"since,omitempty"`
+	Done    int64      `json:"done"`
+	Total   int64      `json:"total"`
+	Percent float64    `json:"percent"`
+	Error   string     `json:"error,omitempty"`
 }
 
 // NewCmd returns `warmup`.
@@ -52,6 +74,10 @@ Both may be given several times; the targets are read concurrently, each with --
 reads in flight. Reads use O_DIRECT so that the page cache is not filled with the whole
 volume; a file system that refuses it is read buffered (logged once per target).
 
+With --status-configmap the progress (phase Reading, bytes done of total, percent) is
+server-side applied to the ConfigMap's key --report-as at every progress line, and the summary
+to <key>.result before exiting 0: the agent shows it in its member's status.
+
 Progress lines go to stderr; the JSON summary (per target and in total: files, bytes, files
 skipped from the checkpoint, seconds, MiB/s, whether O_DIRECT was used) goes to stdout. The
 exit status is 0 only if every target was read completely.`,
@@ -72,6 +98,9 @@ exit status is 0 only if every target was read completely.`,
 	f.BoolVar(&o.direct, "direct", true, "read with O_DIRECT, bypassing the page cache")
 	f.BoolVar(&o.checkpoint, "checkpoint", true, "record the files read in each --fs DIR, and skip them in the next run (not for --block)")
 	f.DurationVar(&o.interval, "progress-interval", engine.DefaultProgressInterval, "period of the progress lines and checkpoint writes")
+	o.report.Register(f)
+	_ = f.MarkHidden("member") // a warm-up waits for no signal and stamps no member
+	f.StringVar(&o.reportAs, "report-as", "warmup", "key of the progress in --status-configmap (the summary goes to <key>.result): one per warm-up running against the same ConfigMap")
 	_ = cmd.MarkFlagDirname("fs")
 	_ = cmd.MarkFlagFilename("block")
 	return cmd
@@ -87,6 +116,12 @@ func (o *options) validate() error {
 		return fmt.Errorf("--chunk %s: want a positive multiple of 4K (%d bytes)", o.chunk.String(), engine.Align)
 	case o.interval <= 0:
 		return fmt.Errorf("--progress-interval %s: want a positive duration", o.interval)
+	}
+	if err := o.report.Validate(); err != nil {
+		return err
+	}
+	if errs := validation.IsConfigMapKey(o.reportAs); len(errs) > 0 {
+		return fmt.Errorf("--report-as %q is not a ConfigMap key: %s", o.reportAs, errs[0])
 	}
 	return checkPaths(o.fs, o.block)
 }
@@ -131,6 +166,20 @@ func checkPaths(fs, block []string) error {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	logw := session.NewLockedWriter(cmd.ErrOrStderr())
+	rep, err := o.report.Reporter(o.reportAs, session.Logf(logw))
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	progress := func(done, total int64) {
+		pct := 100.0
+		if total > 0 {
+			pct = float64(done) * 100 / float64(total)
+		}
+		rep.Update(phaseReading, status{Phase: phaseReading, Since: &started, Done: done, Total: total, Percent: pct})
+	}
+	progress(0, 0)
 	sum, err := engine.Run(ctx, engine.Options{
 		FS:               o.fs,
 		Block:            o.block,
@@ -138,9 +187,16 @@ func (o *options) run(cmd *cobra.Command) error {
 		ChunkSize:        int64(o.chunk),
 		Direct:           o.direct,
 		Checkpoint:       o.checkpoint,
-		Progress:         session.NewLockedWriter(cmd.ErrOrStderr()),
+		Progress:         logw,
 		ProgressInterval: o.interval,
+		OnProgress:       progress,
 	})
+	if err != nil {
+		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
+			t := time.Now()
+			return status{Phase: report.PhaseFailed, Since: &t, Done: sum.Bytes, Error: err.Error()}
+		})
+	}
 	if len(sum.Targets) == 0 {
 		return err // nothing was started: the error says why
 	}
@@ -149,7 +205,15 @@ func (o *options) run(cmd *cobra.Command) error {
 	if encErr := enc.Encode(sum); encErr != nil && err == nil {
 		return fmt.Errorf("print the summary: %w", encErr)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	t := time.Now()
+	rep.Update(phaseCompleted, status{Phase: phaseCompleted, Since: &t, Done: sum.Bytes, Total: sum.Bytes, Percent: 100})
+	if err := rep.Result(context.WithoutCancel(ctx), sum); err != nil {
+		return fmt.Errorf("every target was read, but the result could not be reported: %w", err)
+	}
+	return nil
 }
 
 // byteSize is a flag of bytes with an optional K (2^10) or M (2^20) suffix.

@@ -59,6 +59,16 @@ type Report struct {
 	// WarmUpComplete reason ("" without warm-up).
 	WarmupJobs, WarmupJobsTotal int
 	Warmup                      string
+	// WarmupResults is how many warm-up Jobs reported their summary to the status ConfigMaps,
+	// WarmupBytes the bytes they read in total.
+	WarmupResults int
+	WarmupBytes   int64
+	// WarmupIn is each plane's warm-up Jobs' span (kubelet clock, whole seconds); TiKVHandedOver
+	// when each plane's TidbCluster got the restored volumes and TiKVRestarted when its TiKV was
+	// back out of recovery mode (demo samples): a sync warm-up ends before the first, an async
+	// one starts after the second, in each plane.
+	WarmupIn                      map[string]Step
+	TiKVHandedOver, TiKVRestarted map[string]time.Time
 	// OrphanSnapshots and OrphanVolumes are counted after the backup was deleted.
 	OrphanSnapshots, OrphanVolumes int
 	// Err is the demo's outcome.
@@ -130,7 +140,8 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	if r.Warmup != "" {
-		p("warm-up of the restored volumes: %s, %d of %d Jobs succeeded", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal)
+		p("warm-up of the restored volumes: %s, %d of %d Jobs succeeded, %d reported reading %d B", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal,
+			r.WarmupResults, r.WarmupBytes)
 	}
 	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
 	p("checker: %s", r.Checker)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,12 +110,15 @@ type tiKVWatch struct {
 	// all its TiKV pods replaced and ready.
 	finish, restarted time.Time
 	upIn, restartedIn map[string]bool
+	// handoverAt and restartedAt are the same per plane.
+	handoverAt, restartedAt map[string]time.Time
 	// recoveryPods are the TiKV pods last seen in recovery mode, per plane.
 	recoveryPods map[string]map[types.UID]bool
 }
 
 func newTiKVWatch(planes []env.DataPlane) *tiKVWatch {
-	w := &tiKVWatch{upIn: map[string]bool{}, restartedIn: map[string]bool{}, recoveryPods: map[string]map[types.UID]bool{}}
+	w := &tiKVWatch{upIn: map[string]bool{}, restartedIn: map[string]bool{}, recoveryPods: map[string]map[types.UID]bool{},
+		handoverAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}}
 	for _, dp := range planes {
 		w.planes = append(w.planes, dp.Cluster)
 	}
@@ -141,6 +145,9 @@ func (w *tiKVWatch) sample(ctx context.Context, d *run, tcs map[string]*pcv1alph
 		if w.handover.IsZero() {
 			w.handover = now
 		}
+		if w.handoverAt[plane].IsZero() {
+			w.handoverAt[plane] = now
+		}
 		if tc.Spec.RecoveryMode {
 			seen := map[types.UID]bool{}
 			for _, p := range pods.Items {
@@ -166,6 +173,7 @@ func (w *tiKVWatch) sample(ctx context.Context, d *run, tcs map[string]*pcv1alph
 		}
 		if !w.restartedIn[plane] && fresh >= replicas && tidbcluster.StoresUp(&tc) >= replicas {
 			w.restartedIn[plane] = true
+			w.restartedAt[plane] = now
 			if len(w.restartedIn) == len(w.planes) {
 				w.restarted = now
 			}
@@ -224,6 +232,7 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 		return err
 	}
 	d.report.RestoreWork = append(d.report.RestoreWork, warm)
+	d.report.TiKVHandedOver, d.report.TiKVRestarted = w.handoverAt, w.restartedAt
 	if c := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition); c != nil && c.Status == metav1.ConditionTrue {
 		d.report.Warmup = c.Reason
 	}
@@ -234,10 +243,30 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 // starting their pods is orchestration). The times have the kubelet's one-second resolution.
 func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
 	s := Step{Name: "warm-up Jobs reading the volumes (kubelet clock)"}
+	d.report.WarmupIn = map[string]Step{}
 	for _, plane := range planes {
+		in := Step{Name: plane}
 		var pods corev1.PodList
 		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(d.o.RestoreNamespace), client.MatchingLabels{job.LabelStep: job.StepWarmup}); err != nil {
 			return s, fmt.Errorf("warm-up pods in %s: %w", plane, err)
+		}
+		var cm corev1.ConfigMap
+		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(d.report.Restore.Name))}
+		if err := d.kube[plane].Get(ctx, key, &cm); err != nil {
+			return s, fmt.Errorf("restore status ConfigMap in %s: %w", plane, err)
+		}
+		for k, v := range cm.Data {
+			if !strings.HasPrefix(k, job.StepWarmup+"-") || !strings.HasSuffix(k, job.ResultKey("")) {
+				continue
+			}
+			var sum struct {
+				Bytes int64 `json:"bytes"`
+			}
+			if err := json.Unmarshal([]byte(v), &sum); err != nil {
+				return s, fmt.Errorf("%s in %s: %w", k, plane, err)
+			}
+			d.report.WarmupResults++
+			d.report.WarmupBytes += sum.Bytes
 		}
 		for _, p := range pods.Items {
 			d.report.WarmupJobsTotal++
@@ -246,15 +275,23 @@ func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
 			}
 			for _, cs := range p.Status.ContainerStatuses {
 				if t := cs.State.Terminated; t != nil {
-					if s.Start.IsZero() || t.StartedAt.Time.Before(s.Start) {
-						s.Start = t.StartedAt.Time
-					}
-					if t.FinishedAt.After(s.End) {
-						s.End = t.FinishedAt.Time
-					}
+					in = in.span(t.StartedAt.Time, t.FinishedAt.Time)
 				}
 			}
 		}
+		d.report.WarmupIn[plane] = in
+		s = s.span(in.Start, in.End)
 	}
 	return s, nil
+}
+
+// span is s widened to cover start..end (zero times ignored).
+func (s Step) span(start, end time.Time) Step {
+	if !start.IsZero() && (s.Start.IsZero() || start.Before(s.Start)) {
+		s.Start = start
+	}
+	if end.After(s.End) {
+		s.End = end
+	}
+	return s
 }
