@@ -124,6 +124,9 @@ type PodTemplate struct {
 	NodeName string
 	// Privileged lets the container read the block device behind a mounted volume.
 	Privileged bool
+	// Affinity places the pod (warm-up pods spread over nodes: each node's EBS bandwidth is
+	// its own).
+	Affinity *corev1.Affinity
 }
 
 // Build returns the Job for s.
@@ -168,6 +171,7 @@ func Build(s Spec) *batchv1.Job {
 				Spec: corev1.PodSpec{
 					RestartPolicy:      corev1.RestartPolicyNever,
 					NodeName:           s.Pod.NodeName,
+					Affinity:           s.Pod.Affinity,
 					ServiceAccountName: s.Pod.ServiceAccount,
 					Tolerations:        s.Pod.Tolerations,
 					PriorityClassName:  s.Pod.PriorityClassName,

@@ -239,9 +239,24 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
 			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), volumes...),
 			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), mounts...),
-			NodeName:     node, Privileged: privileged,
+			NodeName:     node, Privileged: privileged, Affinity: spread(p.m.Name, node),
 		},
 	}
+}
+
+// spread prefers one warm-up pod per node: an instance's EBS bandwidth is shared by all its
+// volumes, so warm-ups on one node would read at a fraction of the speed they could. A pinned
+// (async) pod goes to its TiKV's node anyway.
+func spread(member, node string) *corev1.Affinity {
+	if node != "" {
+		return nil
+	}
+	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{job.LabelMember: job.LabelValue(member), job.LabelStep: job.StepWarmup}},
+			TopologyKey:   corev1.LabelHostname,
+		}}},
+	}}
 }
 
 // WarmupJobName is the warm-up Job of TiKV member ordinal.

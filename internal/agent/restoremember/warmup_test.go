@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -102,6 +104,15 @@ func TestPlanWarmup(t *testing.T) {
 					if spec.NodeName != "" || spec.Containers[0].Image != "fedbr:test" || *j.Spec.BackoffLimit != 1 || spec.ServiceAccountName != job.ServiceAccountName {
 						t.Errorf("node %q image %q backoff %d service account %q", spec.NodeName, spec.Containers[0].Image, *j.Spec.BackoffLimit, spec.ServiceAccountName)
 					}
+					aa := spec.Affinity
+					if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+						t.Fatalf("warm-up pods do not spread over nodes: %+v", aa)
+					}
+					term := aa.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution[0].PodAffinityTerm
+					sel, err := metav1.LabelSelectorAsSelector(term.LabelSelector)
+					if err != nil || !sel.Matches(labels.Set(j.Spec.Template.Labels)) || term.TopologyKey != corev1.LabelHostname {
+						t.Errorf("anti-affinity %+v does not select the member's warm-up pods (%v) per node: %v", term, j.Spec.Template.Labels, err)
+					}
 					if j.Namespace != "dst" || len(j.OwnerReferences) != 1 || j.Labels[job.LabelMember] != "fed-r1" {
 						t.Errorf("Job %s/%s owners %v labels %v", j.Namespace, j.Name, j.OwnerReferences, j.Labels)
 					}
@@ -187,6 +198,9 @@ func TestPlanWarmup(t *testing.T) {
 					for _, a := range r.Actions {
 						if a.Job != nil {
 							nodes[a.Job.Name] = a.Job.Spec.Template.Spec.NodeName
+							if aff := a.Job.Spec.Template.Spec.Affinity; aff != nil {
+								t.Errorf("a pinned pod needs no affinity: %+v", aff)
+							}
 						}
 					}
 					if nodes[w0] != "node-a" || nodes[w1] != "node-b" {
