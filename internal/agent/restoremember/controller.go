@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -58,6 +59,10 @@ type Reconciler struct {
 	// OpenStore opens a backup's metadata store; nil uses OpenStore with Env.
 	OpenStore func(ctx context.Context, st job.Storage) (*meta.Store, error)
 	Now       func() time.Time
+	// restoreMetas holds restoremeta/<uid> by member uid while the member needs it: written
+	// once by restore-volumes and never changed, it is read from storage once per restore, not
+	// on every warm-up progress report that wakes the member.
+	restoreMetas sync.Map
 }
 
 // +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumerestoremembers,verbs=get;list;watch;update;patch
@@ -247,6 +252,12 @@ func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRes
 	_, hasResult := o.Report.Results[job.StepRestoreVolumes]
 	needRestore := NeedsRestoreMeta(m) && (WarmupPending(m) || !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
 		hasResult && (o.RestoreVolumes.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted))
+	switch cached, ok := r.restoreMetas.Load(m.UID); {
+	case !needRestore:
+		r.restoreMetas.Delete(m.UID)
+	case ok:
+		o.RestoreMeta, needRestore = cached.(*meta.Record), false
+	}
 	if !needBackup && !needRestore {
 		return
 	}
@@ -265,6 +276,9 @@ func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRes
 	}
 	if needRestore {
 		o.RestoreMeta, o.RestoreMetaErr = store.RestoreMeta(ctx, string(m.UID))
+		if o.RestoreMetaErr == nil && o.RestoreMeta != nil {
+			r.restoreMetas.Store(m.UID, o.RestoreMeta)
+		}
 	}
 }
 

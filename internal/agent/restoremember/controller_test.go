@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func TestMain(m *testing.M) {
 
 // startAgent runs a restore controller for one test, against the AWS double of lab; each test
 // has its own controller name so they can run in one manager process each.
-func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) {
+func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *atomic.Int64) {
 	t.Helper()
 	if env == nil {
 		t.Skip("needs a real API server; skipped in -short mode")
@@ -78,6 +79,11 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) {
 	}
 	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: metrics.New(),
 		Env: job.Env{Image: "fedbr:test", AWSEndpoint: lab.Endpoint, Region: "us-west-2"}, ClusterName: name, Cloud: lab.Provider}
+	storeOpens = &atomic.Int64{}
+	r.OpenStore = func(ctx context.Context, st job.Storage) (*meta.Store, error) {
+		storeOpens.Add(1)
+		return OpenStore(ctx, st, r.Env)
+	}
 	if err := r.SetupWithManager(mgr, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +96,7 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
+	return storeOpens
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -127,12 +134,14 @@ type fixture struct {
 	newVol  string
 	backup  *meta.Record
 	cluster string
+	// storeOpens counts the agent's opens of the backup storage.
+	storeOpens *atomic.Int64
 }
 
 func newFixture(t *testing.T, ns string) *fixture {
 	f := &fixture{t: t, ctx: context.Background(), ns: ns, cluster: "az-" + ns}
 	f.lab = awsdoubletest.Serve(t, awsdouble.Options{}, "")
-	startAgent(t, f.lab, f.cluster)
+	f.storeOpens = startAgent(t, f.lab, f.cluster)
 	c := env.Client
 	must(t, c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	tc := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "restored", Namespace: ns},
@@ -467,9 +476,20 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	if v := j.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" {
 		t.Errorf("warm-up volumes %+v", v)
 	}
-	// Other events reconcile the member while the Job runs: TiKV must keep waiting.
-	f.writeReport(map[string]string{"unrelated": "wake the agent"})
-	time.Sleep(500 * time.Millisecond)
+	// The Job's progress reports reconcile the member while it runs: TiKV keeps waiting, and
+	// the restoremeta is not read from storage again for each of them.
+	opens := f.storeOpens.Load()
+	for _, done := range []int{1, 2, 3} {
+		f.writeReport(map[string]string{job.WarmupKey(0): fmt.Sprintf(`{"phase":"Reading","done":%d,"total":%d}`, done<<20, 4<<20)})
+		want := fmt.Sprintf("read %dMi of 4Mi", done)
+		eventually(t, "progress "+want, func() (bool, string) {
+			c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberWarmUpStartedCondition)
+			return c != nil && strings.Contains(c.Message, want), fmt.Sprintf("%+v", c)
+		})
+	}
+	if n := f.storeOpens.Load() - opens; n != 0 {
+		t.Errorf("the storage was opened %d times while the warm-up reported progress", n)
+	}
 	if a := f.tc().Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation]; a != "" {
 		t.Fatalf("TiKV handed the volumes (%q) while the warm-up runs", a)
 	}
