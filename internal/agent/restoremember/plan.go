@@ -302,31 +302,44 @@ func (p *plan) ensureCommon() {
 	}
 }
 
-// jobSpec is one step's Job with everything the template says about pods and the storage.
+// jobSpec is one `fedbr br` step's Job: the template's pods, reading the storage.
 func (p *plan) jobSpec(step string, args []string, st job.Storage) job.Spec {
+	return p.podJob(step, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), append(args, p.o.Env.CloudArgs()...), 0,
+		st.Env, st.Volumes, st.VolumeMounts)
+}
+
+// podJob is a Job with everything the template says about pods, and the step's own
+// environment (the template's comes after it, so a user's value wins), volumes and retries
+// (the template's backoffLimit overrides backoff).
+func (p *plan) podJob(step, image string, args []string, backoff int32, env []corev1.EnvVar, volumes []corev1.Volume, mounts []corev1.VolumeMount) job.Spec {
 	t := &p.m.Spec.Template
 	sa := t.ServiceAccount
 	if sa == "" {
 		sa = job.ServiceAccountName
 	}
-	backoff := int32(0)
 	if t.BackoffLimit != nil {
 		backoff = *t.BackoffLimit
 	}
-	env := append(append([]corev1.EnvVar(nil), st.Env...), t.Env...)
 	return job.Spec{
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
-		Image: p.o.Env.ImageOr(t.ToolImage), Args: append(args, p.o.Env.CloudArgs()...),
+		Image: image, Args: args,
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
 		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
 		Pod: job.PodTemplate{
-			Env: env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
+			Env: append(append([]corev1.EnvVar(nil), env...), t.Env...), Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
-			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), st.Volumes...),
-			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), st.VolumeMounts...),
+			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), volumes...),
+			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), mounts...),
 		},
 	}
+}
+
+// claims are the TiKV claims the restoremeta rebuilds for the target TidbCluster.
+func (p *plan) claims() ([]Claim, error) {
+	tc := p.o.TC
+	return Rebuild(p.o.RestoreMeta, Target{TCName: tc.Name, Namespace: tc.Namespace, AZ: p.m.Spec.AZName,
+		RestoreID: string(p.m.UID), Member: p.m.Name, MemberNamespace: p.m.Namespace})
 }
 
 // stepOutcome reads a step's Job and report: done (succeeded with a summary), failed (with a

@@ -224,8 +224,7 @@ func (p *plan) rebuild() bool {
 		p.fail(ReasonTidbClusterMissing, p.tcMissing())
 		return false
 	}
-	claims, err := Rebuild(p.o.RestoreMeta, Target{TCName: tc.Name, Namespace: tc.Namespace, AZ: p.m.Spec.AZName,
-		RestoreID: string(p.m.UID), Member: p.m.Name, MemberNamespace: p.m.Namespace})
+	claims, err := p.claims()
 	if err != nil {
 		p.fail(ReasonRebuildFailed, err.Error())
 		return false

@@ -166,8 +166,7 @@ func (p *plan) warmupPlans() ([]warmupPlan, bool) {
 	if p.o.RestoreMeta == nil || p.o.TC == nil {
 		return nil, false // read on every reconcile of an unfinished restore; the next one has it
 	}
-	claims, err := Rebuild(p.o.RestoreMeta, Target{TCName: p.o.TC.Name, Namespace: p.o.TC.Namespace, AZ: p.m.Spec.AZName,
-		RestoreID: string(p.m.UID), Member: p.m.Name, MemberNamespace: p.m.Namespace})
+	claims, err := p.claims()
 	if err != nil {
 		p.fail(ReasonRebuildFailed, err.Error())
 		return nil, false
@@ -206,11 +205,6 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []w
 // warmupJob is the Job that reads one TiKV member's claims, mounted under warmupMountRoot; a
 // block read needs a privileged container to open the device behind the mount.
 func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
-	t := &p.m.Spec.Template
-	sa := t.ServiceAccount
-	if sa == "" {
-		sa = job.ServiceAccountName
-	}
 	args := []string{"warmup", "--status-configmap", job.StatusConfigMapName(p.m.Name), "--report-as", job.WarmupKey(wp.ordinal)}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
@@ -224,24 +218,11 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 		args = append(args, tg.mode, job.InPod(dir))
 		privileged = privileged || tg.mode == "--block"
 	}
-	backoff := int32(1) // a restarted pod resumes from the checkpoint on the volume
-	if t.BackoffLimit != nil {
-		backoff = *t.BackoffLimit
-	}
-	return job.Spec{
-		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: job.StepWarmup, Name: name,
-		Image: p.o.Env.ImageOr(t.WarmupImage), Args: args,
-		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout().Seconds()),
-		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
-		Pod: job.PodTemplate{
-			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
-			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
-			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), volumes...),
-			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), mounts...),
-			NodeName:     node, Privileged: privileged, Affinity: spread(p.m.Name, node),
-		},
-	}
+	// One retry by default: a restarted pod resumes from the checkpoint on the volume.
+	s := p.podJob(job.StepWarmup, p.o.Env.ImageOr(p.m.Spec.Template.WarmupImage), args, 1, nil, volumes, mounts)
+	s.Name = name
+	s.Pod.NodeName, s.Pod.Privileged, s.Pod.Affinity = node, privileged, spread(p.m.Name, node)
+	return s
 }
 
 // spread prefers one warm-up pod per node: an instance's EBS bandwidth is shared by all its
