@@ -142,22 +142,5 @@ func (c *checkpointer) save() {
 
 // every saves every d until the returned stop is called.
 func (c *checkpointer) every(d time.Duration) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(d)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				c.save()
-			}
-		}
-	})
-	return func() {
-		close(done)
-		wg.Wait()
-	}
+	return tick(d, func(time.Time) { c.save() })
 }

@@ -9,6 +9,22 @@ import (
 // startProgress logs a line per unfinished target every d, and gives onProgress (if set) the
 // totals, until stop is called.
 func startProgress(targets []*target, d time.Duration, log *logger, onProgress func(done, total int64)) (stop func()) {
+	return tick(d, func(now time.Time) {
+		var done, total int64
+		for _, tg := range targets {
+			if line := tg.progress(now); line != "" {
+				log.logf("%s", line)
+			}
+			done, total = done+tg.bytes.Load(), total+tg.total.Load()
+		}
+		if onProgress != nil {
+			onProgress(done, total)
+		}
+	})
+}
+
+// tick calls f every d until the returned stop is called; stop returns once f is not running.
+func tick(d time.Duration, f func(now time.Time)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -19,16 +35,7 @@ func startProgress(targets []*target, d time.Duration, log *logger, onProgress f
 			case <-done:
 				return
 			case now := <-t.C:
-				var done, total int64
-				for _, tg := range targets {
-					if line := tg.progress(now); line != "" {
-						log.logf("%s", line)
-					}
-					done, total = done+tg.bytes.Load(), total+tg.total.Load()
-				}
-				if onProgress != nil {
-					onProgress(done, total)
-				}
+				f(now)
 			}
 		}
 	})
