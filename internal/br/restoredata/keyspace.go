@@ -3,10 +3,12 @@ package restoredata
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/gogo/protobuf/proto"
 	"github.com/pingcap/kvproto/pkg/errorpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
@@ -14,6 +16,7 @@ import (
 	"github.com/tikv/pd/client/clients/router"
 
 	"github.com/fedbr/fedbr/internal/backoff"
+	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
 // maxRegionRounds bounds how often a range whose region moved is reloaded and resent.
@@ -23,7 +26,41 @@ const maxRegionRounds = 60
 // error (empty when the region did it) or a transport error.
 type regionCall func(ctx context.Context, kv tikvpb.TikvClient, rc *kvrpcpb.Context, start, end []byte) (regionErr string, err error)
 
-type span struct{ start, end []byte } // end empty: +inf
+// span is a range of raw keys, as TiKV's transactional API takes them; end empty: +inf.
+type span struct{ start, end []byte }
+
+// ErrKeyNotInRegion fails a step that sent a region a range outside it. The request carried
+// the region's current epoch (a stale one is refused first, as epoch_not_match), so the range
+// was computed wrongly: sending PD's encoded boundaries as raw keys does exactly this. It is
+// never retried.
+var ErrKeyNotInRegion = errors.New("TiKV refused a range outside its region (key_not_in_region)")
+
+// rawRegions decodes the regions' boundaries. PD reports them memcomparable-encoded, and TiKV
+// takes raw keys that it encodes itself, so a boundary sent as it came from PD would address
+// other keys (client-go's CodecPDClient decodes them the same way). The regions are copies:
+// the PD client's are left alone.
+func (r *run) rawRegions(regions []*router.Region) ([]*router.Region, error) {
+	out := make([]*router.Region, 0, len(regions))
+	for _, rg := range regions {
+		if r.cfg.Unsafe.EncodedKeys { // a negative control: the keys as PD has them
+			out = append(out, rg)
+			continue
+		}
+		start, err := codec.DecodeBoundary(rg.Meta.GetStartKey())
+		if err != nil {
+			return nil, fmt.Errorf("region %d from PD: %w", rg.Meta.GetId(), err)
+		}
+		end, err := codec.DecodeBoundary(rg.Meta.GetEndKey())
+		if err != nil {
+			return nil, fmt.Errorf("region %d from PD: %w", rg.Meta.GetId(), err)
+		}
+		raw := *rg
+		raw.Meta = proto.Clone(rg.Meta).(*metapb.Region)
+		raw.Meta.StartKey, raw.Meta.EndKey = start, end
+		out = append(out, &raw)
+	}
+	return out, nil
+}
 
 // overKeySpace runs call on every region of ["", +inf), each with its own part of the range.
 // Ranges whose region moved, lost its leader or answered a region error are reloaded from PD
@@ -44,11 +81,14 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 		}
 		krs := make([]router.KeyRange, len(pending))
 		for i, s := range pending {
-			krs[i] = router.KeyRange{StartKey: s.start, EndKey: s.end}
+			krs[i] = router.KeyRange{StartKey: codec.EncodeBoundary(s.start), EndKey: codec.EncodeBoundary(s.end)}
 		}
 		regions, err := r.d.PD.BatchScanRegions(ctx, krs, 0)
 		if err != nil {
 			return fmt.Errorf("scan regions: %w", err)
+		}
+		if regions, err = r.rawRegions(regions); err != nil {
+			return err
 		}
 		var (
 			mu    sync.Mutex
@@ -183,9 +223,22 @@ func (r *run) callRegion(ctx context.Context, stores map[uint64]*metapb.Store, j
 		if ctx.Err() != nil {
 			return "", ctx.Err()
 		}
+		if errors.Is(err, ErrKeyNotInRegion) {
+			return "", err
+		}
 		return err.Error(), nil // transport errors are retried with a fresh region
 	}
 	return msg, nil
+}
+
+// outsideRegion is the step's error for a region that refused the range as outside it, or nil.
+func outsideRegion(re *errorpb.Error, rc *kvrpcpb.Context, start, end []byte) error {
+	k := re.GetKeyNotInRegion()
+	if k == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: region %d [%x, %x) (epoch %v) refused [%x, %x) at key %x",
+		ErrKeyNotInRegion, rc.GetRegionId(), k.GetStartKey(), k.GetEndKey(), rc.GetRegionEpoch(), start, end, k.GetKey())
 }
 
 // regionError flattens a region error and a response error string into one message.

@@ -67,7 +67,27 @@ type Config struct {
 	// raise the other peers' terms to its own, so the next attempt's fresh metas rank the
 	// region's peers by their logs and plan a leader that can win.
 	LeaderTimeout time.Duration
+	// Unsafe removes safeguards, for negative controls only: tests set it to show that the
+	// checker catches each safeguard's absence. No fedbr command sets it.
+	Unsafe Unsafe
 }
+
+// Unsafe lists the data phase's safeguards that a negative control can remove.
+type Unsafe struct {
+	// EncodedKeys sends PD's region boundaries to TiKV as they are (memcomparable-encoded)
+	// instead of decoding them into the raw keys TiKV takes.
+	EncodedKeys bool
+	// NoFlashback skips prepare-flashback and flashback: data newer than ResolvedTS stays.
+	NoFlashback bool
+	// WorstLeaders asks, for every region, the peer with the shortest log to lead instead of
+	// the planner's choice.
+	WorstLeaders bool
+}
+
+// ErrLeadersNotElected fails the data phase when, after every attempt, some planned leader
+// still did not lead: raft's vote rule keeps a peer whose log is behind a quorum's from
+// winning, so a wrong plan stalls instead of overwriting committed entries.
+var ErrLeadersNotElected = errors.New("the planned leaders were not all elected")
 
 // Deps are the clients the data phase uses.
 type Deps struct {
@@ -204,9 +224,13 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 		return res, fmt.Errorf("PD's TSO %d is not above the resolved ts %d: restore-volumes must reset it first", res.RestoreTS, cfg.ResolvedTS)
 	}
 	report(PhaseFlashingBack, &res)
-	d.Log("Flashing back every region to %d (restore ts %d)", cfg.ResolvedTS, res.RestoreTS)
-	if err := r.flashback(ctx, res.RestoreTS); err != nil {
-		return res, fmt.Errorf("flashback: %w", err)
+	if cfg.Unsafe.NoFlashback {
+		d.Log("Skipping the flashback (negative control)")
+	} else {
+		d.Log("Flashing back every region to %d (restore ts %d)", cfg.ResolvedTS, res.RestoreTS)
+		if err := r.flashback(ctx, res.RestoreTS); err != nil {
+			return res, fmt.Errorf("flashback: %w", err)
+		}
 	}
 	if err := d.HTTP.DeleteSnapshotRecoveringMark(ctx); err != nil {
 		return res, fmt.Errorf("lift PD's snapshot-recovering mark: %w", err)
@@ -268,6 +292,9 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
+	if r.cfg.Unsafe.WorstLeaders {
+		plan = worstLeaders(plan, metas)
+	}
 	res.Regions, res.Dropped, res.MaxAllocID, res.MissingStore = plan.Regions, len(plan.Dropped), plan.MaxAllocID, plan.MissingStores
 	res.Leaders = 0
 	for _, n := range plan.Leaders {
@@ -282,7 +309,7 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	defer cancel()
 	err = r.sendPlan(sctx, stores, plan)
 	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("the planned leaders did not all lead and apply within %s (a planned peer whose log is behind cannot win its election): %w", wait, err)
+		return fmt.Errorf("%w: not all led and applied within %s (a planned peer whose log is behind cannot win its election): %w", ErrLeadersNotElected, wait, err)
 	}
 	return err
 }
@@ -438,6 +465,9 @@ func (r *run) flashback(ctx context.Context, restoreTS uint64) error {
 				if err != nil {
 					return "", err
 				}
+				if err := outsideRegion(resp.GetRegionError(), rc, start, end); err != nil {
+					return "", err
+				}
 				return regionError(resp.GetRegionError(), resp.GetError()), nil
 			}
 			resp, err := kv.KvFlashbackToVersion(ctx, &kvrpcpb.FlashbackToVersionRequest{
@@ -448,6 +478,9 @@ func (r *run) flashback(ctx context.Context, restoreTS uint64) error {
 			if resp.GetRegionError().GetFlashbackNotPrepared() != nil {
 				return "", nil // already flashed back and finished by an earlier attempt
 			}
+			if err := outsideRegion(resp.GetRegionError(), rc, start, end); err != nil {
+				return "", err
+			}
 			return regionError(resp.GetRegionError(), resp.GetError()), nil
 		}); err != nil {
 			return fmt.Errorf("%s: %w", step, err)
@@ -455,4 +488,32 @@ func (r *run) flashback(ctx context.Context, restoreTS uint64) error {
 		r.d.Log("%s done", step)
 	}
 	return nil
+}
+
+// worstLeaders is the WorstLeaders negative control: every region that has a planned leader is
+// led instead by its peer with the shortest log (lowest last index), the one raft's vote rule
+// refuses when the others are ahead.
+func worstLeaders(plan recovery.Result, metas []recovery.RegionMeta) recovery.Result {
+	worst := map[uint64]recovery.RegionMeta{}
+	for _, m := range metas {
+		if w, ok := worst[m.RegionID]; !ok || m.LastIndex < w.LastIndex {
+			worst[m.RegionID] = m
+		}
+	}
+	out := plan
+	out.Commands, out.Leaders = map[uint64][]recovery.Command{}, map[uint64]int{}
+	for store, cmds := range plan.Commands {
+		for _, c := range cmds {
+			if c.AsLeader {
+				c.AsLeader = false
+				w := worst[c.RegionID]
+				out.Commands[w.StoreID] = append(out.Commands[w.StoreID], recovery.Command{RegionID: c.RegionID, AsLeader: true})
+				out.Leaders[w.StoreID]++
+			}
+			if !c.AsLeader && (c.Tombstone || worst[c.RegionID].StoreID != store) {
+				out.Commands[store] = append(out.Commands[store], c)
+			}
+		}
+	}
+	return out
 }

@@ -9,13 +9,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gogo/protobuf/proto"
 	"github.com/pingcap/kvproto/pkg/errorpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	pd "github.com/tikv/pd/client"
 	"github.com/tikv/pd/client/clients/router"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
 // Client is a small transactional client over the real PD client and the
@@ -77,13 +81,20 @@ func (t target) ctx() *kvrpcpb.Context {
 	return &kvrpcpb.Context{RegionId: t.region.Meta.GetId(), RegionEpoch: t.region.Meta.GetRegionEpoch(), Peer: t.region.Leader}
 }
 
+// locate finds the region holding the raw key key. PD knows regions by
+// encoded boundaries, so the key is encoded for the lookup and the region's
+// boundaries are decoded into raw keys, as TiDB's client does (client-go's
+// CodecPDClient): every key this client compares or sends is raw.
 func (c *Client) locate(ctx context.Context, key []byte) (target, error) {
-	r, err := c.pd.GetRegion(ctx, key)
+	r, err := c.pd.GetRegion(ctx, codec.EncodeBytes(key))
 	if err != nil {
 		return target{}, fmt.Errorf("locate %q: %w", key, err)
 	}
 	if r == nil || r.Leader == nil || r.Leader.GetStoreId() == 0 {
 		return target{}, errRetry
+	}
+	if r, err = rawRegion(r); err != nil {
+		return target{}, fmt.Errorf("locate %q: %w", key, err)
 	}
 	kv, err := c.store(ctx, r.Leader.GetStoreId())
 	if err != nil {
@@ -98,8 +109,8 @@ type Route struct {
 	KV     tikvpb.TikvClient
 }
 
-// Locate returns the route of the region containing key, waiting until PD
-// knows its leader.
+// Locate returns the route of the region containing the raw key key, waiting
+// until PD knows its leader; the region's boundaries are raw keys.
 func (c *Client) Locate(ctx context.Context, key []byte) (Route, error) {
 	for {
 		t, err := c.locate(ctx, key)
@@ -113,6 +124,22 @@ func (c *Client) Locate(ctx context.Context, key []byte) (Route, error) {
 			return Route{}, err
 		}
 	}
+}
+
+// rawRegion is r with its boundaries decoded into raw keys.
+func rawRegion(r *router.Region) (*router.Region, error) {
+	start, err := codec.DecodeBoundary(r.Meta.GetStartKey())
+	if err != nil {
+		return nil, fmt.Errorf("region %d: %w", r.Meta.GetId(), err)
+	}
+	end, err := codec.DecodeBoundary(r.Meta.GetEndKey())
+	if err != nil {
+		return nil, fmt.Errorf("region %d: %w", r.Meta.GetId(), err)
+	}
+	raw := *r
+	raw.Meta = proto.Clone(r.Meta).(*metapb.Region)
+	raw.Meta.StartKey, raw.Meta.EndKey = start, end
+	return &raw, nil
 }
 
 func (c *Client) store(ctx context.Context, id uint64) (tikvpb.TikvClient, error) {

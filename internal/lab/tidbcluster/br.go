@@ -20,6 +20,8 @@ import (
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
 // This file is a minimal reference of BR's side of the protocol (pause and
@@ -398,9 +400,18 @@ func flashback(ctx context.Context, c pd.Client, conns map[uint64]*grpc.ClientCo
 			}
 			kv := tikvpb.NewTikvClient(conns[r.Leader.GetStoreId()])
 			rc := &kvrpcpb.Context{RegionId: r.Meta.GetId(), RegionEpoch: r.Meta.GetRegionEpoch(), Peer: r.Leader}
+			// PD's boundaries are encoded; TiKV takes raw keys.
+			start, err := codec.DecodeBoundary(r.Meta.GetStartKey())
+			if err != nil {
+				return err
+			}
+			end, err := codec.DecodeBoundary(r.Meta.GetEndKey())
+			if err != nil {
+				return err
+			}
 			var rerr interface{ GetMessage() string }
 			if phase == "prepare" {
-				resp, err := kv.KvPrepareFlashbackToVersion(ctx, &kvrpcpb.PrepareFlashbackToVersionRequest{Context: rc, StartKey: r.Meta.GetStartKey(), EndKey: r.Meta.GetEndKey(), StartTs: restoreTS - 1, Version: version})
+				resp, err := kv.KvPrepareFlashbackToVersion(ctx, &kvrpcpb.PrepareFlashbackToVersionRequest{Context: rc, StartKey: start, EndKey: end, StartTs: restoreTS - 1, Version: version})
 				if err != nil {
 					return fmt.Errorf("prepare flashback: %w", err)
 				}
@@ -408,7 +419,7 @@ func flashback(ctx context.Context, c pd.Client, conns map[uint64]*grpc.ClientCo
 					rerr = resp.GetRegionError()
 				}
 			} else {
-				resp, err := kv.KvFlashbackToVersion(ctx, &kvrpcpb.FlashbackToVersionRequest{Context: rc, StartKey: r.Meta.GetStartKey(), EndKey: r.Meta.GetEndKey(), StartTs: restoreTS - 1, CommitTs: restoreTS, Version: version})
+				resp, err := kv.KvFlashbackToVersion(ctx, &kvrpcpb.FlashbackToVersionRequest{Context: rc, StartKey: start, EndKey: end, StartTs: restoreTS - 1, CommitTs: restoreTS, Version: version})
 				if err != nil {
 					return fmt.Errorf("flashback: %w", err)
 				}

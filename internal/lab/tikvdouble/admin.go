@@ -337,8 +337,15 @@ func (s *Store) HoldMerges(d time.Duration) {
 // snapshotData is a raft snapshot's payload: the region and its MVCC data
 // at the leader's applied index.
 type snapshotData struct {
-	Region *metapb.Region      `json:"r"`
-	KV     map[string]*mvccKey `json:"kv"`
+	Region *metapb.Region `json:"r"`
+	// KV is in key order. Keys are bytes, never JSON strings: encoded keys are
+	// not UTF-8, and encoding/json would replace their bytes.
+	KV []snapshotKey `json:"kv"`
+}
+
+type snapshotKey struct {
+	Key   []byte   `json:"k"`
+	Value *mvccKey `json:"v"`
 }
 
 // snapshotEvery throttles snapshots to one follower, in ticks.
@@ -354,9 +361,9 @@ func (s *Store) sendSnapshotLocked(p *peer, to uint64) {
 	if !ok || p.merging != nil {
 		return
 	}
-	d := snapshotData{Region: proto.Clone(p.region).(*metapb.Region), KV: map[string]*mvccKey{}}
+	d := snapshotData{Region: proto.Clone(p.region).(*metapb.Region)}
 	for _, k := range s.kv.rangeKeys(p.region.GetStartKey(), p.region.GetEndKey()) {
-		d.KV[k] = s.kv.keys[k].clone()
+		d.KV = append(d.KV, snapshotKey{Key: []byte(k), Value: s.kv.keys[k].clone()})
 	}
 	b, err := json.Marshal(&d)
 	if err != nil {
@@ -438,14 +445,9 @@ func (s *Store) installSnapshotLocked(p *peer, m *eraftpb.Message) {
 		record{Kind: "region", Region: d.Region.GetId(), Meta: proto.Clone(d.Region).(*metapb.Region), FirstIndex: p.firstIndex,
 			SnapTerm: p.snapTerm, Applied: idx, Term: p.term, Vote: p.vote, Commit: idx},
 		record{Kind: "clear", Region: d.Region.GetId(), Start: start, End: end})
-	keys := make([]string, 0, len(d.KV))
-	for k := range d.KV {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		*s.kv.getOrCreate([]byte(k)) = *d.KV[k]
-		s.rd.recs = append(s.rd.recs, record{Kind: "kv", Key: k, Value: d.KV[k]})
+	for _, kv := range d.KV {
+		*s.kv.getOrCreate(kv.Key) = *kv.Value
+		s.rd.recs = append(s.rd.recs, record{Kind: "kv", Key: kv.Key, Value: kv.Value})
 	}
 	s.rd.send(p, m.GetFrom(), &eraftpb.Message{MsgType: eraftpb.MessageType_MsgAppendResponse, Term: p.term, Index: idx})
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
 // kvService serves tikvpb.Tikv: transactions, flashback and peer traffic.
@@ -251,17 +253,18 @@ func (s *Store) propose(ctx context.Context, c *kvrpcpb.Context, keys [][]byte, 
 }
 
 func (k *kvService) KvPrewrite(ctx context.Context, req *kvrpcpb.PrewriteRequest) (*kvrpcpb.PrewriteResponse, error) {
-	c := &prewriteCmd{Primary: req.GetPrimaryLock(), StartTS: req.GetStartVersion(), TTL: req.GetLockTtl()}
+	c := &prewriteCmd{Primary: encode(req.GetPrimaryLock()), StartTS: req.GetStartVersion(), TTL: req.GetLockTtl()}
 	var keys [][]byte
 	for _, m := range req.GetMutations() {
-		c.Mutations = append(c.Mutations, mutation{Op: m.GetOp(), Key: m.GetKey(), Value: m.GetValue()})
-		keys = append(keys, m.GetKey())
+		key := encode(m.GetKey())
+		c.Mutations = append(c.Mutations, mutation{Op: m.GetOp(), Key: key, Value: m.GetValue()})
+		keys = append(keys, key)
 	}
 	res, err := k.s.propose(ctx, req.GetContext(), keys, command{Prewrite: c}, normal)
 	if err != nil {
 		return nil, err
 	}
-	return &kvrpcpb.PrewriteResponse{RegionError: res.regionErr, Errors: res.keyErrs}, nil
+	return &kvrpcpb.PrewriteResponse{RegionError: res.regionErr, Errors: rawKeyErrors(res.keyErrs)}, nil
 }
 
 func firstErr(es []*kvrpcpb.KeyError) *kvrpcpb.KeyError {
@@ -272,36 +275,40 @@ func firstErr(es []*kvrpcpb.KeyError) *kvrpcpb.KeyError {
 }
 
 func (k *kvService) KvCommit(ctx context.Context, req *kvrpcpb.CommitRequest) (*kvrpcpb.CommitResponse, error) {
-	c := &commitCmd{Keys: req.GetKeys(), StartTS: req.GetStartVersion(), CommitTS: req.GetCommitVersion()}
-	res, err := k.s.propose(ctx, req.GetContext(), req.GetKeys(), command{Commit: c}, normal)
+	keys := encodeAll(req.GetKeys())
+	c := &commitCmd{Keys: keys, StartTS: req.GetStartVersion(), CommitTS: req.GetCommitVersion()}
+	res, err := k.s.propose(ctx, req.GetContext(), keys, command{Commit: c}, normal)
 	if err != nil {
 		return nil, err
 	}
-	return &kvrpcpb.CommitResponse{RegionError: res.regionErr, Error: firstErr(res.keyErrs), CommitVersion: req.GetCommitVersion()}, nil
+	return &kvrpcpb.CommitResponse{RegionError: res.regionErr, Error: firstErr(rawKeyErrors(res.keyErrs)), CommitVersion: req.GetCommitVersion()}, nil
 }
 
 func (k *kvService) KvBatchRollback(ctx context.Context, req *kvrpcpb.BatchRollbackRequest) (*kvrpcpb.BatchRollbackResponse, error) {
-	c := &rollbackCmd{Keys: req.GetKeys(), StartTS: req.GetStartVersion()}
-	res, err := k.s.propose(ctx, req.GetContext(), req.GetKeys(), command{Rollback: c}, normal)
+	keys := encodeAll(req.GetKeys())
+	c := &rollbackCmd{Keys: keys, StartTS: req.GetStartVersion()}
+	res, err := k.s.propose(ctx, req.GetContext(), keys, command{Rollback: c}, normal)
 	if err != nil {
 		return nil, err
 	}
-	return &kvrpcpb.BatchRollbackResponse{RegionError: res.regionErr, Error: firstErr(res.keyErrs)}, nil
+	return &kvrpcpb.BatchRollbackResponse{RegionError: res.regionErr, Error: firstErr(rawKeyErrors(res.keyErrs))}, nil
 }
 
 func (k *kvService) KvCheckTxnStatus(ctx context.Context, req *kvrpcpb.CheckTxnStatusRequest) (*kvrpcpb.CheckTxnStatusResponse, error) {
-	c := &checkTxnCmd{Primary: req.GetPrimaryKey(), LockTS: req.GetLockTs(), CurrentTS: req.GetCurrentTs(), RollbackIfNotExist: req.GetRollbackIfNotExist()}
-	res, err := k.s.propose(ctx, req.GetContext(), [][]byte{req.GetPrimaryKey()}, command{CheckTxn: c}, normal)
+	primary := encode(req.GetPrimaryKey())
+	c := &checkTxnCmd{Primary: primary, LockTS: req.GetLockTs(), CurrentTS: req.GetCurrentTs(), RollbackIfNotExist: req.GetRollbackIfNotExist()}
+	res, err := k.s.propose(ctx, req.GetContext(), [][]byte{primary}, command{CheckTxn: c}, normal)
 	if err != nil {
 		return nil, err
 	}
 	st := res.status
-	return &kvrpcpb.CheckTxnStatusResponse{RegionError: res.regionErr, Error: st.Err, LockTtl: st.TTL, CommitVersion: st.CommitTS, Action: st.Action}, nil
+	return &kvrpcpb.CheckTxnStatusResponse{RegionError: res.regionErr, Error: rawKeyError(st.Err), LockTtl: st.TTL, CommitVersion: st.CommitTS, Action: st.Action}, nil
 }
 
 func (k *kvService) KvResolveLock(ctx context.Context, req *kvrpcpb.ResolveLockRequest) (*kvrpcpb.ResolveLockResponse, error) {
-	c := &resolveLockCmd{StartTS: req.GetStartVersion(), CommitTS: req.GetCommitVersion(), Keys: req.GetKeys()}
-	res, err := k.s.propose(ctx, req.GetContext(), req.GetKeys(), command{ResolveLock: c}, normal)
+	keys := encodeAll(req.GetKeys())
+	c := &resolveLockCmd{StartTS: req.GetStartVersion(), CommitTS: req.GetCommitVersion(), Keys: keys}
+	res, err := k.s.propose(ctx, req.GetContext(), keys, command{ResolveLock: c}, normal)
 	if err != nil {
 		return nil, err
 	}
@@ -315,11 +322,12 @@ func (k *kvService) KvGet(_ context.Context, req *kvrpcpb.GetRequest) (*kvrpcpb.
 	if s.isolatedLocked() {
 		return nil, errUnavailable
 	}
-	if _, rerr := s.checkLocked(req.GetContext(), [][]byte{req.GetKey()}, normal); rerr != nil {
+	key := encode(req.GetKey())
+	if _, rerr := s.checkLocked(req.GetContext(), [][]byte{key}, normal); rerr != nil {
 		return &kvrpcpb.GetResponse{RegionError: rerr}, nil
 	}
-	v, ke := s.kv.read(req.GetKey(), req.GetVersion())
-	return &kvrpcpb.GetResponse{Error: ke, Value: v, NotFound: v == nil && ke == nil}, nil
+	v, ke := s.kv.read(key, req.GetVersion())
+	return &kvrpcpb.GetResponse{Error: rawKeyError(ke), Value: v, NotFound: v == nil && ke == nil}, nil
 }
 
 func (k *kvService) KvScan(_ context.Context, req *kvrpcpb.ScanRequest) (*kvrpcpb.ScanResponse, error) {
@@ -329,26 +337,27 @@ func (k *kvService) KvScan(_ context.Context, req *kvrpcpb.ScanRequest) (*kvrpcp
 	if s.isolatedLocked() {
 		return nil, errUnavailable
 	}
-	p, rerr := s.checkLocked(req.GetContext(), [][]byte{req.GetStartKey()}, normal)
+	start := encode(req.GetStartKey())
+	p, rerr := s.checkLocked(req.GetContext(), [][]byte{start}, normal)
 	if rerr != nil {
 		return &kvrpcpb.ScanResponse{RegionError: rerr}, nil
 	}
 	end := p.region.GetEndKey()
-	if e := req.GetEndKey(); len(e) > 0 && (len(end) == 0 || bytes.Compare(e, end) < 0) {
+	if e := codec.EncodeBoundary(req.GetEndKey()); len(e) > 0 && (len(end) == 0 || bytes.Compare(e, end) < 0) {
 		end = e
 	}
 	resp := &kvrpcpb.ScanResponse{}
-	for _, key := range s.kv.rangeKeys(req.GetStartKey(), end) {
+	for _, key := range s.kv.rangeKeys(start, end) {
 		if req.GetLimit() > 0 && uint32(len(resp.Pairs)) >= req.GetLimit() {
 			break
 		}
 		v, ke := s.kv.read([]byte(key), req.GetVersion())
 		if ke != nil {
-			resp.Error = ke
+			resp.Error = rawKeyError(ke)
 			return resp, nil
 		}
 		if v != nil {
-			resp.Pairs = append(resp.Pairs, &kvrpcpb.KvPair{Key: []byte(key), Value: v})
+			resp.Pairs = append(resp.Pairs, &kvrpcpb.KvPair{Key: decode([]byte(key)), Value: v})
 		}
 	}
 	return resp, nil
@@ -356,7 +365,8 @@ func (k *kvService) KvScan(_ context.Context, req *kvrpcpb.ScanRequest) (*kvrpcp
 
 func (k *kvService) KvPrepareFlashbackToVersion(ctx context.Context, req *kvrpcpb.PrepareFlashbackToVersionRequest) (*kvrpcpb.PrepareFlashbackToVersionResponse, error) {
 	ts := req.GetStartTs()
-	res, err := k.s.propose(ctx, req.GetContext(), nil, command{PrepareFlashback: &ts}, flashbackOp)
+	// TiKV locks the range's first key at start_ts, so that key must be in the region.
+	res, err := k.s.propose(ctx, req.GetContext(), [][]byte{encode(req.GetStartKey())}, command{PrepareFlashback: &ts}, flashbackOp)
 	if err != nil {
 		return nil, err
 	}
@@ -374,13 +384,14 @@ func (k *kvService) KvFlashbackToVersion(ctx context.Context, req *kvrpcpb.Flash
 			FlashbackNotPrepared: &errorpb.FlashbackNotPrepared{RegionId: p.region.GetId()},
 		}}, nil
 	}
+	first := encode(req.GetStartKey())
 	var start, end []byte
 	if p != nil {
-		start, end = clip(p.region, req.GetStartKey(), req.GetEndKey())
+		start, end = clip(p.region, first, codec.EncodeBoundary(req.GetEndKey()))
 	}
 	s.mu.Unlock()
 	c := &flashbackCmd{Start: start, End: end, Version: req.GetVersion(), StartTS: req.GetStartTs(), CommitTS: req.GetCommitTs()}
-	res, err := s.propose(ctx, req.GetContext(), nil, command{Flashback: c}, flashbackOp)
+	res, err := s.propose(ctx, req.GetContext(), [][]byte{first}, command{Flashback: c}, flashbackOp)
 	if err != nil {
 		return nil, err
 	}
@@ -396,4 +407,54 @@ func clip(r *metapb.Region, start, end []byte) ([]byte, []byte) {
 		end = re
 	}
 	return append([]byte(nil), start...), end
+}
+
+// Keys arrive raw, as TiKV's transactional API takes them, and are encoded at
+// once (TiKV's Key::from_raw): the MVCC data, the region boundaries and every
+// comparison between them are in the encoded form, so a client that sends
+// PD's (encoded) boundaries as keys gets what a real TiKV gives it.
+func encode(raw []byte) []byte { return codec.EncodeBytes(raw) }
+
+func encodeAll(raw [][]byte) [][]byte {
+	out := make([][]byte, len(raw))
+	for i, k := range raw {
+		out[i] = encode(k)
+	}
+	return out
+}
+
+// decode turns a stored key back into the raw key clients know.
+func decode(enc []byte) []byte {
+	raw, _, err := codec.DecodeBytes(enc)
+	if err != nil {
+		return enc // only encoded keys are ever stored
+	}
+	return raw
+}
+
+// rawKeyError rewrites the keys a key error names into raw keys.
+func rawKeyError(e *kvrpcpb.KeyError) *kvrpcpb.KeyError {
+	if e == nil {
+		return nil
+	}
+	if l := e.GetLocked(); l != nil {
+		l.Key, l.PrimaryLock = decode(l.GetKey()), decode(l.GetPrimaryLock())
+	}
+	if c := e.GetConflict(); c != nil {
+		c.Key, c.Primary = decode(c.GetKey()), decode(c.GetPrimary())
+	}
+	if n := e.GetTxnNotFound(); n != nil {
+		n.PrimaryKey = decode(n.GetPrimaryKey())
+	}
+	if a := e.GetAlreadyExist(); a != nil {
+		a.Key = decode(a.GetKey())
+	}
+	return e
+}
+
+func rawKeyErrors(es []*kvrpcpb.KeyError) []*kvrpcpb.KeyError {
+	for _, e := range es {
+		rawKeyError(e)
+	}
+	return es
 }

@@ -36,7 +36,7 @@ func TestStaleSnapshotKeepsTheLog(t *testing.T) {
 	if last != leader.lastIndex() || last < 4 {
 		t.Fatalf("follower at %d, leader at %d", last, leader.lastIndex())
 	}
-	data, err := json.Marshal(&snapshotData{Region: proto.Clone(leader.region).(*metapb.Region), KV: map[string]*mvccKey{}})
+	data, err := json.Marshal(&snapshotData{Region: proto.Clone(leader.region).(*metapb.Region), KV: []snapshotKey{}})
 	if err != nil {
 		t.Fatal(err)
 	}

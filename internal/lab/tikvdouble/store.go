@@ -23,6 +23,8 @@ import (
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
 // Config configures one TiKV double store.
@@ -36,7 +38,8 @@ type Config struct {
 	// InitialStores are the stores of the first region; the first of them
 	// bootstraps the cluster; at least 3.
 	InitialStores []uint64
-	// SplitKeys pre-split the initial key space into len+1 regions (sorted).
+	// SplitKeys pre-split the initial key space into len+1 regions (sorted raw
+	// keys; the regions' boundaries are their encoded forms, as TiKV's are).
 	SplitKeys [][]byte
 	// AdvertiseAddr is published to PD; empty means the listener address.
 	AdvertiseAddr string
@@ -348,7 +351,10 @@ func (s *Store) bootstrap(ctx context.Context) error {
 	}
 	if !b.GetBootstrapped() && s.cfg.InitialStores[0] == s.cfg.StoreID {
 		var regions []*metapb.Region
-		bounds := append([][]byte{nil}, s.cfg.SplitKeys...)
+		bounds := [][]byte{nil}
+		for _, k := range s.cfg.SplitKeys {
+			bounds = append(bounds, codec.EncodeBytes(k))
+		}
 		for i, start := range bounds {
 			r := &metapb.Region{StartKey: start, RegionEpoch: &metapb.RegionEpoch{ConfVer: 1, Version: 1}}
 			if i+1 < len(bounds) {
@@ -514,7 +520,7 @@ func (s *Store) replay(recs []record) error {
 			}
 			p.applied = max(p.applied, r.Applied)
 		case "kv":
-			m := s.kv.getOrCreate([]byte(r.Key))
+			m := s.kv.getOrCreate(r.Key)
 			*m = *r.Value
 		case "resolve":
 			s.kv.resolveKV(r.TS)
@@ -891,7 +897,7 @@ func (s *Store) maybeCompact() {
 		}
 	}
 	for _, k := range s.kv.sorted {
-		recs = append(recs, record{Kind: "kv", Key: k, Value: s.kv.keys[k]})
+		recs = append(recs, record{Kind: "kv", Key: []byte(k), Value: s.kv.keys[k]})
 	}
 	if err := s.wal.rewrite(recs); err != nil {
 		s.log.Error("Compacting wal failed", "err", err)

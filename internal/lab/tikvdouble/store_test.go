@@ -23,6 +23,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
 func startCluster(t *testing.T, ctx context.Context, cfg tidbcluster.Config) *tidbcluster.Cluster {
@@ -199,7 +200,10 @@ func TestPrepareSnapshotBackupLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := route.Region
+	r := *route.Region
+	// The client's route has raw boundaries; BR sends PD's region, whose boundaries are encoded.
+	r.Meta = proto.Clone(r.Meta).(*metapb.Region)
+	r.Meta.StartKey, r.Meta.EndKey = codec.EncodeBoundary(r.Meta.GetStartKey()), codec.EncodeBoundary(r.Meta.GetEndKey())
 	st := c.Store(r.Leader.GetStoreId())
 	cc, err := grpc.NewClient(st.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

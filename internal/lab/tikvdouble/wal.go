@@ -48,8 +48,9 @@ type record struct {
 	SnapTerm uint64      `json:"st,omitempty"`
 	// apply: entries up to Applied were executed.
 	Applied uint64 `json:"a,omitempty"`
-	// kv: one key's whole MVCC state (written by compaction).
-	Key   string   `json:"key,omitempty"`
+	// kv: one key's whole MVCC state (written by compaction). Bytes, never a
+	// JSON string: encoded keys are not UTF-8.
+	Key   []byte   `json:"key,omitempty"`
 	Value *mvccKey `json:"val,omitempty"`
 	TS    uint64   `json:"ts,omitempty"` // resolve: ResolveKvData at this ts
 	// clear: the dropped range (empty End = +inf).
