@@ -61,6 +61,15 @@ type Config struct {
 	WaitApplyRounds int
 	// RetryBackoff is the wait before re-sending failed regions (default 1s).
 	RetryBackoff time.Duration
+	// Unsafe removes safeguards, for negative controls only: tests set it to show that the
+	// checker catches each safeguard's absence. No fedbr command sets it.
+	Unsafe Unsafe
+}
+
+// Unsafe lists the pause's safeguards that a negative control can remove.
+type Unsafe struct {
+	// NoGCPin neither pins GC at the backup ts nor checks that GC stayed below it.
+	NoGCPin bool
 }
 
 // Deps are the clients a pause uses.
@@ -177,7 +186,12 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		}
 	}
 	st.BackupTS = gc.backupTS
-	d.Log("Pinning GC at backup ts %d (service %s, TTL %s)", gc.backupTS, gc.id, cfg.TTL)
+	gc.off = cfg.Unsafe.NoGCPin
+	if gc.off {
+		d.Log("Not pinning GC (negative control)")
+	} else {
+		d.Log("Pinning GC at backup ts %d (service %s, TTL %s)", gc.backupTS, gc.id, cfg.TTL)
+	}
 	if err := gc.pin(ctx); err != nil {
 		return err
 	}
