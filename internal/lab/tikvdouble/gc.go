@@ -73,12 +73,14 @@ func (s *Store) collect(ctx context.Context, safePoint uint64) error {
 		return nil
 	}
 	dropped := s.kv.gc(safePoint)
-	if dropped == 0 && safePoint == s.gc.applied {
+	switch {
+	case dropped > 0 || safePoint > s.gc.applied:
+		s.gc.applied = safePoint
+		s.rd.recs = append(s.rd.recs, record{Kind: "gc", TS: safePoint})
+	case s.gc.done >= safePoint:
 		s.mu.Unlock()
 		return nil
 	}
-	s.gc.applied = safePoint
-	s.rd.recs = append(s.rd.recs, record{Kind: "gc", TS: safePoint})
 	s.mu.Unlock()
 	if dropped > 0 {
 		s.log.Debug("Collected garbage", "safePoint", safePoint, "records", dropped)
