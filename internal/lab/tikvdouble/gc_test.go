@@ -3,6 +3,7 @@ package tikvdouble_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,13 +13,37 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/tikvdouble"
 )
 
+// pdClock is PD's clock in GC tests: it stands still until the test moves
+// it, so the GC safe point passes a timestamp only when the test says so
+// (PD's TSO then counts logical ticks within one millisecond).
+type pdClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *pdClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *pdClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// gcLife is the GC life time of gcCluster.
+const gcLife = time.Second
+
 // gcCluster is a cluster whose GC acts within a test: PD's GC worker runs
-// every 20 ms with a 300 ms life time and the stores poll it every 20 ms.
-func gcCluster(t *testing.T, ctx context.Context) *tidbcluster.Cluster {
+// every 20 ms with a 1 s life time on clock, and the stores poll it every
+// 20 ms.
+func gcCluster(t *testing.T, ctx context.Context, clock *pdClock) *tidbcluster.Cluster {
 	t.Helper()
 	return startCluster(t, ctx, tidbcluster.Config{
 		SplitKeys: [][]byte{[]byte("k5")}, GCPollInterval: 20 * time.Millisecond,
-		PD: pddouble.Config{OperatorRate: -1, GCLifeTime: 300 * time.Millisecond, GCRunInterval: 20 * time.Millisecond},
+		PD: pddouble.Config{OperatorRate: -1, Now: clock.Now, GCLifeTime: gcLife, GCRunInterval: 20 * time.Millisecond},
 	})
 }
 
@@ -56,7 +81,8 @@ func get(t *testing.T, ctx context.Context, cl *bank.Client, key string, ts uint
 func TestGCLosesHistoryUnlessPinned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c := gcCluster(t, ctx)
+	clock := &pdClock{t: time.Now()}
+	c := gcCluster(t, ctx, clock)
 	cl := client(t, ctx, c)
 
 	t.Run("unpinned", func(t *testing.T) {
@@ -65,6 +91,7 @@ func TestGCLosesHistoryUnlessPinned(t *testing.T) {
 		if get(t, ctx, cl, "k1", t1) != "v1" {
 			t.Fatal("the t1 value is not there to begin with")
 		}
+		clock.Add(2 * gcLife)
 		st := waitGCRun(t, ctx, c, "past t2", func(st pddouble.GCStatus) bool { return st.SafePoint > t2 })
 		if err := c.WaitGC(ctx, st.SafePoint); err != nil {
 			t.Fatal(err)
@@ -102,26 +129,17 @@ func TestGCLosesHistoryUnlessPinned(t *testing.T) {
 
 	t.Run("pinned", func(t *testing.T) {
 		pd := cl.PD()
-		// BR's order: pin first, then read at a ts above the pin. A pin
-		// below the GC safe point is refused (min comes back above it), so
-		// take a fresh ts until PD stores it.
-		var pin uint64
-		for {
-			ts, err := cl.TS(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			min, err := pd.UpdateServiceGCSafePoint(ctx, "test-pin", 600, ts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if min == ts {
-				pin = ts
-				break
-			}
+		// BR's order: pin first, then read at a ts above the pin.
+		pin, err := cl.TS(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if min, err := pd.UpdateServiceGCSafePoint(ctx, "test-pin", 600, pin); err != nil || min != pin {
+			t.Fatalf("pin at %d: min %d, %v", pin, min, err)
 		}
 		t1 := put(t, ctx, cl, map[string]string{"k2": "v1"})
 		t2 := put(t, ctx, cl, map[string]string{"k2": "v2"})
+		clock.Add(2 * gcLife)
 		st := waitGCRun(t, ctx, c, "that would have passed t2", func(st pddouble.GCStatus) bool { return st.Target > t2 })
 		if st.SafePoint != pin {
 			t.Fatalf("GC safe point %d with a pin at %d", st.SafePoint, pin)
