@@ -423,25 +423,45 @@ func (s *kvStore) gc(safePoint uint64) int {
 // TiKV's GC walks them: records above the safe point are kept; at or below
 // it, rollbacks are dropped until the first put or delete, which ends the
 // key's visible history: a put is kept, a delete dropped, and everything
-// older dropped.
+// older dropped. The records are replaced, never edited in place: a queued
+// wal record may share them.
 func (m *mvccKey) gc(safePoint uint64) int {
-	kept := make([]version, 0, len(m.Versions))
+	n := 0
+	m.walkGC(safePoint, func(_ version, keep bool) {
+		if !keep {
+			n++
+		}
+	})
+	if n == 0 {
+		return 0
+	}
+	kept := make([]version, 0, len(m.Versions)-n)
+	m.walkGC(safePoint, func(v version, keep bool) {
+		if keep {
+			kept = append(kept, v)
+		}
+	})
+	m.Versions = kept
+	return n
+}
+
+// walkGC tells f, for each record, whether GC at safePoint keeps it.
+func (m *mvccKey) walkGC(safePoint uint64, f func(v version, keep bool)) {
 	ended := false
 	for _, v := range m.Versions {
 		switch {
 		case v.CommitTS > safePoint:
-			kept = append(kept, v)
+			f(v, true)
 		case ended:
+			f(v, false)
 		case v.Kind == kindPut:
-			kept = append(kept, v)
+			f(v, true)
 			ended = true
 		case v.Kind == kindDelete:
+			f(v, false)
 			ended = true
+		default:
+			f(v, false)
 		}
 	}
-	n := len(m.Versions) - len(kept)
-	if n > 0 {
-		m.Versions = kept
-	}
-	return n
 }
