@@ -2,6 +2,7 @@ package pddouble
 
 import (
 	"math"
+	"sort"
 	"time"
 )
 
@@ -91,6 +92,40 @@ func (s *Server) gcSafePoint() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.GCSafePoint
+}
+
+// serviceSafePoint and serviceSafePoints are PD's /gc/safepoint answer.
+type serviceSafePoint struct {
+	ServiceID string `json:"service_id"`
+	ExpiredAt int64  `json:"expired_at"`
+	SafePoint uint64 `json:"safe_point"`
+}
+
+type serviceSafePoints struct {
+	Services    []serviceSafePoint `json:"service_gc_safe_points"`
+	MinService  uint64             `json:"min_service_gc_safe_point,omitempty"`
+	GCSafePoint uint64             `json:"gc_safe_point"`
+}
+
+// gcSafePoints lists the live service safe points (expiry in Unix seconds,
+// MaxInt64 for none) with the GC safe point, as PD's GET /gc/safepoint.
+func (s *Server) gcSafePoints() serviceSafePoints {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pruneServiceSafePointsLocked(s.now())
+	out := serviceSafePoints{Services: []serviceSafePoint{}, GCSafePoint: s.st.GCSafePoint}
+	for id, e := range s.st.ServiceGC {
+		exp := int64(math.MaxInt64)
+		if !e.Expire.IsZero() {
+			exp = e.Expire.Unix()
+		}
+		out.Services = append(out.Services, serviceSafePoint{ServiceID: id, ExpiredAt: exp, SafePoint: e.SafePoint})
+	}
+	sort.Slice(out.Services, func(i, j int) bool { return out.Services[i].ServiceID < out.Services[j].ServiceID })
+	if len(out.Services) > 0 {
+		out.MinService = s.minServiceSafePointLocked()
+	}
+	return out
 }
 
 // GCStatus is what the GC worker did last.

@@ -58,6 +58,13 @@ func TestGCWorkerAdvancesSafePoint(t *testing.T) {
 	if min, err := s.updateServiceSafePoint("br", 60, pin); err != nil || min != pin {
 		t.Fatalf("pin = %d, %v", min, err)
 	}
+	hc := pdhttp.NewClient("test", []string{s.URL()})
+	defer hc.Close()
+	list, err := hc.GetGCSafePoint(ctx)
+	if err != nil || list.GCSafePoint != want || list.MinServiceGcSafepoint != pin || len(list.ServiceGCSafepoints) != 1 ||
+		list.ServiceGCSafepoints[0].ServiceID != "br" || list.ServiceGCSafepoints[0].SafePoint != pin {
+		t.Fatalf("GET /gc/safepoint = %+v, %v", list, err)
+	}
 	clock.Add(30 * time.Second)
 	if sp := runGC(s); sp != pin {
 		t.Fatalf("safe point with a pin = %d, want the pin %d", sp, pin)
