@@ -13,6 +13,12 @@
 // the new replica caught up, stopped only by replica-schedule-limit) and
 // leader transfers (balance-leader and leader-schedule-limit).
 //
+// TiDB's GC worker is folded in (gc.go): every Config.GCRunInterval the
+// GC safe point moves to the TSO minus Config.GCLifeTime, held back by the
+// lowest live service safe point, so a backup that does not pin GC really
+// loses history once the TiKV doubles collect. Config.API APIv75 serves
+// PD v7.5's gRPC surface, without BatchScanRegions.
+//
 // Stores are Up, Disconnected after 20 s without a heartbeat and Down after
 // max-store-down-time, on the injected clock (HTTP state_name; gRPC clients
 // see last_heartbeat). GET /regions, /regions/count, /region/id/{id},

@@ -36,6 +36,9 @@ func (s *Server) httpHandler() http.Handler {
 	})
 	m.HandleFunc("POST "+apiPrefix+"/config", s.handleSetConfig)
 	m.HandleFunc("GET "+apiPrefix+"/min-resolved-ts", s.handleMinResolvedTS)
+	m.HandleFunc("GET "+apiPrefix+"/gc/safepoint", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, s.gcSafePoints())
+	})
 	m.HandleFunc("GET "+apiPrefix+"/admin/cluster/markers/snapshot-recovering", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]bool{"marked": s.recovering()})
 	})

@@ -125,7 +125,8 @@ func seedCluster(t *testing.T, ctx context.Context, c pdpb.PDClient, clusterID u
 func TestPDClientDrivesGRPC(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := startPD(t, Config{})
+	// The GC worker is off: this test drives the safe point by hand (gc_test.go covers the worker).
+	s := startPD(t, Config{GCLifeTime: -1})
 	defer func() { _ = s.Close() }()
 	raw := rawClient(t, s)
 	seedCluster(t, ctx, raw, s.ClusterID())
@@ -328,7 +329,7 @@ func TestTTLsExpireOnTheClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	clock := newFakeClock()
-	s := startPD(t, Config{Now: clock.Now})
+	s := startPD(t, Config{Now: clock.Now, GCLifeTime: -1}) // safe points by hand only
 	defer func() { _ = s.Close() }()
 	seedCluster(t, ctx, rawClient(t, s), s.ClusterID())
 	c := pdhttp.NewClient("test", []string{s.URL()})
@@ -378,7 +379,7 @@ func TestRestartKeepsState(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	clock := newFakeClock()
-	s := startPD(t, Config{DataDir: dir, Now: clock.Now})
+	s := startPD(t, Config{DataDir: dir, Now: clock.Now, GCLifeTime: -1})
 	seedCluster(t, ctx, rawClient(t, s), s.ClusterID())
 	id := s.ClusterID()
 	var lastTS uint64
@@ -397,7 +398,7 @@ func TestRestartKeepsState(t *testing.T) {
 	_ = s.http.Close()
 	_ = s.lis.Close()
 
-	s2 := startPD(t, Config{DataDir: dir, Now: clock.Now})
+	s2 := startPD(t, Config{DataDir: dir, Now: clock.Now, GCLifeTime: -1})
 	defer func() { _ = s2.Close() }()
 	if s2.ClusterID() != id {
 		t.Fatalf("cluster id changed %d -> %d", id, s2.ClusterID())

@@ -50,9 +50,30 @@ type Config struct {
 	// background; 0 means replicas only move to even out the stores. It
 	// implies MoveReplicas.
 	ShuffleRegionRate float64
-	// Version is reported by /version and /config/cluster-version; empty means 8.5.0.
+	// Version is reported by /version and /config/cluster-version; empty
+	// means 8.5.0 (7.5.0 with API APIv75).
 	Version string
+	// API is the gRPC surface served: APIv85 (empty means it) or APIv75,
+	// PD v7.5's, which has no BatchScanRegions (it answers Unimplemented
+	// exactly as a server without the method does).
+	API string
+	// GCLifeTime is how far the GC worker keeps the GC safe point behind
+	// the TSO (TiDB's tidb_gc_life_time); 0 means DefaultGCLifeTime, a
+	// negative value turns the worker off (the safe point then moves only
+	// by UpdateGCSafePoint).
+	GCLifeTime time.Duration
+	// GCRunInterval is how often the GC worker runs (tidb_gc_run_interval);
+	// 0 means DefaultGCRunInterval.
+	GCRunInterval time.Duration
 }
+
+// The gRPC surfaces Config.API selects.
+const (
+	// APIv85 is PD v8.5's API, the default.
+	APIv85 = "v8.5"
+	// APIv75 is PD v7.5's, the oldest fedbr supports: no BatchScanRegions.
+	APIv75 = "v7.5"
+)
 
 // Server is a running PD double.
 type Server struct {
@@ -81,6 +102,10 @@ type Server struct {
 	// TSO: last handed-out physical (ms) and logical parts.
 	physical int64
 	logical  int64
+
+	// gcTarget and gcRuns are the GC worker's last target and run count.
+	gcTarget uint64
+	gcRuns   int
 
 	// saves counts state file writes (tests and benches read it).
 	saves int
@@ -115,8 +140,24 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 	if cfg.MergeKeys == 0 {
 		cfg.MergeKeys = 8
 	}
-	if cfg.Version == "" {
-		cfg.Version = "8.5.0"
+	switch cfg.API {
+	case "", APIv85:
+		cfg.API = APIv85
+		if cfg.Version == "" {
+			cfg.Version = "8.5.0"
+		}
+	case APIv75:
+		if cfg.Version == "" {
+			cfg.Version = "7.5.0"
+		}
+	default:
+		return nil, fmt.Errorf("pd api %q: want %s or %s", cfg.API, APIv85, APIv75)
+	}
+	if cfg.GCLifeTime == 0 {
+		cfg.GCLifeTime = DefaultGCLifeTime
+	}
+	if cfg.GCRunInterval <= 0 {
+		cfg.GCRunInterval = DefaultGCRunInterval
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create pd data dir: %w", err)
@@ -155,7 +196,12 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 		return nil, err
 	}
 
-	s.grpc = grpc.NewServer()
+	// gRPC's default limits (4 MiB received), as PD's server.
+	var opts []grpc.ServerOption
+	if missing := missingMethods(cfg.API); len(missing) > 0 {
+		opts = append(opts, grpc.InTapHandle(refuseMethods(missing)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	pdpb.RegisterPDServer(s.grpc, &pdService{s: s})
 	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 	gl, hl := splitListener(lis)
@@ -163,6 +209,10 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 	go func() { defer s.wg.Done(); _ = s.grpc.Serve(gl) }()
 	go func() { defer s.wg.Done(); _ = s.http.Serve(hl) }()
 	go func() { defer s.wg.Done(); s.flushLoop() }()
+	if cfg.GCLifeTime > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.gcLoop() }()
+	}
 	return s, nil
 }
 

@@ -35,8 +35,12 @@ type Config struct {
 	StickyAddrs bool
 	// SplitKeys pre-split the key space.
 	SplitKeys [][]byte
-	// PD tunes the PD double (DataDir and clock are filled in).
+	// PD tunes the PD double (DataDir and clock are filled in); its
+	// GCLifeTime and GCRunInterval drive how soon garbage is collected.
 	PD pddouble.Config
+	// GCPollInterval is how often each store reads PD's GC safe point and
+	// collects at it (0: tikvdouble.DefaultGCPollInterval).
+	GCPollInterval time.Duration
 	// Tick is the stores' raft tick.
 	Tick time.Duration
 	// SlowStore, if set, is a store whose followers apply 10x slower.
@@ -165,7 +169,7 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 	sc := tikvdouble.Config{
 		StoreID: id, DataDir: c.StoreDir(id), PD: c.PD.Addr(), InitialStores: initial,
 		SplitKeys: c.cfg.SplitKeys, Tick: c.cfg.Tick, Now: c.cfg.Now, Seed: id, Logger: c.cfg.Logger,
-		CompactBytes: c.cfg.CompactBytes,
+		CompactBytes: c.cfg.CompactBytes, GCPollInterval: c.cfg.GCPollInterval,
 	}
 	if id == c.cfg.SlowStore {
 		sc.SlowApply = 10
@@ -227,6 +231,17 @@ func (c *Cluster) WaitLeaders(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// WaitGC waits until every running store has collected garbage up to ts
+// on its volume (tikvdouble.Store.WaitGC).
+func (c *Cluster) WaitGC(ctx context.Context, ts uint64) error {
+	for _, s := range c.running() {
+		if err := s.WaitGC(ctx, ts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Close stops everything.

@@ -390,3 +390,78 @@ func (s *kvStore) resolveLock(c *resolveLockCmd, start, end []byte) {
 	}
 	s.rollback(&rollbackCmd{Keys: mine, StartTS: c.StartTS})
 }
+
+// gc drops the write records TiKV's GC drops at safePoint: for each key it
+// keeps every record committed after safePoint and the newest put at or
+// below it; a delete that is the newest at or below it goes too (nothing
+// older is left for it to hide), and so do rollback records at or below it.
+// Locks stay (TiDB resolves them before it moves the safe point). A key left
+// with neither records nor a lock is gone. It returns the records dropped.
+func (s *kvStore) gc(safePoint uint64) int {
+	n := 0
+	emptied := false
+	for k, m := range s.keys {
+		n += m.gc(safePoint)
+		if len(m.Versions) == 0 && m.Lock == nil {
+			delete(s.keys, k)
+			emptied = true
+		}
+	}
+	if emptied {
+		kept := s.sorted[:0]
+		for _, k := range s.sorted {
+			if s.keys[k] != nil {
+				kept = append(kept, k)
+			}
+		}
+		s.sorted = kept
+	}
+	return n
+}
+
+// gc applies the GC rule to one key's records (newest first), in the order
+// TiKV's GC walks them: records above the safe point are kept; at or below
+// it, rollbacks are dropped until the first put or delete, which ends the
+// key's visible history: a put is kept, a delete dropped, and everything
+// older dropped. The records are replaced, never edited in place: a queued
+// wal record may share them.
+func (m *mvccKey) gc(safePoint uint64) int {
+	n := 0
+	m.walkGC(safePoint, func(_ version, keep bool) {
+		if !keep {
+			n++
+		}
+	})
+	if n == 0 {
+		return 0
+	}
+	kept := make([]version, 0, len(m.Versions)-n)
+	m.walkGC(safePoint, func(v version, keep bool) {
+		if keep {
+			kept = append(kept, v)
+		}
+	})
+	m.Versions = kept
+	return n
+}
+
+// walkGC tells f, for each record, whether GC at safePoint keeps it.
+func (m *mvccKey) walkGC(safePoint uint64, f func(v version, keep bool)) {
+	ended := false
+	for _, v := range m.Versions {
+		switch {
+		case v.CommitTS > safePoint:
+			f(v, true)
+		case ended:
+			f(v, false)
+		case v.Kind == kindPut:
+			f(v, true)
+			ended = true
+		case v.Kind == kindDelete:
+			f(v, false)
+			ended = true
+		default:
+			f(v, false)
+		}
+	}
+}

@@ -268,3 +268,16 @@ func (s *Store) resolvedTS(ts uint64) (uint64, bool) {
 	}
 	return resolved, true
 }
+
+// gcSafePointFromPD reads PD's GC safe point as TiKV's GC manager does
+// (pdpb GetGCSafePoint).
+func (s *Store) gcSafePointFromPD(ctx context.Context) (uint64, error) {
+	resp, err := s.pd.GetGCSafePoint(ctx, &pdpb.GetGCSafePointRequest{Header: s.header()})
+	if err != nil {
+		return 0, fmt.Errorf("get gc safe point: %w", err)
+	}
+	if e := resp.GetHeader().GetError(); e != nil {
+		return 0, fmt.Errorf("get gc safe point: %s", e.GetMessage())
+	}
+	return resp.GetSafePoint(), nil
+}

@@ -56,6 +56,9 @@ type Config struct {
 	Seed uint64
 	// Logger receives the store's log; nil discards it.
 	Logger *slog.Logger
+	// GCPollInterval is how often the store reads PD's GC safe point and
+	// collects garbage at it; 0 means DefaultGCPollInterval.
+	GCPollInterval time.Duration
 }
 
 // Store is a running TiKV double.
@@ -113,6 +116,8 @@ type Store struct {
 	mergeHold time.Time
 	// importSuspendedUntil is when SuspendImportRPC's suspension ends.
 	importSuspendedUntil time.Time
+	// gc is how far the store collected garbage (gc.go).
+	gc gcState
 }
 
 // sync returns once everything queued before the call is on disk.
@@ -201,6 +206,9 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.GCPollInterval <= 0 {
+		cfg.GCPollInterval = DefaultGCPollInterval
+	}
 	s := &Store{
 		cfg: cfg, now: cfg.Now, log: cfg.Logger.With("store", cfg.StoreID), lis: lis,
 		stop: make(chan struct{}), kick: make(chan struct{}, 1),
@@ -228,6 +236,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 		s.transport.close()
 		return nil, err
 	}
+	// gRPC's default limits (4 MiB received).
 	s.grpc = grpc.NewServer()
 	tikvpb.RegisterTikvServer(s.grpc, &kvService{s: s})
 	brpb.RegisterBackupServer(s.grpc, &backupService{s: s})
@@ -235,10 +244,11 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	if s.recovery {
 		recoverdatapb.RegisterRecoverDataServer(s.grpc, &recoverService{s: s})
 	}
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() { defer s.wg.Done(); _ = s.grpc.Serve(lis) }()
 	go func() { defer s.wg.Done(); s.run() }()
 	go func() { defer s.wg.Done(); s.pdLoop() }()
+	go func() { defer s.wg.Done(); s.gcLoop() }()
 	s.log.Info("Store started", "addr", s.addr, "recovery", s.recovery, "regions", len(s.peers))
 	return s, nil
 }
@@ -524,6 +534,8 @@ func (s *Store) replay(recs []record) error {
 			*m = *r.Value
 		case "resolve":
 			s.kv.resolveKV(r.TS)
+		case "gc":
+			s.replayGCLocked(r.TS)
 		}
 	}
 	for _, p := range s.peers {
@@ -898,6 +910,9 @@ func (s *Store) maybeCompact() {
 	}
 	for _, k := range s.kv.sorted {
 		recs = append(recs, record{Kind: "kv", Key: []byte(k), Value: s.kv.keys[k]})
+	}
+	if s.gc.applied > 0 {
+		recs = append(recs, record{Kind: "gc", TS: s.gc.applied})
 	}
 	if err := s.wal.rewrite(recs); err != nil {
 		s.log.Error("Compacting wal failed", "err", err)

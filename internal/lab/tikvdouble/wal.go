@@ -29,7 +29,8 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 type record struct {
 	// Kind: "entries", "hard", "region", "apply", "kv", "resolve",
 	// "tombstone" (the peer was destroyed: merged away or removed),
-	// "clear" (the MVCC data in [Start, End) was dropped).
+	// "clear" (the MVCC data in [Start, End) was dropped),
+	// "gc" (the MVCC data was garbage-collected at TS).
 	Kind   string `json:"k"`
 	Region uint64 `json:"r,omitempty"`
 
@@ -52,7 +53,7 @@ type record struct {
 	// JSON string: encoded keys are not UTF-8.
 	Key   []byte   `json:"key,omitempty"`
 	Value *mvccKey `json:"val,omitempty"`
-	TS    uint64   `json:"ts,omitempty"` // resolve: ResolveKvData at this ts
+	TS    uint64   `json:"ts,omitempty"` // resolve: ResolveKvData at this ts; gc: the safe point
 	// clear: the dropped range (empty End = +inf).
 	Start []byte `json:"sk,omitempty"`
 	End   []byte `json:"ek,omitempty"`

@@ -29,7 +29,10 @@ func NewCmd() *cobra.Command {
 one address, like PD's client port. State (cluster id, TSO window, ids, stores, regions, GC and
 service safe points, paused schedulers, TTL'd config, the snapshot-recovering mark) is kept in
 --data-dir and survives kill -9. Schedulers hand split, merge and leader-transfer operators to the
-TiKV doubles through region heartbeats until paused the way BR pauses them.`,
+TiKV doubles through region heartbeats until paused the way BR pauses them. TiDB's GC worker is
+folded in: every --gc-run-interval the GC safe point moves to the TSO minus --gc-life-time, held
+back by service safe points (BR's GC pin), and the TiKV doubles collect garbage up to it.
+--api v7.5 serves PD v7.5's gRPC API, which has no BatchScanRegions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -42,6 +45,10 @@ TiKV doubles through region heartbeats until paused the way BR pauses them.`,
 	f.Uint64Var(&o.cfg.SplitKeys, "split-keys", 64, "approximate keys above which a region is split")
 	f.Uint64Var(&o.cfg.MergeKeys, "merge-keys", 8, "keys under which neighbouring regions are merged")
 	f.Uint64Var(&o.cfg.Seed, "seed", 0, "seed of the schedulers' choices")
+	f.DurationVar(&o.cfg.GCLifeTime, "gc-life-time", pddouble.DefaultGCLifeTime,
+		"how far the GC worker keeps the GC safe point behind the TSO (TiDB's tidb_gc_life_time; negative: no automatic GC)")
+	f.DurationVar(&o.cfg.GCRunInterval, "gc-run-interval", pddouble.DefaultGCRunInterval, "how often the GC worker advances the GC safe point")
+	f.StringVar(&o.cfg.API, "api", pddouble.APIv85, "PD API to serve: "+pddouble.APIv85+", or "+pddouble.APIv75+" (no BatchScanRegions)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without serving")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
@@ -50,6 +57,15 @@ TiKV doubles through region heartbeats until paused the way BR pauses them.`,
 func (o *options) run(cmd *cobra.Command) error {
 	if o.cfg.OperatorRate > 1 {
 		return fmt.Errorf("--operator-rate %v: want at most 1", o.cfg.OperatorRate)
+	}
+	if o.cfg.API != pddouble.APIv85 && o.cfg.API != pddouble.APIv75 {
+		return fmt.Errorf("--api %q: want %s or %s", o.cfg.API, pddouble.APIv85, pddouble.APIv75)
+	}
+	if o.cfg.GCLifeTime == 0 {
+		return fmt.Errorf("--gc-life-time 0: want a positive life time, or a negative one for no automatic GC")
+	}
+	if o.cfg.GCRunInterval <= 0 {
+		return fmt.Errorf("--gc-run-interval %v: want a positive interval", o.cfg.GCRunInterval)
 	}
 	out := cmd.OutOrStdout()
 	if o.dryRun {

@@ -18,7 +18,18 @@ func TestDryRunAndBadFlags(t *testing.T) {
 	if err := cmd.ExecuteContext(context.Background()); err != nil || !strings.Contains(out.String(), "would serve") {
 		t.Fatalf("dry run: %q %v", out.String(), err)
 	}
-	for _, args := range [][]string{{"--listen", "127.0.0.1:0"}, {"--data-dir", "x", "--operator-rate", "2"}} {
+	out.Reset()
+	cmd = NewCmd()
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--data-dir", t.TempDir(), "--dry-run", "--api", "v7.5", "--gc-life-time", "20s", "--gc-run-interval", "2s"})
+	if err := cmd.ExecuteContext(context.Background()); err != nil ||
+		!strings.Contains(out.String(), "API:v7.5") || !strings.Contains(out.String(), "GCLifeTime:20s") || !strings.Contains(out.String(), "GCRunInterval:2s") {
+		t.Fatalf("dry run with --api and GC flags: %q %v", out.String(), err)
+	}
+	for _, args := range [][]string{
+		{"--listen", "127.0.0.1:0"}, {"--data-dir", "x", "--operator-rate", "2"}, {"--data-dir", "x", "--api", "v6.5"},
+		{"--data-dir", "x", "--gc-life-time", "0s"}, {"--data-dir", "x", "--gc-run-interval", "0s"},
+	} {
 		cmd := NewCmd()
 		cmd.SetOut(&bytes.Buffer{})
 		cmd.SetErr(&bytes.Buffer{})

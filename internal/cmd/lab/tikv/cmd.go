@@ -35,7 +35,8 @@ func NewCmd() *cobra.Command {
 		Short: "Run one TiKV double store (tikvpb, backup and recover_data gRPC)",
 		Long: `Run one store of the lab's TiKV double. It serves tikvpb.Tikv (transactions, flashback,
 peer replication), backup.Backup (PrepareSnapshotBackup, CheckPendingAdminOp) and, when PD's
-snapshot-recovering mark is set at start, recover_data.RecoverData. All state is in --data-dir,
+snapshot-recovering mark is set at start, recover_data.RecoverData. Every --gc-poll-interval it
+reads PD's GC safe point and drops the MVCC versions below it, as TiKV's GC does. All state is in --data-dir,
 written as append-only checksummed records under <data-dir>/.lock, so a volume snapshot is a
 crash image (kill -9 loses nothing acknowledged). A fresh cluster is bootstrapped by the first of
 --initial-stores. SIGUSR1 makes the store unreachable for --isolate-for.`,
@@ -54,6 +55,8 @@ crash image (kill -9 loses nothing acknowledged). A fresh cluster is bootstrappe
 		"raft tick: elections after 10-20 idle ticks, leader heartbeats every 2, PD heartbeats every 4 (TiKV's is 1s)")
 	f.IntVar(&o.cfg.SlowApply, "slow-apply", 0, "followers apply only every N ticks (a deliberately slow follower)")
 	f.Int64Var(&o.cfg.CompactBytes, "compact-bytes", 8<<20, "wal size that triggers compaction")
+	f.DurationVar(&o.cfg.GCPollInterval, "gc-poll-interval", tikvdouble.DefaultGCPollInterval,
+		"how often the store reads PD's GC safe point and collects MVCC garbage up to it (TiKV: 10s)")
 	f.BoolVar(&o.verbose, "verbose", false, "log to stderr")
 	f.DurationVar(&o.isolate, "isolate-for", 10*time.Second, "on SIGUSR1, make the store unreachable (raft and client traffic) for this long")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without serving")
@@ -68,6 +71,9 @@ func (o *options) run(cmd *cobra.Command) error {
 	}
 	for _, id := range o.initial {
 		o.cfg.InitialStores = append(o.cfg.InitialStores, uint64(id))
+	}
+	if o.cfg.GCPollInterval <= 0 {
+		return fmt.Errorf("--gc-poll-interval %v: want a positive interval", o.cfg.GCPollInterval)
 	}
 	if n := len(o.cfg.InitialStores); n > 0 && n < 3 {
 		return fmt.Errorf("--initial-stores %v: want at least 3 stores", o.cfg.InitialStores)

@@ -25,6 +25,7 @@ func TestDryRunAndBadFlags(t *testing.T) {
 		{"--data-dir", "x"},
 		{"--store-id", "0", "--data-dir", "x"},
 		{"--store-id", "1", "--data-dir", "x", "--initial-stores", "1,2"},
+		{"--store-id", "1", "--data-dir", "x", "--gc-poll-interval", "0s"},
 	} {
 		cmd := NewCmd()
 		cmd.SetOut(&bytes.Buffer{})
