@@ -124,7 +124,9 @@ func restoreAndCheck(t *testing.T, ctx context.Context, dir string, stores int, 
 func checkRestored(t *testing.T, ctx context.Context, c *tidbcluster.Cluster, ts uint64, txns []bank.Txn) error {
 	t.Helper()
 	cl := newClient(t, ctx, c.PDAddr())
-	cl.LockWait = 500 * time.Millisecond
+	// Long enough to resolve the locks a wrong restore leaves (their primaries tell), so that a
+	// negative control ends in the checker's verdict, not in a lock still unresolved.
+	cl.LockWait = 5 * time.Second
 	now, err := cl.TS(ctx)
 	if err != nil {
 		return err
