@@ -100,7 +100,7 @@ func (d *run) run(ctx context.Context) error {
 	if err := d.startBank(ctx); err != nil {
 		return err
 	}
-	d.say("bank: %d accounts, %d workers; backing up in %s and %d transfers while it writes", d.o.Accounts, d.o.Workers, d.o.Warmup, bank.MinTransfers)
+	d.say("bank: %d accounts, %d workers; backing up after %s and %d transfers, while it writes", d.o.Accounts, d.o.Workers, d.o.Warmup, bank.MinTransfers)
 	select {
 	case <-time.After(d.o.Warmup):
 	case <-ctx.Done():
@@ -343,8 +343,10 @@ func (d *run) check(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1al
 	}
 	d.report.CheckedTS = ts
 	if rts, err := parseCommitTS("VolumeRestore", r.Name, r.Status.CommitTs); err != nil || rts != ts {
-		return fmt.Errorf("VolumeRestore %s restored to commit ts %q, but VolumeBackup %s is consistent at %d: the restore must restore the backup's ts",
+		err := fmt.Errorf("VolumeRestore %s restored to commit ts %q, but VolumeBackup %s is consistent at %d: the restore must restore the backup's ts",
 			r.Name, r.Status.CommitTs, b.Name, ts)
+		d.report.Checker = err.Error()
+		return err
 	}
 	prefix, err := restoreAddressing(d.lab.DataPlanes[0])
 	if err != nil {
