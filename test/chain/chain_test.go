@@ -58,7 +58,8 @@ func TestBackupRestoreChain(t *testing.T) {
 	}
 	waitPeersEverywhere(t, ctx, c)
 	w := startWorkload(t, ctx, c, chainBank)
-	w.waitCommits(t, ctx, 5)
+	pc, h := pdClients(t, c)
+	w.waitBefore(t, ctx, h)
 
 	bdir, err := blob.NewDir(t.TempDir())
 	if err != nil {
@@ -74,7 +75,6 @@ func TestBackupRestoreChain(t *testing.T) {
 	st := p.waitReady(t, ctx)
 	t.Logf("pause Ready at backup ts %d after %s", st.BackupTS, time.Since(begin).Round(time.Millisecond))
 	w.waitCommits(t, ctx, 3)
-	pc, h := pdClients(t, c)
 	var once sync.Once
 	var lifted time.Time
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: al.Provider, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(h), Dial: snapshot.DialInsecure},
@@ -110,14 +110,10 @@ func TestBackupRestoreChain(t *testing.T) {
 	if n := len(al.Server.Inventory(meta.BackupTags(backupID)).Snapshots); n != chainStores {
 		t.Fatalf("%d snapshots tagged with the backup, want %d", n, chainStores)
 	}
-	w.waitCommits(t, ctx, 3)
+	w.waitAfter(t, ctx, st.BackupTS)
 	w.finish()
 	txns := w.log.Txns()
-	if n := after(txns, st.BackupTS); n == 0 {
-		t.Fatal("no transfer committed after the backup ts: the check would prove nothing")
-	} else {
-		t.Logf("backup ts %d: %d transfers, %d after it; backup took %s", st.BackupTS, len(txns), n, time.Since(begin).Round(time.Millisecond))
-	}
+	t.Logf("backup ts %d: %d transactions, %+v; backup took %s", st.BackupTS, len(txns), bank.Count(txns, st.BackupTS), time.Since(begin).Round(time.Millisecond))
 	for _, id := range c.StoreIDs() {
 		c.StopStore(id) // the source cluster is gone; only the snapshots remain
 	}

@@ -128,6 +128,37 @@ func (w *workload) waitCommits(t *testing.T, ctx context.Context, n int) {
 	}
 }
 
+// waitBefore waits until bank.MinTransfers transfers committed and PD's min resolved ts passed
+// them, so that the backup ts the pause reads from then on has enough transfers below it for the
+// checker.
+func (w *workload) waitBefore(t *testing.T, ctx context.Context, h pdhttp.Client) {
+	t.Helper()
+	last, err := w.log.WaitAfter(ctx, 0, bank.MinTransfers)
+	if err != nil {
+		t.Fatalf("workload before the backup: %v", err)
+	}
+	for {
+		r, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
+		if err == nil && r >= last {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("min resolved ts stuck below %d: %d %v", last, r, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitAfter waits until bank.MinTransfers transfers committed after ts, so that the checker has
+// enough above it.
+func (w *workload) waitAfter(t *testing.T, ctx context.Context, ts uint64) {
+	t.Helper()
+	if _, err := w.log.WaitAfter(ctx, ts, bank.MinTransfers); err != nil {
+		t.Fatalf("workload after the backup ts: %v", err)
+	}
+}
+
 func (w *workload) finish() {
 	w.stop()
 	w.wg.Wait()
@@ -328,17 +359,6 @@ func (r *restored) restartAndCheck(t *testing.T, ctx context.Context, cfg bank.C
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	return bank.Check(cctx, cl, cfg, txns, ts, now)
-}
-
-// after counts the transfers committed after ts.
-func after(txns []bank.Txn, ts uint64) int {
-	n := 0
-	for _, x := range txns {
-		if x.CommitTS > ts {
-			n++
-		}
-	}
-	return n
 }
 
 // serveAWS serves the AWS double with the production provider.

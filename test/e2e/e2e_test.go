@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/testenv"
@@ -109,10 +111,18 @@ func backupAndRestore(t *testing.T, warmup fedv1alpha1.RestoreWarmupMode) {
 	if r.Checker != "pass" {
 		t.Errorf("checker: %s", r.Checker)
 	}
-	// The workload must have written past the commit ts, or the checker could not tell a
-	// restore that flashed back from one that did not.
-	if r.TxnsAfterCommitTS == 0 {
-		t.Errorf("no transaction committed after the backup's commit ts: the check proves nothing")
+	// The checker judged the backup's commit ts, which the restore restored to; and the workload
+	// wrote enough on both sides of it, or the checker could not tell a restore that flashed back
+	// from one that did not, nor one that flashed back too far (the checker refuses such a ts;
+	// this says so by name).
+	if r.Backup != nil && r.Restore != nil {
+		if r.Restore.Status.CommitTs != r.Backup.Status.CommitTs || r.Backup.Status.CommitTs != fmt.Sprint(r.CheckedTS) {
+			t.Errorf("checked ts %d, backup commit ts %q, restore commit ts %q: want all the same", r.CheckedTS, r.Backup.Status.CommitTs, r.Restore.Status.CommitTs)
+		}
+	}
+	if r.TxnsBeforeCommitTS < bank.MinTransfers || r.TxnsAfterCommitTS < bank.MinTransfers {
+		t.Errorf("%d transfers committed at or before the backup's commit ts and %d after it, want at least %d on each side",
+			r.TxnsBeforeCommitTS, r.TxnsAfterCommitTS, bank.MinTransfers)
 	}
 	if want := 3 * len(l.DataPlanes); r.Snapshots != want {
 		t.Errorf("snapshots = %d, want %d (one per TiKV volume)", r.Snapshots, want)

@@ -473,18 +473,22 @@ func testTiDB(t *testing.T, ctx context.Context, w *world) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan bank.Stats, 1)
 	go func() { done <- bank.Run(runCtx, cl, cfg, &log, 4, 0, 7) }()
-	// A few seconds of transfers: wait for a number of commits rather than a duration.
-	loaded := len(log.Txns())
-	eventually(t, ctx, "100 transfers committed", func() (bool, error) { return len(log.Txns()) >= loaded+100, nil })
-	stop()
-	st := <-done
-	t.Logf("bank: %+v", st)
+	// Transfers on both sides of a ts, counted rather than timed: the checker judges nothing less.
+	if _, err := log.WaitAfter(ctx, 0, bank.MinTransfers); err != nil {
+		t.Fatal(err)
+	}
 	ts, err := cl.TS(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := log.WaitAfter(ctx, ts, bank.MinTransfers); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	st := <-done
+	t.Logf("bank: %+v; at ts %d: %+v", st, ts, bank.Count(log.Txns(), ts))
 	if err := bank.Check(ctx, cl, cfg, log.Txns(), ts, ts); err != nil {
-		t.Fatalf("bank check at a fresh ts: %v", err)
+		t.Fatalf("bank check at ts %d: %v", ts, err)
 	}
 }
 

@@ -339,7 +339,9 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, ts uint64) ([]KV, 
 // Commit writes puts atomically with Percolator 2PC at startTS and returns
 // the commit ts. Keys are prewritten region by region in parallel; the
 // primary commits first, then the secondaries. A conflict rolls the
-// transaction back and returns ErrConflict.
+// transaction back and returns ErrConflict. When the primary's commit may
+// have taken effect but no answer says so, the error wraps
+// ErrUnknownOutcome (an *UnknownOutcomeError with the commit ts).
 //
 // Once prewrite starts, cleanup and the commit phase run on a context
 // detached from ctx's cancellation (bounded by commitTimeout), so a
@@ -381,33 +383,33 @@ func (c *Client) Commit(ctx context.Context, startTS uint64, puts map[string][]b
 		c.rollback(dctx, startTS, keys)
 		return 0, err
 	}
-	// The primary decides; secondaries follow.
-	for i, part := range [][][]byte{{primary}, keys[1:]} {
-		if len(part) == 0 {
-			continue
+	// The primary decides (see primaryOutcome for what its answer means).
+	var kerr *kvrpcpb.KeyError
+	sent := false
+	err = c.eachRegion(dctx, [][]byte{primary}, func(ctx context.Context, t target, ks [][]byte) (*errorpb.Error, error) {
+		r, err := t.kv.KvCommit(ctx, &kvrpcpb.CommitRequest{Context: t.ctx(), StartVersion: startTS, Keys: ks, CommitVersion: commitTS})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			sent = true
+			return nil, err
 		}
-		var kerr *kvrpcpb.KeyError
-		err := c.eachRegion(dctx, part, func(ctx context.Context, t target, ks [][]byte) (*errorpb.Error, error) {
+		kerr = r.GetError()
+		return r.GetRegionError(), nil
+	})
+	if err := primaryOutcome(primary, startTS, commitTS, err, kerr, sent); err != nil {
+		return 0, err
+	}
+	// The transaction is committed; the secondaries follow. One that fails
+	// keeps its lock, which its next reader resolves against the primary.
+	if len(keys) > 1 {
+		_ = c.eachRegion(dctx, keys[1:], func(ctx context.Context, t target, ks [][]byte) (*errorpb.Error, error) {
 			r, err := t.kv.KvCommit(ctx, &kvrpcpb.CommitRequest{Context: t.ctx(), StartVersion: startTS, Keys: ks, CommitVersion: commitTS})
 			if err != nil {
 				return nil, err
 			}
-			if r.GetError() != nil {
-				mu.Lock()
-				kerr = r.GetError()
-				mu.Unlock()
-			}
 			return r.GetRegionError(), nil
 		})
-		if err != nil {
-			return 0, fmt.Errorf("commit: %w", err)
-		}
-		if kerr != nil {
-			if i == 0 {
-				return 0, fmt.Errorf("commit primary %q: %w: %v", primary, ErrConflict, kerr)
-			}
-			return 0, fmt.Errorf("commit secondaries after the primary: %v", kerr)
-		}
 	}
 	return commitTS, nil
 }

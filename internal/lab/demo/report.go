@@ -47,10 +47,13 @@ type Report struct {
 	// SelfReported is how many snapshot steps stamped both their start and their completion
 	// into their members themselves (the manager acts on those one hop before the agents).
 	SelfReported int
-	// Bank is the workload's summary; TxnsAfterCommitTS the transactions it committed after the
-	// backup's commit ts (which the restored cluster must not hold).
-	Bank              bank.Stats
-	TxnsAfterCommitTS int
+	// Bank is the workload's summary. CheckedTS is the ts the checker judged (the backup's
+	// commit ts); TxnsBeforeCommitTS and TxnsAfterCommitTS the transfers the bank committed at or
+	// before it (which the restored cluster must hold) and after it (which it must not), and
+	// UnknownBeforeCommitTS those of unknown outcome at or before it (either way will do).
+	Bank                                                         bank.Stats
+	CheckedTS                                                    uint64
+	TxnsBeforeCommitTS, TxnsAfterCommitTS, UnknownBeforeCommitTS int
 	// Checker is "pass" or the first difference found.
 	Checker string
 	// HeldAfterBackup is what the source cluster still held once the backup completed.
@@ -143,7 +146,8 @@ func (r *Report) Print(w io.Writer) {
 		p("warm-up of the restored volumes: %s, %d of %d Jobs succeeded, %d reported reading %d B", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal,
 			r.WarmupResults, r.WarmupBytes)
 	}
-	p("bank: %d transfers committed during the run, %d after the backup's commit ts", r.Bank.Committed, r.TxnsAfterCommitTS)
+	p("bank: %d transfers committed during the run, %d of unknown outcome; at the backup's commit ts %d: %d at or before it, %d after it, %d of unknown outcome at or before it",
+		r.Bank.Committed, r.Bank.Unknown, r.CheckedTS, r.TxnsBeforeCommitTS, r.TxnsAfterCommitTS, r.UnknownBeforeCommitTS)
 	p("checker: %s", r.Checker)
 	p("left behind after deleting the backup: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
 	if r.Err != nil {

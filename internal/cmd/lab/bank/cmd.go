@@ -28,9 +28,12 @@ type options struct {
 	workers int
 	rate    float64
 	dur     time.Duration
-	ts      uint64
-	seed    uint64
-	dryRun  bool
+	// transfers stops a run once this many transfers committed (0: no limit).
+	transfers int
+	ts        uint64
+	readTS    uint64
+	seed      uint64
+	dryRun    bool
 }
 
 // NewCmd returns `lab bank` with load, run and check.
@@ -58,12 +61,15 @@ func NewCmd() *cobra.Command {
 	run.Flags().IntVar(&o.workers, "workers", 8, "concurrent clients")
 	run.Flags().Float64Var(&o.rate, "rate", 0, "transfers per second over all workers (0: as fast as possible)")
 	run.Flags().DurationVar(&o.dur, "duration", 0, "stop after this long (0: until interrupted)")
+	run.Flags().IntVar(&o.transfers, "transfers", 0, "stop once this many transfers committed (0: no limit)")
 	run.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the random transfers")
 	check := &cobra.Command{
 		Use: "check --ts TS", Short: "Verify the cluster holds exactly the state as of TS", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.runCheck(cmd) },
 	}
-	check.Flags().Uint64Var(&o.ts, "ts", 0, "timestamp the cluster should reflect (e.g. the backup's resolved ts; 0: now)")
+	check.Flags().Uint64Var(&o.ts, "ts", 0, fmt.Sprintf("timestamp the cluster should reflect, e.g. the backup's resolved ts "+
+		"(required: the checker judges only a ts with %d transfers of the log committed at or below it and %d after it)", bank.MinTransfers, bank.MinTransfers))
+	check.Flags().Uint64Var(&o.readTS, "read-ts", 0, "timestamp to read the cluster at (0: now, for a restored cluster; a live one holds the state as of --ts at --ts)")
 	cmd.AddCommand(load, run, check)
 	return cmd
 }
@@ -72,8 +78,8 @@ func (o *options) validate() error {
 	if o.cfg.Accounts < 2 {
 		return fmt.Errorf("--accounts %d: want at least 2", o.cfg.Accounts)
 	}
-	if o.workers < 0 || o.rate < 0 {
-		return errors.New("--workers and --rate must not be negative")
+	if o.workers < 0 || o.rate < 0 || o.transfers < 0 {
+		return errors.New("--workers, --rate and --transfers must not be negative")
 	}
 	o.pd = strings.TrimPrefix(o.pd, "http://")
 	return nil
@@ -129,18 +135,30 @@ func (o *options) runRun(cmd *cobra.Command) error {
 		defer cancel()
 	}
 	var l bank.Log
+	if o.transfers > 0 {
+		var cancel func()
+		runCtx, cancel = context.WithCancel(runCtx)
+		defer cancel()
+		go func() {
+			_, _ = l.WaitAfter(runCtx, 0, o.transfers)
+			cancel()
+		}()
+	}
 	st := bank.Run(runCtx, c, o.cfg, &l, o.workers, o.rate, o.seed)
 	if err := appendLog(o.log, l.Txns()); err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "committed %d transfers in %v (%.1f txn/s), %d conflicts, %d failed\n",
-		st.Committed, st.Elapsed.Round(time.Millisecond), float64(st.Committed)/st.Elapsed.Seconds(), st.Conflicts, st.Failed)
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "committed %d transfers in %v (%.1f txn/s), %d conflicts, %d of unknown outcome, %d failed\n",
+		st.Committed, st.Elapsed.Round(time.Millisecond), float64(st.Committed)/st.Elapsed.Seconds(), st.Conflicts, st.Unknown, st.Failed)
 	return err
 }
 
 func (o *options) runCheck(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
+	}
+	if o.ts == 0 {
+		return fmt.Errorf("--ts is required: nothing has committed after now, and the checker judges only a ts with %d transfers on each side", bank.MinTransfers)
 	}
 	if o.dryRun {
 		_, err := fmt.Fprintf(cmd.OutOrStdout(), "would check %d accounts at ts %d via PD %s against %s\n", o.cfg.Accounts, o.ts, o.pd, o.log)
@@ -155,18 +173,16 @@ func (o *options) runCheck(cmd *cobra.Command) error {
 		return err
 	}
 	defer c.Close()
-	now, err := c.TS(cmd.Context())
-	if err != nil {
+	readTS := o.readTS
+	if readTS == 0 {
+		if readTS, err = c.TS(cmd.Context()); err != nil {
+			return err
+		}
+	}
+	if err := bank.Check(cmd.Context(), c, o.cfg, txns, o.ts, readTS); err != nil {
 		return err
 	}
-	ts := o.ts
-	if ts == 0 {
-		ts = now
-	}
-	if err := bank.Check(cmd.Context(), c, o.cfg, txns, ts, now); err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "bank consistent at ts %d (%d transactions in the log)\n", ts, len(txns))
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "bank consistent at ts %d (%d transactions in the log: %+v)\n", o.ts, len(txns), bank.Count(txns, o.ts))
 	return err
 }
 

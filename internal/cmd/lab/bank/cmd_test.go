@@ -3,6 +3,8 @@ package bank
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,11 +48,12 @@ func TestLoadRunCheckAgainstCluster(t *testing.T) {
 	if err := c.WaitLeaders(ctx); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"--pd", c.PDAddr(), "--accounts", "40", "--log", filepath.Join(t.TempDir(), "log.jsonl")}
+	logPath := filepath.Join(t.TempDir(), "log.jsonl")
+	common := []string{"--pd", c.PDAddr(), "--accounts", "40", "--log", logPath}
+	transfers := fmt.Sprint(labbank.MinTransfers)
 	for _, args := range [][]string{
 		append([]string{"load"}, common...),
-		append([]string{"run", "--duration", "300ms", "--workers", "2"}, common...),
-		append([]string{"check"}, common...),
+		append([]string{"run", "--transfers", transfers, "--workers", "2"}, common...),
 	} {
 		out, err := run(t, ctx, args...)
 		if err != nil {
@@ -58,8 +61,49 @@ func TestLoadRunCheckAgainstCluster(t *testing.T) {
 		}
 		t.Logf("%s: %s", args[0], strings.TrimSpace(out))
 	}
-	// A check at a ts before the load must fail: the checker can fail.
-	if out, err := run(t, ctx, append([]string{"check", "--ts", "1"}, common...)...); err == nil {
-		t.Fatalf("check before the load passed: %s", out)
+	// The ts to check: the last commit so far; every transfer of the next run commits above it.
+	var ts uint64
+	for _, x := range readTxns(t, logPath) {
+		ts = max(ts, x.CommitTS)
 	}
+	if out, err := run(t, ctx, append([]string{"run", "--transfers", transfers, "--workers", "2"}, common...)...); err != nil {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	// The cluster is live: it holds the state as of ts when read at ts.
+	out, err := run(t, ctx, append([]string{"check", "--ts", fmt.Sprint(ts), "--read-ts", fmt.Sprint(ts)}, common...)...)
+	if err != nil {
+		t.Fatalf("check at %d: %v\n%s", ts, err, out)
+	}
+	t.Logf("check: %s", strings.TrimSpace(out))
+	// At a ts before the load, the log holds nothing to judge: a refusal, not a pass.
+	if out, err := run(t, ctx, append([]string{"check", "--ts", "1"}, common...)...); !errors.Is(err, labbank.ErrTooLittleData) {
+		t.Fatalf("check before the load: %v, want a refusal\n%s", err, out)
+	}
+	// The checker can fail: a log without one transfer at or below the ts.
+	txns := readTxns(t, logPath)
+	for i, x := range txns {
+		if x.From >= 0 && !x.Unknown && x.CommitTS <= ts {
+			txns = append(txns[:i], txns[i+1:]...)
+			break
+		}
+	}
+	short := filepath.Join(t.TempDir(), "short.jsonl")
+	if err := appendLog(short, txns); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, ctx, "check", "--ts", fmt.Sprint(ts), "--read-ts", fmt.Sprint(ts), "--pd", c.PDAddr(), "--accounts", "40", "--log", short); !errors.Is(err, labbank.ErrMismatch) {
+		t.Fatalf("check of a log missing a transfer: %v, want a mismatch\n%s", err, out)
+	}
+	if _, err := run(t, ctx, append([]string{"check"}, common...)...); err == nil {
+		t.Fatal("check without --ts accepted")
+	}
+}
+
+func readTxns(t *testing.T, path string) []labbank.Txn {
+	t.Helper()
+	txns, err := readLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txns
 }

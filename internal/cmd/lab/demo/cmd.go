@@ -59,7 +59,7 @@ func NewCmd() *cobra.Command {
 	f.IntVar(&o.Accounts, "accounts", 200, "bank accounts")
 	f.IntVar(&o.Workers, "workers", 4, "bank workers")
 	f.Float64Var(&o.Rate, "rate", 0, "bank transfers per second (0: as fast as it goes)")
-	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes before the backup starts")
+	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes before the backup starts (at least until it committed 100 transfers)")
 	f.StringVar((*string)(&o.RestoreWarmup), "restore-warmup", "", "warm-up of the restored volumes: sync (before TiKV starts), async (beside the restarted TiKV) or empty for none")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each wait (cluster up, backup, restore)")
 	f.BoolVar(&o.KeepBackup, "keep-backup", false, "do not delete the backup at the end")
