@@ -5,15 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	pdhttp "github.com/tikv/pd/client/http"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
+	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
@@ -167,15 +166,11 @@ func TestBackupWithProtocolRestoresExactly(t *testing.T) {
 	w := startWorkload(t, ctx, cl)
 	w.waitBefore(t, ctx, newPDHTTP(t, c.PDAddr()))
 
-	p, err := tidbcluster.Prepare(ctx, c.PDAddr(), 30*time.Second)
+	p, err := tidbcluster.Pause(ctx, c.PDAddr(), pause.Config{TTL: 30 * time.Second}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolved, err := p.ResolvedTS(ctx)
-	if err != nil {
-		p.Close(ctx)
-		t.Fatal(err)
-	}
+	resolved := p.BackupTS
 	images := t.TempDir()
 	for _, id := range c.StoreIDs() {
 		w.waitCommits(t, ctx, 2) // transfers go on between captures
@@ -183,7 +178,9 @@ func TestBackupWithProtocolRestoresExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p.Close(ctx)
+	if err := p.Stop(); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
 	w.waitAfter(t, ctx, resolved)
 	txns := w.finish()
 	t.Logf("workload %+v, resolved ts %d: %+v", w.stats, resolved, bank.Count(txns, resolved))
@@ -197,7 +194,7 @@ func TestBackupWithProtocolRestoresExactly(t *testing.T) {
 	if err := restoreAndCheck(t, ctx, third, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, ResolveKV: true}, txns); err != nil {
 		t.Fatalf("restore with ResolveKvData (v6.3 data phase): %v", err)
 	}
-	err = restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, SkipFlashback: true}, txns)
+	err = restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, Unsafe: restoredata.Unsafe{NoFlashback: true}}, txns)
 	if !detected(err) {
 		t.Fatalf("restore without flashback was not detected: %v", err)
 	}
@@ -268,11 +265,10 @@ func TestWrongLeaderChoiceIsDetected(t *testing.T) {
 		t.Fatalf("restore electing the best peers: %v", err)
 	}
 	// Raft's vote rule, not timing, keeps the stale peers from winning: the
-	// deadline only bounds how long the test watches them lose.
-	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer wcancel()
-	_, err := tidbcluster.Restore(wctx, restoredConfig(second, stores), tidbcluster.RestoreOptions{ResolvedTS: resolved, WorstLeader: true})
-	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "recover regions") {
+	// leader timeout only bounds how long restore-data watches them lose.
+	_, err := tidbcluster.Restore(ctx, restoredConfig(second, stores), tidbcluster.RestoreOptions{ResolvedTS: resolved,
+		Unsafe: restoredata.Unsafe{WorstLeaders: true}, LeaderTimeout: 3 * time.Second, Attempts: 2})
+	if !errors.Is(err, restoredata.ErrLeadersNotElected) {
 		t.Fatalf("asking the least advanced peers to lead did not stall the restore: %v", err)
 	}
 	t.Logf("worst leaders: %v", err)
