@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
-	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -55,12 +55,18 @@ func startLive(t *testing.T, ctx context.Context) *liveCluster {
 // startLiveWith is startLive with PD's schedulers tuned by pdc.
 func startLiveWith(t *testing.T, ctx context.Context, pdc pddouble.Config) *liveCluster {
 	t.Helper()
+	return startLiveWithConfig(t, ctx, tidbcluster.Config{PD: pdc})
+}
+
+// startLiveWithConfig is startLive on a cluster shaped by cfg; the directory, the store count,
+// the split keys, the tick and the slow store are the test's.
+func startLiveWithConfig(t *testing.T, ctx context.Context, cfg tidbcluster.Config) *liveCluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("runs PD and TiKV doubles with a workload")
 	}
-	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: stores,
-		SplitKeys: bank.SplitKeys(bankCfg.Accounts, 4), Tick: 20 * time.Millisecond,
-		PD: pdc, SlowStore: 3})
+	cfg.Dir, cfg.Stores, cfg.SplitKeys, cfg.Tick, cfg.SlowStore = t.TempDir(), stores, bank.SplitKeys(bankCfg.Accounts, 4), 20*time.Millisecond, 3
+	c, err := tidbcluster.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +101,17 @@ func startLiveWith(t *testing.T, ctx context.Context, pdc pddouble.Config) *live
 	l.wg.Add(1)
 	go func() { defer l.wg.Done(); bank.Run(rctx, cl, bankCfg, &l.log, 4, 0, 7) }()
 	return l
+}
+
+// copyImages copies every store's captured volume in src to dst.
+func copyImages(t *testing.T, src, dst string) {
+	t.Helper()
+	for id := 1; id <= stores; id++ {
+		name := fmt.Sprintf("tikv-%d", id)
+		if err := tidbcluster.CopyVolume(filepath.Join(src, name), filepath.Join(dst, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // waitCommits waits for n more committed transfers.
@@ -154,49 +171,18 @@ func (l *liveCluster) finish() []bank.Txn {
 }
 
 // restoreAndCheck restores the images in dir the way a restore does — PD marked recovering
-// with TSO reset, stores started in recovery mode, `br restore-data`, stores restarted — and
-// runs the bank checker at ts.
-func restoreAndCheck(t *testing.T, ctx context.Context, dir string, ts uint64, txns []bank.Txn) error {
+// with TSO reset, stores started in recovery mode, `br restore-data` (with the negative controls
+// of u), stores restarted — and runs the bank checker at ts.
+func restoreAndCheck(t *testing.T, ctx context.Context, dir string, ts uint64, txns []bank.Txn, u restoredata.Unsafe) error {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cfg := tidbcluster.Config{Dir: dir, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}
-	c, err := tidbcluster.StartPD(rctx, cfg)
+	c, err := tidbcluster.Restore(rctx, cfg, tidbcluster.RestoreOptions{ResolvedTS: ts, Unsafe: u, Log: t.Logf})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	h := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
-	defer h.Close()
-	if err := h.SetSnapshotRecoveringMark(rctx); err != nil {
-		return err
-	}
-	if err := h.ResetTS(rctx, ts, true); err != nil {
-		return err
-	}
-	if err := c.StartStores(rctx); err != nil {
-		return err
-	}
-	pc, err := pd.NewClientWithContext(rctx, []string{c.PD.URL()}, pd.SecurityOption{})
-	if err != nil {
-		return err
-	}
-	defer pc.Close()
-	res, err := restoredata.Run(rctx, restoredata.Deps{PD: pc, HTTP: h, Dial: dialConn, Log: t.Logf},
-		restoredata.Config{ResolvedTS: ts, Stores: stores, Backoff: 200 * time.Millisecond})
-	if err != nil {
-		return fmt.Errorf("restore-data: %w", err)
-	}
-	t.Logf("restore-data: %+v", res)
-	for _, id := range c.StoreIDs() {
-		c.StopStore(id)
-	}
-	if err := c.StartStores(rctx); err != nil {
-		return err
-	}
-	if err := c.WaitLeaders(rctx); err != nil {
-		return err
-	}
 	cl, err := bank.NewClient(rctx, []string{c.PDAddr()})
 	if err != nil {
 		return err
@@ -247,7 +233,7 @@ func TestPauseUnderTopologyChurnIsExact(t *testing.T) {
 	}
 	t.Logf("before the pause: %s", strings.Join(waitTopologyChange(t, ctx, h, before), ","))
 	var first shape
-	pauseCaptureRestore(t, ctx, l, func(i int) {
+	pauseCaptureRestore(t, ctx, l, func(i int, _ uint64) {
 		if i == 0 {
 			// PD learns of a change from the next region heartbeat: a move finished just
 			// before the pause may still be reported now. The baseline is the first shape
@@ -291,61 +277,45 @@ func settledShape(t *testing.T, ctx context.Context, h pdhttp.Client) shape {
 	return nil
 }
 
-// pauseCaptureRestore runs `br pause` until Ready, captures every store one after another
-// with transfers going on in between (calling beforeCapture, if set, before each), lifts the
-// pause, and restores the images, which must hold exactly the transfers at or below the
-// backup ts.
-func pauseCaptureRestore(t *testing.T, ctx context.Context, l *liveCluster, beforeCapture func(i int)) {
+// pauseCaptureRestore captures under `br pause` (pauseCapture) and restores the images, which
+// must hold exactly the transfers at or below the backup ts.
+func pauseCaptureRestore(t *testing.T, ctx context.Context, l *liveCluster, beforeCapture func(i int, ts uint64)) {
 	t.Helper()
-	pc, err := pd.NewClientWithContext(ctx, []string{l.c.PDAddr()}, pd.SecurityOption{})
-	if err != nil {
-		t.Fatal(err)
+	images, ts := pauseCapture(t, ctx, l, pause.Config{TTL: 2 * time.Minute}, beforeCapture)
+	l.waitAfter(t, ctx, ts)
+	txns := l.finish()
+	t.Logf("backup ts %d, %d transactions: %+v", ts, len(txns), bank.Count(txns, ts))
+	if err := restoreAndCheck(t, ctx, images, ts, txns, restoredata.Unsafe{}); err != nil {
+		t.Fatalf("restore of a paused backup: %v", err)
 	}
-	defer pc.Close()
+}
+
+// pauseCapture runs `br pause` (cfg) until Ready, captures every store one after another with
+// transfers going on in between (calling beforeCapture, if set, before each with the backup
+// ts), lifts the pause, and returns the images and the backup ts.
+func pauseCapture(t *testing.T, ctx context.Context, l *liveCluster, cfg pause.Config, beforeCapture func(i int, ts uint64)) (string, uint64) {
+	t.Helper()
 	h := pdhttp.NewClient("fedbr-test", []string{l.c.PD.URL()})
 	defer h.Close()
-
 	l.waitBefore(t, ctx, h)
-	pctx, stopPause := context.WithCancel(ctx)
-	defer stopPause()
-	ready := make(chan pause.Status, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- pause.Run(pctx, pause.Deps{PD: pc, HTTP: h, Dial: dialBackup, Log: t.Logf}, pause.Config{TTL: 2 * time.Minute},
-			func(s pause.Status) {
-				if s.Phase == pause.PhaseReady {
-					ready <- s
-				}
-			})
-	}()
-	var st pause.Status
-	select {
-	case st = <-ready:
-	case err := <-done:
-		t.Fatalf("pause ended before Ready: %v", err)
-	case <-ctx.Done():
-		t.Fatal("pause never Ready")
+	p, err := tidbcluster.Pause(ctx, l.c.PDAddr(), cfg, t.Logf)
+	if err != nil {
+		t.Fatal(err)
 	}
 	images := t.TempDir()
 	for i, id := range l.c.StoreIDs() {
 		l.waitCommits(t, ctx, 2) // transfers go on between captures
 		if beforeCapture != nil {
-			beforeCapture(i)
+			beforeCapture(i, p.BackupTS)
 		}
 		if err := l.c.SnapshotStore(id, images); err != nil {
 			t.Fatal(err)
 		}
 	}
-	stopPause()
-	if err := <-done; err != nil {
+	if err := p.Stop(); err != nil {
 		t.Fatalf("pause: %v", err)
 	}
-	l.waitAfter(t, ctx, st.BackupTS)
-	txns := l.finish()
-	t.Logf("backup ts %d, %d transactions: %+v", st.BackupTS, len(txns), bank.Count(txns, st.BackupTS))
-	if err := restoreAndCheck(t, ctx, images, st.BackupTS, txns); err != nil {
-		t.Fatalf("restore of a paused backup: %v", err)
-	}
+	return images, p.BackupTS
 }
 
 // TestStaggeredCaptureWithoutPauseIsCaught is the negative control: the same capture without
@@ -383,7 +353,7 @@ func TestStaggeredCaptureWithoutPauseIsCaught(t *testing.T) {
 	txns := l.finish()
 	caught := 0
 	for i, c := range captures {
-		err := restoreAndCheck(t, ctx, c.dir, c.ts, txns)
+		err := restoreAndCheck(t, ctx, c.dir, c.ts, txns, restoredata.Unsafe{})
 		t.Logf("run %d: %v", i, err)
 		// Only the checker's verdict counts: a refusal or a failed restore is no detection.
 		if errors.Is(err, bank.ErrMismatch) {

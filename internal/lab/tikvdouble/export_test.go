@@ -22,7 +22,7 @@ func ReplayVolume(dir string, id uint64) (uint64, func(key []byte, ts uint64) []
 		return 0, nil, err
 	}
 	read := func(key []byte, ts uint64) []byte {
-		v, _ := s.kv.read(key, ts)
+		v, _ := s.kv.read(encode(key), ts) // key is raw, as clients send it
 		return v
 	}
 	return s.gc.done, read, nil

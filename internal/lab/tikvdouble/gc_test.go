@@ -64,6 +64,36 @@ func waitGCRun(t *testing.T, ctx context.Context, c *tidbcluster.Cluster, what s
 	}
 }
 
+// waitFollowersApplied waits until every peer applied what its region's leader applied.
+func waitFollowersApplied(t *testing.T, ctx context.Context, c *tidbcluster.Cluster) {
+	t.Helper()
+	for {
+		leader, behind := map[uint64]uint64{}, 0
+		var all []tikvdouble.RegionState
+		for _, id := range c.StoreIDs() {
+			for _, r := range c.Store(id).Regions() {
+				all = append(all, r)
+				if r.Leader {
+					leader[r.Region.GetId()] = r.Applied
+				}
+			}
+		}
+		for _, r := range all {
+			if a, ok := leader[r.Region.GetId()]; !ok || r.Applied < a {
+				behind++
+			}
+		}
+		if behind == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d peers never applied what their leaders applied", behind)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 func get(t *testing.T, ctx context.Context, cl *bank.Client, key string, ts uint64) string {
 	t.Helper()
 	v, err := cl.Get(ctx, []byte(key), ts)
@@ -91,6 +121,9 @@ func TestGCLosesHistoryUnlessPinned(t *testing.T) {
 		if get(t, ctx, cl, "k1", t1) != "v1" {
 			t.Fatal("the t1 value is not there to begin with")
 		}
+		// A follower collects on its own, at whatever it applied: only one that applied t2
+		// can drop t1, so every store's image is judged below once all applied it.
+		waitFollowersApplied(t, ctx, c)
 		clock.Add(2 * gcLife)
 		st := waitGCRun(t, ctx, c, "past t2", func(st pddouble.GCStatus) bool { return st.SafePoint > t2 })
 		if err := c.WaitGC(ctx, st.SafePoint); err != nil {
