@@ -70,6 +70,13 @@ $(GOLANGCI_LINT):
 k8s-bin: ## Build (once) the pinned kube-apiserver, controller-manager, scheduler, kubectl and etcd.
 	bash hack/k8s-bin.sh >/dev/null
 
+NEGATIVE_RUNS ?= 10
+
+.PHONY: negative-controls
+negative-controls: ## Run every negative control of docs/testing.md NEGATIVE_RUNS times (default 10); each must fail as stated every time.
+	go test -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestNegativeControl' ./test/protocol/
+	go test -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestBackupWithProtocolRestoresExactly|TestWrongLeaderChoiceIsDetected' ./internal/lab/bank/
+
 .PHONY: unit
 unit: ## Run the unit tests only (no API server).
 	go test -short $(GOTEST_FLAGS) ./...
