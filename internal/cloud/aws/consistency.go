@@ -78,21 +78,23 @@ func (p *Provider) mayBeInvisible(id string, waitStart time.Time) bool {
 }
 
 // answerLost reports whether a failed call may have run although its caller never heard: the
-// connection failed after the request was sent, or the server failed (5xx) while running it.
-// An API error with a 4xx status was answered: the call was refused and did nothing.
+// request was sent and no answer came (the connection closed, the transport timed out). An
+// API error, whatever its status, is an answer: AWS says the call did not do its work, and a
+// resend is a new attempt.
 func answerLost(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	if cloud.IsThrottling(err) || cloud.IsQuotaWait(err) {
-		return false // refused before it ran
+	var conn interface{ ConnectionError() bool }
+	if errors.As(err, &conn) && conn.ConnectionError() {
+		return true
 	}
 	var api smithy.APIError
 	if errors.As(err, &api) {
-		var st interface{ HTTPStatusCode() int }
-		return errors.As(err, &st) && st.HTTPStatusCode() >= 500
+		return false
 	}
-	return true
+	var st interface{ HTTPStatusCode() int }
+	return !errors.As(err, &st) || st.HTTPStatusCode() == 0
 }
 
 // settle repeats find, paced by the provider's poller, until it returns true or the

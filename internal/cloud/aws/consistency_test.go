@@ -156,9 +156,11 @@ func TestLostCreateSnapshotsAnswer(t *testing.T) {
 			if got, want := snapshotIDs(snaps), inventoryIDs(inv); !slices.Equal(got, want) {
 				t.Fatalf("provider returned %v, AWS has %v: want the one set the lost call started", got, want)
 			}
-			if st := l.srv.Stats(); st.DroppedResponses == 0 {
+			st := l.srv.Stats()
+			if st.DroppedResponses == 0 {
 				t.Fatal("no answer was dropped")
 			}
+			t.Logf("%d answers dropped, %d hidden; calls %v, errors %v", st.DroppedResponses, st.Hidden, st.Calls, st.Errors)
 			if _, err := l.p.WaitSnapshots(ctx, snapshotIDs(snaps), nil); err != nil {
 				t.Fatal(err)
 			}
