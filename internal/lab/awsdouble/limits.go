@@ -48,7 +48,13 @@ type Limits struct {
 //     PendingSnapshotLimitExceeded ("Amazon EC2 API Reference", "Error codes",
 //     docs.aws.amazon.com/AWSEC2/latest/APIReference/errors-overview.html); 100 per account.
 //   - Per-volume snapshot rate: "Error codes" (same page), SnapshotCreationPerVolumeRateExceeded:
-//     "Wait at least 15 seconds between concurrent volume snapshots."
+//     "Wait at least 15 seconds between concurrent volume snapshots." The double applies it to
+//     any two snapshots of a volume started less than 15 s apart, as AWS's knowledge-center
+//     article on stuck snapshots advises ("wait 15 seconds between create-snapshot API requests
+//     for the same volume").
+//
+// The page text itself states the per-API model and the non-mutating 100 at 20/s; the other
+// numbers are the pages' tables, which AWS revises: re-read them when a number matters.
 func DefaultLimits() Limits {
 	return Limits{
 		EC2Mutating:            Rate{Burst: 200, PerSecond: 5},
