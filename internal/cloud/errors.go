@@ -64,7 +64,9 @@ var notFoundCodes = map[string]bool{
 // later unchanged. Cancellation and deadline are never retryable (the caller gave up);
 // API errors are judged by code (throttling, draining quotas, transient state, server
 // faults); an error without a code is retryable when the HTTP status is 5xx or 429, or when
-// the connection failed (the server was restarting or unreachable).
+// the connection failed (the server was restarting or unreachable, or closed the connection
+// without an answer). A resend of a call that is not idempotent may repeat what it did: the
+// caller decides whether to resend (the AWS provider looks for a lost create's result first).
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false
@@ -89,6 +91,12 @@ func IsRetryable(err error) bool {
 		return false
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
+	// The SDK's transport marks a request it could not send or whose answer never came (the
+	// connection closed): a resend may succeed.
+	var conn interface{ ConnectionError() bool }
+	if errors.As(err, &conn) && conn.ConnectionError() {
 		return true
 	}
 	var ne net.Error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -19,6 +20,13 @@ func apiErr(code string) error { return &smithy.GenericAPIError{Code: code, Mess
 func httpErr(status int, err error) error {
 	return &smithyhttp.ResponseError{Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}}, Err: err}
 }
+
+// connErr is how the SDK's transport reports a request sent whose answer never came.
+type connErr struct{ err error }
+
+func (e connErr) Error() string         { return "send request: " + e.err.Error() }
+func (e connErr) Unwrap() error         { return e.err }
+func (e connErr) ConnectionError() bool { return true }
 
 func TestIsRetryable(t *testing.T) {
 	for _, tc := range []struct {
@@ -42,6 +50,7 @@ func TestIsRetryable(t *testing.T) {
 		{"no code, 500", httpErr(500, errors.New("boom")), true},
 		{"connection refused", fmt.Errorf("send: %w", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}), true},
 		{"connection reset", fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{"answer lost (connection closed)", fmt.Errorf("call: %w", connErr{io.EOF}), true},
 		{"canceled", fmt.Errorf("call: %w", context.Canceled), false},
 		{"deadline", context.DeadlineExceeded, false},
 		{"plain error", errors.New("bad input"), false},

@@ -197,7 +197,11 @@ type Result struct {
 	// Swept are snapshots of an earlier attempt that never recorded them, deleted first.
 	Swept []string `json:"swept"`
 	// Deleted are this attempt's snapshots, deleted after it failed.
-	Deleted        []string `json:"deleted"`
+	Deleted []string `json:"deleted"`
+	// Strays are snapshots carrying the backup's tag that backupmeta does not record (a
+	// CreateSnapshots whose answer was lost and was sent again), deleted once the backup
+	// completed.
+	Strays         []string `json:"strays"`
 	ElapsedSeconds float64  `json:"elapsedSeconds"`
 }
 
@@ -227,7 +231,7 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 	s := &snapshotter{d: d, o: o}
 	defer s.closeStores()
 	start := o.Clock.Now()
-	s.res = Result{BackupID: o.BackupID, Snapshots: []Snapshot{}, Swept: []string{}, Deleted: []string{}}
+	s.res = Result{BackupID: o.BackupID, Snapshots: []Snapshot{}, Swept: []string{}, Deleted: []string{}, Strays: []string{}}
 	err := s.run(ctx)
 	s.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
 	if err != nil {
@@ -473,6 +477,35 @@ func (s *snapshotter) dropUnplanned(ctx context.Context, sets [][]cloud.Snapshot
 	}
 }
 
+// dropStrays deletes the snapshots tagged with the backup that backupmeta does not record: a
+// CreateSnapshots whose answer was lost started a set, AWS did not show it yet when the
+// provider looked for it, and the call sent again started the recorded one. By now (the
+// recorded snapshots completed) AWS shows it. A failure is logged: the strays carry the
+// backup's tag, so the clean's tag sweep deletes them with the backup.
+func (s *snapshotter) dropStrays(ctx context.Context, recorded []string) {
+	tagged, err := s.d.Cloud.ListSnapshots(ctx, meta.BackupTags(s.o.BackupID))
+	if err != nil {
+		s.logf("Looking for snapshots of backup %s that backupmeta does not record failed (the clean's sweep of the backup's tag deletes any): %v", s.o.BackupID, err)
+		return
+	}
+	var strays []string
+	for _, id := range snapshotIDs(tagged) {
+		if !slices.Contains(recorded, id) {
+			strays = append(strays, id)
+		}
+	}
+	if len(strays) == 0 {
+		return
+	}
+	slices.Sort(strays)
+	s.logf("Deleting %d snapshots of backup %s that backupmeta does not record (a lost CreateSnapshots answer): %v", len(strays), s.o.BackupID, strays)
+	if err := s.d.Cloud.DeleteSnapshots(ctx, strays); err != nil {
+		s.logf("Deleting them failed (the clean's sweep of the backup's tag deletes them): %v", err)
+		return
+	}
+	s.res.Strays = strays
+}
+
 // resume continues an attempt whose backupmeta exists: a completed one is the result, a
 // pending one is waited for and completed.
 func (s *snapshotter) resume(ctx context.Context, rec *meta.Record) error {
@@ -532,6 +565,7 @@ func (s *snapshotter) wait(ctx context.Context, rec *meta.Record) error {
 		return fmt.Errorf("record the completed snapshots: %w", err)
 	}
 	s.fill(done, snaps)
+	s.dropStrays(ctx, ids)
 	s.report(Progress{Phase: PhaseCompleted, Done: len(ids), Total: len(ids), Percent: percentCompleted})
 	s.logf("Snapshot backup %s completed: %d snapshots, %d GiB, resolved_ts=%d", s.o.BackupID, len(ids), s.res.SizeGiB, s.res.ResolvedTS)
 	return nil

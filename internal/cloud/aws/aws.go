@@ -57,6 +57,10 @@ type Config struct {
 	RetryMode string
 	// Concurrency bounds parallel calls of bulk operations; default 16.
 	Concurrency int
+	// ConsistencyWindow is how long after its creation a snapshot or volume that AWS reports
+	// missing may just not be visible yet (EC2 is eventually consistent), and how long a wait
+	// tolerates a missing resource from its start; default 2m.
+	ConsistencyWindow time.Duration
 	// AWS is a pre-loaded SDK configuration (credentials, HTTP client); when nil it is loaded
 	// from the environment, with static lab credentials if Endpoint is set.
 	AWS *awssdk.Config
@@ -69,6 +73,7 @@ type Provider struct {
 	ebs    *ebs.Client
 	cw     *cloudwatch.Client
 	budget *budget.Budget
+	fresh  *freshness
 }
 
 var _ cloud.Provider = (*Provider)(nil)
@@ -89,6 +94,9 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
+	}
+	if cfg.ConsistencyWindow <= 0 {
+		cfg.ConsistencyWindow = defaultConsistencyWindow
 	}
 	limits := budget.ClientLimits()
 	if cfg.Limits != nil {
@@ -125,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	default:
 		return nil, fmt.Errorf("unknown retry mode %q (want adaptive or standard)", cfg.RetryMode)
 	}
-	p := &Provider{cfg: cfg, budget: b}
+	p := &Provider{cfg: cfg, budget: b, fresh: newFreshness(cfg.ConsistencyWindow)}
 	p.ec2 = ec2.NewFromConfig(ac, func(o *ec2.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = awssdk.String(cfg.Endpoint)

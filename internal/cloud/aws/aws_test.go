@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fedbr/fedbr/internal/cloud"
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 )
@@ -65,6 +64,8 @@ func TestSnapshotGroupIsOneInstant(t *testing.T) {
 		}
 		sets = append(sets, snaps)
 		time.Sleep(2 * time.Millisecond)
+		l.srv.Advance(15 * time.Second) // AWS's per-volume snapshot interval
+
 	}
 	close(stop)
 	if err := <-writerDone; err != nil {
@@ -452,7 +453,7 @@ func TestPendingQueue(t *testing.T) {
 	ctx := testContext(t)
 	o := defaultLabOptions()
 	o.limits.PendingSnapshots = 4
-	limits := budget.DefaultLimits()
+	limits := awsdouble.DefaultLimits()
 	limits.PendingSnapshots = 4
 	o.double.Limits = &limits
 	o.double.SnapshotBaseDuration = 100 * time.Millisecond
@@ -489,7 +490,7 @@ func TestPendingQueue(t *testing.T) {
 func TestPendingLimitFromAWSIsRetried(t *testing.T) {
 	ctx := testContext(t)
 	o := defaultLabOptions()
-	limits := budget.DefaultLimits()
+	limits := awsdouble.DefaultLimits()
 	limits.PendingSnapshots = 2
 	o.double.Limits = &limits
 	o.double.SnapshotBaseDuration = 100 * time.Millisecond

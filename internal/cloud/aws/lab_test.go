@@ -26,6 +26,8 @@ type labOptions struct {
 	double awsdouble.Options
 	limits budget.Limits
 	retry  string
+	// window is the provider's ConsistencyWindow (0: its default).
+	window time.Duration
 }
 
 func defaultLabOptions() labOptions {
@@ -50,6 +52,8 @@ func newLab(t testing.TB, o labOptions) *lab {
 		PollInterval: 10 * time.Millisecond,
 		MaxBackoff:   100 * time.Millisecond,
 		RetryMode:    o.retry,
+		// ConsistencyWindow 0 is the provider's default.
+		ConsistencyWindow: o.window,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -127,9 +127,23 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 	}
 	var out *ec2.CreateSnapshotsOutput
 	called := time.Now()
+	// CreateSnapshots takes no client token: a call whose answer was lost may have started the
+	// set, and sending it again would start a second one. So the SDK does not resend it, and
+	// after a lost answer every new attempt first looks for the set the lost one started.
+	lost := false
 	err := p.retry(ctx, func() error {
+		if lost {
+			if found := p.findSnapshotSet(ctx, req, called); found != nil {
+				out = found
+				return nil
+			}
+		}
 		var err error
-		out, err = p.ec2.CreateSnapshots(ctx, in)
+		out, err = p.ec2.CreateSnapshots(ctx, in, noSDKRetries)
+		lost = lost || answerLost(err)
+		if err != nil && answerLost(err) {
+			return fmt.Errorf("%w (answer lost: %w)", err, errAnswerLost)
+		}
 		return err
 	})
 	took := time.Since(called)
@@ -147,8 +161,48 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 		})
 		ids = append(ids, awssdk.ToString(s.SnapshotId))
 	}
+	p.fresh.add(ids...)
 	pending.Commit(n, ids...)
 	return snaps, nil
+}
+
+// findSnapshotSet looks for the snapshot set a CreateSnapshots of req whose answer was lost
+// started: one snapshot of every requested volume, carrying req's tags, started after the call
+// (less the clock skew). Nil when there is none (or req has no tags to recognize it by).
+func (p *Provider) findSnapshotSet(ctx context.Context, req cloud.SnapshotRequest, called time.Time) *ec2.CreateSnapshotsOutput {
+	if len(req.Tags) == 0 {
+		return nil
+	}
+	fs := append(tagFilters(req.Tags), types.Filter{Name: awssdk.String("volume-id"), Values: req.VolumeIDs})
+	in := &ec2.DescribeSnapshotsInput{OwnerIds: []string{"self"}, Filters: fs}
+	latest := map[string]types.Snapshot{}
+	pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
+	err := eachPage(ctx, p, pager, func(page *ec2.DescribeSnapshotsOutput) {
+		for _, s := range page.Snapshots {
+			if awssdk.ToTime(s.StartTime).Before(called.Add(-startSkew)) {
+				continue
+			}
+			v := awssdk.ToString(s.VolumeId)
+			if cur, ok := latest[v]; !ok || awssdk.ToTime(s.StartTime).After(awssdk.ToTime(cur.StartTime)) {
+				latest[v] = s
+			}
+		}
+	})
+	if err != nil {
+		return nil
+	}
+	out := &ec2.CreateSnapshotsOutput{}
+	for _, v := range req.VolumeIDs {
+		s, ok := latest[v]
+		if !ok {
+			return nil
+		}
+		out.Snapshots = append(out.Snapshots, types.SnapshotInfo{
+			SnapshotId: s.SnapshotId, VolumeId: s.VolumeId, State: s.State, VolumeSize: s.VolumeSize,
+			StartTime: s.StartTime, Tags: s.Tags, Progress: s.Progress,
+		})
+	}
+	return out
 }
 
 // notPending is the pending queue's refresh: the ids that are no longer pending.
@@ -166,7 +220,7 @@ func (p *Provider) notPending(ctx context.Context, ids []string) ([]string, erro
 		}
 	}
 	for _, id := range ids {
-		if !seen[id] {
+		if !seen[id] && !p.fresh.settling(id) {
 			done = append(done, id)
 		}
 	}
@@ -241,9 +295,11 @@ func fromEC2Snapshot(s types.Snapshot) cloud.Snapshot {
 	}
 }
 
-// WaitSnapshots polls until every snapshot completed. A snapshot in the error state, or one
-// that disappeared, fails the wait at once with cloud.ErrSnapshotFailed.
+// WaitSnapshots polls until every snapshot completed. A snapshot in the error state fails the
+// wait at once with cloud.ErrSnapshotFailed, and so does one missing once it may no longer be
+// just not visible yet (see ConsistencyWindow).
 func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(cloud.Progress)) ([]cloud.Snapshot, error) {
+	start := time.Now()
 	done := map[string]cloud.Snapshot{}
 	poll := p.poller()
 	for {
@@ -265,9 +321,11 @@ func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(
 		for _, id := range todo {
 			s, ok := seen[id]
 			switch {
+			case !ok && p.mayBeInvisible(id, start):
+				// not visible yet: nothing to add to the progress
 			case !ok:
 				p.budget.Pending().Done(id)
-				return nil, fmt.Errorf("wait for snapshot %s: it no longer exists: %w", id, cloud.ErrSnapshotFailed)
+				return nil, fmt.Errorf("wait for snapshot %s: it does not exist (missing for %s): %w", id, time.Since(start).Round(time.Second), cloud.ErrSnapshotFailed)
 			case s.State == cloud.SnapshotError:
 				p.budget.Pending().Done(id)
 				return nil, fmt.Errorf("wait for snapshot %s of volume %s: %q: %w", id, s.VolumeID, s.Message, cloud.ErrSnapshotFailed)
@@ -296,13 +354,16 @@ func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(
 }
 
 // DeleteSnapshots deletes snapshots in parallel within the budget; already gone counts as
-// deleted.
+// deleted, except for a snapshot this provider created less than ConsistencyWindow ago: AWS's
+// "not found" may mean "not visible yet", so its delete is repeated until it succeeds or the
+// window has passed.
 func (p *Provider) DeleteSnapshots(ctx context.Context, ids []string) error {
 	return forEach(ctx, p.cfg.Concurrency, ids, func(ctx context.Context, id string) error {
-		err := p.retry(ctx, func() error {
+		del := func() error {
 			_, err := p.ec2.DeleteSnapshot(ctx, &ec2.DeleteSnapshotInput{SnapshotId: awssdk.String(id)})
 			return err
-		})
+		}
+		err := p.deleteSettled(ctx, id, del)
 		if err != nil && !cloud.IsNotFound(err) {
 			return fmt.Errorf("delete snapshot %s: %w", id, err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -90,20 +91,64 @@ func (p *Provider) CreateVolume(ctx context.Context, spec cloud.VolumeSpec) (clo
 		in.TagSpecifications = []types.TagSpecification{{ResourceType: types.ResourceTypeVolume, Tags: ec2Tags(spec.Tags)}}
 	}
 	var out *ec2.CreateVolumeOutput
+	called := time.Now()
+	lost := false
 	err := p.retry(ctx, func() error {
 		var err error
 		out, err = p.ec2.CreateVolume(ctx, in)
+		lost = lost || answerLost(err)
 		return err
 	})
+	if err != nil && lost && ctx.Err() == nil {
+		// Every resend carried the same client token, so at most one volume exists; if the
+		// last answer was lost too, it may exist all the same: find it rather than leave it.
+		if v, ok := p.findVolume(ctx, spec, called); ok {
+			p.fresh.add(v.ID)
+			return v, nil
+		}
+	}
 	if err != nil {
 		return cloud.Volume{}, fmt.Errorf("create volume from %s in %s: %w", spec.SnapshotID, spec.AZ, err)
 	}
-	return cloud.Volume{
+	v := cloud.Volume{
 		ID: awssdk.ToString(out.VolumeId), AZ: awssdk.ToString(out.AvailabilityZone), State: string(out.State),
 		SnapshotID: awssdk.ToString(out.SnapshotId), Type: string(out.VolumeType), SizeGiB: awssdk.ToInt32(out.Size),
 		IOPS: awssdk.ToInt32(out.Iops), Throughput: awssdk.ToInt32(out.Throughput), Encrypted: awssdk.ToBool(out.Encrypted),
 		KMSKeyID: awssdk.ToString(out.KmsKeyId), FastRestored: awssdk.ToBool(out.FastRestored), Tags: tagMap(out.Tags, ec2TagKV),
-	}, nil
+	}
+	p.fresh.add(v.ID)
+	return v, nil
+}
+
+// findVolume looks, for up to the consistency window, for the volume a CreateVolume of spec
+// whose answers were lost created: from spec's snapshot, in spec's AZ, with spec's tags,
+// created after the call started (less the clock skew). It needs tags to recognize it by,
+// and exactly one match.
+func (p *Provider) findVolume(ctx context.Context, spec cloud.VolumeSpec, called time.Time) (cloud.Volume, bool) {
+	if len(spec.Tags) == 0 {
+		return cloud.Volume{}, false
+	}
+	fs := append(tagFilters(spec.Tags),
+		types.Filter{Name: awssdk.String("snapshot-id"), Values: []string{spec.SnapshotID}},
+		types.Filter{Name: awssdk.String("availability-zone"), Values: []string{spec.AZ}})
+	var found cloud.Volume
+	ok := p.settle(ctx, called, func(ctx context.Context) (bool, error) {
+		var vols []cloud.Volume
+		pager := ec2.NewDescribeVolumesPaginator(p.ec2, &ec2.DescribeVolumesInput{Filters: fs})
+		err := eachPage(ctx, p, pager, func(page *ec2.DescribeVolumesOutput) {
+			for _, v := range page.Volumes {
+				if !awssdk.ToTime(v.CreateTime).Before(called.Add(-startSkew)) {
+					vols = append(vols, fromEC2Volume(v))
+				}
+			}
+		})
+		if err != nil || len(vols) != 1 {
+			return false, err
+		}
+		found = vols[0]
+		return true, nil
+	})
+	return found, ok
 }
 
 // clientToken makes CreateVolume idempotent across the SDK's retries of one call.
@@ -160,8 +205,10 @@ func fromEC2Volume(v types.Volume) cloud.Volume {
 }
 
 // WaitVolumes polls until every volume is available (or in use); a volume in the error state
-// or one that disappeared fails the wait with cloud.ErrVolumeFailed.
+// fails the wait with cloud.ErrVolumeFailed, and so does one missing once it may no longer be
+// just not visible yet (see ConsistencyWindow).
 func (p *Provider) WaitVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error) {
+	start := time.Now()
 	poll := p.poller()
 	for {
 		vols, err := p.DescribeVolumes(ctx, ids)
@@ -176,8 +223,10 @@ func (p *Provider) WaitVolumes(ctx context.Context, ids []string) ([]cloud.Volum
 		for _, id := range ids {
 			v, ok := byID[id]
 			switch {
+			case !ok && p.mayBeInvisible(id, start):
+				// not visible yet
 			case !ok:
-				return nil, fmt.Errorf("wait for volume %s: it no longer exists: %w", id, cloud.ErrVolumeFailed)
+				return nil, fmt.Errorf("wait for volume %s: it does not exist (missing for %s): %w", id, time.Since(start).Round(time.Second), cloud.ErrVolumeFailed)
 			case v.State == cloud.VolumeError:
 				return nil, fmt.Errorf("wait for volume %s: %w", id, cloud.ErrVolumeFailed)
 			case v.State == cloud.VolumeAvailable || v.State == cloud.VolumeInUse:
@@ -198,10 +247,11 @@ func (p *Provider) WaitVolumes(ctx context.Context, ids []string) ([]cloud.Volum
 }
 
 // DeleteVolumes deletes volumes in parallel within the budget; already gone counts as
-// deleted.
+// deleted, except for a volume this provider created less than ConsistencyWindow ago (see
+// DeleteSnapshots).
 func (p *Provider) DeleteVolumes(ctx context.Context, ids []string) error {
 	return forEach(ctx, p.cfg.Concurrency, ids, func(ctx context.Context, id string) error {
-		err := p.retry(ctx, func() error {
+		err := p.deleteSettled(ctx, id, func() error {
 			_, err := p.ec2.DeleteVolume(ctx, &ec2.DeleteVolumeInput{VolumeId: awssdk.String(id)})
 			return err
 		})

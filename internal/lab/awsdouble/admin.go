@@ -153,7 +153,8 @@ func (s *Server) Inventory(tags map[string]string) Inventory {
 //	POST /_lab/instances        InstanceSpec → InstanceInfo
 //	GET  /_lab/volumes/{id}     → VolumeInfo (the directory to write into)
 //	GET  /_lab/inventory?tag=K=V&tag=K2  → Inventory (snapshots and volumes with those tags)
-//	GET  /_lab/faults, PUT /_lab/faults  Faults (PUT replaces them)
+//	GET  /_lab/faults, PUT /_lab/faults  Faults (PUT replaces them; unknown fields are refused)
+//	POST /_lab/snapshots/{id}/fail?after=1m  a pending snapshot turns error after that long
 //	POST /_lab/advance?by=1h     moves the double's clock forward
 //	GET  /_lab/stats             → Stats
 //	GET  /_lab/healthz
@@ -205,11 +206,33 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		}
 		s.Advance(d)
 		writeJSON(w, 200, map[string]string{"now": s.Now().UTC().Format(time.RFC3339)})
+	case strings.HasPrefix(path, "snapshots/") && strings.HasSuffix(path, "/fail") && r.Method == http.MethodPost:
+		id := strings.TrimSuffix(strings.TrimPrefix(path, "snapshots/"), "/fail")
+		var after time.Duration
+		if a := r.URL.Query().Get("after"); a != "" {
+			d, err := time.ParseDuration(a)
+			if err != nil || d < 0 {
+				writeJSON(w, 400, map[string]string{"error": "want ?after=DURATION (non-negative)"})
+				return
+			}
+			after = d
+		}
+		if err := s.FailSnapshot(id, after); err != nil {
+			writeJSON(w, 400, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, 200, map[string]string{"snapshot": id, "failsIn": after.String()})
 	case path == "faults" && r.Method == http.MethodGet:
 		writeJSON(w, 200, s.Faults())
 	case path == "faults" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
 		var f Faults
-		if err := json.NewDecoder(r.Body).Decode(&f); err != nil {
+		dec := json.NewDecoder(r.Body)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&f); err != nil {
+			writeJSON(w, 400, map[string]string{"error": err.Error()})
+			return
+		}
+		if err := f.Validate(); err != nil {
 			writeJSON(w, 400, map[string]string{"error": err.Error()})
 			return
 		}

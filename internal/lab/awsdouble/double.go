@@ -20,15 +20,15 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 )
 
 // Options configure the double. The zero value of a field means its default.
@@ -51,10 +51,17 @@ type Options struct {
 	FSREnablingDuration time.Duration
 	// FSROptimizingPerTiB is how long FSR stays "optimizing" per TiB of volume. Default 1h.
 	FSROptimizingPerTiB time.Duration
-	// Limits are the enforced API limits. Default budget.DefaultLimits().
-	Limits *budget.Limits
+	// Limits are the enforced API limits and quotas. Default DefaultLimits(), AWS's
+	// documented defaults.
+	Limits *Limits
 	// Unlimited disables all API rate limits and quotas.
 	Unlimited bool
+	// DescribeDelay is AWS's eventual consistency: a snapshot or volume created through the
+	// API stays invisible for this long after its creation call returned (in the double's
+	// clock). Asked for by id, Describe*, Delete*, CreateTags and the other calls that name it
+	// answer InvalidSnapshot.NotFound / InvalidVolume.NotFound; a listing leaves it out.
+	// Faults.DescribeDelay overrides it at run time. Default 0 (strongly consistent).
+	DescribeDelay time.Duration
 	// OmitFullSnapshotSize leaves fullSnapshotSizeInBytes out of DescribeSnapshots, as older
 	// AWS answers did, so clients must list blocks.
 	OmitFullSnapshotSize bool
@@ -83,7 +90,7 @@ func (o Options) withDefaults() Options {
 		o.FSROptimizingPerTiB = time.Hour
 	}
 	if o.Limits == nil {
-		l := budget.DefaultLimits()
+		l := DefaultLimits()
 		o.Limits = &l
 	}
 	return o
@@ -104,6 +111,17 @@ type Faults struct {
 	SnapshotErrors int `json:"snapshotErrors,omitempty"`
 	// SnapshotErrorVolumes makes every snapshot of these volumes go to the error state.
 	SnapshotErrorVolumes []string `json:"snapshotErrorVolumes,omitempty"`
+	// SnapshotErrorAfter is how long a snapshot chosen to fail (SnapshotErrors,
+	// SnapshotErrorVolumes) stays pending after its CreateSnapshots before it turns error;
+	// 0 fails it at the first describe after the create answered pending.
+	SnapshotErrorAfter Duration `json:"snapshotErrorAfter,omitempty"`
+	// DropResponses runs the next N calls of an action ("*" for any EC2 action) and then
+	// closes the connection instead of answering: the caller sees a transport error, but
+	// what the call created or deleted is done. A negative N drops every call.
+	DropResponses map[string]int `json:"dropResponses,omitempty"`
+	// DescribeDelay, when positive, replaces Options.DescribeDelay for resources created from
+	// now on.
+	DescribeDelay Duration `json:"describeDelay,omitempty"`
 	// DownFor makes the server drop every connection for this long (a stop/restart).
 	DownFor Duration `json:"downFor,omitempty"`
 }
@@ -189,13 +207,19 @@ type Stats struct {
 	InjectedThrottles int `json:"injectedThrottles"`
 	// MaxPending is the highest number of pending snapshots seen after a CreateSnapshots.
 	MaxPending int `json:"maxPending"`
+	// Hidden counts resources left out of an answer (or answered NotFound) because they were
+	// not visible yet (DescribeDelay).
+	Hidden int `json:"hidden"`
+	// DroppedResponses counts calls run whose answer was dropped (Faults.DropResponses).
+	DroppedResponses int `json:"droppedResponses"`
 }
 
 // Stats returns a copy of the counters.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := Stats{Calls: map[string]int{}, Errors: map[string]int{}, InjectedThrottles: s.stats.InjectedThrottles, MaxPending: s.stats.MaxPending}
+	out := Stats{Calls: map[string]int{}, Errors: map[string]int{}, InjectedThrottles: s.stats.InjectedThrottles, MaxPending: s.stats.MaxPending,
+		Hidden: s.stats.Hidden, DroppedResponses: s.stats.DroppedResponses}
 	for k, v := range s.stats.Calls {
 		out.Calls[k] = v
 	}
@@ -262,6 +286,7 @@ func (s *Server) SetFaults(f Faults) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = f
+	s.faults.DropResponses = maps.Clone(f.DropResponses) // counted down in place
 	if f.DownFor > 0 {
 		s.downUntil = time.Now().Add(time.Duration(f.DownFor))
 		s.faults.DownFor = 0
@@ -272,7 +297,31 @@ func (s *Server) SetFaults(f Faults) {
 func (s *Server) Faults() Faults {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.faults
+	f := s.faults
+	f.DropResponses = maps.Clone(f.DropResponses)
+	return f
+}
+
+// Validate checks that the faults make sense.
+func (f Faults) Validate() error {
+	var errs []error
+	if f.Throttle < 0 || f.Throttle > 1 {
+		errs = append(errs, fmt.Errorf("throttle %v: want a fraction between 0 and 1", f.Throttle))
+	}
+	if f.SnapshotErrors < 0 {
+		errs = append(errs, fmt.Errorf("snapshotErrors %d: want a count of at least 0", f.SnapshotErrors))
+	}
+	for name, d := range map[string]Duration{"snapshotErrorAfter": f.SnapshotErrorAfter, "describeDelay": f.DescribeDelay, "downFor": f.DownFor} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s: want a non-negative duration", name, time.Duration(d)))
+		}
+	}
+	for action, d := range f.Latency {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("latency of %s %s: want a non-negative duration", action, time.Duration(d)))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // markDirty schedules a state flush; s.mu must be held (the flush takes it later).
@@ -403,6 +452,98 @@ func (s *Server) inject(action string) fault {
 	return out
 }
 
+// dropResponse reports whether the answer to a call of action that just ran is to be dropped,
+// consuming one of Faults.DropResponses.
+func (s *Server) dropResponse(action string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, key := range []string{action, "*"} {
+		n, ok := s.faults.DropResponses[key]
+		if !ok || n == 0 {
+			continue
+		}
+		if n > 0 {
+			s.faults.DropResponses[key] = n - 1
+		}
+		s.stats.DroppedResponses++
+		return true
+	}
+	return false
+}
+
+// hangUp closes the connection of w without an answer (a lost response); when the
+// connection cannot be taken over it answers a bare 502, which the SDK also sees as a
+// failed attempt.
+func hangUp(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if c, _, err := hj.Hijack(); err == nil {
+			_ = c.Close()
+			return
+		}
+	}
+	w.WriteHeader(http.StatusBadGateway)
+}
+
+// visibleAt is when a resource created now becomes visible; s.mu is held.
+func (s *Server) visibleAt(now time.Time) time.Time {
+	d := s.opts.DescribeDelay
+	if s.faults.DescribeDelay > 0 {
+		d = time.Duration(s.faults.DescribeDelay)
+	}
+	if d <= 0 {
+		return time.Time{}
+	}
+	return now.Add(d)
+}
+
+// visible reports whether a resource that becomes visible at t is visible now, counting a
+// hidden one; s.mu is held.
+func (s *Server) visible(t time.Time) bool {
+	if t.IsZero() || !s.now().Before(t) {
+		return true
+	}
+	s.stats.Hidden++
+	return false
+}
+
+// snapshotByID is the API's view of a snapshot: absent while it is not visible yet; s.mu is
+// held.
+func (s *Server) snapshotByID(id string) (*Snapshot, bool) {
+	sn, ok := s.st.Snapshots[id]
+	if !ok || !s.visible(sn.VisibleAt) {
+		return nil, false
+	}
+	return sn, true
+}
+
+// volumeByID is the API's view of a volume: absent while it is not visible yet; s.mu is held.
+func (s *Server) volumeByID(id string) (*Volume, bool) {
+	v, ok := s.st.Volumes[id]
+	if !ok || !s.visible(v.VisibleAt) {
+		return nil, false
+	}
+	return v, true
+}
+
+// FailSnapshot makes a pending snapshot turn error after d (in the double's clock).
+func (s *Server) FailSnapshot(id string, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.st.Snapshots[id]
+	if !ok {
+		return fmt.Errorf("snapshot %s does not exist", id)
+	}
+	if st, _ := s.state(sn); st != "pending" {
+		return fmt.Errorf("snapshot %s is %s, not pending", id, st)
+	}
+	if d < 0 {
+		return fmt.Errorf("fail snapshot %s after %s: want a non-negative duration", id, d)
+	}
+	sn.Failed, sn.FailAt = true, s.now().Add(d)
+	s.markDirty()
+	return nil
+}
+
 func contains(list []string, v string) bool {
 	for _, x := range list {
 		if x == v {
@@ -415,7 +556,7 @@ func contains(list []string, v string) bool {
 // limiter is a non-blocking token bucket in the double's virtual time: a call either takes a
 // token or is refused with the throttling error, as AWS does.
 type limiter struct {
-	rate   budget.Rate
+	rate   Rate
 	tokens float64
 	last   time.Time
 }
@@ -436,7 +577,7 @@ func (l *limiter) allow(now time.Time) bool {
 }
 
 // allow takes a token of the bucket named class; s.mu must be held.
-func (s *Server) allow(class string, r budget.Rate) bool {
+func (s *Server) allow(class string, r Rate) bool {
 	if s.opts.Unlimited {
 		return true
 	}

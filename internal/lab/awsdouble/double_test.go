@@ -162,6 +162,7 @@ func TestBlockListingPaginates(t *testing.T) {
 	if err := w.Append("data", bytes.Repeat([]byte{2}, 3*awsdouble.BlockSize)); err != nil {
 		t.Fatal(err)
 	}
+	srv.Advance(15 * time.Second) // AWS's per-volume snapshot interval
 	second := snapshot(t, ctx, c, in.ID)[0].SnapshotId
 
 	var n, pages int
@@ -370,6 +371,7 @@ func TestCaptureSeesWholeRewrites(t *testing.T) {
 	var ids []string
 	for range 10 {
 		ids = append(ids, *snapshot(t, ctx, c, in.ID)[0].SnapshotId)
+		srv.Advance(15 * time.Second) // AWS's per-volume snapshot interval
 	}
 	close(stop)
 	if err := <-done; err != nil {

@@ -145,7 +145,7 @@ func (s *Server) ebsList(w http.ResponseWriter, r *http.Request, snapshotID, act
 
 // readableSnapshot returns a completed snapshot; s.mu is held.
 func (s *Server) readableSnapshot(id string) (*Snapshot, *apiError) {
-	sn, ok := s.st.Snapshots[id]
+	sn, ok := s.snapshotByID(id)
 	if !ok {
 		return nil, errf(404, "ResourceNotFoundException", "The snapshot %s does not exist.", id)
 	}

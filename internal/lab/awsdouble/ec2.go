@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fedbr/fedbr/internal/cloud/budget"
 )
 
 const ec2Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -83,15 +81,7 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	class := s.opts.Limits.Class(action)
-	rate, ok := s.opts.Limits.EC2Actions[class]
-	if !ok {
-		rate = s.opts.Limits.EC2Mutating
-		if budget.NonMutating(action) {
-			rate = s.opts.Limits.EC2Describe
-		}
-	}
-	if !s.allow("ec2/"+class, rate) {
+	if !s.allow("ec2/"+action, s.opts.Limits.ec2Rate(action)) {
 		s.mu.Unlock()
 		aerr = errf(503, "RequestLimitExceeded", "Request limit exceeded.")
 		writeEC2Error(w, aerr)
@@ -106,6 +96,11 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
 	var out any
 	out, aerr = h(s, r.PostForm)
 	s.mu.Unlock()
+	if s.dropResponse(action) {
+		// The call ran; its answer is lost on the way back.
+		hangUp(w)
+		return
+	}
 	if aerr != nil {
 		writeEC2Error(w, aerr)
 		return
@@ -450,7 +445,10 @@ func (s *Server) describeVolumes(form url.Values) (any, *apiError) {
 	fs := filters(form)
 	var items []xVolume
 	for _, id := range ids {
-		v, ok := s.st.Volumes[id]
+		v, ok := s.volumeByID(id)
+		if !ok && !explicit {
+			continue // a listing leaves out what is not visible yet
+		}
 		if !ok {
 			return nil, errf(400, "InvalidVolume.NotFound", "The volume '%s' does not exist.", id)
 		}
@@ -504,13 +502,17 @@ type describeSnapshotsResponse struct {
 
 func (s *Server) describeSnapshots(form url.Values) (any, *apiError) {
 	ids := list(form, "SnapshotId")
-	if len(ids) == 0 {
+	explicit := len(ids) > 0
+	if !explicit {
 		ids = sortedKeys(s.st.Snapshots)
 	}
 	fs := filters(form)
 	var items []xSnapshot
 	for _, id := range ids {
-		sn, ok := s.st.Snapshots[id]
+		sn, ok := s.snapshotByID(id)
+		if !ok && !explicit {
+			continue // a listing leaves out what is not visible yet
+		}
 		if !ok {
 			return nil, errf(400, "InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
 		}
@@ -576,6 +578,15 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 	if max := s.opts.Limits.PendingSnapshots; !s.opts.Unlimited && max > 0 && s.pendingCount()+len(vols) > max {
 		return nil, errf(400, "PendingSnapshotLimitExceeded", "The maximum number of pending snapshots (%d) has been reached.", max)
 	}
+	if every := s.opts.Limits.SnapshotVolumeInterval; !s.opts.Unlimited && every > 0 {
+		now := s.now()
+		for _, v := range vols {
+			if !v.LastSnapshot.IsZero() && now.Before(v.LastSnapshot.Add(every)) {
+				return nil, errf(400, "SnapshotCreationPerVolumeRateExceeded",
+					"The maximum per volume CreateSnapshot request rate has been exceeded for %s. Use an increasing or variable sleep interval between requests.", v.ID)
+			}
+		}
+	}
 	extra := tagSpecs(form, "snapshot")
 	copyTags := form.Get("CopyTagsFromSource") == "volume"
 	snaps := make([]*Snapshot, len(vols))
@@ -621,10 +632,15 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 			s.st.SnapshotErrorsUsed++
 			sn.Failed = true
 		}
-		s.st.Snapshots[sn.ID] = sn
-		if !sn.Failed {
-			s.blockSetFor(sn)
+		if sn.Failed {
+			sn.FailAt = now.Add(time.Duration(s.faults.SnapshotErrorAfter))
 		}
+		sn.VisibleAt = s.visibleAt(now)
+		s.st.Snapshots[sn.ID] = sn
+		if v := s.st.Volumes[sn.VolumeID]; v != nil {
+			v.LastSnapshot = now
+		}
+		s.blockSetFor(sn)
 		x := s.xsnapshot(sn, true)
 		x.State = "pending"
 		x.Progress = ""
@@ -648,7 +664,7 @@ func okResponse(action string) boolResponse {
 
 func (s *Server) deleteSnapshot(form url.Values) (any, *apiError) {
 	id := form.Get("SnapshotId")
-	if _, ok := s.st.Snapshots[id]; !ok {
+	if _, ok := s.snapshotByID(id); !ok {
 		return nil, errf(400, "InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
 	}
 	// Volumes keep their own copy of the data, so a snapshot with volumes can be deleted.
@@ -730,7 +746,7 @@ func (s *Server) volumeSource(form url.Values, v *Volume) (*Snapshot, *apiError)
 	var sn *Snapshot
 	if id := form.Get("SnapshotId"); id != "" {
 		var ok bool
-		sn, ok = s.st.Snapshots[id]
+		sn, ok = s.snapshotByID(id)
 		if !ok {
 			return nil, errf(400, "InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
 		}
@@ -809,6 +825,7 @@ func (s *Server) createVolume(form url.Values) (any, *apiError) {
 		}
 	}
 	v.AvailableAt = v.Created.Add(s.opts.VolumeCreateDuration)
+	v.VisibleAt = s.visibleAt(v.Created)
 	s.st.Volumes[v.ID] = v
 	if token != "" {
 		s.st.ClientTokens[token] = v.ID
@@ -821,7 +838,7 @@ func (s *Server) createVolume(form url.Values) (any, *apiError) {
 
 func (s *Server) deleteVolume(form url.Values) (any, *apiError) {
 	id := form.Get("VolumeId")
-	v, ok := s.st.Volumes[id]
+	v, ok := s.volumeByID(id)
 	if !ok {
 		return nil, errf(400, "InvalidVolume.NotFound", "The volume '%s' does not exist.", id)
 	}
@@ -846,7 +863,7 @@ type attachResponse struct {
 }
 
 func (s *Server) attachVolume(form url.Values) (any, *apiError) {
-	v, ok := s.st.Volumes[form.Get("VolumeId")]
+	v, ok := s.volumeByID(form.Get("VolumeId"))
 	if !ok {
 		return nil, errf(400, "InvalidVolume.NotFound", "The volume '%s' does not exist.", form.Get("VolumeId"))
 	}
@@ -873,7 +890,7 @@ func (s *Server) attachVolume(form url.Values) (any, *apiError) {
 }
 
 func (s *Server) detachVolume(form url.Values) (any, *apiError) {
-	v, ok := s.st.Volumes[form.Get("VolumeId")]
+	v, ok := s.volumeByID(form.Get("VolumeId"))
 	if !ok {
 		return nil, errf(400, "InvalidVolume.NotFound", "The volume '%s' does not exist.", form.Get("VolumeId"))
 	}
@@ -892,11 +909,13 @@ func (s *Server) createTags(form url.Values) (any, *apiError) {
 	tags := tagList(form, "Tag")
 	for _, id := range ids {
 		var target *map[string]string
+		v, isVol := s.volumeByID(id)
+		sn, isSnap := s.snapshotByID(id)
 		switch {
-		case s.st.Volumes[id] != nil:
-			target = &s.st.Volumes[id].Tags
-		case s.st.Snapshots[id] != nil:
-			target = &s.st.Snapshots[id].Tags
+		case isVol:
+			target = &v.Tags
+		case isSnap:
+			target = &sn.Tags
 		case s.st.Instances[id] != nil:
 			target = &s.st.Instances[id].Tags
 		default:
@@ -967,7 +986,7 @@ func (s *Server) fsrBatch(form url.Values, action string, enable bool) (any, *ap
 	resp := fsrResponse{XMLName: xml.Name{Local: action + "Response"}, Xmlns: ec2Namespace, RequestID: requestID()}
 	now := s.now()
 	for _, id := range ids {
-		sn, ok := s.st.Snapshots[id]
+		sn, ok := s.snapshotByID(id)
 		for _, az := range azs {
 			if !ok || !s.validAZ(az) {
 				e := xFSRError{SnapshotID: id}

@@ -60,7 +60,11 @@ type Volume struct {
 	Tags       map[string]string `json:"tags,omitempty"`
 	Created    time.Time         `json:"created"`
 	// AvailableAt is when "creating" turns "available".
-	AvailableAt  time.Time `json:"availableAt"`
+	AvailableAt time.Time `json:"availableAt"`
+	// VisibleAt is when the API first shows the volume (DescribeDelay); zero is at once.
+	VisibleAt time.Time `json:"visibleAt,omitzero"`
+	// LastSnapshot is when the volume's latest snapshot started (the per-volume rate).
+	LastSnapshot time.Time `json:"lastSnapshot,omitzero"`
 	FastRestored bool      `json:"fastRestored,omitempty"`
 	InstanceID   string    `json:"instanceId,omitempty"`
 	Device       string    `json:"device,omitempty"`
@@ -79,8 +83,12 @@ type Snapshot struct {
 	Tags        map[string]string `json:"tags,omitempty"`
 	Started     time.Time         `json:"started"`
 	CompleteAt  time.Time         `json:"completeAt"`
-	Failed      bool              `json:"failed,omitempty"`
-	Files       []FileRecord      `json:"files"`
+	// Failed snapshots stay pending until FailAt, then are in the error state.
+	Failed bool      `json:"failed,omitempty"`
+	FailAt time.Time `json:"failAt,omitzero"`
+	// VisibleAt is when the API first shows the snapshot (DescribeDelay); zero is at once.
+	VisibleAt time.Time    `json:"visibleAt,omitzero"`
+	Files     []FileRecord `json:"files"`
 	// Bytes is the captured data size.
 	Bytes int64 `json:"bytes"`
 }
@@ -135,7 +143,14 @@ func loadState(path string) (*state, error) {
 // snapshotState derives a snapshot's state and progress at now.
 func snapshotState(sn *Snapshot, now time.Time) (string, float64) {
 	if sn.Failed {
-		return "error", 0
+		if !now.Before(sn.FailAt) {
+			return "error", 0
+		}
+		total := sn.CompleteAt.Sub(sn.Started)
+		if total <= 0 || !now.Before(sn.CompleteAt) {
+			return "pending", 99
+		}
+		return "pending", min(99, math.Floor(float64(now.Sub(sn.Started))/float64(total)*100))
 	}
 	if !now.Before(sn.CompleteAt) {
 		return "completed", 100

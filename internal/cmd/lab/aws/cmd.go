@@ -38,7 +38,8 @@ path-style S3, all on one address, with state kept in --dir across restarts. Poi
 at it with an endpoint override (fedbr: --aws-endpoint http://ADDR).
 
 Admin API: POST /_lab/instances, GET /_lab/volumes/{id}, GET /_lab/inventory?tag=K=V,
-GET|PUT /_lab/faults, POST /_lab/advance?by=DURATION, GET /_lab/healthz.`,
+GET|PUT /_lab/faults, POST /_lab/snapshots/{id}/fail?after=DURATION,
+POST /_lab/advance?by=DURATION, GET /_lab/healthz.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
@@ -54,11 +55,13 @@ GET|PUT /_lab/faults, POST /_lab/advance?by=DURATION, GET /_lab/healthz.`,
 	f.DurationVar(&o.double.SnapshotBaseDuration, "snapshot-base-duration", 0, "fixed time added to each snapshot's completion")
 	f.DurationVar(&o.double.VolumeCreateDuration, "volume-create-duration", time.Second, "how long a new volume stays creating")
 	f.BoolVar(&o.double.Unlimited, "unlimited", false, "disable AWS's rate limits and quotas")
+	f.DurationVar(&o.double.DescribeDelay, "describe-delay", 0, "eventual consistency: how long a created snapshot or volume stays invisible to Describe* and the calls naming it")
 	f.BoolVar(&o.double.OmitFullSnapshotSize, "omit-full-snapshot-size", false, "leave fullSnapshotSizeInBytes out of DescribeSnapshots")
 	f.Float64Var(&o.faults.Throttle, "throttle", 0, "fraction of API calls to throttle (0-1)")
 	f.StringSliceVar(&o.faults.Unavailable, "unavailable", nil, "actions answering the unavailable error (* for all)")
 	f.StringSliceVar(&o.latency, "latency", nil, "added latency per action, ACTION=DURATION (* for all)")
 	f.IntVar(&o.faults.SnapshotErrors, "snapshot-errors", 0, "number of next snapshots that go to the error state")
+	f.DurationVar((*time.Duration)(&o.faults.SnapshotErrorAfter), "snapshot-error-after", 0, "how long a failing snapshot stays pending before it turns error")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
 }
@@ -66,6 +69,9 @@ GET|PUT /_lab/faults, POST /_lab/advance?by=DURATION, GET /_lab/healthz.`,
 func (o *options) run(cmd *cobra.Command) error {
 	if o.faults.Throttle < 0 || o.faults.Throttle > 1 {
 		return fmt.Errorf("--throttle %v: want a fraction between 0 and 1", o.faults.Throttle)
+	}
+	if o.double.DescribeDelay < 0 {
+		return fmt.Errorf("--describe-delay %s: want a non-negative duration", o.double.DescribeDelay)
 	}
 	if o.double.TimeFactor <= 0 {
 		return fmt.Errorf("--time-factor %v: want a positive factor", o.double.TimeFactor)
@@ -80,6 +86,9 @@ func (o *options) run(cmd *cobra.Command) error {
 			o.faults.Latency = map[string]awsdouble.Duration{}
 		}
 		o.faults.Latency[action] = awsdouble.Duration(dur)
+	}
+	if err := o.faults.Validate(); err != nil {
+		return fmt.Errorf("faults: %w", err)
 	}
 	out := cmd.OutOrStdout()
 	if o.dryRun {

@@ -13,7 +13,8 @@ func TestDryRun(t *testing.T) {
 	cmd := NewCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--dir", t.TempDir(), "--dry-run", "--throttle", "0.5", "--latency", "CreateSnapshots=10ms"})
+	cmd.SetArgs([]string{"--dir", t.TempDir(), "--dry-run", "--throttle", "0.5", "--latency", "CreateSnapshots=10ms",
+		"--describe-delay", "2s", "--snapshot-error-after", "1m"})
 	if err := cmd.ExecuteContext(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -27,6 +28,9 @@ func TestBadFlags(t *testing.T) {
 		{"--dir", "x", "--throttle", "2"},
 		{"--dir", "x", "--latency", "nope"},
 		{"--dir", "x", "--time-factor", "0"},
+		{"--dir", "x", "--describe-delay", "-1s"},
+		{"--dir", "x", "--snapshot-error-after", "-1s"},
+		{"--dir", "x", "--snapshot-errors", "-1"},
 		{"--listen", "127.0.0.1:0"},
 	} {
 		cmd := NewCmd()
