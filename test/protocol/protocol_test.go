@@ -19,6 +19,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/lab/labbr"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
@@ -178,7 +179,7 @@ func restoreAndCheck(t *testing.T, ctx context.Context, dir string, ts uint64, t
 	rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	cfg := tidbcluster.Config{Dir: dir, Stores: stores, Tick: 20 * time.Millisecond, PD: pddouble.Config{OperatorRate: -1}}
-	c, err := tidbcluster.Restore(rctx, cfg, tidbcluster.RestoreOptions{ResolvedTS: ts, Unsafe: u, Log: t.Logf})
+	c, err := labbr.Restore(rctx, cfg, labbr.RestoreOptions{ResolvedTS: ts, Unsafe: u, Log: t.Logf})
 	if err != nil {
 		return err
 	}
@@ -298,7 +299,7 @@ func pauseCapture(t *testing.T, ctx context.Context, l *liveCluster, cfg pause.C
 	h := pdhttp.NewClient("fedbr-test", []string{l.c.PD.URL()})
 	defer h.Close()
 	l.waitBefore(t, ctx, h)
-	p, err := tidbcluster.Pause(ctx, l.c.PDAddr(), cfg, t.Logf)
+	p, err := labbr.Pause(ctx, l.c.PDAddr(), cfg, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

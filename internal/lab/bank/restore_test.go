@@ -14,6 +14,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/lab/labbr"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
@@ -107,11 +108,11 @@ func restoredConfig(dir string, stores int) tidbcluster.Config {
 }
 
 // restoreAndCheck restores the images in dir and runs the checker at ts.
-func restoreAndCheck(t *testing.T, ctx context.Context, dir string, stores int, o tidbcluster.RestoreOptions, txns []bank.Txn) error {
+func restoreAndCheck(t *testing.T, ctx context.Context, dir string, stores int, o labbr.RestoreOptions, txns []bank.Txn) error {
 	t.Helper()
 	rctx, cancel := context.WithTimeout(ctx, 40*time.Second)
 	defer cancel()
-	c, err := tidbcluster.Restore(rctx, restoredConfig(dir, stores), o)
+	c, err := labbr.Restore(rctx, restoredConfig(dir, stores), o)
 	if err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -166,7 +167,7 @@ func TestBackupWithProtocolRestoresExactly(t *testing.T) {
 	w := startWorkload(t, ctx, cl)
 	w.waitBefore(t, ctx, newPDHTTP(t, c.PDAddr()))
 
-	p, err := tidbcluster.Pause(ctx, c.PDAddr(), pause.Config{TTL: 30 * time.Second}, t.Logf)
+	p, err := labbr.Pause(ctx, c.PDAddr(), pause.Config{TTL: 30 * time.Second}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,13 +189,13 @@ func TestBackupWithProtocolRestoresExactly(t *testing.T) {
 	second, third := t.TempDir(), t.TempDir()
 	copyImages(t, images, second, stores)
 	copyImages(t, images, third, stores)
-	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
+	if err := restoreAndCheck(t, ctx, images, stores, labbr.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
 		t.Fatalf("restore with the protocol: %v", err)
 	}
-	if err := restoreAndCheck(t, ctx, third, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, ResolveKV: true}, txns); err != nil {
+	if err := restoreAndCheck(t, ctx, third, stores, labbr.RestoreOptions{ResolvedTS: resolved, ResolveKV: true}, txns); err != nil {
 		t.Fatalf("restore with ResolveKvData (v6.3 data phase): %v", err)
 	}
-	err = restoreAndCheck(t, ctx, second, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved, Unsafe: restoredata.Unsafe{NoFlashback: true}}, txns)
+	err = restoreAndCheck(t, ctx, second, stores, labbr.RestoreOptions{ResolvedTS: resolved, Unsafe: restoredata.Unsafe{NoFlashback: true}}, txns)
 	if !detected(err) {
 		t.Fatalf("restore without flashback was not detected: %v", err)
 	}
@@ -236,7 +237,7 @@ func TestStaggeredSnapshotsWithoutProtocolAreDetected(t *testing.T) {
 	txns := w.finish()
 	caught := 0
 	for i, b := range backups {
-		err := restoreAndCheck(t, ctx, b.dir, stores, tidbcluster.RestoreOptions{ResolvedTS: b.resolved}, txns)
+		err := restoreAndCheck(t, ctx, b.dir, stores, labbr.RestoreOptions{ResolvedTS: b.resolved}, txns)
 		t.Logf("run %d: %v", i, err)
 		if detected(err) {
 			caught++
@@ -261,12 +262,12 @@ func TestWrongLeaderChoiceIsDetected(t *testing.T) {
 	images, resolved, txns := staleStoreImages(t, ctx, stores, 2)
 	second := t.TempDir()
 	copyImages(t, images, second, stores)
-	if err := restoreAndCheck(t, ctx, images, stores, tidbcluster.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
+	if err := restoreAndCheck(t, ctx, images, stores, labbr.RestoreOptions{ResolvedTS: resolved}, txns); err != nil {
 		t.Fatalf("restore electing the best peers: %v", err)
 	}
 	// Raft's vote rule, not timing, keeps the stale peers from winning: the
 	// leader timeout only bounds how long restore-data watches them lose.
-	_, err := tidbcluster.Restore(ctx, restoredConfig(second, stores), tidbcluster.RestoreOptions{ResolvedTS: resolved,
+	_, err := labbr.Restore(ctx, restoredConfig(second, stores), labbr.RestoreOptions{ResolvedTS: resolved,
 		Unsafe: restoredata.Unsafe{WorstLeaders: true}, LeaderTimeout: 3 * time.Second, Attempts: 2})
 	if !errors.Is(err, restoredata.ErrLeadersNotElected) {
 		t.Fatalf("asking the least advanced peers to lead did not stall the restore: %v", err)

@@ -49,26 +49,6 @@ func (c *Cluster) SnapshotAll(dst string) error {
 	return nil
 }
 
-// Restore starts a cluster on restored volumes (cfg.Dir/tikv-<id> must
-// hold them): a fresh PD marked snapshot-recovering with its TSO pushed past
-// the backup ts, stores in recovery mode, BR's data phase, then a restart
-// of every store in normal mode.
-func Restore(ctx context.Context, cfg Config, o RestoreOptions) (*Cluster, error) {
-	c, err := StartRecovering(ctx, cfg, o.ResolvedTS)
-	if err != nil {
-		return nil, err
-	}
-	if err := RecoverData(ctx, c.PDAddr(), o); err != nil {
-		c.Close()
-		return nil, err
-	}
-	if err := c.Restart(ctx); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
-
 // StartRecovering starts a cluster on restored volumes as a restore finds
 // it before its data phase: a fresh PD marked snapshot-recovering with its
 // TSO pushed past resolvedTS, and every store in recovery mode.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/lab/labbr"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
@@ -288,7 +289,7 @@ func TestRecoveryOfAStoreCapturedMidMerge(t *testing.T) {
 			t.Fatalf("store %d region metas %v: want both regions, source %d merging at version >= 2", id, metas, source)
 		}
 	}
-	if err := tidbcluster.RecoverData(ctx, rc.PDAddr(), tidbcluster.RestoreOptions{ResolvedTS: ts}); err != nil {
+	if err := labbr.RecoverData(ctx, rc.PDAddr(), labbr.RestoreOptions{ResolvedTS: ts}); err != nil {
 		t.Fatal(err)
 	}
 	restartAll(t, ctx, rc)

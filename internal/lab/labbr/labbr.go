@@ -1,4 +1,9 @@
-package tidbcluster
+// Package labbr drives a lab cluster of PD and TiKV doubles (internal/lab/tidbcluster) through
+// fedbr's own BR engine: the pause (internal/br/pause) and the data phase of a restore
+// (internal/br/restoredata), with their test-only Unsafe switches for negative controls. The lab
+// has no second implementation of either; it keeps only what fedbr does not do but the doubles
+// must serve: the v6.3 data phase (ResolveKvData) of older BR clients.
+package labbr
 
 import (
 	"context"
@@ -17,11 +22,8 @@ import (
 
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
+	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
-
-// This file drives the doubles through a restore's data phase with fedbr's
-// own engine, and keeps only what fedbr does not do but the doubles must
-// serve: the v6.3 data phase (ResolveKvData) of older BR clients.
 
 // Paused is fedbr's pause (internal/br/pause, the engine that ships) held on a cluster until
 // Stop. The lab has no second implementation of it.
@@ -171,3 +173,22 @@ func resolveKV(ctx context.Context, conns map[uint64]*grpc.ClientConn, ts uint64
 	return nil
 }
 
+// Restore starts a cluster on restored volumes (cfg.Dir/tikv-<id> must
+// hold them): a fresh PD marked snapshot-recovering with its TSO pushed past
+// the backup ts, stores in recovery mode, BR's data phase, then a restart
+// of every store in normal mode.
+func Restore(ctx context.Context, cfg tidbcluster.Config, o RestoreOptions) (*tidbcluster.Cluster, error) {
+	c, err := tidbcluster.StartRecovering(ctx, cfg, o.ResolvedTS)
+	if err != nil {
+		return nil, err
+	}
+	if err := RecoverData(ctx, c.PDAddr(), o); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := c.Restart(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
