@@ -11,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	pdhttp "github.com/tikv/pd/client/http"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
@@ -27,18 +24,6 @@ import (
 const stores = 4
 
 var bankCfg = bank.Config{Accounts: 60, Initial: 100}
-
-func dialConn(_ context.Context, addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-}
-
-func dialBackup(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
-	cc, err := dialConn(ctx, addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	return brpb.NewBackupClient(cc), cc.Close, nil
-}
 
 // liveCluster is a running cluster with the bank workload moving money.
 type liveCluster struct {

@@ -207,40 +207,50 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		s.Advance(d)
 		writeJSON(w, 200, map[string]string{"now": s.Now().UTC().Format(time.RFC3339)})
 	case strings.HasPrefix(path, "snapshots/") && strings.HasSuffix(path, "/fail") && r.Method == http.MethodPost:
-		id := strings.TrimSuffix(strings.TrimPrefix(path, "snapshots/"), "/fail")
-		var after time.Duration
-		if a := r.URL.Query().Get("after"); a != "" {
-			d, err := time.ParseDuration(a)
-			if err != nil || d < 0 {
-				writeJSON(w, 400, map[string]string{"error": "want ?after=DURATION (non-negative)"})
-				return
-			}
-			after = d
-		}
-		if err := s.FailSnapshot(id, after); err != nil {
-			writeJSON(w, 400, map[string]string{"error": err.Error()})
-			return
-		}
-		writeJSON(w, 200, map[string]string{"snapshot": id, "failsIn": after.String()})
+		s.adminFailSnapshot(w, r, strings.TrimSuffix(strings.TrimPrefix(path, "snapshots/"), "/fail"))
 	case path == "faults" && r.Method == http.MethodGet:
 		writeJSON(w, 200, s.Faults())
 	case path == "faults" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
-		var f Faults
-		dec := json.NewDecoder(r.Body)
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&f); err != nil {
-			writeJSON(w, 400, map[string]string{"error": err.Error()})
-			return
-		}
-		if err := f.Validate(); err != nil {
-			writeJSON(w, 400, map[string]string{"error": err.Error()})
-			return
-		}
-		s.SetFaults(f)
-		writeJSON(w, 200, s.Faults())
+		s.adminSetFaults(w, r)
 	default:
 		writeJSON(w, 404, map[string]string{"error": "unknown admin path " + r.URL.Path})
 	}
+}
+
+// adminFailSnapshot is POST /_lab/snapshots/{id}/fail?after=DURATION.
+func (s *Server) adminFailSnapshot(w http.ResponseWriter, r *http.Request, id string) {
+	var after time.Duration
+	if a := r.URL.Query().Get("after"); a != "" {
+		d, err := time.ParseDuration(a)
+		if err != nil || d < 0 {
+			writeJSON(w, 400, map[string]string{"error": "want ?after=DURATION (non-negative)"})
+			return
+		}
+		after = d
+	}
+	if err := s.FailSnapshot(id, after); err != nil {
+		writeJSON(w, 400, map[string]string{"error": err.Error()})
+		return
+	}
+	writeJSON(w, 200, map[string]string{"snapshot": id, "failsIn": after.String()})
+}
+
+// adminSetFaults is PUT /_lab/faults: the body replaces the faults; unknown fields and invalid
+// values are refused.
+func (s *Server) adminSetFaults(w http.ResponseWriter, r *http.Request) {
+	var f Faults
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		writeJSON(w, 400, map[string]string{"error": err.Error()})
+		return
+	}
+	if err := f.Validate(); err != nil {
+		writeJSON(w, 400, map[string]string{"error": err.Error()})
+		return
+	}
+	s.SetFaults(f)
+	writeJSON(w, 200, s.Faults())
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -575,17 +575,8 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 	if len(vols) == 0 {
 		return nil, badParam("No volumes to snapshot for instance %s", instanceID)
 	}
-	if max := s.opts.Limits.PendingSnapshots; !s.opts.Unlimited && max > 0 && s.pendingCount()+len(vols) > max {
-		return nil, errf(400, "PendingSnapshotLimitExceeded", "The maximum number of pending snapshots (%d) has been reached.", max)
-	}
-	if every := s.opts.Limits.SnapshotVolumeInterval; !s.opts.Unlimited && every > 0 {
-		now := s.now()
-		for _, v := range vols {
-			if !v.LastSnapshot.IsZero() && now.Before(v.LastSnapshot.Add(every)) {
-				return nil, errf(400, "SnapshotCreationPerVolumeRateExceeded",
-					"The maximum per volume CreateSnapshot request rate has been exceeded for %s. Use an increasing or variable sleep interval between requests.", v.ID)
-			}
-		}
+	if err := s.snapshotQuotas(vols); err != nil {
+		return nil, err
 	}
 	extra := tagSpecs(form, "snapshot")
 	copyTags := form.Get("CopyTagsFromSource") == "volume"
@@ -649,6 +640,27 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 	s.stats.MaxPending = max(s.stats.MaxPending, s.pendingCount())
 	s.markDirty()
 	return resp, nil
+}
+
+// snapshotQuotas refuses snapshots of vols beyond the account's pending-snapshot quota or within
+// AWS's per-volume interval since a volume's previous snapshot.
+func (s *Server) snapshotQuotas(vols []*Volume) *apiError {
+	if s.opts.Unlimited {
+		return nil
+	}
+	if max := s.opts.Limits.PendingSnapshots; max > 0 && s.pendingCount()+len(vols) > max {
+		return errf(400, "PendingSnapshotLimitExceeded", "The maximum number of pending snapshots (%d) has been reached.", max)
+	}
+	if every := s.opts.Limits.SnapshotVolumeInterval; every > 0 {
+		now := s.now()
+		for _, v := range vols {
+			if !v.LastSnapshot.IsZero() && now.Before(v.LastSnapshot.Add(every)) {
+				return errf(400, "SnapshotCreationPerVolumeRateExceeded",
+					"The maximum per volume CreateSnapshot request rate has been exceeded for %s. Use an increasing or variable sleep interval between requests.", v.ID)
+			}
+		}
+	}
+	return nil
 }
 
 type boolResponse struct {

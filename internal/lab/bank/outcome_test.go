@@ -36,13 +36,13 @@ func TestPrimaryOutcome(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := primaryOutcome([]byte("acct000001"), start, commit, tt.err, tt.kerr, tt.sent)
-			switch tt.want {
-			case nil:
+			switch {
+			case tt.want == nil:
 				if err != nil {
 					t.Fatalf("primaryOutcome = %v, want committed", err)
 				}
 				return
-			case errOther:
+			case errors.Is(tt.want, errOther):
 				if err == nil || errors.Is(err, ErrUnknownOutcome) || errors.Is(err, ErrConflict) {
 					t.Fatalf("primaryOutcome = %v, want a known failure", err)
 				}
@@ -52,7 +52,7 @@ func TestPrimaryOutcome(t *testing.T) {
 				}
 			}
 			var u *UnknownOutcomeError
-			if errors.As(fmt.Errorf("transfer: %w", err), &u) != (tt.want == ErrUnknownOutcome) {
+			if errors.As(fmt.Errorf("transfer: %w", err), &u) != errors.Is(tt.want, ErrUnknownOutcome) {
 				t.Fatalf("primaryOutcome = %v: an *UnknownOutcomeError only for an unknown outcome", err)
 			}
 			if u != nil && (u.CommitTS != commit || u.StartTS != start || !errors.Is(err, tt.err)) {

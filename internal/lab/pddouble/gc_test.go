@@ -132,7 +132,7 @@ func TestGCWorkerRunsOnItsOwn(t *testing.T) {
 	// BR's way of reading the GC safe point: UpdateGCSafePoint(0).
 	var sp uint64
 	for sp <= now-composeTS(time.Second.Milliseconds(), 0) {
-		if sp, err = c.UpdateGCSafePoint(ctx, 0); err != nil { //nolint:staticcheck // BR reads the safe point this way
+		if sp, err = c.UpdateGCSafePoint(ctx, 0); err != nil { // BR reads the safe point this way
 			t.Fatal(err)
 		}
 		if ctx.Err() != nil {

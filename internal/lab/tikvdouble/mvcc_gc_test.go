@@ -87,7 +87,8 @@ func TestGCPreservesReadsAtOrAboveSafePoint(t *testing.T) {
 		m.gc(sp)
 		for read := sp; read <= ts+1; read++ {
 			a, b := before.visible(read), m.visible(read)
-			if (a == nil) != (b == nil) && !(a != nil && a.Kind == kindDelete && b == nil) {
+			collectedDelete := a != nil && a.Kind == kindDelete && b == nil // a delete reads as nothing
+			if (a == nil) != (b == nil) && !collectedDelete {
 				t.Fatalf("history %v, gc at %d: read at %d was %+v, is %+v", before.Versions, sp, read, a, b)
 			}
 			if a != nil && b != nil && (a.Kind != b.Kind || a.CommitTS != b.CommitTS) {
