@@ -22,6 +22,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/bank"
+	"github.com/fedbr/fedbr/internal/lab/labbr"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -128,25 +129,11 @@ func (w *workload) waitCommits(t *testing.T, ctx context.Context, n int) {
 	}
 }
 
-// waitBefore waits until bank.MinTransfers transfers committed and PD's min resolved ts passed
-// them, so that the backup ts the pause reads from then on has enough transfers below it for the
-// checker.
+// waitBefore waits until enough transfers are below any backup ts the pause reads from now on.
 func (w *workload) waitBefore(t *testing.T, ctx context.Context, h pdhttp.Client) {
 	t.Helper()
-	last, err := w.log.WaitAfter(ctx, 0, bank.MinTransfers)
-	if err != nil {
-		t.Fatalf("workload before the backup: %v", err)
-	}
-	for {
-		r, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
-		if err == nil && r >= last {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("min resolved ts stuck below %d: %d %v", last, r, err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	if err := labbr.WaitTransfersBefore(ctx, &w.log, h); err != nil {
+		t.Fatal(err)
 	}
 }
 

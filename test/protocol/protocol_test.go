@@ -113,16 +113,12 @@ func (l *liveCluster) waitCommits(t *testing.T, ctx context.Context, n int) {
 	}
 }
 
-// waitBefore waits until bank.MinTransfers transfers committed and PD's min resolved ts passed
-// them, so that the backup ts `br pause` reads from then on has enough transfers below it for
-// the checker.
+// waitBefore waits until enough transfers are below any backup ts `br pause` reads from now on.
 func (l *liveCluster) waitBefore(t *testing.T, ctx context.Context, h pdhttp.Client) {
 	t.Helper()
-	last, err := l.log.WaitAfter(ctx, 0, bank.MinTransfers)
-	if err != nil {
-		t.Fatalf("workload before the backup: %v", err)
+	if err := labbr.WaitTransfersBefore(ctx, &l.log, h); err != nil {
+		t.Fatal(err)
 	}
-	waitResolved(t, ctx, h, last)
 }
 
 // waitAfter waits until bank.MinTransfers transfers committed after ts, so that the checker has
@@ -137,17 +133,11 @@ func (l *liveCluster) waitAfter(t *testing.T, ctx context.Context, ts uint64) {
 // waitResolved waits until PD's min resolved ts reaches ts and returns it.
 func waitResolved(t *testing.T, ctx context.Context, h pdhttp.Client, ts uint64) uint64 {
 	t.Helper()
-	for {
-		r, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
-		if err == nil && r >= ts {
-			return r
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("min resolved ts stuck below %d: %d %v", ts, r, err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	r, err := labbr.WaitResolved(ctx, h, ts)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return r
 }
 
 func (l *liveCluster) finish() []bank.Txn {

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gogo/protobuf/proto"
 	"github.com/pingcap/kvproto/pkg/errorpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
@@ -46,17 +45,12 @@ func (r *run) rawRegions(regions []*router.Region) ([]*router.Region, error) {
 			out = append(out, rg)
 			continue
 		}
-		start, err := codec.DecodeBoundary(rg.Meta.GetStartKey())
+		meta, err := codec.DecodeRegion(rg.Meta)
 		if err != nil {
-			return nil, fmt.Errorf("region %d from PD: %w", rg.Meta.GetId(), err)
-		}
-		end, err := codec.DecodeBoundary(rg.Meta.GetEndKey())
-		if err != nil {
-			return nil, fmt.Errorf("region %d from PD: %w", rg.Meta.GetId(), err)
+			return nil, fmt.Errorf("from PD: %w", err)
 		}
 		raw := *rg
-		raw.Meta = proto.Clone(rg.Meta).(*metapb.Region)
-		raw.Meta.StartKey, raw.Meta.EndKey = start, end
+		raw.Meta = meta
 		out = append(out, &raw)
 	}
 	return out, nil

@@ -9,10 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gogo/protobuf/proto"
 	"github.com/pingcap/kvproto/pkg/errorpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
-	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	pd "github.com/tikv/pd/client"
 	"github.com/tikv/pd/client/clients/router"
@@ -128,17 +126,12 @@ func (c *Client) Locate(ctx context.Context, key []byte) (Route, error) {
 
 // rawRegion is r with its boundaries decoded into raw keys.
 func rawRegion(r *router.Region) (*router.Region, error) {
-	start, err := codec.DecodeBoundary(r.Meta.GetStartKey())
+	meta, err := codec.DecodeRegion(r.Meta)
 	if err != nil {
-		return nil, fmt.Errorf("region %d: %w", r.Meta.GetId(), err)
-	}
-	end, err := codec.DecodeBoundary(r.Meta.GetEndKey())
-	if err != nil {
-		return nil, fmt.Errorf("region %d: %w", r.Meta.GetId(), err)
+		return nil, err
 	}
 	raw := *r
-	raw.Meta = proto.Clone(r.Meta).(*metapb.Region)
-	raw.Meta.StartKey, raw.Meta.EndKey = start, end
+	raw.Meta = meta
 	return &raw, nil
 }
 

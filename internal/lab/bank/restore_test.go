@@ -58,16 +58,12 @@ func (w *workload) waitCommits(t *testing.T, ctx context.Context, n int) uint64 
 	}
 }
 
-// waitBefore waits until bank.MinTransfers transfers committed and PD's min
-// resolved ts passed them, so that a backup ts read from now on has enough
-// transfers below it for the checker.
+// waitBefore waits until enough transfers are below any backup ts read from now on.
 func (w *workload) waitBefore(t *testing.T, ctx context.Context, h pdhttp.Client) {
 	t.Helper()
-	last, err := w.log.WaitAfter(ctx, 0, bank.MinTransfers)
-	if err != nil {
-		t.Fatalf("workload before the backup: %v", err)
+	if err := labbr.WaitTransfersBefore(ctx, &w.log, h); err != nil {
+		t.Fatal(err)
 	}
-	waitResolved(t, ctx, h, last)
 }
 
 // waitAfter waits until bank.MinTransfers transfers committed after ts, so
@@ -82,17 +78,11 @@ func (w *workload) waitAfter(t *testing.T, ctx context.Context, ts uint64) {
 // waitResolved waits until PD's min resolved ts reaches ts and returns it.
 func waitResolved(t *testing.T, ctx context.Context, h pdhttp.Client, ts uint64) uint64 {
 	t.Helper()
-	for {
-		r, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
-		if err == nil && r >= ts {
-			return r
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("resolved ts stuck below %d: %d %v", ts, r, err)
-		case <-time.After(10 * time.Millisecond):
-		}
+	r, err := labbr.WaitResolved(ctx, h, ts)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return r
 }
 
 func (w *workload) finish() []bank.Txn {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
+	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
 
@@ -191,4 +192,31 @@ func Restore(ctx context.Context, cfg tidbcluster.Config, o RestoreOptions) (*ti
 		return nil, err
 	}
 	return c, nil
+}
+
+// WaitResolved waits until PD's min resolved ts reaches ts and returns it.
+func WaitResolved(ctx context.Context, h pdhttp.Client, ts uint64) (uint64, error) {
+	for {
+		r, _, err := h.GetMinResolvedTSByStoresIDs(ctx, nil)
+		if err == nil && r >= ts {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("min resolved ts stuck below %d: %d (%v): %w", ts, r, err, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// WaitTransfersBefore waits until bank.MinTransfers transfers of log committed and PD's min
+// resolved ts passed them, so that a backup ts read from then on has enough transfers below it
+// for the checker.
+func WaitTransfersBefore(ctx context.Context, log *bank.Log, h pdhttp.Client) error {
+	last, err := log.WaitAfter(ctx, 0, bank.MinTransfers)
+	if err != nil {
+		return fmt.Errorf("transfers before the backup: %w", err)
+	}
+	_, err = WaitResolved(ctx, h, last)
+	return err
 }

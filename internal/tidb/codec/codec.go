@@ -18,6 +18,9 @@ package codec
 import (
 	"errors"
 	"fmt"
+
+	"github.com/gogo/protobuf/proto"
+	"github.com/pingcap/kvproto/pkg/metapb"
 )
 
 const (
@@ -91,5 +94,22 @@ func DecodeBoundary(enc []byte) ([]byte, error) {
 	if len(rest) > 0 {
 		return nil, fmt.Errorf("region boundary %x: %w: %d bytes after the key", enc, ErrInvalid, len(rest))
 	}
+	return raw, nil
+}
+
+// DecodeRegion returns a copy of a region as PD reports it with its boundaries decoded into raw
+// keys, as TiDB's client (client-go's CodecPDClient) gives regions to its callers; r is left
+// alone.
+func DecodeRegion(r *metapb.Region) (*metapb.Region, error) {
+	start, err := DecodeBoundary(r.GetStartKey())
+	if err != nil {
+		return nil, fmt.Errorf("region %d: %w", r.GetId(), err)
+	}
+	end, err := DecodeBoundary(r.GetEndKey())
+	if err != nil {
+		return nil, fmt.Errorf("region %d: %w", r.GetId(), err)
+	}
+	raw := proto.Clone(r).(*metapb.Region)
+	raw.StartKey, raw.EndKey = start, end
 	return raw, nil
 }

@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/pingcap/kvproto/pkg/metapb"
 )
 
 func TestEncodeBytesLayout(t *testing.T) {
@@ -83,4 +85,18 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		_, _, _ = DecodeBytes(raw) // never panics on anything
 	})
+}
+
+func TestDecodeRegionCopies(t *testing.T) {
+	in := &metapb.Region{Id: 3, StartKey: EncodeBytes([]byte("a")), EndKey: nil}
+	got, err := DecodeRegion(in)
+	if err != nil || !bytes.Equal(got.GetStartKey(), []byte("a")) || len(got.GetEndKey()) != 0 {
+		t.Fatalf("DecodeRegion = %v, %v", got, err)
+	}
+	if !bytes.Equal(in.GetStartKey(), EncodeBytes([]byte("a"))) {
+		t.Fatal("the input region was changed")
+	}
+	if _, err := DecodeRegion(&metapb.Region{Id: 4, EndKey: []byte("raw")}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a raw boundary: %v, want ErrInvalid", err)
+	}
 }
