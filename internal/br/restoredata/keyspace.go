@@ -34,6 +34,14 @@ type span struct{ start, end []byte }
 // never retried.
 var ErrKeyNotInRegion = errors.New("TiKV refused a range outside its region (key_not_in_region)")
 
+// pdBoundary is a span's boundary as PD knows it: encoded.
+func (r *run) pdBoundary(raw []byte) []byte {
+	if r.cfg.Unsafe.EncodedKeys { // a negative control: the spans are PD's keys already
+		return raw
+	}
+	return codec.EncodeBoundary(raw)
+}
+
 // rawRegions decodes the regions' boundaries. PD reports them memcomparable-encoded, and TiKV
 // takes raw keys that it encodes itself, so a boundary sent as it came from PD would address
 // other keys (client-go's CodecPDClient decodes them the same way). The regions are copies:
@@ -75,7 +83,7 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 		}
 		krs := make([]router.KeyRange, len(pending))
 		for i, s := range pending {
-			krs[i] = router.KeyRange{StartKey: codec.EncodeBoundary(s.start), EndKey: codec.EncodeBoundary(s.end)}
+			krs[i] = router.KeyRange{StartKey: r.pdBoundary(s.start), EndKey: r.pdBoundary(s.end)}
 		}
 		regions, err := r.d.PD.BatchScanRegions(ctx, krs, 0)
 		if err != nil {

@@ -75,7 +75,8 @@ type Config struct {
 // Unsafe lists the data phase's safeguards that a negative control can remove.
 type Unsafe struct {
 	// EncodedKeys sends PD's region boundaries to TiKV as they are (memcomparable-encoded)
-	// instead of decoding them into the raw keys TiKV takes.
+	// instead of decoding them into the raw keys TiKV takes: the key space is walked in PD's
+	// encoded form throughout, as an engine without the decoding would.
 	EncodedKeys bool
 	// NoFlashback skips prepare-flashback and flashback: data newer than ResolvedTS stays.
 	NoFlashback bool
