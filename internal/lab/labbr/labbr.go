@@ -203,7 +203,10 @@ func WaitResolved(ctx context.Context, h pdhttp.Client, ts uint64) (uint64, erro
 		}
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("min resolved ts stuck below %d: %d (%v): %w", ts, r, err, ctx.Err())
+			if err != nil {
+				return 0, fmt.Errorf("min resolved ts stuck below %d: %w (last answer: %w)", ts, ctx.Err(), err)
+			}
+			return 0, fmt.Errorf("min resolved ts stuck below %d at %d: %w", ts, r, ctx.Err())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
