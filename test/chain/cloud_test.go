@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	pdhttp "github.com/tikv/pd/client/http"
+
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cloud"
@@ -111,12 +113,10 @@ func TestSnapshotErrorFailsFast(t *testing.T) {
 	t.Logf("snapshot error failed the backup in %s; deleted %d snapshots, 0 left", time.Since(start).Round(time.Millisecond), len(res.Deleted))
 }
 
-// TestRestoreVolumesFailureLeavesZeroVolumes: restore-volumes failing midway (CreateVolume
-// becomes unavailable after two volumes were created) deletes what it created.
-func TestRestoreVolumesFailureLeavesZeroVolumes(t *testing.T) {
-	skipShort(t)
-	ctx := testContext(t, time.Minute)
-	l := newCloudLab(t, ctx, awsdouble.Options{})
+// backupAndFreshPD takes a backup of the lab's volumes and starts a fresh PD for
+// restore-volumes, returning its HTTP client.
+func (l *cloudLab) backupAndFreshPD(t *testing.T, ctx context.Context) pdhttp.Client {
+	t.Helper()
 	if _, err := l.snapshot(t, ctx); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
@@ -126,6 +126,16 @@ func TestRestoreVolumesFailureLeavesZeroVolumes(t *testing.T) {
 	}
 	t.Cleanup(pdc.Close)
 	_, h := pdClients(t, pdc)
+	return h
+}
+
+// TestRestoreVolumesFailureLeavesZeroVolumes: restore-volumes failing midway (CreateVolume
+// becomes unavailable after two volumes were created) deletes what it created.
+func TestRestoreVolumesFailureLeavesZeroVolumes(t *testing.T) {
+	skipShort(t)
+	ctx := testContext(t, time.Minute)
+	l := newCloudLab(t, ctx, awsdouble.Options{})
+	h := l.backupAndFreshPD(t, ctx)
 	before := len(l.Server.Inventory(nil).Volumes)
 	created := func() int { return len(l.Server.Inventory(meta.RestoreTags(restoreID)).Volumes) }
 	wctx, cancel := context.WithCancel(ctx)
@@ -291,15 +301,7 @@ func TestRestoreVolumesUnderEventualConsistencyAndLostAnswers(t *testing.T) {
 	skipShort(t)
 	ctx := testContext(t, time.Minute)
 	l := newCloudLab(t, ctx, awsdouble.Options{})
-	if _, err := l.snapshot(t, ctx); err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	pdc, err := tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: cloudStores})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pdc.Close)
-	_, h := pdClients(t, pdc)
+	h := l.backupAndFreshPD(t, ctx)
 	l.Server.SetFaults(awsdouble.Faults{DescribeDelay: awsdouble.Duration(300 * time.Millisecond), DropResponses: map[string]int{"CreateVolume": 3}})
 	res, err := restorevolumes.Run(ctx, l.Provider, cmdrv.PD{Client: h}, l.store,
 		restorevolumes.Options{RestoreID: restoreID, TargetAZ: targetAZ, Concurrency: 2, CleanupTimeout: 30 * time.Second, Progress: logWriter{t}})

@@ -86,11 +86,19 @@ func TestKeysAreRawOnTheWireAndEncodedInRegions(t *testing.T) {
 	if err := rcl.StartStores(ctx); err != nil {
 		t.Fatal(err)
 	}
+	reported := 0
 	for _, id := range rcl.StoreIDs() {
 		for _, m := range readRegionMeta(t, ctx, rcl.Store(id).Addr()) {
-			if m.GetRegionId() == r.Meta.GetId() && (!bytes.Equal(m.GetStartKey(), codec.EncodeBytes(lo)) || !bytes.Equal(m.GetEndKey(), codec.EncodeBytes(hi))) {
+			if m.GetRegionId() != r.Meta.GetId() {
+				continue
+			}
+			reported++
+			if !bytes.Equal(m.GetStartKey(), codec.EncodeBytes(lo)) || !bytes.Equal(m.GetEndKey(), codec.EncodeBytes(hi)) {
 				t.Errorf("store %d reports region %d as [%x, %x), want the encoded split keys", id, m.GetRegionId(), m.GetStartKey(), m.GetEndKey())
 			}
 		}
+	}
+	if reported != 3 {
+		t.Fatalf("region %d reported by %d stores in recovery mode, want its 3 peers", r.Meta.GetId(), reported)
 	}
 }
