@@ -36,18 +36,23 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestBackupRestoreChain is issue 5's "Done when": the bank workload on nine stores whose data
-// directories are AWS-double volumes; pause → snapshot (real CreateSnapshots through the
+// TestBackupRestoreChain is issue 5's "Done when": the bank workload on nine stores, each a
+// `fedbr lab tikv` process with two AWS-double volumes (data, and raft log apart, as a TiKV with
+// storageVolumes has); pause → snapshot (real CreateSnapshots through the
 // provider while transfers go on) → the pause stopped at the "snapshots created" signal →
 // restore-volumes into another AZ against a fresh PD → TiKV doubles on the new volumes in
-// recovery mode → restore-data → restart → the checker passes at the backup's resolved ts.
+// recovery mode → restore-data → restart → the checker passes at the backup's resolved ts. Every store
+// stop is a SIGKILL; a snapshot set that split a store's two volumes would not start.
 func TestBackupRestoreChain(t *testing.T) {
 	skipShort(t)
+	bin := fedbr(t)
 	ctx := testContext(t, 3*time.Minute)
 	begin := time.Now()
 	al := serveAWS(t, awsdouble.Options{SnapshotMBps: 200})
-	dirs, clusterMeta := awsVolumes(t, al.Server, chainStores)
-	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: chainStores, StoreDirs: dirs,
+	vols := awsStoreVolumes(t, al.Server, chainStores, true)
+	dirs, clusterMeta := vols.data, vols.rec
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: chainStores, StoreDirs: dirs, RaftDirs: vols.raft,
+		Binary: bin, CompactBytes: 256 << 10,
 		SplitKeys: bank.SplitKeys(chainBank.Accounts, 12), Tick: tick, PD: pddouble.Config{OperatorRate: 0.2}, SlowStore: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -104,11 +109,21 @@ func TestBackupRestoreChain(t *testing.T) {
 	removed, _ := p.since(pause.PhaseStopped)
 	t.Logf("pause window (GC safepoint set → removed): %s; stop signalled %s after the safepoint was set, lifted %s after the signal",
 		removed.Sub(set).Round(time.Millisecond), lifted.Sub(set).Round(time.Millisecond), removed.Sub(lifted).Round(time.Millisecond))
-	if len(res.Snapshots) != chainStores || res.ResolvedTS != st.BackupTS {
+	if len(res.Snapshots) != 2*chainStores || res.ResolvedTS != st.BackupTS {
 		t.Fatalf("snapshot result = %+v", res)
 	}
-	if n := len(al.Server.Inventory(meta.BackupTags(backupID)).Snapshots); n != chainStores {
-		t.Fatalf("%d snapshots tagged with the backup, want %d", n, chainStores)
+	inv := al.Server.Inventory(meta.BackupTags(backupID)).Snapshots
+	if len(inv) != 2*chainStores {
+		t.Fatalf("%d snapshots tagged with the backup, want %d", len(inv), 2*chainStores)
+	}
+	started := map[string]time.Time{} // volume → its snapshot's start
+	for _, sn := range inv {
+		started[sn.Volume] = sn.Started
+	}
+	for _, st := range clusterMeta.TiKV.Stores {
+		if a, b := started[st.Volumes[0].ID], started[st.Volumes[1].ID]; !a.Equal(b) {
+			t.Errorf("store %d's data and raft volumes were snapshotted apart (%s, %s)", st.ID, a, b)
+		}
 	}
 	w.waitAfter(t, ctx, st.BackupTS)
 	w.finish()
@@ -119,8 +134,8 @@ func TestBackupRestoreChain(t *testing.T) {
 	}
 
 	// Restore: volumes in another AZ, PD marked and its TSO raised by restore-volumes.
-	newDirs := map[uint64]string{} // filled from the restoremeta before any store starts
-	r := startRestoredPD(t, ctx, chainStores, newDirs)
+	newDirs, newRaft := map[uint64]string{}, map[uint64]string{} // filled from the restoremeta before any store starts
+	r := startRestoredPDWith(t, ctx, tidbcluster.Config{Stores: chainStores, StoreDirs: newDirs, RaftDirs: newRaft, Binary: bin})
 	rv, err := restorevolumes.Run(ctx, al.Provider, cmdrv.PD{Client: r.h}, store,
 		restorevolumes.Options{RestoreID: restoreID, TargetAZ: targetAZ, Concurrency: chainStores, CleanupTimeout: 30 * time.Second, Progress: logWriter{t}})
 	if err != nil {
@@ -130,21 +145,26 @@ func TestBackupRestoreChain(t *testing.T) {
 		if v.AZ != targetAZ {
 			t.Errorf("volume %s restored in %s, want %s", v.VolumeID, v.AZ, targetAZ)
 		}
-		if newDirs[v.StoreID], err = al.Server.VolumeDir(v.VolumeID); err != nil {
+		into, old := newDirs, dirs
+		if v.Type == raftEngineType {
+			into, old = newRaft, vols.raft
+		}
+		if into[v.StoreID], err = al.Server.VolumeDir(v.VolumeID); err != nil {
 			t.Fatal(err)
 		}
-		if newDirs[v.StoreID] == dirs[v.StoreID] {
-			t.Fatalf("store %d restored onto its old volume", v.StoreID)
+		if into[v.StoreID] == old[v.StoreID] {
+			t.Fatalf("store %d's %s volume restored onto its old volume", v.StoreID, v.Type)
 		}
 	}
-	if len(newDirs) != chainStores {
-		t.Fatalf("restore-volumes restored %d stores' volumes, want %d: %+v", len(newDirs), chainStores, rv.Volumes)
+	if len(newDirs) != chainStores || len(newRaft) != chainStores {
+		t.Fatalf("restore-volumes restored %d stores' data volumes and %d raft volumes, want %d: %+v",
+			len(newDirs), len(newRaft), chainStores, rv.Volumes)
 	}
 	if err := r.c.StartStores(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range r.c.StoreIDs() {
-		if !r.c.Store(id).Recovery() {
+		if !r.c.Recovery(id) {
 			t.Fatalf("store %d did not start in recovery mode", id)
 		}
 	}
@@ -164,9 +184,15 @@ func TestBackupRestoreChain(t *testing.T) {
 func waitPeersEverywhere(t *testing.T, ctx context.Context, c *tidbcluster.Cluster) {
 	t.Helper()
 	for {
+		held := map[uint64]bool{}
+		for _, l := range c.PD.Leaders() {
+			for _, s := range l.Stores {
+				held[s] = true
+			}
+		}
 		empty := 0
 		for _, id := range c.StoreIDs() {
-			if len(c.Store(id).Regions()) == 0 {
+			if !held[id] {
 				empty++
 			}
 		}

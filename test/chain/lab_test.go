@@ -74,19 +74,44 @@ func pdClients(t *testing.T, c *tidbcluster.Cluster) (pd.Client, pdhttp.Client) 
 // and returns the store → volume directory map and the clustermeta naming the volumes.
 func awsVolumes(t *testing.T, srv *awsdouble.Server, stores int) (map[uint64]string, *meta.Record) {
 	t.Helper()
-	dirs := map[uint64]string{}
-	rec := &meta.Record{TiKV: meta.TiKV{Replicas: stores}, PD: meta.Component{Replicas: 1}}
+	v := awsStoreVolumes(t, srv, stores, false)
+	return v.data, v.rec
+}
+
+// RaftEngineType is the volume type (TiKV config key) of a store's raft log volume.
+const raftEngineType = "raft-engine.dir"
+
+// storeVolumes are the AWS-double volumes of a cluster's stores.
+type storeVolumes struct {
+	data, raft map[uint64]string // store → volume directory
+	rec        *meta.Record
+}
+
+// awsStoreVolumes creates one instance per store in the AWS double with a data volume, and
+// with raft also a raft log volume (raft-engine.dir), as a TiKV with storageVolumes has.
+func awsStoreVolumes(t *testing.T, srv *awsdouble.Server, stores int, raft bool) storeVolumes {
+	t.Helper()
+	sv := storeVolumes{data: map[uint64]string{}, raft: map[uint64]string{},
+		rec: &meta.Record{TiKV: meta.TiKV{Replicas: stores}, PD: meta.Component{Replicas: 1}}}
+	specs := []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}}
+	if raft {
+		specs = append(specs, awsdouble.VolumeSpec{Device: "/dev/xvdc", SizeGiB: 2})
+	}
 	for id := uint64(1); id <= uint64(stores); id++ {
-		in, err := srv.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}},
+		in, err := srv.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: specs,
 			Tags: map[string]string{"Name": fmt.Sprintf("tikv-%d", id)}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dirs[id] = in.Volumes[0].Dir
-		rec.TiKV.Stores = append(rec.TiKV.Stores, meta.TiKVStore{ID: id, Volumes: []meta.Volume{
-			{ID: in.Volumes[0].ID, Type: meta.DataDirType, MountPath: "/var/lib/tikv"}}})
+		st := meta.TiKVStore{ID: id, Volumes: []meta.Volume{{ID: in.Volumes[0].ID, Type: meta.DataDirType, MountPath: "/var/lib/tikv"}}}
+		sv.data[id] = in.Volumes[0].Dir
+		if raft {
+			st.Volumes = append(st.Volumes, meta.Volume{ID: in.Volumes[1].ID, Type: raftEngineType, MountPath: "/var/lib/raft"})
+			sv.raft[id] = in.Volumes[1].Dir
+		}
+		sv.rec.TiKV.Stores = append(sv.rec.TiKV.Stores, st)
 	}
-	return dirs, rec
+	return sv
 }
 
 // workload is the bank workload moving money on a running cluster.
@@ -304,7 +329,14 @@ type restored struct {
 // startRestoredPD starts a fresh PD double for a restore (stores come later, on dirs).
 func startRestoredPD(t *testing.T, ctx context.Context, stores int, dirs map[uint64]string) *restored {
 	t.Helper()
-	cfg := tidbcluster.Config{Dir: t.TempDir(), Stores: stores, StoreDirs: dirs, Tick: tick, PD: pddouble.Config{OperatorRate: -1}}
+	return startRestoredPDWith(t, ctx, tidbcluster.Config{Stores: stores, StoreDirs: dirs})
+}
+
+// startRestoredPDWith starts a fresh PD double for a restore of the stores cfg names (Dir, Tick
+// and PD are filled in).
+func startRestoredPDWith(t *testing.T, ctx context.Context, cfg tidbcluster.Config) *restored {
+	t.Helper()
+	cfg.Dir, cfg.Tick, cfg.PD = t.TempDir(), tick, pddouble.Config{OperatorRate: -1}
 	c, err := tidbcluster.StartPD(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -51,7 +51,7 @@ func TestNegativeControlsOfRestoreData(t *testing.T) {
 	// A crash can tear the write in flight: every store's log ending in a record cut short
 	// (a frame header, then part of its body) restores exactly, the torn record dropped.
 	for id := 1; id <= stores; id++ {
-		tearLogTail(t, filepath.Join(copies["torn"], fmt.Sprintf("tikv-%d", id), "store.wal"))
+		tearLogTail(t, filepath.Join(copies["torn"], fmt.Sprintf("tikv-%d", id), "raft.log"))
 	}
 	if err := restoreAndCheck(t, ctx, copies["torn"], ts, txns, restoredata.Unsafe{}); err != nil {
 		t.Fatalf("restore of images whose logs end in a torn record: %v", err)

@@ -116,6 +116,10 @@ type InventoryItem struct {
 	ID    string            `json:"id"`
 	State string            `json:"state"`
 	Tags  map[string]string `json:"tags,omitempty"`
+	// Volume and Started, for a snapshot: its source volume and when its CreateSnapshot(s)
+	// call captured it (one instant for every snapshot of one call).
+	Volume  string    `json:"volume,omitempty"`
+	Started time.Time `json:"started,omitzero"`
 }
 
 // Inventory lists snapshots and volumes carrying all the given tags.
@@ -136,7 +140,7 @@ func (s *Server) Inventory(tags map[string]string) Inventory {
 		sn := s.st.Snapshots[id]
 		if has(sn.Tags) {
 			st, _ := s.state(sn)
-			inv.Snapshots = append(inv.Snapshots, InventoryItem{ID: id, State: st, Tags: sn.Tags})
+			inv.Snapshots = append(inv.Snapshots, InventoryItem{ID: id, State: st, Tags: sn.Tags, Volume: sn.VolumeID, Started: sn.Started})
 		}
 	}
 	for _, id := range sortedKeys(s.st.Volumes) {

@@ -22,6 +22,41 @@ type regionEntry struct {
 	Pending []*metapb.Peer `json:"pending,omitempty"`
 	// LeaderSince is when PD first heard of the current leader.
 	LeaderSince time.Time `json:"-"`
+	// Reported is when PD last heard from the leader about this region.
+	Reported time.Time `json:"-"`
+}
+
+// RegionLeader is a region's leader as PD last heard of it.
+type RegionLeader struct {
+	Region uint64
+	// Store is the leader's store, 0 if PD knows of no leader.
+	Store uint64
+	// Stores hold the region's peers that are not pending (caught up, as the leader reports).
+	Stores []uint64
+	// Reported is when that leader last reported the region (zero if it never did, e.g. the
+	// bootstrap region before its first heartbeat).
+	Reported time.Time
+}
+
+// Leaders lists every region PD knows of with its leader.
+func (s *Server) Leaders() []RegionLeader {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]RegionLeader, 0, len(s.regions.sorted))
+	for _, e := range s.regions.sorted {
+		l := RegionLeader{Region: e.Region.GetId(), Store: e.Leader.GetStoreId(), Reported: e.Reported}
+		pending := map[uint64]bool{}
+		for _, p := range e.Pending {
+			pending[p.GetId()] = true
+		}
+		for _, p := range e.Region.GetPeers() {
+			if !pending[p.GetId()] {
+				l.Stores = append(l.Stores, p.GetStoreId())
+			}
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // regionTree indexes regions by id and by start key. Ranges never overlap:

@@ -153,7 +153,7 @@ func (s *Server) regionHeartbeat(e *regionEntry) (*pdpb.RegionHeartbeatResponse,
 		return nil, errNotBootstrapped
 	}
 	old := s.regions.byID[e.Region.GetId()]
-	e.LeaderSince = s.now()
+	e.LeaderSince, e.Reported = s.now(), s.now()
 	if old != nil && proto.Equal(old.Leader, e.Leader) {
 		e.LeaderSince = old.LeaderSince
 	}

@@ -1,11 +1,13 @@
-// Package tidbcluster runs a whole TiDB double (one PD double and N TiKV
-// double stores) inside one process, each store on its own 127.0.0.1 port
-// and directory. Tests and `fedbr lab` demos use it; real lab deployments
-// run one `fedbr lab pd|tikv` process per pod instead.
+// Package tidbcluster runs a whole TiDB double: one PD double in this process and N TiKV
+// double stores, each on its own 127.0.0.1 port and volume(s). The stores run in this process,
+// or (Config.Binary) as `fedbr lab tikv` child processes that StopStore kills with SIGKILL, as a
+// node loss kills TiKV. Tests use it; lab deployments run one `fedbr lab pd|tikv` process per
+// pod instead.
 package tidbcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +30,13 @@ type Config struct {
 	// (e.g. an AWS-double volume, so the volume's snapshots capture the store). It is read
 	// whenever a store starts, so a restore may fill it after StartPD.
 	StoreDirs map[uint64]string
+	// RaftDirs, when set, gives a store a second volume for its log (TiKV's raft-engine.dir and
+	// rocksdb.wal-dir), apart from its data volume; read whenever a store starts.
+	RaftDirs map[uint64]string
+	// Binary, when set, runs each store as a child process `<Binary> lab tikv ...` (a fedbr
+	// binary, or a test binary whose TestMain calls RunChild first). StopStore is then SIGKILL,
+	// Store returns nil, and Now must be nil (the children read the real clock).
+	Binary string
 	// Stores is the number of stores (ids 1..Stores); at least 3.
 	Stores int
 	// StickyAddrs restarts a store on the address it had before (as a TiKV pod keeps its
@@ -60,13 +69,17 @@ type Cluster struct {
 
 	mu     sync.Mutex
 	stores map[uint64]*tikvdouble.Store
+	procs  map[uint64]*proc  // the running stores in process mode
 	addrs  map[uint64]string // last address of each store, for StickyAddrs
 }
 
 // StartPD starts only PD, so a caller can set PD state (e.g. the
 // snapshot-recovering mark) before the stores come up.
 func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
-	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}, addrs: map[uint64]string{}}
+	if cfg.Binary != "" && cfg.Now != nil {
+		return nil, errors.New("tidbcluster: a fake clock (Now) cannot reach store processes (Binary)")
+	}
+	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}, procs: map[uint64]*proc{}, addrs: map[uint64]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen pd: %w", err)
@@ -117,10 +130,22 @@ func (c *Cluster) StoreDir(id uint64) string {
 	return filepath.Join(c.cfg.Dir, fmt.Sprintf("tikv-%d", id))
 }
 
+// RaftDir is store id's raft volume (Config.RaftDirs[id]), or "" when its log is on its data
+// volume.
+func (c *Cluster) RaftDir(id uint64) string { return c.cfg.RaftDirs[id] }
+
+// Volumes lists store id's volume directories: data, then raft if it has one.
+func (c *Cluster) Volumes(id uint64) []string {
+	if d := c.RaftDir(id); d != "" {
+		return []string{c.StoreDir(id), d}
+	}
+	return []string{c.StoreDir(id)}
+}
+
 // PDAddr is PD's host:port.
 func (c *Cluster) PDAddr() string { return c.PD.Addr() }
 
-// Store returns a running store, or nil.
+// Store returns a running in-process store, or nil (always nil in process mode).
 func (c *Cluster) Store(id uint64) *tikvdouble.Store {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -145,6 +170,9 @@ func (c *Cluster) StoreIDs() []uint64 {
 	for id := range c.stores {
 		ids = append(ids, id)
 	}
+	for id := range c.procs {
+		ids = append(ids, id)
+	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	return ids
 }
@@ -158,16 +186,27 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 		addr = a
 	}
 	c.mu.Unlock()
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen store %d: %w", id, err)
-	}
 	var initial []uint64
 	for i := uint64(1); i <= uint64(c.cfg.Stores); i++ {
 		initial = append(initial, i)
 	}
+	if c.cfg.Binary != "" {
+		p, err := c.startProcess(ctx, id, addr, initial)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.procs[id] = p
+		c.addrs[id] = p.addr
+		c.mu.Unlock()
+		return nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen store %d: %w", id, err)
+	}
 	sc := tikvdouble.Config{
-		StoreID: id, DataDir: c.StoreDir(id), PD: c.PD.Addr(), InitialStores: initial,
+		StoreID: id, DataDir: c.StoreDir(id), RaftDir: c.RaftDir(id), PD: c.PD.Addr(), InitialStores: initial,
 		SplitKeys: c.cfg.SplitKeys, Tick: c.cfg.Tick, Now: c.cfg.Now, Seed: id, Logger: c.cfg.Logger,
 		CompactBytes: c.cfg.CompactBytes, GCPollInterval: c.cfg.GCPollInterval,
 	}
@@ -186,20 +225,50 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 	return nil
 }
 
-// StopStore stops store id. Stores never buffer acknowledged writes, so
-// this is the same as kill -9.
+// StopStore stops store id: SIGKILL in process mode; in this process, a close that leaves on
+// disk what a kill would (stores never buffer acknowledged writes) but never a torn write.
 func (c *Cluster) StopStore(id uint64) {
 	c.mu.Lock()
-	s := c.stores[id]
+	s, p := c.stores[id], c.procs[id]
 	delete(c.stores, id)
+	delete(c.procs, id)
 	c.mu.Unlock()
 	if s != nil {
 		_ = s.Close()
 	}
+	if p != nil {
+		p.kill()
+	}
+}
+
+// Addr is store id's address while it runs, "" otherwise.
+func (c *Cluster) Addr(id uint64) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[id]; p != nil {
+		return p.addr
+	}
+	if s := c.stores[id]; s != nil {
+		return s.Addr()
+	}
+	return ""
+}
+
+// Recovery reports whether store id runs in recovery mode.
+func (c *Cluster) Recovery(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.procs[id]; p != nil {
+		return p.recovery
+	}
+	return c.stores[id] != nil && c.stores[id].Recovery()
 }
 
 // WaitLeaders waits until every region in PD has a leader on a running store.
 func (c *Cluster) WaitLeaders(ctx context.Context) error {
+	if c.cfg.Binary != "" {
+		return c.waitLeadersFromPD(ctx)
+	}
 	for {
 		regions := map[uint64]bool{}
 		peers := map[uint64][]string{}
@@ -236,6 +305,9 @@ func (c *Cluster) WaitLeaders(ctx context.Context) error {
 // WaitGC waits until every running store has collected garbage up to ts
 // on its volume (tikvdouble.Store.WaitGC).
 func (c *Cluster) WaitGC(ctx context.Context, ts uint64) error {
+	if c.cfg.Binary != "" {
+		return fmt.Errorf("wait for GC: %w", errProcesses)
+	}
 	for _, s := range c.running() {
 		if err := s.WaitGC(ctx, ts); err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 // start with (without serving it) and returns its GC safe point and a
 // reader of its MVCC data: what a crash image or a restored snapshot holds.
 func ReplayVolume(dir string, id uint64) (uint64, func(key []byte, ts uint64) []byte, error) {
-	w, err := openWAL(dir)
+	w, err := openWAL(id, dir, "")
 	if err != nil {
 		return 0, nil, err
 	}

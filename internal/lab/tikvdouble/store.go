@@ -31,8 +31,11 @@ import (
 type Config struct {
 	// StoreID is this store's fixed id.
 	StoreID uint64
-	// DataDir is the store's volume.
+	// DataDir is the store's (data) volume: its checkpoint, and its log too when RaftDir is empty.
 	DataDir string
+	// RaftDir, if set, is a second volume holding the store's log (TiKV's raft-engine.dir with
+	// rocksdb.wal-dir beside it); the two volumes must be captured together.
+	RaftDir string
 	// PD is PD's host:port.
 	PD string
 	// InitialStores are the stores of the first region; the first of them
@@ -222,7 +225,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	if s.addr == "" {
 		s.addr = lis.Addr().String()
 	}
-	w, err := openWAL(cfg.DataDir)
+	w, err := openWAL(cfg.StoreID, cfg.DataDir, cfg.RaftDir)
 	if err != nil {
 		return nil, err
 	}

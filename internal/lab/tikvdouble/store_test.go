@@ -392,7 +392,7 @@ func TestCompactionKeepsStateAcrossRestart(t *testing.T) {
 		last = put(t, ctx, cl, map[string]string{fmt.Sprint("k", i%10): fmt.Sprint(i)})
 	}
 	for _, id := range c.StoreIDs() {
-		st, err := os.Stat(filepath.Join(c.StoreDir(id), "store.wal"))
+		st, err := os.Stat(filepath.Join(c.StoreDir(id), "raft.log"))
 		if err != nil || st.Size() > 64<<10 {
 			t.Fatalf("store %d wal not compacted: %v %v", id, st.Size(), err)
 		}

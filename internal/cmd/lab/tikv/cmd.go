@@ -3,6 +3,7 @@
 package tikv
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"net"
@@ -36,16 +37,19 @@ func NewCmd() *cobra.Command {
 		Long: `Run one store of the lab's TiKV double. It serves tikvpb.Tikv (transactions, flashback,
 peer replication), backup.Backup (PrepareSnapshotBackup, CheckPendingAdminOp) and, when PD's
 snapshot-recovering mark is set at start, recover_data.RecoverData. Every --gc-poll-interval it
-reads PD's GC safe point and drops the MVCC versions below it, as TiKV's GC does. All state is in --data-dir,
-written as append-only checksummed records under <data-dir>/.lock, so a volume snapshot is a
-crash image (kill -9 loses nothing acknowledged). A fresh cluster is bootstrapped by the first of
+reads PD's GC safe point and drops the MVCC versions below it, as TiKV's GC does. State is a
+checkpoint on --data-dir and a log of checksummed records since on --raft-dir (default: the data
+dir), each written under its volume's .lock, so snapshots of both volumes taken together are a
+crash image (kill -9 loses nothing acknowledged; a torn log tail is dropped at start). Volumes
+that are not one store's at one moment are refused at start. A fresh cluster is bootstrapped by the first of
 --initial-stores. SIGUSR1 makes the store unreachable for --isolate-for.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
 	f.Uint64Var(&o.cfg.StoreID, "store-id", 0, "this store's id (fixed per volume)")
-	f.StringVar(&o.cfg.DataDir, "data-dir", "", "data directory (the TiKV volume)")
+	f.StringVar(&o.cfg.DataDir, "data-dir", "", "data directory (the TiKV data volume)")
+	f.StringVar(&o.cfg.RaftDir, "raft-dir", "", "log directory on a second volume (TiKV's raft-engine.dir); default --data-dir")
 	f.StringVar(&o.cfg.PD, "pd", "127.0.0.1:2379", "PD address host:port")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:20160", "address to serve gRPC on")
 	f.StringVar(&o.cfg.AdvertiseAddr, "advertise-addr", "", "address published to PD (default the listen address)")
@@ -102,7 +106,8 @@ func (o *options) run(cmd *cobra.Command) error {
 		_ = ln.Close()
 		return fmt.Errorf("start TiKV double store %d: %w", o.cfg.StoreID, err)
 	}
-	_, _ = fmt.Fprintf(out, "TiKV double store %d serving on %s (recovery mode %v, data in %s)\n", s.ID(), s.Addr(), s.Recovery(), o.cfg.DataDir)
+	_, _ = fmt.Fprintf(out, "TiKV double store %d serving on %s (recovery mode %v, data in %s, log in %s)\n",
+		s.ID(), s.Addr(), s.Recovery(), o.cfg.DataDir, cmp.Or(o.cfg.RaftDir, o.cfg.DataDir))
 	usr1 := make(chan os.Signal, 1)
 	signal.Notify(usr1, syscall.SIGUSR1)
 	defer signal.Stop(usr1)
