@@ -326,10 +326,11 @@ type restored struct {
 	cfg tidbcluster.Config
 }
 
-// startRestoredPD starts a fresh PD double for a restore (stores come later, on dirs).
+// startRestoredPD starts a fresh PD double for a restore (stores come later, on dirs, as
+// processes).
 func startRestoredPD(t *testing.T, ctx context.Context, stores int, dirs map[uint64]string) *restored {
 	t.Helper()
-	return startRestoredPDWith(t, ctx, tidbcluster.Config{Stores: stores, StoreDirs: dirs})
+	return startRestoredPDWith(t, ctx, tidbcluster.Config{Stores: stores, StoreDirs: dirs, Binary: fedbr(t)})
 }
 
 // startRestoredPDWith starts a fresh PD double for a restore of the stores cfg names (Dir, Tick

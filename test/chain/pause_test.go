@@ -22,7 +22,7 @@ import (
 // startSmall runs a four-store cluster with every region led.
 func startSmall(t *testing.T, ctx context.Context) *tidbcluster.Cluster {
 	t.Helper()
-	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 4, Tick: tick, StickyAddrs: true})
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 4, Tick: tick, StickyAddrs: true, Binary: fedbr(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestUnreachableStoreDelaysReady(t *testing.T) {
 func TestUnreachableStoreBackAtNewAddress(t *testing.T) {
 	skipShort(t)
 	ctx := testContext(t, 20*time.Second)
-	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 4, Tick: tick})
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 4, Tick: tick, Binary: fedbr(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

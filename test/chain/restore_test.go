@@ -23,7 +23,7 @@ func TestStoreRestartDuringRestoreData(t *testing.T) {
 	const stores = 4
 	cfg := bank.Config{Accounts: 40, Initial: 100}
 	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: stores, SplitKeys: bank.SplitKeys(cfg.Accounts, 4),
-		Tick: tick, PD: pddouble.Config{OperatorRate: 0.2}})
+		Tick: tick, Binary: fedbr(t), PD: pddouble.Config{OperatorRate: 0.2}})
 	if err != nil {
 		t.Fatal(err)
 	}
