@@ -325,7 +325,7 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 		Image: image, Args: args,
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
+		Labels:                  p.m.Labels, Annotations: p.m.Annotations,
 		Pod: job.PodTemplate{
 			Env: append(append([]corev1.EnvVar(nil), env...), t.Env...), Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
