@@ -28,6 +28,24 @@ type ComponentSpec struct {
 	// Requests holds the storage request of the data volume.
 	// +optional
 	Requests corev1.ResourceList `json:"requests,omitempty"`
+	// StorageVolumes are the component's volumes besides its data volume. tidb-operator mounts
+	// storageVolumes[i] as pod volume <component>-<name>, so TiKV's claims are
+	// tikv-<name>-<tc>-tikv-<ordinal>; a restore checks them against the backup's.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	StorageVolumes []StorageVolume `json:"storageVolumes,omitempty"`
+}
+
+// StorageVolume is what fedbr reads of one of a component's extra volumes.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type StorageVolume struct {
+	// Name makes the pod volume <component>-<name>; empty names the data volume itself.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// MountPath is where the component mounts the volume.
+	// +optional
+	MountPath string `json:"mountPath,omitempty"`
 }
 
 // TidbClusterSpec is what fedbr reads and writes of a TidbCluster's spec.

@@ -388,7 +388,7 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 		Image: p.o.Env.ImageOr(t.ToolImage), Args: args,
 		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
+		Labels:                  p.m.Labels, Annotations: p.m.Annotations,
 		Pod: job.PodTemplate{
 			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

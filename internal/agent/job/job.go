@@ -9,12 +9,15 @@ package job
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 )
 
 // Steps, named after the `fedbr br` command each Job runs. The step is also the data key of
@@ -102,8 +105,9 @@ type Spec struct {
 	BackoffLimit            int32
 	ActiveDeadlineSeconds   int64
 	TTLSecondsAfterFinished int32
-	// Labels and Annotations are the member's (copied from the VolumeBackup/VolumeRestore by
-	// the manager), put on the Job and its pod template.
+	// Labels and Annotations are the member's (the manager copied them from the VolumeBackup
+	// or VolumeRestore): Build puts those that travel on (see podLabels) on the Job and its pod
+	// template.
 	Labels      map[string]string
 	Annotations map[string]string
 	Pod         PodTemplate
@@ -135,24 +139,16 @@ func Build(s Spec) *batchv1.Job {
 	if name == "" {
 		name = Name(s.Member, s.Step)
 	}
-	labels := map[string]string{}
-	for k, v := range s.Labels {
-		labels[k] = v
-	}
+	labels := podLabels(s.Labels)
 	for k, v := range Selector(s.Member) {
 		labels[k] = v
 	}
 	labels[LabelName] = NameValue
 	labels[LabelComponent] = s.Step
 	labels[LabelStep] = s.Step
-	annotations := map[string]string{}
-	for k, v := range s.Annotations {
-		annotations[k] = v
-	}
-	jobAnnotations := map[string]string{AnnotationOwner: s.OwnerKind + "/" + s.Member}
-	for k, v := range annotations {
-		jobAnnotations[k] = v
-	}
+	annotations := podAnnotations(s.Annotations)
+	jobAnnotations := maps.Clone(annotations)
+	jobAnnotations[AnnotationOwner] = s.OwnerKind + "/" + s.Member
 	var owners []metav1.OwnerReference
 	if s.Owner.UID != "" {
 		owners = []metav1.OwnerReference{s.Owner}
@@ -220,28 +216,33 @@ func InPod(p string) string {
 	return strings.TrimLeft(p, "/")
 }
 
-// PropagatedLabels are the member's labels worth putting on the Jobs: all of them except the
-// agent's own keys, which Build sets.
-func PropagatedLabels(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if k == LabelMember || k == LabelStep || k == LabelManagedBy || k == LabelComponent || k == LabelName {
-			continue
+// podLabels are the member's labels a step's Job and pod carry: those that travel on
+// (dpv1alpha1.CarriedLabels) except the keys the Job controller puts on every pod it creates
+// (batch.kubernetes.io/*, job-name, controller-uid): a Job whose template sets them otherwise
+// is refused. Build then sets fedbr's own labels over them, so a user's label can neither take
+// a step's pod out of the agent's selection nor put another member's pod into it.
+func podLabels(member map[string]string) map[string]string {
+	out := dpv1alpha1.CarriedLabels(member)
+	for k := range out {
+		if jobControllerKey(k) {
+			delete(out, k)
 		}
-		out[k] = v
 	}
 	return out
 }
 
-// PropagatedAnnotations are the member's annotations worth putting on the Jobs (for example
-// iam.amazonaws.com/role): everything but kubectl's bookkeeping and fedbr's own controls.
-func PropagatedAnnotations(m map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		if k == corev1.LastAppliedConfigAnnotation || strings.HasPrefix(k, "fedbr.io/") || strings.HasPrefix(k, "dataplane.fedbr.io/") {
-			continue
+// podAnnotations are the member's annotations a step's Job and pod carry (for example
+// eks.amazonaws.com/role-arn, sidecar.istio.io/inject).
+func podAnnotations(member map[string]string) map[string]string {
+	out := dpv1alpha1.CarriedAnnotations(member)
+	for k := range out {
+		if jobControllerKey(k) {
+			delete(out, k)
 		}
-		out[k] = v
 	}
 	return out
+}
+
+func jobControllerKey(k string) bool {
+	return k == "job-name" || k == "controller-uid" || strings.HasPrefix(k, "batch.kubernetes.io/")
 }

@@ -2,6 +2,7 @@ package job
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -60,14 +61,43 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-func TestPropagation(t *testing.T) {
-	l := PropagatedLabels(map[string]string{"team": "db", LabelMember: "x", LabelManagedBy: "y"})
-	if len(l) != 1 || l["team"] != "db" {
-		t.Errorf("labels %v", l)
+// TestBuildCarriesTheMembersMetadata: a member's labels and annotations reach the Job and its
+// pod template, except fedbr's own keys, kubectl's last-applied-configuration and the Job
+// controller's keys; fedbr's selector labels and owner annotation win over any copied value.
+func TestBuildCarriesTheMembersMetadata(t *testing.T) {
+	j := Build(Spec{Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepPause,
+		Labels: map[string]string{
+			"team": "db", LabelManagedBy: "helm", LabelMember: "fed-other", LabelStep: StepSnapshot, LabelComponent: "tikv",
+			LabelName: "tidb-cluster", "dataplane.fedbr.io/owner-uid": "u", "job-name": "x", "controller-uid": "y",
+			"batch.kubernetes.io/job-name": "z",
+		},
+		Annotations: map[string]string{
+			"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/br", "sidecar.istio.io/inject": "false",
+			corev1.LastAppliedConfigAnnotation: "{}", "fedbr.io/force-remove": "true", AnnotationOwner: "VolumeBackupMember/forged",
+			"batch.kubernetes.io/job-tracking": "",
+		},
+	})
+	wantLabels := map[string]string{"team": "db", LabelManagedBy: ManagedByValue, LabelMember: "fed-b1", LabelStep: StepPause,
+		LabelComponent: StepPause, LabelName: NameValue}
+	wantPodAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/br", "sidecar.istio.io/inject": "false"}
+	wantJobAnnotations := maps.Clone(wantPodAnnotations)
+	wantJobAnnotations[AnnotationOwner] = "VolumeBackupMember/fed-b1"
+	for what, got := range map[string]map[string]string{"Job labels": j.Labels, "pod labels": j.Spec.Template.Labels} {
+		if !maps.Equal(got, wantLabels) {
+			t.Errorf("%s = %v, want %v", what, got, wantLabels)
+		}
 	}
-	a := PropagatedAnnotations(map[string]string{"iam.amazonaws.com/role": "r", corev1.LastAppliedConfigAnnotation: "{}", "fedbr.io/force-remove": "true"})
-	if len(a) != 1 {
-		t.Errorf("annotations %v", a)
+	if got := j.Spec.Template.Annotations; !maps.Equal(got, wantPodAnnotations) {
+		t.Errorf("pod annotations = %v, want %v", got, wantPodAnnotations)
+	}
+	if got := j.Annotations; !maps.Equal(got, wantJobAnnotations) {
+		t.Errorf("Job annotations = %v, want %v", got, wantJobAnnotations)
+	}
+	sel := Selector("fed-b1")
+	for k, v := range sel {
+		if j.Spec.Template.Labels[k] != v {
+			t.Errorf("the pod is out of the agent's selection: %s=%q, want %q", k, j.Spec.Template.Labels[k], v)
+		}
 	}
 }
 

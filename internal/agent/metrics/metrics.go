@@ -27,13 +27,13 @@ type Metrics struct {
 
 // Kinds and their phases, initialised to zero so dashboards see every series from the start.
 var phases = map[string][]string{
-	"VolumeBackupMember":  {"Pending", "Initializing", "Paused", "Snapshotting", "SnapshotsCreated", "Complete", "Failed", "Cleaning", "CleanFailed"},
+	"VolumeBackupMember":  {"Pending", "Armed", "Initializing", "Paused", "Snapshotting", "SnapshotsCreated", "Complete", "Failed", "Cleaning", "CleanFailed"},
 	"VolumeRestoreMember": {"Pending", "RestoringVolumes", "VolumeComplete", "TikvComplete", "RestoringData", "DataComplete", "Finishing", "Complete", "Failed", "Cleaning", "CleanFailed"},
 }
 
 var steps = map[string][]string{
-	"VolumeBackupMember":  {"pause", "snapshot", "clean"},
-	"VolumeRestoreMember": {"restore-volumes", "restore-data"},
+	"VolumeBackupMember":  {"pause", "snapshot", "size", "clean"},
+	"VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"},
 }
 
 // New creates the metrics; Register adds them to a registry.

@@ -36,3 +36,49 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("%d duration series", n)
 	}
 }
+
+// TestEveryPhaseStartsAtZero: every phase the planners derive (backupmember, restoremember
+// Phase* constants; kept in step by hand: this package cannot import them) has its series
+// from the start, and so has every step's Job counter.
+func TestEveryPhaseStartsAtZero(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New()
+	if err := m.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]map[string]bool{}
+	for _, f := range families {
+		for _, metric := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range metric.GetLabel() {
+				key += "," + l.GetName() + "=" + l.GetValue()
+			}
+			if series[f.GetName()] == nil {
+				series[f.GetName()] = map[string]bool{}
+			}
+			series[f.GetName()][key] = true
+		}
+	}
+	want := map[string][]string{
+		"VolumeBackupMember":  {"Pending", "Armed", "Initializing", "Paused", "Snapshotting", "SnapshotsCreated", "Complete", "Failed", "Cleaning", "CleanFailed"},
+		"VolumeRestoreMember": {"Pending", "RestoringVolumes", "VolumeComplete", "TikvComplete", "RestoringData", "DataComplete", "Finishing", "Complete", "Failed", "Cleaning", "CleanFailed"},
+	}
+	for kind, phases := range want {
+		for _, p := range phases {
+			if !series["fedbr_agent_members"]["fedbr_agent_members,kind="+kind+",phase="+p] {
+				t.Errorf("no fedbr_agent_members series for %s phase %s", kind, p)
+			}
+		}
+	}
+	for kind, steps := range map[string][]string{"VolumeBackupMember": {"pause", "snapshot", "size", "clean"}, "VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"}} {
+		for _, s := range steps {
+			if !series["fedbr_agent_jobs_created_total"]["fedbr_agent_jobs_created_total,kind="+kind+",step="+s] {
+				t.Errorf("no fedbr_agent_jobs_created_total series for %s step %s", kind, s)
+			}
+		}
+	}
+}

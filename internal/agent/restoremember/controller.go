@@ -170,6 +170,11 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 		return o, err
 	}
 	r.observeStorage(ctx, m, &o)
+	if o.TC != nil && NeedsTargetClaims(m, needsBackupMeta(m, &o), volumesRestored(&o)) {
+		if err := r.observeTargetClaims(ctx, m, &o); err != nil {
+			return o, err
+		}
+	}
 	running := func(s job.State) bool { return s.Exists() && !s.Done() }
 	if m.DeletionTimestamp != nil && len(o.PVCs) == 0 && len(o.PVs) == 0 && !running(o.RestoreVolumes) && !running(o.RestoreData) &&
 		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberCompleteCondition) {
@@ -247,11 +252,9 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, m *dpv1alpha1.Volume
 // observeStorage reads the backupmeta before restore-volumes and the restoremeta after it.
 // Errors are observations: Plan decides whether they fail the member or are retried.
 func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {
-	needBackup := NeedsBackupMeta(m, o.RestoreVolumes, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
-	st, reported := o.Report.Step(job.StepRestoreVolumes)
-	_, hasResult := o.Report.Results[job.StepRestoreVolumes]
+	needBackup := needsBackupMeta(m, o)
 	needRestore := NeedsRestoreMeta(m) && (WarmupPending(m) || !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
-		hasResult && (o.RestoreVolumes.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted))
+		volumesRestored(o))
 	switch cached, ok := r.restoreMetas.Load(m.UID); {
 	case !needRestore:
 		r.restoreMetas.Delete(m.UID)
@@ -280,6 +283,38 @@ func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRes
 			r.restoreMetas.Store(m.UID, o.RestoreMeta)
 		}
 	}
+}
+
+// needsBackupMeta says Plan is about to validate and start restore-volumes (a TidbCluster out of
+// recovery mode is refused before the backup is read).
+func needsBackupMeta(m *dpv1alpha1.VolumeRestoreMember, o *Observed) bool {
+	return NeedsBackupMeta(m, o.RestoreVolumes, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
+}
+
+// volumesRestored says the restore-volumes step succeeded with its summary.
+func volumesRestored(o *Observed) bool {
+	st, reported := o.Report.Step(job.StepRestoreVolumes)
+	_, hasResult := o.Report.Results[job.StepRestoreVolumes]
+	return hasResult && (o.RestoreVolumes.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted)
+}
+
+// observeTargetClaims reads every claim of the target namespace from the API server: the
+// cache holds only the agent's own, and a claim someone else made under a name the restore
+// needs is exactly what Plan must see.
+func (r *Reconciler) observeTargetClaims(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	list := &corev1.PersistentVolumeClaimList{}
+	if err := reader.List(ctx, list, client.InNamespace(m.Spec.TCNamespace)); err != nil {
+		return fmt.Errorf("list claims in %s: %w", m.Spec.TCNamespace, err)
+	}
+	o.TargetClaims = make(map[string]*corev1.PersistentVolumeClaim, len(list.Items))
+	for i := range list.Items {
+		o.TargetClaims[list.Items[i].Name] = &list.Items[i]
+	}
+	return nil
 }
 
 func (r *Reconciler) openStore(ctx context.Context, st job.Storage) (*meta.Store, error) {

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -77,7 +78,7 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: metrics.New(),
+	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: metrics.New(),
 		Env: job.Env{Image: "fedbr:test", AWSEndpoint: lab.Endpoint, Region: "us-west-2"}, ClusterName: name, Cloud: lab.Provider}
 	storeOpens = &atomic.Int64{}
 	r.OpenStore = func(ctx context.Context, st job.Storage) (*meta.Store, error) {
@@ -457,6 +458,35 @@ func unprotect(ctx context.Context, ns string, stop <-chan struct{}) {
 				}
 			}
 		}
+	}
+}
+
+// TestSameNameClaimIsRefusedBeforeAnyVolume: a claim in the target namespace with the name the
+// restored data volume needs, bound to another volume, fails the member with a reason naming
+// the claim, and restore-volumes (which creates the volumes) is never started.
+func TestSameNameClaimIsRefusedBeforeAnyVolume(t *testing.T) {
+	f := newFixture(t, "rs-taken")
+	taken := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "tikv-restored-tikv-0", Namespace: f.ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeName: "pvc-someone-elses",
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}}}
+	must(t, env.Client.Create(f.ctx, taken))
+	f.createMember()
+	f.waitCondition(dpv1alpha1.RestoreMemberFailedCondition)
+	c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
+	if c.Reason != ReasonClaimConflict || !strings.Contains(c.Message, f.ns+"/tikv-restored-tikv-0 (bound to volume pvc-someone-elses)") {
+		t.Errorf("Failed %s: %s", c.Reason, c.Message)
+	}
+	// Failed is terminal and was decided before any Job: the plan that failed created none.
+	if j := f.job(job.StepRestoreVolumes); j != nil {
+		t.Errorf("restore-volumes started for a refused target: %s", j.Name)
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	must(t, env.Client.List(f.ctx, pvs, client.MatchingLabels{LabelRestore: string(f.member().UID)}))
+	if len(pvs.Items) != 0 {
+		t.Errorf("PVs created for a refused target: %d", len(pvs.Items))
+	}
+	if got := &(corev1.PersistentVolumeClaim{}); env.Client.Get(f.ctx, client.ObjectKeyFromObject(taken), got) != nil || got.Spec.VolumeName != "pvc-someone-elses" {
+		t.Errorf("the existing claim was touched: %+v", got.Spec)
 	}
 }
 

@@ -64,6 +64,8 @@ const (
 	ReasonBackupIncomplete   = "BackupIncomplete"
 	ReasonInvalidBackup      = "InvalidBackup"
 	ReasonTiKVCount          = "TiKVCountMismatch"
+	ReasonVolumeLayout       = "VolumeLayoutMismatch"
+	ReasonClaimConflict      = "ClaimConflict"
 	ReasonInvalidOptions     = "InvalidOptions"
 	ReasonVolumesFailed      = "RestoreVolumesFailed"
 	ReasonDeadlineExceeded   = "DeadlineExceeded"
@@ -137,6 +139,10 @@ type Observed struct {
 	// PVCs and PVs are those the agent created for this restore, by name.
 	PVCs map[string]*corev1.PersistentVolumeClaim
 	PVs  map[string]*corev1.PersistentVolume
+	// TargetClaims are every claim in the target namespace, by name, read from the API server
+	// while the restore is about to create volumes or claims (NeedsTargetClaims); nil when not
+	// read.
+	TargetClaims map[string]*corev1.PersistentVolumeClaim
 	// Pods are the target TidbCluster's TiKV pods.
 	Pods []TiKVPod
 	// CloudVolumes are the EBS volumes tagged with the restore id, listed only while deleting
@@ -157,6 +163,13 @@ func NeedsBackupMeta(m *dpv1alpha1.VolumeRestoreMember, rv job.State, r job.Repo
 // NeedsRestoreMeta says Plan is about to rebuild the PVs and PVCs.
 func NeedsRestoreMeta(m *dpv1alpha1.VolumeRestoreMember) bool {
 	return m.DeletionTimestamp == nil && !isTrue(m, dpv1alpha1.RestoreMemberFailedCondition)
+}
+
+// NeedsTargetClaims says Plan is about to start restore-volumes (needsBackupMeta) or to
+// create the claims of the restored volumes (volumesRestored): it then checks that none of
+// the claims it needs exists already.
+func NeedsTargetClaims(m *dpv1alpha1.VolumeRestoreMember, needsBackupMeta, volumesRestored bool) bool {
+	return needsBackupMeta || volumesRestored && NeedsRestoreMeta(m) && !isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition)
 }
 
 func isTrue(m *dpv1alpha1.VolumeRestoreMember, t string) bool {
@@ -325,7 +338,7 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 		Image: image, Args: args,
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  job.PropagatedLabels(p.m.Labels), Annotations: job.PropagatedAnnotations(p.m.Annotations),
+		Labels:                  p.m.Labels, Annotations: p.m.Annotations,
 		Pod: job.PodTemplate{
 			Env: append(append([]corev1.EnvVar(nil), env...), t.Env...), Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

@@ -73,7 +73,8 @@ var tikvUp = []func(*dpv1alpha1.VolumeRestoreMember){
 func targetTC(replicas int32, recovery bool) *pcv1alpha1.TidbCluster {
 	return &pcv1alpha1.TidbCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "restored", Namespace: "dst"},
-		Spec:       pcv1alpha1.TidbClusterSpec{RecoveryMode: recovery, TiKV: &pcv1alpha1.ComponentSpec{Replicas: replicas}},
+		Spec: pcv1alpha1.TidbClusterSpec{RecoveryMode: recovery, TiKV: &pcv1alpha1.ComponentSpec{Replicas: replicas,
+			StorageVolumes: []pcv1alpha1.StorageVolume{{Name: "raft", MountPath: "/var/lib/raft"}}}},
 		Status: pcv1alpha1.TidbClusterStatus{
 			PD: pcv1alpha1.PDStatus{Members: map[string]pcv1alpha1.PDMember{"restored-pd-0": {Name: "restored-pd-0", ClientURL: "http://pd:2379"}}},
 		},
@@ -90,7 +91,8 @@ func storesUp(tc *pcv1alpha1.TidbCluster, n int) *pcv1alpha1.TidbCluster {
 }
 
 // record is a restoremeta of TidbCluster "src" in namespace "prod" with TiKV ordinals 3 and 5
-// (stores 11 and 12), each with a data volume and a raft-engine volume.
+// (stores 11 and 12), each with a data volume and the storage volume "raft" (pod volume
+// tikv-raft).
 func record(t testing.TB) *meta.Record {
 	rec := &meta.Record{
 		ClusterInfo: &meta.ClusterInfo{Version: "7.5.0", FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: resolvedTS},
@@ -107,7 +109,7 @@ func record(t testing.TB) *meta.Record {
 	sc := "gp3"
 	for i, ord := range []int{3, 5} {
 		store := meta.TiKVStore{ID: uint64(11 + i)}
-		for _, vol := range []string{"tikv", "raft-engine"} {
+		for _, vol := range []string{"tikv", "tikv-raft"} {
 			oldID := fmt.Sprintf("vol-old-%d-%s", ord, vol)
 			claim := fmt.Sprintf("%s-src-tikv-%d", vol, ord)
 			typ := vol
@@ -141,7 +143,7 @@ func rreport(data map[string]string) job.Report {
 
 func robs(m *dpv1alpha1.VolumeRestoreMember, tc *pcv1alpha1.TidbCluster, mut ...func(*Observed)) Observed {
 	o := Observed{Member: m, TC: tc, Env: testEnv, RestoreVolumes: job.StateOf(nil), RestoreData: job.StateOf(nil), Report: job.ParseReport(nil),
-		PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}}
+		PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}, TargetClaims: map[string]*corev1.PersistentVolumeClaim{}}
 	for _, f := range mut {
 		f(&o)
 	}
@@ -384,8 +386,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 						}
 					}
 					want := []string{
-						"dst/raft-engine-restored-tikv-0→fedbr-ruid-1-dst-raft-engine-restored-tikv-0",
-						"dst/raft-engine-restored-tikv-1→fedbr-ruid-1-dst-raft-engine-restored-tikv-1",
+						"dst/tikv-raft-restored-tikv-0→fedbr-ruid-1-dst-tikv-raft-restored-tikv-0",
+						"dst/tikv-raft-restored-tikv-1→fedbr-ruid-1-dst-tikv-raft-restored-tikv-1",
 						"dst/tikv-restored-tikv-0→fedbr-ruid-1-dst-tikv-restored-tikv-0",
 						"dst/tikv-restored-tikv-1→fedbr-ruid-1-dst-tikv-restored-tikv-1",
 					}

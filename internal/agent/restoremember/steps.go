@@ -146,7 +146,39 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 	}
 	p.res.Status.CommitTs = strconv.FormatUint(bm.ClusterInfo.ResolvedTS, 10)
 	p.res.Status.VolumesTotal = int32(len(bm.Volumes()))
+	if !p.checkTarget(bm, true) {
+		return job.Storage{}, nil, false
+	}
 	return storage, pd, true
+}
+
+// checkTarget refuses a target whose TiKV would not run on the restored volumes: a TiKV
+// volume layout other than the backup's, or a claim the restore needs that exists already
+// and is not this restore's. Before restore-volumes (beforeVolumes, rec the backupmeta) a
+// backup whose claims cannot be rebuilt is refused too. It says whether the restore goes on.
+func (p *plan) checkTarget(rec *meta.Record, beforeVolumes bool) bool {
+	tc := p.o.TC
+	names, err := ClaimNames(rec, tc.Name)
+	if err != nil {
+		if beforeVolumes {
+			p.fail(ReasonInvalidBackup, "the backup's TiKV claims cannot be rebuilt: "+err.Error())
+		} else {
+			p.fail(ReasonRebuildFailed, err.Error())
+		}
+		return false
+	}
+	if err := CheckLayout(rec, tc); err != nil {
+		p.fail(ReasonVolumeLayout, err.Error())
+		return false
+	}
+	if p.o.TargetClaims == nil {
+		return false // read whenever NeedsTargetClaims; the next reconcile has them
+	}
+	if err := CheckClaims(names, p.o.TargetClaims, string(p.m.UID), tc.Namespace); err != nil {
+		p.fail(ReasonClaimConflict, err.Error())
+		return false
+	}
+	return true
 }
 
 // backupUsable turns the backupmeta read into a verdict: unreadable storage is retried (and
@@ -222,6 +254,9 @@ func (p *plan) rebuild() bool {
 	tc := p.o.TC
 	if tc == nil {
 		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		return false
+	}
+	if !p.checkTarget(p.o.RestoreMeta, false) {
 		return false
 	}
 	claims, err := p.claims()

@@ -59,6 +59,61 @@ type Claim struct {
 // old ones), bound to a PV on the restored volume with the target zone's node affinity. PV
 // names carry the restore id, so a claim of the same name in another namespace never collides.
 func Rebuild(rec *meta.Record, t Target) ([]Claim, error) {
+	list, err := backedUpClaims(rec, true)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: the restoremeta records no restored volume", ErrRebuild)
+	}
+	out := make([]Claim, 0, len(list))
+	for _, b := range list {
+		out = append(out, buildClaim(t, b.vol, b.pv, b.pvc, b.claimName(t.TCName), b.ordinal))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PVC.Name < out[j].PVC.Name })
+	return out, nil
+}
+
+// ClaimNames are the TiKV claims a restore of the backup rec creates for TidbCluster tcName,
+// sorted: known from the backupmeta, before any volume exists, they are the same Rebuild
+// creates from the restoremeta.
+func ClaimNames(rec *meta.Record, tcName string) ([]string, error) {
+	list, err := backedUpClaims(rec, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: the backup records no TiKV volume", ErrRebuild)
+	}
+	names := make([]string, 0, len(list))
+	for _, b := range list {
+		names = append(names, b.claimName(tcName))
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// backedUp is one backed-up TiKV volume with its claim: the pod volume it was (prefix: tikv,
+// tikv-<storage volume>), the TiKV member that mounted it (oldOrdinal) and the member it
+// belongs to after renumbering (ordinal).
+type backedUp struct {
+	vol                 meta.StoreVolume
+	pv                  *corev1.PersistentVolume
+	pvc                 *corev1.PersistentVolumeClaim
+	prefix              string
+	oldOrdinal, ordinal int
+}
+
+// claimName is the claim's name for TidbCluster tc.
+func (b backedUp) claimName(tc string) string {
+	return fmt.Sprintf("%s-%s-tikv-%d", b.prefix, tc, b.ordinal)
+}
+
+// backedUpClaims finds the claim of every volume of rec (restoredOnly: of every volume that
+// was restored) in the backup's kubernetes section. Every byte of it comes from the storage:
+// a volume without its PV or claim, or a claim not named as tidb-operator names TiKV claims, is
+// an error, never guessed.
+func backedUpClaims(rec *meta.Record, restoredOnly bool) ([]backedUp, error) {
 	oldPVs, oldPVCs, oldTC, err := oldObjects(rec)
 	if err != nil {
 		return nil, err
@@ -73,17 +128,10 @@ func Rebuild(rec *meta.Record, t Target) ([]Claim, error) {
 	for _, pvc := range oldPVCs {
 		pvcByVolumeName[pvc.Spec.VolumeName] = pvc
 	}
-	type restored struct {
-		vol     meta.StoreVolume
-		pv      *corev1.PersistentVolume
-		pvc     *corev1.PersistentVolumeClaim
-		prefix  string
-		ordinal int
-	}
-	var list []restored
+	var list []backedUp
 	ordinals := map[int]bool{}
 	for _, v := range rec.Volumes() {
-		if v.RestoreVolumeID == "" {
+		if restoredOnly && v.RestoreVolumeID == "" {
 			continue
 		}
 		pv := pvByVolume[v.ID]
@@ -106,20 +154,13 @@ func Rebuild(rec *meta.Record, t Target) ([]Claim, error) {
 			return nil, err
 		}
 		ordinals[ord] = true
-		list = append(list, restored{vol: v, pv: pv, pvc: pvc, prefix: prefix, ordinal: ord})
-	}
-	if len(list) == 0 {
-		return nil, fmt.Errorf("%w: the restoremeta records no restored volume", ErrRebuild)
+		list = append(list, backedUp{vol: v, pv: pv, pvc: pvc, prefix: prefix, oldOrdinal: ord})
 	}
 	renumber := renumbering(ordinals)
-	out := make([]Claim, 0, len(list))
-	for _, r := range list {
-		ord := renumber[r.ordinal]
-		name := fmt.Sprintf("%s-%s-tikv-%d", r.prefix, t.TCName, ord)
-		out = append(out, buildClaim(t, r.vol, r.pv, r.pvc, name, ord))
+	for i := range list {
+		list[i].ordinal = renumber[list[i].oldOrdinal]
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].PVC.Name < out[j].PVC.Name })
-	return out, nil
+	return list, nil
 }
 
 // Ordinals is the number of TiKV members the rebuilt claims serve.

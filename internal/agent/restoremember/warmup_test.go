@@ -39,8 +39,8 @@ func TestPlanWarmup(t *testing.T) {
 	servingPods := func(ready bool) func(*Observed) {
 		return func(o *Observed) {
 			o.Pods = []TiKVPod{
-				{Name: "restored-tikv-0", UID: "p0", Ready: ready, Node: "node-a", Claims: []string{"tikv-restored-tikv-0", "raft-engine-restored-tikv-0"}},
-				{Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b", Claims: []string{"tikv-restored-tikv-1", "raft-engine-restored-tikv-1"}},
+				{Name: "restored-tikv-0", UID: "p0", Ready: ready, Node: "node-a", Claims: []string{"tikv-restored-tikv-0", "tikv-raft-restored-tikv-0"}},
+				{Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b", Claims: []string{"tikv-restored-tikv-1", "tikv-raft-restored-tikv-1"}},
 			}
 		}
 	}
@@ -81,8 +81,8 @@ func TestPlanWarmup(t *testing.T) {
 				check: func(t *testing.T, r Result) {
 					got := args(t, r)
 					want := map[string]string{
-						w0: "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0",
-						w1: "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-1 --fs var/lib/fedbr-warmup/tikv-restored-tikv-1",
+						w0: "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0",
+						w1: "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-1 --fs var/lib/fedbr-warmup/tikv-restored-tikv-1",
 					}
 					for name, a := range want {
 						if got[name] != a {
@@ -95,7 +95,7 @@ func TestPlanWarmup(t *testing.T) {
 					for _, v := range spec.Volumes {
 						claims = append(claims, v.PersistentVolumeClaim.ClaimName)
 					}
-					if !slices.Equal(claims, []string{"raft-engine-restored-tikv-0", "tikv-restored-tikv-0"}) {
+					if !slices.Equal(claims, []string{"tikv-raft-restored-tikv-0", "tikv-restored-tikv-0"}) {
 						t.Errorf("Job %s mounts %v", j.Name, claims)
 					}
 					if sc := spec.Containers[0].SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
@@ -123,7 +123,7 @@ func TestPlanWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio), volumesIn,
 				func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "warmer:1" }), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w0]; a != "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-0 --block var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+				if a := args(t, r)[w0]; a != "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-0 --block var/lib/fedbr-warmup/tikv-restored-tikv-0" {
 					t.Errorf("args %q", a)
 				}
 				if img := firstJob(t, r).Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
@@ -135,7 +135,7 @@ func TestPlanWarmup(t *testing.T) {
 			name: "sync, fsr: only the volumes fast snapshot restore did not initialize",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w1]; a != "--block var/lib/fedbr-warmup/raft-engine-restored-tikv-1" {
+				if a := args(t, r)[w1]; a != "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-1" {
 					t.Errorf("args %q", a)
 				}
 			}},

@@ -68,3 +68,24 @@ func TestEBSVolumeID(t *testing.T) {
 		}
 	}
 }
+
+func TestTiKVVolumeNames(t *testing.T) {
+	tikv := func(svs ...pcv1alpha1.StorageVolume) *pcv1alpha1.TidbCluster {
+		return &pcv1alpha1.TidbCluster{Spec: pcv1alpha1.TidbClusterSpec{TiKV: &pcv1alpha1.ComponentSpec{Replicas: 1, StorageVolumes: svs}}}
+	}
+	for _, tt := range []struct {
+		name string
+		tc   *pcv1alpha1.TidbCluster
+		want []string
+	}{
+		{"no TiKV spec: the data volume", &pcv1alpha1.TidbCluster{}, []string{"tikv"}},
+		{"data volume only", tikv(), []string{"tikv"}},
+		{"storage volumes, sorted", tikv(pcv1alpha1.StorageVolume{Name: "wal"}, pcv1alpha1.StorageVolume{Name: "raft"}), []string{"tikv", "tikv-raft", "tikv-wal"}},
+		{"an unnamed storage volume is the data volume", tikv(pcv1alpha1.StorageVolume{MountPath: "/var/lib/tikv"}), []string{"tikv"}},
+		{"a name given twice is one volume", tikv(pcv1alpha1.StorageVolume{Name: "raft"}, pcv1alpha1.StorageVolume{Name: "raft"}), []string{"tikv", "tikv-raft"}},
+	} {
+		if got := TiKVVolumeNames(tt.tc); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

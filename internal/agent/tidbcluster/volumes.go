@@ -2,9 +2,12 @@ package tidbcluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 )
 
 // EBSCSIDriver is the AWS EBS CSI driver's name.
@@ -44,4 +47,25 @@ func InstanceID(providerID string) (string, error) {
 		return "", fmt.Errorf("providerID %q names no instance (want aws:///ZONE/i-…)", providerID)
 	}
 	return id, nil
+}
+
+// TiKVDataVolume is the pod volume of TiKV's data directory; tidb-operator names its claim
+// tikv-<tc>-tikv-<ordinal>.
+const TiKVDataVolume = ComponentTiKV
+
+// TiKVVolumeNames are the pod volumes whose claims every TiKV pod of tc mounts, sorted: the data
+// volume and tikv-<name> for each spec.tikv.storageVolumes (the names tidb-operator gives
+// them; its claims are <volume>-<tc>-tikv-<ordinal>). A storage volume without a name is the data
+// volume itself.
+func TiKVVolumeNames(tc *pcv1alpha1.TidbCluster) []string {
+	names := []string{TiKVDataVolume}
+	if tc.Spec.TiKV != nil {
+		for _, sv := range tc.Spec.TiKV.StorageVolumes {
+			if sv.Name != "" {
+				names = append(names, TiKVDataVolume+"-"+sv.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
 }

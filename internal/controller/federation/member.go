@@ -59,10 +59,19 @@ func PhaseSince(m client.Object) time.Time {
 	return t
 }
 
-// NewMeta is the metadata of a new member of owner, whose first step starts now.
+// NewMeta is the metadata of a new member of owner, whose first step starts now: the owner's
+// labels and annotations (dpv1alpha1.CarriedLabels, CarriedAnnotations; the agent carries them
+// on to every step's pod), then the owner labels and the step clock, which no copied key can
+// replace. They are copied once, at creation: a label added to the owner later reaches Jobs only
+// of members created after it.
 func NewMeta(owner client.Object, name, namespace string, now time.Time) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: Labels(owner),
-		Annotations: map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}
+	labels := dpv1alpha1.CarriedLabels(owner.GetLabels())
+	for k, v := range Labels(owner) {
+		labels[k] = v
+	}
+	annotations := dpv1alpha1.CarriedAnnotations(owner.GetAnnotations())
+	annotations[dpv1alpha1.AnnotationPhaseSince] = now.UTC().Format(time.RFC3339)
+	return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels, Annotations: annotations}
 }
 
 // Create creates a member and says whether it did; one that already exists (an earlier plan

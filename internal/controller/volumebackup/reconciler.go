@@ -187,13 +187,7 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 	ref := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cl.TCNamespace}}
 	switch a.Kind {
 	case CreateMember:
-		m := &dpv1alpha1.VolumeBackupMember{
-			ObjectMeta: federation.NewMeta(b, name, cl.TCNamespace, now),
-			Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: b.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
-				TCNamespace: cl.TCNamespace, Phase: a.Phase, BackupTS: a.BackupTS, Template: *b.Spec.Template.DeepCopy()},
-		}
-		m.Spec.Template.StorageProvider = b.Spec.Template.MemberStorage(a.Cluster)
-		created, err := federation.Create(ctx, c, m)
+		created, err := federation.Create(ctx, c, newMember(b, a, now))
 		if err != nil || !created {
 			return err // one that already exists was created by an earlier plan: no second Event
 		}
@@ -213,6 +207,19 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 		return federation.Delete(ctx, c, ref)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// newMember is the member a CreateMember action creates in its plane: the backup's template
+// with that plane's storage, its labels and annotations (federation.NewMeta).
+func newMember(b *fedv1alpha1.VolumeBackup, a Action, now time.Time) *dpv1alpha1.VolumeBackupMember {
+	cl := clusterOf(b, a.Cluster)
+	m := &dpv1alpha1.VolumeBackupMember{
+		ObjectMeta: federation.NewMeta(b, fedv1alpha1.MemberName(b.Name), cl.TCNamespace, now),
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: b.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
+			TCNamespace: cl.TCNamespace, Phase: a.Phase, BackupTS: a.BackupTS, Template: *b.Spec.Template.DeepCopy()},
+	}
+	m.Spec.Template.StorageProvider = b.Spec.Template.MemberStorage(a.Cluster)
+	return m
 }
 
 // message is what the status says now: the failure, else the Ready condition's message.

@@ -102,12 +102,7 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 	ref := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cl.TCNamespace}}
 	switch a.Kind {
 	case CreateMember:
-		m := &dpv1alpha1.VolumeRestoreMember{
-			ObjectMeta: federation.NewMeta(vr, name, cl.TCNamespace, now),
-			Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: vr.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
-				TCNamespace: cl.TCNamespace, AZName: cl.AZName, Backup: *cl.Backup.DeepCopy(), Phase: a.Phase, Template: *vr.Spec.Template.DeepCopy()},
-		}
-		created, err := federation.Create(ctx, c, m)
+		created, err := federation.Create(ctx, c, newMember(vr, a, now))
 		if err != nil || !created {
 			return err // one that already exists was created by an earlier plan: no second Event
 		}
@@ -121,6 +116,17 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 		return federation.Delete(ctx, c, ref)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// newMember is the member a CreateMember action creates in its plane: the restore's template,
+// that plane's backup and zone, the restore's labels and annotations (federation.NewMeta).
+func newMember(vr *fedv1alpha1.VolumeRestore, a Action, now time.Time) *dpv1alpha1.VolumeRestoreMember {
+	cl := clusterOf(vr, a.Cluster)
+	return &dpv1alpha1.VolumeRestoreMember{
+		ObjectMeta: federation.NewMeta(vr, fedv1alpha1.MemberName(vr.Name), cl.TCNamespace, now),
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: vr.Name, K8sClusterName: a.Cluster, TCName: cl.TCName,
+			TCNamespace: cl.TCNamespace, AZName: cl.AZName, Backup: *cl.Backup.DeepCopy(), Phase: a.Phase, Template: *vr.Spec.Template.DeepCopy()},
+	}
 }
 
 // observeTerminal counts a restore that just completed or failed.

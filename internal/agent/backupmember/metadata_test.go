@@ -1,0 +1,98 @@
+package backupmember
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/controller/federation"
+)
+
+// userLabels and userAnnotations are what a user put on the VolumeBackup; fedbr's own keys
+// and kubectl's bookkeeping ride along and must stop at the manager or the agent.
+var (
+	userLabels      = map[string]string{"team": "db", "cost-center": "42"}
+	userAnnotations = map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-br", "sidecar.istio.io/inject": "false"}
+	ownedLabels     = map[string]string{job.LabelManagedBy: "helm", job.LabelMember: "fed-other", dpv1alpha1.LabelOwnerUID: "forged"}
+	ownedAnnots     = map[string]string{fedv1alpha1.AnnotationForceRemove: "true", corev1.LastAppliedConfigAnnotation: `{"kind":"VolumeBackup"}`}
+)
+
+// TestEveryStepPodCarriesTheBackupsMetadata: an annotation and a label on the VolumeBackup reach
+// the pod template of every kind of Job a backup member runs (pause, snapshot, size, clean),
+// through the manager's member (federation.NewMeta) and the agent's Jobs; fedbr's own keys and
+// kubectl's last-applied-configuration do not, and the agent's selector labels are its own.
+func TestEveryStepPodCarriesTheBackupsMetadata(t *testing.T) {
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "ops", UID: "vb-uid",
+		Labels: union(userLabels, ownedLabels), Annotations: union(userAnnotations, ownedAnnots)}}
+	withBackupsMeta := func(m *dpv1alpha1.VolumeBackupMember) {
+		meta := federation.NewMeta(b, m.Name, m.Namespace, t0)
+		m.Labels, m.Annotations = meta.Labels, meta.Annotations
+	}
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)
+	started := func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupPath = "s3://bk/nightly-az1" }
+	scenarios := []Observed{
+		// a new initializer: its pause and its armed snapshot
+		obs(member(dpv1alpha1.BackupMemberInitialize, withBackupsMeta), func(o *Observed) { o.Cluster = cluster() }),
+		// a complete backup: its size step
+		obs(member(dpv1alpha1.BackupMemberTeardown, withBackupsMeta, complete)),
+		// a deleted backup under cleanPolicy Delete: its clean
+		obs(member(dpv1alpha1.BackupMemberTeardown, withBackupsMeta, deleting(fedv1alpha1.CleanPolicyDelete), started, complete)),
+	}
+	var steps []string
+	for _, o := range scenarios {
+		for _, a := range Plan(o, t0).Actions {
+			if a.Kind != CreateJob {
+				continue
+			}
+			step := a.Job.Labels[job.LabelStep]
+			steps = append(steps, step)
+			checkPodMeta(t, step, "fed-b1", a.Job.Spec.Template.ObjectMeta)
+		}
+	}
+	slices.Sort(steps)
+	if want := []string{job.StepClean, job.StepPause, job.StepSize, job.StepSnapshot}; !slices.Equal(steps, want) {
+		t.Errorf("Jobs built %v, want one of each kind %v", steps, want)
+	}
+}
+
+// checkPodMeta checks one pod template's labels and annotations.
+func checkPodMeta(t *testing.T, step, member string, pod metav1.ObjectMeta) {
+	t.Helper()
+	for k, v := range userLabels {
+		if pod.Labels[k] != v {
+			t.Errorf("%s pod: label %s=%q, want %q", step, k, pod.Labels[k], v)
+		}
+	}
+	for k, v := range userAnnotations {
+		if pod.Annotations[k] != v {
+			t.Errorf("%s pod: annotation %s=%q, want %q", step, k, pod.Annotations[k], v)
+		}
+	}
+	for k, v := range job.Selector(member) {
+		if pod.Labels[k] != v {
+			t.Errorf("%s pod: selector label %s=%q, want %q", step, k, pod.Labels[k], v)
+		}
+	}
+	for k := range pod.Labels {
+		if dpv1alpha1.OwnedKey(k) && k != job.LabelMember && k != job.LabelStep {
+			t.Errorf("%s pod: fedbr's label %s travelled to the pod", step, k)
+		}
+	}
+	for k := range pod.Annotations {
+		if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation {
+			t.Errorf("%s pod: annotation %s travelled to the pod", step, k)
+		}
+	}
+}
+
+func union(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}

@@ -1,0 +1,107 @@
+package restoremember
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/controller/federation"
+)
+
+// TestEveryStepPodCarriesTheRestoresMetadata: an annotation and a label on the VolumeRestore
+// reach the pod template of every kind of Job a restore member runs (restore-volumes,
+// restore-data armed and plain, sync and async warm-up), through the manager's member
+// (federation.NewMeta) and the agent's Jobs; fedbr's own keys and kubectl's
+// last-applied-configuration do not, and the agent's selector labels are its own.
+func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
+	userLabels := map[string]string{"team": "db"}
+	userAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-restore", "sidecar.istio.io/inject": "false"}
+	vr := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: "ops", UID: "vr-uid",
+		Labels: union(userLabels, map[string]string{job.LabelManagedBy: "helm", job.LabelStep: job.StepPause, dpv1alpha1.LabelOwnerName: "forged"}),
+		Annotations: union(userAnnotations, map[string]string{fedv1alpha1.AnnotationForceRemove: "true",
+			corev1.LastAppliedConfigAnnotation: `{"kind":"VolumeRestore"}`, AnnotationRecoveryPods: "forged"}),
+	}}
+	withRestoresMeta := func(m *dpv1alpha1.VolumeRestoreMember) {
+		meta := federation.NewMeta(vr, m.Name, m.Namespace, t0)
+		m.Labels, m.Annotations = meta.Labels, meta.Annotations
+	}
+	warm := func(mode fedv1alpha1.RestoreWarmupMode) func(*dpv1alpha1.VolumeRestoreMember) {
+		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = mode }
+	}
+	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored)
+	restored := func(o *Observed) { o.RestoreMeta = record(t) }
+	complete := []func(*dpv1alpha1.VolumeRestoreMember){withRestoresMeta, warm(fedv1alpha1.RestoreWarmupAsync), volumesIn,
+		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, ReasonTiKVStarted), rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)}
+	scenarios := []Observed{
+		// a new member: restore-volumes
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta), targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }),
+		// volumes restored, sync warm-up: one Job per TiKV member
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta, warm(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
+		// the data member, volumes restored: restore-data armed
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta, dataMember, volumesIn), targetTC(2, true), restored),
+		// moved to restore-data without being marked: restore-data now
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreData, append([]func(*dpv1alpha1.VolumeRestoreMember){withRestoresMeta}, tikvUp...)...),
+			storesUp(targetTC(2, true), 2)),
+		// complete, async warm-up: one Job per serving TiKV pod
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, complete...), storesUp(targetTC(2, false), 2), restored, func(o *Observed) {
+			o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
+		}),
+	}
+	var built []string
+	for i, o := range scenarios {
+		for _, a := range Plan(o, t0).Actions {
+			if a.Kind != CreateJob {
+				continue
+			}
+			step := a.Job.Labels[job.LabelStep]
+			if step == job.StepWarmup && a.Job.Spec.Template.Spec.NodeName != "" {
+				step = "warmup-async"
+			}
+			built = append(built, step)
+			pod := a.Job.Spec.Template.ObjectMeta
+			for k, v := range userLabels {
+				if pod.Labels[k] != v {
+					t.Errorf("scenario %d, %s pod: label %s=%q, want %q", i, step, k, pod.Labels[k], v)
+				}
+			}
+			for k, v := range userAnnotations {
+				if pod.Annotations[k] != v {
+					t.Errorf("scenario %d, %s pod: annotation %s=%q, want %q", i, step, k, pod.Annotations[k], v)
+				}
+			}
+			for k, v := range job.Selector("fed-r1") {
+				if pod.Labels[k] != v {
+					t.Errorf("scenario %d, %s pod: selector label %s=%q, want %q", i, step, k, pod.Labels[k], v)
+				}
+			}
+			if got := pod.Labels[job.LabelStep]; got != a.Job.Labels[job.LabelStep] || got == job.StepPause {
+				t.Errorf("scenario %d, %s pod: step label %q", i, step, got)
+			}
+			for k := range pod.Annotations {
+				if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation {
+					t.Errorf("scenario %d, %s pod: annotation %s travelled to the pod", i, step, k)
+				}
+			}
+			if _, ok := pod.Labels[dpv1alpha1.LabelOwnerName]; ok {
+				t.Errorf("scenario %d, %s pod: the member's owner label travelled to the pod", i, step)
+			}
+		}
+	}
+	slices.Sort(built)
+	want := []string{job.StepRestoreData, job.StepRestoreData, job.StepRestoreVolumes, job.StepWarmup, job.StepWarmup, "warmup-async", "warmup-async"}
+	if !slices.Equal(built, want) {
+		t.Errorf("Jobs built %v, want %v", built, want)
+	}
+}
+
+func union(a, b map[string]string) map[string]string {
+	out := maps.Clone(a)
+	maps.Copy(out, b)
+	return out
+}
