@@ -37,6 +37,10 @@ type Options struct {
 	TCName string
 	// TiKVPerPlane is the number of TiKV stores in each data plane.
 	TiKVPerPlane int
+	// RaftVolumes gives each TiKV a second volume for its raft log (spec.tikv.storageVolumes
+	// "raft"), snapshotted with its data volume in one call. The lab cannot read a volume block
+	// by block, which warm-up does for every volume but the data volume, so it needs no warm-up.
+	RaftVolumes bool
 	// Accounts, Workers and Rate shape the bank workload (Rate 0: as fast as it goes).
 	Accounts, Workers int
 	Rate              float64
@@ -98,6 +102,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("bank rate %v: want >= 0", o.Rate)
 	case o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone && o.RestoreWarmup != fedv1alpha1.RestoreWarmupSync && o.RestoreWarmup != fedv1alpha1.RestoreWarmupAsync:
 		return fmt.Errorf("restore warm-up %q: want sync, async or none", o.RestoreWarmup)
+	case o.RaftVolumes && o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone:
+		return fmt.Errorf("restore warm-up %q with raft volumes: warm-up reads a raft volume block by block (--block), which the lab's volumes (directories) cannot serve; use no warm-up", o.RestoreWarmup)
 	case o.Namespace == o.RestoreNamespace && o.Namespace != "":
 		return fmt.Errorf("restore namespace %q must differ from the source namespace", o.RestoreNamespace)
 	}

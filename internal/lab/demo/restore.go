@@ -23,7 +23,7 @@ import (
 
 // restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
 func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
-	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, nil)
+	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, d.o.RaftVolumes, nil)
 	for cluster, tc := range tcs {
 		dp, _ := d.lab.DataPlane(cluster)
 		prefix, err := restoreAddressing(dp)

@@ -174,7 +174,7 @@ func (d *run) sourceCluster(ctx context.Context) error {
 	for _, k := range bank.SplitKeys(d.o.Accounts, 2*n) {
 		split = append(split, string(k))
 	}
-	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.Namespace, d.o.TiKVPerPlane, split)
+	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.Namespace, d.o.TiKVPerPlane, d.o.RaftVolumes, split)
 	if err := d.createTCs(ctx, d.o.Namespace, tcs); err != nil {
 		return err
 	}

@@ -19,8 +19,9 @@ import (
 // spec.cluster naming the first). Every part carries the same initial region layout: the stores
 // interleaved across planes (store i of plane 1, of plane 2, …), so each region's three peers
 // sit in three different planes when there are three, and the given split keys. The map is
-// keyed by cluster.
-func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, splitKeys []string) map[string]*pcv1alpha1.TidbCluster {
+// keyed by cluster. With raftVolume each TiKV has two volumes, as a TiKV with its raft log on a
+// volume of its own (spec.tikv.storageVolumes "raft" at /var/lib/raft): data, and the log apart.
+func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raftVolume bool, splitKeys []string) map[string]*pcv1alpha1.TidbCluster {
 	var initial []string
 	for i := range tikvPerPlane {
 		for _, d := range l.DataPlanes {
@@ -42,6 +43,9 @@ func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, spl
 				PD:        &pcv1alpha1.ComponentSpec{Replicas: 1, StorageClassName: ptr.To(l.StorageClass), Requests: storage},
 				TiKV:      &pcv1alpha1.ComponentSpec{Replicas: int32(tikvPerPlane), StorageClassName: ptr.To(l.StorageClass), Requests: storage},
 			},
+		}
+		if raftVolume {
+			tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", MountPath: "/var/lib/raft"}}
 		}
 		if i > 0 {
 			tc.Spec.PD = &pcv1alpha1.ComponentSpec{Replicas: 0}

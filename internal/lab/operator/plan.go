@@ -152,6 +152,32 @@ func PVCName(tc, component string, ordinal int) string {
 	return component + "-" + MemberName(tc, component, ordinal)
 }
 
+// memberVolume is one volume of a member: its pod volume, claim and mount path.
+type memberVolume struct {
+	name, claim, mountPath string
+}
+
+// memberVolumes lists member i's volumes as tidb-operator lays them out: the data volume
+// (pod volume <component>, claim <component>-<tc>-<component>-<i>, at /var/lib/<component>), then
+// one per spec.<component>.storageVolumes entry (pod volume <component>-<name>, claim
+// <component>-<name>-<tc>-<component>-<i>, at its mountPath or /var/lib/<component>-<name>).
+func memberVolumes(tc *pcv1alpha1.TidbCluster, comp string, i int) []memberVolume {
+	out := []memberVolume{{name: comp, claim: PVCName(tc.Name, comp, i), mountPath: dataDir(comp)}}
+	cs := spec(tc, comp)
+	if cs == nil {
+		return out
+	}
+	for _, sv := range cs.StorageVolumes {
+		v := memberVolume{name: comp + "-" + sv.Name, mountPath: sv.MountPath}
+		v.claim = v.name + "-" + MemberName(tc.Name, comp, i)
+		if v.mountPath == "" {
+			v.mountPath = dataDir(v.name)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 // ServiceName is PD's Service, named as tidb-operator names it.
 func ServiceName(tc string) string { return tc + "-pd" }
 
@@ -240,8 +266,10 @@ func (p *Plan) members(cfg Config, lay layout, o Observed, comp string, replicas
 			// The claim is gated with the pod: in recovery mode the restore creates the TiKV
 			// claims itself, bound to the restored volumes, and a claim made here first would
 			// provision an empty volume and conflict with them.
-			if !o.PVCs[PVCName(tc.Name, comp, i)] {
-				p.add(CreatePVC, nil, pvc(tc, comp, i), nil)
+			for _, v := range memberVolumes(tc, comp, i) {
+				if !o.PVCs[v.claim] {
+					p.add(CreatePVC, nil, pvc(tc, comp, i, v.claim), nil)
+				}
 			}
 			p.add(CreatePod, pod(cfg, lay, tc, comp, i), nil, nil)
 		}
@@ -341,7 +369,7 @@ func spec(tc *pcv1alpha1.TidbCluster, comp string) *pcv1alpha1.ComponentSpec {
 	return tc.Spec.TiKV
 }
 
-func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.PersistentVolumeClaim {
+func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int, claim string) *corev1.PersistentVolumeClaim {
 	cs := spec(tc, comp)
 	size := defaultStorage
 	if q, ok := cs.Requests[corev1.ResourceStorage]; ok {
@@ -350,7 +378,7 @@ func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int) *corev1.PersistentVolum
 	l := labels(tc, comp)
 	l["tidb.pingcap.com/pod-name"] = MemberName(tc.Name, comp, i)
 	return &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: PVCName(tc.Name, comp, i), Namespace: tc.Namespace, Labels: l},
+		ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: tc.Namespace, Labels: l},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			StorageClassName: cs.StorageClassName,
@@ -383,6 +411,19 @@ func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int)
 			"--data-dir", strings.TrimPrefix(dataDir(comp), "/"), "--pd", pdAddress(cfg.Addressing, tc),
 			"--listen", addr, "--advertise-addr", addr}
 		args = append(args, lay.args()...)
+		if vols := memberVolumes(tc, comp, i); len(vols) > 1 {
+			// The TiKV double keeps its log on its first storage volume, as TiKV's
+			// raft-engine.dir on a volume of its own.
+			args = append(args, "--raft-dir", strings.TrimPrefix(vols[1].mountPath, "/"))
+		}
+	}
+	var mounts []corev1.VolumeMount
+	var volumes []corev1.Volume
+	for _, v := range memberVolumes(tc, comp, i) {
+		mounts = append(mounts, corev1.VolumeMount{Name: v.name, MountPath: v.mountPath})
+		volumes = append(volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.claim},
+		}})
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tc.Namespace, Labels: l, Annotations: ann,
@@ -409,11 +450,9 @@ func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int)
 				// One Go P per double: the lab runs a score of them on two cores, where
 				// more Ps only add thread wakeups (a third of an idle store's CPU).
 				Env:          []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}},
-				VolumeMounts: []corev1.VolumeMount{{Name: comp, MountPath: dataDir(comp)}},
+				VolumeMounts: mounts,
 			}},
-			Volumes: []corev1.Volume{{Name: comp, VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: PVCName(tc.Name, comp, i)},
-			}}},
+			Volumes: volumes,
 		},
 	}
 }

@@ -3,6 +3,7 @@ package operator
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,9 @@ func deleting(tc *pcv1alpha1.TidbCluster) {
 }
 func tikvReplicas(n int32) tcOpt {
 	return func(tc *pcv1alpha1.TidbCluster) { tc.Spec.TiKV.Replicas = n }
+}
+func raftVolume(tc *pcv1alpha1.TidbCluster) {
+	tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", MountPath: "/var/lib/raft"}}
 }
 func pdReplicas(n int32) tcOpt { return func(tc *pcv1alpha1.TidbCluster) { tc.Spec.PD.Replicas = n } }
 
@@ -116,6 +120,11 @@ func TestComputePlan(t *testing.T) {
 			obs:  world(newTC(), true, "pd-0"),
 			want: []string{"CreatePVC tikv-basic-tikv-0", "CreatePod basic-tikv-0", "CreatePVC tikv-basic-tikv-1",
 				"CreatePod basic-tikv-1", "CreatePVC tikv-basic-tikv-2", "CreatePod basic-tikv-2"},
+		},
+		{
+			name: "a storage volume gets its own claim, named as tidb-operator names it",
+			obs:  world(newTC(tikvReplicas(1), raftVolume), true, "pd-0"),
+			want: []string{"CreatePVC tikv-basic-tikv-0", "CreatePVC tikv-raft-basic-tikv-0", "CreatePod basic-tikv-0"},
 		},
 		{
 			name: "steady state does nothing",
@@ -388,4 +397,31 @@ func TestRefreshInterval(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
 	}
+}
+
+// TestStorageVolumeIsTheRaftVolume: a TiKV with a storage volume mounts it where the spec says
+// and keeps its log there.
+func TestStorageVolumeIsTheRaftVolume(t *testing.T) {
+	p, err := ComputePlan(testConfig, world(newTC(tikvReplicas(1), raftVolume), true, "pd-0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range p.Actions {
+		if a.Pod == nil {
+			continue
+		}
+		ps := a.Pod.Spec
+		if len(ps.Volumes) != 2 || ps.Volumes[1].Name != "tikv-raft" || ps.Volumes[1].PersistentVolumeClaim.ClaimName != "tikv-raft-basic-tikv-0" {
+			t.Fatalf("volumes %+v", ps.Volumes)
+		}
+		c := ps.Containers[0]
+		if len(c.VolumeMounts) != 2 || c.VolumeMounts[1].MountPath != "/var/lib/raft" {
+			t.Fatalf("mounts %+v", c.VolumeMounts)
+		}
+		if !strings.Contains(strings.Join(c.Args, " "), "--raft-dir var/lib/raft") {
+			t.Fatalf("args %v", c.Args)
+		}
+		return
+	}
+	t.Fatal("no pod planned")
 }

@@ -60,6 +60,7 @@ func NewCmd() *cobra.Command {
 	f.IntVar(&o.Workers, "workers", 4, "bank workers")
 	f.Float64Var(&o.Rate, "rate", 0, "bank transfers per second (0: as fast as it goes)")
 	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes before the backup starts (at least until it committed 100 transfers)")
+	f.BoolVar(&o.RaftVolumes, "raft-volumes", false, "give each TiKV a second volume for its raft log (needs --restore-warmup empty: the lab cannot read a volume block by block)")
 	f.StringVar((*string)(&o.RestoreWarmup), "restore-warmup", "", "warm-up of the restored volumes: sync (before TiKV starts), async (beside the restarted TiKV) or empty for none")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each wait (cluster up, backup, restore)")
 	f.BoolVar(&o.KeepBackup, "keep-backup", false, "do not delete the backup at the end")
