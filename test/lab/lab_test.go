@@ -413,7 +413,7 @@ func testTiDB(t *testing.T, ctx context.Context, w *world) {
 	for _, k := range splitKeys {
 		keys = append(keys, string(k))
 	}
-	tcs := env.FederatedTidbClusters(w.lab, name, ns, tikvPerPlane, keys)
+	tcs := env.FederatedTidbClusters(w.lab, name, ns, tikvPerPlane, false, keys)
 	for _, d := range w.lab.DataPlanes {
 		namespace(t, ctx, w, d.Cluster, ns)
 		if err := w.client[d.Cluster].Create(ctx, tcs[d.Cluster]); err != nil {

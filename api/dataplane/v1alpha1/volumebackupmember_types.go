@@ -119,30 +119,6 @@ type VolumeBackupMemberStatus struct {
 	// calcSizeLevel is none or full.
 	// +optional
 	IncrementalBackupSize int64 `json:"incrementalBackupSize,omitempty"`
-	// GCPausedAt is when the initializer's pause pinned the GC safepoint, and GCResumedAt when
-	// it lifted everything it held (microseconds: condition times are whole seconds, too coarse
-	// for the GC pause window).
-	// +optional
-	GCPausedAt *metav1.MicroTime `json:"gcPausedAt,omitempty"`
-	// +optional
-	GCResumedAt *metav1.MicroTime `json:"gcResumedAt,omitempty"`
-	// SnapshotsStartedAt is written by the snapshot step itself (server-side apply, field
-	// manager fedbr-br-snapshot) once every snapshot has started: the manager lifts the pause
-	// on it one hop before the agent's SnapshotsCreated condition, which stays the fallback.
-	// +optional
-	SnapshotsStartedAt *metav1.MicroTime `json:"snapshotsStartedAt,omitempty"`
-	// SnapshotsCompletedAt is written by the snapshot step itself, with CommitTs, once every
-	// snapshot has completed and its result is reported: the manager completes the backup on
-	// it one hop before the agent's Complete condition, which stays the fallback. An agent
-	// never stops a step whose member carries it.
-	// +optional
-	SnapshotsCompletedAt *metav1.MicroTime `json:"snapshotsCompletedAt,omitempty"`
-	// PauseReadyTS is written by the initializer's pause step itself (server-side apply, field
-	// manager fedbr-br-pause) once the pause holds: its backup ts (decimal TSO). The manager
-	// hands it to every member on it, one hop before the agent's Initialized condition, which
-	// stays the fallback.
-	// +optional
-	PauseReadyTS string `json:"pauseReadyTS,omitempty"`
 	// TimeStarted is when the member started.
 	// +optional
 	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`
@@ -154,6 +130,12 @@ type VolumeBackupMemberStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Steps are the step Jobs' own reports (pause, snapshot, clean, size), each written only by
+	// its step.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Steps []StepReport `json:"steps,omitempty"`
 }
 
 // VolumeBackupMember is one data plane's part of a VolumeBackup.

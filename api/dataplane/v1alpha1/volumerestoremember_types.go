@@ -108,6 +108,12 @@ type VolumeRestoreMemberStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Steps are the step Jobs' own reports (restore-volumes, restore-data, warmup-<ordinal>),
+	// each written only by its step.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Steps []StepReport `json:"steps,omitempty"`
 }
 
 // VolumeRestoreMember is one data plane's part of a VolumeRestore.

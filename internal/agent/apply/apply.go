@@ -5,12 +5,13 @@ package apply
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,40 +46,48 @@ func (a *Applier) EnsureConfigMap(ctx context.Context, cm *corev1.ConfigMap) err
 
 // EnsureServiceAccount creates the steps' service account, Role and RoleBinding in namespace,
 // at once: a RoleBinding may name a Role that does not exist yet, and the three round trips
-// sit before a step's pod start.
+// sit before a step's pod start. A Role left by an older agent gets today's rules.
 func (a *Applier) EnsureServiceAccount(ctx context.Context, namespace string) error {
 	sa, role, rb := job.ServiceAccountObjects(namespace)
 	return Concurrently([]client.Object{sa, role, rb}, func(o client.Object) error {
-		if err := ignoreExists(a.Client.Create(ctx, o)); err != nil {
+		err := a.Client.Create(ctx, o)
+		if apierrors.IsAlreadyExists(err) {
+			if want, ok := o.(*rbacv1.Role); ok {
+				err = a.updateRules(ctx, want)
+			} else {
+				err = nil
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("create %T %s/%s: %w", o, namespace, o.GetName(), err)
 		}
 		return nil
 	})
 }
 
-// ResetReport removes keys from the status ConfigMap, so a retried step's old status is not
-// mistaken for the new attempt's.
-func (a *Applier) ResetReport(ctx context.Context, namespace, name string, keys []string) error {
-	cm := &corev1.ConfigMap{}
-	if err := a.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	orig := cm.DeepCopy()
-	for _, k := range keys {
-		delete(cm.Data, k)
-	}
-	return a.Client.Patch(ctx, cm, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-}
-
-// SetReportKey sets one key of the status ConfigMap (a merge patch: the steps' own keys are
-// untouched).
-func (a *Applier) SetReportKey(ctx context.Context, namespace, name, key, value string) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
-	patch, err := json.Marshal(map[string]any{"data": map[string]string{key: value}})
-	if err != nil {
+// updateRules gives the stored Role want's rules when they differ.
+func (a *Applier) updateRules(ctx context.Context, want *rbacv1.Role) error {
+	have := &rbacv1.Role{}
+	if err := a.Client.Get(ctx, client.ObjectKeyFromObject(want), have); err != nil {
 		return err
 	}
-	return a.Client.Patch(ctx, cm, client.RawPatch(types.MergePatchType, patch))
+	if equality.Semantic.DeepEqual(have.Rules, want.Rules) {
+		return nil
+	}
+	have.Rules = want.Rules
+	return a.Client.Update(ctx, have)
+}
+
+// PatchStatusLocked applies mutate to obj's status and patches it with obj's resource version,
+// so that what another writer wrote meanwhile is not lost (the patch fails instead, and the
+// reconcile runs again).
+func (a *Applier) PatchStatusLocked(ctx context.Context, obj client.Object, mutate func()) error {
+	orig, ok := obj.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("copy %T", obj)
+	}
+	mutate()
+	return a.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
 
 // CreateJob creates j for member (an already existing Job of that name is success).

@@ -59,7 +59,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update
 // +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
@@ -188,15 +188,7 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMemb
 		return o, fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
 	}
 	r.classifyJobs(m, jobs.Items, &o)
-	cm := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: job.StatusConfigMapName(m.Name)}, cm); {
-	case err == nil:
-		o.Report = job.ParseReport(cm)
-	case apierrors.IsNotFound(err):
-		o.Report = job.ParseReport(nil)
-	default:
-		return o, fmt.Errorf("get status ConfigMap of %s/%s: %w", m.Namespace, m.Name, err)
-	}
+	o.Report = job.ReportOf(m.Status.Steps)
 	if o.TC != nil && NeedsDiscovery(m, o.Snapshot, o.Report) {
 		reader := r.APIReader
 		if reader == nil {
@@ -345,20 +337,16 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 		err = ap.EnsureConfigMap(ctx, a.ConfigMap)
 	case EnsureServiceAccount:
 		err = ap.EnsureServiceAccount(ctx, m.Namespace)
-	case ResetReport:
-		err = ap.ResetReport(ctx, m.Namespace, job.StatusConfigMapName(m.Name), a.Keys)
+	case ResetStep:
+		err = ap.PatchStatusLocked(ctx, m, func() {
+			m.Status.Steps = slices.DeleteFunc(m.Status.Steps, func(s dpv1alpha1.StepReport) bool { return s.Name == a.Name })
+		})
 	case CreateJob:
 		err = ap.CreateJob(ctx, m, a.Job)
 	case StopJob:
 		err = ap.StopJob(ctx, m, m.Namespace, a.Name)
 	case DeleteJob:
 		err = ap.DeleteJob(ctx, m, m.Namespace, a.Name)
-	case PublishStart:
-		err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.StartKey, "true")
-	case PublishRelease:
-		err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.ReleaseKey, "true")
-	case PublishBackupTS:
-		err = ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.BackupTSKey, a.Value)
 	case RemoveFinalizer:
 		controllerutil.RemoveFinalizer(m, Finalizer)
 		if err = r.Client.Update(ctx, m); err == nil {
@@ -389,13 +377,12 @@ func (r *Reconciler) observeSteps(ctx context.Context, m *dpv1alpha1.VolumeBacku
 	}
 }
 
-// SetupWithManager registers the controller: it reacts to its members, to their Jobs and
-// status ConfigMaps (a step's report is an event, never a poll) and to their TidbClusters.
+// SetupWithManager registers the controller: it reacts to its members (a step's report in the
+// member's status.steps is an event, never a poll), to their Jobs and to their TidbClusters.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&dpv1alpha1.VolumeBackupMember{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
 		Watches(&pcv1alpha1.TidbCluster{}, handler.EnqueueRequestsFromMapFunc(r.membersOf)).
 		Named("volumebackupmember").
 		WithOptions(controller.Options{MaxConcurrentReconciles: max(maxConcurrent, 1)}).

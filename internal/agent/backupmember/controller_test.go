@@ -34,6 +34,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -214,26 +215,25 @@ func condIs(m *dpv1alpha1.VolumeBackupMember, typ string, s metav1.ConditionStat
 	return c.Status == s && (reason == "" || c.Reason == reason), fmt.Sprintf("%+v", *c)
 }
 
-// writeReport writes a step's status into the status ConfigMap exactly as `fedbr br` does.
+// writeReport writes steps' reports into the member's status.steps exactly as `fedbr br` does
+// (data: each step's status document under its name, its result under <step>.result).
 func writeReport(t *testing.T, ctx context.Context, ns, member string, data map[string]any) {
 	t.Helper()
-	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: job.StatusConfigMapName(member)}, cm); err != nil {
-			return err
+	byStep := map[string]map[string]string{}
+	for k, v := range data {
+		b, err := json.Marshal(v)
+		must(t, err)
+		step, _ := strings.CutSuffix(k, ".result")
+		if byStep[step] == nil {
+			byStep[step] = map[string]string{}
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		for k, v := range data {
-			b, err := json.Marshal(v)
-			if err != nil {
-				return err
-			}
-			cm.Data[k] = string(b)
-		}
-		return env.Client.Update(ctx, cm)
-	}))
+		byStep[step][k] = string(b)
+	}
+	for step, keys := range byStep {
+		sink, err := brreport.NewMemberStep(env.Config, dpv1alpha1.GroupVersion.WithKind(Kind), "volumebackupmembers", ns, member, step)
+		must(t, err)
+		must(t, sink.Apply(ctx, keys))
+	}
 }
 
 func getJob(ctx context.Context, ns, name string) *batchv1.Job {
@@ -277,7 +277,7 @@ func TestBackupProtocol(t *testing.T) {
 	eventually(t, "Armed", func() (bool, string) {
 		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, ReasonSnapshotArmed)
 	})
-	// The pause Job starts armed too; it gets its go (key start) only with spec.startPause.
+	// The pause Job starts armed too; it takes its go off the member's spec.startPause.
 	var pause *batchv1.Job
 	eventually(t, "armed pause Job", func() (bool, string) {
 		pause = getJob(ctx, ns, job.Name("fed-b1", job.StepPause))
@@ -286,25 +286,12 @@ func TestBackupProtocol(t *testing.T) {
 	if !slices.Contains(args(pause), "--wait-start") {
 		t.Errorf("pause Job args %v, want --wait-start", args(pause))
 	}
-	startKey := func() string {
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: job.StatusConfigMapName("fed-b1")}, cm); err != nil {
-			return err.Error()
-		}
-		return cm.Data[job.StartKey]
-	}
-	if v := startKey(); v != "" {
-		t.Fatalf("start key %q written before startPause", v)
+	if argValue(args(pause), "--member") != "fed-b1" {
+		t.Errorf("pause Job args %v, want --member fed-b1", args(pause))
 	}
 	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.StartPause = true })
-	eventually(t, "the go to pause", func() (bool, string) { v := startKey(); return v == "true", "start = " + v })
 	if !slices.Contains(getMember(t, ctx, key).Finalizers, Finalizer) {
 		t.Fatal("no finalizer")
-	}
-	cm := &corev1.ConfigMap{}
-	must(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: job.StatusConfigMapName("fed-b1")}, cm))
-	if cm.OwnerReferences[0].UID != getMember(t, ctx, key).UID {
-		t.Errorf("status ConfigMap owners %v", cm.OwnerReferences)
 	}
 	if a := args(pause); argValue(a, "--pd") != "http://127.0.0.1:2379" || *pause.Spec.BackoffLimit != 0 || pause.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		t.Errorf("pause Job args %v", a)
@@ -336,17 +323,10 @@ func TestBackupProtocol(t *testing.T) {
 		t.Errorf("snapshot Job args %v labels %v", a, snap.Labels)
 	}
 
-	// The manager moves the initializer to execute with the shared backup ts; the agent hands
-	// it to the armed step through the status ConfigMap.
+	// The manager moves the initializer to execute with the shared backup ts, which the armed
+	// step reads off the member itself.
 	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) {
 		m.Spec.Phase, m.Spec.BackupTS = dpv1alpha1.BackupMemberExecute, tsText
-	})
-	eventually(t, "backup ts published", func() (bool, string) {
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: job.StatusConfigMapName("fed-b1")}, cm); err != nil {
-			return false, err.Error()
-		}
-		return cm.Data[job.BackupTSKey] == tsText, "backup-ts = " + cm.Data[job.BackupTSKey]
 	})
 	inputs := &corev1.ConfigMap{}
 	must(t, c.Get(ctx, types.NamespacedName{Namespace: ns, Name: InputsConfigMapName("fed-b1")}, inputs))
@@ -382,7 +362,7 @@ func TestBackupProtocol(t *testing.T) {
 	// Snapshots completed.
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{
 		job.StepSnapshot: map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS},
-		job.ResultKey(job.StepSnapshot): map[string]any{"backupID": uid, "resolvedTS": backupTS, "sizeGiB": 10,
+		job.StepSnapshot + ".result": map[string]any{"backupID": uid, "resolvedTS": backupTS, "sizeGiB": 10,
 			"snapshots": []map[string]any{{"storeID": 7, "snapshotID": "snap-1", "sizeGiB": 10}}},
 	})
 	eventually(t, "Complete", func() (bool, string) {
@@ -405,8 +385,8 @@ func TestBackupProtocol(t *testing.T) {
 		t.Errorf("backupSize %d before the size step reported, want none", got)
 	}
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{
-		job.StepSize:                map[string]any{"phase": "Completed"},
-		job.ResultKey(job.StepSize): map[string]any{"level": "all", "fullBytes": 3 << 20, "incrementalBytes": 1 << 20, "full": "3.1 MB", "incremental": "1.0 MB"},
+		job.StepSize:             map[string]any{"phase": "Completed"},
+		job.StepSize + ".result": map[string]any{"level": "all", "fullBytes": 3 << 20, "incrementalBytes": 1 << 20, "full": "3.1 MB", "incremental": "1.0 MB"},
 	})
 	eventually(t, "Sized", func() (bool, string) {
 		got := getMember(t, ctx, key)
@@ -450,7 +430,7 @@ func TestBackupProtocol(t *testing.T) {
 		return clean != nil, "no second clean Job"
 	})
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepClean: map[string]any{"phase": "Completed"},
-		job.ResultKey(job.StepClean): map[string]any{"result": "cleaned", "deleted": 1}})
+		job.StepClean + ".result": map[string]any{"result": "cleaned", "deleted": 1}})
 	eventually(t, "member gone", func() (bool, string) {
 		return getMember(t, ctx, key) == nil, "member still there"
 	})

@@ -117,7 +117,7 @@ func (p *plan) planClean(complete bool) {
 	}
 	args := []string{"br", job.StepClean, "--storage", storage.Flag, "--backup-id", string(p.m.UID),
 		"--backup-outcome", outcome, "--delete-ratio", strconv.FormatFloat(p.m.Spec.Template.EffectiveSnapshotsDeleteRatio(), 'f', -1, 64),
-		"--status-configmap", job.StatusConfigMapName(p.m.Name)}
+		"--member", p.m.Name}
 	args = append(args, p.o.Env.CloudArgs()...)
 	spec := p.jobSpec(job.StepClean, args)
 	spec.Name = CleanJobName(p.m.Name, p.o.CleanAttempt+1)
@@ -127,7 +127,7 @@ func (p *plan) planClean(complete bool) {
 	withStorage(&spec, storage)
 	p.ensureCommon()
 	if reported {
-		p.add(Action{Kind: ResetReport, Keys: []string{job.StepClean, job.ResultKey(job.StepClean)}})
+		p.add(Action{Kind: ResetStep, Name: job.StepClean})
 	}
 	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
 	if !cj.Exists() {

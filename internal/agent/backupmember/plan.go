@@ -117,7 +117,7 @@ type Observed struct {
 	// observed (the newest attempt; 0 when none ever ran).
 	Pause, Snapshot, Size, Clean job.State
 	CleanAttempt                 int
-	// Report is the status ConfigMap.
+	// Report is what the member's steps reported (its status.steps).
 	Report job.Report
 	// Env is the agent's configuration.
 	Env job.Env
@@ -128,12 +128,13 @@ type ActionKind string
 
 // Action kinds, applied in the order Plan returns them.
 const (
-	// EnsureConfigMap creates ConfigMap unless it exists (the status ConfigMap, the inputs).
+	// EnsureConfigMap creates ConfigMap unless it exists (the snapshot step's inputs).
 	EnsureConfigMap ActionKind = "EnsureConfigMap"
 	// EnsureServiceAccount creates the steps' service account, Role and RoleBinding.
 	EnsureServiceAccount ActionKind = "EnsureServiceAccount"
-	// ResetReport removes Keys from the status ConfigMap (before a retried step reports).
-	ResetReport ActionKind = "ResetReport"
+	// ResetStep removes the step Name's entry from the member's status.steps (before a retried
+	// step reports).
+	ResetStep ActionKind = "ResetStep"
 	// CreateJob creates Job.
 	CreateJob ActionKind = "CreateJob"
 	// StopJob suspends the Job Name and deletes its pods: they get SIGTERM, on which the pause
@@ -143,13 +144,6 @@ const (
 	DeleteJob ActionKind = "DeleteJob"
 	// RemoveFinalizer drops the agent's finalizer.
 	RemoveFinalizer ActionKind = "RemoveFinalizer"
-	// PublishBackupTS writes spec.backupTS into the status ConfigMap, where the armed snapshot
-	// step waits for it.
-	PublishBackupTS ActionKind = "PublishBackupTS"
-	// PublishStart writes the start key an armed pause begins on.
-	PublishStart ActionKind = "PublishStart"
-	// PublishRelease writes the release key the watching pause lifts everything on.
-	PublishRelease ActionKind = "PublishRelease"
 )
 
 // Action is one idempotent change.
@@ -158,9 +152,6 @@ type Action struct {
 	Job       *batchv1.Job
 	ConfigMap *corev1.ConfigMap
 	Name      string
-	Keys      []string
-	// Value is what PublishBackupTS writes.
-	Value string
 }
 
 func (a Action) String() string {
@@ -282,14 +273,6 @@ func (p *plan) observePause() {
 		if p.res.Status.CommitTs == "" {
 			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
 		}
-		if st.GCPausedAt != nil && p.res.Status.GCPausedAt == nil {
-			t := metav1.NewMicroTime(*st.GCPausedAt)
-			p.res.Status.GCPausedAt = &t
-		}
-	}
-	if reported && st.LiftedAt != nil && p.res.Status.GCResumedAt == nil {
-		t := metav1.NewMicroTime(*st.LiftedAt)
-		p.res.Status.GCResumedAt = &t
 	}
 	if p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {
 		return
@@ -322,21 +305,16 @@ func (p *plan) observePause() {
 func (p *plan) planPause() {
 	pj := p.o.Pause
 	if pj.Exists() && !pj.Done() && !pj.Suspended && p.stopRequested() {
-		// The release key reaches the watching pause in one event; stopping the Job (SIGTERM
-		// through the pod's deletion) is the path that works whatever the pause's state.
-		if p.o.Report.Release == "" {
-			p.add(Action{Kind: PublishRelease})
-		}
+		// The watching pause sees the member ask for it in one event; stopping the Job
+		// (SIGTERM through the pod's deletion) is the path that works whatever the pause's
+		// state, and the only one for what only the agent decides (a failed member).
 		p.add(Action{Kind: StopJob, Name: pj.Name})
 		return
 	}
 	_, reported := p.o.Report.Step(job.StepPause)
-	// The pause Job starts at once, armed (--wait-start); it pins GC only on the start key,
-	// written when the manager says every member's snapshot step is armed: the GC pause window
-	// then holds the ts hop and the snapshots, never a pod start.
-	if pj.Exists() && !pj.Done() && p.m.Spec.StartPause && p.o.Report.Start == "" {
-		p.add(Action{Kind: PublishStart})
-	}
+	// The pause Job starts at once, armed (--wait-start); it pins GC only once the manager
+	// sets the member's spec.startPause (every member's snapshot step is armed): the GC pause
+	// window then holds the ts hop and the snapshots, never a pod start.
 	if p.m.Spec.Phase != dpv1alpha1.BackupMemberInitialize || pj.Exists() || reported || p.stopRequested() ||
 		p.isTrue(dpv1alpha1.BackupMemberInitializedCondition) {
 		return
@@ -350,7 +328,7 @@ func (p *plan) planPause() {
 		p.fail(ReasonNoPD, err.Error())
 		return
 	}
-	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--status-configmap", job.StatusConfigMapName(p.m.Name), "--member", p.m.Name, "--wait-start", "--watch-release"}
+	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--member", p.m.Name, "--wait-start", "--watch-release"}
 	spec := p.jobSpec(job.StepPause, args)
 	spec.BackoffLimit = 0
 	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)
@@ -362,15 +340,13 @@ func (p *plan) tcMissing() string {
 	return fmt.Sprintf("TidbCluster %s/%s not found in data plane %s", p.m.Spec.TCNamespace, p.m.Spec.TCName, p.m.Spec.K8sClusterName)
 }
 
-// ensureCommon creates what every step needs before its Job: the status ConfigMap (so the
-// step can write it and the agent already watches it) and, without a template service
-// account, the steps' own.
+// ensureCommon creates what every step needs before its Job: without a template service
+// account, the steps' own (which may read its member and report in its status).
 func (p *plan) ensureCommon() {
 	if p.ensured {
 		return
 	}
 	p.ensured = true
-	p.add(Action{Kind: EnsureConfigMap, ConfigMap: job.StatusConfigMap(p.m.Name, p.m.Namespace, ownerRef(p.m))})
 	if p.m.Spec.Template.ServiceAccount == "" {
 		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})
 	}

@@ -11,6 +11,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -18,6 +19,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
 )
 
 var (
@@ -27,7 +29,6 @@ var (
 	testEnv   = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566"}
 	backupTS  = uint64(470802380936708097)
 	tsText    = "470802380936708097"
-	statusCM  = job.StatusConfigMapName("fed-b1")
 	pauseName = job.Name("fed-b1", job.StepPause)
 	snapName  = job.Name("fed-b1", job.StepSnapshot)
 	sizeName  = job.Name("fed-b1", job.StepSize)
@@ -103,8 +104,25 @@ func cluster() *Cluster {
 	return c
 }
 
+// report is what the steps reported, given as each step's status document (key <step>) and
+// result (key <step>.result), as the steps write them.
 func report(data map[string]string) job.Report {
-	return job.ParseReport(&corev1.ConfigMap{Data: data})
+	var steps []dpv1alpha1.StepReport
+	for k, v := range data {
+		step, isResult := strings.CutSuffix(k, ".result")
+		if isResult {
+			if _, hasStatus := data[step]; hasStatus {
+				continue
+			}
+			v = ""
+		}
+		e, err := brreport.StepEntry(step, v, data[step+".result"])
+		if err != nil {
+			panic(err)
+		}
+		steps = append(steps, e)
+	}
+	return job.ReportOf(steps)
 }
 
 func mustJSON(v any) string {
@@ -126,7 +144,7 @@ func succeeded(name string) job.State {
 }
 
 func obs(m *dpv1alpha1.VolumeBackupMember, mut ...func(*Observed)) Observed {
-	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Size: job.StateOf(nil), Clean: job.StateOf(nil), Report: job.ParseReport(nil)}
+	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Size: job.StateOf(nil), Clean: job.StateOf(nil), Report: job.ReportOf(nil)}
 	for _, f := range mut {
 		f(&o)
 	}
@@ -183,7 +201,7 @@ func TestPlan(t *testing.T) {
 		SizeGiB    int32  `json:"sizeGiB"`
 	}{1, "snap-1", 30})
 	snapDone := map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS}),
-		job.ResultKey(job.StepSnapshot): mustJSON(summary)}
+		job.StepSnapshot + ".result": mustJSON(summary)}
 
 	for _, tt := range []struct {
 		name string
@@ -191,13 +209,13 @@ func TestPlan(t *testing.T) {
 		want want
 	}{
 		{
-			name: "initialize starts the pause after its status ConfigMap",
+			name: "initialize starts the pause after the steps' service account",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause)),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseInitializing,
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseInitializing,
 				check: func(t *testing.T, r Result) {
 					j := jobOf(t, r, job.StepPause).Job
 					args := j.Spec.Template.Spec.Containers[0].Args
-					if !slices.Equal(args[:2], []string{"br", "pause"}) || argValue(args, "--pd") != "http://pd0:2379" || argValue(args, "--status-configmap") != statusCM {
+					if !slices.Equal(args[:2], []string{"br", "pause"}) || argValue(args, "--pd") != "http://pd0:2379" || argValue(args, "--member") != "fed-b1" {
 						t.Errorf("pause args %v", args)
 					}
 					if *j.Spec.BackoffLimit != 0 || *j.Spec.ActiveDeadlineSeconds != 600 || j.Name != pauseName {
@@ -216,7 +234,7 @@ func TestPlan(t *testing.T) {
 			// snapshot step) must never sit inside the GC pause window.
 			name: "initialize without startPause starts the pause armed, without the go",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Snapshot = active(snapName) }),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseArmed,
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseArmed,
 				notTrue: []string{dpv1alpha1.BackupMemberArmedCondition}, check: func(t *testing.T, r Result) {
 					if a := jobOf(t, r, job.StepPause).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(a, "--wait-start") {
 						t.Errorf("pause args %v, want --wait-start", a)
@@ -228,16 +246,16 @@ func TestPlan(t *testing.T) {
 			// and first: the controller creates the two Jobs at once.
 			name: "a new initializer starts its pause and its armed snapshot together",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Cluster = cluster() }),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhaseArmed,
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhaseArmed,
 				check: func(t *testing.T, r Result) {
 					jobOf(t, r, job.StepPause)
 					jobOf(t, r, job.StepSnapshot)
 				}},
 		},
 		{
-			name: "startPause with the armed pause running: the go is published",
+			name: "startPause with the armed pause running: the pause reads it off the member, the agent does nothing",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
-			want: want{actions: []ActionKind{PublishStart}, phase: PhaseInitializing},
+			want: want{actions: nil, phase: PhaseInitializing},
 		},
 		{
 			name: "the snapshot step reports Armed: so does the member, for the manager's go",
@@ -264,7 +282,7 @@ func TestPlan(t *testing.T) {
 				m.Spec.Template.ToolImage = "custom:1"
 				m.Spec.Template.ServiceAccount = "mine"
 			})),
-			want: want{actions: []ActionKind{EnsureConfigMap, CreateJob}, check: func(t *testing.T, r Result) {
+			want: want{actions: []ActionKind{CreateJob}, check: func(t *testing.T, r Result) {
 				j := jobOf(t, r, job.StepPause).Job
 				if *j.Spec.ActiveDeadlineSeconds != 90 || j.Spec.Template.Spec.Containers[0].Image != "custom:1" || j.Spec.Template.Spec.ServiceAccountName != "mine" {
 					t.Errorf("pause Job deadline %d image %s sa %s", *j.Spec.ActiveDeadlineSeconds, j.Spec.Template.Spec.Containers[0].Image, j.Spec.Template.Spec.ServiceAccountName)
@@ -297,7 +315,6 @@ func TestPlan(t *testing.T) {
 			name: "pause running and not ready yet: wait",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
 				o.Pause = active(pauseName)
-				o.Report = report(map[string]string{job.StartKey: "true"})
 			}),
 			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberInitializedCondition}, phase: PhaseInitializing},
 		},
@@ -313,9 +330,6 @@ func TestPlan(t *testing.T) {
 					if !c.LastTransitionTime.Time.Equal(pausedAt) || c.ObservedGeneration != 3 || r.Status.ObservedGeneration != 3 {
 						t.Errorf("Initialized at %v gen %d", c.LastTransitionTime, c.ObservedGeneration)
 					}
-					if r.Status.GCPausedAt == nil || !r.Status.GCPausedAt.Time.Equal(pausedAt) {
-						t.Errorf("gcPausedAt = %v, want %v (precise, for the pause window)", r.Status.GCPausedAt, pausedAt)
-					}
 				}},
 		},
 		{
@@ -325,7 +339,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","error":"GC safepoint passed the backup ts"}`})
 			}),
 			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseFailed},
-				failMatch: "GC safepoint passed", actions: []ActionKind{PublishRelease, StopJob}},
+				failMatch: "GC safepoint passed", actions: []ActionKind{StopJob}},
 		},
 		{
 			name: "pause Job past its deadline fails the member",
@@ -347,12 +361,12 @@ func TestPlan(t *testing.T) {
 				o.Report = pauseReady
 				o.Cluster = cluster()
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseSnapshotting,
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseSnapshotting,
 				check: func(t *testing.T, r Result) {
 					a := jobOf(t, r, job.StepSnapshot).Job
 					args := a.Spec.Template.Spec.Containers[0].Args
 					for flag, v := range map[string]string{"--backup-ts": tsText, "--backup-id": "uid-1", "--storage": "s3://bk/nightly-az1", "--cluster": "az1",
-						"--region": "us-west-2", "--aws-endpoint": "http://127.0.0.1:4566", "--volumes": "etc/fedbr/backup/volumes.json", "--status-configmap": statusCM} {
+						"--region": "us-west-2", "--aws-endpoint": "http://127.0.0.1:4566", "--volumes": "etc/fedbr/backup/volumes.json", "--member": "fed-b1"} {
 						if got := argValue(args, flag); got != v {
 							t.Errorf("%s = %q, want %q (args %v)", flag, got, v, args)
 						}
@@ -360,7 +374,7 @@ func TestPlan(t *testing.T) {
 					if r.Status.BackupPath != "s3://bk/nightly-az1" {
 						t.Errorf("backupPath %q", r.Status.BackupPath)
 					}
-					inputs := r.Actions[2].ConfigMap
+					inputs := r.Actions[1].ConfigMap
 					rec := inputs.Data[VolumesKey]
 					if !strings.Contains(rec, `"vol-1"`) || !strings.Contains(rec, `"i-0abc"`) || !strings.Contains(rec, `"storage.data-dir"`) {
 						t.Errorf("volume file %s", rec)
@@ -370,7 +384,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "execute before the backup ts: the snapshot step starts armed, waiting for the ts",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute), func(o *Observed) { o.Cluster = cluster() }),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob},
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob},
 				check: func(t *testing.T, r Result) {
 					args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args
 					if !slices.Contains(args, "--wait-backup-ts") || slices.Contains(args, "--backup-ts") {
@@ -381,9 +395,9 @@ func TestPlan(t *testing.T) {
 		{
 			name: "the initializer arms its snapshot beside its pause once the cluster is observed",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
-				o.Cluster, o.Pause, o.Report = cluster(), active(pauseName), report(map[string]string{job.StartKey: "true"})
+				o.Cluster, o.Pause = cluster(), active(pauseName)
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseInitializing,
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseInitializing,
 				check: func(t *testing.T, r Result) {
 					if args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--wait-backup-ts") {
 						t.Errorf("armed snapshot args %v", args)
@@ -391,24 +405,11 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
-			name: "a backup ts arrives: it is published to the armed step",
+			name: "a backup ts arrives: the armed step reads it off the member, the agent does nothing",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
 				o.Cluster = cluster()
 				o.Snapshot = active(snapName)
 				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"})})
-			}),
-			want: want{actions: []ActionKind{PublishBackupTS}, check: func(t *testing.T, r Result) {
-				if r.Actions[0].Value != tsText {
-					t.Errorf("published %q, want %s", r.Actions[0].Value, tsText)
-				}
-			}},
-		},
-		{
-			name: "a published backup ts is not written again",
-			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
-				o.Cluster = cluster()
-				o.Snapshot = active(snapName)
-				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"}), job.BackupTSKey: tsText})
 			}),
 			want: want{actions: nil},
 		},
@@ -459,19 +460,8 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 				o.Report = pauseReady
-				o.Report.BackupTS = tsText
 			}),
-			want: want{actions: []ActionKind{PublishRelease, StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
-		},
-		{
-			name: "a release already published: only the Job is stopped",
-			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), func(o *Observed) {
-				o.Pause = active(pauseName)
-				o.Snapshot = active(snapName)
-				o.Report = pauseReady
-				o.Report.BackupTS, o.Report.Release = tsText, "true"
-			}),
-			want: want{actions: []ActionKind{StopJob}},
+			want: want{actions: []ActionKind{StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
 		},
 		{
 			name: "pause Stopped: GCResumed at liftedAt",
@@ -485,9 +475,6 @@ func TestPlan(t *testing.T) {
 				check: func(t *testing.T, r Result) {
 					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition); !c.LastTransitionTime.Time.Equal(liftedAt) {
 						t.Errorf("GCResumed at %v, want %v", c.LastTransitionTime, liftedAt)
-					}
-					if r.Status.GCResumedAt == nil || !r.Status.GCResumedAt.Time.Equal(liftedAt) {
-						t.Errorf("gcResumedAt = %v, want %v", r.Status.GCResumedAt, liftedAt)
 					}
 				}},
 		},
@@ -506,7 +493,7 @@ func TestPlan(t *testing.T) {
 				o.Snapshot = succeeded(snapName)
 				o.Report = report(snapDone)
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob},
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob},
 				true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
 				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing},
 				check: func(t *testing.T, r Result) {
@@ -515,7 +502,7 @@ func TestPlan(t *testing.T) {
 					}
 					args := jobOf(t, r, job.StepSize).Job.Spec.Template.Spec.Containers[0].Args
 					if !slices.Equal(args[:2], []string{"br", "size"}) || argValue(args, "--level") != "all" ||
-						argValue(args, "--storage") != "s3://bk/nightly-az1" || argValue(args, "--status-configmap") != statusCM {
+						argValue(args, "--storage") != "s3://bk/nightly-az1" || argValue(args, "--member") != "fed-b1" {
 						t.Errorf("size args %v", args)
 					}
 				}},
@@ -527,7 +514,7 @@ func TestPlan(t *testing.T) {
 				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
 				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Failed","error":"snapshot snap-2 is in the error state"}`})
 			}),
-			want: want{actions: []ActionKind{PublishRelease, StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonSnapshotFailed}, failMatch: "error state"},
+			want: want{actions: []ActionKind{StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonSnapshotFailed}, failMatch: "error state"},
 		},
 		{
 			name: "snapshot Job past its deadline",
@@ -552,16 +539,17 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 			}),
-			want: want{actions: []ActionKind{PublishRelease, StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
+			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
 		},
 		{
-			// The manager completed the backup on the step's own stamp and tore the member
-			// down before this agent saw the step's result or its Job finish: the step is
+			// The manager completed the backup on the step's own report and tore the member
+			// down before this agent planned on it or saw the step's Job finish: the step is
 			// exiting and must not be stopped (it would delete the snapshots it completed).
-			name: "teardown on the step's completion stamp does not stop the step",
+			name: "teardown on the step's completion report does not stop the step",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, func(m *dpv1alpha1.VolumeBackupMember) {
 				at := metav1.NewMicroTime(t0)
-				m.Status.SnapshotsCompletedAt, m.Status.CommitTs = &at, tsText
+				m.Status.Steps = []dpv1alpha1.StepReport{{Name: job.StepSnapshot, Phase: job.PhaseCompleted, BackupTS: backupTS,
+					StartedAt: &at, CompletedAt: &at, Result: &runtime.RawExtension{Raw: []byte(`{"resolvedTS":1}`)}}}
 			}), func(o *Observed) { o.Snapshot = active(snapName) }),
 			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}},
 		},
@@ -588,7 +576,7 @@ func TestPlanSize(t *testing.T) {
 		return func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.Template.CalcSizeLevel = l }
 	}
 	sized := report(map[string]string{job.StepSize: `{"phase":"Completed"}`,
-		job.ResultKey(job.StepSize): `{"level":"all","volumes":[{"storeID":1}],"fullBytes":3000,"incrementalBytes":1000,"full":"3.0 kB","incremental":"1.0 kB","elapsedSeconds":1.5}`})
+		job.StepSize + ".result": `{"level":"all","volumes":[{"storeID":1}],"fullBytes":3000,"incrementalBytes":1000,"full":"3.0 kB","incremental":"1.0 kB","elapsedSeconds":1.5}`})
 	sizes := func(full, incremental int64) func(*testing.T, Result) {
 		return func(t *testing.T, r Result) {
 			if r.Status.BackupSize != full || r.Status.IncrementalBackupSize != incremental {
@@ -603,7 +591,7 @@ func TestPlanSize(t *testing.T) {
 			}
 		}
 	}
-	start := []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}
+	start := []ActionKind{EnsureServiceAccount, CreateJob}
 	sizing := map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing}
 	for _, tt := range []struct {
 		name string
@@ -683,9 +671,9 @@ func TestPlanDeletion(t *testing.T) {
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
 				o.Size = active(sizeName)
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, DeleteJob, CreateJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
-				if r.Actions[2].Name != sizeName {
-					t.Errorf("deleted %q, want the size Job", r.Actions[2].Name)
+			want: want{actions: []ActionKind{EnsureServiceAccount, DeleteJob, CreateJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
+				if r.Actions[1].Name != sizeName {
+					t.Errorf("deleted %q, want the size Job", r.Actions[1].Name)
 				}
 			}},
 		},
@@ -697,7 +685,7 @@ func TestPlanDeletion(t *testing.T) {
 		{
 			name: "OnFailure cleans a failed backup",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyOnFailure), started, failedCond)),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
 				args := jobOf(t, r, job.StepClean).Job.Spec.Template.Spec.Containers[0].Args
 				if argValue(args, "--backup-outcome") != "failed" {
 					t.Errorf("args %v", args)
@@ -707,7 +695,7 @@ func TestPlanDeletion(t *testing.T) {
 		{
 			name: "Delete runs clean attempt 1 with the backup id",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete)),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseCleaning,
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseCleaning,
 				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanRunning},
 				check: func(t *testing.T, r Result) {
 					j := jobOf(t, r, job.StepClean).Job
@@ -738,7 +726,7 @@ func TestPlanDeletion(t *testing.T) {
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
 				o.Snapshot = active(snapName)
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}},
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}},
 		},
 		{
 			name: "clean running: wait",
@@ -764,7 +752,7 @@ func TestPlanDeletion(t *testing.T) {
 				o.Clean.Finished = t0.Add(-time.Hour)
 				o.Report = report(map[string]string{job.StepClean: `{"phase":"Failed","error":"x"}`})
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, ResetReport, CreateJob}, check: func(t *testing.T, r Result) {
+			want: want{actions: []ActionKind{EnsureServiceAccount, ResetStep, CreateJob}, check: func(t *testing.T, r Result) {
 				if j := jobOf(t, r, job.StepClean).Job; j.Name != CleanJobName("fed-b1", 2) {
 					t.Errorf("clean Job %s", j.Name)
 				}

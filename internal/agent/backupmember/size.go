@@ -79,7 +79,7 @@ func (p *plan) planSize() {
 		p.sizeFailed(zj.FailureText())
 		return
 	case zj.Phase == job.Succeeded:
-		p.sizeFailed(fmt.Sprintf("Job %s succeeded without writing %s", zj.Name, job.ResultKey(job.StepSize)))
+		p.sizeFailed(fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", zj.Name, job.StepSize))
 		return
 	case zj.Exists():
 		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizing,
@@ -92,7 +92,7 @@ func (p *plan) planSize() {
 		return
 	}
 	args := []string{"br", job.StepSize, "--storage", storage.Flag, "--level", string(level),
-		"--status-configmap", job.StatusConfigMapName(p.m.Name)}
+		"--member", p.m.Name}
 	spec := p.jobSpec(job.StepSize, append(args, p.o.Env.CloudArgs()...))
 	withStorage(&spec, storage)
 	p.ensureCommon()

@@ -72,8 +72,8 @@ func (p *plan) observeSnapshot() {
 	case sj.Phase == job.Failed:
 		p.fail(ReasonSnapshotJobFailed, sj.FailureText())
 	case sj.Phase == job.Succeeded:
-		p.fail(ReasonBadReport, fmt.Sprintf("Job %s succeeded without writing %s to ConfigMap %s", sj.Name,
-			job.ResultKey(job.StepSnapshot), job.StatusConfigMapName(p.m.Name)))
+		p.fail(ReasonBadReport, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", sj.Name,
+			job.StepSnapshot))
 	}
 }
 
@@ -98,7 +98,8 @@ func (p *plan) complete(sum SnapshotSummary) {
 // this agent has not seen the step's result yet. A step that stamped it is never stopped: it
 // only has to exit, and stopping it would make it delete what it completed.
 func (p *plan) snapshotsDone() bool {
-	return p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || p.m.Status.SnapshotsCompletedAt != nil
+	s, _ := dpv1alpha1.Step(p.m.Status.Steps, dpv1alpha1.StepSnapshot)
+	return p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || dpv1alpha1.SnapshotsCompleted(s)
 }
 
 // planSnapshot starts the snapshot step in execute and stops it at an early teardown.
@@ -109,10 +110,6 @@ func (p *plan) planSnapshot() {
 		p.add(Action{Kind: DeleteJob, Name: sj.Name})
 		p.fail(ReasonTornDown, "the backup was torn down before the snapshots completed; the snapshot step was stopped and deletes the snapshots it started")
 		return
-	}
-	if p.m.Spec.BackupTS != "" && p.o.Report.BackupTS != p.m.Spec.BackupTS && sj.Exists() && !sj.Done() && !done &&
-		!p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
-		p.add(Action{Kind: PublishBackupTS, Value: p.m.Spec.BackupTS})
 	}
 	if !NeedsDiscovery(p.m, sj, p.o.Report) {
 		return
@@ -172,7 +169,7 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 		"--cluster", p.m.Spec.K8sClusterName, "--pd", strings.Join(pd, ",")}
 	args = append(args, tsArgs...)
 	args = append(args, "--volumes", job.InPod(inputsMount+"/"+VolumesKey), "--manifest", job.InPod(inputsMount+"/"+TidbClusterKey),
-		"--status-configmap", job.StatusConfigMapName(p.m.Name), "--member", p.m.Name)
+		"--member", p.m.Name)
 	return append(args, p.o.Env.CloudArgs()...), storage, nil
 }
 

@@ -67,19 +67,22 @@ func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Ro
 	l := map[string]string{LabelName: NameValue, LabelManagedBy: ManagedByValue}
 	meta := metav1.ObjectMeta{Name: ServiceAccountName, Namespace: namespace, Labels: l}
 	sa := &corev1.ServiceAccount{ObjectMeta: meta}
-	role := &rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"configmaps"},
-		Verbs: []string{"get", "list", "watch", "create", "patch", "update"},
-	}, {
-		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers", "volumerestoremembers"},
-		Verbs: []string{"get", "list", "watch"},
-	}, {
-		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers/status"},
-		Verbs: []string{"patch"},
-	}}}
+	role := &rbacv1.Role{ObjectMeta: meta, Rules: StepRules()}
 	rb := &rbacv1.RoleBinding{ObjectMeta: meta,
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ServiceAccountName},
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ServiceAccountName, Namespace: namespace}},
 	}
 	return sa, role, rb
+}
+
+// StepRules are what a step may do with the API: read its member (the go signals in its spec)
+// and patch its status (its own entry of status.steps, by server-side apply).
+func StepRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{
+		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers", "volumerestoremembers"},
+		Verbs: []string{"get", "list", "watch"},
+	}, {
+		APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers/status", "volumerestoremembers/status"},
+		Verbs: []string{"patch"},
+	}}
 }

@@ -23,14 +23,14 @@ import (
 // Steps, named after the `fedbr br` command each Job runs. The step is also the data key of
 // the command's status in the status ConfigMap.
 const (
-	StepPause          = "pause"
-	StepSnapshot       = "snapshot"
-	StepClean          = "clean"
-	StepSize           = "size"
-	StepRestoreVolumes = "restore-volumes"
-	StepRestoreData    = "restore-data"
+	StepPause          = dpv1alpha1.StepPause
+	StepSnapshot       = dpv1alpha1.StepSnapshot
+	StepClean          = dpv1alpha1.StepClean
+	StepSize           = dpv1alpha1.StepSize
+	StepRestoreVolumes = dpv1alpha1.StepRestoreVolumes
+	StepRestoreData    = dpv1alpha1.StepRestoreData
 	// StepWarmup Jobs run `fedbr warmup` on restored volumes, one Job per TiKV member.
-	StepWarmup = "warmup"
+	StepWarmup = dpv1alpha1.StepWarmup
 )
 
 // Labels the agent puts on everything it creates, so it can list its own objects and an SRE

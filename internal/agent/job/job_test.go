@@ -1,7 +1,6 @@
 package job
 
 import (
-	"encoding/json"
 	"maps"
 	"strings"
 	"testing"
@@ -10,7 +9,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
 
@@ -127,25 +128,25 @@ func TestStateOf(t *testing.T) {
 	}
 }
 
-func TestParseReport(t *testing.T) {
-	lifted := time.Date(2026, 11, 29, 12, 0, 9, 0, time.UTC)
-	b, _ := json.Marshal(map[string]any{"phase": "Stopped", "backupTS": uint64(470802380936708097), "liftedAt": lifted})
-	r := ParseReport(&corev1.ConfigMap{Data: map[string]string{
-		StepPause: string(b), StepSnapshot: "{not json", ResultKey(StepClean): `{"deleted":3}`, "unrelated": "x",
-	}})
+func TestReportOf(t *testing.T) {
+	lifted := metav1.NewMicroTime(time.Date(2026, 11, 29, 12, 0, 9, 0, time.UTC))
+	r := ReportOf([]dpv1alpha1.StepReport{
+		{Name: StepPause, Phase: PhaseStopped, BackupTS: 470802380936708097, LiftedAt: &lifted, Stores: 3},
+		{Name: StepClean, Phase: PhaseCompleted, Result: &runtime.RawExtension{Raw: []byte(`{"deleted":3}`)}},
+	})
 	p, ok := r.Step(StepPause)
-	if !ok || p.Phase != PhaseStopped || p.BackupTS != 470802380936708097 || !p.LiftedAt.Equal(lifted) {
+	if !ok || p.Phase != PhaseStopped || p.BackupTS != 470802380936708097 || p.LiftedAt == nil || !p.LiftedAt.Equal(lifted.Time) || p.Stores != 3 {
 		t.Errorf("pause %+v", p)
 	}
-	if _, ok := r.Step(StepSnapshot); ok || r.Invalid[StepSnapshot] == "" {
-		t.Errorf("an unreadable status must be reported as invalid: %+v", r)
+	if _, ok := r.Step(StepSnapshot); ok {
+		t.Errorf("a step that did not report is reported: %+v", r)
 	}
 	var sum struct{ Deleted int }
 	if ok, err := r.Result(StepClean, &sum); !ok || err != nil || sum.Deleted != 3 {
 		t.Errorf("clean result %v %v %+v", ok, err, sum)
 	}
-	if ParseReport(nil).Exists {
-		t.Error("a missing ConfigMap exists")
+	if ok, _ := r.Result(StepPause, &sum); ok {
+		t.Error("a step without a result has one")
 	}
 }
 

@@ -4,22 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 )
-
-// StatusConfigMapName is the name of the ConfigMap a member's steps report in. The agent
-// creates it (owned by the member) before the first Job and watches it, so a step's progress
-// reaches the agent as an event, not by polling.
-func StatusConfigMapName(member string) string {
-	return shorten(member, 253-len("-status")) + "-status"
-}
-
-// ResultKey is the data key of a command's final JSON summary, written before it exits 0.
-func ResultKey(step string) string { return step + ".result" }
 
 // Phases the steps report.
 const (
@@ -36,8 +26,8 @@ const (
 	PhaseCleaningUp = "CleaningUp"
 )
 
-// StepStatus is the JSON a step keeps rewriting under its command's key. Fields a command does
-// not report stay zero.
+// StepStatus is what the agent reads of a step's report (dpv1alpha1.StepReport). Fields a step
+// does not report stay zero.
 type StepStatus struct {
 	Phase string `json:"phase"`
 	Error string `json:"error,omitempty"`
@@ -60,34 +50,14 @@ type StepStatus struct {
 	Volumes int `json:"volumes,omitempty"`
 }
 
-// Report is the parsed status ConfigMap: each step's status and final summary.
+// Report is what a member's steps reported of themselves (its status.steps): each step's
+// status and final summary.
 type Report struct {
-	// Exists says the ConfigMap was observed.
-	Exists bool
-	// Steps by command; Results holds the raw `<command>.result` summaries.
+	// Steps by step name (pause, snapshot, …, warmup-<ordinal>); Results holds the final
+	// summaries.
 	Steps   map[string]StepStatus
 	Results map[string]json.RawMessage
-	// Invalid lists keys whose JSON could not be read (reported, never fatal on their own).
-	Invalid map[string]string
-	// BackupTS is the backup ts the agent published to an armed snapshot step (key BackupTSKey).
-	BackupTS string
-	// Release is set once the agent asked the pause to lift everything (key ReleaseKey).
-	Release string
-	// Start is set once the agent gave an armed step its go (key StartKey).
-	Start string
 }
-
-// ReleaseKey is the status ConfigMap key on which a pause started with --watch-release lifts
-// everything.
-const ReleaseKey = "release"
-
-// StartKey is the status ConfigMap key on which a step started with --wait-start (an armed
-// pause or restore-data) begins.
-const StartKey = "start"
-
-// BackupTSKey is the status ConfigMap key through which the agent hands the backup ts to a
-// snapshot step started ahead of the pause (`fedbr br snapshot --wait-backup-ts`).
-const BackupTSKey = "backup-ts"
 
 // Step returns the status of step, and whether it was reported.
 func (r Report) Step(step string) (StepStatus, bool) {
@@ -102,57 +72,32 @@ func (r Report) Result(step string, v any) (bool, error) {
 		return false, nil
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
-		return true, fmt.Errorf("the %s summary in the status ConfigMap: %w", step, err)
+		return true, fmt.Errorf("the %s result in the member's status.steps: %w", step, err)
 	}
 	return true, nil
 }
 
-// ParseReport reads a status ConfigMap; nil is a report that does not exist yet.
-func ParseReport(cm *corev1.ConfigMap) Report {
-	r := Report{Steps: map[string]StepStatus{}, Results: map[string]json.RawMessage{}, Invalid: map[string]string{}}
-	if cm == nil {
-		return r
-	}
-	r.Exists = true
-	r.BackupTS = cm.Data[BackupTSKey]
-	r.Release = cm.Data[ReleaseKey]
-	r.Start = cm.Data[StartKey]
-	steps := []string{StepPause, StepSnapshot, StepClean, StepSize, StepRestoreVolumes, StepRestoreData}
-	for k := range cm.Data {
-		if strings.HasPrefix(k, StepWarmup+"-") && !strings.HasSuffix(k, ResultKey("")) {
-			steps = append(steps, k) // one key per warm-up Job (WarmupKey)
-		}
-	}
-	for _, step := range steps {
-		if v, ok := cm.Data[step]; ok {
-			var s StepStatus
-			if err := json.Unmarshal([]byte(v), &s); err != nil {
-				r.Invalid[step] = err.Error()
-			} else {
-				r.Steps[step] = s
-			}
-		}
-		if v, ok := cm.Data[ResultKey(step)]; ok {
-			if !json.Valid([]byte(v)) {
-				r.Invalid[ResultKey(step)] = "not JSON"
-			} else {
-				r.Results[step] = json.RawMessage(v)
-			}
+// ReportOf reads a member's status.steps.
+func ReportOf(steps []dpv1alpha1.StepReport) Report {
+	r := Report{Steps: map[string]StepStatus{}, Results: map[string]json.RawMessage{}}
+	for _, s := range steps {
+		r.Steps[s.Name] = StepStatus{Phase: s.Phase, Error: s.Error, BackupTS: s.BackupTS, Stores: int(s.Stores),
+			Since: timeOf(s.Since), GCPausedAt: timeOf(s.GCPausedAt), LiftedAt: timeOf(s.LiftedAt),
+			Done: int(s.Done), Total: int(s.Total), Percent: s.Percent, Deleted: int(s.Deleted), Volumes: int(s.Volumes)}
+		if s.Result != nil && len(s.Result.Raw) > 0 {
+			r.Results[s.Name] = json.RawMessage(s.Result.Raw)
 		}
 	}
 	return r
 }
 
-// WarmupKey is the status ConfigMap key of the warm-up Job of TiKV member ordinal.
-func WarmupKey(ordinal int) string { return StepWarmup + "-" + strconv.Itoa(ordinal) }
-
-// StatusConfigMap is the empty status ConfigMap of a member, owned by it.
-func StatusConfigMap(member, namespace string, owner metav1.OwnerReference) *corev1.ConfigMap {
-	l := Selector(member)
-	l[LabelName] = NameValue
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: StatusConfigMapName(member), Namespace: namespace, Labels: l,
-			Annotations:     map[string]string{AnnotationOwner: owner.Kind + "/" + member},
-			OwnerReferences: []metav1.OwnerReference{owner}},
+func timeOf(t *metav1.MicroTime) *time.Time {
+	if t == nil {
+		return nil
 	}
+	v := t.Time
+	return &v
 }
+
+// WarmupKey is the name of the warm-up Job of TiKV member ordinal in status.steps.
+func WarmupKey(ordinal int) string { return StepWarmup + "-" + strconv.Itoa(ordinal) }

@@ -74,7 +74,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update
 // +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
@@ -199,15 +199,7 @@ func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestor
 			o.Warmups[jobs.Items[i].Name] = job.StateOf(&jobs.Items[i])
 		}
 	}
-	cm := &corev1.ConfigMap{}
-	switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: job.StatusConfigMapName(m.Name)}, cm); {
-	case err == nil:
-		o.Report = job.ParseReport(cm)
-	case apierrors.IsNotFound(err):
-		o.Report = job.ParseReport(nil)
-	default:
-		return fmt.Errorf("get status ConfigMap of %s/%s: %w", m.Namespace, m.Name, err)
-	}
+	o.Report = job.ReportOf(m.Status.Steps)
 	return nil
 }
 
@@ -397,19 +389,17 @@ func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1
 }
 
 // independentRun counts the actions at the head of as that do not depend on one another:
-// prerequisites (a ConfigMap, the steps' service account), Jobs, volumes (PVs), claims (PVCs),
+// prerequisites (the steps' service account), Jobs, volumes (PVs), claims (PVCs),
 // or deletions of one kind.
 func independentRun(as []Action) int { return apply.Run(as, independent) }
 
 var independent = apply.ByKind(func(a Action) ActionKind { return a.Kind },
-	[]ActionKind{EnsureConfigMap, EnsureServiceAccount}, []ActionKind{CreateJob},
+	[]ActionKind{EnsureServiceAccount}, []ActionKind{CreateJob},
 	[]ActionKind{CreatePV}, []ActionKind{CreatePVC},
 	[]ActionKind{DeletePod}, []ActionKind{DeletePVC}, []ActionKind{DeletePV})
 
 func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, a Action) error {
 	switch a.Kind {
-	case EnsureConfigMap:
-		return ap.EnsureConfigMap(ctx, a.ConfigMap)
 	case EnsureServiceAccount:
 		return ap.EnsureServiceAccount(ctx, m.Namespace)
 	case CreateJob:
@@ -428,8 +418,6 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 		return r.patchTC(ctx, m, map[string]any{"metadata": map[string]any{"annotations": map[string]any{a.Key: v}}})
 	case LeaveRecoveryMode:
 		return r.patchTC(ctx, m, map[string]any{"spec": map[string]any{"recoveryMode": false}})
-	case PublishStart:
-		return ap.SetReportKey(ctx, m.Namespace, job.StatusConfigMapName(m.Name), job.StartKey, "true")
 	case AnnotateMember:
 		orig := m.DeepCopy()
 		if m.Annotations == nil {
@@ -488,7 +476,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&dpv1alpha1.VolumeRestoreMember{}).
 		Watches(&batchv1.Job{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
-		Watches(&corev1.ConfigMap{}, handler.EnqueueRequestsFromMapFunc(apply.MapOwner(Kind))).
 		Watches(&pcv1alpha1.TidbCluster{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.membersOf(ctx, o.GetNamespace(), o.GetName())
 		})).

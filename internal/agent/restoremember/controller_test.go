@@ -34,6 +34,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
@@ -244,20 +245,22 @@ func (f *fixture) job(step string) *batchv1.Job {
 	return j
 }
 
+// writeReport writes steps' reports into the member's status.steps exactly as the steps do
+// (data: each step's status document under its name, its result under <step>.result).
 func (f *fixture) writeReport(data map[string]string) {
-	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cm := &corev1.ConfigMap{}
-		if err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: job.StatusConfigMapName("fed-r1")}, cm); err != nil {
-			return err
+	byStep := map[string]map[string]string{}
+	for k, v := range data {
+		step, _ := strings.CutSuffix(k, ".result")
+		if byStep[step] == nil {
+			byStep[step] = map[string]string{}
 		}
-		if cm.Data == nil {
-			cm.Data = map[string]string{}
-		}
-		for k, v := range data {
-			cm.Data[k] = v
-		}
-		return env.Client.Update(f.ctx, cm)
-	}))
+		byStep[step][k] = v
+	}
+	for step, keys := range byStep {
+		sink, err := brreport.NewMemberStep(env.Config, dpv1alpha1.GroupVersion.WithKind(Kind), "volumerestoremembers", f.ns, "fed-r1", step)
+		must(f.t, err)
+		must(f.t, sink.Apply(f.ctx, keys))
+	}
 }
 
 // restoreVolumes plays `fedbr br restore-volumes`: a volume from the snapshot tagged with the
@@ -284,7 +287,7 @@ func (f *fixture) restoreVolumes() {
 	rm.TiKV.Stores[0].Volumes[0].RestoreVolumeID, rm.TiKV.Stores[0].Volumes[0].RestoreAZ = v.ID, "us-west-2b"
 	must(f.t, f.store().PutRestoreMeta(f.ctx, string(m.UID), rm))
 	f.writeReport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":1,"total":1}`,
-		job.ResultKey(job.StepRestoreVolumes): fmt.Sprintf(`{"restoreID":%q,"volumes":[{"storeID":11,"volumeID":%q,"az":"us-west-2b"}]}`, m.UID, v.ID)})
+		job.StepRestoreVolumes + ".result": fmt.Sprintf(`{"restoreID":%q,"volumes":[{"storeID":11,"volumeID":%q,"az":"us-west-2b"}]}`, m.UID, v.ID)})
 }
 
 // startTiKV plays tidb-operator: once the volumes are ready, TiKV runs and its store is up.
@@ -348,7 +351,7 @@ func TestRestoreProtocol(t *testing.T) {
 	if a := rd.Spec.Template.Spec.Containers[0].Args; argValue(a, "--pd") != "http://127.0.0.1:2379" || argValue(a, "--storage") != "backup/p-az1" {
 		t.Errorf("restore-data args %v", a)
 	}
-	f.writeReport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.ResultKey(job.StepRestoreData): `{"regions":3,"restoreTS":1}`})
+	f.writeReport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.StepRestoreData + ".result": `{"regions":3,"restoreTS":1}`})
 	f.waitCondition(dpv1alpha1.RestoreMemberDataCompleteCondition)
 
 	// restore-finish: recovery mode off, the recovery-mode TiKV pod restarted.
@@ -500,7 +503,7 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpStartedCondition)
 	j := &batchv1.Job{}
 	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: WarmupJobName("fed-r1", 0)}, j))
-	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --status-configmap fed-r1-status --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0" {
 		t.Errorf("warm-up args %v", args)
 	}
 	if v := j.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" {

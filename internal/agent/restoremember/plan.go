@@ -181,7 +181,6 @@ type ActionKind string
 
 // Action kinds, applied in the order Plan returns them.
 const (
-	EnsureConfigMap      ActionKind = "EnsureConfigMap"
 	EnsureServiceAccount ActionKind = "EnsureServiceAccount"
 	CreateJob            ActionKind = "CreateJob"
 	DeleteJob            ActionKind = "DeleteJob"
@@ -192,8 +191,6 @@ const (
 	AnnotateTC ActionKind = "AnnotateTC"
 	// LeaveRecoveryMode patches the TidbCluster's spec.recoveryMode to false.
 	LeaveRecoveryMode ActionKind = "LeaveRecoveryMode"
-	// PublishStart writes the start key the armed restore-data step begins on.
-	PublishStart ActionKind = "PublishStart"
 	// AnnotateMember sets the member annotation Key to Value.
 	AnnotateMember ActionKind = "AnnotateMember"
 	// DeletePod deletes the TiKV pod Name (with UID as precondition).
@@ -307,9 +304,8 @@ func ownerRef(m *dpv1alpha1.VolumeRestoreMember) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: dpv1alpha1.GroupVersion.String(), Kind: Kind, Name: m.Name, UID: m.UID, Controller: ptr.To(true)}
 }
 
-// ensureCommon creates the status ConfigMap and the steps' service account before a Job.
+// ensureCommon creates the steps' service account before a Job (without a template one).
 func (p *plan) ensureCommon() {
-	p.add(Action{Kind: EnsureConfigMap, ConfigMap: job.StatusConfigMap(p.m.Name, p.m.Namespace, ownerRef(p.m))})
 	if p.m.Spec.Template.ServiceAccount == "" {
 		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})
 	}
@@ -370,7 +366,7 @@ func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, fai
 	case j.Phase == job.Failed:
 		return false, "", j.FailureText()
 	case j.Phase == job.Succeeded:
-		return false, ReasonBadReport, fmt.Sprintf("Job %s succeeded without writing %s to ConfigMap %s", j.Name, job.ResultKey(step), job.StatusConfigMapName(p.m.Name))
+		return false, ReasonBadReport, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", j.Name, step)
 	}
 	return false, "", ""
 }

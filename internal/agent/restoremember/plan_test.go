@@ -21,6 +21,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -138,11 +139,26 @@ func record(t testing.TB) *meta.Record {
 }
 
 func rreport(data map[string]string) job.Report {
-	return job.ParseReport(&corev1.ConfigMap{Data: data})
+	var steps []dpv1alpha1.StepReport
+	for k, v := range data {
+		step, isResult := strings.CutSuffix(k, ".result")
+		if isResult {
+			if _, hasStatus := data[step]; hasStatus {
+				continue
+			}
+			v = ""
+		}
+		e, err := brreport.StepEntry(step, v, data[step+".result"])
+		if err != nil {
+			panic(err)
+		}
+		steps = append(steps, e)
+	}
+	return job.ReportOf(steps)
 }
 
 func robs(m *dpv1alpha1.VolumeRestoreMember, tc *pcv1alpha1.TidbCluster, mut ...func(*Observed)) Observed {
-	o := Observed{Member: m, TC: tc, Env: testEnv, RestoreVolumes: job.StateOf(nil), RestoreData: job.StateOf(nil), Report: job.ParseReport(nil),
+	o := Observed{Member: m, TC: tc, Env: testEnv, RestoreVolumes: job.StateOf(nil), RestoreData: job.StateOf(nil), Report: job.ReportOf(nil),
 		PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}, TargetClaims: map[string]*corev1.PersistentVolumeClaim{}}
 	for _, f := range mut {
 		f(&o)
@@ -214,7 +230,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 		return job.State{Name: name, Phase: job.Failed, Reason: reason, Message: "boom", Started: t0, Finished: t0}
 	}
 	volumesDone := rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
-		job.ResultKey(job.StepRestoreVolumes): `{"restoreID":"ruid-1","volumes":[]}`})
+		job.StepRestoreVolumes + ".result": `{"restoreID":"ruid-1","volumes":[]}`})
 	// A member whose restore-volumes step succeeded and whose restoremeta reads.
 	volumesRestored := func(o *Observed) {
 		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
@@ -233,11 +249,11 @@ func TestPlanRestoreVolume(t *testing.T) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--volume-type", "io2", "--volume-iops=4000", "--volume-encrypted", "--kms-key-id", "alias/k"}}
 				m.Spec.Template.BackoffLimit = ptr.To[int32](2)
 			}), targetTC(2, true), withBackup),
-			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
-				j := r.Actions[2].Job
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+				j := r.Actions[1].Job
 				args := j.Spec.Template.Spec.Containers[0].Args
 				for flag, v := range map[string]string{"--restore-id": "ruid-1", "--target-az": "us-west-2b", "--storage": "s3://bk/p-az1", "--pd": "http://pd:2379",
-					"--volume-type": "io2", "--kms-key-id": "alias/k", "--aws-endpoint": "http://127.0.0.1:4566", "--status-configmap": job.StatusConfigMapName("fed-r1")} {
+					"--volume-type": "io2", "--kms-key-id": "alias/k", "--aws-endpoint": "http://127.0.0.1:4566", "--member": "fed-r1"} {
 					if got := argValue(args, flag); got != v {
 						t.Errorf("%s = %q, want %q: %v", flag, got, v, args)
 					}
@@ -426,8 +442,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "the data member's restore-data starts armed while its stores come up",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1)),
-			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
-				args := r.Actions[2].Job.Spec.Template.Spec.Containers[0].Args
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
+				args := r.Actions[1].Job.Spec.Template.Spec.Containers[0].Args
 				if !slices.Contains(args, "--wait-start") || argValue(args, "--member") != "fed-r1" || argValue(args, "--pd") != "http://pd:2379" {
 					t.Errorf("args %v", args)
 				}
@@ -483,25 +499,17 @@ func TestPlanDataAndFinish(t *testing.T) {
 			name: "restore-data runs for the whole cluster",
 			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.TolerateSingleTiKVOutage = true }),
 				storesUp(targetTC(2, true), 2)),
-			want: rwant{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, phase: PhaseRestoringData, check: func(t *testing.T, r Result) {
-				args := r.Actions[2].Job.Spec.Template.Spec.Containers[0].Args
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringData, check: func(t *testing.T, r Result) {
+				args := r.Actions[1].Job.Spec.Template.Spec.Containers[0].Args
 				if !slices.Contains(args, "--tolerate-single-tikv-outage") || argValue(args, "--pd") != "http://pd:2379" || argValue(args, "--storage") != "s3://bk/p-az1" {
 					t.Errorf("args %v", args)
 				}
 			}},
 		},
 		{
-			name: "the armed restore-data gets its go through the ConfigMap too",
+			name: "the armed restore-data takes its go off the member's phase: the agent waits for the step",
 			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData, dataMember), storesUp(targetTC(2, true), 2), func(o *Observed) {
 				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
-			}),
-			want: rwant{actions: []ActionKind{PublishStart}, phase: PhaseRestoringData},
-		},
-		{
-			name: "the go given: wait for the step",
-			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData, dataMember), storesUp(targetTC(2, true), 2), func(o *Observed) {
-				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
-				o.Report = rreport(map[string]string{job.StartKey: "true"})
 			}),
 			want: rwant{actions: nil, phase: PhaseRestoringData},
 		},
@@ -522,7 +530,7 @@ func TestPlanDataAndFinish(t *testing.T) {
 			name: "restore-data done",
 			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
 				o.RestoreData = job.State{Name: rdName, Phase: job.Succeeded}
-				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.ResultKey(job.StepRestoreData): `{"regions":10}`})
+				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.StepRestoreData + ".result": `{"regions":10}`})
 			}),
 			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberDataCompleteCondition}, phase: PhaseDataComplete},
 		},

@@ -159,7 +159,7 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 	volumesRestored := func(o *Observed) {
 		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
 		o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
-			job.ResultKey(job.StepRestoreVolumes): `{"restoreID":"ruid-1","volumes":[]}`})
+			job.StepRestoreVolumes + ".result": `{"restoreID":"ruid-1","volumes":[]}`})
 		o.RestoreMeta = record(t)
 	}
 	noJob := func(t *testing.T, r Result) {

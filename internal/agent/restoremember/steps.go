@@ -103,7 +103,7 @@ func (p *plan) planRestoreVolumes() bool {
 		!slices.ContainsFunc(args, func(a string) bool { return a == "--use-fsr" || strings.HasPrefix(a, "--use-fsr=") }) {
 		args = append(args, "--use-fsr") // the fsr warm-up reads only the other volumes
 	}
-	args = append(args, "--status-configmap", job.StatusConfigMapName(p.m.Name))
+	args = append(args, "--member", p.m.Name)
 	p.ensureCommon()
 	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreVolumes, args, storage))})
 	return false
@@ -316,10 +316,8 @@ func (p *plan) planData() {
 		p.set(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, ReasonDataRestored,
 			"regions recovered and the whole key space flashed back to "+p.res.Status.CommitTs)
 		return
-	case rd.Exists() && !rd.Done() && p.o.Report.Start == "":
-		p.add(Action{Kind: PublishStart}) // the armed step also watches the member's phase
-		return
 	case rd.Exists() || reported:
+		// An armed step starts on the member's phase restore-data, which it watches.
 		return
 	}
 	p.startData(false)
@@ -341,7 +339,7 @@ func (p *plan) armData() bool {
 }
 
 // startData creates the restore-data Job; armed, it connects and waits for the go (phase
-// restore-data in the member, or the status ConfigMap key start).
+// restore-data in the member's spec).
 func (p *plan) startData(armed bool) {
 	if _, reported := p.o.Report.Step(job.StepRestoreData); p.o.RestoreData.Exists() || reported {
 		return
@@ -360,9 +358,9 @@ func (p *plan) startData(armed bool) {
 	if p.m.Spec.Template.TolerateSingleTiKVOutage {
 		args = append(args, "--tolerate-single-tikv-outage")
 	}
-	args = append(args, "--status-configmap", job.StatusConfigMapName(p.m.Name))
+	args = append(args, "--member", p.m.Name)
 	if armed {
-		args = append(args, "--wait-start", "--member", p.m.Name)
+		args = append(args, "--wait-start")
 	}
 	p.ensureCommon()
 	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreData, args, storage))})

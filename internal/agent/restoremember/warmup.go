@@ -205,7 +205,7 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []w
 // warmupJob is the Job that reads one TiKV member's claims, mounted under warmupMountRoot; a
 // block read needs a privileged container to open the device behind the mount.
 func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
-	args := []string{"warmup", "--status-configmap", job.StatusConfigMapName(p.m.Name), "--report-as", job.WarmupKey(wp.ordinal)}
+	args := []string{"warmup", "--member", p.m.Name, "--report-as", job.WarmupKey(wp.ordinal)}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
 	privileged := false

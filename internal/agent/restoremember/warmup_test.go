@@ -51,7 +51,7 @@ func TestPlanWarmup(t *testing.T) {
 			if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepWarmup {
 				c := a.Job.Spec.Template.Spec.Containers[0]
 				ord := strings.TrimPrefix(a.Job.Name, "fed-r1-warmup-")
-				if want := "warmup --status-configmap " + job.StatusConfigMapName("fed-r1") + " --report-as warmup-" + ord; strings.Join(c.Args[:5], " ") != want {
+				if want := "warmup --member fed-r1 --report-as warmup-" + ord; strings.Join(c.Args[:5], " ") != want {
 					t.Errorf("Job %s runs %v, want %s …", a.Job.Name, c.Args, want)
 				}
 				out[a.Job.Name] = strings.Join(c.Args[5:], " ")
@@ -68,7 +68,7 @@ func TestPlanWarmup(t *testing.T) {
 		t.Fatalf("no Job created: %v", r.Actions)
 		return nil
 	}
-	ensure := []ActionKind{EnsureConfigMap, EnsureServiceAccount}
+	ensure := []ActionKind{EnsureServiceAccount}
 	for _, tt := range []struct {
 		name string
 		o    Observed

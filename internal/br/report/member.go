@@ -17,10 +17,9 @@ import (
 // Signal reads a go signal off a member object: its value and whether it is given.
 type Signal func(member *unstructured.Unstructured) (string, bool)
 
-// Member watches the member object a step runs for. The manager writes its go signals (the
-// backup ts, start the pause, release it) into the member's spec; a step that watches the
-// member itself learns them one hop sooner than through the agent, which copies them into the
-// status ConfigMap (still watched too: whichever comes first).
+// Member watches the member object a step runs for: the manager writes its go signals (start
+// the pause, the backup ts, release the pause, restore the data) into the member's spec, the
+// one place a step reads them from.
 type Member struct {
 	client    dynamic.ResourceInterface
 	namespace string
@@ -40,8 +39,8 @@ func NewMember(cfg *rest.Config, resource schema.GroupVersionResource, namespace
 // String names the member for logs.
 func (m *Member) String() string { return m.resource.Resource + " " + m.namespace + "/" + m.name }
 
-// ErrCannotWatch marks a member this step may not read (a service account without the rule):
-// the step then relies on the status ConfigMap alone.
+// ErrCannotWatch marks a member this step may not read (a service account without the rule,
+// or no such member): the step cannot learn its go signal.
 var ErrCannotWatch = errors.New("cannot watch the member")
 
 // Wait returns the value of sig once the member gives it, watching the member until then.
@@ -78,18 +77,4 @@ func (m *Member) Wait(ctx context.Context, sig Signal) (string, error) {
 		return "", fmt.Errorf("waiting for %s: %w", m, err)
 	}
 	return v, err
-}
-
-// ApplyStatus server-side applies fields into the member's status as fieldManager, forced:
-// the fields are the step's by contract (the agent's status patches leave fields they do
-// not change alone).
-func (m *Member) ApplyStatus(ctx context.Context, gvk schema.GroupVersionKind, fieldManager string, fields map[string]any) error {
-	u := &unstructured.Unstructured{Object: map[string]any{"status": fields}}
-	u.SetGroupVersionKind(gvk)
-	u.SetName(m.name)
-	u.SetNamespace(m.namespace)
-	if _, err := m.client.ApplyStatus(ctx, m.name, u, metav1.ApplyOptions{FieldManager: fieldManager, Force: true}); err != nil {
-		return fmt.Errorf("apply the status of %s: %w", m, err)
-	}
-	return nil
 }

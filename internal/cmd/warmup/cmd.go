@@ -74,9 +74,9 @@ Both may be given several times; the targets are read concurrently, each with --
 reads in flight. Reads use O_DIRECT so that the page cache is not filled with the whole
 volume; a file system that refuses it is read buffered (logged once per target).
 
-With --status-configmap the progress (phase Reading, bytes done of total, percent) is
-server-side applied to the ConfigMap's key --report-as at every progress line, and the summary
-to <key>.result before exiting 0: the agent shows it in its member's status.
+With --member (a VolumeRestoreMember) the progress (phase Reading, bytes done of total,
+percent) is server-side applied to the member's status.steps entry --report-as at every
+progress line, with the summary as its result before exiting 0.
 
 Progress lines go to stderr; the JSON summary (per target and in total: files, bytes, files
 skipped from the checkpoint, seconds, MiB/s, whether O_DIRECT was used) goes to stdout. The
@@ -99,8 +99,8 @@ exit status is 0 only if every target was read completely.`,
 	f.BoolVar(&o.checkpoint, "checkpoint", true, "record the files read in each --fs DIR, and skip them in the next run (not for --block)")
 	f.DurationVar(&o.interval, "progress-interval", engine.DefaultProgressInterval, "period of the progress lines and checkpoint writes")
 	o.report.Register(f)
-	_ = f.MarkHidden("member") // a warm-up waits for no signal and stamps no member
-	f.StringVar(&o.reportAs, "report-as", "warmup", "key of the progress in --status-configmap (the summary goes to <key>.result): one per warm-up running against the same ConfigMap")
+	o.report.Kind = session.KindRestoreMember
+	f.StringVar(&o.reportAs, "report-as", "warmup", "name of this warm-up's entry in --member's status.steps: one per warm-up reporting to the same member")
 	_ = cmd.MarkFlagDirname("fs")
 	_ = cmd.MarkFlagFilename("block")
 	return cmd
@@ -120,8 +120,8 @@ func (o *options) validate() error {
 	if err := o.report.Validate(); err != nil {
 		return err
 	}
-	if errs := validation.IsConfigMapKey(o.reportAs); len(errs) > 0 {
-		return fmt.Errorf("--report-as %q is not a ConfigMap key: %s", o.reportAs, errs[0])
+	if errs := validation.IsDNS1123Label(o.reportAs); len(errs) > 0 {
+		return fmt.Errorf("--report-as %q is not a step name (a DNS label): %s", o.reportAs, errs[0])
 	}
 	return checkPaths(o.fs, o.block)
 }

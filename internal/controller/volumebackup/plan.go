@@ -197,12 +197,12 @@ func Plan(o Observed, now time.Time) Result {
 		}
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonArming, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
 	default:
-		backupTS := pausedTS(init)
-		ts, err := strconv.ParseUint(backupTS, 10, 64)
-		if err != nil || ts == 0 {
-			return fail(o, res, now, ReasonBadBackupTS, fmt.Sprintf("initializer %s reported Initialized without a backup ts (commitTs %q, pauseReadyTS %q)",
-				initializer, init.Status.CommitTs, init.Status.PauseReadyTS))
+		ts := pausedTS(init)
+		if ts == 0 {
+			return fail(o, res, now, ReasonBadBackupTS, fmt.Sprintf("initializer %s is in phase %s, but its pause step reports no backup ts it holds",
+				initializer, init.Phase))
 		}
+		backupTS := strconv.FormatUint(ts, 10)
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionTrue,
 			Reason: ReasonInitializing, Message: "GC and PD scheduling paused by " + initializer}, now)
 		planExecute(o, &res, now, initializer, backupTS)
@@ -215,27 +215,25 @@ func Plan(o Observed, now time.Time) Result {
 	return res
 }
 
-// pauseReady says the initializer's pause holds: its step's own stamp, or the agent's
-// Initialized condition (the same fact one hop later).
-func pauseReady(init Member) bool {
-	return init.Status.PauseReadyTS != "" || memberTrue(init, dpv1alpha1.BackupMemberInitializedCondition)
+// pauseReady says the initializer's pause holds (or held): its step's own report.
+func pauseReady(init Member) bool { return pausedTS(init) != 0 }
+
+// pausedTS is the backup ts the initializer's pause holds, from its step's own report; 0 until
+// it took hold.
+func pausedTS(init Member) uint64 {
+	s, _ := dpv1alpha1.Step(init.Status.Steps, dpv1alpha1.StepPause)
+	return dpv1alpha1.PauseHeld(s)
 }
 
-// pausedTS is the backup ts the initializer's pause holds: the step's stamp, else the commit
-// ts the agent copied from its report.
-func pausedTS(init Member) string {
-	if init.Status.PauseReadyTS != "" {
-		return init.Status.PauseReadyTS
-	}
-	return init.Status.CommitTs
+// snapshotStep is the member's snapshot step's own report.
+func snapshotStep(m Member) dpv1alpha1.StepReport {
+	s, _ := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot)
+	return s
 }
 
-// snapshotsComplete says every snapshot of the member completed: the agent's condition, or the
-// step's own stamp with the commit ts (one hop sooner).
-func snapshotsComplete(m Member) bool {
-	return memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition) ||
-		m.Status.SnapshotsCompletedAt != nil && m.Status.CommitTs != "" && m.Status.CommitTs != "0"
-}
+// snapshotsComplete says every snapshot of the member completed, with backupmeta final: its
+// snapshot step's own report.
+func snapshotsComplete(m Member) bool { return dpv1alpha1.SnapshotsCompleted(snapshotStep(m)) }
 
 // planExecute runs the snapshot part once the initializer holds the pause.
 func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS string) {
@@ -249,8 +247,7 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		case m.Phase == dpv1alpha1.BackupMemberInitialize || (m.Phase == dpv1alpha1.BackupMemberExecute && m.BackupTS == ""):
 			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		}
-		// The step's own stamp is the same fact one hop sooner than the agent's condition.
-		started := memberTrue(m, dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || m.Status.SnapshotsStartedAt != nil
+		started := dpv1alpha1.SnapshotsStarted(snapshotStep(m))
 		allStarted = allStarted && m.Exists && started
 		allComplete = allComplete && m.Exists && snapshotsComplete(m)
 	}
@@ -429,15 +426,11 @@ func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
 	if allTS && minTS > 0 {
 		st.CommitTs = strconv.FormatUint(minTS, 10)
 	}
-	if init, ok := o.Members[st.Initializer]; ok && init.Status.GCPausedAt != nil && init.Status.GCResumedAt != nil {
-		st.GCPauseSeconds = strconv.FormatFloat(init.Status.GCResumedAt.Sub(init.Status.GCPausedAt.Time).Seconds(), 'f', 3, 64)
-	} else if init, ok := o.Members[st.Initializer]; ok {
-		// An agent that reports no precise times: the conditions' transitions, to the second.
-		paused, resumed := memberCondition(init, dpv1alpha1.BackupMemberInitializedCondition), memberCondition(init, dpv1alpha1.BackupMemberGCResumedCondition)
-		if paused != nil && resumed != nil && paused.Status == metav1.ConditionTrue && resumed.Status == metav1.ConditionTrue {
-			// The agent stamps both transitions with its own clock: when the pause became
-			// ready and when it was lifted.
-			st.GCPauseSeconds = strconv.FormatFloat(resumed.LastTransitionTime.Sub(paused.LastTransitionTime.Time).Seconds(), 'f', 3, 64)
+	// The GC pause window as the pause itself measured it (a pause that was killed lifted
+	// nothing: its hold lapsed within its TTL, and no window is given).
+	if init, ok := o.Members[st.Initializer]; ok {
+		if p, ok := dpv1alpha1.Step(init.Status.Steps, dpv1alpha1.StepPause); ok && p.GCPausedAt != nil && p.LiftedAt != nil {
+			st.GCPauseSeconds = strconv.FormatFloat(p.LiftedAt.Sub(p.GCPausedAt.Time).Seconds(), 'f', 3, 64)
 		}
 	}
 	st.BackupSizeReadable = readable(st.BackupSize)

@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -130,7 +129,7 @@ func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 			r.add("  GC and PD paused ("+dp.Cluster+")", condTime(m.Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition), condTime(m.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition))
 		}
 		r.add("  snapshots "+dp.Cluster, m.Status.TimeStarted, condTime(m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition))
-		if m.Status.SnapshotsStartedAt != nil && m.Status.SnapshotsCompletedAt != nil {
+		if s, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); ok && dpv1alpha1.SnapshotsStarted(s) && dpv1alpha1.SnapshotsCompleted(s) {
 			r.SelfReported++
 		}
 		snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": string(m.UID)})
@@ -152,17 +151,27 @@ func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 	return d.pauseBreakdown(ctx, b)
 }
 
-// stepTimes are the timestamps the steps report in their status ConfigMaps (each step the ones
-// it has).
+// stepTimes are the timestamps the steps report in their members' status.steps (each step the
+// ones it has).
 type stepTimes struct {
-	GCPausedAt  time.Time `json:"gcPausedAt"`
-	ReadyAt     time.Time `json:"readyAt"`
-	LiftedAt    time.Time `json:"liftedAt"`
-	BackupTSAt  time.Time `json:"backupTSAt"`
-	StartedAt   time.Time `json:"startedAt"`
-	CompletedAt time.Time `json:"completedAt"`
+	GCPausedAt, ReadyAt, LiftedAt      time.Time
+	BackupTSAt, StartedAt, CompletedAt time.Time
 	// SlowestStartSeconds is the snapshot step's slowest CreateSnapshots call.
-	SlowestStartSeconds float64 `json:"slowestStartSeconds"`
+	SlowestStartSeconds float64
+}
+
+// timesOf reads the times of step out of steps; false when the step did not report.
+func timesOf(steps []dpv1alpha1.StepReport, step string) (stepTimes, bool) {
+	s, ok := dpv1alpha1.Step(steps, step)
+	at := func(t *metav1.MicroTime) time.Time {
+		if t == nil {
+			return time.Time{}
+		}
+		return t.Time
+	}
+	return stepTimes{GCPausedAt: at(s.GCPausedAt), ReadyAt: at(s.ReadyAt), LiftedAt: at(s.LiftedAt),
+		BackupTSAt: at(s.BackupTSAt), StartedAt: at(s.StartedAt), CompletedAt: at(s.CompletedAt),
+		SlowestStartSeconds: s.SlowestStartSeconds}, ok
 }
 
 // pauseBreakdown splits the GC pause window by what happened in it, from the steps' own
@@ -172,19 +181,17 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 	var pause stepTimes
 	var lastTS, firstTS, lastStarted, lastCompleted time.Time
 	for _, dp := range d.lab.DataPlanes {
-		var cm corev1.ConfigMap
-		key := client.ObjectKey{Namespace: d.o.Namespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(b.Name))}
-		if err := d.kube[dp.Cluster].Get(ctx, key, &cm); err != nil {
-			return fmt.Errorf("status ConfigMap in %s: %w", dp.Cluster, err)
+		var m dpv1alpha1.VolumeBackupMember
+		key := client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}
+		if err := d.kube[dp.Cluster].Get(ctx, key, &m); err != nil {
+			return fmt.Errorf("backup member in %s: %w", dp.Cluster, err)
 		}
-		if v, ok := cm.Data[job.StepPause]; ok {
-			if err := json.Unmarshal([]byte(v), &pause); err != nil {
-				return fmt.Errorf("pause status in %s: %w", dp.Cluster, err)
-			}
+		if p, ok := timesOf(m.Status.Steps, job.StepPause); ok {
+			pause = p
 		}
-		var snap stepTimes
-		if err := json.Unmarshal([]byte(cm.Data[job.StepSnapshot]), &snap); err != nil {
-			return fmt.Errorf("snapshot status in %s: %w", dp.Cluster, err)
+		snap, ok := timesOf(m.Status.Steps, job.StepSnapshot)
+		if !ok {
+			return fmt.Errorf("the snapshot step in %s did not report", dp.Cluster)
 		}
 		if snap.BackupTSAt.After(lastTS) {
 			lastTS = snap.BackupTSAt

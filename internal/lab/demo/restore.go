@@ -197,14 +197,14 @@ func podReady(p *corev1.Pod) bool {
 func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *tiKVWatch) error {
 	var volumes, data stepTimes
 	for _, plane := range w.planes {
-		var cm corev1.ConfigMap
-		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(r.Name))}
-		if err := d.kube[plane].Get(ctx, key, &cm); err != nil {
-			return fmt.Errorf("restore status ConfigMap in %s: %w", plane, err)
+		var m dpv1alpha1.VolumeRestoreMember
+		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: fedv1alpha1.MemberName(r.Name)}
+		if err := d.kube[plane].Get(ctx, key, &m); err != nil {
+			return fmt.Errorf("restore member in %s: %w", plane, err)
 		}
-		var v stepTimes
-		if err := json.Unmarshal([]byte(cm.Data[job.StepRestoreVolumes]), &v); err != nil {
-			return fmt.Errorf("restore-volumes status in %s: %w", plane, err)
+		v, ok := timesOf(m.Status.Steps, job.StepRestoreVolumes)
+		if !ok {
+			return fmt.Errorf("the restore-volumes step in %s did not report", plane)
 		}
 		if volumes.StartedAt.IsZero() || v.StartedAt.Before(volumes.StartedAt) {
 			volumes.StartedAt = v.StartedAt
@@ -212,10 +212,8 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 		if v.CompletedAt.After(volumes.CompletedAt) {
 			volumes.CompletedAt = v.CompletedAt
 		}
-		if raw, ok := cm.Data[job.StepRestoreData]; ok {
-			if err := json.Unmarshal([]byte(raw), &data); err != nil {
-				return fmt.Errorf("restore-data status in %s: %w", plane, err)
-			}
+		if t, ok := timesOf(m.Status.Steps, job.StepRestoreData); ok {
+			data = t
 		}
 	}
 	d.report.RestoreWork = []Step{
@@ -250,20 +248,20 @@ func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
 		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(d.o.RestoreNamespace), client.MatchingLabels{job.LabelStep: job.StepWarmup}); err != nil {
 			return s, fmt.Errorf("warm-up pods in %s: %w", plane, err)
 		}
-		var cm corev1.ConfigMap
-		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: job.StatusConfigMapName(fedv1alpha1.MemberName(d.report.Restore.Name))}
-		if err := d.kube[plane].Get(ctx, key, &cm); err != nil {
-			return s, fmt.Errorf("restore status ConfigMap in %s: %w", plane, err)
+		var m dpv1alpha1.VolumeRestoreMember
+		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: fedv1alpha1.MemberName(d.report.Restore.Name)}
+		if err := d.kube[plane].Get(ctx, key, &m); err != nil {
+			return s, fmt.Errorf("restore member in %s: %w", plane, err)
 		}
-		for k, v := range cm.Data {
-			if !strings.HasPrefix(k, job.StepWarmup+"-") || !strings.HasSuffix(k, job.ResultKey("")) {
+		for _, st := range m.Status.Steps {
+			if !strings.HasPrefix(st.Name, job.StepWarmup+"-") || st.Result == nil {
 				continue
 			}
 			var sum struct {
 				Bytes int64 `json:"bytes"`
 			}
-			if err := json.Unmarshal([]byte(v), &sum); err != nil {
-				return s, fmt.Errorf("%s in %s: %w", k, plane, err)
+			if err := json.Unmarshal(st.Result.Raw, &sum); err != nil {
+				return s, fmt.Errorf("%s in %s: %w", st.Name, plane, err)
 			}
 			d.report.WarmupResults++
 			d.report.WarmupBytes += sum.Bytes

@@ -14,7 +14,7 @@ func TestFederatedTidbClusters(t *testing.T) {
 		{Cluster: "dp2", IPPrefix: "127.0.12", StoreIDBase: 2000},
 		{Cluster: "dp3", IPPrefix: "127.0.13", StoreIDBase: 3000},
 	}}
-	tcs := FederatedTidbClusters(l, "bank", "tidb", 2, []string{"k1", "k2"})
+	tcs := FederatedTidbClusters(l, "bank", "tidb", 2, false, []string{"k1", "k2"})
 	if len(tcs) != 3 {
 		t.Fatalf("got %d TidbClusters, want one per data plane", len(tcs))
 	}
@@ -25,8 +25,13 @@ func TestFederatedTidbClusters(t *testing.T) {
 		if got := tc.Annotations[operator.AnnotationSplitKeys]; got != "k1,k2" {
 			t.Errorf("%s: split keys %q", cluster, got)
 		}
-		if !tc.Spec.AcrossK8s || tc.Spec.TiKV.Replicas != 2 || *tc.Spec.TiKV.StorageClassName != "gp3" {
+		if !tc.Spec.AcrossK8s || tc.Spec.TiKV.Replicas != 2 || *tc.Spec.TiKV.StorageClassName != "gp3" || len(tc.Spec.TiKV.StorageVolumes) != 0 {
 			t.Errorf("%s: spec %+v", cluster, tc.Spec)
+		}
+	}
+	for cluster, tc := range FederatedTidbClusters(l, "bank", "tidb", 2, true, nil) {
+		if sv := tc.Spec.TiKV.StorageVolumes; len(sv) != 1 || sv[0].Name != "raft" || sv[0].MountPath != "/var/lib/raft" {
+			t.Errorf("%s: with a raft volume, storage volumes %+v", cluster, sv)
 		}
 	}
 	if pd := tcs["dp1"].Spec.PD; pd.Replicas != 1 || len(tcs["dp1"].Spec.PDAddresses) != 0 {

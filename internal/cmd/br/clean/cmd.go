@@ -15,7 +15,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
-// command is this step's name: its key in the status ConfigMap.
+// command is this step's name: its entry in the member's status.steps.
 const command = "clean"
 
 type options struct {
@@ -43,9 +43,9 @@ metadata is kept, and the command fails: the snapshots backupmeta listed may hav
 (--accept-missing-meta acknowledges that and finishes the clean).
 
 Progress lines go to stderr; the final JSON summary goes to stdout. Exit status 0 only when
-the backup is clean. With --status-configmap the status JSON ({phase, deleted, total, error})
-is server-side applied to the ConfigMap's key "clean" on every phase change and at most once a
-second otherwise, and the summary to "clean.result" before exiting 0.`,
+the backup is clean. With --member the status ({phase, deleted, total, error}) is server-side
+applied to the member's status.steps entry "clean" on every phase change and at most once a
+second otherwise, with the summary as its result before exiting 0.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()

@@ -13,7 +13,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -46,16 +45,13 @@ type options struct {
 	cleanup     time.Duration
 	dialTimeout time.Duration
 	report      session.ReportFlags
-	// watchRelease lifts the pause when the status ConfigMap gets the key ReleaseKey.
+	// watchRelease lifts the pause when the member asks for it (releaseSignal).
 	watchRelease bool
-	// waitStart starts the pause only once the status ConfigMap has the key StartKey.
+	// waitStart starts the pause only once the member says so (startSignal): the Job and its
+	// pod start ahead of time, and the GC pause begins one watch event after the manager's go,
+	// never a pod start later.
 	waitStart bool
 }
-
-// StartKey is the status ConfigMap key a pause started with --wait-start waits for: the Job
-// and its pod start ahead of time, and the GC pause begins one watch event after the agent's
-// go, never a pod start later.
-const StartKey = session.StartKey
 
 // startSignal is the go to pause in the member's spec: startPause.
 func startSignal(m *unstructured.Unstructured) (string, bool) {
@@ -76,11 +72,6 @@ func releaseSignal(m *unstructured.Unstructured) (string, bool) {
 	return "", false
 }
 
-// ReleaseKey is the status ConfigMap key that asks a pause started with --watch-release to lift
-// everything: one watch event, faster than stopping its pod (Job update, pod deletion, kubelet
-// signal), and the pause window ends with it.
-const ReleaseKey = "release"
-
 // NewCmd returns `fedbr br pause`.
 func NewCmd() *cobra.Command {
 	o := options{}
@@ -97,8 +88,8 @@ func NewCmd() *cobra.Command {
 			"(fedbr_br_pause_phase, fedbr_br_pause_gc_paused_seconds, fedbr_br_pause_backup_ts). The\n" +
 			"phases are Starting, GCPaused, Ready, Stopping, Stopped and Failed. A pause that breaks\n" +
 			"after Ready (a TiKV stream ends, a lease is lost) exits 1 with phase Failed.\n\n" +
-			"With --status-configmap the same JSON is server-side applied to the ConfigMap's key \"pause\",\n" +
-			"and the final status, also printed on stdout, to \"pause.result\" before exiting 0.",
+			"With --member the same status is server-side applied to the member's status.steps entry\n" +
+			"\"pause\", with the final status, also printed on stdout, as its result before exiting 0.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, o) },
 	}
@@ -110,8 +101,8 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.statusAddr, "status-addr", "", "address to serve the JSON status on (GET /status), e.g. 127.0.0.1:9090")
 	f.DurationVar(&o.cleanup, "cleanup-timeout", 30*time.Second, "bound on lifting everything after SIGTERM")
 	f.DurationVar(&o.dialTimeout, "dial-timeout", 10*time.Second, "timeout of each connection attempt to a TiKV")
-	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: connect to PD, then wait until --status-configmap holds the key "+StartKey+" before pinning anything")
-	f.BoolVar(&o.watchRelease, "watch-release", false, "also lift everything and exit as soon as --status-configmap holds the key "+ReleaseKey+" (besides SIGTERM)")
+	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: connect to PD, then wait until --member's spec.startPause is true before pinning anything")
+	f.BoolVar(&o.watchRelease, "watch-release", false, "also lift everything and exit as soon as --member asks for it (spec.resumeGC, phase teardown, or its deletion), besides SIGTERM: one watch event, faster than stopping the pod")
 	o.report.Register(f)
 	_ = cmd.MarkFlagRequired("pd")
 	return cmd
@@ -132,11 +123,11 @@ func (o options) validate() error {
 			return fmt.Errorf("--status-addr %q: %w", o.statusAddr, err)
 		}
 	}
-	if o.watchRelease && o.report.ConfigMap == "" {
-		return errors.New("--watch-release watches --status-configmap; give it")
+	if o.watchRelease && o.report.Member == "" {
+		return errors.New("--watch-release watches --member; give it")
 	}
-	if o.waitStart && o.report.ConfigMap == "" {
-		return errors.New("--wait-start watches --status-configmap; give it")
+	if o.waitStart && o.report.Member == "" {
+		return errors.New("--wait-start watches --member; give it")
 	}
 	return o.report.Validate()
 }
@@ -161,18 +152,13 @@ func run(cmd *cobra.Command, o options) error {
 		ctx, release = context.WithCancel(ctx)
 		defer release()
 		go func() {
-			if _, err := o.report.WaitKey(ctx, command, ReleaseKey, releaseSignal, logf); err == nil {
+			if _, err := o.report.WaitSignal(ctx, releaseSignal, logf); err == nil {
 				logf("Release asked: lifting everything")
 				release()
 			}
 		}()
 	}
 	pub := &publisher{file: o.statusFile, report: rep}
-	// The member learns the ready ts from the pause itself: the manager hands it to every
-	// snapshot step without waiting for the agent to turn the report into a condition.
-	pub.onReady = func(ts uint64) {
-		go o.report.StampMember(context.WithoutCancel(ctx), command, map[string]any{"pauseReadyTS": strconv.FormatUint(ts, 10)}, logf)
-	}
 	final, err := o.pause(ctx, cmd, pub, logf)
 	if err != nil {
 		if final.Phase != pause.PhaseFailed {
@@ -221,8 +207,8 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 		return brpb.NewBackupClient(conn), conn.Close, nil
 	}
 	if o.waitStart {
-		logf("Armed: waiting for the key %s in ConfigMap %s", StartKey, o.report.ConfigMap)
-		if _, err := o.report.WaitKey(ctx, command, StartKey, startSignal, logf); err != nil {
+		logf("Armed: waiting for spec.startPause of member %s", o.report.Member)
+		if _, err := o.report.WaitSignal(ctx, startSignal, logf); err != nil {
 			return pub.status(), fmt.Errorf("waiting for the go to pause: %w", err)
 		}
 	}
@@ -253,7 +239,7 @@ var (
 )
 
 // publisher keeps the latest status and publishes it to a file, over HTTP, as metrics and to
-// the status ConfigMap.
+// the member's status.steps.
 type publisher struct {
 	file     string
 	report   *report.Reporter
@@ -261,9 +247,6 @@ type publisher struct {
 	cur      pause.Status
 	last     []byte
 	gcPaused time.Time
-	// onReady, when set, is called once, at the first Ready, with the backup ts.
-	onReady func(backupTS uint64)
-	ready   bool
 }
 
 func (p *publisher) publish(s pause.Status) {
@@ -281,12 +264,7 @@ func (p *publisher) publish(s pause.Status) {
 	case s.Phase == pause.PhaseGCPaused:
 		p.gcPaused = s.GCPausedAt
 	}
-	firstReady := s.Phase == pause.PhaseReady && !p.ready
-	p.ready = p.ready || firstReady
 	p.mu.Unlock()
-	if firstReady && p.onReady != nil {
-		p.onReady(s.BackupTS)
-	}
 	for _, ph := range []pause.Phase{pause.PhaseStarting, pause.PhaseGCPaused, pause.PhaseReady, pause.PhaseStopping, pause.PhaseStopped, pause.PhaseFailed} {
 		v := 0.0
 		if ph == s.Phase {

@@ -63,12 +63,11 @@ func NewCmd() *cobra.Command {
 			"allocator past every restored id, makes the leaders (RecoverRegion), flashes every region back\n" +
 			"to the resolved ts, and lifts PD's snapshot-recovering mark. The planning stages are retried\n" +
 			"as a whole on transient failure. Prints a JSON summary on stdout.\n\n" +
-			"With --status-configmap the status JSON ({phase, resolvedTS, attempt, regions, error}) is\n" +
-			"server-side applied to the ConfigMap's key \"restore-data\" on every change, and the summary\n" +
-			"to \"restore-data.result\" before exiting 0.\n\n" +
+			"With --member (a VolumeRestoreMember) the status ({phase, error}) is server-side applied to\n" +
+			"the member's status.steps entry \"restore-data\" on every change, with the summary as its\n" +
+			"result before exiting 0.\n\n" +
 			"With --wait-start the step starts ahead of time, armed: it reads the backupmeta, connects to PD,\n" +
-			"then waits until --status-configmap holds the key \"start\" (or --member's spec.phase is\n" +
-			"restore-data) before touching anything. The agent starts the data member's step so while TiKV\n" +
+			"then waits until --member's spec.phase is restore-data before touching anything. The agent starts the data member's step so while TiKV\n" +
 			"starts, so that the pod start is off the restore's critical path.",
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
@@ -87,9 +86,9 @@ func NewCmd() *cobra.Command {
 	f.DurationVar(&o.leaderWait, "leader-timeout", 2*time.Minute, "an attempt's wait for its planned leaders, times the attempt's number; then the metas are read and planned again")
 	f.IntVar(&o.concurrent, "concurrency", 16, "parallel region requests during flashback")
 	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase (the wait for --wait-start's go included)")
-	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --status-configmap holds the key start (or --member's phase is restore-data)")
+	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --member's spec.phase is restore-data")
 	o.report.Register(f)
-	o.report.MemberResource = "volumerestoremembers"
+	o.report.Kind = session.KindRestoreMember
 	return cmd
 }
 
@@ -108,8 +107,8 @@ func (o options) validate() error {
 	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 || o.leaderWait <= 0 {
 		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff, --leader-timeout and --timeout positive")
 	}
-	if o.waitStart && o.report.ConfigMap == "" {
-		return errors.New("--wait-start watches --status-configmap; give it")
+	if o.waitStart && o.report.Member == "" {
+		return errors.New("--wait-start watches --member; give it")
 	}
 	return o.report.Validate()
 }
@@ -171,8 +170,8 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	if o.waitStart {
-		logf("Armed: waiting for the key %s in ConfigMap %s", session.StartKey, o.report.ConfigMap)
-		if _, err := o.report.WaitKey(ctx, command, session.StartKey, startSignal, logf); err != nil {
+		logf("Armed: waiting for spec.phase restore-data of member %s", o.report.Member)
+		if _, err := o.report.WaitSignal(ctx, startSignal, logf); err != nil {
 			return restoredata.Result{}, fmt.Errorf("waiting for the go to restore data: %w", err)
 		}
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
-// command is this step's name: its key in the status ConfigMap.
+// command is this step's name: its entry in the member's status.steps.
 const command = "restore-volumes"
 
 type options struct {
@@ -63,10 +63,10 @@ the backup (one per restore, so two restores of one backup never mix) and, with
 restore id; a retry first deletes what a killed attempt left, and a retry after success
 returns the recorded volumes.
 
-Progress lines go to stderr; the JSON summary goes to stdout. With --status-configmap the
-status JSON ({phase, resolvedTS, volumes, error}) is server-side applied to the ConfigMap's key
-"restore-volumes" on every phase change, and the summary to "restore-volumes.result" before
-exiting 0.`,
+Progress lines go to stderr; the JSON summary goes to stdout. With --member (a
+VolumeRestoreMember) the status ({phase, volumes, error}) is server-side applied to the member's
+status.steps entry "restore-volumes" on every phase change, with the summary as its result
+before exiting 0.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -93,6 +93,7 @@ exiting 0.`,
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the volumes after a failure (it runs even after SIGTERM)")
 	f.StringVar(&o.outputFile, "output-file", "", "also write the restoremeta JSON (BR's --output-file) to this local file")
 	o.report.Register(f)
+	o.report.Kind = session.KindRestoreMember
 	return cmd
 }
 

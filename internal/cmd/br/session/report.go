@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -21,177 +19,112 @@ import (
 	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
-// StartKey is the status ConfigMap key an armed step (`--wait-start`: pause, restore-data)
-// waits for; the agent's job.StartKey.
-const StartKey = "start"
-
-// ReportFlags point a command at the ConfigMap it reports its status to (package br/report).
+// ReportFlags point a step at the member it runs for: the step reports itself in the member's
+// status.steps (its own entry, package br/report) and reads its go signals off the member's
+// spec. Without --member the step reports nothing and waits for no signal.
 type ReportFlags struct {
-	ConfigMap  string
+	// Member is the member the step runs for; Namespace its namespace.
+	Member     string
 	Namespace  string
 	Kubeconfig string
-	// Member is the member the step runs for, in the ConfigMap's namespace: a
-	// VolumeBackupMember, or the resource MemberResource names.
-	Member         string
-	MemberResource string
+	// Kind is the member's kind, set by the command: VolumeBackupMember (the default) or
+	// VolumeRestoreMember.
+	Kind string
 }
 
 // Register adds the flags to fs.
 func (f *ReportFlags) Register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.ConfigMap, "status-configmap", "", "ConfigMap to report the status and the final result to (keys <command> and <command>.result); created if missing")
-	fs.StringVar(&f.Namespace, "status-configmap-namespace", "", "namespace of --status-configmap (default: the pod's namespace, $POD_NAMESPACE or the service account's)")
-	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for --status-configmap when not running in a pod (default: the pod's service account)")
-	fs.StringVar(&f.Member, "member", "", "member (VolumeBackupMember, or VolumeRestoreMember for restore-data; in --status-configmap's namespace) this step runs for: the go signals it waits for are also read from its spec, and the facts the manager waits for stamped into its status, one hop before the agent relays them")
+	fs.StringVar(&f.Member, "member", "", "member this step runs for (a VolumeBackupMember; a VolumeRestoreMember for the restore steps): the step reports its status and result in the member's status.steps and reads the go signals it waits for off the member's spec")
+	fs.StringVar(&f.Namespace, "member-namespace", "", "namespace of --member (default: the pod's namespace, $POD_NAMESPACE or the service account's)")
+	fs.StringVar(&f.Kubeconfig, "kubeconfig", "", "kubeconfig for --member when not running in a pod (default: the pod's service account)")
 }
 
 // Validate checks the flags without any I/O.
 func (f *ReportFlags) Validate() error {
-	if f.ConfigMap == "" {
-		if f.Namespace != "" || f.Kubeconfig != "" || f.Member != "" {
-			return errors.New("--status-configmap-namespace, --kubeconfig and --member need --status-configmap")
+	if f.Member == "" {
+		if f.Namespace != "" || f.Kubeconfig != "" {
+			return errors.New("--member-namespace and --kubeconfig need --member")
 		}
 		return nil
 	}
-	if f.Member != "" {
-		if errs := validation.IsDNS1123Subdomain(f.Member); len(errs) > 0 {
-			return fmt.Errorf("--member %q is not a valid object name: %s", f.Member, errs[0])
-		}
-	}
-	if errs := validation.IsDNS1123Subdomain(f.ConfigMap); len(errs) > 0 {
-		return fmt.Errorf("--status-configmap %q is not a valid ConfigMap name: %s", f.ConfigMap, errs[0])
+	if errs := validation.IsDNS1123Subdomain(f.Member); len(errs) > 0 {
+		return fmt.Errorf("--member %q is not a valid object name: %s", f.Member, errs[0])
 	}
 	if f.Namespace != "" {
 		if errs := validation.IsDNS1123Label(f.Namespace); len(errs) > 0 {
-			return fmt.Errorf("--status-configmap-namespace %q is not a valid namespace: %s", f.Namespace, errs[0])
+			return fmt.Errorf("--member-namespace %q is not a valid namespace: %s", f.Namespace, errs[0])
 		}
 	}
 	return nil
 }
 
-// Reporter starts the reporter of command (its key in the ConfigMap); nil without
-// --status-configmap, which reports nothing. logf receives write failures. It fails when the
-// ConfigMap cannot be addressed at all (no namespace, no credentials): the agent relies on the
-// reports, so a command it started must not run blind. Transient phases are written only when
-// they last (report.Options.Transient).
-func (f *ReportFlags) Reporter(command string, logf func(format string, args ...any), transient ...string) (*report.Reporter, error) {
-	if f.ConfigMap == "" {
+// Reporter starts the reporter of step (its entry in the member's status.steps); nil without
+// --member, which reports nothing. logf receives write failures. It fails when the member
+// cannot be addressed at all (no namespace, no credentials): the agent relies on the reports,
+// so a step it started must not run blind. Transient phases are written only when they last
+// (report.Options.Transient).
+func (f *ReportFlags) Reporter(step string, logf func(format string, args ...any), transient ...string) (*report.Reporter, error) {
+	if f.Member == "" {
 		return nil, nil
 	}
-	sink, err := f.sink(command)
-	if err != nil {
-		return nil, err
-	}
-	return report.New(report.Options{Command: command, Sink: sink, Log: logf, Transient: transient})
-}
-
-// WaitKey waits until the ConfigMap holds key and returns its value (see report.WaitKey).
-// With --member, sig is read off the member's spec at the same time, and the first of the two
-// to give the signal wins: the manager writes it into the member, the agent then copies it into
-// the ConfigMap, so the member is one hop sooner. A member this step may not read (a service
-// account without the rule) is logged to logf and left to the ConfigMap.
-func (f *ReportFlags) WaitKey(ctx context.Context, command, key string, sig report.Signal, logf func(string, ...any)) (string, error) {
-	if f.ConfigMap == "" {
-		return "", errors.New("waiting for a ConfigMap key needs --status-configmap")
-	}
-	sink, err := f.sink(command)
-	if err != nil {
-		return "", err
-	}
-	if f.Member == "" || sig == nil {
-		return sink.WaitKey(ctx, key)
-	}
-	m, err := f.member()
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type answer struct {
-		v, from string
-		err     error
-	}
-	answers := make(chan answer, 2)
-	go func() {
-		v, err := sink.WaitKey(ctx, key)
-		answers <- answer{v, "ConfigMap " + sink.String() + " key " + key, err}
-	}()
-	go func() {
-		v, err := m.Wait(ctx, sig)
-		answers <- answer{v, m.String(), err}
-	}()
-	for range 2 {
-		a := <-answers
-		switch {
-		case a.err == nil:
-			logf("Signal %q taken from %s", a.v, a.from)
-			return a.v, nil
-		case errors.Is(a.err, report.ErrCannotWatch):
-			logf("Not watching the member (%v); waiting for the ConfigMap alone", a.err)
-		default:
-			return "", a.err
-		}
-	}
-	return "", errors.New("no source of the signal left")
-}
-
-// member addresses --member.
-func (f *ReportFlags) member() (*report.Member, error) {
 	cfg, ns, err := f.config()
 	if err != nil {
 		return nil, err
 	}
-	resource := f.MemberResource
-	if resource == "" {
-		resource = "volumebackupmembers"
+	kind, resource := f.kind()
+	sink, err := report.NewMemberStep(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithKind(kind), resource, ns, f.Member, step)
+	if err != nil {
+		return nil, err
 	}
-	return report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource(resource), ns, f.Member)
+	return report.New(report.Options{Command: step, Sink: sink, Log: logf, Transient: transient})
 }
 
-// StampMember server-side applies fields into --member's status as the command's field
-// manager (fedbr-br-<command>), trying three times; nothing without --member. The agent
-// reports the same facts one hop later, so a failure is only logged.
-func (f *ReportFlags) StampMember(ctx context.Context, command string, fields map[string]any, logf func(string, ...any)) {
-	if f.ConfigMap == "" || f.Member == "" {
-		return
+// WaitSignal waits until the member's spec gives sig (the manager writes the go signals there)
+// and returns its value; the step sees the signal within one watch event of its write.
+func (f *ReportFlags) WaitSignal(ctx context.Context, sig report.Signal, logf func(string, ...any)) (string, error) {
+	if f.Member == "" {
+		return "", errors.New("waiting for a go signal needs --member")
+	}
+	cfg, ns, err := f.config()
+	if err != nil {
+		return "", err
+	}
+	_, resource := f.kind()
+	m, err := report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource(resource), ns, f.Member)
+	if err != nil {
+		return "", err
 	}
 	start := time.Now()
-	if err := f.stampMember(ctx, command, fields); err != nil {
-		logf("Not stamping the member (the agent reports it instead): %v", err)
-		return
-	}
-	logf("Stamped %v into the member's status in %s", slices.Sorted(maps.Keys(fields)), time.Since(start).Round(time.Millisecond))
-}
-
-func (f *ReportFlags) stampMember(ctx context.Context, command string, fields map[string]any) error {
-	m, err := f.member()
+	v, err := m.Wait(ctx, sig)
 	if err != nil {
-		return err
+		return "", err
 	}
-	gvk := dpv1alpha1.GroupVersion.WithKind("VolumeBackupMember")
-	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, report.DefaultAttemptTimeout)
-		err = m.ApplyStatus(actx, gvk, report.FieldManager(command), fields)
-		cancel()
-		if err == nil || attempt == 3 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
-		}
-	}
+	logf("Signal %q taken from %s after %s", v, m, time.Since(start).Round(time.Millisecond))
+	return v, nil
 }
 
-// config is the client configuration and namespace of the ConfigMap (and the member): the
-// namespace from the flag, else the pod's; credentials from --kubeconfig, else the pod's
-// service account.
+// kind is the member's kind and resource.
+func (f *ReportFlags) kind() (string, string) {
+	if f.Kind == KindRestoreMember {
+		return KindRestoreMember, "volumerestoremembers"
+	}
+	return KindBackupMember, "volumebackupmembers"
+}
+
+// The member kinds a step runs for.
+const (
+	KindBackupMember  = "VolumeBackupMember"
+	KindRestoreMember = "VolumeRestoreMember"
+)
+
+// config is the client configuration and namespace of the member: the namespace from the flag,
+// else the pod's; credentials from --kubeconfig, else the pod's service account.
 func (f *ReportFlags) config() (*rest.Config, string, error) {
 	ns := f.Namespace
 	if ns == "" {
 		var err error
 		if ns, err = podenv.Namespace(); err != nil {
-			return nil, "", fmt.Errorf("--status-configmap-namespace not given: %w", err)
+			return nil, "", fmt.Errorf("--member-namespace not given: %w", err)
 		}
 	}
 	var (
@@ -203,18 +136,9 @@ func (f *ReportFlags) config() (*rest.Config, string, error) {
 			return nil, "", fmt.Errorf("--kubeconfig: %w", err)
 		}
 	} else if cfg, err = podenv.RESTConfig(); err != nil {
-		return nil, "", fmt.Errorf("--status-configmap: %w (outside a pod, give --kubeconfig)", err)
+		return nil, "", fmt.Errorf("--member: %w (outside a pod, give --kubeconfig)", err)
 	}
 	return cfg, ns, nil
-}
-
-// sink addresses the ConfigMap.
-func (f *ReportFlags) sink(command string) (*report.ConfigMap, error) {
-	cfg, ns, err := f.config()
-	if err != nil {
-		return nil, err
-	}
-	return report.NewConfigMap(restconfig.Finish(cfg, "br"), ns, f.ConfigMap, command)
 }
 
 // LockedWriter serialises writes from several goroutines to one stream, so that an engine's

@@ -25,12 +25,12 @@ func TestReportFlagsValidate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "no reporting", f: ReportFlags{}},
-		{name: "ConfigMap only", f: ReportFlags{ConfigMap: "vb-1-east"}},
-		{name: "everything", f: ReportFlags{ConfigMap: "vb-1.east", Namespace: "tidb", Kubeconfig: "/k"}},
-		{name: "namespace without ConfigMap", f: ReportFlags{Namespace: "tidb"}, wantErr: "need --status-configmap"},
-		{name: "kubeconfig without ConfigMap", f: ReportFlags{Kubeconfig: "/k"}, wantErr: "need --status-configmap"},
-		{name: "bad name", f: ReportFlags{ConfigMap: "VB_1"}, wantErr: `--status-configmap "VB_1" is not a valid ConfigMap name`},
-		{name: "bad namespace", f: ReportFlags{ConfigMap: "vb", Namespace: "a.b"}, wantErr: `--status-configmap-namespace "a.b" is not a valid namespace`},
+		{name: "member only", f: ReportFlags{Member: "vb-1-east"}},
+		{name: "everything", f: ReportFlags{Member: "vb-1.east", Namespace: "tidb", Kubeconfig: "/k"}},
+		{name: "namespace without member", f: ReportFlags{Namespace: "tidb"}, wantErr: "need --member"},
+		{name: "kubeconfig without member", f: ReportFlags{Kubeconfig: "/k"}, wantErr: "need --member"},
+		{name: "bad name", f: ReportFlags{Member: "VB_1"}, wantErr: `--member "VB_1" is not a valid object name`},
+		{name: "bad namespace", f: ReportFlags{Member: "vb", Namespace: "a.b"}, wantErr: `--member-namespace "a.b" is not a valid namespace`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,7 +42,7 @@ func TestReportFlagsValidate(t *testing.T) {
 	}
 }
 
-// TestReporterNeedsAPod: without --kubeconfig the ConfigMap is reached as the pod's service
+// TestReporterNeedsAPod: without --kubeconfig the member is reached as the pod's service
 // account; outside a pod, or without a namespace, the command fails before doing anything.
 func TestReporterNeedsAPod(t *testing.T) {
 	root := t.TempDir()
@@ -63,11 +63,11 @@ func TestReporterNeedsAPod(t *testing.T) {
 		wantErr   string
 		wantNoRep bool
 	}{
-		{name: "no ConfigMap reports nothing", wantNoRep: true},
-		{name: "outside a pod", f: ReportFlags{ConfigMap: "vb", Namespace: "tidb"}, labRoot: root, wantErr: "outside a pod, give --kubeconfig"},
-		{name: "no namespace", f: ReportFlags{ConfigMap: "vb"}, labRoot: t.TempDir(), host: "10.0.0.1", wantErr: "--status-configmap-namespace not given"},
-		{name: "missing kubeconfig", f: ReportFlags{ConfigMap: "vb", Namespace: "tidb", Kubeconfig: filepath.Join(root, "nope")}, wantErr: "--kubeconfig"},
-		{name: "in a (lab) pod", f: ReportFlags{ConfigMap: "vb"}, labRoot: root, host: "10.0.0.1"},
+		{name: "no member reports nothing", wantNoRep: true},
+		{name: "outside a pod", f: ReportFlags{Member: "vb", Namespace: "tidb"}, labRoot: root, wantErr: "outside a pod, give --kubeconfig"},
+		{name: "no namespace", f: ReportFlags{Member: "vb"}, labRoot: t.TempDir(), host: "10.0.0.1", wantErr: "--member-namespace not given"},
+		{name: "missing kubeconfig", f: ReportFlags{Member: "vb", Namespace: "tidb", Kubeconfig: filepath.Join(root, "nope")}, wantErr: "--kubeconfig"},
+		{name: "in a (lab) pod", f: ReportFlags{Member: "vb"}, labRoot: root, host: "10.0.0.1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

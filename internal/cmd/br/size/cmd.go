@@ -17,7 +17,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
-// command is this step's name: its key in the status ConfigMap.
+// command is this step's name: its entry in the member's status.steps.
 const command = "size"
 
 // Phases reported under the command's key (and report.PhaseFailed).
@@ -55,7 +55,8 @@ it, is the newest earlier completed snapshot of the volume in the account. Every
 be completed. Calls are paced by the account's EBS direct and EC2 budgets.
 
 Progress lines go to stderr; the JSON summary (per volume and totals, in bytes and readable,
-with the elapsed time) goes to stdout and, with --status-configmap, to the key size.result.`,
+with the elapsed time) goes to stdout and, with --member, into the member's status.steps entry
+"size" as its result.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()

@@ -20,7 +20,6 @@ import (
 	"github.com/spf13/cobra"
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
@@ -77,11 +76,12 @@ refused.
 
 The JSON summary goes to stdout. Exit status 0 only when every snapshot completed.
 
-With --status-configmap the progress JSON (as in --progress-file, plus backupTS and error) is
-server-side applied to the ConfigMap's key "snapshot" on every phase change (Checking and
-Starting only once they lasted a second) and at most once a second otherwise, and the summary
-to "snapshot.result" before exiting 0. Phase Started (and every later one) means every
-snapshot has started: the pause may be lifted.`,
+With --member the progress (as in --progress-file, plus backupTS, error and the times the
+backup ts came, every snapshot started and every snapshot completed) is server-side applied to
+the member's status.steps entry "snapshot" on every phase change (Checking and Starting only
+once they lasted a second) and at most once a second otherwise, and the summary as its result
+before exiting 0. Phase Started (and every later one) means every snapshot has started: the
+pause may be lifted.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -98,7 +98,7 @@ snapshot has started: the pause may be lifted.`,
 	f.StringSliceVar(&o.pd, "pd", nil, "PD address(es), host:port or http://host:port (required)")
 	f.StringVar(&o.volumes, "volumes", "", "BR volume file (JSON, clustermeta shape) listing the stores and volumes to snapshot (default: the clustermeta in --storage)")
 	f.StringVar(&o.pauseStatus, "pause-status", "", "status file of the running `fedbr br pause`; its phase must be Ready, and its backupTS becomes the backup ts; it is read again after every snapshot started")
-	f.BoolVar(&o.waitTS, "wait-backup-ts", false, "start ahead of the pause: connect, then wait until --status-configmap holds the key "+BackupTSKey+" (written by the agent once the pause holds) and use it as the backup ts")
+	f.BoolVar(&o.waitTS, "wait-backup-ts", false, "start ahead of the pause: connect, then wait until --member's spec.backupTS is set (by the manager, once the pause holds) and use it as the backup ts")
 	f.Uint64Var(&o.engine.BackupTS, "backup-ts", 0, "backup ts held by a pause (default: --pause-status, else PD's real-time min-resolved-ts)")
 	f.BoolVar(&o.engine.SkipClusterCheck, "skip-cluster-check", false, "do not wait for no pending admin operations and no region holes")
 	f.DurationVar(&o.engine.CheckTimeout, "check-timeout", 10*time.Minute, "how long to wait for the cluster check to pass")
@@ -131,8 +131,8 @@ func (o *options) validate() error {
 	if o.waitTS && (o.pauseStatus != "" || o.engine.BackupTS != 0) {
 		return errors.New("--wait-backup-ts waits for the backup ts; it excludes --pause-status and --backup-ts")
 	}
-	if o.waitTS && o.report.ConfigMap == "" {
-		return errors.New("--wait-backup-ts reads the backup ts from --status-configmap; give it")
+	if o.waitTS && o.report.Member == "" {
+		return errors.New("--wait-backup-ts reads the backup ts from --member; give it")
 	}
 	parsed, err := readManifests(o.manifests)
 	if err != nil {
@@ -201,20 +201,10 @@ func (o *options) run(cmd *cobra.Command) error {
 	}
 	var tsAt, startedAt, completedAt time.Time // stamped once, carried in every later report
 	o.tsReceived = func() { tsAt = time.Now() }
-	// The stamp outlives the step's context: a step whose snapshots complete at once would
-	// otherwise cancel it on the way out, and the manager would wait for the agent's condition
-	// instead (a second, ~1 s, later in the lab).
-	var stamping sync.WaitGroup
-	defer stamping.Wait()
 	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
 		if snapshot.PauseMayLift(pr.Phase) && startedAt.IsZero() {
+			// The manager lifts the pause on this report (startedAt in the member's step entry).
 			startedAt = time.Now()
-			// The member itself learns it too: the manager lifts the pause on this stamp,
-			// without waiting for the agent to copy the report into a condition.
-			at := startedAt.UTC().Format(metav1.RFC3339Micro)
-			stamping.Go(func() {
-				o.report.StampMember(context.WithoutCancel(ctx), command, map[string]any{"snapshotsStartedAt": at}, session.Logf(logw))
-			})
 		}
 		if pr.Phase == snapshot.PhaseCompleted && completedAt.IsZero() {
 			completedAt = time.Now()
@@ -229,28 +219,11 @@ func (o *options) run(cmd *cobra.Command) error {
 		})
 		return err
 	}
+	// The result carries the last progress with it: the manager completes the backup on the
+	// member's step entry holding both (completedAt and the result, with backupmeta final).
 	if err := rep.Result(context.WithoutCancel(ctx), res); err != nil {
 		return fmt.Errorf("every snapshot completed, but the result could not be reported: %w", err)
 	}
-	// Only now, with backupmeta final and the result reported: the manager completes the
-	// backup on this stamp and then tears the member down, and its agent must find the result.
-	if completedAt.IsZero() {
-		completedAt = time.Now()
-	}
-	if res.ResolvedTS == 0 {
-		return nil // nothing for the manager to complete on: the agent reports the result
-	}
-	// A server-side apply states every field this step's manager owns: one that left out
-	// snapshotsStartedAt would remove it. The start's stamp lands first for the same reason.
-	stamping.Wait()
-	fields := map[string]any{
-		"snapshotsCompletedAt": completedAt.UTC().Format(metav1.RFC3339Micro),
-		"commitTs":             strconv.FormatUint(res.ResolvedTS, 10),
-	}
-	if !startedAt.IsZero() {
-		fields["snapshotsStartedAt"] = startedAt.UTC().Format(metav1.RFC3339Micro)
-	}
-	o.report.StampMember(context.WithoutCancel(ctx), command, fields, session.Logf(logw))
 	return nil
 }
 
@@ -365,27 +338,23 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	return res, runErr
 }
 
-// BackupTSKey is the key of the status ConfigMap that carries the backup ts to a step started
-// with --wait-backup-ts.
-const BackupTSKey = "backup-ts"
-
 // backupTSSignal is the backup ts in the member's spec.
 func backupTSSignal(m *unstructured.Unstructured) (string, bool) {
 	v, _, _ := unstructured.NestedString(m.Object, "spec", "backupTS")
 	return v, v != ""
 }
 
-// waitBackupTS reports Armed and waits for the backup ts in the status ConfigMap.
+// waitBackupTS reports Armed and waits for the backup ts in the member's spec.
 func (o *options) waitBackupTS(ctx context.Context, logw io.Writer, report func(snapshot.Progress)) (uint64, error) {
 	report(snapshot.Progress{Phase: snapshot.PhaseArmed})
-	_, _ = fmt.Fprintf(logw, "Armed: waiting for the backup ts in ConfigMap %s (key %s)\n", o.report.ConfigMap, BackupTSKey)
-	v, err := o.report.WaitKey(ctx, command, BackupTSKey, backupTSSignal, session.Logf(logw))
+	_, _ = fmt.Fprintf(logw, "Armed: waiting for spec.backupTS of member %s\n", o.report.Member)
+	v, err := o.report.WaitSignal(ctx, backupTSSignal, session.Logf(logw))
 	if err != nil {
 		return 0, err
 	}
 	ts, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
 	if err != nil || ts == 0 {
-		return 0, fmt.Errorf("ConfigMap %s key %s = %q: want a TSO", o.report.ConfigMap, BackupTSKey, v)
+		return 0, fmt.Errorf("member %s spec.backupTS = %q: want a TSO", o.report.Member, v)
 	}
 	if o.tsReceived != nil {
 		o.tsReceived()

@@ -1,0 +1,120 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// StepReport is one step Job's report of itself in its member's status.steps: each entry is
+// written only by its step, server-side applied under the field manager fedbr-br-<name>, and
+// read by the agent (conditions) and the manager. Fields a step does not report stay empty.
+type StepReport struct {
+	// Name is the step: pause, snapshot, clean, size (backup members); restore-volumes,
+	// restore-data, warmup-<ordinal> (restore members).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// Phase is the step's phase (Starting, GCPaused, Ready, Stopping, Stopped, Checking,
+	// Started, Waiting, Completed, Reading, …; Failed when it failed).
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// Error says why the step failed.
+	// +optional
+	Error string `json:"error,omitempty"`
+	// BackupTS is the pause's (and the snapshot's) backup ts.
+	// +optional
+	BackupTS uint64 `json:"backupTS,omitempty"`
+	// Stores is the number of TiKV stores the pause holds.
+	// +optional
+	Stores int32 `json:"stores,omitempty"`
+	// Since is when the phase began; GCPausedAt when the pause pinned the GC safepoint;
+	// LiftedAt when it lifted everything it held.
+	// +optional
+	Since *metav1.MicroTime `json:"since,omitempty"`
+	// +optional
+	GCPausedAt *metav1.MicroTime `json:"gcPausedAt,omitempty"`
+	// +optional
+	LiftedAt *metav1.MicroTime `json:"liftedAt,omitempty"`
+	// ReadyAt is when the pause became ready (held everything).
+	// +optional
+	ReadyAt *metav1.MicroTime `json:"readyAt,omitempty"`
+	// BackupTSAt is when an armed snapshot step received the backup ts, StartedAt when every
+	// snapshot had started (the pause may be lifted), CompletedAt when every snapshot had
+	// completed.
+	// +optional
+	BackupTSAt *metav1.MicroTime `json:"backupTSAt,omitempty"`
+	// +optional
+	StartedAt *metav1.MicroTime `json:"startedAt,omitempty"`
+	// +optional
+	CompletedAt *metav1.MicroTime `json:"completedAt,omitempty"`
+	// SlowestStartSeconds is the snapshot step's slowest CreateSnapshots call.
+	// +optional
+	SlowestStartSeconds float64 `json:"slowestStartSeconds,omitempty"`
+	// Done, Total and Percent are a long step's progress (snapshots started or completed,
+	// bytes read).
+	// +optional
+	Done int64 `json:"done,omitempty"`
+	// +optional
+	Total int64 `json:"total,omitempty"`
+	// +optional
+	Percent float64 `json:"percent,omitempty"`
+	// Deleted is clean's count of snapshots deleted (of Total).
+	// +optional
+	Deleted int32 `json:"deleted,omitempty"`
+	// Volumes is restore-volumes' count of the volumes it creates.
+	// +optional
+	Volumes int32 `json:"volumes,omitempty"`
+	// Result is the step's final summary (the JSON it prints), written before it exits 0.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Result *runtime.RawExtension `json:"result,omitempty"`
+}
+
+// The steps' names in status.steps (a warm-up's is StepWarmup-<ordinal>).
+const (
+	StepPause          = "pause"
+	StepSnapshot       = "snapshot"
+	StepClean          = "clean"
+	StepSize           = "size"
+	StepRestoreVolumes = "restore-volumes"
+	StepRestoreData    = "restore-data"
+	StepWarmup         = "warmup"
+)
+
+// The pause's phases after it took hold: Ready (holding), then Stopping and Stopped (lifting).
+const (
+	PausePhaseReady    = "Ready"
+	PausePhaseStopping = "Stopping"
+	PausePhaseStopped  = "Stopped"
+)
+
+// PauseHeld returns the backup ts a pause report says it holds (or held, once lifted): phase
+// Ready or later, with its ts; 0 when it never took hold.
+func PauseHeld(s StepReport) uint64 {
+	switch s.Phase {
+	case PausePhaseReady, PausePhaseStopping, PausePhaseStopped:
+		return s.BackupTS
+	}
+	return 0
+}
+
+// SnapshotsStarted says a snapshot report has every snapshot started: the pause may be lifted.
+func SnapshotsStarted(s StepReport) bool { return s.StartedAt != nil }
+
+// SnapshotsCompleted says a snapshot report has every snapshot completed and the step's result
+// (backupmeta final): its ts is the report's backup ts.
+func SnapshotsCompleted(s StepReport) bool {
+	return s.CompletedAt != nil && s.Result != nil && s.BackupTS > 0
+}
+
+// Step returns the report of the step named name, if there is one.
+func Step(steps []StepReport, name string) (StepReport, bool) {
+	for _, s := range steps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return StepReport{}, false
+}

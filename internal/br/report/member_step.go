@@ -1,0 +1,125 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+)
+
+// MemberStep is the Sink of one step's entry in its member's status.steps: the entry named
+// after the step, server-side applied under the field manager FieldManager(step), so that each
+// step owns its entry alone and no two writers share a field.
+type MemberStep struct {
+	client    dynamic.ResourceInterface
+	gvk       schema.GroupVersionKind
+	namespace string
+	member    string
+	step      string
+}
+
+// NewMemberStep returns the Sink of step's entry in the status of the member namespace/name
+// of kind gvk (resource its plural) through cfg.
+func NewMemberStep(cfg *rest.Config, gvk schema.GroupVersionKind, resource, namespace, name, step string) (*MemberStep, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = FieldManager(step)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultAttemptTimeout
+	}
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for member %s/%s: %w", namespace, name, err)
+	}
+	return &MemberStep{client: c.Resource(gvk.GroupVersion().WithResource(resource)).Namespace(namespace), gvk: gvk,
+		namespace: namespace, member: name, step: step}, nil
+}
+
+// String names the entry for logs.
+func (m *MemberStep) String() string {
+	return fmt.Sprintf("%s %s/%s status.steps[%s]", m.gvk.Kind, m.namespace, m.member, m.step)
+}
+
+// Apply writes the step's status document (data[step]) and final summary (data[step.result])
+// as its entry. Every field the entry held and this apply leaves out is removed: the step
+// states its whole report each time.
+func (m *MemberStep) Apply(ctx context.Context, data map[string]string) error {
+	entry, err := StepEntry(m.step, data[m.step], data[ResultKey(m.step)])
+	if err != nil {
+		return err
+	}
+	// Not through JSON into map[string]any: a TSO does not survive a float64.
+	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entry)
+	if err != nil {
+		return err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"steps": []any{fields}}}}
+	u.SetGroupVersionKind(m.gvk)
+	u.SetName(m.member)
+	u.SetNamespace(m.namespace)
+	if _, err := m.client.ApplyStatus(ctx, m.member, u, metav1.ApplyOptions{FieldManager: FieldManager(m.step), Force: true}); err != nil {
+		return fmt.Errorf("apply %s: %w", m, err)
+	}
+	return nil
+}
+
+// stepDocument is what every step's status document may say (each says a part of it).
+type stepDocument struct {
+	Phase       string    `json:"phase"`
+	Error       string    `json:"error"`
+	BackupTS    uint64    `json:"backupTS"`
+	Stores      int32     `json:"stores"`
+	Since       time.Time `json:"since"`
+	GCPausedAt  time.Time `json:"gcPausedAt"`
+	LiftedAt    time.Time `json:"liftedAt"`
+	ReadyAt     time.Time `json:"readyAt"`
+	BackupTSAt  time.Time `json:"backupTSAt"`
+	StartedAt   time.Time `json:"startedAt"`
+	CompletedAt time.Time `json:"completedAt"`
+	Done        int64     `json:"done"`
+	Total       int64     `json:"total"`
+	Percent     float64   `json:"percent"`
+	Deleted     int32     `json:"deleted"`
+	Volumes     int32     `json:"volumes"`
+	Slowest     float64   `json:"slowestStartSeconds"`
+}
+
+// StepEntry turns a step's status document and its final summary (either may be empty) into
+// its member's step report.
+func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
+	e := dpv1alpha1.StepReport{Name: step}
+	if status != "" {
+		var d stepDocument
+		if err := json.Unmarshal([]byte(status), &d); err != nil {
+			return e, fmt.Errorf("the %s status document: %w", step, err)
+		}
+		e.Phase, e.Error, e.BackupTS, e.Stores = d.Phase, d.Error, d.BackupTS, d.Stores
+		e.Done, e.Total, e.Percent, e.Deleted, e.Volumes = d.Done, d.Total, d.Percent, d.Deleted, d.Volumes
+		e.SlowestStartSeconds = d.Slowest
+		e.Since, e.GCPausedAt, e.LiftedAt, e.ReadyAt = micro(d.Since), micro(d.GCPausedAt), micro(d.LiftedAt), micro(d.ReadyAt)
+		e.BackupTSAt, e.StartedAt, e.CompletedAt = micro(d.BackupTSAt), micro(d.StartedAt), micro(d.CompletedAt)
+	}
+	if result != "" {
+		if !json.Valid([]byte(result)) {
+			return e, fmt.Errorf("the %s result is not JSON", step)
+		}
+		e.Result = &runtime.RawExtension{Raw: []byte(result)}
+	}
+	return e, nil
+}
+
+func micro(t time.Time) *metav1.MicroTime {
+	if t.IsZero() {
+		return nil
+	}
+	m := metav1.NewMicroTime(t.UTC())
+	return &m
+}
