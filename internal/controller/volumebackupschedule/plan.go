@@ -11,7 +11,6 @@ package volumebackupschedule
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,9 +18,6 @@ import (
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
-
-// ScheduleLabel marks the VolumeBackups a schedule created.
-const ScheduleLabel = "tidb.pingcap.com/backup-schedule"
 
 // Backup is what Plan needs of one VolumeBackup the schedule created.
 type Backup struct {
@@ -60,11 +56,6 @@ const (
 	ReasonInvalid        = "InvalidSchedule"
 	ReasonSkippedRunning = "SkippedPreviousRunning"
 )
-
-// BackupName is the name of the backup for tick t: <schedule>-<UTC yyyy-mm-ddthh-mm-ss>.
-func BackupName(schedule string, t time.Time) string {
-	return schedule + "-" + strings.ToLower(t.UTC().Format("2006-01-02T15-04-05"))
-}
 
 // Plan decides what to create and delete at now.
 func Plan(o Observed, now time.Time) Result {

@@ -29,12 +29,6 @@ func schedule(mut func(*fedv1alpha1.VolumeBackupSchedule)) *fedv1alpha1.VolumeBa
 	return s
 }
 
-func TestBackupName(t *testing.T) {
-	if got := BackupName("every-6h", time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)); got != "every-6h-2026-11-29t06-00-00" {
-		t.Fatalf("BackupName = %s", got)
-	}
-}
-
 func TestPlan(t *testing.T) {
 	tests := []struct {
 		name       string

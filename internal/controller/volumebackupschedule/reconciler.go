@@ -18,11 +18,6 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
 
-// ScheduledAnnotation on a scheduled VolumeBackup is the tick it was created for (RFC 3339);
-// retention counts age from it, not from creation, so a late creation does not extend a backup's
-// life.
-const ScheduledAnnotation = "federation.pingcap.com/scheduled-at"
-
 // Reconciler is the VolumeBackupSchedule controller: observe the schedule and the backups it
 // created, Plan, apply.
 type Reconciler struct {
@@ -85,7 +80,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", name)
 	}
 	if res.Create != "" {
-		if err := r.create(ctx, &s, res.Create, res.CreateFor); err != nil {
+		if err := r.create(ctx, &s, res.CreateFor); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -99,16 +94,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: res.RequeueAfter}, nil
 }
 
-func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, name string, tick time.Time) error {
-	b := &fedv1alpha1.VolumeBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace,
-			Labels:      map[string]string{ScheduleLabel: s.Name},
-			Annotations: map[string]string{ScheduledAnnotation: tick.UTC().Format(time.RFC3339)}},
-		Spec: *s.Spec.BackupTemplate.DeepCopy(),
-	}
+func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, tick time.Time) error {
+	b := NewBackup(s, tick)
 	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	r.Recorder.Eventf(s, nil, "Normal", "BackupCreated", "Create", "created %s for the %s tick", name, tick.UTC().Format(time.RFC3339))
+	r.Recorder.Eventf(s, nil, "Normal", "BackupCreated", "Create", "created %s for the %s tick", b.Name, tick.UTC().Format(time.RFC3339))
 	return nil
 }
