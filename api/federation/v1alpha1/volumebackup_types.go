@@ -167,8 +167,20 @@ const (
 	VolumeBackupCompleteCondition = "Complete"
 	// VolumeBackupFailedCondition is True when the backup failed and will not be retried.
 	VolumeBackupFailedCondition = "Failed"
-	// VolumeBackupCleanedCondition is True when snapshots and metadata are deleted.
+	// VolumeBackupCleanedCondition is True when snapshots and metadata are deleted. While a
+	// deleted backup's members clean, it is False: reason VolumeBackupCleaningReason, or
+	// VolumeBackupCleanFailedReason when a member's clean fails (the message names the data
+	// plane and says why).
 	VolumeBackupCleanedCondition = "Cleaned"
+)
+
+// Reasons of the Cleaned condition.
+const (
+	// VolumeBackupCleaningReason: the members are being deleted and clean per cleanPolicy.
+	VolumeBackupCleaningReason = "Cleaning"
+	// VolumeBackupCleanFailedReason: a member's clean failed (retrying, or given up); the
+	// message says which data plane and why.
+	VolumeBackupCleanFailedReason = "CleanFailed"
 )
 
 // VolumeBackupMemberStatus is one data plane's part of a VolumeBackup, copied from its member.

@@ -67,6 +67,9 @@ type VolumeBackupScheduleStatus struct {
 const (
 	// VolumeBackupScheduleReadyCondition is True when the schedule is valid and running.
 	VolumeBackupScheduleReadyCondition = "Ready"
+	// VolumeBackupScheduleRetentionCondition is True while retention keeps up; False when it
+	// waits for a backup whose clean fails, naming the backup and why.
+	VolumeBackupScheduleRetentionCondition = "Retention"
 )
 
 // VolumeBackupSchedule creates VolumeBackups on a cron schedule and deletes old ones.

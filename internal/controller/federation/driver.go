@@ -57,7 +57,7 @@ type Driver[O client.Object, A Action] struct {
 	Decide func(ctx context.Context, o O, now time.Time) (Decision[O, A], error)
 	// Apply applies one action idempotently.
 	Apply func(ctx context.Context, o O, a A, now time.Time) error
-	// Phase reads the one-word phase of the status, Failed says whether it is the failed one,
+	// Phase reads the one-word phase of the status, Failed says whether it is a failure (a Warning Event),
 	// and Message is what the status says about it now (for the phase-change Event).
 	Phase   func(O) string
 	Failed  func(O) bool

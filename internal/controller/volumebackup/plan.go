@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -362,7 +363,7 @@ func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
 // snapshots), so it keeps the finalizer — said in the Ready condition — until the plane answers
 // or an SRE sets the force-remove annotation.
 func planDeletion(o Observed, res Result, now time.Time) Result {
-	var deleting, waiting []string
+	var deleting, waiting, failing []string
 	for _, c := range o.Backup.Spec.Clusters {
 		name := c.K8sClusterName
 		switch {
@@ -371,6 +372,10 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 		case o.Members[name].Exists:
 			deleting = append(deleting, name)
 			res.add(o, Action{Kind: DeleteMember, Cluster: name})
+			if f := memberCondition(o.Members[name], dpv1alpha1.BackupMemberCleanedCondition); f != nil && f.Status == metav1.ConditionFalse &&
+				(f.Reason == dpv1alpha1.BackupMemberCleanFailedReason || f.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason) {
+				failing = append(failing, fmt.Sprintf("member %s/%s in %s: %s", c.TCNamespace, fedv1alpha1.MemberName(o.Backup.Name), name, f.Message))
+			}
 		}
 	}
 	if len(deleting) == 0 && (len(waiting) == 0 || o.ForceRemove) {
@@ -382,7 +387,20 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 	if len(waiting) > 0 {
 		msg = fmt.Sprintf("deleting members in %v; waiting for unreachable or unknown data planes %v (annotate %s=true to remove anyway, leaving their snapshots)", deleting, waiting, fedv1alpha1.AnnotationForceRemove)
 	}
-	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg}, now)
+	reason, cleanMsg := fedv1alpha1.VolumeBackupCleaningReason, msg
+	if len(failing) > 0 {
+		// A clean that fails says so on the backup (and so on its schedule), with the member's
+		// reason, instead of only in a data plane.
+		res.Status.Phase = fedv1alpha1.VolumeBackupCleanFailed
+		reason, cleanMsg = fedv1alpha1.VolumeBackupCleanFailedReason, strings.Join(failing, "; ")
+		msg = cleanMsg
+	}
+	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupCleanedCondition, Status: metav1.ConditionFalse, Reason: reason, Message: cleanMsg}, now)
+	readyReason := ReasonDeleting
+	if len(failing) > 0 {
+		readyReason = fedv1alpha1.VolumeBackupCleanFailedReason
+	}
+	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: readyReason, Message: msg}, now)
 	return res
 }
 

@@ -38,7 +38,9 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		New:     func() *fedv1alpha1.VolumeBackup { return &fedv1alpha1.VolumeBackup{} },
 		NewList: func() client.ObjectList { return &fedv1alpha1.VolumeBackupList{} },
 		Phase:   func(b *fedv1alpha1.VolumeBackup) string { return string(b.Status.Phase) },
-		Failed:  func(b *fedv1alpha1.VolumeBackup) bool { return b.Status.Phase == fedv1alpha1.VolumeBackupFailed },
+		Failed: func(b *fedv1alpha1.VolumeBackup) bool {
+			return b.Status.Phase == fedv1alpha1.VolumeBackupFailed || b.Status.Phase == fedv1alpha1.VolumeBackupCleanFailed
+		},
 		Message: message,
 		OnPhase: observeTerminal,
 	}

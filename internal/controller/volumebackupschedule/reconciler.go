@@ -63,21 +63,22 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			at = b.CreationTimestamp.Time
 		}
-		done := meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) ||
-			meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
-		o.Backups = append(o.Backups, Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC, Done: done, Deleting: b.DeletionTimestamp != nil})
+		o.Backups = append(o.Backups, Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC,
+			Complete: meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition),
+			Failed:   meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition),
+			Deleting: b.DeletionTimestamp != nil, CleanFailure: cleanFailure(b)})
 	}
 	now := time.Now()
 	if r.Now != nil {
 		now = r.Now()
 	}
 	res := Plan(o, now)
-	for _, name := range res.Delete {
-		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace}}
+	if res.Delete != "" {
+		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: res.Delete, Namespace: s.Namespace}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", name)
+		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", res.Delete)
 	}
 	if res.Create != "" {
 		if err := r.create(ctx, &s, res.CreateFor); err != nil {
@@ -101,4 +102,14 @@ func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSche
 	}
 	r.Recorder.Eventf(s, nil, "Normal", "BackupCreated", "Create", "created %s for the %s tick", b.Name, tick.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// cleanFailure is why a deleted backup's clean fails, from its Cleaned condition; empty while
+// it does not.
+func cleanFailure(b *fedv1alpha1.VolumeBackup) string {
+	c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupCleanedCondition)
+	if b.DeletionTimestamp == nil || c == nil || c.Status != metav1.ConditionFalse || c.Reason != fedv1alpha1.VolumeBackupCleanFailedReason {
+		return ""
+	}
+	return c.Message
 }
