@@ -12,6 +12,7 @@ const (
 	DefaultInitJobMaxActiveSeconds = 600
 	DefaultSnapshotsDeleteRatio    = 1.0
 	DefaultStepTimeout             = 24 * time.Hour
+	DefaultPauseWaitTimeout        = 30 * time.Minute
 	DefaultCleanPolicy             = CleanPolicyRetain
 	DefaultCalcSizeLevel           = CalcSizeAll
 	DefaultWarmupStrategy          = RestoreWarmupStrategyHybrid
@@ -95,6 +96,15 @@ func (t *VolumeBackupMemberSpec) EffectiveSnapshotsDeleteRatio() float64 {
 // EffectiveStepTimeout is the bound on one member step.
 func (t *VolumeBackupMemberSpec) EffectiveStepTimeout() time.Duration {
 	return stepTimeout(t.StepTimeout)
+}
+
+// EffectivePauseWaitTimeout is how long the backup waits for another backup's pause of the
+// same TiDB cluster.
+func (s *VolumeBackupSpec) EffectivePauseWaitTimeout() time.Duration {
+	if s.PauseWaitTimeout == nil || s.PauseWaitTimeout.Duration <= 0 {
+		return DefaultPauseWaitTimeout
+	}
+	return s.PauseWaitTimeout.Duration
 }
 
 // Started says the restore has started; from then on its clusters are frozen.

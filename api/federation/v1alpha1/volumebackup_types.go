@@ -129,6 +129,14 @@ type VolumeBackupSpec struct {
 	Clusters []VolumeBackupMemberCluster `json:"clusters"`
 	// Template is copied into every member.
 	Template VolumeBackupMemberSpec `json:"template"`
+	// PauseWaitTimeout bounds how long the backup waits, before it starts, for another
+	// VolumeBackup that pauses the same TiDB cluster (a TidbCluster both name in the same data
+	// plane) to lift its pause; past it the backup fails (fedbr extension; default 30m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="pauseWaitTimeout must be a positive duration such as 30m or 2h"
+	// +optional
+	PauseWaitTimeout *metav1.Duration `json:"pauseWaitTimeout,omitempty"`
 }
 
 // VolumeBackupPhase is a one-word summary of a VolumeBackup, derived from its conditions.
