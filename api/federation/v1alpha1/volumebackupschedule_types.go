@@ -56,6 +56,10 @@ type VolumeBackupScheduleStatus struct {
 	// AllBackupCleanTime is when retention removed the last remaining backup.
 	// +optional
 	AllBackupCleanTime *metav1.Time `json:"allBackupCleanTime,omitempty"`
+	// ResumeTime is when the controller saw the schedule resumed from spec.pause (fedbr): the
+	// ticks missed while it was paused are not caught up, the next backup is at the next tick.
+	// +optional
+	ResumeTime *metav1.Time `json:"resumeTime,omitempty"`
 	// Conditions are the API of progress.
 	// +listType=map
 	// +listMapKey=type

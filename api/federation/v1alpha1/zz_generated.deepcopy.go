@@ -411,6 +411,10 @@ func (in *VolumeBackupScheduleStatus) DeepCopyInto(out *VolumeBackupScheduleStat
 		in, out := &in.AllBackupCleanTime, &out.AllBackupCleanTime
 		*out = (*in).DeepCopy()
 	}
+	if in.ResumeTime != nil {
+		in, out := &in.ResumeTime, &out.ResumeTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]metav1.Condition, len(*in))

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -95,23 +96,28 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	planRetention(o, &res, now)
 
-	anchor := s.CreationTimestamp.Time
-	if st.LastBackupTime != nil {
-		anchor = st.LastBackupTime.Time
-	}
-	if st.AllBackupCleanTime != nil && st.AllBackupCleanTime.After(anchor) {
-		anchor = st.AllBackupCleanTime.Time
-	}
-	// The latest tick at or before now: missed ticks collapse into one backup.
-	var tick time.Time
-	for next := sched.Next(anchor); !next.After(now); next = sched.Next(next) {
-		tick = next
-	}
 	res.RequeueAfter = sched.Next(now).Sub(now)
+	if s.Spec.Pause {
+		setReady(st, metav1.ConditionTrue, ReasonPaused, "paused: no new backups; retention still runs", now)
+		return res
+	}
+	if c := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c != nil && c.Reason == ReasonPaused {
+		// Resumed: the ticks missed while paused are not caught up (upstream made a backup at
+		// once for the latest of them); the next backup is at the next tick.
+		t := metav1.NewTime(now)
+		st.ResumeTime = &t
+	}
+	anchor := s.CreationTimestamp.Time
+	for _, t := range []*metav1.Time{st.LastBackupTime, st.AllBackupCleanTime, st.ResumeTime} {
+		if t != nil && t.After(anchor) {
+			anchor = t.Time
+		}
+	}
+	// The latest tick after the anchor and at or before now: missed ticks collapse into one
+	// backup.
+	tick := latestTick(sched, anchor, now)
 
 	switch {
-	case s.Spec.Pause:
-		setReady(st, metav1.ConditionTrue, ReasonPaused, "paused: no new backups; retention still runs", now)
 	case tick.IsZero():
 		setReady(st, metav1.ConditionTrue, ReasonScheduled, "next backup at "+sched.Next(now).UTC().Format(time.RFC3339), now)
 	case running(o) != "":
@@ -126,6 +132,34 @@ func Plan(o Observed, now time.Time) Result {
 		setReady(st, metav1.ConditionTrue, ReasonScheduled, "created "+res.Create, now)
 	}
 	return res
+}
+
+// latestTick is the latest tick of sched in (anchor, now], zero if none. A cron expression's
+// ticks are found looking back from now over growing windows, so a schedule whose anchor is
+// weeks old (a manager down that long) costs a few ticks, not one per missed tick; @every's
+// ticks count from the anchor and are computed.
+func latestTick(sched cron.Schedule, anchor, now time.Time) time.Time {
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		first := every.Next(anchor)
+		if first.After(now) || every.Delay <= 0 {
+			return time.Time{}
+		}
+		return first.Add(now.Sub(first) / every.Delay * every.Delay)
+	}
+	for _, back := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour, 0} {
+		from := now.Add(-back)
+		if back == 0 || from.Before(anchor) {
+			from = anchor
+		}
+		var tick time.Time
+		for next := sched.Next(from); !next.IsZero() && !next.After(now); next = sched.Next(next) {
+			tick = next
+		}
+		if !tick.IsZero() || from.Equal(anchor) {
+			return tick
+		}
+	}
+	return time.Time{}
 }
 
 // running names a scheduled backup that has not finished, if any.

@@ -345,3 +345,93 @@ func TestRetentionNeverCostsTheNewestCompleteBackups(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPausedForDaysThenResumedMakesOneBackupAtTheNextTick walks a clock through a schedule
+// paused for five days, reconciling at every requeue and on the resume (a spec change), and
+// applying each plan's status: the resume makes no backup at once, the next tick makes exactly
+// one, named after it (upstream made one at once for the latest missed tick).
+func TestPausedForDaysThenResumedMakesOneBackupAtTheNextTick(t *testing.T) {
+	s := schedule(nil) // every 6 hours
+	var backups []Backup
+	var made []string
+	reconcile := func(now time.Time) Result {
+		t.Helper()
+		r := Plan(Observed{Schedule: s, Backups: backups}, now)
+		s.Status = r.Status
+		if r.Create != "" {
+			made = append(made, r.Create)
+			backups = append(backups, Backup{Name: r.Create, Scheduled: r.CreateFor, Complete: true}) // done at once
+		}
+		return r
+	}
+	now := created.Add(6*time.Hour + time.Second)
+	reconcile(now)
+	if len(made) != 1 {
+		t.Fatalf("first tick: %v", made)
+	}
+	s.Spec.Pause = true
+	now = now.Add(time.Hour)
+	r := reconcile(now)
+	for end := now.Add(5 * 24 * time.Hour); now.Before(end); {
+		now = now.Add(r.RequeueAfter)
+		r = reconcile(now)
+	}
+	if len(made) != 1 {
+		t.Fatalf("backups made while paused: %v", made)
+	}
+	s.Spec.Pause = false
+	now = now.Add(3 * time.Hour) // resumed between two ticks
+	r = reconcile(now)
+	if len(made) != 1 {
+		t.Fatalf("the resume made %v at once", made[1:])
+	}
+	if s.Status.ResumeTime == nil || !s.Status.ResumeTime.Time.Equal(now) {
+		t.Fatalf("resumeTime %v, want %v", s.Status.ResumeTime, now)
+	}
+	next := now.Add(r.RequeueAfter)
+	if next.Sub(now) > 6*time.Hour || next.Minute() != 0 || next.Hour()%6 != 0 {
+		t.Fatalf("next reconcile at %v, want the next tick", next)
+	}
+	r = reconcile(next.Add(-time.Second))
+	if len(made) != 1 {
+		t.Fatalf("a backup before the tick: %v", made)
+	}
+	reconcile(next)
+	reconcile(next.Add(time.Second)) // a second event at the same tick
+	if len(made) != 2 || made[1] != BackupName(s.Name, next) {
+		t.Fatalf("after the next tick: %v, want one backup for %v", made, next)
+	}
+	if c := meta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c.Reason != ReasonScheduled {
+		t.Fatalf("Ready = %+v", c)
+	}
+}
+
+// TestLatestTickAgreesWithWalkingEveryTick: the look-back from now finds the tick that walking
+// every tick from the anchor finds, for schedules dense and sparse.
+func TestLatestTickAgreesWithWalkingEveryTick(t *testing.T) {
+	schedules := []struct {
+		expr string
+		span time.Duration // the longest anchor-to-now span tried; the walk costs one step a tick
+	}{
+		{"* * * * *", 10 * 24 * time.Hour}, {"*/7 * * * *", 40 * 24 * time.Hour}, {"@every 13s", 3 * 24 * time.Hour},
+		{"0 */6 * * *", 3 * 366 * 24 * time.Hour}, {"30 2 * * 1-5", 3 * 366 * 24 * time.Hour},
+		{"0 0 29 2 *", 9 * 366 * 24 * time.Hour}, {"0 0 1 1 *", 3 * 366 * 24 * time.Hour},
+	}
+	f := func(which uint8, anchorMin, spanMin uint32) bool {
+		sc := schedules[int(which)%len(schedules)]
+		sched, err := fedv1alpha1.ParseSchedule(sc.expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		anchor := created.Add(time.Duration(anchorMin%100000) * time.Minute).Add(17 * time.Second)
+		now := anchor.Add(time.Duration(uint64(spanMin)%uint64(sc.span/time.Minute)) * time.Minute)
+		var want time.Time
+		for next := sched.Next(anchor); !next.After(now); next = sched.Next(next) {
+			want = next
+		}
+		return latestTick(sched, anchor, now).Equal(want)
+	}
+	if err := quick.Check(f, &quick.Config{MaxCount: 300}); err != nil {
+		t.Fatal(err)
+	}
+}
