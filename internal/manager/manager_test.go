@@ -277,7 +277,14 @@ func TestSecondBackupOfTheClusterWaitsForTheFirstsPause(t *testing.T) {
 	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
 		ensureNamespace(t, e.Client, "tidb")
 	}
-	if err := l.control.Client.Create(ctx, backupSpec("first", "dp1", "dp2")); err != nil {
+	// A TidbCluster of its own, so no other test's backup of "basic" takes part.
+	gated := func(b *fedv1alpha1.VolumeBackup) *fedv1alpha1.VolumeBackup {
+		for i := range b.Spec.Clusters {
+			b.Spec.Clusters[i].TCName = "gated"
+		}
+		return b
+	}
+	if err := l.control.Client.Create(ctx, gated(backupSpec("first", "dp1", "dp2"))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the first backup's initializer member", func() error {
@@ -286,7 +293,7 @@ func TestSecondBackupOfTheClusterWaitsForTheFirstsPause(t *testing.T) {
 		}
 		return nil
 	})
-	if err := l.control.Client.Create(ctx, backupSpec("second", "dp2", "dp1")); err != nil {
+	if err := l.control.Client.Create(ctx, gated(backupSpec("second", "dp2", "dp1"))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the second backup waits, naming the first", func() error {
@@ -500,8 +507,12 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var completions int64
 	complete := func(b fedv1alpha1.VolumeBackup) {
 		t.Helper()
+		completions++
+		start, done := metav1.NewTime(clock.Add(-time.Duration(completions)*time.Minute).Truncate(time.Second)), metav1.NewTime(clock.Truncate(time.Second))
+		b.Status.TimeStarted, b.Status.TimeCompleted, b.Status.BackupSize = &start, &done, 1000*completions
 		b.Status.Phase = fedv1alpha1.VolumeBackupComplete
 		b.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
 		if err := c.Status().Update(ctx, &b); err != nil {
@@ -598,5 +609,28 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 	release(second)
 	if b := byName(third); b == nil || b.DeletionTimestamp != nil {
 		t.Fatalf("the newest complete backup is gone: %+v", b)
+	}
+
+	// The schedule's metrics describe its newest complete backup, the third (completed 3rd).
+	thirdDone := byName(third).Status.TimeCompleted.Unix()
+	for _, m := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"last success", testutil.ToFloat64(metrics.ScheduleLastSuccess.WithLabelValues("default", "hourly")), float64(thirdDone)},
+		{"last duration", testutil.ToFloat64(metrics.ScheduleLastDuration.WithLabelValues("default", "hourly")), 180},
+		{"last size", testutil.ToFloat64(metrics.ScheduleLastSize.WithLabelValues("default", "hourly")), 3000},
+	} {
+		if m.got != m.want {
+			t.Errorf("%s = %v, want %v", m.name, m.got, m.want)
+		}
+	}
+	if err := c.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	tick(time.Minute)
+	if n := testutil.CollectAndCount(metrics.ScheduleLastSuccess); n != 0 {
+		t.Errorf("%d last-success series after the schedule was deleted", n)
 	}
 }

@@ -37,6 +37,10 @@ type Backup struct {
 	// CleanFailure is why its clean fails, while it does (the VolumeBackup's Cleaned
 	// condition); empty otherwise.
 	CleanFailure string
+	// Started and Completed are its status times (zero if unset); Size its full size in bytes
+	// (0 until its members sized it).
+	Started, Completed time.Time
+	Size               int64
 }
 
 // done says the backup completed or failed.
@@ -59,6 +63,20 @@ type Result struct {
 	Status fedv1alpha1.VolumeBackupScheduleStatus
 	// RequeueAfter is the time until the next tick.
 	RequeueAfter time.Duration
+	// Last is what the schedule's metrics report.
+	Last LastSuccess
+}
+
+// LastSuccess describes the schedule's newest complete backup, for its metrics.
+type LastSuccess struct {
+	// Found is false while the schedule has no complete backup (with its times).
+	Found bool
+	// At is when it completed; Duration how long it took.
+	At       time.Time
+	Duration time.Duration
+	// Size is the full size of the newest complete backup whose size is known (SizeFound).
+	SizeFound bool
+	Size      int64
 }
 
 // Reasons of the Ready condition.
@@ -95,6 +113,7 @@ func Plan(o Observed, now time.Time) Result {
 		return res
 	}
 	planRetention(o, &res, now)
+	res.Last = lastSuccess(o.Backups)
 
 	res.RequeueAfter = sched.Next(now).Sub(now)
 	if s.Spec.Pause {
@@ -160,6 +179,29 @@ func latestTick(sched cron.Schedule, anchor, now time.Time) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// lastSuccess finds the newest complete backup (by tick) not being deleted, and the newest one
+// whose size is known (sizes arrive after completion).
+func lastSuccess(bs []Backup) LastSuccess {
+	var last LastSuccess
+	var at, sizedAt time.Time
+	for _, b := range bs {
+		if !b.Complete || b.Deleting || b.Completed.IsZero() {
+			continue
+		}
+		if !last.Found || b.Scheduled.After(at) {
+			last.Found, at, last.At = true, b.Scheduled, b.Completed
+			last.Duration = 0
+			if !b.Started.IsZero() {
+				last.Duration = b.Completed.Sub(b.Started)
+			}
+		}
+		if b.Size > 0 && (!last.SizeFound || b.Scheduled.After(sizedAt)) {
+			last.SizeFound, sizedAt, last.Size = true, b.Scheduled, b.Size
+		}
+	}
+	return last
 }
 
 // running names a scheduled backup that has not finished, if any.

@@ -435,3 +435,37 @@ func TestLatestTickAgreesWithWalkingEveryTick(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLastSuccess: the schedule's metrics describe its newest complete backup (by tick), never
+// a running, failed or deleting one; the size is the newest known one.
+func TestLastSuccess(t *testing.T) {
+	h := func(n int) time.Time { return created.Add(time.Duration(n) * time.Hour) }
+	done := func(name string, tick, started, completed int, size int64) Backup {
+		return Backup{Name: name, Scheduled: h(tick), Complete: true, Started: h(started), Completed: h(completed), Size: size}
+	}
+	tests := []struct {
+		name    string
+		backups []Backup
+		want    LastSuccess
+	}{
+		{name: "no backup"},
+		{name: "only running and failed ones", backups: []Backup{{Name: "r", Scheduled: h(1)}, {Name: "f", Scheduled: h(2), Failed: true, Completed: h(3)}}},
+		{name: "the newest complete one", backups: []Backup{done("a", 1, 1, 2, 100), done("b", 6, 6, 8, 300), done("c", 3, 3, 4, 200),
+			{Name: "f", Scheduled: h(9), Failed: true, Started: h(9), Completed: h(10), Size: 5}},
+			want: LastSuccess{Found: true, At: h(8), Duration: 2 * time.Hour, SizeFound: true, Size: 300}},
+		{name: "a deleting one does not count", backups: []Backup{done("a", 1, 1, 2, 100), func() Backup { b := done("b", 6, 6, 8, 300); b.Deleting = true; return b }()},
+			want: LastSuccess{Found: true, At: h(2), Duration: time.Hour, SizeFound: true, Size: 100}},
+		{name: "the newest not sized yet: the last known size", backups: []Backup{done("a", 1, 1, 2, 100), done("b", 6, 6, 7, 0)},
+			want: LastSuccess{Found: true, At: h(7), Duration: time.Hour, SizeFound: true, Size: 100}},
+		{name: "never sized", backups: []Backup{done("a", 1, 1, 3, 0)},
+			want: LastSuccess{Found: true, At: h(3), Duration: 2 * time.Hour}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Pause = true })
+			if got := Plan(Observed{Schedule: s, Backups: tc.backups}, h(20)).Last; got != tc.want {
+				t.Errorf("Last = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

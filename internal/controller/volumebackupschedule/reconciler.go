@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/metrics"
 )
 
 // Reconciler is the VolumeBackupSchedule controller: observe the schedule and the backups it
@@ -47,9 +48,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var s fedv1alpha1.VolumeBackupSchedule
 	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			forget(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if s.DeletionTimestamp != nil {
+		forget(s.Namespace, s.Name)
 		return reconcile.Result{}, nil // its backups stay; see SetupWithManager
 	}
 	var list fedv1alpha1.VolumeBackupList
@@ -63,16 +68,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			at = b.CreationTimestamp.Time
 		}
-		o.Backups = append(o.Backups, Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC,
+		ob := Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC,
 			Complete: meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition),
 			Failed:   meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition),
-			Deleting: b.DeletionTimestamp != nil, CleanFailure: cleanFailure(b)})
+			Deleting: b.DeletionTimestamp != nil, CleanFailure: cleanFailure(b), Size: b.Status.BackupSize}
+		if b.Status.TimeStarted != nil {
+			ob.Started = b.Status.TimeStarted.Time
+		}
+		if b.Status.TimeCompleted != nil {
+			ob.Completed = b.Status.TimeCompleted.Time
+		}
+		o.Backups = append(o.Backups, ob)
 	}
 	now := time.Now()
 	if r.Now != nil {
 		now = r.Now()
 	}
 	res := Plan(o, now)
+	report(&s, res.Last)
 	if res.Delete != "" {
 		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: res.Delete, Namespace: s.Namespace}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {
@@ -112,4 +125,24 @@ func cleanFailure(b *fedv1alpha1.VolumeBackup) string {
 		return ""
 	}
 	return c.Message
+}
+
+// report sets the schedule's metrics from its newest complete backup. A schedule without one
+// has no series yet; a size is reported once one is known.
+func report(s *fedv1alpha1.VolumeBackupSchedule, last LastSuccess) {
+	if !last.Found {
+		return
+	}
+	metrics.ScheduleLastSuccess.WithLabelValues(s.Namespace, s.Name).Set(float64(last.At.Unix()))
+	metrics.ScheduleLastDuration.WithLabelValues(s.Namespace, s.Name).Set(last.Duration.Seconds())
+	if last.SizeFound {
+		metrics.ScheduleLastSize.WithLabelValues(s.Namespace, s.Name).Set(float64(last.Size))
+	}
+}
+
+// forget drops a deleted schedule's series.
+func forget(namespace, name string) {
+	metrics.ScheduleLastSuccess.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastDuration.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastSize.DeleteLabelValues(namespace, name)
 }
