@@ -39,11 +39,11 @@ const (
 )
 
 // blocker returns the other backup this one waits for at stage, if any.
-func blocker(o Observed, stage gateStage) *fedv1alpha1.VolumeBackup {
+func blocker(o Observed, stage gateStage, now time.Time) *fedv1alpha1.VolumeBackup {
 	b := o.Backup
 	var first *fedv1alpha1.VolumeBackup
 	for _, a := range o.Others {
-		if a.UID == b.UID && a.Namespace == b.Namespace && a.Name == b.Name || sharedCluster(a, b) == "" || pauseOver(a) {
+		if a.UID == b.UID && a.Namespace == b.Namespace && a.Name == b.Name || sharedCluster(a, b) == "" || pauseOver(a, now) {
 			continue
 		}
 		passed := a.Status.Initializer != ""
@@ -65,7 +65,7 @@ func blocker(o Observed, stage gateStage) *fedv1alpha1.VolumeBackup {
 // backup it waits for and when it gives up, or, once pauseWaitTimeout has passed since its
 // start, the backup fails; planGate then returns true and the plan stops there.
 func planGate(o Observed, res *Result, now time.Time, stage gateStage) (stop bool) {
-	a := blocker(o, stage)
+	a := blocker(o, stage, now)
 	if a == nil {
 		return false
 	}
@@ -113,12 +113,25 @@ func comesFirst(a, b *fedv1alpha1.VolumeBackup) bool {
 	return a.Name < b.Name
 }
 
-// pauseOver says a backup holds no pause and will take none: GCPaused is False (lifted), or it
-// finished without ever asking for the pause.
-func pauseOver(a *fedv1alpha1.VolumeBackup) bool {
+// pauseOver says a backup holds no pause and will take none: GCPaused is False (lifted), it
+// finished without ever asking for the pause, or its pause cannot hold any more whatever its
+// status says (an initializer plane gone for good never reports the lift): the pause Job
+// started before GCPaused was last set and is stopped at volumeBackupInitJobMaxActiveSeconds,
+// and what it held lapses within pauseLapse.
+func pauseOver(a *fedv1alpha1.VolumeBackup, now time.Time) bool {
 	c := meta.FindStatusCondition(a.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition)
-	return c != nil && c.Status == metav1.ConditionFalse || c == nil && terminal(a)
+	switch {
+	case c == nil:
+		return terminal(a)
+	case c.Status == metav1.ConditionFalse:
+		return true
+	}
+	return now.After(c.LastTransitionTime.Add(a.Spec.Template.EffectiveInitJobDeadline() + pauseLapse))
 }
+
+// pauseLapse is how long what a stopped or killed pause held stays in PD at most: the pause's
+// TTL (fedbr br pause --ttl, 2m by default as the agent runs it) and a margin.
+const pauseLapse = 3 * time.Minute
 
 // pauseAsked says the backup asked its initializer to pause (GCPaused Unknown) or holds the
 // pause (True).

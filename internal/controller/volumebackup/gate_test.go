@@ -34,8 +34,13 @@ var sameTC = []string{"az1/tidb/tc", "az2/tidb/tc", "az3/tidb/tc"}
 func passed(a *fedv1alpha1.VolumeBackup) { a.Status.Initializer = a.Spec.Clusters[0].K8sClusterName }
 
 func gcPaused(s metav1.ConditionStatus) func(*fedv1alpha1.VolumeBackup) {
+	return gcPausedSince(s, t0.Add(-time.Minute))
+}
+
+func gcPausedSince(s metav1.ConditionStatus, at time.Time) func(*fedv1alpha1.VolumeBackup) {
 	return func(a *fedv1alpha1.VolumeBackup) {
-		a.Status.Conditions = append(a.Status.Conditions, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: s, Reason: "R"})
+		a.Status.Conditions = append(a.Status.Conditions, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: s, Reason: "R",
+			LastTransitionTime: metav1.NewTime(at)})
 	}
 }
 
@@ -86,6 +91,12 @@ func TestPauseGate(t *testing.T) {
 			others: []*fedv1alpha1.VolumeBackup{other("a", earlier, sameTC, passed, endedAs(fedv1alpha1.VolumeBackupCompleteCondition))}, want: createAll},
 		{name: "the other failed while its pause is still being lifted: it waits",
 			others:  []*fedv1alpha1.VolumeBackup{other("a", earlier, sameTC, passed, gcPaused(metav1.ConditionUnknown), endedAs(fedv1alpha1.VolumeBackupFailedCondition))},
+			waitFor: "default/a"},
+		{name: "the other says its pause holds, set longer ago than its pause Job may live and its hold lapse: it goes",
+			others: []*fedv1alpha1.VolumeBackup{other("a", earlier, sameTC, passed, gcPausedSince(metav1.ConditionTrue, t0.Add(-14*time.Minute)),
+				endedAs(fedv1alpha1.VolumeBackupCompleteCondition))}, want: createAll},
+		{name: "the other's pause set within its pause Job's life and the lapse: it waits",
+			others:  []*fedv1alpha1.VolumeBackup{other("a", earlier, sameTC, passed, gcPausedSince(metav1.ConditionTrue, t0.Add(-12*time.Minute)))},
 			waitFor: "default/a"},
 		{name: "the other is being deleted with its pause held: it waits",
 			others: []*fedv1alpha1.VolumeBackup{other("a", earlier, sameTC, passed, gcPaused(metav1.ConditionTrue), beingDeleted)}, waitFor: "default/a"},
@@ -231,7 +242,7 @@ func TestGateLetsOneThrough(t *testing.T) {
 		through := func(stage gateStage) int {
 			n := 0
 			for _, b := range bs {
-				if blocker(Observed{Backup: b, Others: bs}, stage) == nil {
+				if blocker(Observed{Backup: b, Others: bs}, stage, t0) == nil {
 					n++
 				}
 			}
@@ -244,7 +255,7 @@ func TestGateLetsOneThrough(t *testing.T) {
 		passed(holder)
 		gcPaused(metav1.ConditionTrue)(holder)
 		for _, b := range bs {
-			if b != holder && blocker(Observed{Backup: b, Others: bs}, beforeMembers) == nil {
+			if b != holder && blocker(Observed{Backup: b, Others: bs}, beforeMembers, t0) == nil {
 				return false
 			}
 		}
