@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -266,6 +267,78 @@ func TestBackupWalksTheProtocolWithAgentsPlayedByTheTest(t *testing.T) {
 	})
 }
 
+// TestSecondBackupOfTheClusterWaitsForTheFirstsPause: a second backup of the same TidbClusters
+// creates no member while the first may pause the cluster, says which backup it waits for, and
+// starts as soon as the first's pause is lifted (woken by the first's change, not by a timer:
+// its own wake-up is pauseWaitTimeout away).
+func TestSecondBackupOfTheClusterWaitsForTheFirstsPause(t *testing.T) {
+	l := startManager(t)
+	ctx := context.Background()
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		ensureNamespace(t, e.Client, "tidb")
+	}
+	// A TidbCluster of its own, so no other test's backup of "basic" takes part.
+	gated := func(b *fedv1alpha1.VolumeBackup) *fedv1alpha1.VolumeBackup {
+		for i := range b.Spec.Clusters {
+			b.Spec.Clusters[i].TCName = "gated"
+		}
+		return b
+	}
+	if err := l.control.Client.Create(ctx, gated(backupSpec("first", "dp1", "dp2"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the first backup's initializer member", func() error {
+		if backupMember(t, l.dp1, "first") == nil {
+			return fmt.Errorf("no member")
+		}
+		return nil
+	})
+	if err := l.control.Client.Create(ctx, gated(backupSpec("second", "dp2", "dp1"))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the second backup waits, naming the first", func() error {
+		var b fedv1alpha1.VolumeBackup
+		if err := l.control.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "second"}, &b); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition)
+		if c == nil || c.Reason != "WaitingForBackup" || !strings.Contains(c.Message, "default/first") {
+			return fmt.Errorf("ready %+v", c)
+		}
+		return nil
+	})
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		if backupMember(t, e, "second") != nil {
+			t.Fatal("the waiting backup created a member")
+		}
+	}
+
+	t0 := time.Now().Truncate(time.Second)
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		reportBackup(t, e, "first", t0, nil, dpv1alpha1.BackupMemberArmedCondition)
+	}
+	reportBackup(t, l.dp1, "first", t0, func(s *dpv1alpha1.VolumeBackupMemberStatus) { s.CommitTs = "1000" }, dpv1alpha1.BackupMemberInitializedCondition)
+	for _, e := range []*testenv.Env{l.dp1, l.dp2} {
+		reportBackup(t, e, "first", t0, nil, dpv1alpha1.BackupMemberSnapshotsCreatedCondition)
+	}
+	eventually(t, "the first backup's initializer asked to resume GC", func() error {
+		if m := backupMember(t, l.dp1, "first"); m == nil || !m.Spec.ResumeGC {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
+	if backupMember(t, l.dp2, "second") != nil {
+		t.Fatal("the second backup started while the first held the pause")
+	}
+	reportBackup(t, l.dp1, "first", t0.Add(time.Second), nil, dpv1alpha1.BackupMemberGCResumedCondition)
+	eventually(t, "the second backup starts once the first's pause is lifted", func() error {
+		if m := backupMember(t, l.dp2, "second"); m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberInitialize {
+			return fmt.Errorf("member %+v", m)
+		}
+		return nil
+	})
+}
+
 func TestUnknownPlaneFailsTheBackupWithAReason(t *testing.T) {
 	l := startManager(t)
 	ctx := context.Background()
@@ -403,7 +476,7 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 	ctx := context.Background()
 	c := shared.control.Client
 	one := int32(1)
-	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "hourly", Namespace: "default"},
+	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "hourly", Namespace: "default", Labels: map[string]string{"team": "db"}},
 		Spec: fedv1alpha1.VolumeBackupScheduleSpec{Schedule: "0 * * * *", MaxBackups: &one, BackupTemplate: backupSpec("x", "dp1").Spec}}
 	if err := c.Create(ctx, s); err != nil {
 		t.Fatal(err)
@@ -418,10 +491,41 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		}
 		return list.Items
 	}
+	byName := func(name string) *fedv1alpha1.VolumeBackup {
+		t.Helper()
+		for _, b := range scheduled() {
+			if b.Name == name {
+				return &b
+			}
+		}
+		return nil
+	}
 	tick := func(d time.Duration) {
 		t.Helper()
 		clock = clock.Add(d)
 		if _, err := r.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var completions int64
+	complete := func(b fedv1alpha1.VolumeBackup) {
+		t.Helper()
+		completions++
+		start, done := metav1.NewTime(clock.Add(-time.Duration(completions)*time.Minute).Truncate(time.Second)), metav1.NewTime(clock.Truncate(time.Second))
+		b.Status.TimeStarted, b.Status.TimeCompleted, b.Status.BackupSize = &start, &done, 1000*completions
+		b.Status.Phase = fedv1alpha1.VolumeBackupComplete
+		b.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
+		if err := c.Status().Update(ctx, &b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A finalizer of the test's holds each backup's deletion, as its members' clean would.
+	const hold = "test.fedbr.io/hold"
+	release := func(name string) {
+		t.Helper()
+		b := byName(name)
+		b.Finalizers = nil
+		if err := c.Update(ctx, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -432,18 +536,27 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		t.Fatalf("after the first tick: %+v", got)
 	}
 	first := got[0]
+	tick1, err := time.Parse(time.RFC3339, first.Annotations[volumebackupschedule.ScheduledAnnotation])
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantPrefix := "x/-" + volumebackupschedule.TickString(tick1)
+	if first.Spec.Template.S3 == nil || first.Spec.Template.S3.Prefix != wantPrefix || first.Labels["team"] != "db" {
+		t.Fatalf("first backup: prefix %+v labels %v, want prefix %s and the schedule's labels", first.Spec.Template.S3, first.Labels, wantPrefix)
+	}
+	first.Finalizers = []string{hold}
+	if err := c.Update(ctx, &first); err != nil {
+		t.Fatal(err)
+	}
+	first = *byName(first.Name)
 
 	tick(time.Hour) // the first is still running: skipped
 	if got := scheduled(); len(got) != 1 {
 		t.Fatalf("a tick while the previous backup runs created another: %d backups", len(got))
 	}
 
-	first.Status.Phase = fedv1alpha1.VolumeBackupComplete
-	first.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.Now()}}
-	if err := c.Status().Update(ctx, &first); err != nil {
-		t.Fatal(err)
-	}
-	tick(time.Hour) // a new one; retention (maxBackups 1) keeps the newest finished one
+	complete(first)
+	tick(time.Hour) // a new one; retention (maxBackups 1) keeps the newest complete one: still the first
 	got = scheduled()
 	if len(got) != 2 {
 		t.Fatalf("after the third tick: %d backups", len(got))
@@ -452,7 +565,72 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 	if err := c.Get(ctx, req.NamespacedName, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Status.LastBackup == "" || st.Status.LastBackup == first.Name {
-		t.Errorf("lastBackup = %q", st.Status.LastBackup)
+	second := st.Status.LastBackup
+	if second == "" || second == first.Name {
+		t.Fatalf("lastBackup = %q", second)
+	}
+	if b := byName(second); b.Spec.Template.S3.Prefix == first.Spec.Template.S3.Prefix {
+		t.Fatalf("two ticks share the prefix %s", first.Spec.Template.S3.Prefix)
+	}
+	b := byName(second)
+	b.Finalizers = []string{hold}
+	if err := c.Update(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	complete(*byName(second))
+
+	tick(time.Hour) // the second completed: the first is deleted (held by the finalizer), a third is created
+	if b := byName(first.Name); b == nil || b.DeletionTimestamp == nil {
+		t.Fatalf("the first backup was not deleted: %+v", b)
+	}
+	if err := c.Get(ctx, req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	third := st.Status.LastBackup
+	complete(*byName(third))
+
+	tick(time.Minute) // the second is now expired too, but the first's deletion is still going
+	if b := byName(second); b == nil || b.DeletionTimestamp != nil {
+		t.Fatalf("a second deletion started while the first was going: %+v", b)
+	}
+	if err := c.Get(ctx, req.NamespacedName, &st); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(st.Status.Conditions, fedv1alpha1.VolumeBackupScheduleRetentionCondition); c == nil ||
+		c.Reason != volumebackupschedule.ReasonRetentionDeleting || !strings.Contains(c.Message, first.Name) {
+		t.Fatalf("Retention = %+v, want it waiting for %s", c, first.Name)
+	}
+
+	release(first.Name)
+	tick(time.Minute) // the first is gone: the second goes next
+	if b := byName(second); b == nil || b.DeletionTimestamp == nil {
+		t.Fatalf("the second backup was not deleted once the first was gone: %+v", b)
+	}
+	release(second)
+	if b := byName(third); b == nil || b.DeletionTimestamp != nil {
+		t.Fatalf("the newest complete backup is gone: %+v", b)
+	}
+
+	// The schedule's metrics describe its newest complete backup, the third (completed 3rd).
+	thirdDone := byName(third).Status.TimeCompleted.Unix()
+	for _, m := range []struct {
+		name string
+		got  float64
+		want float64
+	}{
+		{"last success", testutil.ToFloat64(metrics.ScheduleLastSuccess.WithLabelValues("default", "hourly")), float64(thirdDone)},
+		{"last duration", testutil.ToFloat64(metrics.ScheduleLastDuration.WithLabelValues("default", "hourly")), 180},
+		{"last size", testutil.ToFloat64(metrics.ScheduleLastSize.WithLabelValues("default", "hourly")), 3000},
+	} {
+		if m.got != m.want {
+			t.Errorf("%s = %v, want %v", m.name, m.got, m.want)
+		}
+	}
+	if err := c.Delete(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	tick(time.Minute)
+	if n := testutil.CollectAndCount(metrics.ScheduleLastSuccess); n != 0 {
+		t.Errorf("%d last-success series after the schedule was deleted", n)
 	}
 }

@@ -57,6 +57,21 @@ var (
 		Help:    "Time from a VolumeRestore's start to its completion or failure.",
 		Buckets: prometheus.ExponentialBuckets(5, 2, 14),
 	}, []string{"outcome"})
+	// ScheduleLastSuccess is when each schedule's newest complete backup completed.
+	ScheduleLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_last_success_timestamp_seconds",
+		Help: "When the schedule's newest complete VolumeBackup completed (Unix seconds).",
+	}, []string{"namespace", "schedule"})
+	// ScheduleLastDuration is how long that backup took.
+	ScheduleLastDuration = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_last_duration_seconds",
+		Help: "Start to completion of the schedule's newest complete VolumeBackup.",
+	}, []string{"namespace", "schedule"})
+	// ScheduleLastSize is the full size of the newest complete backup whose size is known.
+	ScheduleLastSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_last_size_bytes",
+		Help: "Full size of the schedule's newest complete and sized VolumeBackup (sum over members).",
+	}, []string{"namespace", "schedule"})
 	// PlaneReachable is 1 while a data plane's API server answers and its cache is synced.
 	PlaneReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fedbr_dataplane_reachable",
@@ -66,7 +81,7 @@ var (
 
 func init() {
 	crmetrics.Registry.MustRegister(BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable)
+		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize)
 	for _, o := range []string{OutcomeComplete, OutcomeFailed} {
 		BackupsFinished.WithLabelValues(o)
 		RestoresFinished.WithLabelValues(o)

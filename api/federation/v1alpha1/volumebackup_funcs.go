@@ -12,6 +12,7 @@ const (
 	DefaultInitJobMaxActiveSeconds = 600
 	DefaultSnapshotsDeleteRatio    = 1.0
 	DefaultStepTimeout             = 24 * time.Hour
+	DefaultPauseWaitTimeout        = 30 * time.Minute
 	DefaultCleanPolicy             = CleanPolicyRetain
 	DefaultCalcSizeLevel           = CalcSizeAll
 	DefaultWarmupStrategy          = RestoreWarmupStrategyHybrid
@@ -36,24 +37,28 @@ func (b *VolumeBackup) Started() bool {
 // with the prefix suffixed by -<k8sClusterName>, so that members never overwrite each other's
 // metadata. Upstream did this for S3 only; fedbr does it for every provider.
 func (t *VolumeBackupMemberSpec) MemberStorage(k8sClusterName string) StorageProvider {
-	sp := *t.StorageProvider.DeepCopy()
-	suffix := func(p string) string {
+	return t.WithPrefix(func(p string) string {
 		if p == "" {
 			return k8sClusterName
 		}
 		return p + "-" + k8sClusterName
-	}
+	})
+}
+
+// WithPrefix is a copy of sp whose provider's prefix is f of the prefix it has.
+func (sp *StorageProvider) WithPrefix(f func(string) string) StorageProvider {
+	out := *sp.DeepCopy()
 	switch {
-	case sp.S3 != nil:
-		sp.S3.Prefix = suffix(sp.S3.Prefix)
-	case sp.Gcs != nil:
-		sp.Gcs.Prefix = suffix(sp.Gcs.Prefix)
-	case sp.Azblob != nil:
-		sp.Azblob.Prefix = suffix(sp.Azblob.Prefix)
-	case sp.Local != nil:
-		sp.Local.Prefix = suffix(sp.Local.Prefix)
+	case out.S3 != nil:
+		out.S3.Prefix = f(out.S3.Prefix)
+	case out.Gcs != nil:
+		out.Gcs.Prefix = f(out.Gcs.Prefix)
+	case out.Azblob != nil:
+		out.Azblob.Prefix = f(out.Azblob.Prefix)
+	case out.Local != nil:
+		out.Local.Prefix = f(out.Local.Prefix)
 	}
-	return sp
+	return out
 }
 
 // EffectiveCleanPolicy is CleanPolicy with its default applied.
@@ -91,6 +96,15 @@ func (t *VolumeBackupMemberSpec) EffectiveSnapshotsDeleteRatio() float64 {
 // EffectiveStepTimeout is the bound on one member step.
 func (t *VolumeBackupMemberSpec) EffectiveStepTimeout() time.Duration {
 	return stepTimeout(t.StepTimeout)
+}
+
+// EffectivePauseWaitTimeout is how long the backup waits for another backup's pause of the
+// same TiDB cluster.
+func (s *VolumeBackupSpec) EffectivePauseWaitTimeout() time.Duration {
+	if s.PauseWaitTimeout == nil || s.PauseWaitTimeout.Duration <= 0 {
+		return DefaultPauseWaitTimeout
+	}
+	return s.PauseWaitTimeout.Duration
 }
 
 // Started says the restore has started; from then on its clusters are frozen.

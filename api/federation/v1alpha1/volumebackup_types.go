@@ -129,6 +129,14 @@ type VolumeBackupSpec struct {
 	Clusters []VolumeBackupMemberCluster `json:"clusters"`
 	// Template is copied into every member.
 	Template VolumeBackupMemberSpec `json:"template"`
+	// PauseWaitTimeout bounds how long the backup waits, before it starts, for another
+	// VolumeBackup that pauses the same TiDB cluster (a TidbCluster both name in the same data
+	// plane) to lift its pause; past it the backup fails (fedbr extension; default 30m).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="pauseWaitTimeout must be a positive duration such as 30m or 2h"
+	// +optional
+	PauseWaitTimeout *metav1.Duration `json:"pauseWaitTimeout,omitempty"`
 }
 
 // VolumeBackupPhase is a one-word summary of a VolumeBackup, derived from its conditions.
@@ -167,8 +175,20 @@ const (
 	VolumeBackupCompleteCondition = "Complete"
 	// VolumeBackupFailedCondition is True when the backup failed and will not be retried.
 	VolumeBackupFailedCondition = "Failed"
-	// VolumeBackupCleanedCondition is True when snapshots and metadata are deleted.
+	// VolumeBackupCleanedCondition is True when snapshots and metadata are deleted. While a
+	// deleted backup's members clean, it is False: reason VolumeBackupCleaningReason, or
+	// VolumeBackupCleanFailedReason when a member's clean fails (the message names the data
+	// plane and says why).
 	VolumeBackupCleanedCondition = "Cleaned"
+)
+
+// Reasons of the Cleaned condition.
+const (
+	// VolumeBackupCleaningReason: the members are being deleted and clean per cleanPolicy.
+	VolumeBackupCleaningReason = "Cleaning"
+	// VolumeBackupCleanFailedReason: a member's clean failed (retrying, or given up); the
+	// message says which data plane and why.
+	VolumeBackupCleanFailedReason = "CleanFailed"
 )
 
 // VolumeBackupMemberStatus is one data plane's part of a VolumeBackup, copied from its member.

@@ -56,6 +56,10 @@ type VolumeBackupScheduleStatus struct {
 	// AllBackupCleanTime is when retention removed the last remaining backup.
 	// +optional
 	AllBackupCleanTime *metav1.Time `json:"allBackupCleanTime,omitempty"`
+	// ResumeTime is when the controller saw the schedule resumed from spec.pause (fedbr): the
+	// ticks missed while it was paused are not caught up, the next backup is at the next tick.
+	// +optional
+	ResumeTime *metav1.Time `json:"resumeTime,omitempty"`
 	// Conditions are the API of progress.
 	// +listType=map
 	// +listMapKey=type
@@ -67,6 +71,9 @@ type VolumeBackupScheduleStatus struct {
 const (
 	// VolumeBackupScheduleReadyCondition is True when the schedule is valid and running.
 	VolumeBackupScheduleReadyCondition = "Ready"
+	// VolumeBackupScheduleRetentionCondition is True while retention keeps up; False when it
+	// waits for a backup whose clean fails, naming the backup and why.
+	VolumeBackupScheduleRetentionCondition = "Retention"
 )
 
 // VolumeBackupSchedule creates VolumeBackups on a cron schedule and deletes old ones.

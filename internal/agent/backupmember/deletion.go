@@ -73,11 +73,31 @@ func (p *plan) snapshotEverStarted() bool {
 		p.isTrue(dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
 }
 
-// planClean runs `fedbr br clean` until it succeeds, retrying failed attempts with backoff.
+// MaxCleanAttempts is how many clean attempts the member gets: annotation
+// MaxCleanAttemptsAnnotation when it holds a positive number, else DefaultMaxCleanAttempts.
+func MaxCleanAttempts(m *dpv1alpha1.VolumeBackupMember) int {
+	if n, err := strconv.Atoi(m.Annotations[MaxCleanAttemptsAnnotation]); err == nil && n > 0 {
+		return n
+	}
+	return DefaultMaxCleanAttempts
+}
+
+// planClean runs `fedbr br clean` until it succeeds, retrying failed attempts with backoff,
+// at most MaxCleanAttempts times: a clean that cannot succeed (a permission missing, a
+// backupmeta lost) then stops and says why, instead of retrying forever.
 func (p *plan) planClean(complete bool) {
 	cj := p.o.Clean
 	st, reported := p.o.Report.Step(job.StepClean)
 	_, hasResult := p.o.Report.Results[job.StepClean]
+	// The attempts are counted in the status, since the Jobs go at their TTL.
+	attempts := max(int(p.res.Status.CleanAttempts), p.o.CleanAttempt)
+	p.res.Status.CleanAttempts = int32(attempts)
+	limit := MaxCleanAttempts(p.m)
+	running := cj.Exists() && !cj.Done()
+	if attempts >= limit && !running && cj.Phase != job.Succeeded {
+		p.giveUpClean(attempts, limit, cj, st, reported)
+		return
+	}
 	switch {
 	case cj.Phase == job.Succeeded || cj.Exists() && reported && st.Phase == job.PhaseCompleted && hasResult:
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, ReasonCleaned,
@@ -85,7 +105,7 @@ func (p *plan) planClean(complete bool) {
 		p.add(Action{Kind: RemoveFinalizer})
 		return
 	case cj.Exists() && !cj.Done():
-		msg := fmt.Sprintf("clean attempt %d running", p.o.CleanAttempt)
+		msg := fmt.Sprintf("clean attempt %d of %d running", attempts, limit)
 		if reported && st.Total > 0 {
 			msg += fmt.Sprintf(": %d of %d snapshots deleted", st.Deleted, st.Total)
 		}
@@ -96,10 +116,10 @@ func (p *plan) planClean(complete bool) {
 		if reported && st.Error != "" {
 			why = st.Error
 		}
-		wait := backoff.Doubling(cleanBackoffBase, cleanBackoffMax, p.o.CleanAttempt)
+		wait := backoff.Doubling(cleanBackoffBase, cleanBackoffMax, attempts)
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
-			fmt.Sprintf("clean attempt %d failed: %s; retrying in %s (annotation %s=true removes the member without cleaning)",
-				p.o.CleanAttempt, why, wait, ForceRemoveAnnotation), time.Time{})
+			fmt.Sprintf("clean attempt %d of %d failed: %s; retrying in %s (annotation %s=true removes the member without cleaning)",
+				attempts, limit, why, wait, ForceRemoveAnnotation), time.Time{})
 		if left := cj.Finished.Add(wait).Sub(p.now); !cj.Finished.IsZero() && left > 0 {
 			p.res.RequeueAfter = left
 			return
@@ -120,7 +140,7 @@ func (p *plan) planClean(complete bool) {
 		"--member", p.m.Name}
 	args = append(args, p.o.Env.CloudArgs()...)
 	spec := p.jobSpec(job.StepClean, args)
-	spec.Name = CleanJobName(p.m.Name, p.o.CleanAttempt+1)
+	spec.Name = CleanJobName(p.m.Name, attempts+1) // counted once observed
 	// No owner reference: a foreground deletion of the member would otherwise delete the
 	// clean Job while it cleans; its TTL removes it once finished.
 	spec.Owner = metav1.OwnerReference{}
@@ -136,6 +156,27 @@ func (p *plan) planClean(complete bool) {
 	}
 }
 
+// giveUpClean stops retrying a clean that failed limit times. The last attempt's error stays in
+// the condition once its Job is gone.
+func (p *plan) giveUpClean(attempts, limit int, cj job.State, st job.StepStatus, reported bool) {
+	why := ""
+	switch {
+	case reported && st.Error != "":
+		why = st.Error
+	case cj.Phase == job.Failed:
+		why = cj.FailureText()
+	}
+	if why == "" {
+		if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && c.Reason == ReasonCleanGaveUp {
+			return // the Job with the error is gone; the condition keeps it
+		}
+		why = "the last attempt's Job is gone"
+	}
+	p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanGaveUp,
+		fmt.Sprintf("clean failed %d times (the bound is %d), the last: %s; not retried: fix the cause and annotate %s=%d to try again, or %s=true to remove the member without cleaning",
+			attempts, limit, why, MaxCleanAttemptsAnnotation, attempts+DefaultMaxCleanAttempts, ForceRemoveAnnotation), time.Time{})
+}
+
 // setPhase derives the one-word phase from the conditions.
 func (p *plan) setPhase() {
 	s := &p.res.Status
@@ -143,7 +184,7 @@ func (p *plan) setPhase() {
 	switch {
 	case p.m.DeletionTimestamp != nil:
 		s.Phase = PhaseCleaning
-		if c := findCondition(s.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && c.Reason == ReasonCleanFailed {
+		if c := findCondition(s.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && (c.Reason == ReasonCleanFailed || c.Reason == ReasonCleanGaveUp) {
 			s.Phase = PhaseCleanFailed
 		}
 	case is(dpv1alpha1.BackupMemberFailedCondition):

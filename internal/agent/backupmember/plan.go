@@ -46,6 +46,14 @@ const Finalizer = "dataplane.fedbr.io/agent"
 // keeps failing; whatever was not cleaned stays (and is tagged with the backup id).
 const ForceRemoveAnnotation = "fedbr.io/force-remove"
 
+// MaxCleanAttemptsAnnotation on a member raises (or lowers) its bound on clean attempts; a
+// member that gave up tries again once the bound is above the attempts it made.
+const MaxCleanAttemptsAnnotation = "fedbr.io/max-clean-attempts"
+
+// DefaultMaxCleanAttempts bounds a member's clean attempts: with the backoff (10 s doubling
+// to 10 min) about 40 minutes of retries beside the attempts' own run time.
+const DefaultMaxCleanAttempts = 10
+
 // Kind is the member kind this package reconciles.
 const Kind = "VolumeBackupMember"
 
@@ -81,7 +89,8 @@ const (
 	ReasonNothingToClean     = "NothingToClean"
 	ReasonRetained           = "Retained"
 	ReasonCleanRunning       = "Cleaning"
-	ReasonCleanFailed        = "CleanFailed"
+	ReasonCleanFailed        = dpv1alpha1.BackupMemberCleanFailedReason
+	ReasonCleanGaveUp        = dpv1alpha1.BackupMemberCleanGaveUpReason
 	ReasonForceRemoved       = "ForceRemoved"
 )
 

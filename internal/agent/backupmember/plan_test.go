@@ -759,6 +759,58 @@ func TestPlanDeletion(t *testing.T) {
 			}},
 		},
 		{
+			name: "the attempts outlive their Jobs: with 3 counted and none left, the next is attempt 4",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete,
+				func(m *dpv1alpha1.VolumeBackupMember) { m.Status.CleanAttempts = 3 })),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+				if j := jobOf(t, r, job.StepClean).Job; j.Name != CleanJobName("fed-b1", 4) {
+					t.Errorf("clean Job %s", j.Name)
+				}
+			}},
+		},
+		{
+			name: "the last allowed attempt failed: the clean stops and says why and how to go on",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Clean, o.CleanAttempt = failed(CleanJobName("fed-b1", DefaultMaxCleanAttempts), job.ReasonBackoffLimitExceeded), DefaultMaxCleanAttempts
+				o.Clean.Finished = t0.Add(-time.Hour) // the backoff is long over
+				o.Report = report(map[string]string{job.StepClean: `{"phase":"Failed","error":"UnauthorizedOperation: not allowed"}`})
+			}),
+			want: want{actions: []ActionKind{}, phase: PhaseCleanFailed, failMatch: "UnauthorizedOperation",
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanGaveUp},
+				check: func(t *testing.T, r Result) {
+					c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberCleanedCondition)
+					if !strings.Contains(c.Message, "failed 10 times") || !strings.Contains(c.Message, MaxCleanAttemptsAnnotation+"=20") ||
+						!strings.Contains(c.Message, ForceRemoveAnnotation) || r.Status.CleanAttempts != 10 {
+						t.Errorf("Cleaned = %+v, attempts %d", c, r.Status.CleanAttempts)
+					}
+				}},
+		},
+		{
+			name: "given up and the failed Job gone at its TTL: still not retried, the reason kept",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete, func(m *dpv1alpha1.VolumeBackupMember) {
+				m.Status.CleanAttempts = DefaultMaxCleanAttempts
+				apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.BackupMemberCleanedCondition, Status: metav1.ConditionFalse,
+					Reason: ReasonCleanGaveUp, Message: "clean failed 10 times (the bound is 10), the last: UnauthorizedOperation"})
+			})),
+			want: want{actions: []ActionKind{}, phase: PhaseCleanFailed, failMatch: "the last: UnauthorizedOperation",
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanGaveUp}},
+		},
+		{
+			name: "given up, then the bound raised by annotation: attempt 11",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete, func(m *dpv1alpha1.VolumeBackupMember) {
+				m.Status.CleanAttempts = DefaultMaxCleanAttempts
+				m.Annotations[MaxCleanAttemptsAnnotation] = "12"
+			}), func(o *Observed) {
+				o.Clean, o.CleanAttempt = failed(CleanJobName("fed-b1", DefaultMaxCleanAttempts), job.ReasonBackoffLimitExceeded), DefaultMaxCleanAttempts
+				o.Clean.Finished = t0.Add(-time.Hour)
+			}),
+			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+				if j := jobOf(t, r, job.StepClean).Job; j.Name != CleanJobName("fed-b1", 11) {
+					t.Errorf("clean Job %s", j.Name)
+				}
+			}},
+		},
+		{
 			name: "clean succeeded: Cleaned and the finalizer goes",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
 				o.Clean, o.CleanAttempt = succeeded(clean1), 1

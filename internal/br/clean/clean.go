@@ -2,7 +2,9 @@
 // account's API budget, then its metadata. It refuses to call a completed backup clean when
 // its backupmeta is gone (the snapshots it listed may have leaked); it then sweeps the
 // snapshots carrying the backup's identity tags and reports them. A failed backup without
-// backupmeta is cleanable. Every step is idempotent, so a retried clean converges.
+// backupmeta is cleanable. A storage holding another backup's backupmeta (where this backup's
+// snapshot step was refused) is left alone: only this backup's tagged snapshots go. Every step
+// is idempotent, so a retried clean converges.
 package clean
 
 import (
@@ -124,6 +126,9 @@ type Summary struct {
 	// Deleted were deleted now; AlreadyGone did not exist any more.
 	Deleted     []string `json:"deleted"`
 	AlreadyGone []string `json:"alreadyGone"`
+	// OtherBackup names the backup whose backupmeta the storage holds when it is not this
+	// one's (this backup's snapshot step was refused there); its metadata is left alone.
+	OtherBackup string `json:"otherBackup,omitempty"`
 	// Metadata are the deleted metadata objects.
 	Metadata       []string `json:"metadata"`
 	ElapsedSeconds float64  `json:"elapsedSeconds"`
@@ -207,12 +212,18 @@ func (c *cleaner) run(ctx context.Context) error {
 	rec, err := c.store.BackupMetaAsIs(ctx)
 	switch {
 	case err == nil:
+		if owner, foreign := c.foreign(rec); foreign {
+			// The snapshot step refuses a prefix holding another backup's backupmeta, so this
+			// backup wrote nothing here: its clean is its own tagged snapshots, and the
+			// prefix is left as it is (upstream's clean deleted whatever the prefix listed).
+			c.sum.OtherBackup = owner
+			c.logf("The backupmeta here is %s's, not %s's; leaving the metadata and deleting only snapshots tagged %s=%s",
+				owner, c.sum.BackupID, meta.TagBackup, c.sum.BackupID)
+			break
+		}
 		c.sum.MetaFound = true
 		c.sum.Listed = append(c.sum.Listed, rec.SnapshotIDs()...)
 		if rec.Fedbr != nil && rec.Fedbr.BackupID != "" {
-			if c.sum.BackupID != "" && c.sum.BackupID != rec.Fedbr.BackupID {
-				return fmt.Errorf("backup id %s does not match %s recorded in backupmeta; refusing to clean", c.sum.BackupID, rec.Fedbr.BackupID)
-			}
 			c.sum.BackupID = rec.Fedbr.BackupID
 		}
 	case errors.Is(err, meta.ErrNotFound):
@@ -241,9 +252,32 @@ func (c *cleaner) run(ctx context.Context) error {
 		return err
 	}
 	if missing && c.o.Outcome != Failed && !c.o.AcceptMissingMeta {
+		if c.sum.OtherBackup != "" {
+			return fmt.Errorf("%w: the backupmeta in this storage is %s's (snapshots carrying this backup's identity tags: %v; deleted now: %d)",
+				ErrMetaMissing, c.sum.OtherBackup, c.sum.Orphans, len(c.sum.Deleted))
+		}
 		return fmt.Errorf("%w (snapshots carrying its identity tags: %v; deleted now: %d)", ErrMetaMissing, c.sum.Orphans, len(c.sum.Deleted))
 	}
+	if c.sum.OtherBackup != "" {
+		return nil // the metadata is the other backup's
+	}
 	return c.deleteMetadata(ctx)
+}
+
+// foreign says whether rec, found in the storage of the backup being cleaned, is another
+// backup's, and names its owner: one with another identity, or one without fedbr's extension
+// (upstream BR's) while the clean has an identity of its own. fedbr's snapshot step always
+// records its identity.
+func (c *cleaner) foreign(rec *meta.Record) (string, bool) {
+	switch {
+	case c.sum.BackupID == "":
+		return "", false
+	case rec.Fedbr == nil || rec.Fedbr.BackupID == "":
+		return "an upstream BR backup", true
+	case rec.Fedbr.BackupID != c.sum.BackupID:
+		return fmt.Sprintf("backup %s", rec.Fedbr.BackupID), true
+	}
+	return "", false
 }
 
 // sweep finds the snapshots carrying the backup's identity that backupmeta does not list.

@@ -407,16 +407,47 @@ func TestCleanUnreadableMetaIsNotMissing(t *testing.T) {
 	}
 }
 
-func TestCleanRefusesMismatchedIdentity(t *testing.T) {
+// TestCleanLeavesAnotherBackupsMetadata: b2 was pointed at b1's storage, where its snapshot
+// step was refused. Its clean deletes the snapshots tagged b2 and nothing of b1's: as a failed
+// backup it succeeds (upstream's clean failed forever, or deleted b1); a completed b2 could
+// only have lost its own backupmeta, so that fails as a missing one, naming b1.
+func TestCleanLeavesAnotherBackupsMetadata(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t)
 	rec := l.backup(t, "b1", 1)
 	l.writeMeta(t, rec)
-	if _, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b2"}); err == nil || !strings.Contains(err.Error(), "does not match") {
-		t.Fatalf("err = %v", err)
+	keys := l.keys(t)
+	l.backup(t, "b2", 1) // snapshots b2 took before it was refused (a retried step, say)
+
+	_, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b2", Clock: newVirtualClock()})
+	if !errors.Is(err, clean.ErrMetaMissing) || !strings.Contains(err.Error(), "backup b1") {
+		t.Fatalf("completed b2: err = %v, want ErrMetaMissing naming backup b1", err)
 	}
-	if len(l.left(t, "b1")) != 2 {
-		t.Fatal("snapshots were deleted")
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b2", Outcome: clean.Failed, Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Result != "cleaned" || sum.OtherBackup != "backup b1" || sum.MetaFound || len(sum.Listed) != 0 || len(sum.Metadata) != 0 {
+		t.Fatalf("summary = %+v", sum)
+	}
+	if left := l.left(t, "b2"); len(left) != 0 {
+		t.Errorf("b2's snapshots left: %v", left)
+	}
+	if left := l.left(t, "b1"); len(left) != 2 {
+		t.Errorf("b1's snapshots: %v, want its 2 untouched", left)
+	}
+	if got := l.keys(t); !slices.Equal(got, keys) {
+		t.Errorf("metadata %v, want b1's %v untouched", got, keys)
+	}
+
+	// An upstream BR backupmeta (no fedbr identity) is another backup's too.
+	up := rec.Clone()
+	up.Fedbr = nil
+	l2 := newLab(t)
+	l2.writeMeta(t, up)
+	sum, err = clean.Run(ctx, l2.p, l2.store, clean.Options{BackupID: "b3", Outcome: clean.Failed, Clock: newVirtualClock()})
+	if err != nil || sum.OtherBackup != "an upstream BR backup" || len(sum.Metadata) != 0 || len(l2.keys(t)) != 3 {
+		t.Fatalf("upstream backupmeta: %+v, %v, keys %v", sum, err, l2.keys(t))
 	}
 }
 

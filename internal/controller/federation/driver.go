@@ -57,13 +57,16 @@ type Driver[O client.Object, A Action] struct {
 	Decide func(ctx context.Context, o O, now time.Time) (Decision[O, A], error)
 	// Apply applies one action idempotently.
 	Apply func(ctx context.Context, o O, a A, now time.Time) error
-	// Phase reads the one-word phase of the status, Failed says whether it is the failed one,
+	// Phase reads the one-word phase of the status, Failed says whether it is a failure (a Warning Event),
 	// and Message is what the status says about it now (for the phase-change Event).
 	Phase   func(O) string
 	Failed  func(O) bool
 	Message func(O) string
 	// OnPhase is called once per phase change written (metrics).
 	OnPhase func(o O, before string)
+	// Related, when set, maps an event of one object of the kind to other objects of the kind
+	// whose decisions depend on it (a backup waiting for another's pause).
+	Related handler.MapFunc
 
 	ctrl controller.Controller
 	// writes tells a cached copy that predates this driver's last status write: planning from
@@ -74,11 +77,14 @@ type Driver[O client.Object, A Action] struct {
 // SetupWithManager registers the controller. Member watches are added per plane once its cache
 // has synced (Watch); a plane's reachability change re-queues every object.
 func (d *Driver[O, A]) SetupWithManager(mgr ctrl.Manager) error {
-	c, err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(d.New()).
 		Named(d.Name).
-		WatchesRawSource(source.Channel(d.Planes.Subscribe(), handler.EnqueueRequestsFromMapFunc(d.all))).
-		Build(d)
+		WatchesRawSource(source.Channel(d.Planes.Subscribe(), handler.EnqueueRequestsFromMapFunc(d.all)))
+	if d.Related != nil {
+		b = b.Watches(d.New(), handler.EnqueueRequestsFromMapFunc(d.Related))
+	}
+	c, err := b.Build(d)
 	d.ctrl = c
 	return err
 }

@@ -16,13 +16,16 @@
 //     lifted immediately instead of at TTL (upstream left it to the init job's deadline);
 //   - a member step that runs past stepTimeout fails the backup (upstream stalled forever);
 //   - an unknown or unreachable data plane is a condition with a reason, never a crash or a
-//     silent requeue.
+//     silent requeue;
+//   - a backup never pauses a TiDB cluster another backup pauses: it waits, naming that backup,
+//     for at most pauseWaitTimeout (gate.go); upstream serialised only schedules of one group.
 package volumebackup
 
 import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -59,6 +62,9 @@ type Observed struct {
 	// ForceRemove lets a deleted backup go although some planes could not confirm their
 	// members are gone.
 	ForceRemove bool
+	// Others are the other VolumeBackups the manager sees, for the pause gate (gate.go);
+	// observed only while NeedsOthers.
+	Others []*fedv1alpha1.VolumeBackup
 }
 
 // ActionKind says what an Action does to a member.
@@ -111,6 +117,12 @@ const (
 	ReasonGCResumed           = "GCResumed"
 	ReasonDeleting            = "Deleting"
 	ReasonBadBackupTS         = "BadBackupTS"
+	// ReasonWaitingForBackup: another backup pauses the same TiDB cluster; the message names it.
+	ReasonWaitingForBackup = "WaitingForBackup"
+	// ReasonPauseWaitTimeout: it did not lift its pause within pauseWaitTimeout.
+	ReasonPauseWaitTimeout = "PauseWaitTimeout"
+	// ReasonPauseStarting: the initializer was asked to pause (GCPaused Unknown until it holds).
+	ReasonPauseStarting = "PauseStarting"
 )
 
 // Plan decides the next actions and the status of one VolumeBackup at now.
@@ -144,6 +156,9 @@ func Plan(o Observed, now time.Time) Result {
 		if !o.Reachable[c.K8sClusterName] {
 			unreachable = append(unreachable, c.K8sClusterName)
 		}
+	}
+	if st.Initializer == "" && planGate(o, &res, now, beforeMembers) {
+		return res
 	}
 	initializer, wait := chooseInitializer(o, st, now)
 	if initializer == "" {
@@ -179,7 +194,7 @@ func Plan(o Observed, now time.Time) Result {
 	case !pauseReady(init) && init.Phase == dpv1alpha1.BackupMemberInitialize:
 		armOthers()
 		if init.StartPause {
-			setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+			pauseStarting(st, now, initializer)
 			break
 		}
 		// The pause waits until every snapshot step is armed, so that its window holds no
@@ -191,8 +206,11 @@ func Plan(o Observed, now time.Time) Result {
 			}
 		}
 		if len(waiting) == 0 {
+			if planGate(o, &res, now, beforePause) {
+				return res
+			}
 			res.add(o, Action{Kind: StartPause, Cluster: initializer})
-			setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+			pauseStarting(st, now, initializer)
 			break
 		}
 		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonArming, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
@@ -213,6 +231,14 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	res.RequeueAfter = nextTimeout(o, b, now)
 	return res
+}
+
+// pauseStarting records that the initializer was asked to pause: GCPaused Unknown until the
+// pause holds, which the pause gate of other backups of the cluster reads.
+func pauseStarting(st *fedv1alpha1.VolumeBackupStatus, now time.Time, initializer string) {
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionUnknown,
+		Reason: ReasonPauseStarting, Message: "asked " + initializer + " to pause GC and PD scheduling"}, now)
+	setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
 }
 
 // pauseReady says the initializer's pause holds (or held): its step's own report.
@@ -315,6 +341,21 @@ func markGCResumed(o Observed, st *fedv1alpha1.VolumeBackupStatus, now time.Time
 		Reason: ReasonGCResumed, Message: "GC and PD scheduling run again"}, now)
 }
 
+// markPauseGone records, for a deleted backup, that its pause is over: the initializer
+// reports it lifted, or its member is gone (its agent lifts the pause before it lets the
+// member go). Other backups of the same cluster wait for this (gate.go).
+func markPauseGone(o Observed, st *fedv1alpha1.VolumeBackupStatus, now time.Time) {
+	c := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition)
+	if st.Initializer == "" || c == nil || c.Status == metav1.ConditionFalse {
+		return
+	}
+	markGCResumed(o, st, now)
+	if o.Known[st.Initializer] && o.Reachable[st.Initializer] && !o.Members[st.Initializer].Exists {
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionFalse,
+			Reason: ReasonGCResumed, Message: "the initializer's member is gone, and its pause with it"}, now)
+	}
+}
+
 // planTeardown keeps a finished backup's members moving to teardown (and the pause lifted).
 func planTeardown(o Observed, res Result, now time.Time) Result {
 	aggregate(o, &res.Status)
@@ -359,7 +400,7 @@ func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
 // snapshots), so it keeps the finalizer — said in the Ready condition — until the plane answers
 // or an SRE sets the force-remove annotation.
 func planDeletion(o Observed, res Result, now time.Time) Result {
-	var deleting, waiting []string
+	var deleting, waiting, failing []string
 	for _, c := range o.Backup.Spec.Clusters {
 		name := c.K8sClusterName
 		switch {
@@ -368,18 +409,36 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 		case o.Members[name].Exists:
 			deleting = append(deleting, name)
 			res.add(o, Action{Kind: DeleteMember, Cluster: name})
+			if f := memberCondition(o.Members[name], dpv1alpha1.BackupMemberCleanedCondition); f != nil && f.Status == metav1.ConditionFalse &&
+				(f.Reason == dpv1alpha1.BackupMemberCleanFailedReason || f.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason) {
+				failing = append(failing, fmt.Sprintf("member %s/%s in %s: %s", c.TCNamespace, fedv1alpha1.MemberName(o.Backup.Name), name, f.Message))
+			}
 		}
 	}
 	if len(deleting) == 0 && (len(waiting) == 0 || o.ForceRemove) {
 		res.RemoveFinalizer = true
 		return res
 	}
+	markPauseGone(o, &res.Status, now)
 	res.Status.Phase = fedv1alpha1.VolumeBackupCleaning
 	msg := fmt.Sprintf("deleting members in %v", deleting)
 	if len(waiting) > 0 {
 		msg = fmt.Sprintf("deleting members in %v; waiting for unreachable or unknown data planes %v (annotate %s=true to remove anyway, leaving their snapshots)", deleting, waiting, fedv1alpha1.AnnotationForceRemove)
 	}
-	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: ReasonDeleting, Message: msg}, now)
+	reason, cleanMsg := fedv1alpha1.VolumeBackupCleaningReason, msg
+	if len(failing) > 0 {
+		// A clean that fails says so on the backup (and so on its schedule), with the member's
+		// reason, instead of only in a data plane.
+		res.Status.Phase = fedv1alpha1.VolumeBackupCleanFailed
+		reason, cleanMsg = fedv1alpha1.VolumeBackupCleanFailedReason, strings.Join(failing, "; ")
+		msg = cleanMsg
+	}
+	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupCleanedCondition, Status: metav1.ConditionFalse, Reason: reason, Message: cleanMsg}, now)
+	readyReason := ReasonDeleting
+	if len(failing) > 0 {
+		readyReason = fedv1alpha1.VolumeBackupCleanFailedReason
+	}
+	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: readyReason, Message: msg}, now)
 	return res
 }
 

@@ -458,6 +458,33 @@ func TestPlan(t *testing.T) {
 			members:   map[string]Member{"az1": member(tear), "az3": member(tear)},
 			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}, {Kind: DeleteMember, Cluster: "az3"}},
 			wantPhase: fedv1alpha1.VolumeBackupCleaning,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupCleanedCondition); c == nil || c.Status != metav1.ConditionFalse || c.Reason != fedv1alpha1.VolumeBackupCleaningReason {
+					t.Errorf("Cleaned = %+v", c)
+				}
+			},
+		},
+		{
+			name: "a member whose clean fails makes the backup CleanFailed, naming the member and why",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				now := metav1.NewTime(t0)
+				b.DeletionTimestamp = &now
+			},
+			members: map[string]Member{"az1": member(tear), "az2": func() Member {
+				m := member(tear)
+				m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.BackupMemberCleanedCondition, Status: metav1.ConditionFalse,
+					Reason: dpv1alpha1.BackupMemberCleanGaveUpReason, Message: "clean failed 10 times, the last: UnauthorizedOperation"})
+				return m
+			}()},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}, {Kind: DeleteMember, Cluster: "az2"}},
+			wantPhase: fedv1alpha1.VolumeBackupCleanFailed,
+			check: func(t *testing.T, r Result) {
+				c := cond(r.Status, fedv1alpha1.VolumeBackupCleanedCondition)
+				if c == nil || c.Status != metav1.ConditionFalse || c.Reason != fedv1alpha1.VolumeBackupCleanFailedReason ||
+					!strings.Contains(c.Message, "tidb/fed-nightly in az2") || !strings.Contains(c.Message, "UnauthorizedOperation") || strings.Contains(c.Message, "az1") {
+					t.Errorf("Cleaned = %+v", c)
+				}
+			},
 		},
 		{
 			name: "deletion waits for an unreachable plane, which may still hold a member, and says so",

@@ -11,7 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
@@ -38,13 +40,15 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		New:     func() *fedv1alpha1.VolumeBackup { return &fedv1alpha1.VolumeBackup{} },
 		NewList: func() client.ObjectList { return &fedv1alpha1.VolumeBackupList{} },
 		Phase:   func(b *fedv1alpha1.VolumeBackup) string { return string(b.Status.Phase) },
-		Failed:  func(b *fedv1alpha1.VolumeBackup) bool { return b.Status.Phase == fedv1alpha1.VolumeBackupFailed },
+		Failed: func(b *fedv1alpha1.VolumeBackup) bool {
+			return b.Status.Phase == fedv1alpha1.VolumeBackupFailed || b.Status.Phase == fedv1alpha1.VolumeBackupCleanFailed
+		},
 		Message: message,
 		OnPhase: observeTerminal,
 	}
 	w := &written{specs: map[writtenKey]Member{}}
 	r.Decide = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, now time.Time) (federation.Decision[*fedv1alpha1.VolumeBackup, Action], error) {
-		o, err := observe(ctx, planes, b, w)
+		o, err := observe(ctx, c, planes, b, w)
 		if err != nil {
 			return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{}, err
 		}
@@ -61,6 +65,7 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer,
 			RequeueAfter: res.RequeueAfter, SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
 	}
+	r.Related = func(ctx context.Context, o client.Object) []reconcile.Request { return waiters(ctx, c, o) }
 	r.Apply = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, a Action, now time.Time) error {
 		if err := apply(ctx, planes, rec, b, a, now); err != nil {
 			return err
@@ -76,11 +81,23 @@ func WatchPlane(r *Reconciler, p *plane.Plane) error {
 	return federation.Watch(r, p, &dpv1alpha1.VolumeBackupMember{})
 }
 
-// observe reads every member from its plane's cache. A plane whose read fails counts as
-// unreachable for this pass.
-func observe(ctx context.Context, planes *plane.Set, b *fedv1alpha1.VolumeBackup, w *written) (Observed, error) {
+// observe reads every member from its plane's cache, and, for the pause gate, the other
+// backups of the same TiDB cluster from the control plane's. A plane whose read fails counts
+// as unreachable for this pass.
+func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup, w *written) (Observed, error) {
 	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
 		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
+	if NeedsOthers(b) {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list); err != nil {
+			return o, fmt.Errorf("list VolumeBackups for the pause gate: %w", err)
+		}
+		for i := range list.Items {
+			if a := &list.Items[i]; a.UID != b.UID && SharesCluster(a, b) {
+				o.Others = append(o.Others, a)
+			}
+		}
+	}
 	for _, c := range b.Spec.Clusters {
 		p, ok := planes.Get(c.K8sClusterName)
 		if !ok || !o.Reachable[c.K8sClusterName] {
@@ -102,6 +119,27 @@ func observe(ctx context.Context, planes *plane.Set, b *fedv1alpha1.VolumeBackup
 			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status})
 	}
 	return o, nil
+}
+
+// waiters are the backups whose pause gate depends on a: those of the same TiDB cluster that
+// have not asked for their pause yet.
+func waiters(ctx context.Context, c client.Reader, a client.Object) []reconcile.Request {
+	ab, ok := a.(*fedv1alpha1.VolumeBackup)
+	if !ok {
+		return nil
+	}
+	var list fedv1alpha1.VolumeBackupList
+	if err := c.List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing VolumeBackups to wake those waiting for a pause")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if b := &list.Items[i]; b.UID != ab.UID && NeedsOthers(b) && SharesCluster(ab, b) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+		}
+	}
+	return out
 }
 
 // written remembers the member specs this manager wrote that a plane's cache may not show yet.

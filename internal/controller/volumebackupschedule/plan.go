@@ -3,9 +3,12 @@
 // delete; it reads no clock and no client.
 //
 // Differences from upstream: a tick while the previous scheduled backup still runs is skipped
-// (two overlapping pauses would double the GC window) and says so in a condition; retention
-// accepts day durations (7d); backups already being deleted are not deleted again, so one stuck
-// clean never stalls retention.
+// (two overlapping pauses would double the GC window) and says so in a condition; each tick's
+// backup has a storage prefix of its own for every storage provider; retention accepts day
+// durations (7d), never counts a failed backup toward maxBackups and never deletes the newest
+// complete backup for age, so it never costs the last restorable backups; it deletes one backup
+// at a time and waits for that deletion to finish, and a clean that fails is a condition naming
+// the backup, not a silent stall.
 package volumebackupschedule
 
 import (
@@ -14,14 +17,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
-
-// ScheduleLabel marks the VolumeBackups a schedule created.
-const ScheduleLabel = "tidb.pingcap.com/backup-schedule"
 
 // Backup is what Plan needs of one VolumeBackup the schedule created.
 type Backup struct {
@@ -29,11 +30,21 @@ type Backup struct {
 	// Scheduled is the tick it was created for.
 	Scheduled time.Time
 	SkipGC    bool
-	// Done is true once it completed or failed.
-	Done bool
+	// Complete and Failed say how it ended; neither while it runs.
+	Complete, Failed bool
 	// Deleting is true once its deletion started.
 	Deleting bool
+	// CleanFailure is why its clean fails, while it does (the VolumeBackup's Cleaned
+	// condition); empty otherwise.
+	CleanFailure string
+	// Started and Completed are its status times (zero if unset); Size its full size in bytes
+	// (0 until its members sized it).
+	Started, Completed time.Time
+	Size               int64
 }
+
+// done says the backup completed or failed.
+func (b Backup) done() bool { return b.Complete || b.Failed }
 
 // Observed is everything Plan decides from.
 type Observed struct {
@@ -46,11 +57,26 @@ type Result struct {
 	// Create names the VolumeBackup to create now, if any, and the tick it is for.
 	Create    string
 	CreateFor time.Time
-	// Delete lists the backups retention removes now.
-	Delete []string
+	// Delete names the backup retention deletes now, if any: one at a time, and none while an
+	// earlier deletion is still going.
+	Delete string
 	Status fedv1alpha1.VolumeBackupScheduleStatus
 	// RequeueAfter is the time until the next tick.
 	RequeueAfter time.Duration
+	// Last is what the schedule's metrics report.
+	Last LastSuccess
+}
+
+// LastSuccess describes the schedule's newest complete backup, for its metrics.
+type LastSuccess struct {
+	// Found is false while the schedule has no complete backup (with its times).
+	Found bool
+	// At is when it completed; Duration how long it took.
+	At       time.Time
+	Duration time.Duration
+	// Size is the full size of the newest complete backup whose size is known (SizeFound).
+	SizeFound bool
+	Size      int64
 }
 
 // Reasons of the Ready condition.
@@ -61,10 +87,18 @@ const (
 	ReasonSkippedRunning = "SkippedPreviousRunning"
 )
 
-// BackupName is the name of the backup for tick t: <schedule>-<UTC yyyy-mm-ddthh-mm-ss>.
-func BackupName(schedule string, t time.Time) string {
-	return schedule + "-" + strings.ToLower(t.UTC().Format("2006-01-02T15-04-05"))
-}
+// Reasons of the Retention condition.
+const (
+	// ReasonRetentionOff: neither maxBackups nor maxReservedTime is set; every backup is kept.
+	ReasonRetentionOff = "NoRetention"
+	// ReasonRetentionIdle: nothing is due for deletion.
+	ReasonRetentionIdle = "Idle"
+	// ReasonRetentionDeleting: a backup is being deleted; the next deletion waits for it.
+	ReasonRetentionDeleting = "Deleting"
+	// ReasonRetentionCleanFailed: a backup being deleted cannot be cleaned; retention waits
+	// for it (the message names it and says why).
+	ReasonRetentionCleanFailed = "CleanFailed"
+)
 
 // Plan decides what to create and delete at now.
 func Plan(o Observed, now time.Time) Result {
@@ -78,29 +112,31 @@ func Plan(o Observed, now time.Time) Result {
 		setReady(st, metav1.ConditionFalse, ReasonInvalid, err.Error(), now)
 		return res
 	}
-	res.Delete = expired(o, now)
-	if len(res.Delete) > 0 && len(res.Delete) == len(o.Backups) {
-		t := metav1.NewTime(now)
-		st.AllBackupCleanTime = &t
-	}
+	planRetention(o, &res, now)
+	res.Last = lastSuccess(o.Backups)
 
-	anchor := s.CreationTimestamp.Time
-	if st.LastBackupTime != nil {
-		anchor = st.LastBackupTime.Time
-	}
-	if st.AllBackupCleanTime != nil && st.AllBackupCleanTime.After(anchor) {
-		anchor = st.AllBackupCleanTime.Time
-	}
-	// The latest tick at or before now: missed ticks collapse into one backup.
-	var tick time.Time
-	for next := sched.Next(anchor); !next.After(now); next = sched.Next(next) {
-		tick = next
-	}
 	res.RequeueAfter = sched.Next(now).Sub(now)
+	if s.Spec.Pause {
+		setReady(st, metav1.ConditionTrue, ReasonPaused, "paused: no new backups; retention still runs", now)
+		return res
+	}
+	if c := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c != nil && c.Reason == ReasonPaused {
+		// Resumed: the ticks missed while paused are not caught up (upstream made a backup at
+		// once for the latest of them); the next backup is at the next tick.
+		t := metav1.NewTime(now)
+		st.ResumeTime = &t
+	}
+	anchor := s.CreationTimestamp.Time
+	for _, t := range []*metav1.Time{st.LastBackupTime, st.AllBackupCleanTime, st.ResumeTime} {
+		if t != nil && t.After(anchor) {
+			anchor = t.Time
+		}
+	}
+	// The latest tick after the anchor and at or before now: missed ticks collapse into one
+	// backup.
+	tick := latestTick(sched, anchor, now)
 
 	switch {
-	case s.Spec.Pause:
-		setReady(st, metav1.ConditionTrue, ReasonPaused, "paused: no new backups; retention still runs", now)
 	case tick.IsZero():
 		setReady(st, metav1.ConditionTrue, ReasonScheduled, "next backup at "+sched.Next(now).UTC().Format(time.RFC3339), now)
 	case running(o) != "":
@@ -117,28 +153,140 @@ func Plan(o Observed, now time.Time) Result {
 	return res
 }
 
+// latestTick is the latest tick of sched in (anchor, now], zero if none. A cron expression's
+// ticks are found looking back from now over growing windows, so a schedule whose anchor is
+// weeks old (a manager down that long) costs a few ticks, not one per missed tick; @every's
+// ticks count from the anchor and are computed.
+func latestTick(sched cron.Schedule, anchor, now time.Time) time.Time {
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		first := every.Next(anchor)
+		if first.After(now) || every.Delay <= 0 {
+			return time.Time{}
+		}
+		return first.Add(now.Sub(first) / every.Delay * every.Delay)
+	}
+	for _, back := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour, 0} {
+		from := now.Add(-back)
+		if back == 0 || from.Before(anchor) {
+			from = anchor
+		}
+		var tick time.Time
+		for next := sched.Next(from); !next.IsZero() && !next.After(now); next = sched.Next(next) {
+			tick = next
+		}
+		if !tick.IsZero() || from.Equal(anchor) {
+			return tick
+		}
+	}
+	return time.Time{}
+}
+
+// lastSuccess finds the newest complete backup (by tick) not being deleted, and the newest one
+// whose size is known (sizes arrive after completion).
+func lastSuccess(bs []Backup) LastSuccess {
+	var last LastSuccess
+	var at, sizedAt time.Time
+	for _, b := range bs {
+		if !b.Complete || b.Deleting || b.Completed.IsZero() {
+			continue
+		}
+		if !last.Found || b.Scheduled.After(at) {
+			last.Found, at, last.At = true, b.Scheduled, b.Completed
+			last.Duration = 0
+			if !b.Started.IsZero() {
+				last.Duration = b.Completed.Sub(b.Started)
+			}
+		}
+		if b.Size > 0 && (!last.SizeFound || b.Scheduled.After(sizedAt)) {
+			last.SizeFound, sizedAt, last.Size = true, b.Scheduled, b.Size
+		}
+	}
+	return last
+}
+
 // running names a scheduled backup that has not finished, if any.
 func running(o Observed) string {
 	for _, b := range o.Backups {
-		if !b.Done && !b.Deleting {
+		if !b.done() && !b.Deleting {
 			return b.Name
 		}
 	}
 	return ""
 }
 
-// expired lists the backups retention deletes: never skipGC ones, never running or already
-// deleting ones; with maxReservedTime those scheduled longer ago than it, else all but the
-// maxBackups newest.
-func expired(o Observed, now time.Time) []string {
+// planRetention deletes the oldest expired backup, one at a time: while any of the schedule's
+// backups is being deleted (by retention or by hand), nothing else is, so cleans never pile
+// up against the cloud's API limits, and a clean that fails holds retention with a condition
+// naming the backup and why, instead of failing unseen while retention moves on.
+func planRetention(o Observed, res *Result, now time.Time) {
+	st := &res.Status
+	for _, b := range o.Backups {
+		if !b.Deleting {
+			continue
+		}
+		if b.CleanFailure != "" {
+			setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionFalse, ReasonRetentionCleanFailed,
+				fmt.Sprintf("%s cannot be cleaned: %s; retention deletes nothing else until it is gone", b.Name, b.CleanFailure), now)
+			return
+		}
+		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionDeleting,
+			fmt.Sprintf("waiting for %s to be deleted before deleting another", b.Name), now)
+		return
+	}
+	spec := o.Schedule.Spec
+	if spec.MaxReservedTime == nil && (spec.MaxBackups == nil || *spec.MaxBackups == 0) {
+		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionOff,
+			"neither maxBackups nor maxReservedTime is set: every backup is kept", now)
+		return
+	}
+	due := Expired(o, now)
+	if len(due) == 0 {
+		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionIdle,
+			"no backup is due for deletion", now)
+		return
+	}
+	res.Delete = due[0]
+	if len(o.Backups) == 1 {
+		t := metav1.NewTime(now)
+		st.AllBackupCleanTime = &t
+	}
+	msg := "deleting " + res.Delete
+	if len(due) > 1 {
+		msg += fmt.Sprintf("; %d more due after it", len(due)-1)
+	}
+	setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionDeleting, msg, now)
+}
+
+// Expired lists the backups retention deletes, oldest first. It never lists skipGC, running
+// or deleting ones.
+//
+// With maxReservedTime, a finished backup scheduled longer ago than that is expired, except the
+// newest complete backup (skipGC or not), which stays until a newer one completes: age alone
+// never leaves the schedule without a restorable backup.
+//
+// Otherwise, with maxBackups N, failed backups do not count (upstream counted every backup, so
+// a run of failures deleted the complete ones): all but the N newest complete backups are
+// expired, and a failed backup is expired once a newer backup of the schedule completed or N
+// newer failed ones exist.
+func Expired(o Observed, now time.Time) []string {
 	spec := o.Schedule.Spec
 	var cands []Backup
+	var newestComplete time.Time
 	for _, b := range o.Backups {
-		if !b.SkipGC && b.Done && !b.Deleting {
+		if b.Complete && !b.Deleting && b.Scheduled.After(newestComplete) {
+			newestComplete = b.Scheduled
+		}
+		if !b.SkipGC && b.done() && !b.Deleting {
 			cands = append(cands, b)
 		}
 	}
-	var out []string
+	slices.SortFunc(cands, func(a, b Backup) int { // newest first
+		if c := b.Scheduled.Compare(a.Scheduled); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Name, a.Name)
+	})
+	var out []Backup
 	switch {
 	case spec.MaxReservedTime != nil:
 		keep, err := fedv1alpha1.ParseRetention(*spec.MaxReservedTime)
@@ -146,23 +294,44 @@ func expired(o Observed, now time.Time) []string {
 			return nil // admission refuses this; never delete on a value we cannot read
 		}
 		for _, b := range cands {
-			if now.Sub(b.Scheduled) > keep {
-				out = append(out, b.Name)
+			lastRestorable := b.Complete && b.Scheduled.Equal(newestComplete)
+			if now.Sub(b.Scheduled) > keep && !lastRestorable {
+				out = append(out, b)
 			}
 		}
 	case spec.MaxBackups != nil && *spec.MaxBackups > 0:
-		slices.SortFunc(cands, func(a, b Backup) int { return b.Scheduled.Compare(a.Scheduled) }) // newest first
-		for i, b := range cands {
-			if i >= int(*spec.MaxBackups) {
-				out = append(out, b.Name)
+		n := int(*spec.MaxBackups)
+		complete, failed := 0, 0
+		for _, b := range cands {
+			switch {
+			case b.Complete:
+				if complete >= n {
+					out = append(out, b)
+				}
+				complete++
+			default:
+				if failed >= n || b.Scheduled.Before(newestComplete) {
+					out = append(out, b)
+				}
+				failed++
 			}
 		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Reverse(out) // oldest first
+	names := make([]string, len(out))
+	for i, b := range out {
+		names[i] = b.Name
+	}
+	return names
 }
 
 func setReady(st *fedv1alpha1.VolumeBackupScheduleStatus, status metav1.ConditionStatus, reason, msg string, now time.Time) {
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: fedv1alpha1.VolumeBackupScheduleReadyCondition, Status: status,
+	setCondition(st, fedv1alpha1.VolumeBackupScheduleReadyCondition, status, reason, msg, now)
+}
+
+// setCondition sets a condition; its LastTransitionTime moves to now only when its status
+// changes.
+func setCondition(st *fedv1alpha1.VolumeBackupScheduleStatus, typ string, status metav1.ConditionStatus, reason, msg string, now time.Time) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status,
 		Reason: reason, Message: msg, ObservedGeneration: st.ObservedGeneration, LastTransitionTime: metav1.NewTime(now)})
 }

@@ -16,12 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/metrics"
 )
-
-// ScheduledAnnotation on a scheduled VolumeBackup is the tick it was created for (RFC 3339);
-// retention counts age from it, not from creation, so a late creation does not extend a backup's
-// life.
-const ScheduledAnnotation = "federation.pingcap.com/scheduled-at"
 
 // Reconciler is the VolumeBackupSchedule controller: observe the schedule and the backups it
 // created, Plan, apply.
@@ -52,9 +48,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var s fedv1alpha1.VolumeBackupSchedule
 	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
+		if apierrors.IsNotFound(err) {
+			forget(req.Namespace, req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if s.DeletionTimestamp != nil {
+		forget(s.Namespace, s.Name)
 		return reconcile.Result{}, nil // its backups stay; see SetupWithManager
 	}
 	var list fedv1alpha1.VolumeBackupList
@@ -68,24 +68,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		if err != nil {
 			at = b.CreationTimestamp.Time
 		}
-		done := meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) ||
-			meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
-		o.Backups = append(o.Backups, Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC, Done: done, Deleting: b.DeletionTimestamp != nil})
+		ob := Backup{Name: b.Name, Scheduled: at, SkipGC: b.SkipGC,
+			Complete: meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition),
+			Failed:   meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition),
+			Deleting: b.DeletionTimestamp != nil, CleanFailure: cleanFailure(b), Size: b.Status.BackupSize}
+		if b.Status.TimeStarted != nil {
+			ob.Started = b.Status.TimeStarted.Time
+		}
+		if b.Status.TimeCompleted != nil {
+			ob.Completed = b.Status.TimeCompleted.Time
+		}
+		o.Backups = append(o.Backups, ob)
 	}
 	now := time.Now()
 	if r.Now != nil {
 		now = r.Now()
 	}
 	res := Plan(o, now)
-	for _, name := range res.Delete {
-		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace}}
+	report(&s, res.Last)
+	if res.Delete != "" {
+		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: res.Delete, Namespace: s.Namespace}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {
 			return reconcile.Result{}, err
 		}
-		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", name)
+		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", res.Delete)
 	}
 	if res.Create != "" {
-		if err := r.create(ctx, &s, res.Create, res.CreateFor); err != nil {
+		if err := r.create(ctx, &s, res.CreateFor); err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -99,16 +108,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: res.RequeueAfter}, nil
 }
 
-func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, name string, tick time.Time) error {
-	b := &fedv1alpha1.VolumeBackup{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace,
-			Labels:      map[string]string{ScheduleLabel: s.Name},
-			Annotations: map[string]string{ScheduledAnnotation: tick.UTC().Format(time.RFC3339)}},
-		Spec: *s.Spec.BackupTemplate.DeepCopy(),
-	}
+func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, tick time.Time) error {
+	b := NewBackup(s, tick)
 	if err := r.Client.Create(ctx, b); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	r.Recorder.Eventf(s, nil, "Normal", "BackupCreated", "Create", "created %s for the %s tick", name, tick.UTC().Format(time.RFC3339))
+	r.Recorder.Eventf(s, nil, "Normal", "BackupCreated", "Create", "created %s for the %s tick", b.Name, tick.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// cleanFailure is why a deleted backup's clean fails, from its Cleaned condition; empty while
+// it does not.
+func cleanFailure(b *fedv1alpha1.VolumeBackup) string {
+	c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupCleanedCondition)
+	if b.DeletionTimestamp == nil || c == nil || c.Status != metav1.ConditionFalse || c.Reason != fedv1alpha1.VolumeBackupCleanFailedReason {
+		return ""
+	}
+	return c.Message
+}
+
+// report sets the schedule's metrics from its newest complete backup. A schedule without one
+// has no series yet; a size is reported once one is known.
+func report(s *fedv1alpha1.VolumeBackupSchedule, last LastSuccess) {
+	if !last.Found {
+		return
+	}
+	metrics.ScheduleLastSuccess.WithLabelValues(s.Namespace, s.Name).Set(float64(last.At.Unix()))
+	metrics.ScheduleLastDuration.WithLabelValues(s.Namespace, s.Name).Set(last.Duration.Seconds())
+	if last.SizeFound {
+		metrics.ScheduleLastSize.WithLabelValues(s.Namespace, s.Name).Set(float64(last.Size))
+	}
+}
+
+// forget drops a deleted schedule's series.
+func forget(namespace, name string) {
+	metrics.ScheduleLastSuccess.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastDuration.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastSize.DeleteLabelValues(namespace, name)
 }
