@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -132,14 +134,48 @@ func reportBackup(t *testing.T, e *testenv.Env, name string, at time.Time, mutat
 		if m == nil {
 			return fmt.Errorf("no member")
 		}
-		for _, c := range conds {
-			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(at)})
-		}
 		if mutate != nil {
 			mutate(&m.Status)
 		}
+		for _, c := range conds {
+			meta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Test", LastTransitionTime: metav1.NewTime(at)})
+			reportStep(&m.Status, c, at)
+		}
 		return e.Client.Status().Update(context.Background(), m)
 	})
+}
+
+// reportStep plays the step under the agent's condition c: the pause's or the snapshot step's
+// own report in status.steps, which the manager reads (the commit ts is the status's).
+func reportStep(st *dpv1alpha1.VolumeBackupMemberStatus, c string, at time.Time) {
+	ts, _ := strconv.ParseUint(st.CommitTs, 10, 64)
+	upsert := func(name string, f func(*dpv1alpha1.StepReport)) {
+		for i := range st.Steps {
+			if st.Steps[i].Name == name {
+				f(&st.Steps[i])
+				return
+			}
+		}
+		s := dpv1alpha1.StepReport{Name: name}
+		f(&s)
+		st.Steps = append(st.Steps, s)
+	}
+	mt := metav1.NewMicroTime(at)
+	switch c {
+	case dpv1alpha1.BackupMemberInitializedCondition:
+		upsert(dpv1alpha1.StepPause, func(s *dpv1alpha1.StepReport) {
+			s.Phase, s.BackupTS, s.GCPausedAt = dpv1alpha1.PausePhaseReady, ts, &mt
+		})
+	case dpv1alpha1.BackupMemberGCResumedCondition:
+		upsert(dpv1alpha1.StepPause, func(s *dpv1alpha1.StepReport) { s.Phase, s.LiftedAt = dpv1alpha1.PausePhaseStopped, &mt })
+	case dpv1alpha1.BackupMemberSnapshotsCreatedCondition:
+		upsert(dpv1alpha1.StepSnapshot, func(s *dpv1alpha1.StepReport) { s.Phase, s.StartedAt = "Started", &mt })
+	case dpv1alpha1.BackupMemberCompleteCondition:
+		upsert(dpv1alpha1.StepSnapshot, func(s *dpv1alpha1.StepReport) {
+			s.Phase, s.CompletedAt, s.BackupTS = "Completed", &mt, ts
+			s.Result = &runtime.RawExtension{Raw: []byte(`{"resolvedTS":` + st.CommitTs + `}`)}
+		})
+	}
 }
 
 func backupSpec(name string, clusters ...string) *fedv1alpha1.VolumeBackup {

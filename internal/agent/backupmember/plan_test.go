@@ -762,7 +762,7 @@ func TestPlanDeletion(t *testing.T) {
 			name: "the attempts outlive their Jobs: with 3 counted and none left, the next is attempt 4",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete,
 				func(m *dpv1alpha1.VolumeBackupMember) { m.Status.CleanAttempts = 3 })),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
 				if j := jobOf(t, r, job.StepClean).Job; j.Name != CleanJobName("fed-b1", 4) {
 					t.Errorf("clean Job %s", j.Name)
 				}
@@ -804,7 +804,7 @@ func TestPlanDeletion(t *testing.T) {
 				o.Clean, o.CleanAttempt = failed(CleanJobName("fed-b1", DefaultMaxCleanAttempts), job.ReasonBackoffLimitExceeded), DefaultMaxCleanAttempts
 				o.Clean.Finished = t0.Add(-time.Hour)
 			}),
-			want: want{actions: []ActionKind{EnsureConfigMap, EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
 				if j := jobOf(t, r, job.StepClean).Job; j.Name != CleanJobName("fed-b1", 11) {
 					t.Errorf("clean Job %s", j.Name)
 				}

@@ -2,11 +2,14 @@ package volumebackup
 
 import (
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -39,11 +42,30 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 	}
 	for _, c := range conds {
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
-		if c == inited {
+		// The agent's conditions come from the steps' reports, which the manager reads.
+		switch c {
+		case inited:
 			m.Status.CommitTs = "100" // an initialized pause always reports its backup ts
+			m = withPauseReady(m, 100)
+		case started:
+			m = stepStarted(m)
+		case done:
+			m = stepCompleted(stepStarted(m), "100")
 		}
 	}
 	return m
+}
+
+// withStep puts s into the member's status.steps in place of the entry of its name.
+func withStep(m Member, s dpv1alpha1.StepReport) Member {
+	m.Status.Steps = slices.DeleteFunc(slices.Clone(m.Status.Steps), func(x dpv1alpha1.StepReport) bool { return x.Name == s.Name })
+	m.Status.Steps = append(m.Status.Steps, s)
+	return m
+}
+
+// withPauseReady is a member whose pause step reports it holds ts.
+func withPauseReady(m Member, ts uint64) Member {
+	return withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepPause, Phase: dpv1alpha1.PausePhaseReady, BackupTS: ts})
 }
 
 // armed is a member created ahead of the pause: execute, no backup ts yet.
@@ -56,20 +78,25 @@ func armedWith(conds ...string) Member {
 	return m
 }
 
-// stepStarted is a member whose snapshot step stamped snapshotsStartedAt itself, before the
-// agent's SnapshotsCreated condition.
+// stepStarted is a member whose snapshot step reports every snapshot started (before the
+// agent's SnapshotsCreated condition, if any).
 func stepStarted(m Member) Member {
+	s, _ := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot)
 	at := metav1.NewMicroTime(t0)
-	m.Status.SnapshotsStartedAt = &at
-	return m
+	s.Name, s.Phase, s.StartedAt = dpv1alpha1.StepSnapshot, "Started", &at
+	return withStep(m, s)
 }
 
-// stepCompleted is a member whose snapshot step stamped snapshotsCompletedAt and the commit ts
-// itself, before the agent's Complete condition.
+// stepCompleted is a member whose snapshot step reports every snapshot completed at ts, with
+// its result (before the agent's Complete condition, if any).
 func stepCompleted(m Member, ts string) Member {
+	s, _ := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot)
 	at := metav1.NewMicroTime(t0)
-	m.Status.SnapshotsCompletedAt, m.Status.CommitTs = &at, ts
-	return m
+	n, _ := strconv.ParseUint(ts, 10, 64) // "" reports no ts
+	s.Name, s.Phase, s.CompletedAt, s.BackupTS = dpv1alpha1.StepSnapshot, "Completed", &at, n
+	s.Result = &runtime.RawExtension{Raw: []byte(`{"resolvedTS":` + ts + `}`)}
+	m.Status.CommitTs = ts
+	return withStep(m, s)
 }
 
 func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
@@ -176,8 +203,8 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
-			name: "the pause stamped its ready ts before the agent's Initialized: the armed members get it",
-			members: map[string]Member{"az1": func() Member { m := member(init_); m.StartPause = true; m.Status.PauseReadyTS = "200"; return m }(),
+			name: "the pause reports its ready ts before the agent's Initialized: the armed members get it",
+			members: map[string]Member{"az1": func() Member { m := member(init_); m.StartPause = true; return withPauseReady(m, 200) }(),
 				"az2": armed(), "az3": armed()},
 			want: []Action{
 				{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "200"},
@@ -185,14 +212,6 @@ func TestPlan(t *testing.T) {
 				{Kind: SetPhase, Cluster: "az3", Phase: exec, BackupTS: "200"},
 			},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
-		},
-		{
-			name: "a pause stamp that is not a ts fails the backup, pause lifted",
-			members: map[string]Member{"az1": func() Member { m := member(init_); m.StartPause = true; m.Status.PauseReadyTS = "x"; return m }(),
-				"az2": armed(), "az3": armed()},
-			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear},
-				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
-			wantPhase: fedv1alpha1.VolumeBackupFailed,
 		},
 		{
 			name:      "some snapshots started: wait",
@@ -269,7 +288,7 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
-			name: "a completion stamp without the commit ts does not complete the member",
+			name: "a completion report without the commit ts does not complete the member",
 			members: map[string]Member{
 				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
 				"az2": stepCompleted(member(exec, started), ""), "az3": withTS(member(exec, started, done), "250")},
@@ -373,8 +392,8 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
-			name:      "an initializer ready without a backup ts fails the backup, pause lifted",
-			members:   map[string]Member{"az1": withTS(member(init_, inited), "")},
+			name:      "an initializer past initialize whose pause reports no backup ts fails the backup, pause lifted",
+			members:   map[string]Member{"az1": withStep(member(exec, inited), dpv1alpha1.StepReport{Name: dpv1alpha1.StepPause, Phase: dpv1alpha1.PausePhaseReady})},
 			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
@@ -384,7 +403,7 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
-			name: "the GC pause window is the initializer's ready-to-lifted time",
+			name: "a pause that never reported lifting (killed: its hold lapsed by TTL) gives no GC pause window",
 			members: map[string]Member{"az1": func() Member {
 				m := member(exec, inited, started, resumed)
 				m.ResumeGC = true
@@ -394,19 +413,18 @@ func TestPlan(t *testing.T) {
 			}(), "az2": member(exec, started), "az3": member(exec, started)},
 			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
 			check: func(t *testing.T, r Result) {
-				if r.Status.GCPauseSeconds != "1.500" {
-					t.Errorf("gcPauseSeconds = %q, want 1.500", r.Status.GCPauseSeconds)
+				if r.Status.GCPauseSeconds != "" {
+					t.Errorf("gcPauseSeconds = %q, want none", r.Status.GCPauseSeconds)
 				}
 			},
 		},
 		{
-			name: "the GC pause window to the microsecond when the agent reports the pause's own times",
+			name: "the GC pause window to the microsecond, from the pause's own report",
 			members: map[string]Member{"az1": func() Member {
 				m := member(exec, inited, started, resumed)
 				m.ResumeGC = true
 				p, r := metav1.NewMicroTime(t0.Add(250*time.Millisecond)), metav1.NewMicroTime(t0.Add(1737*time.Millisecond))
-				m.Status.GCPausedAt, m.Status.GCResumedAt = &p, &r
-				return m
+				return withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepPause, Phase: dpv1alpha1.PausePhaseStopped, BackupTS: 100, GCPausedAt: &p, LiftedAt: &r})
 			}(), "az2": member(exec, started), "az3": member(exec, started)},
 			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
 			check: func(t *testing.T, r Result) {
@@ -426,8 +444,7 @@ func TestPlan(t *testing.T) {
 				m := member(tear, inited, started, done, resumed)
 				m.ResumeGC = true
 				p, r := metav1.NewMicroTime(t0), metav1.NewMicroTime(t0.Add(time.Second))
-				m.Status.GCPausedAt, m.Status.GCResumedAt = &p, &r
-				return m
+				return withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepPause, Phase: dpv1alpha1.PausePhaseStopped, BackupTS: 100, GCPausedAt: &p, LiftedAt: &r})
 			}(), "az2": member(tear, started, done), "az3": member(tear, started, done)},
 			wantPhase: fedv1alpha1.VolumeBackupComplete,
 			check: func(t *testing.T, r Result) {
@@ -602,9 +619,20 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 		}
 		b.Status = r.Status
 	}
+	// report is the agent's condition with the step's own report under it (the manager reads
+	// the step's).
 	report := func(cluster string, c string, ts string) {
 		m := o.Members[cluster]
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
+		n, _ := strconv.ParseUint(ts, 10, 64)
+		switch c {
+		case inited:
+			m = withPauseReady(m, n)
+		case started:
+			m = stepStarted(m)
+		case done:
+			m = stepCompleted(m, ts)
+		}
 		if ts != "" {
 			m.Status.CommitTs = ts
 		}

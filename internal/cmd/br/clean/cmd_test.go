@@ -34,8 +34,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", "s3:///x"}, "want s3://BUCKET"},
 		{[]string{"-s", "/tmp/x", "--aws-endpoint", "127.0.0.1:4566"}, "--aws-endpoint"},
 		{[]string{"-s", "/tmp/x", "extra"}, "unknown command"},
-		{[]string{"-s", "/tmp/x", "--status-configmap", "vb", "--status-configmap-namespace", "Tidb"}, `--status-configmap-namespace "Tidb" is not a valid namespace`},
-		{[]string{"-s", "/tmp/x", "--kubeconfig", "/k"}, "need --status-configmap"},
+		{[]string{"-s", "/tmp/x", "--member", "vb", "--member-namespace", "Tidb"}, `--member-namespace "Tidb" is not a valid namespace`},
+		{[]string{"-s", "/tmp/x", "--kubeconfig", "/k"}, "need --member"},
 	} {
 		cmd := NewCmd()
 		cmd.SetArgs(tc.args)
@@ -51,7 +51,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "backup-outcome", "delete-ratio", "dry-run", "accept-missing-meta",
-		"status-configmap", "status-configmap-namespace", "kubeconfig"} {
+		"member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)

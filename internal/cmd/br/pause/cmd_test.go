@@ -24,12 +24,12 @@ func TestPauseFlags(t *testing.T) {
 	}{
 		{nil, `required flag(s) "pd" not set`},
 		{[]string{"--pd", "127.0.0.1:2379", "--ttl", "1s"}, "--ttl 1s is too short"},
-		{[]string{"--pd", "127.0.0.1:2379", "--watch-release"}, "--watch-release watches --status-configmap"},
-		{[]string{"--pd", "127.0.0.1:2379", "--wait-start"}, "--wait-start watches --status-configmap"},
+		{[]string{"--pd", "127.0.0.1:2379", "--watch-release"}, "--watch-release watches --member"},
+		{[]string{"--pd", "127.0.0.1:2379", "--wait-start"}, "--wait-start watches --member"},
 		{[]string{"--pd", "127.0.0.1:2379", "--cleanup-timeout", "0s"}, "--cleanup-timeout and --dial-timeout must be positive"},
 		{[]string{"--pd", "127.0.0.1:2379", "--status-addr", "nonsense"}, `--status-addr "nonsense"`},
-		{[]string{"--pd", "127.0.0.1:2379", "--status-configmap", "Bad_Name"}, `--status-configmap "Bad_Name" is not a valid ConfigMap name`},
-		{[]string{"--pd", "127.0.0.1:2379", "--kubeconfig", "/k"}, "need --status-configmap"},
+		{[]string{"--pd", "127.0.0.1:2379", "--member", "Bad_Name"}, `--member "Bad_Name" is not a valid object name`},
+		{[]string{"--pd", "127.0.0.1:2379", "--kubeconfig", "/k"}, "need --member"},
 	}
 	for _, tc := range tests {
 		cmd := NewCmd()

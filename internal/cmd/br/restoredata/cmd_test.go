@@ -18,9 +18,9 @@ func TestRestoreDataFlags(t *testing.T) {
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--attempts", "0"}, "--attempts and --concurrency >= 1"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--leader-timeout", "0s"}, "--leader-timeout and --timeout positive"},
 		{[]string{"--pd", "pd:2379", "--storage", "gs://bucket/x"}, "only s3:// and local directories"},
-		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--status-configmap", "vb/x"}, `--status-configmap "vb/x" is not a valid ConfigMap name`},
-		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--status-configmap-namespace", "ns"}, "need --status-configmap"},
-		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--wait-start"}, "--wait-start watches --status-configmap"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--member", "vb/x"}, `--member "vb/x" is not a valid object name`},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--member-namespace", "ns"}, "need --member"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--wait-start"}, "--wait-start watches --member"},
 	}
 	for _, tc := range tests {
 		cmd := NewCmd()

@@ -66,8 +66,8 @@ func TestBadFlags(t *testing.T) {
 		{append(base, "--tags", "fedbr.io/restore=x"), "--tags"},
 		{append(base, "--concurrency", "0"), "must be positive"},
 		{append(base, "extra"), "unknown command"},
-		{append(base, "--status-configmap", "-vb"), `--status-configmap "-vb" is not a valid ConfigMap name`},
-		{append(base, "--kubeconfig", "/k"), "need --status-configmap"},
+		{append(base, "--member", "-vb"), `--member "-vb" is not a valid object name`},
+		{append(base, "--kubeconfig", "/k"), "need --member"},
 	} {
 		_, _, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -80,7 +80,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "restore-id", "pd", "target-az", "volume-type", "volume-iops",
 		"volume-throughput", "volume-encrypted", "kms-key-id", "tags", "volume-scope", "use-fsr", "concurrency", "cleanup-timeout", "output-file",
-		"status-configmap", "status-configmap-namespace", "kubeconfig"} {
+		"member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)

@@ -38,7 +38,7 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	for _, name := range []string{"storage", "region", "aws-endpoint", "previous-storage", "level", "dry-run", "status-configmap"} {
+	for _, name := range []string{"storage", "region", "aws-endpoint", "previous-storage", "level", "dry-run", "member"} {
 		if f := NewCmd().Flags().Lookup(name); f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
 		}

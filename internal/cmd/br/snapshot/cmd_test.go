@@ -53,11 +53,11 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--tags", "fedbr.io/backup=x"}, "--tags"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--volumes", filepath.Join(dir, "missing.json")}, "--volumes"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "extra"}, "unknown command"},
-		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--status-configmap", "vb", "--status-configmap-namespace", "A"}, `--status-configmap-namespace "A" is not a valid namespace`},
-		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--status-configmap-namespace", "ns"}, "need --status-configmap"},
-		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts"}, "--wait-backup-ts reads the backup ts from --status-configmap"},
-		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts", "--backup-ts", "5", "--status-configmap", "vb"}, "excludes --pause-status and --backup-ts"},
-		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts", "--pause-status", status, "--status-configmap", "vb"}, "excludes --pause-status and --backup-ts"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--member", "vb", "--member-namespace", "A"}, `--member-namespace "A" is not a valid namespace`},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--member-namespace", "ns"}, "need --member"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts"}, "--wait-backup-ts reads the backup ts from --member"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts", "--backup-ts", "5", "--member", "vb"}, "excludes --pause-status and --backup-ts"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--wait-backup-ts", "--pause-status", status, "--member", "vb"}, "excludes --pause-status and --backup-ts"},
 	} {
 		_, _, err := execute(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -70,7 +70,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "cluster", "pd", "volumes", "pause-status", "backup-ts",
 		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl", "manifest",
-		"status-configmap", "status-configmap-namespace", "kubeconfig"} {
+		"member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
