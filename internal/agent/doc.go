@@ -3,11 +3,12 @@
 //
 // The manager in the control plane creates a VolumeBackupMember or VolumeRestoreMember in
 // every data plane and drives it by writing spec.phase. The agent observes the member, the
-// TidbCluster, the TiKV pods and their volumes, the Jobs it started and the status ConfigMap
-// those Jobs write, asks a pure planner what to do, and applies the answer idempotently:
+// TidbCluster, the TiKV pods and their volumes, the Jobs it started and what those Jobs report
+// in the member's status.steps, asks a pure planner what to do, and applies the answer
+// idempotently:
 //
 //   - package job builds the `fedbr br …` Jobs and reads the machine-readable status they
-//     publish in the member's status ConfigMap;
+//     publish in the member's status.steps;
 //   - package backupmember runs pause, snapshot and clean for a VolumeBackupMember;
 //   - package restoremember runs restore-volumes, rebuilds the TiKV PVs/PVCs, starts TiKV
 //     through the TidbCluster contract, runs restore-data and leaves recovery mode;

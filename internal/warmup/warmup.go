@@ -62,7 +62,7 @@ type Options struct {
 	// DefaultProgressInterval.
 	ProgressInterval time.Duration
 	// OnProgress, when set, receives the bytes read so far and the bytes to read over every
-	// target with each progress line (the command reports them to its status ConfigMap).
+	// target with each progress line (the command reports them in its member's status.steps).
 	OnProgress func(done, total int64)
 }
 

@@ -155,9 +155,11 @@ func (a *Applier) DeleteJob(ctx context.Context, member client.Object, namespace
 }
 
 // Status writes the status subresource when it changed: set puts the new status on obj. The
-// agent is the only writer of a member's status, so the patch carries no resourceVersion: with an
-// optimistic lock every spec change by the manager (a new phase, the backup ts, resumeGC) made
-// the next status write conflict and retry, a round trip on the pause window's critical path.
+// agent is the only writer of a member's status but for the steps' own entries of status.steps,
+// which a merge patch of an unchanged list leaves alone, so the patch carries no
+// resourceVersion: with an optimistic lock every spec change by the manager (a new phase, the
+// backup ts, resumeGC) and every step report made the next status write conflict and retry, a
+// round trip on the pause window's critical path.
 func (a *Applier) Status(ctx context.Context, obj client.Object, before, after any, set func()) error {
 	if equalJSON(before, after) {
 		return nil

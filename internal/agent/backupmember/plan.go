@@ -2,7 +2,7 @@
 // a federated volume-snapshot backup.
 //
 // The decisions are one pure function, Plan, over what the reconciler observed (the member,
-// the TidbCluster, the TiKV volumes, the step Jobs and the status ConfigMap they write). It
+// the TidbCluster, the TiKV volumes, the step Jobs and their reports in status.steps). It
 // returns the actions to apply and the member status to write; it reads no clock and no
 // client, so every transition is a table test.
 //

@@ -93,10 +93,10 @@ func (p *plan) complete(sum SnapshotSummary) {
 		fmt.Sprintf("%d snapshots of %d GiB of volumes completed at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
 }
 
-// snapshotsDone says every snapshot completed: this agent's condition, or the step's own stamp
-// in the member's status, which the manager may already have torn the member down on while
-// this agent has not seen the step's result yet. A step that stamped it is never stopped: it
-// only has to exit, and stopping it would make it delete what it completed.
+// snapshotsDone says every snapshot completed: this agent's condition, or the step's own report
+// in the member's status.steps, which the manager may already have torn the member down on
+// while this agent has not turned it into Complete yet. A step that reported it is never
+// stopped: it only has to exit, and stopping it would make it delete what it completed.
 func (p *plan) snapshotsDone() bool {
 	s, _ := dpv1alpha1.Step(p.m.Status.Steps, dpv1alpha1.StepSnapshot)
 	return p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || dpv1alpha1.SnapshotsCompleted(s)
@@ -140,7 +140,7 @@ func (p *plan) planSnapshot() {
 // snapshotArgs checks the step's inputs and returns its arguments; a problem fails the member
 // with a reason that names it.
 func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
-	tsArgs := []string{"--wait-backup-ts"} // armed: the ts comes through the status ConfigMap
+	tsArgs := []string{"--wait-backup-ts"} // armed: the ts comes in the member's spec.backupTS
 	if p.m.Spec.BackupTS != "" {
 		ts, err := strconv.ParseUint(p.m.Spec.BackupTS, 10, 64)
 		if err != nil || ts == 0 {

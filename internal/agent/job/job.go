@@ -1,6 +1,6 @@
 // Package job builds the Kubernetes Jobs in which the agent runs `fedbr br …` steps, reads
 // their outcome from the Job status, and reads the machine-readable status every step
-// publishes in its member's status ConfigMap (flag --status-configmap).
+// publishes in its own entry of its member's status.steps (flag --member).
 //
 // Jobs are plain data here: Build is pure, so the planners can decide on a complete Job and
 // the tests can assert its arguments, labels and limits without an API server.
@@ -20,8 +20,8 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 )
 
-// Steps, named after the `fedbr br` command each Job runs. The step is also the data key of
-// the command's status in the status ConfigMap.
+// Steps, named after the `fedbr br` command each Job runs. The step is also the name of the
+// command's entry in its member's status.steps.
 const (
 	StepPause          = dpv1alpha1.StepPause
 	StepSnapshot       = dpv1alpha1.StepSnapshot
@@ -201,7 +201,7 @@ func securityContext(privileged bool) *corev1.SecurityContext {
 	return &corev1.SecurityContext{Privileged: ptr.To(true)}
 }
 
-// podEnv gives the step its pod's namespace and name (the status ConfigMap lives in the pod's
+// podEnv gives the step its pod's namespace and name (its member lives in the pod's
 // namespace). Template env comes after it, so a user's value wins.
 func podEnv() []corev1.EnvVar {
 	field := func(name, path string) corev1.EnvVar {

@@ -3,7 +3,7 @@
 //
 // As for backups, the decisions are one pure function, Plan, over what the reconciler
 // observed: the member, the target TidbCluster and its TiKV pods, the backup's metadata, the
-// step Jobs and the status ConfigMap they write, and the PVs/PVCs the agent created.
+// step Jobs and their reports in status.steps, and the PVs/PVCs the agent created.
 //
 // The member's protocol:
 //   - restore-volume: validate (TidbCluster exists in recovery mode, TiKV count equals the
@@ -13,8 +13,8 @@
 //     stores are up (TikvComplete);
 //   - restore-data (one member): run `fedbr br restore-data` for the whole cluster
 //     (DataComplete). The manager marks that member (spec.dataMember) early; its step is then
-//     started armed (--wait-start) as soon as the volumes are restored, and given its go
-//     (phase restore-data, also the status ConfigMap key start) once TiKV runs everywhere;
+//     started armed (--wait-start) as soon as the volumes are restored, and goes on the
+//     member's phase restore-data, which the manager sets once TiKV runs everywhere;
 //   - restore-finish: clear spec.recoveryMode, restart the TiKV pods that ran in recovery
 //     mode, and wait until they are back and their stores up (Complete);
 //   - deletion of an unfinished restore: stop the steps, delete the PVCs and PVs created and

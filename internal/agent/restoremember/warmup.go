@@ -129,7 +129,7 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 				continue
 			}
 			if !created {
-				p.ensureCommon() // the Jobs report their progress to the status ConfigMap
+				p.ensureCommon() // the Jobs report their progress in the member's status.steps
 			}
 			p.add(Action{Kind: CreateJob, Job: job.Build(p.warmupJob(name, wp, node))})
 			running, created = append(running, name), true

@@ -86,7 +86,7 @@ func (o Options) Validate() error {
 	return nil
 }
 
-// Status is the state of a clean, for the status ConfigMap.
+// Status is the state of a clean, for the member's status.steps.
 type Status struct {
 	Phase string `json:"phase"`
 	// Deleted of Total snapshots to delete were deleted (from DeletingSnapshots on).

@@ -1,13 +1,15 @@
-// Package report publishes a `fedbr br` command's status to a Kubernetes ConfigMap, so that the
-// agent which started the command as a Job learns its progress from a watch instead of
-// scraping logs or polling.
+// Package report publishes a `fedbr br` command's status in its member's status.steps, so that
+// the agent which started the command as a Job (and the manager) learns its progress from a
+// watch instead of scraping logs or polling, and lets a command wait for a go signal in its
+// member's spec (Member).
 //
-// The contract (docs/br.md, "Reporting to Kubernetes"): each command owns the data key named
-// after it (`pause`, `snapshot`, …), holding the same JSON document as its status or progress
-// file, and the key `<command>.result`, holding the JSON summary it prints, written before it
-// exits 0. Keys are written by server-side apply with the field manager `fedbr-br-<command>`,
-// so several commands (and the agent) share one ConfigMap without read-modify-write races, and
-// applying creates the ConfigMap when it is missing.
+// The contract (docs/br.md, "Reporting to Kubernetes"): each command owns the entry of
+// status.steps named after it (`pause`, `snapshot`, …), holding its status document (the one of
+// its status or progress file, as far as the entry has fields for it: StepEntry) and, once
+// it is about to exit 0, the JSON summary it prints as the entry's result. The entry is written
+// by server-side apply with the field manager `fedbr-br-<command>` (MemberStep), so the steps
+// and the agent share the member's status without read-modify-write races. A Sink works in
+// keys: `<command>` for the status document, `<command>.result` for the summary.
 //
 // Reporting never gets in the way of the command's real work: Update only queues, a background
 // loop writes every phase change at once and progress within one phase at most once per
@@ -88,7 +90,7 @@ type Options struct {
 }
 
 // Reporter publishes one command's status. The zero of *Reporter (nil) reports nothing, so a
-// command without --status-configmap calls it unconditionally.
+// command without --member calls it unconditionally.
 type Reporter struct {
 	o Options
 
@@ -195,7 +197,7 @@ func (r *Reporter) Close(ctx context.Context) {
 // Result writes the command's final summary to `<command>.result`, together with its latest
 // status, retrying until it succeeds or ResultTimeout (or ctx) ends, and stops the write loop.
 // The command exits 0 only when it returns nil, so the agent may rely on a succeeded Job having
-// its result in the ConfigMap.
+// its result in its member's status.steps.
 func (r *Reporter) Result(ctx context.Context, doc any) error {
 	if r == nil {
 		return nil

@@ -101,7 +101,7 @@ type Deps struct {
 	Report func(Status)
 }
 
-// Status is the state of the data phase, for the status ConfigMap.
+// Status is the state of the data phase, for the member's status.steps.
 type Status struct {
 	Phase string `json:"phase"`
 	// ResolvedTS is the ts the data is flashed back to.

@@ -104,7 +104,7 @@ type Options struct {
 	Clock budget.Clock
 }
 
-// Status is the state of the phase, for the status ConfigMap.
+// Status is the state of the phase, for the member's status.steps.
 type Status struct {
 	Phase string `json:"phase"`
 	// ResolvedTS is the backup's resolved ts, once backupmeta was read.

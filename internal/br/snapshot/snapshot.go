@@ -84,7 +84,7 @@ type Options struct {
 	Clock budget.Clock
 }
 
-// Progress is the state of the step for a progress file and the status ConfigMap.
+// Progress is the state of the step for a progress file and the member's status.steps.
 type Progress struct {
 	Phase   string  `json:"phase"`
 	Done    int     `json:"done"`

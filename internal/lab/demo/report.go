@@ -44,8 +44,8 @@ type Report struct {
 	// what the members sized them at after completion.
 	Snapshots                         int
 	BackupSize, IncrementalBackupSize int64
-	// SelfReported is how many snapshot steps stamped both their start and their completion
-	// into their members themselves (the manager acts on those one hop before the agents).
+	// SelfReported is how many snapshot steps reported both their start and their completion
+	// in their members' status.steps (the manager acts on those).
 	SelfReported int
 	// Bank is the workload's summary. CheckedTS is the ts the checker judged (the backup's
 	// commit ts); TxnsBeforeCommitTS and TxnsAfterCommitTS the transfers the bank committed at or
@@ -62,7 +62,7 @@ type Report struct {
 	// WarmUpComplete reason ("" without warm-up).
 	WarmupJobs, WarmupJobsTotal int
 	Warmup                      string
-	// WarmupResults is how many warm-up Jobs reported their summary to the status ConfigMaps,
+	// WarmupResults is how many warm-up Jobs reported their summary in their members' status.steps,
 	// WarmupBytes the bytes they read in total.
 	WarmupResults int
 	WarmupBytes   int64

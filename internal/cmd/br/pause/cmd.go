@@ -33,7 +33,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
-// command is this step's name: its key in the status ConfigMap.
+// command is this step's name: its entry in the member's status.steps.
 const command = "pause"
 
 type options struct {
@@ -138,7 +138,7 @@ func run(cmd *cobra.Command, o options) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// The pause and the ConfigMap reporter log from their own goroutines.
+	// The pause and the member reporter log from their own goroutines.
 	logf := session.Logf(session.NewLockedWriter(cmd.ErrOrStderr()))
 
 	// Only Ready and the end matter to the watchers; the steps between usually pass in a

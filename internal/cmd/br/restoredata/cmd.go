@@ -23,7 +23,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
-// command is this step's name: its key in the status ConfigMap.
+// command is this step's name: its entry in the member's status.steps.
 const command = "restore-data"
 
 type options struct {

@@ -28,7 +28,7 @@ import (
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
-// command is this step's name: its key in the status ConfigMap.
+// command is this step's name: its entry in the member's status.steps.
 const command = "snapshot"
 
 type options struct {
@@ -189,7 +189,7 @@ func readyPause(file string) (pause.Status, error) {
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// The engine, this step's own pause and the ConfigMap reporter all log; one lock keeps
+	// The engine, this step's own pause and the member reporter all log; one lock keeps
 	// their lines whole.
 	logw := session.NewLockedWriter(cmd.ErrOrStderr())
 	// The check and the snapshot starts usually pass in a moment inside the GC pause window,
