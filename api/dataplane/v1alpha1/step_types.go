@@ -24,6 +24,15 @@ type StepReport struct {
 	// BackupTS is the pause's (and the snapshot's) backup ts.
 	// +optional
 	BackupTS uint64 `json:"backupTS,omitempty"`
+	// ResolvedTS is the ts a restore step restores to (restore-volumes, restore-data).
+	// +optional
+	ResolvedTS uint64 `json:"resolvedTS,omitempty"`
+	// Attempt and Regions are restore-data's attempt (its planning stages are retried as a
+	// whole) and the number of regions it recovers.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// +optional
+	Regions int32 `json:"regions,omitempty"`
 	// Stores is the number of TiKV stores the pause holds.
 	// +optional
 	Stores int32 `json:"stores,omitempty"`

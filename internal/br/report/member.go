@@ -73,7 +73,10 @@ func (m *Member) Wait(ctx context.Context, sig Signal) (string, error) {
 			return nil
 		},
 	}.wait(ctx)
-	if err != nil && !errors.Is(err, ErrCannotWatch) {
+	switch {
+	case errors.Is(err, errGone):
+		return "", fmt.Errorf("%w %s: it does not exist", ErrCannotWatch, m)
+	case err != nil && !errors.Is(err, ErrCannotWatch):
 		return "", fmt.Errorf("waiting for %s: %w", m, err)
 	}
 	return v, err

@@ -76,6 +76,9 @@ type stepDocument struct {
 	Phase       string    `json:"phase"`
 	Error       string    `json:"error"`
 	BackupTS    uint64    `json:"backupTS"`
+	ResolvedTS  uint64    `json:"resolvedTS"`
+	Attempt     int32     `json:"attempt"`
+	Regions     int32     `json:"regions"`
 	Stores      int32     `json:"stores"`
 	Since       time.Time `json:"since"`
 	GCPausedAt  time.Time `json:"gcPausedAt"`
@@ -104,6 +107,7 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		e.Phase, e.Error, e.BackupTS, e.Stores = d.Phase, d.Error, d.BackupTS, d.Stores
 		e.Done, e.Total, e.Percent, e.Deleted, e.Volumes = d.Done, d.Total, d.Percent, d.Deleted, d.Volumes
 		e.SlowestStartSeconds = d.Slowest
+		e.ResolvedTS, e.Attempt, e.Regions = d.ResolvedTS, d.Attempt, d.Regions
 		e.Since, e.GCPausedAt, e.LiftedAt, e.ReadyAt = micro(d.Since), micro(d.GCPausedAt), micro(d.LiftedAt), micro(d.ReadyAt)
 		e.BackupTSAt, e.StartedAt, e.CompletedAt = micro(d.BackupTSAt), micro(d.StartedAt), micro(d.CompletedAt)
 	}

@@ -147,7 +147,7 @@ func (r *Reporter) Update(phase string, doc any) {
 	}
 	data, err := json.Marshal(doc)
 	if err != nil {
-		r.o.Log("Encoding the %s status for the ConfigMap failed: %v", r.o.Command, err)
+		r.o.Log("Encoding the %s status for the member's status.steps failed: %v", r.o.Command, err)
 		return
 	}
 	r.mu.Lock()
@@ -220,10 +220,10 @@ func (r *Reporter) Result(ctx context.Context, doc any) error {
 		if err == nil {
 			return nil
 		}
-		r.o.Log("Writing %s to the status ConfigMap failed (attempt %d): %v", ResultKey(r.o.Command), attempt, err)
+		r.o.Log("Writing the %s result to the member's status.steps failed (attempt %d): %v", r.o.Command, attempt, err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("write %s to the status ConfigMap: %w", ResultKey(r.o.Command), err)
+			return fmt.Errorf("write the %s result to the member's status.steps: %w", r.o.Command, err)
 		case <-time.After(backoff.Doubling(firstBackoff, r.o.MaxBackoff, attempt)):
 		}
 	}
@@ -290,7 +290,7 @@ func (r *Reporter) loop() {
 		if err != nil {
 			failures++
 			retryAt = time.Now().Add(backoff.Doubling(firstBackoff, r.o.MaxBackoff, failures))
-			r.o.Log("Writing the %s status (phase %s) to the ConfigMap failed, retrying: %v", r.o.Command, e.phase, err)
+			r.o.Log("Writing the %s status (phase %s) to the member's status.steps failed, retrying: %v", r.o.Command, e.phase, err)
 			continue
 		}
 		failures, retryAt = 0, time.Time{}

@@ -255,7 +255,7 @@ func TestReporterResultGivesUp(t *testing.T) {
 	}
 	r.Update("Completed", status{"Completed", 1})
 	err = r.Result(context.Background(), struct{}{})
-	if err == nil || !strings.Contains(err.Error(), "write clean.result to the status ConfigMap") {
+	if err == nil || !strings.Contains(err.Error(), "write the clean result to the member's status.steps") {
 		t.Fatalf("Result = %v, want a bounded failure", err)
 	}
 }

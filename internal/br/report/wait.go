@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,9 +24,12 @@ type named struct {
 	listFailed func(error) error
 }
 
-// wait lists the object, then watches it from the listed version, until value gives a value or
-// ctx ends: the awaited write is seen within one watch event, and a watch that ends (expired
-// version, API server restart) is picked up by listing again.
+// errGone is a wait's end when its object does not exist (listed without it, or deleted).
+var errGone = errors.New("not found")
+
+// wait lists the object, then watches it from the listed version, until value gives a value,
+// the object is gone (errGone) or ctx ends: the awaited write is seen within one watch event,
+// and a watch that ends (expired version, API server restart) is picked up by listing again.
 func (n named) wait(ctx context.Context) (string, error) {
 	sel := fields.OneTermEqualSelector("metadata.name", n.name).String()
 	for {
@@ -42,6 +46,9 @@ func (n named) wait(ctx context.Context) (string, error) {
 			}
 			continue
 		}
+		if len(items) == 0 {
+			return "", errGone
+		}
 		for _, o := range items {
 			if v, ok := n.value(o); ok {
 				return v, nil
@@ -51,8 +58,11 @@ func (n named) wait(ctx context.Context) (string, error) {
 		if err != nil {
 			continue // listed again above
 		}
-		v, found := n.events(ctx, w)
+		v, found, err := n.events(ctx, w)
 		w.Stop()
+		if err != nil {
+			return "", err
+		}
 		if found {
 			return v, nil
 		}
@@ -62,20 +72,24 @@ func (n named) wait(ctx context.Context) (string, error) {
 	}
 }
 
-// events reads w until an event gives the value or the watch ends.
-func (n named) events(ctx context.Context, w watch.Interface) (string, bool) {
+// events reads w until an event gives the value, the object is deleted (errGone) or the
+// watch ends.
+func (n named) events(ctx context.Context, w watch.Interface) (string, bool, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return "", false
+			return "", false, nil
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return "", false
+				return "", false, nil
 			}
-			if ev.Type == watch.Added || ev.Type == watch.Modified {
+			switch ev.Type {
+			case watch.Added, watch.Modified:
 				if v, has := n.value(ev.Object); has {
-					return v, true
+					return v, true, nil
 				}
+			case watch.Deleted:
+				return "", false, errGone
 			}
 		}
 	}

@@ -68,7 +68,7 @@ func NewCmd() *cobra.Command {
 		Long: `Run fedbr's agent in one data-plane Kubernetes cluster. It reconciles the
 VolumeBackupMembers and VolumeRestoreMembers the manager creates for this cluster (those whose
 spec.k8sClusterName is --k8s-cluster-name; others get a Warning event and are left alone): it
-runs the ` + "`fedbr br`" + ` steps as Jobs in --image, follows their status ConfigMaps by watch,
+runs the ` + "`fedbr br`" + ` steps as Jobs in --image, follows their reports in the members' status by watch,
 discovers and rebuilds TiKV volumes, and drives TiKV through the TidbCluster contract.
 
 Without --kubeconfig it uses the pod's service account (also inside the lab's process pods),

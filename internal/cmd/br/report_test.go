@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	pd "github.com/tikv/pd/client"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/testenv"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // execute runs `fedbr br ARGS…` and returns its stderr with the error.
@@ -282,5 +284,36 @@ func TestStepReportSurvivesTheAgentsWrites(t *testing.T) {
 	// Without --member nothing is reported.
 	if rep, err := (&session.ReportFlags{}).Reporter("snapshot", t.Logf); rep != nil || err != nil {
 		t.Errorf("a reporter without --member: %v, %v", rep, err)
+	}
+}
+
+// TestPauseWithoutItsMemberLiftsAndFails: a pause told to watch a member for the release that
+// it cannot read (here: no such member) lifts everything at once and fails, naming why, rather
+// than hold what only a SIGTERM could release.
+func TestPauseWithoutItsMemberLiftsAndFails(t *testing.T) {
+	env := testenv.Start(t) // skips in -short mode
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	stderr, err := execute(ctx, "pause", "--pd", cl.PDAddr(), "--ttl", "5m", "--watch-release",
+		"--member", "fed-gone", "--member-namespace", "default", "--kubeconfig", env.Kubeconfig)
+	if err == nil || !strings.Contains(err.Error(), "--watch-release") || !strings.Contains(err.Error(), "cannot watch the member") {
+		t.Fatalf("pause = %v, want a failure naming --watch-release and the member\n%s", err, stderr)
+	}
+	pc, err := pd.NewClientWithContext(ctx, []string{cl.PDAddr()}, pd.SecurityOption{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	held, err := tidb.ReadHeld(ctx, pc, cl.PD.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Any() {
+		t.Errorf("the pause left %+v held", held)
 	}
 }

@@ -473,11 +473,13 @@ func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
 		st.Backups = append(st.Backups, ms)
 		st.BackupSize += m.Status.BackupSize
 		st.IncrementalBackupSize += m.Status.IncrementalBackupSize
-		ts, err := strconv.ParseUint(m.Status.CommitTs, 10, 64)
-		if err != nil || ts == 0 {
+		// The backup's commit ts is its members' snapshot steps' own: the fact it completes on.
+		sn := snapshotStep(m)
+		if !dpv1alpha1.SnapshotsCompleted(sn) {
 			allTS = false
 			continue
 		}
+		ts := sn.BackupTS
 		if minTS == 0 || ts < minTS {
 			minTS = ts
 		}

@@ -99,7 +99,16 @@ func stepCompleted(m Member, ts string) Member {
 	return withStep(m, s)
 }
 
-func withTS(m Member, ts string) Member { m.Status.CommitTs = ts; m.Status.BackupSize = 1500; return m }
+// withTS is m with commit ts ts, as its agent reports it and, once its snapshots completed, as
+// its snapshot step does.
+func withTS(m Member, ts string) Member {
+	m.Status.CommitTs = ts
+	m.Status.BackupSize = 1500
+	if s, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); ok && s.CompletedAt != nil {
+		m = stepCompleted(m, ts)
+	}
+	return m
+}
 
 const (
 	init_   = dpv1alpha1.BackupMemberInitialize

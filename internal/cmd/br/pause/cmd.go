@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -147,19 +148,36 @@ func run(cmd *cobra.Command, o options) error {
 	if err != nil {
 		return err
 	}
+	// watchErr is why the member could not be watched for the release (no rule to read it, or
+	// it is gone): the pause then lifts everything at once and fails with it, rather than hold
+	// what nobody could release but a SIGTERM.
+	var watchErr atomic.Pointer[error]
 	if o.watchRelease {
 		var release context.CancelFunc
 		ctx, release = context.WithCancel(ctx)
 		defer release()
 		go func() {
-			if _, err := o.report.WaitSignal(ctx, releaseSignal, logf); err == nil {
+			_, err := o.report.WaitSignal(ctx, releaseSignal, logf)
+			switch {
+			case err == nil:
 				logf("Release asked: lifting everything")
-				release()
+			case ctx.Err() != nil:
+				return
+			default:
+				logf("Cannot watch the member for the release (%v): lifting everything", err)
+				err = fmt.Errorf("--watch-release: %w", err)
+				watchErr.Store(&err)
 			}
+			release()
 		}()
 	}
 	pub := &publisher{file: o.statusFile, report: rep}
 	final, err := o.pause(ctx, cmd, pub, logf)
+	if werr := watchErr.Load(); werr != nil && err == nil {
+		err = *werr
+		final.Phase, final.Error = pause.PhaseFailed, err.Error()
+		pub.publish(final)
+	}
 	if err != nil {
 		if final.Phase != pause.PhaseFailed {
 			// The pause never started: tell the watchers why (file and HTTP too).
