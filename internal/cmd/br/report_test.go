@@ -197,9 +197,10 @@ func TestPauseTakesItsSignalsFromTheMember(t *testing.T) {
 		err    error
 	}
 	done := make(chan outcome, 1)
+	name, ns := m.Name, m.Namespace // m is read again below, as the manager changes it
 	go func() {
 		stderr, err := execute(ctx, "pause", "--pd", cl.PDAddr(), "--ttl", "5m", "--wait-start", "--watch-release",
-			"--member", m.Name, "--member-namespace", m.Namespace, "--kubeconfig", env.Kubeconfig)
+			"--member", name, "--member-namespace", ns, "--kubeconfig", env.Kubeconfig)
 		done <- outcome{stderr, err}
 	}()
 	waitFor := func(what string, ok func() bool) {
