@@ -176,6 +176,15 @@ func Plan(o Observed, now time.Time) Result {
 		return fail(o, res, now, ReasonStepTimeout, fmt.Sprintf("member in %s stayed in phase %s longer than %s", name, o.Members[name].Phase, b.Spec.Template.EffectiveStepTimeout()))
 	}
 
+	if hidden := hiddenMembers(o); len(hidden) > 0 && b.Status.Phase == fedv1alpha1.VolumeBackupSnapshotsCreated {
+		// A member this manager cannot see now (its plane unreachable, or its cache not synced
+		// yet after a restart) is not a member that was never created: every member had started
+		// its snapshots, and the phase never moves back.
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
+			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
+		res.RequeueAfter = nextTimeout(o, b, now)
+		return res
+	}
 	init := o.Members[initializer]
 	armOthers := func() {
 		// Every other member starts now, in execute without a backup ts: its agent starts the
@@ -574,4 +583,16 @@ func setCondition(st *fedv1alpha1.VolumeBackupStatus, c metav1.Condition, now ti
 func setProgress(st *fedv1alpha1.VolumeBackupStatus, now time.Time, phase fedv1alpha1.VolumeBackupPhase, reason, msg string) {
 	st.Phase = phase
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
+}
+
+// hiddenMembers are the planes whose member the manager does not see because it cannot read
+// the plane right now.
+func hiddenMembers(o Observed) []string {
+	var out []string
+	for _, c := range o.Backup.Spec.Clusters {
+		if !o.Reachable[c.K8sClusterName] && !o.Members[c.K8sClusterName].Exists {
+			out = append(out, c.K8sClusterName)
+		}
+	}
+	return out
 }

@@ -223,6 +223,22 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
+			// A restarted manager whose az3 cache has not synced yet: az3's member is not seen,
+			// which must not read as "never created" (the backup would go back to Running).
+			name: "a plane not seen yet after SnapshotsCreated: the phase stands, nothing is created",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				b.Status.Phase, b.Status.Initializer = fedv1alpha1.VolumeBackupSnapshotsCreated, "az1"
+			},
+			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec, started)},
+			reachable: map[string]bool{"az1": true, "az2": true},
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
+			check: func(t *testing.T, r Result) {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable || !strings.Contains(c.Message, "az3") {
+					t.Errorf("Ready = %+v, want ClusterUnreachable naming az3", c)
+				}
+			},
+		},
+		{
 			name:      "some snapshots started: wait",
 			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,

@@ -134,6 +134,15 @@ func Plan(o Observed, now time.Time) Result {
 		}
 	}
 
+	if hidden := hiddenMembers(o); len(hidden) > 0 && pastVolumes(r.Status.Phase) {
+		// A member this manager cannot see now (its plane unreachable, or its cache not synced
+		// yet after a restart) is not a member that was never created: what the restore reached
+		// stands, and the phase never moves back.
+		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse,
+			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
+		res.RequeueAfter = nextTimeout(o, limit, now)
+		return res
+	}
 	switch {
 	case !all(o, func(m Member) bool { return m.Exists }):
 		for _, c := range r.Spec.Clusters {
@@ -292,6 +301,28 @@ func all(o Observed, f func(Member) bool) bool {
 		}
 	}
 	return true
+}
+
+// hiddenMembers are the planes whose member the manager does not see because it cannot read
+// the plane right now.
+func hiddenMembers(o Observed) []string {
+	var out []string
+	for _, c := range o.Restore.Spec.Clusters {
+		if !o.Reachable[c.K8sClusterName] && !o.Members[c.K8sClusterName].Exists {
+			out = append(out, c.K8sClusterName)
+		}
+	}
+	return out
+}
+
+// pastVolumes says a restore in phase p had created every member (a phase that only a restore
+// whose every member was seen can reach).
+func pastVolumes(p fedv1alpha1.VolumeRestorePhase) bool {
+	switch p {
+	case fedv1alpha1.VolumeRestoreVolumeComplete, fedv1alpha1.VolumeRestoreTikvComplete, fedv1alpha1.VolumeRestoreDataComplete:
+		return true
+	}
+	return false
 }
 
 func unreachable(o Observed) []string {

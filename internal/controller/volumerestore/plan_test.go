@@ -232,6 +232,27 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			// A restarted manager whose az2 cache has not synced yet: az2's member is not seen,
+			// which must not read as "never created" (the restore would go back to Running).
+			name: "a plane not seen yet after TikvComplete: the phase stands, nothing is created",
+			mutate: func(r *fedv1alpha1.VolumeRestore) {
+				r.Status.Phase = fedv1alpha1.VolumeRestoreTikvComplete
+				r.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeRestoreTikvCompleteCondition, Status: metav1.ConditionTrue, Reason: "R"}}
+			},
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv)},
+			reachable: map[string]bool{"az1": true},
+			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
+			check: func(t *testing.T, r Result) {
+				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable ||
+					!strings.Contains(c.Message, "az2") {
+					t.Errorf("Ready = %+v, want ClusterUnreachable naming az2", c)
+				}
+				if !meta.IsStatusConditionTrue(r.Status.Conditions, fedv1alpha1.VolumeRestoreTikvCompleteCondition) {
+					t.Errorf("TikvComplete went away: %+v", r.Status.Conditions)
+				}
+			},
+		},
+		{
 			name: "deletion keeps the finalizer while an unreachable plane may hold a member with volumes",
 			mutate: func(r *fedv1alpha1.VolumeRestore) {
 				now := metav1.NewTime(t0)
