@@ -139,20 +139,9 @@ func record(t testing.TB) *meta.Record {
 }
 
 func rreport(data map[string]string) job.Report {
-	var steps []dpv1alpha1.StepReport
-	for k, v := range data {
-		step, isResult := strings.CutSuffix(k, ".result")
-		if isResult {
-			if _, hasStatus := data[step]; hasStatus {
-				continue
-			}
-			v = ""
-		}
-		e, err := brreport.StepEntry(step, v, data[step+".result"])
-		if err != nil {
-			panic(err)
-		}
-		steps = append(steps, e)
+	steps, err := brreport.Entries(data)
+	if err != nil {
+		panic(err)
 	}
 	return job.ReportOf(steps)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,6 +119,27 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		e.Result = &runtime.RawExtension{Raw: []byte(result)}
 	}
 	return e, nil
+}
+
+// Entries turns the keys steps write through a Sink (each step's status document under its
+// name, its summary under <step>.result) into their step reports, one per step.
+func Entries(data map[string]string) ([]dpv1alpha1.StepReport, error) {
+	var out []dpv1alpha1.StepReport
+	for k, v := range data {
+		step, isResult := strings.CutSuffix(k, ResultSuffix)
+		if isResult {
+			if _, hasStatus := data[step]; hasStatus {
+				continue // taken with its status
+			}
+			v = ""
+		}
+		e, err := StepEntry(step, v, data[ResultKey(step)])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }
 
 func micro(t time.Time) *metav1.MicroTime {
