@@ -154,27 +154,6 @@ func (a *Applier) DeleteJob(ctx context.Context, member client.Object, namespace
 	return err
 }
 
-// Status writes the status subresource when it changed: set puts the new status on obj. The
-// agent is the only writer of a member's status but for the steps' own entries of status.steps,
-// which a merge patch of an unchanged list leaves alone, so the patch carries no
-// resourceVersion: with an optimistic lock every spec change by the manager (a new phase, the
-// backup ts, resumeGC) and every step report made the next status write conflict and retry, a
-// round trip on the pause window's critical path.
-func (a *Applier) Status(ctx context.Context, obj client.Object, before, after any, set func()) error {
-	if equalJSON(before, after) {
-		return nil
-	}
-	orig, ok := obj.DeepCopyObject().(client.Object)
-	if !ok {
-		return fmt.Errorf("copy %T", obj)
-	}
-	set()
-	if err := a.Client.Status().Patch(ctx, obj, client.MergeFrom(orig)); err != nil {
-		return fmt.Errorf("write status of %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
-	}
-	return nil
-}
-
 // ConditionEvent records a condition transition as an Event (Warning when warn).
 func ConditionEvent(ctx context.Context, r Recorder, obj runtime.Object, t condition.Transition, warn bool) {
 	typ := corev1.EventTypeNormal
@@ -227,4 +206,14 @@ func Concurrently[A any](as []A, apply func(A) error) error {
 		g.Go(func() error { return apply(a) })
 	}
 	return g.Wait()
+}
+
+// OtherCluster says a member names a data plane other than this agent's (and records a
+// Warning Event): the agent leaves it alone.
+func OtherCluster(r Recorder, m runtime.Object, memberCluster, agentCluster string) bool {
+	if memberCluster == agentCluster {
+		return false
+	}
+	r.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore", "member is for data plane %q; this agent serves %q", memberCluster, agentCluster)
+	return true
 }

@@ -2,6 +2,7 @@ package backupmember
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -18,7 +19,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -30,6 +30,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/loop"
 	"github.com/fedbr/fedbr/internal/ownwrite"
 )
 
@@ -64,115 +65,63 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 
-// Reconcile observes one member, plans and applies.
+// Reconcile drives one member through the reconcile skeleton (loop.Loop).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	m := &dpv1alpha1.VolumeBackupMember{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Metrics.SetPhase(Kind, req.Namespace, req.Name, "")
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get VolumeBackupMember %s: %w", req, err)
+	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
+	l := loop.Loop[*dpv1alpha1.VolumeBackupMember, Action]{
+		Finalizer: Finalizer, Client: r.Client, Now: r.Now, Writes: &r.writes,
+		New:                func() *dpv1alpha1.VolumeBackupMember { return &dpv1alpha1.VolumeBackupMember{} },
+		ObservedGeneration: func(m *dpv1alpha1.VolumeBackupMember) *int64 { return &m.Status.ObservedGeneration },
+		Gone:               func(req reconcile.Request) { r.Metrics.SetPhase(Kind, req.Namespace, req.Name, "") },
+		Skip: func(_ context.Context, m *dpv1alpha1.VolumeBackupMember) bool {
+			return apply.OtherCluster(r.Recorder, m, m.Spec.K8sClusterName, r.ClusterName)
+		},
+		Decide: r.decide,
+		Apply: func(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, as []Action, _ time.Time) error {
+			return r.apply(ctx, ap, m, as)
+		},
+		Changed: func(ctx context.Context, before, after *dpv1alpha1.VolumeBackupMember) {
+			for _, t := range condition.Transitions(before.Status.Conditions, after.Status.Conditions) {
+				apply.ConditionEvent(ctx, r.Recorder, after, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
+					t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
+			}
+		},
+		Released: func(_ context.Context, m *dpv1alpha1.VolumeBackupMember) {
+			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the backup")
+			r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
+		},
 	}
-	if r.writes.Stale(m) {
-		// The cache predates this agent's last status write: planning from it would record
-		// the same transitions (Events) and create the same Jobs again.
-		return ctrl.Result{RequeueAfter: ownwrite.Retry}, nil
-	}
-	if m.Spec.K8sClusterName != r.ClusterName {
-		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore",
-			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
-		return ctrl.Result{}, nil
-	}
-	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	var o Observed
-	var err error
-	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
-		// A fresh member: the finalizer is added while the cluster is read (both are round
-		// trips on the way to the steps' pods); nothing is planned before the finalizer is in.
-		o, err = r.addFinalizerWhileObserving(ctx, m)
-	} else {
-		o, err = r.observe(ctx, m)
-	}
+	return l.Reconcile(ctx, req)
+}
+
+// decide observes the member and plans. The plan's RemoveFinalizer action is the loop's to
+// carry out, after the status; the steps' own entries of status.steps are theirs, never the
+// agent's to write.
+func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, now time.Time) (loop.Decision[*dpv1alpha1.VolumeBackupMember, Action], error) {
+	o, err := r.observe(ctx, m)
 	if err != nil {
-		return ctrl.Result{}, err
+		return loop.Decision[*dpv1alpha1.VolumeBackupMember, Action]{}, err
 	}
-	now := r.now()
 	res := Plan(o, now)
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
-	before := m.Status.DeepCopy()
-	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
-	// The status and the actions go out at once: the status carries what the manager waits for
-	// (Armed, SnapshotsCreated, Complete), the actions what the steps need (their Jobs, their
-	// go), and neither should wait for the other's API calls. What Plan writes ahead of an
-	// action (Sized=Sizing with the size Job, Cleaned=Cleaning with a clean Job) is planned
-	// again from the observations when the action fails. Removing the finalizer writes the
-	// member itself, so it follows the status write.
-	rv := m.ResourceVersion
-	writeStatus := func() error {
-		if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
-			return err
-		}
-		r.writes.Wrote(m, rv)
-		return nil
-	}
-	var removed bool
-	if slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer }) {
-		if err := writeStatus(); err != nil {
-			return ctrl.Result{}, err
-		}
-		removed, err = r.apply(ctx, ap, m, res)
-	} else {
-		target := m.DeepCopy() // the actions' own copy: the status write updates m
-		var statusErr error
-		var wg sync.WaitGroup
-		wg.Go(func() { statusErr = writeStatus() })
-		removed, err = r.apply(ctx, ap, target, res)
-		wg.Wait()
-		if statusErr != nil {
-			return ctrl.Result{}, statusErr
-		}
-	}
-	r.observeSteps(ctx, m, before, o, res)
-	if err != nil {
-		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%v", err)
-		return ctrl.Result{}, err
-	}
-	if removed {
-		r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
-		return ctrl.Result{}, nil
-	}
-	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
-}
-
-// addFinalizerWhileObserving adds the finalizer to a copy of m while observe reads m, then
-// takes the stored copy's version and finalizers into m: the plan then goes on with the object
-// as stored, without waiting for the update's own event.
-func (r *Reconciler) addFinalizerWhileObserving(ctx context.Context, m *dpv1alpha1.VolumeBackupMember) (Observed, error) {
-	withFinalizer := m.DeepCopy()
-	controllerutil.AddFinalizer(withFinalizer, Finalizer)
-	rv := m.ResourceVersion
-	var updateErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { updateErr = r.Client.Update(ctx, withFinalizer) })
-	o, err := r.observe(ctx, m)
-	wg.Wait()
-	if updateErr != nil {
-		return o, fmt.Errorf("add finalizer to %s/%s: %w", m.Namespace, m.Name, updateErr)
-	}
-	m.Finalizers, m.ResourceVersion = withFinalizer.Finalizers, withFinalizer.ResourceVersion
-	r.writes.Wrote(m, rv)
-	return o, err
-}
-
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
+	release := slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
+	actions := slices.DeleteFunc(slices.Clone(res.Actions), func(a Action) bool { return a.Kind == RemoveFinalizer })
+	return loop.Decision[*dpv1alpha1.VolumeBackupMember, Action]{
+		Actions: actions, RemoveFinalizer: release, RequeueAfter: res.RequeueAfter,
+		SetStatus: func(m *dpv1alpha1.VolumeBackupMember) {
+			steps := m.Status.Steps
+			m.Status = *res.Status.DeepCopy()
+			m.Status.Steps = steps
+		},
+		Done: func(error) {
+			for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean} {
+				r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
+			}
+			if !release {
+				r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
+			}
+		},
+	}, nil
 }
 
 // observe reads everything Plan needs.
@@ -307,29 +256,26 @@ func observeClaim(ctx context.Context, c client.Reader, ns, name string) (*corev
 }
 
 // apply runs the planned actions in order, except that Jobs planned one after another are
-// created at once (the initializer's pause and snapshot steps both arm the backup); it reports
-// whether the finalizer was removed.
-func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, res Result) (bool, error) {
-	for i := 0; i < len(res.Actions); i++ {
-		if n := independentRun(res.Actions[i:]); n > 1 {
+// created at once (the initializer's pause and snapshot steps both arm the backup).
+func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, actions []Action) error {
+	for i := 0; i < len(actions); i++ {
+		if n := independentRun(actions[i:]); n > 1 {
 			// None of them touches the member.
-			if err := apply.Concurrently(res.Actions[i:i+n], func(a Action) error { return r.applyOne(ctx, ap, m, a) }); err != nil {
-				return false, err
+			if err := apply.Concurrently(actions[i:i+n], func(a Action) error { return r.applyOne(ctx, ap, m, a) }); err != nil {
+				return err
 			}
 			i += n - 1
 			continue
 		}
-		if err := r.applyOne(ctx, ap, m, res.Actions[i]); err != nil {
-			return false, err
-		}
-		if res.Actions[i].Kind == RemoveFinalizer {
-			return true, nil
+		if err := r.applyOne(ctx, ap, m, actions[i]); err != nil {
+			return err
 		}
 	}
-	return false, nil
+	return nil
 }
 
-// applyOne applies one action; after RemoveFinalizer nothing else may follow.
+// applyOne applies one action. ResetStep writes the member's status (locked to its version),
+// leaving m as stored.
 func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeBackupMember, a Action) error {
 	var err error
 	switch a.Kind {
@@ -347,13 +293,11 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 		err = ap.StopJob(ctx, m, m.Namespace, a.Name)
 	case DeleteJob:
 		err = ap.DeleteJob(ctx, m, m.Namespace, a.Name)
-	case RemoveFinalizer:
-		controllerutil.RemoveFinalizer(m, Finalizer)
-		if err = r.Client.Update(ctx, m); err == nil {
-			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the backup")
-		}
+	default:
+		err = errors.New("unknown action")
 	}
 	if err != nil {
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%s: %v", a, err)
 		return fmt.Errorf("%s: %w", a, err)
 	}
 	return nil
@@ -365,17 +309,6 @@ func independentRun(as []Action) int { return apply.Run(as, independent) }
 
 var independent = apply.ByKind(func(a Action) ActionKind { return a.Kind },
 	[]ActionKind{EnsureConfigMap, EnsureServiceAccount}, []ActionKind{CreateJob})
-
-// observeSteps records events for condition transitions and durations of finished steps.
-func (r *Reconciler) observeSteps(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, before *dpv1alpha1.VolumeBackupMemberStatus, o Observed, res Result) {
-	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
-		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
-			t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
-	}
-	for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean} {
-		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
-	}
-}
 
 // SetupWithManager registers the controller: it reacts to its members (a step's report in the
 // member's status.steps is an event, never a poll), to their Jobs and to their TidbClusters.

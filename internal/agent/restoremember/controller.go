@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +17,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -30,6 +30,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
+	"github.com/fedbr/fedbr/internal/loop"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/ownwrite"
 )
@@ -79,80 +80,66 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 
-// Reconcile observes one member, plans and applies.
+// Reconcile drives one member through the reconcile skeleton (loop.Loop).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	m := &dpv1alpha1.VolumeRestoreMember{}
-	if err := r.Client.Get(ctx, req.NamespacedName, m); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.Metrics.SetPhase(Kind, req.Namespace, req.Name, "")
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, fmt.Errorf("get VolumeRestoreMember %s: %w", req, err)
-	}
-	if r.writes.Stale(m) {
-		// The cache predates this agent's last status write: planning from it would record
-		// the same transitions (Events) and create the same Jobs again.
-		return ctrl.Result{RequeueAfter: ownwrite.Retry}, nil
-	}
-	if m.Spec.K8sClusterName != r.ClusterName {
-		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "OtherCluster", "Ignore",
-			"member is for data plane %q; this agent serves %q", m.Spec.K8sClusterName, r.ClusterName)
-		return ctrl.Result{}, nil
-	}
-	if m.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
-		controllerutil.AddFinalizer(m, Finalizer)
-		rv := m.ResourceVersion
-		if err := r.Client.Update(ctx, m); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer to %s: %w", req, err)
-		}
-		r.writes.Wrote(m, rv)
-		// Go on with the object as stored: waiting for the update's own event would cost
-		// the member's first step one more round trip.
-	}
-	if m.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(m, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	o, err := r.observe(ctx, m)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	res := Plan(o, r.now())
-	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
-	before := m.Status.DeepCopy()
 	ap := &apply.Applier{Client: r.Client, Recorder: r.Recorder, Metrics: r.Metrics, Kind: Kind}
-	removed, err := r.apply(ctx, ap, m, res)
-	if err != nil {
-		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%v", err)
-		return ctrl.Result{}, err
+	l := loop.Loop[*dpv1alpha1.VolumeRestoreMember, Action]{
+		Finalizer: Finalizer, Client: r.Client, Now: r.Now, Writes: &r.writes,
+		New:                func() *dpv1alpha1.VolumeRestoreMember { return &dpv1alpha1.VolumeRestoreMember{} },
+		ObservedGeneration: func(m *dpv1alpha1.VolumeRestoreMember) *int64 { return &m.Status.ObservedGeneration },
+		Gone:               func(req reconcile.Request) { r.Metrics.SetPhase(Kind, req.Namespace, req.Name, "") },
+		Skip: func(_ context.Context, m *dpv1alpha1.VolumeRestoreMember) bool {
+			return apply.OtherCluster(r.Recorder, m, m.Spec.K8sClusterName, r.ClusterName)
+		},
+		Decide: r.decide,
+		Apply: func(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, as []Action, _ time.Time) error {
+			return r.apply(ctx, ap, m, as)
+		},
+		Changed: func(ctx context.Context, before, after *dpv1alpha1.VolumeRestoreMember) {
+			for _, t := range condition.Transitions(before.Status.Conditions, after.Status.Conditions) {
+				apply.ConditionEvent(ctx, r.Recorder, after, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
+					t.Reason == ReasonStorageUnreachable || t.Reason == ReasonWarmUpFailed)
+			}
+		},
+		Released: func(_ context.Context, m *dpv1alpha1.VolumeRestoreMember) {
+			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the restore")
+			r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
+		},
 	}
-	if removed {
-		r.Metrics.SetPhase(Kind, m.Namespace, m.Name, "")
-		return ctrl.Result{}, nil
-	}
-	rv := m.ResourceVersion
-	if err := ap.Status(ctx, m, before, &res.Status, func() { m.Status = res.Status }); err != nil {
-		return ctrl.Result{}, err
-	}
-	r.writes.Wrote(m, rv)
-	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
-		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
-			t.Reason == ReasonStorageUnreachable || t.Reason == ReasonWarmUpFailed)
-	}
-	for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData} {
-		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
-	}
-	for _, s := range o.Warmups {
-		r.Metrics.ObserveStep(Kind, job.StepWarmup, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
-	}
-	r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
-	return ctrl.Result{RequeueAfter: res.RequeueAfter}, nil
+	return l.Reconcile(ctx, req)
 }
 
-func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+// decide observes the member and plans. The plan's RemoveFinalizer action is the loop's to
+// carry out, after the status; the steps' own entries of status.steps are theirs, never the
+// agent's to write.
+func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, now time.Time) (loop.Decision[*dpv1alpha1.VolumeRestoreMember, Action], error) {
+	o, err := r.observe(ctx, m)
+	if err != nil {
+		return loop.Decision[*dpv1alpha1.VolumeRestoreMember, Action]{}, err
 	}
-	return time.Now()
+	res := Plan(o, now)
+	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
+	release := slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
+	actions := slices.DeleteFunc(slices.Clone(res.Actions), func(a Action) bool { return a.Kind == RemoveFinalizer })
+	return loop.Decision[*dpv1alpha1.VolumeRestoreMember, Action]{
+		Actions: actions, RemoveFinalizer: release, RequeueAfter: res.RequeueAfter,
+		SetStatus: func(m *dpv1alpha1.VolumeRestoreMember) {
+			steps := m.Status.Steps
+			m.Status = *res.Status.DeepCopy()
+			m.Status.Steps = steps
+		},
+		Done: func(error) {
+			for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData} {
+				r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
+			}
+			for _, s := range o.Warmups {
+				r.Metrics.ObserveStep(Kind, job.StepWarmup, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
+			}
+			if !release {
+				r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
+			}
+		},
+	}, nil
 }
 
 // observe reads everything Plan needs.
@@ -356,36 +343,22 @@ func (r *Reconciler) observeCloud(ctx context.Context, m *dpv1alpha1.VolumeResto
 	}
 }
 
-// apply runs the planned actions in order; it reports whether the finalizer was removed.
-func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, res Result) (bool, error) {
-	for i := 0; i < len(res.Actions); i++ {
-		if n := independentRun(res.Actions[i:]); n > 1 {
-			// None of them touches the member.
-			if err := apply.Concurrently(res.Actions[i:i+n], func(a Action) error {
-				if err := r.applyOne(ctx, ap, m, a); err != nil {
-					return fmt.Errorf("%s: %w", a, err)
-				}
-				return nil
-			}); err != nil {
-				return false, err
+// apply runs the planned actions in order, those that do not depend on one another at once.
+func (r *Reconciler) apply(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, actions []Action) error {
+	for i := 0; i < len(actions); i++ {
+		n := max(independentRun(actions[i:]), 1)
+		if err := apply.Concurrently(actions[i:i+n], func(a Action) error {
+			if err := r.applyOne(ctx, ap, m, a); err != nil {
+				r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, "ApplyFailed", "Reconcile", "%s: %v", a, err)
+				return fmt.Errorf("%s: %w", a, err)
 			}
-			i += n - 1
-			continue
+			return nil
+		}); err != nil {
+			return err
 		}
-		a := res.Actions[i]
-		if a.Kind == RemoveFinalizer {
-			controllerutil.RemoveFinalizer(m, Finalizer)
-			if err := r.Client.Update(ctx, m); err != nil {
-				return false, fmt.Errorf("%s: %w", a, err)
-			}
-			r.Recorder.Eventf(m, nil, corev1.EventTypeNormal, "FinalizerRemoved", "Delete", "the data plane let go of the restore")
-			return true, nil
-		}
-		if err := r.applyOne(ctx, ap, m, a); err != nil {
-			return false, fmt.Errorf("%s: %w", a, err)
-		}
+		i += n - 1
 	}
-	return false, nil
+	return nil
 }
 
 // independentRun counts the actions at the head of as that do not depend on one another:

@@ -8,6 +8,7 @@ package federation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -84,18 +85,51 @@ func Create(ctx context.Context, c client.Client, m client.Object) (created bool
 	return err == nil, err
 }
 
-// SetSpec merge-patches spec fields of the member obj (name and namespace set) and, when
-// newStep, restarts its step clock at now.
-func SetSpec(ctx context.Context, c client.Client, obj client.Object, spec map[string]any, newStep bool, now time.Time) error {
-	body := map[string]any{"spec": spec}
-	if newStep {
-		body["metadata"] = map[string]any{"annotations": map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}
-	}
-	raw, err := json.Marshal(body)
+// SetSpec merge-patches spec fields of the member obj (name and namespace set) that only ever
+// turn on (startPause, resumeGC, dataMember): patching one again is a no-op.
+func SetSpec(ctx context.Context, c client.Client, obj client.Object, spec map[string]any) error {
+	raw, err := json.Marshal(map[string]any{"spec": spec})
 	if err != nil {
 		return err
 	}
 	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw))
+}
+
+// MovePhase moves the member obj (name and namespace set) to the next step: it merge-patches
+// the spec fields and restarts the step clock at now, locked to version, the member's
+// resourceVersion the move was planned from. A move planned from a copy older than the stored
+// member (a cache behind, or a pass repeated after a crash) is refused by the API server, and the
+// member is read again: when done (reading obj as stored) says it is already there or further,
+// the move is done and the clock keeps its time; otherwise it is made against the stored
+// version. So a member's phase moves once, never backwards (the member's CEL rules refuse that
+// too), and its step clock starts once per step.
+func MovePhase(ctx context.Context, c client.Client, r client.Reader, obj client.Object, version string, spec map[string]any, now time.Time, done func() bool) error {
+	for range 3 {
+		body := map[string]any{"spec": spec, "metadata": map[string]any{
+			"annotations": map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}}
+		if version != "" {
+			body["metadata"].(map[string]any)["resourceVersion"] = version
+		}
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw))
+		if err == nil || !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+			return err
+		}
+		if gerr := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); gerr != nil {
+			return errors.Join(err, gerr)
+		}
+		if done() {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		version = obj.GetResourceVersion()
+	}
+	return fmt.Errorf("member %s/%s kept changing while its phase was moved", obj.GetNamespace(), obj.GetName())
 }
 
 // Delete deletes a member; one already gone is success.

@@ -49,6 +49,8 @@ type Member struct {
 	PhaseSince time.Time
 	// Status is the member's reported status.
 	Status dpv1alpha1.VolumeBackupMemberStatus
+	// Version is the resourceVersion observed: a phase move is locked to it.
+	Version string
 }
 
 // Observed is everything Plan decides from.
@@ -90,6 +92,8 @@ type Action struct {
 	Phase   dpv1alpha1.BackupMemberPhase
 	// BackupTS goes with execute: the initializer's backup ts, shared by every member.
 	BackupTS string
+	// Version is the member's resourceVersion the SetPhase was planned from.
+	Version string
 }
 
 // Result is Plan's decision.
@@ -280,7 +284,7 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		case !m.Exists:
 			res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		case m.Phase == dpv1alpha1.BackupMemberInitialize || (m.Phase == dpv1alpha1.BackupMemberExecute && m.BackupTS == ""):
-			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS, Version: m.Version})
 		}
 		started := dpv1alpha1.SnapshotsStarted(snapshotStep(m))
 		allStarted = allStarted && m.Exists && started
@@ -381,7 +385,7 @@ func teardownAll(o Observed, res *Result) {
 	}
 	for _, c := range o.Backup.Spec.Clusters {
 		if m := o.Members[c.K8sClusterName]; m.Exists && m.Phase != dpv1alpha1.BackupMemberTeardown {
-			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberTeardown})
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberTeardown, Version: m.Version})
 		}
 	}
 }
@@ -595,4 +599,16 @@ func hiddenMembers(o Observed) []string {
 		}
 	}
 	return out
+}
+
+// RecordFirst says the plan makes a decision that its actions act on and that must be in the
+// status before they run: the data plane that holds the pause (a pass repeated after a crash
+// between creating its member and writing the status could choose another one, when
+// reachability changed meanwhile), and that the pause was asked for (the pause gate of every
+// other backup of the TiDB cluster reads it).
+func RecordFirst(before fedv1alpha1.VolumeBackupStatus, res Result) bool {
+	if before.Initializer == "" && res.Status.Initializer != "" && len(res.Actions) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == StartPause })
 }

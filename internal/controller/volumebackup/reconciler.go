@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,12 +42,12 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		Failed: func(b *fedv1alpha1.VolumeBackup) bool {
 			return b.Status.Phase == fedv1alpha1.VolumeBackupFailed || b.Status.Phase == fedv1alpha1.VolumeBackupCleanFailed
 		},
-		Message: message,
-		OnPhase: observeTerminal,
+		Message:            message,
+		OnPhase:            observeTerminal,
+		ObservedGeneration: func(b *fedv1alpha1.VolumeBackup) *int64 { return &b.Status.ObservedGeneration },
 	}
-	w := &written{specs: map[writtenKey]Member{}}
 	r.Decide = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, now time.Time) (federation.Decision[*fedv1alpha1.VolumeBackup, Action], error) {
-		o, err := observe(ctx, c, planes, b, w)
+		o, err := observe(ctx, c, planes, b)
 		if err != nil {
 			return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{}, err
 		}
@@ -63,15 +62,11 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 			metrics.BackupIncrementalSize.WithLabelValues(b.Namespace, b.Name).Set(float64(res.Status.IncrementalBackupSize))
 		}
 		return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer,
-			RequeueAfter: res.RequeueAfter, SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
+			RequeueAfter: res.RequeueAfter, RecordFirst: RecordFirst(b.Status, res), SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
 	}
 	r.Related = func(ctx context.Context, o client.Object) []reconcile.Request { return waiters(ctx, c, o) }
 	r.Apply = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, a Action, now time.Time) error {
-		if err := apply(ctx, planes, rec, b, a, now); err != nil {
-			return err
-		}
-		w.record(b, a, now)
-		return nil
+		return apply(ctx, planes, rec, b, a, now)
 	}
 	return r
 }
@@ -84,7 +79,7 @@ func WatchPlane(r *Reconciler, p *plane.Plane) error {
 // observe reads every member from its plane's cache, and, for the pause gate, the other
 // backups of the same TiDB cluster from the control plane's. A plane whose read fails counts
 // as unreachable for this pass.
-func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup, w *written) (Observed, error) {
+func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup) (Observed, error) {
 	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
 		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
 	if NeedsOthers(b) {
@@ -115,8 +110,8 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 		if err := federation.CheckOwner(&m, b, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = w.overlay(b, c.K8sClusterName, Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
-			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status})
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
+			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status, Version: m.ResourceVersion}
 	}
 	return o, nil
 }
@@ -142,77 +137,8 @@ func waiters(ctx context.Context, c client.Reader, a client.Object) []reconcile.
 	return out
 }
 
-// written remembers the member specs this manager wrote that a plane's cache may not show yet.
-// Without it, a reconcile started by another event before the cache caught up planned the same
-// write again (seen: a member's phase set twice, 0.5 s apart, on the pause window's path), and
-// the backup's reconcile was busy with it when the event that mattered arrived. Overlaying is
-// safe because every field only moves forward: phase never goes back, backupTS is set once,
-// startPause and resumeGC are never unset.
-type written struct {
-	mu    sync.Mutex
-	specs map[writtenKey]Member
-}
-
-// writtenKey is one member: the VolumeBackup's uid (a re-created backup's members are new
-// objects) and the data plane.
-type writtenKey struct {
-	backup  types.UID
-	cluster string
-}
-
-// record remembers what a successful spec write set.
-func (w *written) record(b *fedv1alpha1.VolumeBackup, a Action, now time.Time) {
-	var set Member
-	switch a.Kind {
-	case SetPhase:
-		set = Member{Phase: a.Phase, BackupTS: a.BackupTS, PhaseSince: now}
-	case StartPause:
-		set = Member{StartPause: true}
-	case ResumeGC:
-		set = Member{ResumeGC: true}
-	default:
-		return
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	k := writtenKey{b.UID, a.Cluster}
-	w.specs[k], _ = forward(w.specs[k], set)
-}
-
-// overlay returns the observed member with what this manager wrote to it on top, and forgets
-// the write once the cache shows it.
-func (w *written) overlay(b *fedv1alpha1.VolumeBackup, cluster string, m Member) Member {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	k := writtenKey{b.UID, cluster}
-	set, ok := w.specs[k]
-	if !ok {
-		return m
-	}
-	merged, changed := forward(m, set)
-	if !changed {
-		delete(w.specs, k)
-	}
-	return merged
-}
-
 // phaseOrder ranks member phases in the only order they move.
 var phaseOrder = map[dpv1alpha1.BackupMemberPhase]int{dpv1alpha1.BackupMemberInitialize: 1, dpv1alpha1.BackupMemberExecute: 2, dpv1alpha1.BackupMemberTeardown: 3}
-
-// forward moves m's spec fields forward to set's where set is further along, and says whether
-// anything changed.
-func forward(m, set Member) (Member, bool) {
-	out := m
-	if phaseOrder[set.Phase] > phaseOrder[out.Phase] {
-		out.Phase, out.PhaseSince = set.Phase, set.PhaseSince // the step timeout runs from the write
-	}
-	if out.BackupTS == "" {
-		out.BackupTS = set.BackupTS
-	}
-	out.StartPause = out.StartPause || set.StartPause
-	out.ResumeGC = out.ResumeGC || set.ResumeGC
-	return out, out.Phase != m.Phase || out.BackupTS != m.BackupTS || out.StartPause != m.StartPause || out.ResumeGC != m.ResumeGC
-}
 
 func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *fedv1alpha1.VolumeBackup, a Action, now time.Time) error {
 	p, ok := planes.Get(a.Cluster)
@@ -236,11 +162,13 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 		if a.BackupTS != "" {
 			spec["backupTS"] = a.BackupTS
 		}
-		return federation.SetSpec(ctx, c, ref, spec, true, now)
+		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, a.Version, spec, now, func() bool {
+			return phaseOrder[ref.Spec.Phase] > phaseOrder[a.Phase] || ref.Spec.Phase == a.Phase && ref.Spec.BackupTS == a.BackupTS
+		})
 	case StartPause:
-		return federation.SetSpec(ctx, c, ref, map[string]any{"startPause": true}, false, now)
+		return federation.SetSpec(ctx, c, ref, map[string]any{"startPause": true})
 	case ResumeGC:
-		return federation.SetSpec(ctx, c, ref, map[string]any{"resumeGC": true}, false, now)
+		return federation.SetSpec(ctx, c, ref, map[string]any{"resumeGC": true})
 	case DeleteMember:
 		return federation.Delete(ctx, c, ref)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/loop"
 	"github.com/fedbr/fedbr/internal/metrics"
 )
 
@@ -44,24 +44,41 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile drives one schedule.
+// Reconcile drives one schedule through the reconcile skeleton (loop.Loop). A schedule has no
+// finalizer: its backups outlive it (see SetupWithManager).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	var s fedv1alpha1.VolumeBackupSchedule
-	if err := r.Client.Get(ctx, req.NamespacedName, &s); err != nil {
-		if apierrors.IsNotFound(err) {
-			forget(req.Namespace, req.Name)
-		}
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	l := loop.Loop[*fedv1alpha1.VolumeBackupSchedule, Result]{
+		Client: r.Client, Now: r.Now,
+		New:                func() *fedv1alpha1.VolumeBackupSchedule { return &fedv1alpha1.VolumeBackupSchedule{} },
+		ObservedGeneration: func(s *fedv1alpha1.VolumeBackupSchedule) *int64 { return &s.Status.ObservedGeneration },
+		Gone:               func(req reconcile.Request) { forget(req.Namespace, req.Name) },
+		Skip: func(_ context.Context, s *fedv1alpha1.VolumeBackupSchedule) bool {
+			if s.DeletionTimestamp != nil {
+				forget(s.Namespace, s.Name)
+				return true
+			}
+			return false
+		},
+		Decide: r.decide,
+		Apply: func(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, plans []Result, _ time.Time) error {
+			for _, res := range plans {
+				if err := r.apply(ctx, s, res); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	}
-	if s.DeletionTimestamp != nil {
-		forget(s.Namespace, s.Name)
-		return reconcile.Result{}, nil // its backups stay; see SetupWithManager
-	}
+	return l.Reconcile(ctx, req)
+}
+
+// decide observes the schedule's backups and plans.
+func (r *Reconciler) decide(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, now time.Time) (loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result], error) {
 	var list fedv1alpha1.VolumeBackupList
 	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{ScheduleLabel: s.Name}); err != nil {
-		return reconcile.Result{}, err
+		return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{}, err
 	}
-	o := Observed{Schedule: &s}
+	o := Observed{Schedule: s}
 	for i := range list.Items {
 		b := &list.Items[i]
 		at, err := time.Parse(time.RFC3339, b.Annotations[ScheduledAnnotation])
@@ -80,32 +97,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		o.Backups = append(o.Backups, ob)
 	}
-	now := time.Now()
-	if r.Now != nil {
-		now = r.Now()
-	}
 	res := Plan(o, now)
-	report(&s, res.Last)
+	report(s, res.Last)
+	// The plan is the one action: its deletion and creation, each idempotent.
+	return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{Actions: []Result{res}, RequeueAfter: res.RequeueAfter,
+		SetStatus: func(s *fedv1alpha1.VolumeBackupSchedule) { s.Status = res.Status }}, nil
+}
+
+// apply deletes what retention deletes and creates the tick's backup.
+func (r *Reconciler) apply(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, res Result) error {
 	if res.Delete != "" {
 		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: res.Delete, Namespace: s.Namespace}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {
-			return reconcile.Result{}, err
+			return err
 		}
-		r.Recorder.Eventf(&s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", res.Delete)
+		r.Recorder.Eventf(s, nil, "Normal", "Retention", "Delete", "deleted %s (retention)", res.Delete)
 	}
 	if res.Create != "" {
-		if err := r.create(ctx, &s, res.CreateFor); err != nil {
-			return reconcile.Result{}, err
-		}
+		return r.create(ctx, s, res.CreateFor)
 	}
-	if !equality.Semantic.DeepEqual(s.Status, res.Status) {
-		old := s.DeepCopy()
-		s.Status = res.Status
-		if err := r.Client.Status().Patch(ctx, &s, client.MergeFrom(old)); err != nil {
-			return reconcile.Result{}, client.IgnoreNotFound(err)
-		}
-	}
-	return reconcile.Result{RequeueAfter: res.RequeueAfter}, nil
+	return nil
 }
 
 func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, tick time.Time) error {

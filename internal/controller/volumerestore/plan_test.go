@@ -75,7 +75,7 @@ func TestPlan(t *testing.T) {
 	}{
 		{
 			name:      "new restore: every member restores volumes",
-			want:      []Action{{CreateMember, "az1", restoreVolume}, {CreateMember, "az2", restoreVolume}},
+			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: restoreVolume}, {Kind: CreateMember, Cluster: "az2", Phase: restoreVolume}},
 			wantPhase: fedv1alpha1.VolumeRestoreRunning,
 		},
 		{
@@ -97,13 +97,13 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "the marked member restores data, even if another reports a smaller ts later",
 			members:   map[string]Member{"az1": marked(member(restoreVolume, "200", tikv)), "az2": member(restoreVolume, "100", tikv)},
-			want:      []Action{{SetPhase, "az1", restoreData}},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: restoreData}},
 			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
 		},
 		{
 			name:      "all TiKV up: the member with the smallest resolved ts restores data",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100", tikv)},
-			want:      []Action{{SetPhase, "az2", restoreData}},
+			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: restoreData}},
 			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
 		},
 		{
@@ -120,7 +120,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "data recovered: every member finishes",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreData, "100", tikv, data)},
-			want:      []Action{{SetPhase, "az1", restoreFinish}, {SetPhase, "az2", restoreFinish}},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: restoreFinish}, {Kind: SetPhase, Cluster: "az2", Phase: restoreFinish}},
 			wantPhase: fedv1alpha1.VolumeRestoreDataComplete,
 			check: func(t *testing.T, r Result) {
 				if r.Status.CommitTs != "100" {
@@ -188,7 +188,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "a member failed: the restore fails and every member is deleted (agents delete their volumes)",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100", failedC)},
-			want:      []Action{{DeleteMember, "az1", ""}, {DeleteMember, "az2", ""}},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1", Phase: ""}, {Kind: DeleteMember, Cluster: "az2", Phase: ""}},
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 			check: func(t *testing.T, r Result) {
 				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
@@ -200,14 +200,14 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "a member without a resolved ts is a clear failure",
 			members:   map[string]Member{"az1": member(restoreVolume, "", tikv), "az2": member(restoreVolume, "100", tikv)},
-			want:      []Action{{DeleteMember, "az1", ""}, {DeleteMember, "az2", ""}},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1", Phase: ""}, {Kind: DeleteMember, Cluster: "az2", Phase: ""}},
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 		},
 		{
 			name:      "a step past its timeout fails the restore",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100")},
 			now:       t0.Add(2 * time.Hour),
-			want:      []Action{{DeleteMember, "az1", ""}, {DeleteMember, "az2", ""}},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1", Phase: ""}, {Kind: DeleteMember, Cluster: "az2", Phase: ""}},
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 		},
 		{
@@ -224,7 +224,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "an unreachable cluster: act on the other, say why it waits",
 			reachable: map[string]bool{"az1": true},
-			want:      []Action{{CreateMember, "az1", restoreVolume}},
+			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: restoreVolume}},
 			check: func(t *testing.T, r Result) {
 				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable {
 					t.Errorf("Ready = %+v", c)

@@ -42,7 +42,8 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		Message: func(r *fedv1alpha1.VolumeRestore) string {
 			return federation.Message(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition, fedv1alpha1.VolumeRestoreReadyCondition, string(r.Status.Phase))
 		},
-		OnPhase: observeTerminal,
+		OnPhase:            observeTerminal,
+		ObservedGeneration: func(r *fedv1alpha1.VolumeRestore) *int64 { return &r.Status.ObservedGeneration },
 	}
 	r.Decide = func(ctx context.Context, vr *fedv1alpha1.VolumeRestore, now time.Time) (decision, error) {
 		o, err := observe(ctx, planes, vr)
@@ -86,7 +87,7 @@ func observe(ctx context.Context, planes *plane.Set, vr *fedv1alpha1.VolumeResto
 		if err := federation.CheckOwner(&m, vr, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(&m), Status: m.Status, Version: m.ResourceVersion}
 	}
 	return o, nil
 }
@@ -109,14 +110,19 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 		rec.Eventf(vr, nil, "Normal", "MemberCreated", "Create", "member %s/%s in %s, phase %s", cl.TCNamespace, name, a.Cluster, a.Phase)
 		return nil
 	case SetPhase:
-		return federation.SetSpec(ctx, c, ref, map[string]any{"phase": a.Phase}, true, now)
+		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, a.Version, map[string]any{"phase": a.Phase}, now, func() bool {
+			return phaseOrder[ref.Spec.Phase] >= phaseOrder[a.Phase]
+		})
 	case MarkDataMember:
-		return federation.SetSpec(ctx, c, ref, map[string]any{"dataMember": true}, false, now)
+		return federation.SetSpec(ctx, c, ref, map[string]any{"dataMember": true})
 	case DeleteMember:
 		return federation.Delete(ctx, c, ref)
 	}
 	return fmt.Errorf("unknown action %q", a.Kind)
 }
+
+// phaseOrder ranks member phases in the only order they move.
+var phaseOrder = map[dpv1alpha1.RestoreMemberPhase]int{dpv1alpha1.RestoreMemberRestoreVolume: 1, dpv1alpha1.RestoreMemberRestoreData: 2, dpv1alpha1.RestoreMemberRestoreFinish: 3}
 
 // newMember is the member a CreateMember action creates in its plane: the restore's template,
 // that plane's backup and zone, the restore's labels and annotations (federation.NewMeta).
