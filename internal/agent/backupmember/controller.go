@@ -370,7 +370,7 @@ var independent = apply.ByKind(func(a Action) ActionKind { return a.Kind },
 func (r *Reconciler) observeSteps(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, before *dpv1alpha1.VolumeBackupMemberStatus, o Observed, res Result) {
 	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
 		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
-			t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
+			t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == dpv1alpha1.BackupMemberCleanFailedReason)
 	}
 	for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean} {
 		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)

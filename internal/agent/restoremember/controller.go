@@ -135,8 +135,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.writes.Wrote(m, rv)
 	for _, t := range condition.Transitions(before.Conditions, res.Status.Conditions) {
-		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == ReasonCleanFailed ||
-			t.Reason == ReasonStorageUnreachable || t.Reason == ReasonWarmUpFailed)
+		apply.ConditionEvent(ctx, r.Recorder, m, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == dpv1alpha1.RestoreMemberCleanFailedReason ||
+			t.Reason == dpv1alpha1.RestoreMemberStorageUnreachableReason || t.Reason == dpv1alpha1.RestoreMemberWarmUpFailedReason)
 	}
 	for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData} {
 		r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
