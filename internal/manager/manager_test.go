@@ -633,7 +633,7 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c := meta.FindStatusCondition(st.Status.Conditions, fedv1alpha1.VolumeBackupScheduleRetentionCondition); c == nil ||
-		c.Reason != volumebackupschedule.ReasonRetentionDeleting || !strings.Contains(c.Message, first.Name) {
+		c.Reason != fedv1alpha1.VolumeBackupScheduleDeletingReason || !strings.Contains(c.Message, first.Name) {
 		t.Fatalf("Retention = %+v, want it waiting for %s", c, first.Name)
 	}
 

@@ -90,17 +90,6 @@ const (
 	BackupMemberCleanedCondition = "Cleaned"
 )
 
-// Reasons of a False Cleaned condition that mean the member's clean is failing; the message
-// says why. The manager surfaces them on the VolumeBackup.
-const (
-	// BackupMemberCleanFailedReason: a clean attempt failed; another follows after a backoff.
-	BackupMemberCleanFailedReason = "CleanFailed"
-	// BackupMemberCleanGaveUpReason: the clean failed as many times as it may and is not
-	// retried until the bound is raised (annotation fedbr.io/max-clean-attempts on the member)
-	// or the member is force-removed.
-	BackupMemberCleanGaveUpReason = "CleanGaveUp"
-)
-
 // VolumeBackupMemberStatus is what the agent reports to the manager.
 type VolumeBackupMemberStatus struct {
 	// ObservedGeneration is the spec generation the agent acted on.

@@ -182,15 +182,6 @@ const (
 	VolumeBackupCleanedCondition = "Cleaned"
 )
 
-// Reasons of the Cleaned condition.
-const (
-	// VolumeBackupCleaningReason: the members are being deleted and clean per cleanPolicy.
-	VolumeBackupCleaningReason = "Cleaning"
-	// VolumeBackupCleanFailedReason: a member's clean failed (retrying, or given up); the
-	// message says which data plane and why.
-	VolumeBackupCleanFailedReason = "CleanFailed"
-)
-
 // VolumeBackupMemberStatus is one data plane's part of a VolumeBackup, copied from its member.
 type VolumeBackupMemberStatus struct {
 	// K8sClusterName is the data plane.

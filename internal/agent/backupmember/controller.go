@@ -83,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Changed: func(ctx context.Context, before, after *dpv1alpha1.VolumeBackupMember) {
 			for _, t := range condition.Transitions(before.Status.Conditions, after.Status.Conditions) {
 				apply.ConditionEvent(ctx, r.Recorder, after, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
-					t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == ReasonCleanFailed)
+					t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == dpv1alpha1.BackupMemberCleanFailedReason)
 			}
 		},
 		Released: func(_ context.Context, m *dpv1alpha1.VolumeBackupMember) {

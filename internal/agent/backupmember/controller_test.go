@@ -275,7 +275,7 @@ func TestBackupProtocol(t *testing.T) {
 	})
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepSnapshot: map[string]any{"phase": "Armed"}})
 	eventually(t, "Armed", func() (bool, string) {
-		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, ReasonSnapshotArmed)
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotArmedReason)
 	})
 	// The pause Job starts armed too; it takes its go off the member's spec.startPause.
 	var pause *batchv1.Job
@@ -304,7 +304,7 @@ func TestBackupProtocol(t *testing.T) {
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepPause: map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 3, "gcPausedAt": gcPausedAt}})
 	eventually(t, "Initialized", func() (bool, string) {
 		got := getMember(t, ctx, key)
-		ok, seen := condIs(got, dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, ReasonPauseReady)
+		ok, seen := condIs(got, dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason)
 		return ok && got.Status.CommitTs == tsText, seen + " commitTs " + got.Status.CommitTs
 	})
 	if c := apimeta.FindStatusCondition(getMember(t, ctx, key).Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition); !c.LastTransitionTime.Time.Equal(gcPausedAt) {
@@ -353,7 +353,7 @@ func TestBackupProtocol(t *testing.T) {
 	liftedAt := gcPausedAt.Add(7 * time.Second)
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepPause: map[string]any{"phase": "Stopped", "backupTS": backupTS, "liftedAt": liftedAt}})
 	eventually(t, "GCResumed", func() (bool, string) {
-		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseLifted)
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason)
 	})
 	if c := apimeta.FindStatusCondition(getMember(t, ctx, key).Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition); !c.LastTransitionTime.Time.Equal(liftedAt) {
 		t.Errorf("GCResumed at %v, want liftedAt %v", c.LastTransitionTime, liftedAt)
@@ -390,7 +390,7 @@ func TestBackupProtocol(t *testing.T) {
 	})
 	eventually(t, "Sized", func() (bool, string) {
 		got := getMember(t, ctx, key)
-		ok, seen := condIs(got, dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, ReasonSized)
+		ok, seen := condIs(got, dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSizedReason)
 		return ok && got.Status.BackupSize == 3<<20 && got.Status.IncrementalBackupSize == 1<<20 && got.Status.Phase == PhaseComplete,
 			fmt.Sprintf("%s sizes %d/%d", seen, got.Status.BackupSize, got.Status.IncrementalBackupSize)
 	})
@@ -409,14 +409,14 @@ func TestBackupProtocol(t *testing.T) {
 	failJob(t, ctx, clean)
 	eventually(t, "CleanFailed surfaced", func() (bool, string) {
 		got := getMember(t, ctx, key)
-		ok, seen := condIs(got, dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed)
+		ok, seen := condIs(got, dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleanFailedReason)
 		return ok && got.Status.Phase == PhaseCleanFailed && strings.Contains(seen, "UnauthorizedOperation"), seen
 	})
 	eventually(t, "CleanFailed event", func() (bool, string) {
 		evs := &eventsv1.EventList{}
 		must(t, c.List(ctx, evs, client.InNamespace(ns)))
 		for _, e := range evs.Items {
-			if e.Reason == ReasonCleanFailed && e.Type == corev1.EventTypeWarning {
+			if e.Reason == dpv1alpha1.BackupMemberCleanFailedReason && e.Type == corev1.EventTypeWarning {
 				return true, ""
 			}
 		}
@@ -452,7 +452,7 @@ func TestForceRemove(t *testing.T) {
 	})
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepSnapshot: map[string]any{"phase": "Failed", "error": "snapshot snap-1 is in the error state"}})
 	eventually(t, "Failed", func() (bool, string) {
-		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, ReasonSnapshotFailed)
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason)
 	})
 	failJob(t, ctx, getJob(ctx, ns, job.Name("fed-b1", job.StepSnapshot)))
 	must(t, c.Delete(ctx, getMember(t, ctx, key)))

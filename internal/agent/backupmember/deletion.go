@@ -29,7 +29,7 @@ func (p *plan) planDeletion() {
 		p.add(Action{Kind: DeleteJob, Name: zj.Name}) // its sizes are moot once the snapshots go
 	}
 	if p.m.Annotations[ForceRemoveAnnotation] == "true" {
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonForceRemoved,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberForceRemovedReason,
 			fmt.Sprintf("annotation %s=true: the finalizer is removed without cleaning; snapshots tagged %s=%s may remain",
 				ForceRemoveAnnotation, "fedbr.io/backup", p.m.UID), time.Time{})
 		p.add(Action{Kind: RemoveFinalizer})
@@ -45,7 +45,7 @@ func (p *plan) planDeletion() {
 		if !sj.Deleting {
 			p.add(Action{Kind: DeleteJob, Name: sj.Name})
 		}
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason,
 			"waiting for the snapshot step to stop before cleaning", time.Time{})
 		return
 	}
@@ -53,12 +53,12 @@ func (p *plan) planDeletion() {
 	complete := p.snapshotsDone()
 	switch {
 	case policy == fedv1alpha1.CleanPolicyRetain, policy == fedv1alpha1.CleanPolicyOnFailure && complete:
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonRetained,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberRetainedReason,
 			fmt.Sprintf("cleanPolicy %s: snapshots and metadata are kept", policy), time.Time{})
 		p.add(Action{Kind: RemoveFinalizer})
 		return
 	case !p.snapshotEverStarted():
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, ReasonNothingToClean,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberNothingToCleanReason,
 			"this member never started a snapshot step", time.Time{})
 		p.add(Action{Kind: RemoveFinalizer})
 		return
@@ -100,7 +100,7 @@ func (p *plan) planClean(complete bool) {
 	}
 	switch {
 	case cj.Phase == job.Succeeded || cj.Exists() && reported && st.Phase == job.PhaseCompleted && hasResult:
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, ReasonCleaned,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberCleanedReason,
 			"snapshots and metadata deleted", cj.Finished)
 		p.add(Action{Kind: RemoveFinalizer})
 		return
@@ -109,7 +109,7 @@ func (p *plan) planClean(complete bool) {
 		if reported && st.Total > 0 {
 			msg += fmt.Sprintf(": %d of %d snapshots deleted", st.Deleted, st.Total)
 		}
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning, msg, time.Time{})
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason, msg, time.Time{})
 		return
 	case cj.Phase == job.Failed:
 		why := cj.FailureText()
@@ -117,7 +117,7 @@ func (p *plan) planClean(complete bool) {
 			why = st.Error
 		}
 		wait := backoff.Doubling(cleanBackoffBase, cleanBackoffMax, attempts)
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleanFailedReason,
 			fmt.Sprintf("clean attempt %d of %d failed: %s; retrying in %s (annotation %s=true removes the member without cleaning)",
 				attempts, limit, why, wait, ForceRemoveAnnotation), time.Time{})
 		if left := cj.Finished.Add(wait).Sub(p.now); !cj.Finished.IsZero() && left > 0 {
@@ -127,7 +127,7 @@ func (p *plan) planClean(complete bool) {
 	}
 	storage, err := storageOf(&p.m.Spec.Template)
 	if err != nil {
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleanFailedReason,
 			"cannot clean: storage: "+err.Error()+fmt.Sprintf(" (annotation %s=true removes the member without cleaning)", ForceRemoveAnnotation), time.Time{})
 		return
 	}
@@ -151,7 +151,7 @@ func (p *plan) planClean(complete bool) {
 	}
 	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
 	if !cj.Exists() {
-		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanRunning,
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason,
 			"deleting snapshots and metadata", time.Time{})
 	}
 }
@@ -167,12 +167,12 @@ func (p *plan) giveUpClean(attempts, limit int, cj job.State, st job.StepStatus,
 		why = cj.FailureText()
 	}
 	if why == "" {
-		if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && c.Reason == ReasonCleanGaveUp {
+		if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && c.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason {
 			return // the Job with the error is gone; the condition keeps it
 		}
 		why = "the last attempt's Job is gone"
 	}
-	p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, ReasonCleanGaveUp,
+	p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleanGaveUpReason,
 		fmt.Sprintf("clean failed %d times (the bound is %d), the last: %s; not retried: fix the cause and annotate %s=%d to try again, or %s=true to remove the member without cleaning",
 			attempts, limit, why, MaxCleanAttemptsAnnotation, attempts+DefaultMaxCleanAttempts, ForceRemoveAnnotation), time.Time{})
 }
@@ -184,7 +184,7 @@ func (p *plan) setPhase() {
 	switch {
 	case p.m.DeletionTimestamp != nil:
 		s.Phase = PhaseCleaning
-		if c := findCondition(s.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && (c.Reason == ReasonCleanFailed || c.Reason == ReasonCleanGaveUp) {
+		if c := findCondition(s.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && (c.Reason == dpv1alpha1.BackupMemberCleanFailedReason || c.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason) {
 			s.Phase = PhaseCleanFailed
 		}
 	case is(dpv1alpha1.BackupMemberFailedCondition):

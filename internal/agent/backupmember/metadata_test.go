@@ -34,7 +34,7 @@ func TestEveryStepPodCarriesTheBackupsMetadata(t *testing.T) {
 		meta := federation.NewMeta(b, m.Name, m.Namespace, t0)
 		m.Labels, m.Annotations = meta.Labels, meta.Annotations
 	}
-	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)
 	started := func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupPath = "s3://bk/nightly-az1" }
 	scenarios := []Observed{
 		// a new initializer: its pause and its armed snapshot

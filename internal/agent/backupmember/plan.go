@@ -65,35 +65,6 @@ const (
 	inputsVolume   = "fedbr-backup-inputs"
 )
 
-// Reasons of the member's conditions.
-const (
-	ReasonPauseReady         = "PauseReady"
-	ReasonPauseLifted        = "PauseLifted"
-	ReasonPauseEnded         = "PauseEnded"
-	ReasonPauseFailed        = "PauseFailed"
-	ReasonPauseJobFailed     = "PauseJobFailed"
-	ReasonDeadlineExceeded   = "DeadlineExceeded"
-	ReasonSnapshotArmed      = "SnapshotArmed"
-	ReasonSnapshotsStarted   = "SnapshotsStarted"
-	ReasonSnapshotsCompleted = "SnapshotsCompleted"
-	ReasonSnapshotFailed     = "SnapshotFailed"
-	ReasonSnapshotJobFailed  = "SnapshotJobFailed"
-	ReasonTornDown           = "TornDown"
-	ReasonTidbClusterMissing = "TidbClusterNotFound"
-	ReasonNoPD               = "NoPDAddress"
-	ReasonNoBackupTS         = "NoBackupTS"
-	ReasonVolumeDiscovery    = "VolumeDiscoveryFailed"
-	ReasonStorage            = "InvalidStorage"
-	ReasonBadReport          = "InvalidReport"
-	ReasonCleaned            = "Cleaned"
-	ReasonNothingToClean     = "NothingToClean"
-	ReasonRetained           = "Retained"
-	ReasonCleanRunning       = "Cleaning"
-	ReasonCleanFailed        = dpv1alpha1.BackupMemberCleanFailedReason
-	ReasonCleanGaveUp        = dpv1alpha1.BackupMemberCleanGaveUpReason
-	ReasonForceRemoved       = "ForceRemoved"
-)
-
 // Phases of status.phase.
 const (
 	PhasePending      = "Pending"
@@ -276,7 +247,7 @@ func (p *plan) observePause() {
 		p.isTrue(dpv1alpha1.BackupMemberInitializedCondition)) {
 		if st.Phase == job.PhaseReady || !p.isTrue(dpv1alpha1.BackupMemberInitializedCondition) {
 			at := timeOf(st.GCPausedAt)
-			p.set(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, ReasonPauseReady,
+			p.set(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason,
 				fmt.Sprintf("GC safepoint, PD schedulers and TiKV leases of %d stores held at backup ts %d", st.Stores, st.BackupTS), at)
 		}
 		if p.res.Status.CommitTs == "" {
@@ -289,24 +260,24 @@ func (p *plan) observePause() {
 	stopped := p.stopRequested() || p.o.Pause.Suspended
 	switch {
 	case reported && st.Phase == job.PhaseStopped:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseLifted,
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
 			"GC safepoint, PD schedulers and TiKV leases lifted", timeOf(st.LiftedAt))
 	case reported && st.Phase == job.PhaseFailed && stopped:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseEnded,
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
 			"the pause ended with an error ("+st.Error+"); whatever it still held lapses within its TTL", timeOf(st.Since))
 	case reported && st.Phase == job.PhaseFailed:
-		p.fail(ReasonPauseFailed, "the pause failed: "+st.Error)
+		p.fail(dpv1alpha1.BackupMemberPauseFailedReason, "the pause failed: "+st.Error)
 	case p.o.Pause.Phase == job.Succeeded:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseLifted,
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
 			"the pause Job exited after lifting what it held", p.o.Pause.Finished)
 	case p.o.Pause.Phase == job.Failed && stopped:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, ReasonPauseEnded,
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
 			p.o.Pause.FailureText()+"; whatever the pause still held lapses within its TTL", p.o.Pause.Finished)
 	case p.o.Pause.Phase == job.Failed && p.o.Pause.Reason == job.ReasonDeadlineExceeded:
-		p.fail(ReasonDeadlineExceeded, fmt.Sprintf("the pause was held longer than volumeBackupInitJobMaxActiveSeconds (%s) and was stopped: %s",
+		p.fail(dpv1alpha1.DeadlineExceededReason, fmt.Sprintf("the pause was held longer than volumeBackupInitJobMaxActiveSeconds (%s) and was stopped: %s",
 			p.m.Spec.Template.EffectiveInitJobDeadline(), p.o.Pause.FailureText()))
 	case p.o.Pause.Phase == job.Failed:
-		p.fail(ReasonPauseJobFailed, p.o.Pause.FailureText())
+		p.fail(dpv1alpha1.BackupMemberPauseJobFailedReason, p.o.Pause.FailureText())
 	}
 }
 
@@ -329,12 +300,12 @@ func (p *plan) planPause() {
 		return
 	}
 	if p.o.TC == nil {
-		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 		return
 	}
 	pd, err := tidbcluster.PDAddresses(p.o.TC)
 	if err != nil {
-		p.fail(ReasonNoPD, err.Error())
+		p.fail(dpv1alpha1.NoPDAddressReason, err.Error())
 		return
 	}
 	args := []string{"br", job.StepPause, "--pd", strings.Join(pd, ","), "--member", p.m.Name, "--wait-start", "--watch-release"}

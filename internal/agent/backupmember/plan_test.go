@@ -181,7 +181,7 @@ func argValue(args []string, flag string) string {
 
 func TestPlan(t *testing.T) {
 	pauseReady := report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 3, "gcPausedAt": pausedAt})})
-	ready := withCond(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, ReasonPauseReady)
+	ready := withCond(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason)
 	execute := func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = tsText }
 	summary := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, SizeGiB: 30}
 	summary.Snapshots = append(summary.Snapshots, struct {
@@ -254,7 +254,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Armed"})})
 			}),
 			want: want{actions: nil, phase: PhaseArmed, true: []string{dpv1alpha1.BackupMemberArmedCondition},
-				reason: map[string]string{dpv1alpha1.BackupMemberArmedCondition: ReasonSnapshotArmed}},
+				reason: map[string]string{dpv1alpha1.BackupMemberArmedCondition: dpv1alpha1.BackupMemberSnapshotArmedReason}},
 		},
 		{
 			name: "a snapshot step that failed at once is not armed",
@@ -293,12 +293,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "TidbCluster missing fails the member",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.TC = nil }),
-			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.TidbClusterNotFoundReason}, phase: PhaseFailed},
 		},
 		{
 			name: "no PD address fails the member",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.TC.Status.PD.Members = nil }),
-			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonNoPD}},
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.NoPDAddressReason}},
 		},
 		{
 			name: "pause running and not ready yet: wait",
@@ -327,7 +327,7 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","error":"GC safepoint passed the backup ts"}`})
 			}),
-			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseFailed},
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberPauseFailedReason},
 				failMatch: "GC safepoint passed", actions: []ActionKind{StopJob}},
 		},
 		{
@@ -336,12 +336,12 @@ func TestPlan(t *testing.T) {
 				o.Pause = failed(pauseName, job.ReasonDeadlineExceeded)
 				o.Report = pauseReady
 			}),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonDeadlineExceeded}, failMatch: "volumeBackupInitJobMaxActiveSeconds"},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}, failMatch: "volumeBackupInitJobMaxActiveSeconds"},
 		},
 		{
 			name: "pause Job failed without a report",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = failed(pauseName, job.ReasonBackoffLimitExceeded) }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonPauseJobFailed}, failMatch: "BackoffLimitExceeded"},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberPauseJobFailedReason}, failMatch: "BackoffLimitExceeded"},
 		},
 		{
 			name: "initializer in execute keeps the pause and starts its snapshot",
@@ -405,7 +405,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "execute with a malformed backup ts fails clearly",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = "x" }), func(o *Observed) { o.Cluster = cluster() }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonNoBackupTS}, failMatch: "spec.backupTS"},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberNoBackupTSReason}, failMatch: "spec.backupTS"},
 		},
 		{
 			name: "execute on a volume that is not EBS fails discovery",
@@ -413,7 +413,7 @@ func TestPlan(t *testing.T) {
 				o.Cluster = cluster()
 				o.Cluster.PVs["pv-1"].Spec.CSI.Driver = "hostpath.csi.k8s.io"
 			}),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonVolumeDiscovery}, failMatch: "hostpath.csi.k8s.io"},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberVolumeDiscoveryFailedReason}, failMatch: "hostpath.csi.k8s.io"},
 		},
 		{
 			name: "execute with the wrong TiKV count fails discovery",
@@ -421,14 +421,14 @@ func TestPlan(t *testing.T) {
 				o.Cluster = cluster()
 				o.Cluster.TC.Spec.TiKV.Replicas = 3
 			}),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonVolumeDiscovery}, failMatch: "wants 3 TiKV pods"},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberVolumeDiscoveryFailedReason}, failMatch: "wants 3 TiKV pods"},
 		},
 		{
 			name: "gcs storage is refused",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, func(m *dpv1alpha1.VolumeBackupMember) {
 				m.Spec.Template.StorageProvider = fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p"}}
 			}), func(o *Observed) { o.Cluster = cluster() }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonStorage}},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.InvalidStorageReason}},
 		},
 		{
 			name: "snapshots started: SnapshotsCreated with the total",
@@ -474,7 +474,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(map[string]string{job.StepPause: `{"phase":"Failed","backupTS":470802380936708097,"error":"resume schedulers: timeout"}`})
 			}),
 			want: want{true: []string{dpv1alpha1.BackupMemberGCResumedCondition}, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition},
-				reason: map[string]string{dpv1alpha1.BackupMemberGCResumedCondition: ReasonPauseEnded}},
+				reason: map[string]string{dpv1alpha1.BackupMemberGCResumedCondition: dpv1alpha1.BackupMemberPauseEndedReason}},
 		},
 		{
 			name: "snapshots completed: Complete with commit ts, and the size step starts (never the volumes' capacity as size)",
@@ -484,7 +484,7 @@ func TestPlan(t *testing.T) {
 			}),
 			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob},
 				true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
-				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing},
+				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason},
 				check: func(t *testing.T, r Result) {
 					if r.Status.BackupSize != 0 || r.Status.SnapshotsCompleted != 1 || r.Status.TimeCompleted == nil {
 						t.Errorf("status %+v", r.Status)
@@ -503,22 +503,22 @@ func TestPlan(t *testing.T) {
 				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
 				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Failed","error":"snapshot snap-2 is in the error state"}`})
 			}),
-			want: want{actions: []ActionKind{StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonSnapshotFailed}, failMatch: "error state"},
+			want: want{actions: []ActionKind{StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotFailedReason}, failMatch: "error state"},
 		},
 		{
 			name: "snapshot Job past its deadline",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) { o.Snapshot = failed(snapName, job.ReasonDeadlineExceeded) }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonDeadlineExceeded}, failMatch: "stepTimeout"},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}, failMatch: "stepTimeout"},
 		},
 		{
 			name: "snapshot Job succeeded without a summary is an invalid report",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) { o.Snapshot = succeeded(snapName) }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonBadReport}},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.InvalidReportReason}},
 		},
 		{
 			name: "a finished snapshot Job removed by its TTL is not started again",
-			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted),
-				withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, ReasonSized)),
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason),
+				withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSizedReason)),
 				func(o *Observed) { o.Report = report(snapDone) }),
 			want: want{actions: nil, phase: PhaseComplete},
 		},
@@ -528,7 +528,7 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 			}),
-			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: ReasonTornDown}},
+			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberTornDownReason}},
 		},
 		{
 			// The manager completed the backup on the step's own report and tore the member
@@ -544,13 +544,13 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "teardown after completion changes nothing (the size step keeps running)",
-			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)),
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)),
 				func(o *Observed) {
 					o.Snapshot, o.Size = succeeded(snapName), active(sizeName)
 					o.Report = report(snapDone)
 				}),
 			want: want{actions: nil, phase: PhaseComplete, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition},
-				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing}},
+				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason}},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
@@ -560,7 +560,7 @@ func TestPlan(t *testing.T) {
 // TestPlanSize covers the size step after completion: every calcSizeLevel, its result, its
 // failures (never the backup's), and that it runs once.
 func TestPlanSize(t *testing.T) {
-	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)
 	level := func(l fedv1alpha1.CalcSizeLevel) func(*dpv1alpha1.VolumeBackupMember) {
 		return func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.Template.CalcSizeLevel = l }
 	}
@@ -581,7 +581,7 @@ func TestPlanSize(t *testing.T) {
 		}
 	}
 	start := []ActionKind{EnsureServiceAccount, CreateJob}
-	sizing := map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizing}
+	sizing := map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason}
 	for _, tt := range []struct {
 		name string
 		o    Observed
@@ -592,7 +592,7 @@ func TestPlanSize(t *testing.T) {
 		{name: "calcSizeLevel incremental runs level all (the full size comes free)", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeIncremental))),
 			want: want{actions: start, reason: sizing, check: levelArg("all")}},
 		{name: "calcSizeLevel none: no Job, said so", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, level(fedv1alpha1.CalcSizeNone))),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeNotWanted}, check: sizes(0, 0)}},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeNotWantedReason}, check: sizes(0, 0)}},
 		{name: "the size step runs: nothing to do", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = active(sizeName) }),
 			want: want{reason: sizing}},
 		{name: "result: both sizes, Sized", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = succeeded(sizeName); o.Report = sized }),
@@ -606,7 +606,7 @@ func TestPlanSize(t *testing.T) {
 				o.Size = failed(sizeName, job.ReasonBackoffLimitExceeded)
 				o.Report = report(map[string]string{job.StepSize: `{"phase":"Failed","error":"size snapshot snap-1: throttled"}`})
 			}),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}, true: []string{dpv1alpha1.BackupMemberCompleteCondition},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeFailedReason}, true: []string{dpv1alpha1.BackupMemberCompleteCondition},
 				notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}, phase: PhaseComplete,
 				check: func(t *testing.T, r Result) {
 					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); !strings.Contains(c.Message, "throttled") {
@@ -615,14 +615,14 @@ func TestPlanSize(t *testing.T) {
 				}},
 		},
 		{name: "the size Job failed without a report", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = failed(sizeName, job.ReasonDeadlineExceeded) }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}}},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeFailedReason}, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}}},
 		{name: "the size Job succeeded without a result", o: obs(member(dpv1alpha1.BackupMemberTeardown, complete), func(o *Observed) { o.Size = succeeded(sizeName) }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}}},
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeFailedReason}}},
 		{name: "a failed sizing is not retried once its Job is gone",
-			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizeFailed))),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: ReasonSizeFailed}}},
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizeFailedReason))),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeFailedReason}}},
 		{name: "a failed member is not sized",
-			o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, ReasonSnapshotFailed))),
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason))),
 			want: want{check: func(t *testing.T, r Result) {
 				if apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition) != nil {
 					t.Error("a failed member got a Sized condition")
@@ -635,8 +635,8 @@ func TestPlanSize(t *testing.T) {
 
 func TestPlanDeletion(t *testing.T) {
 	started := func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupPath = "s3://bk/nightly-az1" }
-	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted)
-	failedCond := withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, ReasonSnapshotFailed)
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)
+	failedCond := withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason)
 	clean1 := CleanJobName("fed-b1", 1)
 	for _, tt := range []struct {
 		name string
@@ -646,7 +646,7 @@ func TestPlanDeletion(t *testing.T) {
 		{
 			name: "Retain drops the finalizer at once",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyRetain), started, complete)),
-			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonRetained}},
+			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberRetainedReason}},
 		},
 		{
 			name: "the pause still running is lifted first",
@@ -685,7 +685,7 @@ func TestPlanDeletion(t *testing.T) {
 			name: "Delete runs clean attempt 1 with the backup id",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete)),
 			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseCleaning,
-				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanRunning},
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberCleaningReason},
 				check: func(t *testing.T, r Result) {
 					j := jobOf(t, r, job.StepClean).Job
 					args := j.Spec.Template.Spec.Containers[0].Args
@@ -732,7 +732,7 @@ func TestPlanDeletion(t *testing.T) {
 				o.Report = report(map[string]string{job.StepClean: `{"phase":"Failed","error":"UnauthorizedOperation: not allowed"}`})
 			}),
 			want: want{actions: nil, phase: PhaseCleanFailed, requeue: true, failMatch: "UnauthorizedOperation",
-				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanFailed}},
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberCleanFailedReason}},
 		},
 		{
 			name: "clean failed and the backoff passed: attempt 2 after resetting the report",
@@ -765,7 +765,7 @@ func TestPlanDeletion(t *testing.T) {
 				o.Report = report(map[string]string{job.StepClean: `{"phase":"Failed","error":"UnauthorizedOperation: not allowed"}`})
 			}),
 			want: want{actions: []ActionKind{}, phase: PhaseCleanFailed, failMatch: "UnauthorizedOperation",
-				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanGaveUp},
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberCleanGaveUpReason},
 				check: func(t *testing.T, r Result) {
 					c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberCleanedCondition)
 					if !strings.Contains(c.Message, "failed 10 times") || !strings.Contains(c.Message, MaxCleanAttemptsAnnotation+"=20") ||
@@ -779,10 +779,10 @@ func TestPlanDeletion(t *testing.T) {
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete, func(m *dpv1alpha1.VolumeBackupMember) {
 				m.Status.CleanAttempts = DefaultMaxCleanAttempts
 				apimeta.SetStatusCondition(&m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.BackupMemberCleanedCondition, Status: metav1.ConditionFalse,
-					Reason: ReasonCleanGaveUp, Message: "clean failed 10 times (the bound is 10), the last: UnauthorizedOperation"})
+					Reason: dpv1alpha1.BackupMemberCleanGaveUpReason, Message: "clean failed 10 times (the bound is 10), the last: UnauthorizedOperation"})
 			})),
 			want: want{actions: []ActionKind{}, phase: PhaseCleanFailed, failMatch: "the last: UnauthorizedOperation",
-				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonCleanGaveUp}},
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberCleanGaveUpReason}},
 		},
 		{
 			name: "given up, then the bound raised by annotation: attempt 11",
@@ -811,7 +811,7 @@ func TestPlanDeletion(t *testing.T) {
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete, func(m *dpv1alpha1.VolumeBackupMember) {
 				m.Annotations[ForceRemoveAnnotation] = "true"
 			}), func(o *Observed) { o.Clean, o.CleanAttempt = failed(clean1, "x"), 1 }),
-			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: ReasonForceRemoved}},
+			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberForceRemovedReason}},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })

@@ -12,14 +12,6 @@ import (
 	"github.com/fedbr/fedbr/internal/br/size"
 )
 
-// Reasons of the Sized condition.
-const (
-	ReasonSizing        = "Sizing"
-	ReasonSized         = "Sized"
-	ReasonSizeFailed    = "SizeFailed"
-	ReasonSizeNotWanted = "SizeNotWanted"
-)
-
 // sizeLevel is the `fedbr br size --level` computing what calcSizeLevel asks for, and whether
 // the full and the incremental size are wanted. The engine has no incremental-only level: the
 // full size comes with it almost free (fullSnapshotSizeInBytes), so "incremental" runs "all"
@@ -44,12 +36,12 @@ func (p *plan) planSize() {
 	if !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
 		return
 	}
-	if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); c != nil && c.Reason != ReasonSizing {
+	if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); c != nil && c.Reason != dpv1alpha1.BackupMemberSizingReason {
 		return // decided once: sized, failed or not wanted
 	}
 	level, full, incremental := sizeLevel(p.m.Spec.Template.EffectiveCalcSizeLevel())
 	if level == "" {
-		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizeNotWanted,
+		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizeNotWantedReason,
 			"calcSizeLevel none: sizes are not computed", time.Time{})
 		return
 	}
@@ -69,7 +61,7 @@ func (p *plan) planSize() {
 		if incremental {
 			s.IncrementalBackupSize = sum.IncrementalBytes
 		}
-		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, ReasonSized,
+		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSizedReason,
 			sizeMessage(sum, full, incremental), time.Time{})
 		return
 	case reported && st.Phase == job.PhaseFailed:
@@ -82,7 +74,7 @@ func (p *plan) planSize() {
 		p.sizeFailed(fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", zj.Name, job.StepSize))
 		return
 	case zj.Exists():
-		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizing,
+		p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizingReason,
 			fmt.Sprintf("computing the %s of %d snapshots", sizesWanted(full, incremental), p.res.Status.SnapshotsTotal), time.Time{})
 		return
 	}
@@ -97,7 +89,7 @@ func (p *plan) planSize() {
 	withStorage(&spec, storage)
 	p.ensureCommon()
 	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
-	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizing,
+	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizingReason,
 		fmt.Sprintf("computing the %s of %d snapshots", sizesWanted(full, incremental), p.res.Status.SnapshotsTotal), time.Time{})
 }
 
@@ -112,7 +104,7 @@ func sizesWanted(full, incremental bool) string {
 }
 
 func (p *plan) sizeFailed(why string) {
-	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, ReasonSizeFailed,
+	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizeFailedReason,
 		"the sizes could not be computed (the backup itself is complete): "+why, time.Time{})
 }
 

@@ -39,7 +39,7 @@ func (p *plan) observeSnapshot() {
 	sj := p.o.Snapshot
 	if reported {
 		if st.Phase != job.PhaseFailed && !p.isTrue(dpv1alpha1.BackupMemberArmedCondition) {
-			p.set(dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, ReasonSnapshotArmed,
+			p.set(dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotArmedReason,
 				"the snapshot step runs; it needs nothing but the backup ts", time.Time{})
 		}
 		if st.Total > 0 {
@@ -50,7 +50,7 @@ func (p *plan) observeSnapshot() {
 			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
 		}
 		if st.Phase == job.PhaseStarted || st.Phase == job.PhaseWaiting || st.Phase == job.PhaseCompleted {
-			p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, ReasonSnapshotsStarted,
+			p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsStartedReason,
 				fmt.Sprintf("%d snapshots started; the pause may be lifted", st.Total), time.Time{})
 		}
 	}
@@ -61,18 +61,18 @@ func (p *plan) observeSnapshot() {
 	hasResult, err := p.o.Report.Result(job.StepSnapshot, &sum)
 	switch {
 	case err != nil:
-		p.fail(ReasonBadReport, err.Error())
+		p.fail(dpv1alpha1.InvalidReportReason, err.Error())
 	case hasResult && (sj.Phase == job.Succeeded || st.Phase == job.PhaseCompleted):
 		p.complete(sum)
 	case reported && st.Phase == job.PhaseFailed:
-		p.fail(ReasonSnapshotFailed, "the snapshot step failed: "+st.Error)
+		p.fail(dpv1alpha1.BackupMemberSnapshotFailedReason, "the snapshot step failed: "+st.Error)
 	case sj.Phase == job.Failed && sj.Reason == job.ReasonDeadlineExceeded:
-		p.fail(ReasonDeadlineExceeded, fmt.Sprintf("the snapshot step ran longer than stepTimeout (%s): %s",
+		p.fail(dpv1alpha1.DeadlineExceededReason, fmt.Sprintf("the snapshot step ran longer than stepTimeout (%s): %s",
 			p.m.Spec.Template.EffectiveStepTimeout(), sj.FailureText()))
 	case sj.Phase == job.Failed:
-		p.fail(ReasonSnapshotJobFailed, sj.FailureText())
+		p.fail(dpv1alpha1.BackupMemberSnapshotJobFailedReason, sj.FailureText())
 	case sj.Phase == job.Succeeded:
-		p.fail(ReasonBadReport, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", sj.Name,
+		p.fail(dpv1alpha1.InvalidReportReason, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", sj.Name,
 			job.StepSnapshot))
 	}
 }
@@ -87,9 +87,9 @@ func (p *plan) complete(sum SnapshotSummary) {
 	if s.TimeCompleted == nil {
 		s.TimeCompleted = ptr.To(metav1.NewTime(p.now.UTC().Truncate(time.Second)))
 	}
-	p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, ReasonSnapshotsStarted,
+	p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsStartedReason,
 		fmt.Sprintf("%d snapshots started and backupmeta written", len(sum.Snapshots)), time.Time{})
-	p.set(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, ReasonSnapshotsCompleted,
+	p.set(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason,
 		fmt.Sprintf("%d snapshots of %d GiB of volumes completed at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
 }
 
@@ -108,7 +108,7 @@ func (p *plan) planSnapshot() {
 	done := p.snapshotsDone()
 	if p.m.Spec.Phase == dpv1alpha1.BackupMemberTeardown && sj.Exists() && !sj.Done() && !sj.Deleting && !done {
 		p.add(Action{Kind: DeleteJob, Name: sj.Name})
-		p.fail(ReasonTornDown, "the backup was torn down before the snapshots completed; the snapshot step was stopped and deletes the snapshots it started")
+		p.fail(dpv1alpha1.BackupMemberTornDownReason, "the backup was torn down before the snapshots completed; the snapshot step was stopped and deletes the snapshots it started")
 		return
 	}
 	if !NeedsDiscovery(p.m, sj, p.o.Report) {
@@ -124,7 +124,7 @@ func (p *plan) planSnapshot() {
 	p.res.Status.BackupPath = storage.Flag
 	inputs, err := p.inputsConfigMap()
 	if err != nil {
-		p.fail(ReasonVolumeDiscovery, err.Error())
+		p.fail(dpv1alpha1.BackupMemberVolumeDiscoveryFailedReason, err.Error())
 		return
 	}
 	spec := p.jobSpec(job.StepSnapshot, args)
@@ -145,24 +145,24 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 		ts, err := strconv.ParseUint(p.m.Spec.BackupTS, 10, 64)
 		if err != nil || ts == 0 {
 			err = fmt.Errorf("spec.backupTS %q: want the TSO the initializer's pause holds", p.m.Spec.BackupTS)
-			p.fail(ReasonNoBackupTS, err.Error())
+			p.fail(dpv1alpha1.BackupMemberNoBackupTSReason, err.Error())
 			return nil, job.Storage{}, err
 		}
 		tsArgs = []string{"--backup-ts", strconv.FormatUint(ts, 10)}
 	}
 	if p.o.TC == nil {
 		err := errors.New(p.tcMissing())
-		p.fail(ReasonTidbClusterMissing, err.Error())
+		p.fail(dpv1alpha1.TidbClusterNotFoundReason, err.Error())
 		return nil, job.Storage{}, err
 	}
 	pd, err := tidbcluster.PDAddresses(p.o.TC)
 	if err != nil {
-		p.fail(ReasonNoPD, err.Error())
+		p.fail(dpv1alpha1.NoPDAddressReason, err.Error())
 		return nil, job.Storage{}, err
 	}
 	storage, err := storageOf(&p.m.Spec.Template)
 	if err != nil {
-		p.fail(ReasonStorage, "storage: "+err.Error())
+		p.fail(dpv1alpha1.InvalidStorageReason, "storage: "+err.Error())
 		return nil, job.Storage{}, err
 	}
 	args := []string{"br", job.StepSnapshot, "--storage", storage.Flag, "--backup-id", string(p.m.UID),

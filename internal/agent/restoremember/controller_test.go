@@ -476,7 +476,7 @@ func TestSameNameClaimIsRefusedBeforeAnyVolume(t *testing.T) {
 	f.createMember()
 	f.waitCondition(dpv1alpha1.RestoreMemberFailedCondition)
 	c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
-	if c.Reason != ReasonClaimConflict || !strings.Contains(c.Message, f.ns+"/tikv-restored-tikv-0 (bound to volume pvc-someone-elses)") {
+	if c.Reason != dpv1alpha1.RestoreMemberClaimConflictReason || !strings.Contains(c.Message, f.ns+"/tikv-restored-tikv-0 (bound to volume pvc-someone-elses)") {
 		t.Errorf("Failed %s: %s", c.Reason, c.Message)
 	}
 	// Failed is terminal and was decided before any Job: the plan that failed created none.
@@ -535,7 +535,7 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	}
 	must(t, env.Client.Status().Update(f.ctx, j))
 	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
-	if c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberWarmUpCompleteCondition); c.Reason != ReasonWarmedUp {
+	if c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberWarmUpCompleteCondition); c.Reason != dpv1alpha1.RestoreMemberWarmedUpReason {
 		t.Errorf("WarmUpComplete %+v", c)
 	}
 	f.startTiKV()

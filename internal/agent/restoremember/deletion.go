@@ -20,7 +20,7 @@ import (
 // belong to the TidbCluster: nothing is deleted.
 func (p *plan) planDeletion() {
 	if p.m.Annotations[ForceRemoveAnnotation] == "true" {
-		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, ReasonForceRemoved,
+		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberForceRemovedReason,
 			fmt.Sprintf("annotation %s=true: the finalizer is removed without cleaning; volumes tagged %s=%s may remain",
 				ForceRemoveAnnotation, meta.TagRestore, p.m.UID))
 		p.add(Action{Kind: RemoveFinalizer})
@@ -37,7 +37,7 @@ func (p *plan) planDeletion() {
 }
 
 func (p *plan) cleaning(msg string) {
-	p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, ReasonCleaning, msg)
+	p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCleaningReason, msg)
 }
 
 // stopSteps deletes running step Jobs (SIGTERM makes restore-volumes delete what it created)
@@ -116,7 +116,7 @@ func (p *plan) deleteClaims() bool {
 func (p *plan) deleteCloudVolumes() {
 	switch {
 	case p.o.CloudErr != nil:
-		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, ReasonCleanFailed,
+		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCleanFailedReason,
 			fmt.Sprintf("listing volumes tagged %s=%s: %v; retrying in %s (annotation %s=true removes the member without cleaning)",
 				meta.TagRestore, p.m.UID, p.o.CloudErr, cloudRecheck, ForceRemoveAnnotation))
 		p.res.RequeueAfter = cloudRecheck
@@ -128,7 +128,7 @@ func (p *plan) deleteCloudVolumes() {
 		p.cleaning(fmt.Sprintf("deleting %d volumes tagged %s=%s", len(p.o.CloudVolumes), meta.TagRestore, p.m.UID))
 		p.res.RequeueAfter = cloudRecheck
 	default:
-		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionTrue, ReasonCleaned,
+		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberCleanedReason,
 			fmt.Sprintf("no volume tagged %s=%s is left", meta.TagRestore, p.m.UID))
 		p.add(Action{Kind: RemoveFinalizer})
 	}

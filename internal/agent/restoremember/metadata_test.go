@@ -34,10 +34,10 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 	warm := func(mode fedv1alpha1.RestoreWarmupMode) func(*dpv1alpha1.VolumeRestoreMember) {
 		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = mode }
 	}
-	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored)
+	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason)
 	restored := func(o *Observed) { o.RestoreMeta = record(t) }
 	complete := []func(*dpv1alpha1.VolumeRestoreMember){withRestoresMeta, warm(fedv1alpha1.RestoreWarmupAsync), volumesIn,
-		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, ReasonTiKVStarted), rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)}
+		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason), rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)}
 	scenarios := []Observed{
 		// a new member: restore-volumes
 		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta), targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }),

@@ -53,40 +53,6 @@ const ForceRemoveAnnotation = "fedbr.io/force-remove"
 // ran in recovery mode: they are restarted, and the restore completes once none is left.
 const AnnotationRecoveryPods = "dataplane.fedbr.io/recovery-pods"
 
-// Reasons of the member's conditions.
-const (
-	ReasonTidbClusterMissing = "TidbClusterNotFound"
-	ReasonNotRecoveryMode    = "NotInRecoveryMode"
-	ReasonNoPD               = "NoPDAddress"
-	ReasonStorage            = "InvalidStorage"
-	ReasonStorageUnreachable = "StorageUnreachable"
-	ReasonBackupNotFound     = "BackupNotFound"
-	ReasonBackupIncomplete   = "BackupIncomplete"
-	ReasonInvalidBackup      = "InvalidBackup"
-	ReasonTiKVCount          = "TiKVCountMismatch"
-	ReasonVolumeLayout       = "VolumeLayoutMismatch"
-	ReasonClaimConflict      = "ClaimConflict"
-	ReasonInvalidOptions     = "InvalidOptions"
-	ReasonVolumesFailed      = "RestoreVolumesFailed"
-	ReasonDeadlineExceeded   = "DeadlineExceeded"
-	ReasonRebuildFailed      = "RebuildFailed"
-	ReasonVolumesRestored    = "VolumesRestored"
-	ReasonWarmUpNotRequested = "NotRequested"
-	ReasonWarmUpUnsupported  = "WarmUpUnsupported"
-	ReasonWarmingUp          = "WarmingUp"
-	ReasonWarmedUp           = "WarmedUp"
-	ReasonWarmUpFailed       = "WarmUpFailed"
-	ReasonTiKVStarted        = "TiKVStarted"
-	ReasonDataFailed         = "RestoreDataFailed"
-	ReasonDataRestored       = "DataRestored"
-	ReasonRecoveryModeOff    = "RecoveryModeOff"
-	ReasonBadReport          = "InvalidReport"
-	ReasonCleaning           = "Cleaning"
-	ReasonCleanFailed        = "CleanFailed"
-	ReasonCleaned            = "Cleaned"
-	ReasonForceRemoved       = "ForceRemoved"
-)
-
 // Phases of status.phase.
 const (
 	PhasePending          = "Pending"
@@ -266,7 +232,7 @@ func Plan(o Observed, now time.Time) Result {
 		// TiKV serves; only an async warm-up may still have work beside it.
 		p.planAsyncWarmup()
 	case o.TC == nil:
-		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 	default:
 		if p.planVolumes() {
 			switch p.m.Spec.Phase {
@@ -362,11 +328,11 @@ func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, fai
 	case reported && st.Phase == job.PhaseFailed:
 		return false, "", "the " + step + " step failed: " + st.Error
 	case j.Phase == job.Failed && j.Reason == job.ReasonDeadlineExceeded:
-		return false, ReasonDeadlineExceeded, fmt.Sprintf("the %s step ran longer than stepTimeout (%s): %s", step, p.m.Spec.Template.EffectiveStepTimeout(), j.FailureText())
+		return false, dpv1alpha1.DeadlineExceededReason, fmt.Sprintf("the %s step ran longer than stepTimeout (%s): %s", step, p.m.Spec.Template.EffectiveStepTimeout(), j.FailureText())
 	case j.Phase == job.Failed:
 		return false, "", j.FailureText()
 	case j.Phase == job.Succeeded:
-		return false, ReasonBadReport, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", j.Name, step)
+		return false, dpv1alpha1.InvalidReportReason, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", j.Name, step)
 	}
 	return false, "", ""
 }
@@ -378,7 +344,7 @@ func (p *plan) setPhase() {
 	switch {
 	case p.m.DeletionTimestamp != nil:
 		s.Phase = PhaseCleaning
-		if c := findCondition(s.Conditions, dpv1alpha1.RestoreMemberVolumesCleanedCondition); c != nil && c.Reason == ReasonCleanFailed {
+		if c := findCondition(s.Conditions, dpv1alpha1.RestoreMemberVolumesCleanedCondition); c != nil && c.Reason == dpv1alpha1.RestoreMemberCleanFailedReason {
 			s.Phase = PhaseCleanFailed
 		}
 	case is(dpv1alpha1.RestoreMemberFailedCondition):

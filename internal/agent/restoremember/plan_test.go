@@ -66,9 +66,9 @@ func handedOver(up int) *pcv1alpha1.TidbCluster {
 func dataMember(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember = true }
 
 var tikvUp = []func(*dpv1alpha1.VolumeRestoreMember){
-	rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored),
-	rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, ReasonWarmUpNotRequested),
-	rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, ReasonTiKVStarted),
+	rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason),
+	rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, dpv1alpha1.RestoreMemberNotRequestedReason),
+	rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason),
 }
 
 func targetTC(replicas int32, recovery bool) *pcv1alpha1.TidbCluster {
@@ -258,7 +258,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "TidbCluster missing",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), nil),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.TidbClusterNotFoundReason}, phase: PhaseFailed},
 		},
 		{
 			name: "a fresh TidbCluster whose PD has not reported its address yet: wait, nothing created, not failed",
@@ -281,48 +281,48 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "TidbCluster not in recovery mode",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonNotRecoveryMode}, msg: "spec.recoveryMode: true"},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberNotInRecoveryModeReason}, msg: "spec.recoveryMode: true"},
 		},
 		{
 			name: "TiKV count differs from the backup's store count",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTiKVCount}, msg: "has 2 TiKV stores"},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}, msg: "has 2 TiKV stores"},
 		},
 		{
 			name: "a KMS key without encryption is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--kms-key-id", "alias/k"}}
 			}), targetTC(2, true), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonInvalidOptions}, msg: "--volume-encrypted"},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberInvalidOptionsReason}, msg: "--volume-encrypted"},
 		},
 		{
 			name: "an unknown BR option is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--check-requirements=false"}}
 			}), targetTC(2, true), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonInvalidOptions}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberInvalidOptionsReason}},
 		},
 		{
 			name: "backup not found",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = fmt.Errorf("get backupmeta: %w", meta.ErrNotFound) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonBackupNotFound}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberBackupNotFoundReason}},
 		},
 		{
 			name: "backup still pending",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = fmt.Errorf("read: %w", meta.ErrIncomplete) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonBackupIncomplete}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberBackupIncompleteReason}},
 		},
 		{
 			name: "unreachable storage is retried and said so",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = errors.New("dial tcp: connection refused") }),
-			want: rwant{actions: nil, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonStorageUnreachable}, msg: "connection refused"},
+			want: rwant{actions: nil, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberStorageUnreachableReason}, msg: "connection refused"},
 		},
 		{
 			name: "gcs backup storage is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Backup = fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p"}}
 			}), targetTC(2, true), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonStorage}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.InvalidStorageReason}},
 		},
 		{
 			name: "restore-volumes running: wait, report progress",
@@ -342,17 +342,17 @@ func TestPlanRestoreVolume(t *testing.T) {
 				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
 				o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Failed","error":"snapshot snap-1 not completed"}`})
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumesFailed}, msg: "snap-1 not completed"},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreVolumesFailedReason}, msg: "snap-1 not completed"},
 		},
 		{
 			name: "restore-volumes Job past its deadline",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.RestoreVolumes = failed(rvName, job.ReasonDeadlineExceeded) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDeadlineExceeded}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}},
 		},
 		{
 			name: "restore-volumes Job failed",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.RestoreVolumes = failed(rvName, job.ReasonBackoffLimitExceeded) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumesFailed}, msg: "BackoffLimitExceeded"},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreVolumesFailedReason}, msg: "BackoffLimitExceeded"},
 		},
 		{
 			name: "volumes restored: the PVs first, for the target",
@@ -412,7 +412,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), func(o *Observed) {
 				volumesRestored(o)
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTiKVCount}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}},
 		},
 		{
 			name: "restoremeta missing after success",
@@ -421,7 +421,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				o.Report = volumesDone
 				o.RestoreMetaErr = fmt.Errorf("get: %w", meta.ErrNotFound)
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonRebuildFailed}},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRebuildFailedReason}},
 		},
 		{
 			name: "annotated, stores not up yet: wait",
@@ -448,7 +448,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1), func(o *Observed) {
 				o.RestoreData = job.State{Name: rdName, Phase: job.Failed, Reason: job.ReasonDeadlineExceeded, Message: "boom", Started: t0, Finished: t0}
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDeadlineExceeded}, phase: PhaseFailed},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}, phase: PhaseFailed},
 		},
 		{
 			name: "a member that is not the data member arms nothing",
@@ -505,7 +505,7 @@ func TestPlanDataAndFinish(t *testing.T) {
 		{
 			name: "the TidbCluster deleted mid-restore fails the member instead of waiting",
 			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish), nil),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonTidbClusterMissing}, phase: PhaseFailed},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.TidbClusterNotFoundReason}, phase: PhaseFailed},
 		},
 		{
 			name: "restore-data failed",
@@ -513,7 +513,7 @@ func TestPlanDataAndFinish(t *testing.T) {
 				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
 				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Failed","error":"hole in the key space"}`})
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonDataFailed}, msg: "hole"},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreDataFailedReason}, msg: "hole"},
 		},
 		{
 			name: "restore-data done",
@@ -556,7 +556,7 @@ func TestPlanDataAndFinish(t *testing.T) {
 
 func TestPlanRestoreDeletion(t *testing.T) {
 	del := func(m *dpv1alpha1.VolumeRestoreMember) { m.DeletionTimestamp = ptr.To(metav1.NewTime(t0)) }
-	failedCond := rcond(dpv1alpha1.RestoreMemberFailedCondition, ReasonDataFailed)
+	failedCond := rcond(dpv1alpha1.RestoreMemberFailedCondition, dpv1alpha1.RestoreMemberRestoreDataFailedReason)
 	claim := func(o *Observed) {
 		o.PVCs["tikv-restored-tikv-0"] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "tikv-restored-tikv-0"}}
 		o.PVs["fedbr-ruid-1-dst-tikv-restored-tikv-0"] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "fedbr-ruid-1-dst-tikv-restored-tikv-0"}}
@@ -573,7 +573,7 @@ func TestPlanRestoreDeletion(t *testing.T) {
 	}{
 		{
 			name: "a complete restore deletes nothing",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, del, rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)), targetTC(2, false), claim),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, del, rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)), targetTC(2, false), claim),
 			want: rwant{actions: []ActionKind{RemoveFinalizer}},
 		},
 		{
@@ -607,7 +607,7 @@ func TestPlanRestoreDeletion(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), func(o *Observed) {
 				o.CloudListed, o.CloudVolumes = true, []string{"vol-a", "vol-b"}
 			}),
-			want: rwant{actions: []ActionKind{DeleteVolumes}, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: ReasonCleaning}},
+			want: rwant{actions: []ActionKind{DeleteVolumes}, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: dpv1alpha1.RestoreMemberCleaningReason}},
 		},
 		{
 			name: "listing the volumes fails: surfaced and retried",
@@ -626,7 +626,7 @@ func TestPlanRestoreDeletion(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Annotations = map[string]string{ForceRemoveAnnotation: "true"}
 			}), targetTC(2, true), claim),
-			want: rwant{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: ReasonForceRemoved}},
+			want: rwant{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: dpv1alpha1.RestoreMemberForceRemovedReason}},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })

@@ -178,19 +178,19 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 		{
 			name: "a claim of the name a restored claim needs, bound to another volume",
 			o:    robs(member(), targetTC(2, true), withBackup, foreign("tikv-raft-restored-tikv-1")),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonClaimConflict}, phase: PhaseFailed,
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberClaimConflictReason}, phase: PhaseFailed,
 				msg: "dst/tikv-raft-restored-tikv-1 (bound to volume pvc-0f3a)", check: noJob},
 		},
 		{
 			name: "the target's TiKV lacks a backed-up storage volume",
 			o:    robs(member(), withStorageVolumes(targetTC(2, true)), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumeLayout}, phase: PhaseFailed,
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeLayoutMismatchReason}, phase: PhaseFailed,
 				msg: "spec.tikv.storageVolumes", check: noJob},
 		},
 		{
 			name: "the target's TiKV has a storage volume the backup lacks",
 			o:    robs(member(), withStorageVolumes(targetTC(2, true), "raft", "wal"), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumeLayout}, msg: "tikv-wal", check: noJob},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeLayoutMismatchReason}, msg: "tikv-wal", check: noJob},
 		},
 		{
 			name: "a backup whose claims cannot be rebuilt is refused before its volumes are made",
@@ -198,7 +198,7 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 				o.BackupMeta = record(t)
 				o.BackupMeta.Kubernetes.PVs = nil
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonInvalidBackup}, msg: "cannot be rebuilt", check: noJob},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberInvalidBackupReason}, msg: "cannot be rebuilt", check: noJob},
 		},
 		{
 			name: "the namespace's claims not read: wait, refuse nothing, create nothing",
@@ -213,12 +213,12 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 		{
 			name: "a claim that appeared while the volumes were made: refused before any PV",
 			o:    robs(member(), targetTC(2, true), volumesRestored, foreign("tikv-restored-tikv-0")),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonClaimConflict}, msg: "dst/tikv-restored-tikv-0", check: noJob},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberClaimConflictReason}, msg: "dst/tikv-restored-tikv-0", check: noJob},
 		},
 		{
 			name: "a storage volume removed from the target while the volumes were made: refused before any PV",
 			o:    robs(member(), withStorageVolumes(targetTC(2, true)), volumesRestored),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonVolumeLayout}, check: noJob},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeLayoutMismatchReason}, check: noJob},
 		},
 		{
 			name: "this restore's own claims from an earlier pass are no conflict",

@@ -46,7 +46,7 @@ func (p *plan) planVolumes() bool {
 	}
 	tc := p.o.TC
 	if tc == nil {
-		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 		return false
 	}
 	if tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] != VolumesReadyValue(p.m) {
@@ -57,7 +57,7 @@ func (p *plan) planVolumes() bool {
 	if up := tidbcluster.StoresUp(tc); up < want {
 		return false // the TidbCluster's status update wakes us
 	}
-	p.set(dpv1alpha1.RestoreMemberTikvCompleteCondition, metav1.ConditionTrue, ReasonTiKVStarted,
+	p.set(dpv1alpha1.RestoreMemberTikvCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberTiKVStartedReason,
 		fmt.Sprintf("%d TiKV stores up in recovery mode on the restored volumes", want))
 	return true
 }
@@ -79,7 +79,7 @@ func (p *plan) planRestoreVolumes() bool {
 	switch {
 	case msg != "":
 		if reason == "" {
-			reason = ReasonVolumesFailed
+			reason = dpv1alpha1.RestoreMemberRestoreVolumesFailedReason
 		}
 		p.fail(reason, msg)
 		return false
@@ -113,11 +113,11 @@ func (p *plan) planRestoreVolumes() bool {
 func (p *plan) validate() (job.Storage, []string, bool) {
 	tc := p.o.TC
 	if tc == nil {
-		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 		return job.Storage{}, nil, false
 	}
 	if !tc.Spec.RecoveryMode {
-		p.fail(ReasonNotRecoveryMode, fmt.Sprintf("TidbCluster %s/%s is not in recovery mode: set spec.recoveryMode: true (and no TiKV data) before restoring into it", tc.Namespace, tc.Name))
+		p.fail(dpv1alpha1.RestoreMemberNotInRecoveryModeReason, fmt.Sprintf("TidbCluster %s/%s is not in recovery mode: set spec.recoveryMode: true (and no TiKV data) before restoring into it", tc.Namespace, tc.Name))
 		return job.Storage{}, nil, false
 	}
 	pd, err := tidbcluster.PDAddresses(tc)
@@ -128,11 +128,11 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 	}
 	storage, err := job.StorageFor(p.m.Spec.Backup)
 	if err != nil {
-		p.fail(ReasonStorage, "spec.backup: "+err.Error())
+		p.fail(dpv1alpha1.InvalidStorageReason, "spec.backup: "+err.Error())
 		return job.Storage{}, nil, false
 	}
 	if err := validateOptions(p.m.Spec.Template.BR); err != nil {
-		p.fail(ReasonInvalidOptions, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberInvalidOptionsReason, err.Error())
 		return job.Storage{}, nil, false
 	}
 	if !p.backupUsable() {
@@ -140,7 +140,7 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 	}
 	bm := p.o.BackupMeta
 	if want, have := len(bm.TiKV.Stores), tidbcluster.TiKVReplicas(tc); want != have {
-		p.fail(ReasonTiKVCount, fmt.Sprintf("the backup in %s has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
+		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the backup in %s has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
 			storage.Flag, want, tc.Namespace, tc.Name, have))
 		return job.Storage{}, nil, false
 	}
@@ -161,21 +161,21 @@ func (p *plan) checkTarget(rec *meta.Record, beforeVolumes bool) bool {
 	names, err := ClaimNames(rec, tc.Name)
 	if err != nil {
 		if beforeVolumes {
-			p.fail(ReasonInvalidBackup, "the backup's TiKV claims cannot be rebuilt: "+err.Error())
+			p.fail(dpv1alpha1.RestoreMemberInvalidBackupReason, "the backup's TiKV claims cannot be rebuilt: "+err.Error())
 		} else {
-			p.fail(ReasonRebuildFailed, err.Error())
+			p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, err.Error())
 		}
 		return false
 	}
 	if err := CheckLayout(rec, tc); err != nil {
-		p.fail(ReasonVolumeLayout, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberVolumeLayoutMismatchReason, err.Error())
 		return false
 	}
 	if p.o.TargetClaims == nil {
 		return false // read whenever NeedsTargetClaims; the next reconcile has them
 	}
 	if err := CheckClaims(names, p.o.TargetClaims, string(p.m.UID), tc.Namespace); err != nil {
-		p.fail(ReasonClaimConflict, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberClaimConflictReason, err.Error())
 		return false
 	}
 	return true
@@ -193,15 +193,15 @@ func (p *plan) backupUsable() bool {
 	}
 	switch {
 	case errors.Is(err, meta.ErrNotFound):
-		p.fail(ReasonBackupNotFound, "no backupmeta in spec.backup: "+err.Error())
+		p.fail(dpv1alpha1.RestoreMemberBackupNotFoundReason, "no backupmeta in spec.backup: "+err.Error())
 	case errors.Is(err, meta.ErrIncomplete):
-		p.fail(ReasonBackupIncomplete, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberBackupIncompleteReason, err.Error())
 	case errors.Is(err, meta.ErrInvalid):
-		p.fail(ReasonInvalidBackup, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberInvalidBackupReason, err.Error())
 	case errors.Is(err, ErrStorageNotReadable):
-		p.fail(ReasonStorage, err.Error())
+		p.fail(dpv1alpha1.InvalidStorageReason, err.Error())
 	default:
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, ReasonStorageUnreachable,
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberStorageUnreachableReason,
 			fmt.Sprintf("reading the backupmeta: %v; retrying every %s", err, storageRetry))
 		p.res.RequeueAfter = storageRetry
 	}
@@ -241,10 +241,10 @@ func validateOptions(br *fedv1alpha1.BRConfig) error {
 func (p *plan) rebuild() bool {
 	switch err := p.o.RestoreMetaErr; {
 	case err != nil && errors.Is(err, meta.ErrNotFound):
-		p.fail(ReasonRebuildFailed, fmt.Sprintf("restore-volumes succeeded but restoremeta/%s is missing: %v", p.m.UID, err))
+		p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, fmt.Sprintf("restore-volumes succeeded but restoremeta/%s is missing: %v", p.m.UID, err))
 		return false
 	case err != nil:
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, ReasonStorageUnreachable,
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberStorageUnreachableReason,
 			fmt.Sprintf("reading restoremeta/%s: %v; retrying every %s", p.m.UID, err, storageRetry))
 		p.res.RequeueAfter = storageRetry
 		return false
@@ -253,7 +253,7 @@ func (p *plan) rebuild() bool {
 	}
 	tc := p.o.TC
 	if tc == nil {
-		p.fail(ReasonTidbClusterMissing, p.tcMissing())
+		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 		return false
 	}
 	if !p.checkTarget(p.o.RestoreMeta, false) {
@@ -261,11 +261,11 @@ func (p *plan) rebuild() bool {
 	}
 	claims, err := p.claims()
 	if err != nil {
-		p.fail(ReasonRebuildFailed, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, err.Error())
 		return false
 	}
 	if n, want := Ordinals(claims), tidbcluster.TiKVReplicas(tc); n != want {
-		p.fail(ReasonTiKVCount, fmt.Sprintf("the restored volumes serve %d TiKV members and TidbCluster %s/%s has spec.tikv.replicas %d", n, tc.Namespace, tc.Name, want))
+		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the restored volumes serve %d TiKV members and TidbCluster %s/%s has spec.tikv.replicas %d", n, tc.Namespace, tc.Name, want))
 		return false
 	}
 	// Every volume first, all at once; a claim only once this agent's cache holds its volume.
@@ -292,7 +292,7 @@ func (p *plan) rebuild() bool {
 		p.res.Status.CommitTs = strconv.FormatUint(ci.ResolvedTS, 10)
 	}
 	p.res.Status.VolumesTotal, p.res.Status.VolumesReady = int32(len(claims)), int32(len(claims))
-	p.set(dpv1alpha1.RestoreMemberVolumeCompleteCondition, metav1.ConditionTrue, ReasonVolumesRestored,
+	p.set(dpv1alpha1.RestoreMemberVolumeCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberVolumesRestoredReason,
 		fmt.Sprintf("%d volumes restored and bound to TiKV claims of TidbCluster %s/%s", len(claims), tc.Namespace, tc.Name))
 	return true
 }
@@ -308,12 +308,12 @@ func (p *plan) planData() {
 	switch {
 	case msg != "":
 		if reason == "" {
-			reason = ReasonDataFailed
+			reason = dpv1alpha1.RestoreMemberRestoreDataFailedReason
 		}
 		p.fail(reason, msg)
 		return
 	case done:
-		p.set(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, ReasonDataRestored,
+		p.set(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberDataRestoredReason,
 			"regions recovered and the whole key space flashed back to "+p.res.Status.CommitTs)
 		return
 	case rd.Exists() || reported:
@@ -329,7 +329,7 @@ func (p *plan) planData() {
 func (p *plan) armData() bool {
 	if _, reason, msg := p.stepOutcome(job.StepRestoreData, p.o.RestoreData); msg != "" {
 		if reason == "" {
-			reason = ReasonDataFailed
+			reason = dpv1alpha1.RestoreMemberRestoreDataFailedReason
 		}
 		p.fail(reason, msg)
 		return false
@@ -346,12 +346,12 @@ func (p *plan) startData(armed bool) {
 	}
 	pd, err := tidbcluster.PDAddresses(p.o.TC)
 	if err != nil {
-		p.fail(ReasonNoPD, err.Error())
+		p.fail(dpv1alpha1.NoPDAddressReason, err.Error())
 		return
 	}
 	storage, err := job.StorageFor(p.m.Spec.Backup)
 	if err != nil {
-		p.fail(ReasonStorage, "spec.backup: "+err.Error())
+		p.fail(dpv1alpha1.InvalidStorageReason, "spec.backup: "+err.Error())
 		return
 	}
 	args := []string{"br", job.StepRestoreData, "--pd", strings.Join(pd, ","), "--storage", storage.Flag}
@@ -407,7 +407,7 @@ func (p *plan) planFinish() {
 	if tc.Spec.RecoveryMode || left > 0 || ready < want || tidbcluster.StoresUp(tc) < want {
 		return
 	}
-	p.set(dpv1alpha1.RestoreMemberCompleteCondition, metav1.ConditionTrue, ReasonRecoveryModeOff,
+	p.set(dpv1alpha1.RestoreMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberRecoveryModeOffReason,
 		fmt.Sprintf("%d TiKV restarted out of recovery mode, stores up", want))
 	if p.res.Status.TimeCompleted == nil {
 		t := metav1.NewTime(p.now.UTC().Truncate(1e9))

@@ -70,11 +70,11 @@ func (p *plan) planSyncWarmup() bool {
 	}
 	t := &p.m.Spec.Template
 	if t.Warmup == fedv1alpha1.RestoreWarmupNone {
-		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, ReasonWarmUpNotRequested, "no warm-up was asked for")
+		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberNotRequestedReason, "no warm-up was asked for")
 		return true
 	}
 	if t.EffectiveWarmupStrategy() == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly {
-		p.fail(ReasonWarmUpUnsupported, "warmupStrategy check-wal-only is not supported by fedbr (it needs tikv-ctl and never starts TiKV); use fio, hybrid or fsr")
+		p.fail(dpv1alpha1.RestoreMemberWarmUpUnsupportedReason, "warmupStrategy check-wal-only is not supported by fedbr (it needs tikv-ctl and never starts TiKV); use fio, hybrid or fsr")
 		return false
 	}
 	if t.Warmup != fedv1alpha1.RestoreWarmupSync {
@@ -141,14 +141,14 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 			read = fmt.Sprintf("; read %s of %s (%.0f%%)", resource.NewQuantity(done, resource.BinarySI), resource.NewQuantity(total, resource.BinarySI),
 				float64(done)*100/float64(total))
 		}
-		p.set(dpv1alpha1.RestoreMemberWarmUpStartedCondition, metav1.ConditionTrue, ReasonWarmingUp,
+		p.set(dpv1alpha1.RestoreMemberWarmUpStartedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmingUpReason,
 			fmt.Sprintf("%s warm-up of %d TiKV members%s; running: %s", p.m.Spec.Template.Warmup, len(plans), read, strings.Join(running, ", ")))
 	}
 	if len(running) > 0 || waiting > 0 {
 		return false
 	}
 	if len(failed) > 0 {
-		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, ReasonWarmUpFailed,
+		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmUpFailedReason,
 			"warm-up Jobs failed, their volumes may still be slow on first reads: "+strings.Join(failed, "; "))
 		return true
 	}
@@ -156,7 +156,7 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 	if len(plans) == 0 {
 		msg = "nothing to read: fast snapshot restore initialized the data volumes"
 	}
-	p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, ReasonWarmedUp, msg)
+	p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmedUpReason, msg)
 	return true
 }
 
@@ -168,7 +168,7 @@ func (p *plan) warmupPlans() ([]warmupPlan, bool) {
 	}
 	claims, err := p.claims()
 	if err != nil {
-		p.fail(ReasonRebuildFailed, err.Error())
+		p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, err.Error())
 		return nil, false
 	}
 	return planWarmups(claims, p.m.Spec.Template.EffectiveWarmupStrategy()), true

@@ -22,7 +22,7 @@ func TestPlanWarmup(t *testing.T) {
 			m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = mode, strategy
 		}
 	}
-	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, ReasonVolumesRestored)
+	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason)
 	restored := func(o *Observed) { o.RestoreMeta = record(t) }
 	w0, w1 := WarmupJobName("fed-r1", 0), WarmupJobName("fed-r1", 1)
 	jobs := func(states map[string]job.Phase) func(*Observed) {
@@ -34,8 +34,8 @@ func TestPlanWarmup(t *testing.T) {
 		}
 	}
 	// An async warm-up's member completes before its warm-up: no WarmUpComplete yet.
-	complete := []func(*dpv1alpha1.VolumeRestoreMember){volumesIn, rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, ReasonTiKVStarted),
-		rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)}
+	complete := []func(*dpv1alpha1.VolumeRestoreMember){volumesIn, rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason),
+		rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)}
 	servingPods := func(ready bool) func(*Observed) {
 		return func(o *Observed) {
 			o.Pods = []TiKVPod{
@@ -159,13 +159,13 @@ func TestPlanWarmup(t *testing.T) {
 			name: "sync, every Job done: WarmUpComplete and TiKV starts",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
 				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded})),
-			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: ReasonWarmedUp}},
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWarmedUpReason}},
 		},
 		{
 			name: "sync, a Job failed: the restore goes on and says which volumes may be slow",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
 				jobs(map[string]job.Phase{w0: job.Failed, w1: job.Succeeded})),
-			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: ReasonWarmUpFailed},
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWarmUpFailedReason},
 				msg: "reading block 42: input/output error"},
 		},
 		{
@@ -177,7 +177,7 @@ func TestPlanWarmup(t *testing.T) {
 			name: "check-wal-only is refused with the reason",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly), volumesIn),
 				targetTC(2, true), restored),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: ReasonWarmUpUnsupported}, msg: "check-wal-only", phase: PhaseFailed},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWarmUpUnsupportedReason}, msg: "check-wal-only", phase: PhaseFailed},
 		},
 		{
 			name: "async: TiKV starts at once, no warm-up yet",
@@ -222,11 +222,11 @@ func TestPlanWarmup(t *testing.T) {
 			name: "async, every Job done: WarmUpComplete",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, warm(fedv1alpha1.RestoreWarmupAsync, ""))...), storesUp(targetTC(2, false), 2),
 				restored, servingPods(true), jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded})),
-			want: rwant{actions: nil, phase: PhaseComplete, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: ReasonWarmedUp}},
+			want: rwant{actions: nil, phase: PhaseComplete, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWarmedUpReason}},
 		},
 		{
 			name: "no warm-up on a complete member without async",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, tikvUp[0], tikvUp[1], tikvUp[2], rcond(dpv1alpha1.RestoreMemberCompleteCondition, ReasonRecoveryModeOff)), storesUp(targetTC(2, false), 2),
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, tikvUp[0], tikvUp[1], tikvUp[2], rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)), storesUp(targetTC(2, false), 2),
 				restored, servingPods(true)),
 			want: rwant{actions: nil, phase: PhaseComplete},
 		},

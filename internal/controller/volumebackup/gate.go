@@ -73,7 +73,7 @@ func planGate(o Observed, res *Result, now time.Time, stage gateStage) (stop boo
 	limit := b.Spec.EffectivePauseWaitTimeout()
 	what := fmt.Sprintf("%s/%s, which pauses the same TiDB cluster (%s)", a.Namespace, a.Name, sharedCluster(a, b))
 	if now.Sub(st.TimeStarted.Time) >= limit {
-		*res = fail(o, *res, now, ReasonPauseWaitTimeout, fmt.Sprintf("waited %s (pauseWaitTimeout) for %s to lift its pause", limit, what))
+		*res = fail(o, *res, now, fedv1alpha1.VolumeBackupPauseWaitTimeoutReason, fmt.Sprintf("waited %s (pauseWaitTimeout) for %s to lift its pause", limit, what))
 		return true
 	}
 	deadline := st.TimeStarted.Add(limit)
@@ -81,7 +81,7 @@ func planGate(o Observed, res *Result, now time.Time, stage gateStage) (stop boo
 	if stage == beforePause {
 		phase = fedv1alpha1.VolumeBackupRunning
 	}
-	setProgress(st, now, phase, ReasonWaitingForBackup, fmt.Sprintf("waiting for %s to lift its pause before pausing it; failing at %s (pauseWaitTimeout %s)",
+	setProgress(st, now, phase, fedv1alpha1.VolumeBackupWaitingForBackupReason, fmt.Sprintf("waiting for %s to lift its pause before pausing it; failing at %s (pauseWaitTimeout %s)",
 		what, deadline.UTC().Format(time.RFC3339), limit))
 	res.RequeueAfter = deadline.Sub(now) // the other backup's changes wake this one sooner
 	return true

@@ -158,11 +158,11 @@ func TestPauseGate(t *testing.T) {
 			failed := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
 			switch {
 			case tc.wantFail:
-				if failed == nil || failed.Reason != ReasonPauseWaitTimeout || !strings.Contains(failed.Message, tc.waitFor) || len(r.Actions) != 0 {
+				if failed == nil || failed.Reason != fedv1alpha1.VolumeBackupPauseWaitTimeoutReason || !strings.Contains(failed.Message, tc.waitFor) || len(r.Actions) != 0 {
 					t.Errorf("Failed = %+v, actions %v; want PauseWaitTimeout naming %s", failed, r.Actions, tc.waitFor)
 				}
 			case tc.waitFor != "":
-				if ready == nil || ready.Reason != ReasonWaitingForBackup || !strings.Contains(ready.Message, tc.waitFor) || len(r.Actions) != 0 || failed != nil {
+				if ready == nil || ready.Reason != fedv1alpha1.VolumeBackupWaitingForBackupReason || !strings.Contains(ready.Message, tc.waitFor) || len(r.Actions) != 0 || failed != nil {
 					t.Errorf("Ready = %+v, actions %v; want WaitingForBackup naming %s and nothing done", ready, r.Actions, tc.waitFor)
 				}
 				limit := b.Spec.EffectivePauseWaitTimeout()
@@ -173,7 +173,7 @@ func TestPauseGate(t *testing.T) {
 					t.Errorf("initializer %q chosen while waiting", r.Status.Initializer)
 				}
 			default:
-				if ready != nil && ready.Reason == ReasonWaitingForBackup || failed != nil {
+				if ready != nil && ready.Reason == fedv1alpha1.VolumeBackupWaitingForBackupReason || failed != nil {
 					t.Errorf("Ready = %+v, Failed = %+v; want it to go on", ready, failed)
 				}
 				if fmt.Sprint(r.Actions) != fmt.Sprint(tc.want) {
@@ -194,7 +194,7 @@ func TestStartPauseMarksGCPausedUnknown(t *testing.T) {
 	o := Observed{Backup: b, Known: all(), Reachable: all(),
 		Members: map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC), "az3": armedWith(armedC)}}
 	r := Plan(o, t0)
-	if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != metav1.ConditionUnknown || c.Reason != ReasonPauseStarting {
+	if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != metav1.ConditionUnknown || c.Reason != fedv1alpha1.VolumeBackupPauseStartingReason {
 		t.Fatalf("GCPaused = %+v", c)
 	}
 	if !pauseAsked(&fedv1alpha1.VolumeBackup{Status: r.Status}) || NeedsOthers(&fedv1alpha1.VolumeBackup{Status: r.Status}) {

@@ -107,28 +107,6 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// Reasons of the conditions Plan sets.
-const (
-	ReasonUnknownCluster      = "UnknownCluster"
-	ReasonClusterUnreachable  = "ClusterUnreachable"
-	ReasonArming              = "Arming"
-	ReasonInitializing        = "Initializing"
-	ReasonSnapshotting        = "Snapshotting"
-	ReasonAllSnapshotsStarted = "AllSnapshotsStarted"
-	ReasonAllComplete         = "AllComplete"
-	ReasonMemberFailed        = "MemberFailed"
-	ReasonStepTimeout         = "StepTimeout"
-	ReasonGCResumed           = "GCResumed"
-	ReasonDeleting            = "Deleting"
-	ReasonBadBackupTS         = "BadBackupTS"
-	// ReasonWaitingForBackup: another backup pauses the same TiDB cluster; the message names it.
-	ReasonWaitingForBackup = "WaitingForBackup"
-	// ReasonPauseWaitTimeout: it did not lift its pause within pauseWaitTimeout.
-	ReasonPauseWaitTimeout = "PauseWaitTimeout"
-	// ReasonPauseStarting: the initializer was asked to pause (GCPaused Unknown until it holds).
-	ReasonPauseStarting = "PauseStarting"
-)
-
 // Plan decides the next actions and the status of one VolumeBackup at now.
 func Plan(o Observed, now time.Time) Result {
 	b := o.Backup
@@ -148,7 +126,7 @@ func Plan(o Observed, now time.Time) Result {
 	for _, c := range clusters {
 		if !o.Known[c.K8sClusterName] {
 			msg := fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName)
-			return fail(o, res, now, ReasonUnknownCluster, msg)
+			return fail(o, res, now, fedv1alpha1.UnknownClusterReason, msg)
 		}
 	}
 	if st.TimeStarted == nil {
@@ -167,17 +145,17 @@ func Plan(o Observed, now time.Time) Result {
 	initializer, wait := chooseInitializer(o, st, now)
 	if initializer == "" {
 		first := clusters[0].K8sClusterName
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonClusterUnreachable,
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.ClusterUnreachableReason,
 			fmt.Sprintf("waiting up to %s for %s to answer before another data plane holds the pause", wait.Round(time.Second), first))
 		res.RequeueAfter = wait // a plane becoming reachable wakes the reconcile sooner
 		return res
 	}
 	aggregate(o, st)
 	if c, name := firstFailed(o); c != nil {
-		return fail(o, res, now, ReasonMemberFailed, fmt.Sprintf("member in %s failed: %s: %s", name, c.Reason, c.Message))
+		return fail(o, res, now, fedv1alpha1.MemberFailedReason, fmt.Sprintf("member in %s failed: %s: %s", name, c.Reason, c.Message))
 	}
 	if name, ok := timedOut(o, b, now); ok {
-		return fail(o, res, now, ReasonStepTimeout, fmt.Sprintf("member in %s stayed in phase %s longer than %s", name, o.Members[name].Phase, b.Spec.Template.EffectiveStepTimeout()))
+		return fail(o, res, now, fedv1alpha1.StepTimeoutReason, fmt.Sprintf("member in %s stayed in phase %s longer than %s", name, o.Members[name].Phase, b.Spec.Template.EffectiveStepTimeout()))
 	}
 
 	if hidden := hiddenMembers(o); len(hidden) > 0 && b.Status.Phase == fedv1alpha1.VolumeBackupSnapshotsCreated {
@@ -185,7 +163,7 @@ func Plan(o Observed, now time.Time) Result {
 		// yet after a restart) is not a member that was never created: every member had started
 		// its snapshots, and the phase never moves back.
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
-			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
+			Reason: fedv1alpha1.ClusterUnreachableReason, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
 		res.RequeueAfter = nextTimeout(o, b, now)
 		return res
 	}
@@ -203,7 +181,7 @@ func Plan(o Observed, now time.Time) Result {
 	case !init.Exists:
 		res.add(o, Action{Kind: CreateMember, Cluster: initializer, Phase: dpv1alpha1.BackupMemberInitialize})
 		armOthers()
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupInitializingReason, "pausing GC and PD scheduling in "+initializer)
 	case !pauseReady(init) && init.Phase == dpv1alpha1.BackupMemberInitialize:
 		armOthers()
 		if init.StartPause {
@@ -226,21 +204,21 @@ func Plan(o Observed, now time.Time) Result {
 			pauseStarting(st, now, initializer)
 			break
 		}
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonArming, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupArmingReason, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
 	default:
 		ts := pausedTS(init)
 		if ts == 0 {
-			return fail(o, res, now, ReasonBadBackupTS, fmt.Sprintf("initializer %s is in phase %s, but its pause step reports no backup ts it holds",
+			return fail(o, res, now, fedv1alpha1.VolumeBackupBadBackupTSReason, fmt.Sprintf("initializer %s is in phase %s, but its pause step reports no backup ts it holds",
 				initializer, init.Phase))
 		}
 		backupTS := strconv.FormatUint(ts, 10)
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionTrue,
-			Reason: ReasonInitializing, Message: "GC and PD scheduling paused by " + initializer}, now)
+			Reason: fedv1alpha1.VolumeBackupInitializingReason, Message: "GC and PD scheduling paused by " + initializer}, now)
 		planExecute(o, &res, now, initializer, backupTS)
 	}
 	if len(unreachable) > 0 {
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
-			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", unreachable)}, now)
+			Reason: fedv1alpha1.ClusterUnreachableReason, Message: fmt.Sprintf("waiting for data planes %v", unreachable)}, now)
 	}
 	res.RequeueAfter = nextTimeout(o, b, now)
 	return res
@@ -250,8 +228,8 @@ func Plan(o Observed, now time.Time) Result {
 // pause holds, which the pause gate of other backups of the cluster reads.
 func pauseStarting(st *fedv1alpha1.VolumeBackupStatus, now time.Time, initializer string) {
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionUnknown,
-		Reason: ReasonPauseStarting, Message: "asked " + initializer + " to pause GC and PD scheduling"}, now)
-	setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonInitializing, "pausing GC and PD scheduling in "+initializer)
+		Reason: fedv1alpha1.VolumeBackupPauseStartingReason, Message: "asked " + initializer + " to pause GC and PD scheduling"}, now)
+	setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupInitializingReason, "pausing GC and PD scheduling in "+initializer)
 }
 
 // pauseReady says the initializer's pause holds (or held): its step's own report.
@@ -296,10 +274,10 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 			res.add(o, Action{Kind: ResumeGC, Cluster: initializer})
 		}
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupSnapshotsCreatedCondition, Status: metav1.ConditionTrue,
-			Reason: ReasonAllSnapshotsStarted, Message: "every member started its snapshots"}, now)
+			Reason: fedv1alpha1.VolumeBackupAllSnapshotsStartedReason, Message: "every member started its snapshots"}, now)
 		st.Phase = fedv1alpha1.VolumeBackupSnapshotsCreated
 	} else {
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, ReasonSnapshotting, "members are starting their snapshots")
+		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupSnapshottingReason, "members are starting their snapshots")
 	}
 	markGCResumed(o, st, now)
 	if allComplete {
@@ -307,9 +285,9 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		st.TimeCompleted = &done
 		st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue,
-			Reason: ReasonAllComplete, Message: "every snapshot completed"}, now)
+			Reason: fedv1alpha1.AllCompleteReason, Message: "every snapshot completed"}, now)
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionTrue,
-			Reason: ReasonAllComplete, Message: "backup complete at commit ts " + st.CommitTs}, now)
+			Reason: fedv1alpha1.AllCompleteReason, Message: "backup complete at commit ts " + st.CommitTs}, now)
 		st.Phase = fedv1alpha1.VolumeBackupComplete
 		teardownAll(o, res)
 	}
@@ -351,7 +329,7 @@ func markGCResumed(o Observed, st *fedv1alpha1.VolumeBackupStatus, now time.Time
 		return
 	}
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionFalse,
-		Reason: ReasonGCResumed, Message: "GC and PD scheduling run again"}, now)
+		Reason: fedv1alpha1.VolumeBackupGCResumedReason, Message: "GC and PD scheduling run again"}, now)
 }
 
 // markPauseGone records, for a deleted backup, that its pause is over: the initializer
@@ -365,7 +343,7 @@ func markPauseGone(o Observed, st *fedv1alpha1.VolumeBackupStatus, now time.Time
 	markGCResumed(o, st, now)
 	if o.Known[st.Initializer] && o.Reachable[st.Initializer] && !o.Members[st.Initializer].Exists {
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionFalse,
-			Reason: ReasonGCResumed, Message: "the initializer's member is gone, and its pause with it"}, now)
+			Reason: fedv1alpha1.VolumeBackupGCResumedReason, Message: "the initializer's member is gone, and its pause with it"}, now)
 	}
 }
 
@@ -447,7 +425,7 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 		msg = cleanMsg
 	}
 	setCondition(&res.Status, metav1.Condition{Type: fedv1alpha1.VolumeBackupCleanedCondition, Status: metav1.ConditionFalse, Reason: reason, Message: cleanMsg}, now)
-	readyReason := ReasonDeleting
+	readyReason := fedv1alpha1.VolumeBackupDeletingReason
 	if len(failing) > 0 {
 		readyReason = fedv1alpha1.VolumeBackupCleanFailedReason
 	}

@@ -159,7 +159,7 @@ func TestPlan(t *testing.T) {
 			members:   map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC), "az3": armed()},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
-				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonArming || !strings.Contains(c.Message, "az3") {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != fedv1alpha1.VolumeBackupArmingReason || !strings.Contains(c.Message, "az3") {
 					t.Errorf("Ready = %+v, want Arming naming az3", c)
 				}
 			},
@@ -233,7 +233,7 @@ func TestPlan(t *testing.T) {
 			reachable: map[string]bool{"az1": true, "az2": true},
 			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
 			check: func(t *testing.T, r Result) {
-				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable || !strings.Contains(c.Message, "az3") {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != fedv1alpha1.ClusterUnreachableReason || !strings.Contains(c.Message, "az3") {
 					t.Errorf("Ready = %+v, want ClusterUnreachable naming az3", c)
 				}
 			},
@@ -327,7 +327,7 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
 				c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
-				if c == nil || c.Reason != ReasonMemberFailed || !strings.Contains(c.Message, "az2") {
+				if c == nil || c.Reason != fedv1alpha1.MemberFailedReason || !strings.Contains(c.Message, "az2") {
 					t.Errorf("Failed = %+v", c)
 				}
 			},
@@ -345,7 +345,7 @@ func TestPlan(t *testing.T) {
 			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
-				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != ReasonStepTimeout {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != fedv1alpha1.StepTimeoutReason {
 					t.Errorf("Failed = %+v", c)
 				}
 			},
@@ -367,7 +367,7 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
 				c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
-				if c == nil || c.Reason != ReasonUnknownCluster || !strings.Contains(c.Message, `"az3"`) {
+				if c == nil || c.Reason != fedv1alpha1.UnknownClusterReason || !strings.Contains(c.Message, `"az3"`) {
 					t.Errorf("Failed = %+v", c)
 				}
 			},
@@ -379,7 +379,7 @@ func TestPlan(t *testing.T) {
 			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "100"}, {Kind: CreateMember, Cluster: "az2", Phase: exec, BackupTS: "100"}},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 			check: func(t *testing.T, r Result) {
-				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition); c == nil || c.Reason != fedv1alpha1.ClusterUnreachableReason {
 					t.Errorf("Ready = %+v", c)
 				}
 			},
@@ -422,7 +422,7 @@ func TestPlan(t *testing.T) {
 			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
-				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != ReasonBadBackupTS {
+				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != fedv1alpha1.VolumeBackupBadBackupTSReason {
 					t.Errorf("Failed = %+v", c)
 				}
 			},

@@ -79,27 +79,6 @@ type LastSuccess struct {
 	Size      int64
 }
 
-// Reasons of the Ready condition.
-const (
-	ReasonScheduled      = "Scheduled"
-	ReasonPaused         = "Paused"
-	ReasonInvalid        = "InvalidSchedule"
-	ReasonSkippedRunning = "SkippedPreviousRunning"
-)
-
-// Reasons of the Retention condition.
-const (
-	// ReasonRetentionOff: neither maxBackups nor maxReservedTime is set; every backup is kept.
-	ReasonRetentionOff = "NoRetention"
-	// ReasonRetentionIdle: nothing is due for deletion.
-	ReasonRetentionIdle = "Idle"
-	// ReasonRetentionDeleting: a backup is being deleted; the next deletion waits for it.
-	ReasonRetentionDeleting = "Deleting"
-	// ReasonRetentionCleanFailed: a backup being deleted cannot be cleaned; retention waits
-	// for it (the message names it and says why).
-	ReasonRetentionCleanFailed = "CleanFailed"
-)
-
 // Plan decides what to create and delete at now.
 func Plan(o Observed, now time.Time) Result {
 	s := o.Schedule
@@ -109,7 +88,7 @@ func Plan(o Observed, now time.Time) Result {
 
 	sched, err := fedv1alpha1.ParseSchedule(s.Spec.Schedule)
 	if err != nil {
-		setReady(st, metav1.ConditionFalse, ReasonInvalid, err.Error(), now)
+		setReady(st, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleInvalidScheduleReason, err.Error(), now)
 		return res
 	}
 	planRetention(o, &res, now)
@@ -117,10 +96,10 @@ func Plan(o Observed, now time.Time) Result {
 
 	res.RequeueAfter = sched.Next(now).Sub(now)
 	if s.Spec.Pause {
-		setReady(st, metav1.ConditionTrue, ReasonPaused, "paused: no new backups; retention still runs", now)
+		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupSchedulePausedReason, "paused: no new backups; retention still runs", now)
 		return res
 	}
-	if c := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c != nil && c.Reason == ReasonPaused {
+	if c := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c != nil && c.Reason == fedv1alpha1.VolumeBackupSchedulePausedReason {
 		// Resumed: the ticks missed while paused are not caught up (upstream made a backup at
 		// once for the latest of them); the next backup is at the next tick.
 		t := metav1.NewTime(now)
@@ -138,17 +117,17 @@ func Plan(o Observed, now time.Time) Result {
 
 	switch {
 	case tick.IsZero():
-		setReady(st, metav1.ConditionTrue, ReasonScheduled, "next backup at "+sched.Next(now).UTC().Format(time.RFC3339), now)
+		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleScheduledReason, "next backup at "+sched.Next(now).UTC().Format(time.RFC3339), now)
 	case running(o) != "":
 		t := metav1.NewTime(tick)
 		st.LastBackupTime = &t // the tick is consumed; the next one gets a fresh chance
-		setReady(st, metav1.ConditionTrue, ReasonSkippedRunning,
+		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleSkippedPreviousRunningReason,
 			fmt.Sprintf("skipped the %s backup: %s is still running", tick.UTC().Format(time.RFC3339), running(o)), now)
 	default:
 		res.Create, res.CreateFor = BackupName(s.Name, tick), tick
 		t := metav1.NewTime(tick)
 		st.LastBackup, st.LastBackupTime = res.Create, &t
-		setReady(st, metav1.ConditionTrue, ReasonScheduled, "created "+res.Create, now)
+		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleScheduledReason, "created "+res.Create, now)
 	}
 	return res
 }
@@ -225,23 +204,23 @@ func planRetention(o Observed, res *Result, now time.Time) {
 			continue
 		}
 		if b.CleanFailure != "" {
-			setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionFalse, ReasonRetentionCleanFailed,
+			setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleCleanFailedReason,
 				fmt.Sprintf("%s cannot be cleaned: %s; retention deletes nothing else until it is gone", b.Name, b.CleanFailure), now)
 			return
 		}
-		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionDeleting,
+		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDeletingReason,
 			fmt.Sprintf("waiting for %s to be deleted before deleting another", b.Name), now)
 		return
 	}
 	spec := o.Schedule.Spec
 	if spec.MaxReservedTime == nil && (spec.MaxBackups == nil || *spec.MaxBackups == 0) {
-		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionOff,
+		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleNoRetentionReason,
 			"neither maxBackups nor maxReservedTime is set: every backup is kept", now)
 		return
 	}
 	due := Expired(o, now)
 	if len(due) == 0 {
-		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionIdle,
+		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleIdleReason,
 			"no backup is due for deletion", now)
 		return
 	}
@@ -254,7 +233,7 @@ func planRetention(o Observed, res *Result, now time.Time) {
 	if len(due) > 1 {
 		msg += fmt.Sprintf("; %d more due after it", len(due)-1)
 	}
-	setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, ReasonRetentionDeleting, msg, now)
+	setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDeletingReason, msg, now)
 }
 
 // Expired lists the backups retention deletes, oldest first. It never lists skipGC, running

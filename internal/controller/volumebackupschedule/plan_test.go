@@ -45,11 +45,11 @@ func TestPlan(t *testing.T) {
 	}{
 		{
 			name: "before the first tick nothing happens", sched: schedule(nil),
-			now: created.Add(5 * time.Hour), wantReason: ReasonScheduled, wantRetention: ReasonRetentionOff,
+			now: created.Add(5 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason, wantRetention: fedv1alpha1.VolumeBackupScheduleNoRetentionReason,
 		},
 		{
 			name: "first tick creates a backup named after it", sched: schedule(nil),
-			now: created.Add(6*time.Hour + time.Second), wantCreate: "every-6h-2026-11-01t06-00-00", wantReason: ReasonScheduled,
+			now: created.Add(6*time.Hour + time.Second), wantCreate: "every-6h-2026-11-01t06-00-00", wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
 		},
 		{
 			name: "missed ticks collapse into one backup for the latest",
@@ -59,7 +59,7 @@ func TestPlan(t *testing.T) {
 			}),
 			backups:    []Backup{{Name: "a", Scheduled: created.Add(6 * time.Hour), Complete: true}},
 			now:        created.Add(25 * time.Hour),
-			wantCreate: "every-6h-2026-11-02t00-00-00", wantReason: ReasonScheduled,
+			wantCreate: "every-6h-2026-11-02t00-00-00", wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
 		},
 		{
 			name: "a tick while the previous backup runs is skipped, not stacked",
@@ -68,14 +68,14 @@ func TestPlan(t *testing.T) {
 				s.Status.LastBackupTime = &t
 			}),
 			backups: []Backup{{Name: "slow", Scheduled: created.Add(6 * time.Hour)}},
-			now:     created.Add(12*time.Hour + time.Minute), wantReason: ReasonSkippedRunning, wantMessage: []string{"slow"},
+			now:     created.Add(12*time.Hour + time.Minute), wantReason: fedv1alpha1.VolumeBackupScheduleSkippedPreviousRunningReason, wantMessage: []string{"slow"},
 		},
 		{
 			name:  "paused: no backup, but retention still deletes",
 			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Pause = true; s.Spec.MaxReservedTime = ptr.To("1d") }),
 			backups: []Backup{{Name: "old", Scheduled: created, Complete: true},
 				{Name: "new", Scheduled: created.Add(47 * time.Hour), Complete: true}},
-			now: created.Add(48*time.Hour + time.Minute), wantDelete: "old", wantReason: ReasonPaused,
+			now: created.Add(48*time.Hour + time.Minute), wantDelete: "old", wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
 		},
 		{
 			name:  "maxBackups keeps the newest complete ones, never skipGC or running ones; one deletion at a time, oldest first",
@@ -88,8 +88,8 @@ func TestPlan(t *testing.T) {
 				{Name: "b5", Scheduled: created.Add(5 * time.Hour), Complete: true},
 				{Name: "b6", Scheduled: created.Add(6 * time.Hour)},
 			},
-			now: created.Add(7 * time.Hour), wantDelete: "b1", wantReason: ReasonPaused,
-			wantRetention: ReasonRetentionDeleting, wantMessage: []string{"deleting b1", "1 more due"},
+			now: created.Add(7 * time.Hour), wantDelete: "b1", wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
+			wantRetention: fedv1alpha1.VolumeBackupScheduleDeletingReason, wantMessage: []string{"deleting b1", "1 more due"},
 		},
 		{
 			name:  "serial: while one backup is being deleted, no other is",
@@ -99,8 +99,8 @@ func TestPlan(t *testing.T) {
 				{Name: "b2", Scheduled: created.Add(2 * time.Hour), Complete: true},
 				{Name: "b3", Scheduled: created.Add(3 * time.Hour), Complete: true},
 			},
-			now: created.Add(7 * time.Hour), wantReason: ReasonPaused,
-			wantRetention: ReasonRetentionDeleting, wantMessage: []string{"waiting for b1"},
+			now: created.Add(7 * time.Hour), wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
+			wantRetention: fedv1alpha1.VolumeBackupScheduleDeletingReason, wantMessage: []string{"waiting for b1"},
 		},
 		{
 			name:  "a deletion whose clean fails holds retention and says which backup and why",
@@ -111,8 +111,8 @@ func TestPlan(t *testing.T) {
 				{Name: "b2", Scheduled: created.Add(2 * time.Hour), Complete: true},
 				{Name: "b3", Scheduled: created.Add(3 * time.Hour), Complete: true},
 			},
-			now: created.Add(7 * time.Hour), wantReason: ReasonPaused,
-			wantRetention: ReasonRetentionCleanFailed, wantMessage: []string{"b1 cannot be cleaned", "dp1", "UnauthorizedOperation"},
+			now: created.Add(7 * time.Hour), wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
+			wantRetention: fedv1alpha1.VolumeBackupScheduleCleanFailedReason, wantMessage: []string{"b1 cannot be cleaned", "dp1", "UnauthorizedOperation"},
 		},
 		{
 			name:  "a backup deleted by hand also holds the next deletion",
@@ -122,7 +122,7 @@ func TestPlan(t *testing.T) {
 				{Name: "b2", Scheduled: created.Add(2 * time.Hour), Complete: true},
 				{Name: "b3", Scheduled: created.Add(3 * time.Hour), Complete: true, SkipGC: true, Deleting: true},
 			},
-			now: created.Add(7 * time.Hour), wantReason: ReasonPaused, wantRetention: ReasonRetentionDeleting,
+			now: created.Add(7 * time.Hour), wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason, wantRetention: fedv1alpha1.VolumeBackupScheduleDeletingReason,
 		},
 		{
 			name:  "failed backups do not count: a run of failures never costs the newest complete ones",
@@ -133,7 +133,7 @@ func TestPlan(t *testing.T) {
 				{Name: "b3", Scheduled: created.Add(3 * time.Hour), Failed: true},
 				{Name: "b4", Scheduled: created.Add(4 * time.Hour), Failed: true},
 			},
-			now: created.Add(7 * time.Hour), wantReason: ReasonPaused, wantRetention: ReasonRetentionIdle,
+			now: created.Add(7 * time.Hour), wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason, wantRetention: fedv1alpha1.VolumeBackupScheduleIdleReason,
 		},
 		{
 			name:  "a failed backup goes once a newer one completed",
@@ -143,7 +143,7 @@ func TestPlan(t *testing.T) {
 				{Name: "b2", Scheduled: created.Add(2 * time.Hour), Failed: true},
 				{Name: "b3", Scheduled: created.Add(3 * time.Hour), Complete: true},
 			},
-			now: created.Add(7 * time.Hour), wantDelete: "b2", wantReason: ReasonPaused,
+			now: created.Add(7 * time.Hour), wantDelete: "b2", wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
 		},
 		{
 			name:  "failures in a row keep at most maxBackups of them",
@@ -154,7 +154,7 @@ func TestPlan(t *testing.T) {
 				{Name: "b3", Scheduled: created.Add(3 * time.Hour), Failed: true},
 				{Name: "b4", Scheduled: created.Add(4 * time.Hour), Failed: true},
 			},
-			now: created.Add(7 * time.Hour), wantDelete: "b2", wantReason: ReasonPaused,
+			now: created.Add(7 * time.Hour), wantDelete: "b2", wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
 		},
 		{
 			name: "maxReservedTime wins over maxBackups",
@@ -164,7 +164,7 @@ func TestPlan(t *testing.T) {
 				s.Spec.Pause = true
 			}),
 			backups: []Backup{{Name: "a", Scheduled: created, Complete: true}, {Name: "b", Scheduled: created.Add(24 * time.Hour), Complete: true}},
-			now:     created.Add(8*24*time.Hour - time.Hour), wantDelete: "a", wantReason: ReasonPaused,
+			now:     created.Add(8*24*time.Hour - time.Hour), wantDelete: "a", wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
 		},
 		{
 			name:  "maxReservedTime never deletes the newest complete backup, however old; failed ones expire",
@@ -173,7 +173,7 @@ func TestPlan(t *testing.T) {
 				{Name: "a", Scheduled: created, Complete: true},
 				{Name: "b", Scheduled: created.Add(24 * time.Hour), Failed: true},
 			},
-			now: created.Add(30 * 24 * time.Hour), wantDelete: "b", wantReason: ReasonPaused,
+			now: created.Add(30 * 24 * time.Hour), wantDelete: "b", wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason,
 		},
 		{
 			name:  "maxReservedTime: the newest complete backup alone stays",
@@ -181,12 +181,12 @@ func TestPlan(t *testing.T) {
 			backups: []Backup{
 				{Name: "a", Scheduled: created, Complete: true},
 			},
-			now: created.Add(30 * 24 * time.Hour), wantReason: ReasonPaused, wantRetention: ReasonRetentionIdle,
+			now: created.Add(30 * 24 * time.Hour), wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason, wantRetention: fedv1alpha1.VolumeBackupScheduleIdleReason,
 		},
 		{
 			name:  "an invalid schedule is reported, nothing created or deleted",
 			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Schedule = "0 10-5 * * *" }),
-			now:   created.Add(24 * time.Hour), wantReason: ReasonInvalid,
+			now:   created.Add(24 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleInvalidScheduleReason,
 		},
 	}
 	for _, tc := range tests {
@@ -207,7 +207,7 @@ func TestPlan(t *testing.T) {
 				if c == nil || c.Reason != tc.wantRetention {
 					t.Errorf("Retention = %+v, want reason %s", c, tc.wantRetention)
 				}
-				if want := metav1.ConditionStatus(map[bool]string{true: "False", false: "True"}[tc.wantRetention == ReasonRetentionCleanFailed]); c != nil && c.Status != want {
+				if want := metav1.ConditionStatus(map[bool]string{true: "False", false: "True"}[tc.wantRetention == fedv1alpha1.VolumeBackupScheduleCleanFailedReason]); c != nil && c.Status != want {
 					t.Errorf("Retention status %s, want %s", c.Status, want)
 				}
 			}
@@ -401,7 +401,7 @@ func TestPausedForDaysThenResumedMakesOneBackupAtTheNextTick(t *testing.T) {
 	if len(made) != 2 || made[1] != BackupName(s.Name, next) {
 		t.Fatalf("after the next tick: %v, want one backup for %v", made, next)
 	}
-	if c := meta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c.Reason != ReasonScheduled {
+	if c := meta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleReadyCondition); c.Reason != fedv1alpha1.VolumeBackupScheduleScheduledReason {
 		t.Fatalf("Ready = %+v", c)
 	}
 }

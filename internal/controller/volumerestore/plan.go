@@ -79,23 +79,6 @@ type Result struct {
 	RequeueAfter    time.Duration
 }
 
-// Reasons of the conditions Plan sets.
-const (
-	ReasonUnknownCluster     = "UnknownCluster"
-	ReasonClusterUnreachable = "ClusterUnreachable"
-	ReasonRestoringVolumes   = "RestoringVolumes"
-	ReasonRestoringData      = "RestoringData"
-	ReasonFinishing          = "Finishing"
-	ReasonAllComplete        = "AllComplete"
-	ReasonMemberFailed       = "MemberFailed"
-	ReasonStepTimeout        = "StepTimeout"
-	ReasonBadCommitTS        = "BadCommitTS"
-	ReasonWarmingUp          = "WarmingUp"
-	ReasonWarmedUp           = "WarmedUp"
-	// ReasonMemberWarmUpFailed is the agent's reason for a warm-up whose Jobs failed.
-	ReasonMemberWarmUpFailed = "WarmUpFailed"
-)
-
 const (
 	restoreVolume = dpv1alpha1.RestoreMemberRestoreVolume
 	restoreData   = dpv1alpha1.RestoreMemberRestoreData
@@ -117,7 +100,7 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	for _, c := range r.Spec.Clusters {
 		if !o.Known[c.K8sClusterName] {
-			return fail(o, res, now, ReasonUnknownCluster, fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName))
+			return fail(o, res, now, fedv1alpha1.UnknownClusterReason, fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName))
 		}
 	}
 	if st.TimeStarted == nil {
@@ -127,14 +110,14 @@ func Plan(o Observed, now time.Time) Result {
 	aggregate(o, st)
 	for _, c := range r.Spec.Clusters {
 		if f := meta.FindStatusCondition(o.Members[c.K8sClusterName].Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition); f != nil && f.Status == metav1.ConditionTrue {
-			return fail(o, res, now, ReasonMemberFailed, fmt.Sprintf("member in %s failed: %s: %s", c.K8sClusterName, f.Reason, f.Message))
+			return fail(o, res, now, fedv1alpha1.MemberFailedReason, fmt.Sprintf("member in %s failed: %s: %s", c.K8sClusterName, f.Reason, f.Message))
 		}
 	}
 	limit := r.Spec.Template.EffectiveStepTimeout()
 	for _, c := range r.Spec.Clusters {
 		m := o.Members[c.K8sClusterName]
 		if m.Exists && !m.PhaseSince.IsZero() && !memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) && now.Sub(m.PhaseSince) > limit {
-			return fail(o, res, now, ReasonStepTimeout, fmt.Sprintf("member in %s stayed in phase %s longer than %s", c.K8sClusterName, m.Phase, limit))
+			return fail(o, res, now, fedv1alpha1.StepTimeoutReason, fmt.Sprintf("member in %s stayed in phase %s longer than %s", c.K8sClusterName, m.Phase, limit))
 		}
 	}
 
@@ -143,7 +126,7 @@ func Plan(o Observed, now time.Time) Result {
 		// yet after a restart) is not a member that was never created: what the restore reached
 		// stands, and the phase never moves back.
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse,
-			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
+			Reason: fedv1alpha1.ClusterUnreachableReason, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
 		res.RequeueAfter = nextTimeout(o, limit, now)
 		return res
 	}
@@ -154,7 +137,7 @@ func Plan(o Observed, now time.Time) Result {
 				res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: restoreVolume})
 			}
 		}
-		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, "creating volumes from the snapshots")
+		progress(st, now, fedv1alpha1.VolumeRestoreRunning, fedv1alpha1.VolumeRestoreRestoringVolumesReason, "creating volumes from the snapshots")
 		step(st, "RestoreVolume", now, false)
 	case !all(o, func(m Member) bool { return tikvReady(r, m) }):
 		markData(o, &res)
@@ -162,14 +145,14 @@ func Plan(o Observed, now time.Time) Result {
 		if !warmedUp(o, st, now) && r.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupSync {
 			msg = "restoring volumes, warming them up, then starting TiKV in recovery mode"
 		}
-		progress(st, now, fedv1alpha1.VolumeRestoreRunning, ReasonRestoringVolumes, msg)
+		progress(st, now, fedv1alpha1.VolumeRestoreRunning, fedv1alpha1.VolumeRestoreRestoringVolumesReason, msg)
 	default:
 		planData(o, &res, now)
 	}
 	res.RequeueAfter = nextTimeout(o, limit, now)
 	if down := unreachable(o); len(down) > 0 {
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse,
-			Reason: ReasonClusterUnreachable, Message: fmt.Sprintf("waiting for data planes %v", down)}, now)
+			Reason: fedv1alpha1.ClusterUnreachableReason, Message: fmt.Sprintf("waiting for data planes %v", down)}, now)
 	}
 	return res
 }
@@ -178,11 +161,11 @@ func Plan(o Observed, now time.Time) Result {
 func planData(o Observed, res *Result, now time.Time) {
 	st := &res.Status
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreTikvCompleteCondition, Status: metav1.ConditionTrue,
-		Reason: ReasonRestoringVolumes, Message: "every TiKV runs in recovery mode on restored volumes"}, now)
+		Reason: fedv1alpha1.VolumeRestoreRestoringVolumesReason, Message: "every TiKV runs in recovery mode on restored volumes"}, now)
 	step(st, "RestoreVolume", now, true)
 	chosen, ts, err := dataMember(o)
 	if err != nil {
-		*res = fail(o, *res, now, ReasonBadCommitTS, err.Error())
+		*res = fail(o, *res, now, fedv1alpha1.VolumeRestoreBadCommitTSReason, err.Error())
 		return
 	}
 	data := o.Members[chosen]
@@ -190,13 +173,13 @@ func planData(o Observed, res *Result, now time.Time) {
 		if data.Phase == restoreVolume {
 			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData, Version: data.Version})
 		}
-		progress(st, now, fedv1alpha1.VolumeRestoreTikvComplete, ReasonRestoringData, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
+		progress(st, now, fedv1alpha1.VolumeRestoreTikvComplete, fedv1alpha1.VolumeRestoreRestoringDataReason, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
 		step(st, "RestoreData", now, false)
 		return
 	}
 	st.CommitTs = strconv.FormatUint(ts, 10)
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreDataCompleteCondition, Status: metav1.ConditionTrue,
-		Reason: ReasonRestoringData, Message: "data recovered to " + st.CommitTs}, now)
+		Reason: fedv1alpha1.VolumeRestoreRestoringDataReason, Message: "data recovered to " + st.CommitTs}, now)
 	step(st, "RestoreData", now, true)
 	for _, c := range o.Restore.Spec.Clusters {
 		if m := o.Members[c.K8sClusterName]; m.Phase != restoreFinish {
@@ -204,21 +187,21 @@ func planData(o Observed, res *Result, now time.Time) {
 		}
 	}
 	if !all(o, func(m Member) bool { return memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) }) {
-		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, ReasonFinishing, "restarting TiKV out of recovery mode")
+		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, fedv1alpha1.VolumeRestoreFinishingReason, "restarting TiKV out of recovery mode")
 		step(st, "RestartTiKV", now, false)
 		return
 	}
 	step(st, "RestartTiKV", now, true)
 	if !warmedUp(o, st, now) {
-		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, ReasonWarmingUp,
+		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, fedv1alpha1.VolumeRestoreWarmingUpReason,
 			fmt.Sprintf("TiKV serves the restored data; the %s warm-up is still reading volumes", o.Restore.Spec.Template.Warmup))
 		return
 	}
 	done := metav1.NewTime(now)
 	st.TimeCompleted = &done
 	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
-	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreCompleteCondition, Status: metav1.ConditionTrue, Reason: ReasonAllComplete, Message: "restored to " + st.CommitTs}, now)
-	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionTrue, Reason: ReasonAllComplete, Message: "restored to " + st.CommitTs}, now)
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreCompleteCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.AllCompleteReason, Message: "restored to " + st.CommitTs}, now)
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.AllCompleteReason, Message: "restored to " + st.CommitTs}, now)
 	st.Phase = fedv1alpha1.VolumeRestoreComplete
 }
 
@@ -238,7 +221,7 @@ func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bo
 		switch {
 		case w == nil || w.Status != metav1.ConditionTrue:
 			warming = append(warming, c.K8sClusterName)
-		case w.Reason == ReasonMemberWarmUpFailed:
+		case w.Reason == dpv1alpha1.RestoreMemberWarmUpFailedReason:
 			failed = append(failed, c.K8sClusterName+": "+w.Message)
 		}
 	}
@@ -249,10 +232,10 @@ func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bo
 		return false
 	}
 	step(st, "WarmUp", now, true)
-	c := metav1.Condition{Type: fedv1alpha1.VolumeRestoreWarmUpCompleteCondition, Status: metav1.ConditionTrue, Reason: ReasonWarmedUp,
+	c := metav1.Condition{Type: fedv1alpha1.VolumeRestoreWarmUpCompleteCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.VolumeRestoreWarmedUpReason,
 		Message: "every member read its restored volumes"}
 	if len(failed) > 0 {
-		c.Reason, c.Message = ReasonMemberWarmUpFailed, "warm-up failed on some volumes (they may be slow on first reads): "+strings.Join(failed, "; ")
+		c.Reason, c.Message = fedv1alpha1.VolumeRestoreWarmUpFailedReason, "warm-up failed on some volumes (they may be slow on first reads): "+strings.Join(failed, "; ")
 	}
 	setCondition(st, c, now)
 	return true

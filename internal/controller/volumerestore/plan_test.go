@@ -39,7 +39,7 @@ func member(phase dpv1alpha1.RestoreMemberPhase, ts string, conds ...string) Mem
 
 // warmFailed is m with a warm-up whose Jobs failed.
 func warmFailed(m Member) Member {
-	m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: warm, Status: metav1.ConditionTrue, Reason: ReasonMemberWarmUpFailed, Message: "job x failed"})
+	m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: warm, Status: metav1.ConditionTrue, Reason: dpv1alpha1.RestoreMemberWarmUpFailedReason, Message: "job x failed"})
 	return m
 }
 
@@ -155,7 +155,7 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreDataComplete,
 			check: func(t *testing.T, r Result) {
 				ready := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)
-				if r.Status.TimeCompleted != nil || ready == nil || ready.Reason != ReasonWarmingUp || !strings.Contains(ready.Message, "serves") {
+				if r.Status.TimeCompleted != nil || ready == nil || ready.Reason != fedv1alpha1.VolumeRestoreWarmingUpReason || !strings.Contains(ready.Message, "serves") {
 					t.Errorf("completed %v, Ready %+v", r.Status.TimeCompleted, ready)
 				}
 				if s := r.Status.Steps[len(r.Status.Steps)-1]; s.StepName != "WarmUp" || s.TimeCompleted != nil {
@@ -170,7 +170,7 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreComplete,
 			check: func(t *testing.T, r Result) {
 				w := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition)
-				if w == nil || w.Reason != ReasonMemberWarmUpFailed || !strings.Contains(w.Message, "az2: job x failed") {
+				if w == nil || w.Reason != fedv1alpha1.VolumeRestoreWarmUpFailedReason || !strings.Contains(w.Message, "az2: job x failed") {
 					t.Errorf("WarmUpComplete %+v", w)
 				}
 			},
@@ -192,7 +192,7 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 			check: func(t *testing.T, r Result) {
 				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
-				if c == nil || c.Reason != ReasonMemberFailed || !strings.Contains(c.Message, "az2") {
+				if c == nil || c.Reason != fedv1alpha1.MemberFailedReason || !strings.Contains(c.Message, "az2") {
 					t.Errorf("Failed = %+v", c)
 				}
 			},
@@ -216,7 +216,7 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 			check: func(t *testing.T, r Result) {
 				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
-				if c == nil || c.Reason != ReasonUnknownCluster || !strings.Contains(c.Message, `"az2"`) {
+				if c == nil || c.Reason != fedv1alpha1.UnknownClusterReason || !strings.Contains(c.Message, `"az2"`) {
 					t.Errorf("Failed = %+v", c)
 				}
 			},
@@ -226,7 +226,7 @@ func TestPlan(t *testing.T) {
 			reachable: map[string]bool{"az1": true},
 			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: restoreVolume}},
 			check: func(t *testing.T, r Result) {
-				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable {
+				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != fedv1alpha1.ClusterUnreachableReason {
 					t.Errorf("Ready = %+v", c)
 				}
 			},
@@ -243,7 +243,7 @@ func TestPlan(t *testing.T) {
 			reachable: map[string]bool{"az1": true},
 			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
 			check: func(t *testing.T, r Result) {
-				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != ReasonClusterUnreachable ||
+				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || c.Reason != fedv1alpha1.ClusterUnreachableReason ||
 					!strings.Contains(c.Message, "az2") {
 					t.Errorf("Ready = %+v, want ClusterUnreachable naming az2", c)
 				}

@@ -93,7 +93,7 @@ func (d *run) sizes(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 			}
 			c := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition)
 			switch {
-			case c == nil || c.Status != metav1.ConditionTrue && c.Reason == "Sizing":
+			case c == nil || c.Status != metav1.ConditionTrue && c.Reason == dpv1alpha1.BackupMemberSizingReason:
 				return false, "sizing the snapshots in " + dp.Cluster, nil
 			case c.Status != metav1.ConditionTrue:
 				return false, "", fmt.Errorf("%s: %s: %s", dp.Cluster, c.Reason, c.Message)

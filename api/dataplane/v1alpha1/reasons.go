@@ -1,0 +1,227 @@
+package v1alpha1
+
+// Reasons of the conditions the agent writes on VolumeBackupMembers and VolumeRestoreMembers,
+// grouped by condition type. A reason both member kinds set with the same meaning has one
+// constant without a kind prefix; the others are prefixed with their kind, as the condition
+// types are. The values are API: alerts and tests match on them.
+
+// Reasons of the Failed condition (True) of both member kinds.
+const (
+	// TidbClusterNotFoundReason: the member's TidbCluster does not exist in its data plane.
+	TidbClusterNotFoundReason = "TidbClusterNotFound"
+	// NoPDAddressReason: the TidbCluster has no PD member with a client URL in its status and no
+	// spec.pdAddresses when the pause, snapshot or restore-data step is about to start.
+	NoPDAddressReason = "NoPDAddress"
+	// InvalidStorageReason: the storage a step needs cannot be used (the template's storage of a
+	// backup, spec.backup of a restore, or a storage the agent itself cannot read).
+	InvalidStorageReason = "InvalidStorage"
+	// InvalidReportReason: a step's Job succeeded without reporting its result in the member's
+	// status.steps, or the result it reported cannot be read.
+	InvalidReportReason = "InvalidReport"
+	// DeadlineExceededReason: a step's Job was stopped at its active deadline (stepTimeout; for
+	// the pause, volumeBackupInitJobMaxActiveSeconds).
+	DeadlineExceededReason = "DeadlineExceeded"
+)
+
+// Reasons of a VolumeBackupMember's Initialized condition.
+const (
+	// BackupMemberPauseReadyReason: True once the pause step reports the GC safepoint, PD
+	// schedulers and TiKV leases held at its backup ts.
+	BackupMemberPauseReadyReason = "PauseReady"
+)
+
+// Reasons of a VolumeBackupMember's Armed condition.
+const (
+	// BackupMemberSnapshotArmedReason: True once the snapshot step reports in status.steps
+	// (anything but a failure).
+	BackupMemberSnapshotArmedReason = "SnapshotArmed"
+)
+
+// Reasons of a VolumeBackupMember's SnapshotsCreated condition.
+const (
+	// BackupMemberSnapshotsStartedReason: True once the snapshot step reports every snapshot
+	// started (or its final result).
+	BackupMemberSnapshotsStartedReason = "SnapshotsStarted"
+)
+
+// Reasons of a VolumeBackupMember's GCResumed condition.
+const (
+	// BackupMemberPauseLiftedReason: True once the pause step reports it lifted what it held, or
+	// its Job succeeded.
+	BackupMemberPauseLiftedReason = "PauseLifted"
+	// BackupMemberPauseEndedReason: True when the pause (its report or its Job) failed after it
+	// was asked to stop; whatever it still held lapses within its TTL.
+	BackupMemberPauseEndedReason = "PauseEnded"
+)
+
+// Reasons of a VolumeBackupMember's Complete condition.
+const (
+	// BackupMemberSnapshotsCompletedReason: True once the snapshot step's result is read and
+	// every snapshot completed.
+	BackupMemberSnapshotsCompletedReason = "SnapshotsCompleted"
+)
+
+// Reasons of a VolumeBackupMember's Failed condition (True), beside the shared ones above.
+const (
+	// BackupMemberPauseFailedReason: the pause step reported a failure while nothing had asked
+	// it to stop.
+	BackupMemberPauseFailedReason = "PauseFailed"
+	// BackupMemberPauseJobFailedReason: the pause Job failed (not at its deadline) without a
+	// failure report, while nothing had asked it to stop.
+	BackupMemberPauseJobFailedReason = "PauseJobFailed"
+	// BackupMemberSnapshotFailedReason: the snapshot step reported a failure.
+	BackupMemberSnapshotFailedReason = "SnapshotFailed"
+	// BackupMemberSnapshotJobFailedReason: the snapshot Job failed (not at its deadline) without
+	// a failure report.
+	BackupMemberSnapshotJobFailedReason = "SnapshotJobFailed"
+	// BackupMemberTornDownReason: the member was torn down before its snapshots completed; the
+	// snapshot step was stopped and deletes the snapshots it started.
+	BackupMemberTornDownReason = "TornDown"
+	// BackupMemberNoBackupTSReason: spec.backupTS is not a positive TSO.
+	BackupMemberNoBackupTSReason = "NoBackupTS"
+	// BackupMemberVolumeDiscoveryFailedReason: the TiKV volumes could not be discovered or
+	// written into the snapshot step's inputs.
+	BackupMemberVolumeDiscoveryFailedReason = "VolumeDiscoveryFailed"
+)
+
+// Reasons of a VolumeBackupMember's Sized condition.
+const (
+	// BackupMemberSizingReason: False while the size Job is created or runs.
+	BackupMemberSizingReason = "Sizing"
+	// BackupMemberSizedReason: True once the size step's result is read; the message gives the
+	// sizes.
+	BackupMemberSizedReason = "Sized"
+	// BackupMemberSizeFailedReason: False when the size step, its Job, its result or its storage
+	// failed; the backup stays Complete.
+	BackupMemberSizeFailedReason = "SizeFailed"
+	// BackupMemberSizeNotWantedReason: False when calcSizeLevel is none.
+	BackupMemberSizeNotWantedReason = "SizeNotWanted"
+)
+
+// Reasons of a VolumeBackupMember's Cleaned condition, set while the member is deleted.
+// BackupMemberCleanFailedReason and BackupMemberCleanGaveUpReason (False) mean the member's
+// clean is failing; the message says why. The manager surfaces them on the VolumeBackup.
+const (
+	// BackupMemberCleaningReason: False while the snapshot step is stopped before cleaning, or
+	// while a clean attempt is started or runs.
+	BackupMemberCleaningReason = "Cleaning"
+	// BackupMemberCleanedReason: True once a clean attempt deleted the snapshots and metadata.
+	BackupMemberCleanedReason = "Cleaned"
+	// BackupMemberNothingToCleanReason: True when the member never started a snapshot step.
+	BackupMemberNothingToCleanReason = "NothingToClean"
+	// BackupMemberRetainedReason: False when cleanPolicy keeps the snapshots and metadata
+	// (Retain, or OnFailure and the snapshots completed); the finalizer goes without cleaning.
+	BackupMemberRetainedReason = "Retained"
+	// BackupMemberForceRemovedReason: False when annotation fedbr.io/force-remove is "true"; the
+	// finalizer goes without cleaning.
+	BackupMemberForceRemovedReason = "ForceRemoved"
+	// BackupMemberCleanFailedReason: False when a clean attempt failed (another follows after a
+	// backoff) or the clean's storage cannot be used.
+	BackupMemberCleanFailedReason = "CleanFailed"
+	// BackupMemberCleanGaveUpReason: False once the clean failed as many times as allowed
+	// (annotation fedbr.io/max-clean-attempts, default 10); retried only once that is raised.
+	BackupMemberCleanGaveUpReason = "CleanGaveUp"
+)
+
+// Reasons of a VolumeRestoreMember's Failed condition, beside the shared ones above: True,
+// except RestoreMemberStorageUnreachableReason (False).
+const (
+	// RestoreMemberNotInRecoveryModeReason: the TidbCluster's spec.recoveryMode is not true when
+	// restore-volumes is about to start.
+	RestoreMemberNotInRecoveryModeReason = "NotInRecoveryMode"
+	// RestoreMemberBackupNotFoundReason: spec.backup holds no backupmeta.
+	RestoreMemberBackupNotFoundReason = "BackupNotFound"
+	// RestoreMemberBackupIncompleteReason: the backupmeta's snapshots have not all completed.
+	RestoreMemberBackupIncompleteReason = "BackupIncomplete"
+	// RestoreMemberInvalidBackupReason: the backupmeta is invalid, or the backup's TiKV claims
+	// cannot be rebuilt for the target TidbCluster.
+	RestoreMemberInvalidBackupReason = "InvalidBackup"
+	// RestoreMemberTiKVCountMismatchReason: the backup's TiKV stores, or the TiKV members the
+	// restored volumes serve, differ in number from the TidbCluster's spec.tikv.replicas.
+	RestoreMemberTiKVCountMismatchReason = "TiKVCountMismatch"
+	// RestoreMemberVolumeLayoutMismatchReason: the TidbCluster's TiKV volume layout differs from
+	// the backup's.
+	RestoreMemberVolumeLayoutMismatchReason = "VolumeLayoutMismatch"
+	// RestoreMemberClaimConflictReason: a claim the restore needs already exists and is not this
+	// restore's.
+	RestoreMemberClaimConflictReason = "ClaimConflict"
+	// RestoreMemberInvalidOptionsReason: template.br.options holds an option restore-volumes
+	// does not accept, or --kms-key-id without --volume-encrypted.
+	RestoreMemberInvalidOptionsReason = "InvalidOptions"
+	// RestoreMemberRestoreVolumesFailedReason: the restore-volumes step reported a failure, or
+	// its Job failed (not at its deadline).
+	RestoreMemberRestoreVolumesFailedReason = "RestoreVolumesFailed"
+	// RestoreMemberRebuildFailedReason: the TiKV PVs and PVCs cannot be rebuilt from the
+	// restoremeta (missing after restore-volumes succeeded, or its claims not rebuildable).
+	RestoreMemberRebuildFailedReason = "RebuildFailed"
+	// RestoreMemberWarmUpUnsupportedReason: a warm-up is asked for with warmupStrategy
+	// check-wal-only.
+	RestoreMemberWarmUpUnsupportedReason = "WarmUpUnsupported"
+	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
+	// failed (not at its deadline), armed or running.
+	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"
+	// RestoreMemberStorageUnreachableReason: False while reading the backupmeta or restoremeta
+	// fails with an error not mapped to a reason above; the read is retried.
+	RestoreMemberStorageUnreachableReason = "StorageUnreachable"
+)
+
+// Reasons of a VolumeRestoreMember's VolumeComplete condition.
+const (
+	// RestoreMemberVolumesRestoredReason: True once restore-volumes succeeded and the TiKV PVs
+	// and PVCs rebuilt from its restoremeta are created.
+	RestoreMemberVolumesRestoredReason = "VolumesRestored"
+)
+
+// Reasons of a VolumeRestoreMember's WarmUpStarted condition.
+const (
+	// RestoreMemberWarmingUpReason: True while warm-up Jobs run.
+	RestoreMemberWarmingUpReason = "WarmingUp"
+)
+
+// Reasons of a VolumeRestoreMember's WarmUpComplete condition.
+const (
+	// RestoreMemberNotRequestedReason: True when template.warmup is not set.
+	RestoreMemberNotRequestedReason = "NotRequested"
+	// RestoreMemberWarmedUpReason: True once every warm-up Job succeeded (or none had anything
+	// to read).
+	RestoreMemberWarmedUpReason = "WarmedUp"
+	// RestoreMemberWarmUpFailedReason: True once every warm-up Job finished and some failed
+	// (the message names them); the restore goes on.
+	RestoreMemberWarmUpFailedReason = "WarmUpFailed"
+)
+
+// Reasons of a VolumeRestoreMember's TikvComplete condition.
+const (
+	// RestoreMemberTiKVStartedReason: True once the TidbCluster reports as many TiKV stores up
+	// as spec.tikv.replicas, in recovery mode on the restored volumes.
+	RestoreMemberTiKVStartedReason = "TiKVStarted"
+)
+
+// Reasons of a VolumeRestoreMember's DataComplete condition.
+const (
+	// RestoreMemberDataRestoredReason: True once the restore-data step reported its result.
+	RestoreMemberDataRestoredReason = "DataRestored"
+)
+
+// Reasons of a VolumeRestoreMember's Complete condition.
+const (
+	// RestoreMemberRecoveryModeOffReason: True once spec.recoveryMode is off, the TiKV pods that
+	// ran in recovery mode were restarted and every store is up.
+	RestoreMemberRecoveryModeOffReason = "RecoveryModeOff"
+)
+
+// Reasons of a VolumeRestoreMember's VolumesCleaned condition, set while an unfinished
+// restore's member is deleted.
+const (
+	// RestoreMemberCleaningReason: False while the restore's Jobs and TiKV pods are stopped and
+	// its claims, PVs and volumes tagged with the restore id deleted.
+	RestoreMemberCleaningReason = "Cleaning"
+	// RestoreMemberCleanedReason: True once no volume tagged with the restore id is left.
+	RestoreMemberCleanedReason = "Cleaned"
+	// RestoreMemberCleanFailedReason: False while the volumes tagged with the restore id cannot
+	// be listed; the listing is retried.
+	RestoreMemberCleanFailedReason = "CleanFailed"
+	// RestoreMemberForceRemovedReason: False when annotation fedbr.io/force-remove is "true";
+	// the finalizer goes without cleaning.
+	RestoreMemberForceRemovedReason = "ForceRemoved"
+)

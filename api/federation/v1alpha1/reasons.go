@@ -1,0 +1,147 @@
+package v1alpha1
+
+// Reasons of the conditions the manager writes on VolumeBackups, VolumeRestores and
+// VolumeBackupSchedules, grouped by condition type. A reason VolumeBackups and VolumeRestores
+// both set with the same meaning has one constant without a kind prefix; the others are
+// prefixed with their kind, as the condition types are. The values are API: alerts and tests
+// match on them.
+
+// Reasons of the Failed condition (True) of VolumeBackups and VolumeRestores; Ready is set
+// False with the same reason and message.
+const (
+	// UnknownClusterReason: a k8sClusterName of spec.clusters has no context in the manager's
+	// kubeconfig.
+	UnknownClusterReason = "UnknownCluster"
+	// MemberFailedReason: a member's Failed condition is True; the message names its data plane
+	// and gives its reason and message.
+	MemberFailedReason = "MemberFailed"
+	// StepTimeoutReason: a member stayed in one phase longer than stepTimeout.
+	StepTimeoutReason = "StepTimeout"
+)
+
+// Reasons of the Ready condition of VolumeBackups and VolumeRestores, beside the kinds' own.
+const (
+	// ClusterUnreachableReason: False while data planes (named in the message) cannot be read,
+	// or a backup waits for its first one to answer before another may hold the pause.
+	ClusterUnreachableReason = "ClusterUnreachable"
+	// AllCompleteReason: True once the backup or restore is complete; Complete is True with the
+	// same reason.
+	AllCompleteReason = "AllComplete"
+)
+
+// Reasons of a VolumeBackup's Ready condition, beside the shared ones above.
+const (
+	// VolumeBackupWaitingForBackupReason: False while another VolumeBackup that pauses the
+	// same TiDB cluster goes first; the message names it and when this one fails.
+	VolumeBackupWaitingForBackupReason = "WaitingForBackup"
+	// VolumeBackupInitializingReason: False while the initializer's member is created and
+	// asked to pause. GCPaused is True with this reason once its pause holds.
+	VolumeBackupInitializingReason = "Initializing"
+	// VolumeBackupArmingReason: False while the pause waits for every member's snapshot step to
+	// be armed.
+	VolumeBackupArmingReason = "Arming"
+	// VolumeBackupSnapshottingReason: False while the pause holds and not every member has
+	// started its snapshots.
+	VolumeBackupSnapshottingReason = "Snapshotting"
+	// VolumeBackupDeletingReason: False while a deleted backup's members are deleted (and no
+	// member's clean fails).
+	VolumeBackupDeletingReason = "Deleting"
+)
+
+// Reasons of a VolumeBackup's GCPaused condition, beside VolumeBackupInitializingReason.
+const (
+	// VolumeBackupPauseStartingReason: Unknown once the initializer was asked to pause, until
+	// its pause holds.
+	VolumeBackupPauseStartingReason = "PauseStarting"
+	// VolumeBackupGCResumedReason: False once the initializer's member reports GCResumed, or,
+	// for a deleted backup, its member is gone.
+	VolumeBackupGCResumedReason = "GCResumed"
+)
+
+// Reasons of a VolumeBackup's SnapshotsCreated condition.
+const (
+	// VolumeBackupAllSnapshotsStartedReason: True once every member's snapshot step reports its
+	// snapshots started.
+	VolumeBackupAllSnapshotsStartedReason = "AllSnapshotsStarted"
+)
+
+// Reasons of a VolumeBackup's Failed condition, beside the shared ones above.
+const (
+	// VolumeBackupBadBackupTSReason: the initializer's member left phase initialize, but its
+	// pause step reports no backup ts it holds.
+	VolumeBackupBadBackupTSReason = "BadBackupTS"
+	// VolumeBackupPauseWaitTimeoutReason: another VolumeBackup that pauses the same TiDB
+	// cluster did not lift its pause within pauseWaitTimeout from this backup's start.
+	VolumeBackupPauseWaitTimeoutReason = "PauseWaitTimeout"
+)
+
+// Reasons of a VolumeBackup's Cleaned condition, set while it is deleted.
+const (
+	// VolumeBackupCleaningReason: False while the members are being deleted and clean per
+	// cleanPolicy.
+	VolumeBackupCleaningReason = "Cleaning"
+	// VolumeBackupCleanFailedReason: False while a member's clean fails (retrying, or given
+	// up); the message says which data plane and why. Ready is False with this reason too.
+	VolumeBackupCleanFailedReason = "CleanFailed"
+)
+
+// Reasons of a VolumeRestore's Ready condition, beside the shared ones above.
+const (
+	// VolumeRestoreRestoringVolumesReason: False until every member's TiKV runs in recovery
+	// mode on its restored volumes; then TikvComplete is True with this reason.
+	VolumeRestoreRestoringVolumesReason = "RestoringVolumes"
+	// VolumeRestoreRestoringDataReason: False while the data member runs restore-data.
+	// DataComplete is True with this reason once the data is recovered.
+	VolumeRestoreRestoringDataReason = "RestoringData"
+	// VolumeRestoreFinishingReason: False while TiKV restarts out of recovery mode.
+	VolumeRestoreFinishingReason = "Finishing"
+	// VolumeRestoreWarmingUpReason: False while TiKV serves the restored data and an async
+	// warm-up still reads volumes.
+	VolumeRestoreWarmingUpReason = "WarmingUp"
+)
+
+// Reasons of a VolumeRestore's Failed condition, beside the shared ones above.
+const (
+	// VolumeRestoreBadCommitTSReason: a member reports no commit ts (its backupmeta gives no
+	// resolved ts) when restore-data is to start.
+	VolumeRestoreBadCommitTSReason = "BadCommitTS"
+)
+
+// Reasons of a VolumeRestore's WarmUpComplete condition.
+const (
+	// VolumeRestoreWarmedUpReason: True once every member's warm-up finished and none failed.
+	VolumeRestoreWarmedUpReason = "WarmedUp"
+	// VolumeRestoreWarmUpFailedReason: True once every member's warm-up finished and some
+	// failed (the message names the data planes); the restore goes on.
+	VolumeRestoreWarmUpFailedReason = "WarmUpFailed"
+)
+
+// Reasons of a VolumeBackupSchedule's Ready condition.
+const (
+	// VolumeBackupScheduleScheduledReason: True when no tick is due (the message gives the
+	// next) or a backup was created for the latest tick.
+	VolumeBackupScheduleScheduledReason = "Scheduled"
+	// VolumeBackupSchedulePausedReason: True while spec.pause is set: no new backups;
+	// retention still runs.
+	VolumeBackupSchedulePausedReason = "Paused"
+	// VolumeBackupScheduleInvalidScheduleReason: False when spec.schedule cannot be parsed.
+	VolumeBackupScheduleInvalidScheduleReason = "InvalidSchedule"
+	// VolumeBackupScheduleSkippedPreviousRunningReason: True when a tick passed while a
+	// scheduled backup was still running; that tick's backup is skipped.
+	VolumeBackupScheduleSkippedPreviousRunningReason = "SkippedPreviousRunning"
+)
+
+// Reasons of a VolumeBackupSchedule's Retention condition.
+const (
+	// VolumeBackupScheduleNoRetentionReason: True when neither maxBackups nor maxReservedTime
+	// is set; every backup is kept.
+	VolumeBackupScheduleNoRetentionReason = "NoRetention"
+	// VolumeBackupScheduleIdleReason: True when no backup is due for deletion.
+	VolumeBackupScheduleIdleReason = "Idle"
+	// VolumeBackupScheduleDeletingReason: True while one of the schedule's backups is being
+	// deleted (by retention or by hand); the next deletion waits for it.
+	VolumeBackupScheduleDeletingReason = "Deleting"
+	// VolumeBackupScheduleCleanFailedReason: False while a backup being deleted cannot be
+	// cleaned; retention waits for it (the message names it and says why).
+	VolumeBackupScheduleCleanFailedReason = "CleanFailed"
+)
