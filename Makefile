@@ -79,6 +79,10 @@ negative-controls: ## Run every negative control of docs/testing.md NEGATIVE_RUN
 	go test -v -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestBackupWithProtocolRestoresExactly|TestWrongLeaderChoiceIsDetected' ./internal/lab/bank/ 2>&1 | grep -E '^(--- |ok|FAIL)|_test.go:[0-9]+: ' || rc=1; \
 	exit $$rc
 
+.PHONY: crash
+crash: k8s-bin ## Run every point of the crash suite (test/crash; CI runs a rotating subset) and print its table.
+	set -o pipefail; FEDBR_CRASH_POINTS=all go test -v -count=1 -timeout 180m -run TestCrashAnywhere ./test/crash/ 2>&1 | tee /tmp/fedbr-crash.log | grep -E "^(--- |ok|FAIL)|crash point|^\s*\| "
+
 .PHONY: unit
 unit: ## Run the unit tests only (no API server).
 	go test -short $(GOTEST_FLAGS) ./...

@@ -46,8 +46,9 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		OnPhase:            observeTerminal,
 		ObservedGeneration: func(b *fedv1alpha1.VolumeBackup) *int64 { return &b.Status.ObservedGeneration },
 	}
+	w := &written{specs: map[writtenKey]Member{}}
 	r.Decide = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, now time.Time) (federation.Decision[*fedv1alpha1.VolumeBackup, Action], error) {
-		o, err := observe(ctx, c, planes, b)
+		o, err := observe(ctx, c, planes, b, w)
 		if err != nil {
 			return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{}, err
 		}
@@ -66,7 +67,11 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 	}
 	r.Related = func(ctx context.Context, o client.Object) []reconcile.Request { return waiters(ctx, c, o) }
 	r.Apply = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, a Action, now time.Time) error {
-		return apply(ctx, planes, rec, b, a, now)
+		if err := apply(ctx, planes, rec, b, a, now); err != nil {
+			return err
+		}
+		w.record(b, a, now)
+		return nil
 	}
 	return r
 }
@@ -79,7 +84,7 @@ func WatchPlane(r *Reconciler, p *plane.Plane) error {
 // observe reads every member from its plane's cache, and, for the pause gate, the other
 // backups of the same TiDB cluster from the control plane's. A plane whose read fails counts
 // as unreachable for this pass.
-func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup) (Observed, error) {
+func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup, w *written) (Observed, error) {
 	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
 		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
 	if NeedsOthers(b) {
@@ -110,8 +115,8 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 		if err := federation.CheckOwner(&m, b, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
-			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status, Version: m.ResourceVersion}
+		o.Members[c.K8sClusterName] = w.overlay(b, c.K8sClusterName, Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
+			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status, Version: m.ResourceVersion})
 	}
 	return o, nil
 }
@@ -163,7 +168,7 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 			spec["backupTS"] = a.BackupTS
 		}
 		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, a.Version, spec, now, func() bool {
-			return phaseOrder[ref.Spec.Phase] > phaseOrder[a.Phase] || ref.Spec.Phase == a.Phase && ref.Spec.BackupTS == a.BackupTS
+			return phaseOrder[ref.Spec.Phase] > phaseOrder[a.Phase] || ref.Spec.Phase == a.Phase && (a.BackupTS == "" || ref.Spec.BackupTS == a.BackupTS)
 		})
 	case StartPause:
 		return federation.SetSpec(ctx, c, ref, map[string]any{"startPause": true})

@@ -25,6 +25,17 @@ func (d *run) storage(prefix string) fedv1alpha1.StorageProvider {
 		Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint}}
 }
 
+// newBackup is a VolumeBackup of the source cluster named name, cleanPolicy Delete.
+func (d *run) newBackup(name string) *fedv1alpha1.VolumeBackup {
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	for _, dp := range d.lab.DataPlanes {
+		b.Spec.Clusters = append(b.Spec.Clusters, fedv1alpha1.VolumeBackupMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName, TCNamespace: d.o.Namespace})
+	}
+	b.Spec.Template.StorageProvider = d.storage(name)
+	b.Spec.Template.CleanPolicy = fedv1alpha1.CleanPolicyDelete
+	return b
+}
+
 // backup runs a VolumeBackup of the source cluster to completion.
 func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 	// The bucket is a directory of the AWS double's S3.
@@ -32,12 +43,7 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 		return nil, err
 	}
 	name := "demo-" + time.Now().UTC().Format("20060102-150405")
-	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
-	for _, dp := range d.lab.DataPlanes {
-		b.Spec.Clusters = append(b.Spec.Clusters, fedv1alpha1.VolumeBackupMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName, TCNamespace: d.o.Namespace})
-	}
-	b.Spec.Template.StorageProvider = d.storage(name)
-	b.Spec.Template.CleanPolicy = fedv1alpha1.CleanPolicyDelete
+	b := d.newBackup(name)
 	c := d.kube[d.lab.Control]
 	if err := c.Create(ctx, b); err != nil {
 		return nil, fmt.Errorf("create VolumeBackup: %w", err)

@@ -58,3 +58,11 @@ func (p *process) stop(grace time.Duration) {
 		_ = err
 	}
 }
+
+// kill sends SIGKILL to the process group and waits for the process to end: a crash, with no
+// chance to clean up.
+func (p *process) kill() {
+	defer func() { _ = p.log.Close() }()
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}

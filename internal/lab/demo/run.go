@@ -40,6 +40,9 @@ type run struct {
 	kube    map[string]client.Client // by context
 	aws     *aws.Provider
 	procs   []*process
+	// ctrls are the controllers by name ("manager", "agent-<plane>"): their index in procs and
+	// how to start them again.
+	ctrls map[string]controller
 	report  *Report
 	started time.Time
 
@@ -141,22 +144,37 @@ func (d *run) startControllers() error {
 	kc := d.lab.Kubeconfig
 	mgr := []string{"manager", "--kubeconfig", kc, "--control-kubeconfig", kc, "--control-context", d.lab.Control,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--probe-interval", "1s", "--log-development", "--v", "1"}
-	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), "manager.log"), mgr...)
-	if err != nil {
+	d.ctrls = map[string]controller{}
+	if err := d.startController("manager", mgr); err != nil {
 		return err
 	}
-	d.procs = append(d.procs, p)
 	for _, dp := range d.lab.DataPlanes {
 		args := []string{"agent", "--kubeconfig", kc, "--context", dp.Cluster, "--k8s-cluster-name", dp.Cluster,
 			"--image", "fedbr", "--aws-endpoint", d.lab.AWS.Endpoint, "--region", d.lab.AWS.Region,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--v", "1"}
-		p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), "agent-"+dp.Cluster+".log"), args...)
-		if err != nil {
+		if err := d.startController("agent-"+dp.Cluster, args); err != nil {
 			return err
 		}
-		d.procs = append(d.procs, p)
 	}
 	d.say("manager and %d agents started (logs in %s)", len(d.lab.DataPlanes), logDir(d.lab))
+	return nil
+}
+
+// controller is one controller process the demo runs.
+type controller struct {
+	args []string
+	// proc indexes d.procs.
+	proc int
+}
+
+// startController starts the controller name (its log is <name>.log, appended across restarts).
+func (d *run) startController(name string, args []string) error {
+	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), name+".log"), args...)
+	if err != nil {
+		return err
+	}
+	d.ctrls[name] = controller{args: args, proc: len(d.procs)}
+	d.procs = append(d.procs, p)
 	return nil
 }
 

@@ -1,0 +1,145 @@
+package volumebackup
+
+import (
+	"maps"
+	"slices"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// TestWrittenOverlaysUntilTheCacheCatchesUp: a member write this manager made shows in the
+// observation while the cache is stale, never moves a field backwards, and is forgotten once
+// the cache shows it.
+func TestWrittenOverlaysUntilTheCacheCatchesUp(t *testing.T) {
+	w := &written{specs: map[writtenKey]Member{}}
+	b := &fedv1alpha1.VolumeBackup{}
+	b.UID = types.UID("b-1")
+	other := &fedv1alpha1.VolumeBackup{}
+	other.UID = types.UID("b-2")
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+	w.record(b, Action{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "100"}, at)
+	w.record(b, Action{Kind: ResumeGC, Cluster: "az1"}, at)
+	w.record(b, Action{Kind: CreateMember, Cluster: "az2", Phase: exec}, at) // creations are not overlaid
+
+	stale := member(init_)
+	got := w.overlay(b, "az1", stale)
+	if got.Phase != exec || got.BackupTS != "100" || !got.ResumeGC || !got.PhaseSince.Equal(at) {
+		t.Fatalf("stale cache overlaid = %+v, want execute at ts 100, resumeGC, phase since the write", got)
+	}
+	if got := w.overlay(other, "az1", stale); got.Phase != init_ || got.ResumeGC {
+		t.Errorf("another backup's member got this one's writes: %+v", got)
+	}
+	if got := w.overlay(b, "az2", armed()); got.Phase != exec || got.BackupTS != "" || got.StartPause || got.ResumeGC {
+		t.Errorf("a member never written to changed: %+v", got)
+	}
+
+	further := member(tear)
+	further.ResumeGC = true
+	if got := w.overlay(b, "az1", further); got.Phase != tear || got.BackupTS != "100" {
+		t.Errorf("a cache further along went back: %+v", got)
+	}
+	if len(w.specs) != 0 {
+		t.Errorf("the write was not forgotten once the cache showed it: %v", w.specs)
+	}
+}
+
+// TestPlanWithoutOverlayOnlyRepeatsWrites walks the protocol planning each step twice: from
+// the members as written (what the overlay gives) and from a cache one write behind (no
+// overlay). Every action the lagging plan adds repeats a write already made (a creation that
+// exists, a phase the member already has or passed, a flag already on), which the apply makes
+// a no-op (MovePhase finds the member there), and both plans give the backup the same phase:
+// the overlay saves round trips, nothing else.
+func TestPlanWithoutOverlayOnlyRepeatsWrites(t *testing.T) {
+	b := backup()
+	truth := map[string]Member{}
+	var cache map[string]Member
+	observed := func(ms map[string]Member) Observed {
+		return Observed{Backup: b, Members: maps.Clone(ms), Known: all(), Reachable: all()}
+	}
+	done := func(m Member, a Action) bool {
+		switch a.Kind {
+		case CreateMember:
+			return m.Exists
+		case SetPhase:
+			return phaseOrder[m.Phase] > phaseOrder[a.Phase] || m.Phase == a.Phase && (a.BackupTS == "" || m.BackupTS == a.BackupTS)
+		case StartPause:
+			return m.StartPause
+		case ResumeGC:
+			return m.ResumeGC
+		}
+		return false
+	}
+	step := func(name string) {
+		fresh := Plan(observed(truth), t0.Add(time.Minute))
+		if cache != nil {
+			lagging := Plan(observed(cache), t0.Add(time.Minute))
+			for _, a := range lagging.Actions {
+				if !slices.Contains(fresh.Actions, a) && !done(truth[a.Cluster], a) {
+					t.Errorf("%s: the lagging plan's %+v is neither planned from the members as written nor done", name, a)
+				}
+			}
+			if lagging.Status.Phase != fresh.Status.Phase {
+				t.Errorf("%s: phase %s from the lagging cache, %s from the members as written", name, lagging.Status.Phase, fresh.Status.Phase)
+			}
+		}
+		cache = maps.Clone(truth)
+		for _, a := range fresh.Actions {
+			m := truth[a.Cluster]
+			switch a.Kind {
+			case CreateMember:
+				m = Member{Exists: true, Phase: a.Phase, BackupTS: a.BackupTS, PhaseSince: t0}
+			case SetPhase:
+				m.Phase = a.Phase
+				if a.BackupTS != "" {
+					m.BackupTS = a.BackupTS
+				}
+			case StartPause:
+				m.StartPause = true
+			case ResumeGC:
+				m.ResumeGC = true
+			}
+			truth[a.Cluster] = m
+		}
+		b.Status = fresh.Status
+	}
+	// report is a step's report, which the cache shows as soon as the members as written.
+	report := func(cluster string, f func(Member) Member) {
+		truth[cluster] = f(truth[cluster])
+		if m, ok := cache[cluster]; ok {
+			cache[cluster] = f(m)
+		}
+	}
+	armed := func(m Member) Member {
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.BackupMemberArmedCondition, Status: metav1.ConditionTrue, Reason: "R"})
+		return m
+	}
+	step("start")
+	for _, c := range []string{"az1", "az2", "az3"} {
+		report(c, armed)
+	}
+	step("armed")
+	step("pause asked")
+	report("az1", func(m Member) Member { return withPauseReady(m, 30) })
+	step("pause ready")
+	for _, c := range []string{"az1", "az2", "az3"} {
+		report(c, stepStarted)
+	}
+	step("snapshots started")
+	step("resume asked")
+	for i, c := range []string{"az1", "az2", "az3"} {
+		report(c, func(m Member) Member { return stepCompleted(m, []string{"30", "10", "20"}[i]) })
+	}
+	step("snapshots complete")
+	step("teardown")
+	if b.Status.Phase != fedv1alpha1.VolumeBackupComplete {
+		t.Fatalf("the walk ended in %s", b.Status.Phase)
+	}
+}

@@ -1,0 +1,539 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/lab/controlplane"
+)
+
+// Target is what a kill point kills.
+type Target string
+
+const (
+	// KillManager SIGKILLs `fedbr manager` and starts it again.
+	KillManager Target = "manager"
+	// KillAgent SIGKILLs the agent of the point's data plane and starts it again.
+	KillAgent Target = "agent"
+	// KillStep SIGKILLs the running pod of the point's step in its data plane (its container's
+	// process group, exit 137); the Job and the agent decide what follows.
+	KillStep Target = "step"
+	// StopAPIServer freezes the point's data plane's kube-apiserver (SIGSTOP) for
+	// APIServerOutage, then lets it go on (SIGCONT): every client of that plane hangs, as
+	// behind a partition.
+	StopAPIServer Target = "apiserver"
+)
+
+// APIServerOutage is how long StopAPIServer keeps a data plane's API server stopped.
+const APIServerOutage = 60 * time.Second
+
+// KillPoint is one crash of the crash suite: where in a backup or restore, and what is killed.
+type KillPoint struct {
+	Name string
+	// Restore puts the point in a restore (of a backup taken first); otherwise in a backup.
+	Restore bool
+	Target  Target
+	// Plane indexes the lab's data planes: the agent, step or API server hit (0 holds the
+	// pause). For KillStep, -1 is whichever plane runs the step (restore-data's).
+	Plane int
+	// Step is the step whose running pod KillStep kills (job.StepPause, job.StepSnapshot, …).
+	Step string
+	// At says the point is reached, from the object as the control plane shows it.
+	At func(b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) bool
+	// MayFail allows the point to end Failed (with a reason); otherwise it must complete.
+	MayFail bool
+}
+
+// CrashResult is what one kill point came to.
+type CrashResult struct {
+	Point string
+	// Outcome is Complete, or Failed with its reason.
+	Outcome string
+	// Phases are the phases observed, in order.
+	Phases []string
+	// Exact says the restore (of the backup, for a backup point that completed) was checked
+	// exact by the bank checker.
+	Exact bool
+	// Lifted is how long after the end GC and PD scheduling were seen lifted in the source.
+	Lifted time.Duration
+	Err    error
+}
+
+// RunCrash runs the crash suite's points in one lab: the source cluster and its bank workload
+// once, a backup per backup point and, for the restore points, one backup restored once per
+// point. After each point: the backup or restore ended Complete (a completed backup is restored
+// and checked exact) or, where allowed, Failed with a reason; no phase moved backwards; the
+// source holds no GC safepoint or paused scheduler within the pause's TTL; and, once the
+// point's objects are deleted, the AWS double holds no snapshot of it and no volume that no PV
+// uses.
+func RunCrash(ctx context.Context, o Options, points []KillPoint) ([]CrashResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	d, err := newRun(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	if err := ensureDir(logDir(d.lab)); err != nil {
+		return nil, err
+	}
+	if err := d.startControllers(); err != nil {
+		return nil, err
+	}
+	if err := d.sourceCluster(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startBank(ctx); err != nil {
+		return nil, err
+	}
+	defer d.stopBank()
+	if err := d.waitTransfers(ctx, 0); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
+		return nil, err
+	}
+	var base *fedv1alpha1.VolumeBackup
+	var out []CrashResult
+	for i, p := range points {
+		if p.Restore && base == nil {
+			d.say("crash suite: a backup for the restore points")
+			if base, err = d.backup(ctx); err != nil {
+				return out, fmt.Errorf("the restore points' backup: %w", err)
+			}
+			if err := d.waitTransfersAfter(ctx, base); err != nil {
+				return out, err
+			}
+		}
+		d.say("crash point %d/%d: %s", i+1, len(points), p.Name)
+		res := d.crashPoint(ctx, i, p, base)
+		if res.Err != nil {
+			d.say("crash point %s: %v", p.Name, res.Err)
+		} else {
+			d.say("crash point %s: %s, phases %v, lifted %s after the end", p.Name, res.Outcome, res.Phases, res.Lifted.Round(time.Millisecond))
+		}
+		out = append(out, res)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out, nil
+}
+
+// crashPoint runs one point.
+func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alpha1.VolumeBackup) (res CrashResult) {
+	res.Point = p.Name
+	c := d.kube[d.lab.Control]
+	var b *fedv1alpha1.VolumeBackup
+	restoreNS := fmt.Sprintf("crash-%d", i)
+	if p.Restore {
+		b = base
+	} else {
+		b = d.newBackup(fmt.Sprintf("crash-%d-%s", i, time.Now().UTC().Format("150405")))
+		if err := c.Create(ctx, b); err != nil {
+			res.Err = fmt.Errorf("create VolumeBackup: %w", err)
+			return res
+		}
+	}
+	// The restore runs the demo's own restore, waiting for Complete; a point allowed to fail
+	// may end it Failed.
+	restoreDone := make(chan error, 1)
+	var r *fedv1alpha1.VolumeRestore
+	if p.Restore {
+		d.o.RestoreNamespace = restoreNS
+		go func() {
+			var err error
+			r, err = d.restore(ctx, b)
+			restoreDone <- err
+		}()
+	}
+	watch := &phaseWatch{}
+	err := d.watchPoint(ctx, p, b, watch)
+	if err == nil {
+		res.Outcome, err = d.pointOutcome(ctx, p, b, watch, restoreDone)
+	}
+	res.Phases = watch.phases
+	if err == nil && watch.backwards != "" {
+		err = fmt.Errorf("phase moved backwards: %s", watch.backwards)
+	}
+	if err == nil {
+		res.Lifted, err = d.waitLifted(ctx)
+	}
+	if err == nil && res.Outcome == "Complete" {
+		if !p.Restore {
+			d.o.RestoreNamespace = restoreNS
+			r, err = d.restore(ctx, b)
+		}
+		if err == nil {
+			if err = d.waitTransfersAfter(ctx, b); err == nil {
+				err = d.check(ctx, b, r)
+			}
+		}
+		res.Exact = err == nil
+	}
+	if cerr := d.cleanPoint(ctx, p, b, restoreNS); err == nil {
+		err = cerr
+	}
+	res.Err = err
+	return res
+}
+
+// phaseWatch records the phases seen and the first backward move.
+type phaseWatch struct {
+	phases    []string
+	backwards string
+}
+
+func (w *phaseWatch) see(phase string, order []string) {
+	if phase == "" || len(w.phases) > 0 && w.phases[len(w.phases)-1] == phase {
+		return
+	}
+	rank := func(p string) int {
+		for i, o := range order {
+			if o == p {
+				return i
+			}
+		}
+		return -1
+	}
+	if n := len(w.phases); n > 0 && w.backwards == "" && rank(phase) < rank(w.phases[n-1]) {
+		w.backwards = w.phases[n-1] + " → " + phase
+	}
+	w.phases = append(w.phases, phase)
+}
+
+var (
+	backupOrder = []string{"", string(fedv1alpha1.VolumeBackupPending), string(fedv1alpha1.VolumeBackupRunning),
+		string(fedv1alpha1.VolumeBackupSnapshotsCreated), string(fedv1alpha1.VolumeBackupComplete), string(fedv1alpha1.VolumeBackupFailed)}
+	restoreOrder = []string{"", string(fedv1alpha1.VolumeRestorePending), string(fedv1alpha1.VolumeRestoreRunning),
+		string(fedv1alpha1.VolumeRestoreVolumeComplete), string(fedv1alpha1.VolumeRestoreTikvComplete),
+		string(fedv1alpha1.VolumeRestoreDataComplete), string(fedv1alpha1.VolumeRestoreComplete), string(fedv1alpha1.VolumeRestoreFailed)}
+)
+
+// observe reads the point's object and records its phase.
+func (d *run) observe(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch) (*fedv1alpha1.VolumeBackup, *fedv1alpha1.VolumeRestore, error) {
+	c := d.kube[d.lab.Control]
+	if p.Restore {
+		r := &fedv1alpha1.VolumeRestore{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: b.Name}, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		w.see(string(r.Status.Phase), restoreOrder)
+		return nil, r, nil
+	}
+	got := &fedv1alpha1.VolumeBackup{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(b), got); err != nil {
+		return nil, nil, err
+	}
+	w.see(string(got.Status.Phase), backupOrder)
+	return got, nil, nil
+}
+
+// watchPoint observes the point's object until the point is reached, then strikes.
+func (d *run) watchPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch) error {
+	return d.poll(ctx, "crash point "+p.Name, func() (bool, string, error) {
+		gb, gr, err := d.observe(ctx, p, b, w)
+		if err != nil {
+			return false, "", err
+		}
+		if gb != nil && gb.Status.Phase == fedv1alpha1.VolumeBackupFailed || gr != nil && gr.Status.Phase == fedv1alpha1.VolumeRestoreFailed {
+			return false, "", errors.New("failed before the point was reached")
+		}
+		if !p.At(gb, gr) {
+			return false, "", nil
+		}
+		return true, "", d.strike(ctx, p, b)
+	})
+}
+
+// strike kills (or stops) the point's target.
+func (d *run) strike(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup) error {
+	var planes []string
+	for i, dp := range d.lab.DataPlanes {
+		if p.Plane < 0 || i == p.Plane {
+			planes = append(planes, dp.Cluster)
+		}
+	}
+	if len(planes) == 0 {
+		return fmt.Errorf("no data plane %d", p.Plane)
+	}
+	plane := planes[0]
+	switch p.Target {
+	case KillManager:
+		return d.restartController("manager")
+	case KillAgent:
+		return d.restartController("agent-" + plane)
+	case KillStep:
+		ns := d.o.Namespace
+		if p.Restore {
+			ns = d.o.RestoreNamespace
+		}
+		return d.killStep(ctx, planes, ns, fedv1alpha1.MemberName(b.Name), p.Step)
+	case StopAPIServer:
+		pid, err := apiServerPID(d.lab.Dir, plane)
+		if err != nil {
+			return err
+		}
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			return fmt.Errorf("stop the API server of %s: %w", plane, err)
+		}
+		d.say("  API server of %s stopped for %s", plane, APIServerOutage)
+		go func() {
+			t := time.NewTimer(APIServerOutage)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+			}
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}()
+		return nil
+	}
+	return fmt.Errorf("unknown target %q", p.Target)
+}
+
+// restartController SIGKILLs a controller and starts it again.
+func (d *run) restartController(name string) error {
+	ctl, ok := d.ctrls[name]
+	if !ok {
+		return fmt.Errorf("no controller %q", name)
+	}
+	d.procs[ctl.proc].kill()
+	d.say("  %s SIGKILLed; starting it again", name)
+	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), name+".log"), ctl.args...)
+	if err != nil {
+		return err
+	}
+	d.procs[ctl.proc] = p
+	return nil
+}
+
+// killStep SIGKILLs the container of the running pod of step for member in one of planes: its
+// pid is in the container id the lab's kubelet reports (lab://PID). It waits for such a pod to
+// run.
+func (d *run) killStep(ctx context.Context, planes []string, ns, member, step string) error {
+	return d.poll(ctx, fmt.Sprintf("a running %s pod in %v", step, planes), func() (bool, string, error) {
+		var pods []corev1.Pod
+		sel := job.Selector(member)
+		sel[job.LabelStep] = step
+		for _, plane := range planes {
+			var list corev1.PodList
+			if err := d.kube[plane].List(ctx, &list, client.InNamespace(ns), client.MatchingLabels(sel)); err != nil {
+				return false, "", err
+			}
+			pods = append(pods, list.Items...)
+		}
+		for _, pod := range pods {
+			if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || len(pod.Status.ContainerStatuses) == 0 {
+				continue
+			}
+			pid, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "lab://"))
+			if err != nil || pid <= 0 {
+				continue
+			}
+			if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+				return false, "", fmt.Errorf("SIGKILL pod %s (pid %d): %w", pod.Name, pid, err)
+			}
+			d.say("  pod %s/%s (%s) SIGKILLed", ns, pod.Name, step)
+			return true, "", nil
+		}
+		return false, "waiting for the " + step + " pod to run", nil
+	})
+}
+
+// apiServerPID is the pid of a lab cluster's kube-apiserver.
+func apiServerPID(dir, cluster string) (int, error) {
+	st, err := controlplane.Load(dir)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range st.Clusters {
+		if c.Name != cluster {
+			continue
+		}
+		for _, p := range c.Processes {
+			if p.Component == controlplane.APIServer && p.Running() {
+				return p.PID, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no running kube-apiserver for %s in %s", cluster, dir)
+}
+
+// pointOutcome waits for the point's backup or restore to end and says how.
+func (d *run) pointOutcome(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch, restoreDone <-chan error) (string, error) {
+	var outcome string
+	err := d.poll(ctx, "the end of "+p.Name, func() (bool, string, error) {
+		gb, gr, err := d.observe(ctx, p, b, w)
+		if err != nil {
+			return false, "", err
+		}
+		var phase string
+		var conds []metav1.Condition
+		if gb != nil {
+			phase, conds = string(gb.Status.Phase), gb.Status.Conditions
+		} else {
+			phase, conds = string(gr.Status.Phase), gr.Status.Conditions
+		}
+		switch phase {
+		case "Complete":
+			outcome = "Complete"
+			return true, "", nil
+		case "Failed":
+			c := meta.FindStatusCondition(conds, "Failed")
+			if c == nil || c.Reason == "" {
+				return false, "", errors.New("failed without a reason")
+			}
+			outcome = "Failed: " + c.Reason
+			return true, "", nil
+		}
+		return false, phase, nil
+	})
+	if err != nil {
+		return outcome, err
+	}
+	if p.Restore {
+		rerr := <-restoreDone
+		if outcome == "Complete" && rerr != nil {
+			return outcome, rerr
+		}
+	}
+	if outcome != "Complete" && !p.MayFail {
+		return outcome, fmt.Errorf("ended %s; this point must complete", outcome)
+	}
+	return outcome, nil
+}
+
+// waitLifted waits until the source holds no GC safepoint, paused scheduler or zeroed limit;
+// what a killed pause held lapses within its TTL (2 minutes), so that is the bound.
+func (d *run) waitLifted(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	deadline := start.Add(2*time.Minute + 15*time.Second)
+	for {
+		err := d.checkLifted(ctx)
+		if err == nil {
+			return time.Since(start), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Since(start), fmt.Errorf("not lifted within the pause TTL: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// cleanPoint deletes the point's restore (and its namespace in every plane) and, for a backup
+// point, its backup; then checks that the AWS double holds no snapshot but the restore points'
+// backup's and no volume that no PV uses.
+func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, ns string) error {
+	c := d.kube[d.lab.Control]
+	// The demo's restore of b is named after it.
+	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.Name}}
+	if err := d.deleteAndWait(ctx, c, restore); err != nil {
+		return err
+	}
+	for _, dp := range d.lab.DataPlanes {
+		if err := d.deleteAndWait(ctx, d.kube[dp.Cluster], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	keep := map[string]bool{}
+	if p.Restore {
+		for _, dp := range d.lab.DataPlanes {
+			var m dpv1alpha1.VolumeBackupMember
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+				return fmt.Errorf("the restore points' backup member in %s: %w", dp.Cluster, err)
+			}
+			keep[string(m.UID)] = true
+		}
+	} else if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return err
+	}
+	snaps, err := d.aws.ListSnapshots(ctx, nil)
+	if err != nil {
+		return err
+	}
+	var left []string
+	for _, s := range snaps {
+		if !keep[s.Tags["fedbr.io/backup"]] {
+			left = append(left, s.ID)
+		}
+	}
+	used := map[string]bool{}
+	for _, dp := range d.lab.DataPlanes {
+		var pvs corev1.PersistentVolumeList
+		if err := d.kube[dp.Cluster].List(ctx, &pvs); err != nil {
+			return err
+		}
+		for _, pv := range pvs.Items {
+			if pv.Spec.CSI != nil {
+				used[pv.Spec.CSI.VolumeHandle] = true
+			}
+		}
+	}
+	vols, err := d.aws.ListVolumes(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for _, v := range vols {
+		if !used[v.ID] {
+			left = append(left, v.ID)
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("left behind: %v", left)
+	}
+	return nil
+}
+
+// deleteAndWait deletes o and waits until it is gone.
+func (d *run) deleteAndWait(ctx context.Context, c client.Client, o client.Object) error {
+	if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
+		return err
+	}
+	kind := fmt.Sprintf("%T %s", o, o.GetName())
+	return d.poll(ctx, "deletion of "+kind, func() (bool, string, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		return false, "deleting " + kind, err
+	})
+}
+
+// CrashLog is where a crash suite writes its table (for docs/testing.md).
+func CrashLog(results []CrashResult) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "| point | outcome | phases | restore exact | lifted after the end | error |\n|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		errText := ""
+		if r.Err != nil {
+			errText = r.Err.Error()
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %v | %s | %s |\n", r.Point, r.Outcome, strings.Join(r.Phases, " → "), r.Exact,
+			r.Lifted.Round(100*time.Millisecond), errText)
+	}
+	return sb.String()
+}

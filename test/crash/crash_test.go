@@ -1,0 +1,184 @@
+// Package crash is the crash suite (issue 22): at each kill point of a backup or a restore —
+// every phase transition, and inside the GC pause window — it SIGKILLs the manager, an agent or
+// the step pod that is running (or stops a data plane's API server for 60 s) and lets the
+// system go on; each must end Complete (a completed backup restores exactly) or Failed with a
+// reason, no phase may move backwards, GC and PD scheduling must be lifted within the pause's
+// TTL, and nothing may be left in the AWS double. Kill points are reached by observing the
+// objects, never by sleeping.
+//
+// A CI run runs a rotating subset chosen by seed (FEDBR_CRASH_SEED, default the day of the
+// year); `make crash` runs every point (FEDBR_CRASH_POINTS=all) and prints the table that
+// docs/testing.md records.
+package crash
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	pingcaplog "github.com/pingcap/log"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/lab/demo"
+	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+// ciPoints is how many points a CI run takes.
+const ciPoints = 3
+
+type vb = fedv1alpha1.VolumeBackup
+type vr = fedv1alpha1.VolumeRestore
+
+func cond(cs []metav1.Condition, t string, s metav1.ConditionStatus) bool {
+	c := meta.FindStatusCondition(cs, t)
+	return c != nil && c.Status == s
+}
+
+func readyReason(b *vb, reason string) bool {
+	c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition)
+	return c != nil && c.Reason == reason
+}
+
+// inPause: the pause holds and not every snapshot has started.
+func inPause(b *vb, _ *vr) bool {
+	return b != nil && cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionTrue) &&
+		b.Status.Phase == fedv1alpha1.VolumeBackupRunning
+}
+
+func backupPhase(p fedv1alpha1.VolumeBackupPhase) func(*vb, *vr) bool {
+	return func(b *vb, _ *vr) bool { return b != nil && b.Status.Phase == p }
+}
+
+func restorePhase(p fedv1alpha1.VolumeRestorePhase) func(*vb, *vr) bool {
+	return func(_ *vb, r *vr) bool { return r != nil && r.Status.Phase == p }
+}
+
+// Points are every kill point of the suite.
+var Points = []demo.KillPoint{
+	{Name: "manager, initializer chosen", Target: demo.KillManager, MayFail: true,
+		At: func(b *vb, _ *vr) bool { return b != nil && b.Status.Initializer != "" }},
+	{Name: "agent of the initializer, arming", Target: demo.KillAgent, Plane: 0, MayFail: true,
+		At: func(b *vb, _ *vr) bool { return b != nil && readyReason(b, fedv1alpha1.VolumeBackupArmingReason) }},
+	{Name: "armed snapshot step of plane 2", Target: demo.KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
+		At: func(b *vb, _ *vr) bool { return b != nil && readyReason(b, fedv1alpha1.VolumeBackupArmingReason) }},
+	{Name: "manager, pause asked", Target: demo.KillManager, MayFail: true,
+		At: func(b *vb, _ *vr) bool {
+			return b != nil && cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionUnknown)
+		}},
+	{Name: "manager, inside the GC pause window", Target: demo.KillManager, MayFail: true, At: inPause},
+	{Name: "agent of the initializer, inside the GC pause window", Target: demo.KillAgent, Plane: 0, MayFail: true, At: inPause},
+	{Name: "pause step, inside the GC pause window", Target: demo.KillStep, Plane: 0, Step: job.StepPause, MayFail: true, At: inPause},
+	{Name: "snapshot step of plane 3, inside the GC pause window", Target: demo.KillStep, Plane: 2, Step: job.StepSnapshot, MayFail: true, At: inPause},
+	{Name: "manager, snapshots created", Target: demo.KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
+	{Name: "agent of plane 2, snapshots created", Target: demo.KillAgent, Plane: 1, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
+	{Name: "snapshot step of plane 2, snapshots created", Target: demo.KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
+		At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
+	{Name: "manager, backup complete", Target: demo.KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupComplete)},
+	{Name: "API server of plane 2 stopped 60 s, backup running", Target: demo.StopAPIServer, Plane: 1, MayFail: true,
+		At: func(b *vb, _ *vr) bool { return b != nil && b.Status.Initializer != "" }},
+	{Name: "manager, restoring volumes", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
+	{Name: "agent of plane 2, restoring volumes", Restore: true, Target: demo.KillAgent, Plane: 1, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
+	{Name: "restore-volumes step of plane 2", Restore: true, Target: demo.KillStep, Plane: 1, Step: job.StepRestoreVolumes, MayFail: true,
+		At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
+	{Name: "manager, volumes complete", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreVolumeComplete)},
+	{Name: "restore-data step, TiKV up", Restore: true, Target: demo.KillStep, Plane: -1, Step: job.StepRestoreData, MayFail: true,
+		At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
+	{Name: "agent of plane 1, TiKV up", Restore: true, Target: demo.KillAgent, Plane: 0, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
+	{Name: "manager, data complete", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreDataComplete)},
+}
+
+
+// choose returns the points of this run: all with FEDBR_CRASH_POINTS=all, those whose names
+// contain FEDBR_CRASH_POINTS otherwise when set, else ciPoints chosen by the seed.
+func choose(t *testing.T) []demo.KillPoint {
+	sel := os.Getenv("FEDBR_CRASH_POINTS")
+	switch sel {
+	case "all":
+		return Points
+	case "":
+	default:
+		var out []demo.KillPoint
+		for _, p := range Points {
+			if strings.Contains(p.Name, sel) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	seed := uint64(time.Now().UTC().YearDay())
+	if s := os.Getenv("FEDBR_CRASH_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("FEDBR_CRASH_SEED %q: %v", s, err)
+		}
+		seed = n
+	}
+	idx := rand.New(rand.NewPCG(seed, 0)).Perm(len(Points))[:ciPoints]
+	t.Logf("crash points chosen by seed %d (FEDBR_CRASH_SEED; FEDBR_CRASH_POINTS=all runs every point): %v", seed, idx)
+	var out []demo.KillPoint
+	for _, i := range idx {
+		out = append(out, Points[i])
+	}
+	return out
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func TestCrashAnywhere(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the crash suite runs a lab")
+	}
+	points := choose(t)
+	if len(points) == 0 {
+		t.Fatalf("FEDBR_CRASH_POINTS=%q names no point", os.Getenv("FEDBR_CRASH_POINTS"))
+	}
+	pingcaplog.SetLevel(zapcore.WarnLevel)
+	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "fedbr")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fedbr")
+	cmd.Dir = testenv.RepoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v: %s", err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "lab")
+	testenv.LabDownAfterExit(t, bin, dir)
+	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Down(context.Background(), dir, 10*time.Second); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	results, err := demo.RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: logWriter{t}}, points)
+	t.Logf("crash suite results:\n%s", demo.CrashLog(results))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			t.Errorf("%s: %v", r.Point, r.Err)
+		}
+	}
+	if len(results) != len(points) {
+		t.Errorf("%d of %d points ran", len(results), len(points))
+	}
+}
