@@ -98,7 +98,6 @@ var Points = []demo.KillPoint{
 	{Name: "manager, data complete", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreDataComplete)},
 }
 
-
 // choose returns the points of this run: all with FEDBR_CRASH_POINTS=all, those whose names
 // contain FEDBR_CRASH_POINTS otherwise when set, else ciPoints chosen by the seed.
 func choose(t *testing.T) []demo.KillPoint {

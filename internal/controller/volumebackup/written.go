@@ -80,4 +80,3 @@ func forward(m, set Member) (Member, bool) {
 	out.ResumeGC = out.ResumeGC || set.ResumeGC
 	return out, out.Phase != m.Phase || out.BackupTS != m.BackupTS || out.StartPause != m.StartPause || out.ResumeGC != m.ResumeGC
 }
-

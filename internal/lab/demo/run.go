@@ -35,14 +35,14 @@ const bucket = "fedbr-demo"
 
 // run is one demo in progress.
 type run struct {
-	o       Options
-	lab     *env.Lab
-	kube    map[string]client.Client // by context
-	aws     *aws.Provider
-	procs   []*process
+	o     Options
+	lab   *env.Lab
+	kube  map[string]client.Client // by context
+	aws   *aws.Provider
+	procs []*process
 	// ctrls are the controllers by name ("manager", "agent-<plane>"): their index in procs and
 	// how to start them again.
-	ctrls map[string]controller
+	ctrls   map[string]controller
 	report  *Report
 	started time.Time
 
