@@ -139,26 +139,33 @@ type VolumeBackupSpec struct {
 	PauseWaitTimeout *metav1.Duration `json:"pauseWaitTimeout,omitempty"`
 }
 
-// VolumeBackupPhase is a one-word summary of a VolumeBackup, derived from its conditions.
+// VolumeBackupPhase is a one-word summary of a VolumeBackup, derived from the rest of its
+// status (conditions first) after every reconcile; the first of these that holds is the phase.
 type VolumeBackupPhase string
 
 const (
-	// VolumeBackupPending means the backup has not started.
-	VolumeBackupPending VolumeBackupPhase = "Pending"
-	// VolumeBackupRunning means GC is being paused or snapshots are being started.
-	VolumeBackupRunning VolumeBackupPhase = "Running"
-	// VolumeBackupSnapshotsCreated means every snapshot has started and GC and scheduling run again.
-	VolumeBackupSnapshotsCreated VolumeBackupPhase = "SnapshotsCreated"
-	// VolumeBackupComplete means every snapshot has completed.
-	VolumeBackupComplete VolumeBackupPhase = "Complete"
-	// VolumeBackupFailed means the backup failed; see the Failed condition.
-	VolumeBackupFailed VolumeBackupPhase = "Failed"
-	// VolumeBackupCleaning means snapshots are being deleted.
-	VolumeBackupCleaning VolumeBackupPhase = "Cleaning"
-	// VolumeBackupCleaned means every snapshot and the metadata are deleted.
+	// VolumeBackupCleaned: Cleaned is True. The manager does not set it: a deleted backup is
+	// released as soon as its members are gone.
 	VolumeBackupCleaned VolumeBackupPhase = "Cleaned"
-	// VolumeBackupCleanFailed means cleaning failed; see the Cleaned condition.
+	// VolumeBackupCleanFailed: Cleaned is False with reason CleanFailed: a deleted backup's member
+	// fails to clean; the condition names it and says why.
 	VolumeBackupCleanFailed VolumeBackupPhase = "CleanFailed"
+	// VolumeBackupCleaning: Cleaned is False with another reason: a deleted backup's members are
+	// being deleted and clean per cleanPolicy.
+	VolumeBackupCleaning VolumeBackupPhase = "Cleaning"
+	// VolumeBackupFailed: Failed is True; the condition says why.
+	VolumeBackupFailed VolumeBackupPhase = "Failed"
+	// VolumeBackupComplete: Complete is True: every snapshot has completed.
+	VolumeBackupComplete VolumeBackupPhase = "Complete"
+	// VolumeBackupSnapshotsCreated: SnapshotsCreated is True: every member has started its
+	// snapshots, and the pause is being lifted or lifted (GCPaused).
+	VolumeBackupSnapshotsCreated VolumeBackupPhase = "SnapshotsCreated"
+	// VolumeBackupPending: the backup has not started (no timeStarted), or waits at the pause
+	// gate before choosing its initializer (no initializer, Ready False WaitingForBackup).
+	VolumeBackupPending VolumeBackupPhase = "Pending"
+	// VolumeBackupRunning: none of the above: the initializer is being chosen, members are
+	// created and armed, the pause is taken, snapshots are started.
+	VolumeBackupRunning VolumeBackupPhase = "Running"
 )
 
 // Condition types of a VolumeBackup.

@@ -137,31 +137,38 @@ type VolumeRestoreSpec struct {
 	Template VolumeRestoreMemberSpec `json:"template"`
 }
 
-// VolumeRestorePhase is a one-word summary of a VolumeRestore, derived from its conditions.
+// VolumeRestorePhase is a one-word summary of a VolumeRestore, derived from the rest of its
+// status (conditions first) after every reconcile; the first of these that holds is the phase.
 type VolumeRestorePhase string
 
 const (
-	// VolumeRestorePending means the restore has not started.
-	VolumeRestorePending VolumeRestorePhase = "Pending"
-	// VolumeRestoreRunning means volumes are being created.
-	VolumeRestoreRunning VolumeRestorePhase = "Running"
-	// VolumeRestoreVolumeComplete means every volume exists and is bound to TiKV.
-	VolumeRestoreVolumeComplete VolumeRestorePhase = "VolumeComplete"
-	// VolumeRestoreTikvComplete means every TiKV runs in recovery mode.
-	VolumeRestoreTikvComplete VolumeRestorePhase = "TikvComplete"
-	// VolumeRestoreDataComplete means the data is recovered to the commit ts.
-	VolumeRestoreDataComplete VolumeRestorePhase = "DataComplete"
-	// VolumeRestoreComplete means TiKV runs normally on the restored data.
-	VolumeRestoreComplete VolumeRestorePhase = "Complete"
-	// VolumeRestoreFailed means the restore failed; see the Failed condition.
+	// VolumeRestoreFailed: Failed is True; the condition says why.
 	VolumeRestoreFailed VolumeRestorePhase = "Failed"
+	// VolumeRestoreComplete: Complete is True: TiKV runs normally on the restored data
+	// everywhere, and any warm-up finished.
+	VolumeRestoreComplete VolumeRestorePhase = "Complete"
+	// VolumeRestoreDataComplete: DataComplete is True: the data is recovered to the commit ts;
+	// TiKV restarts out of recovery mode, or an async warm-up still reads volumes.
+	VolumeRestoreDataComplete VolumeRestorePhase = "DataComplete"
+	// VolumeRestoreTikvComplete: TikvComplete is True: every TiKV runs in recovery mode; the
+	// data member restores data.
+	VolumeRestoreTikvComplete VolumeRestorePhase = "TikvComplete"
+	// VolumeRestoreVolumeComplete: VolumeComplete is True. The manager does not set that
+	// condition: a restore goes from Running to TikvComplete.
+	VolumeRestoreVolumeComplete VolumeRestorePhase = "VolumeComplete"
+	// VolumeRestorePending: the restore has not started (no timeStarted).
+	VolumeRestorePending VolumeRestorePhase = "Pending"
+	// VolumeRestoreRunning: none of the above: volumes are being created and TiKV started in
+	// recovery mode.
+	VolumeRestoreRunning VolumeRestorePhase = "Running"
 )
 
 // Condition types of a VolumeRestore.
 const (
 	// VolumeRestoreReadyCondition summarises the others: True when the restore is complete.
 	VolumeRestoreReadyCondition = "Ready"
-	// VolumeRestoreVolumeCompleteCondition is True when every member's volumes are created.
+	// VolumeRestoreVolumeCompleteCondition is True when every member's volumes are created. The
+	// manager does not set it yet (the members report it in their own VolumeComplete).
 	VolumeRestoreVolumeCompleteCondition = "VolumeComplete"
 	// VolumeRestoreWarmUpCompleteCondition is True when warm-up finished (or was not asked for).
 	VolumeRestoreWarmUpCompleteCondition = "WarmUpComplete"

@@ -177,35 +177,7 @@ func (p *plan) giveUpClean(attempts, limit int, cj job.State, st job.StepStatus,
 			attempts, limit, why, MaxCleanAttemptsAnnotation, attempts+DefaultMaxCleanAttempts, ForceRemoveAnnotation), time.Time{})
 }
 
-// setPhase derives the one-word phase from the conditions.
-func (p *plan) setPhase() {
-	s := &p.res.Status
-	is := p.isTrue
-	switch {
-	case p.m.DeletionTimestamp != nil:
-		s.Phase = PhaseCleaning
-		if c := findCondition(s.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil && (c.Reason == dpv1alpha1.BackupMemberCleanFailedReason || c.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason) {
-			s.Phase = PhaseCleanFailed
-		}
-	case is(dpv1alpha1.BackupMemberFailedCondition):
-		s.Phase = PhaseFailed
-	case is(dpv1alpha1.BackupMemberCompleteCondition):
-		s.Phase = PhaseComplete
-	case is(dpv1alpha1.BackupMemberSnapshotsCreatedCondition):
-		s.Phase = PhaseSnapshotsCreated
-	case (p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot)) && p.m.Spec.BackupTS != "":
-		s.Phase = PhaseSnapshotting
-	case is(dpv1alpha1.BackupMemberInitializedCondition):
-		s.Phase = PhasePaused
-	case (p.o.Pause.Exists() || hasAction(p.res.Actions, job.StepPause)) && p.m.Spec.StartPause:
-		s.Phase = PhaseInitializing
-	case p.o.Snapshot.Exists() || hasAction(p.res.Actions, job.StepSnapshot):
-		s.Phase = PhaseArmed
-	default:
-		s.Phase = PhasePending
-	}
-}
-
+// hasAction says the plan creates the Job of step.
 func hasAction(actions []Action, step string) bool {
 	for _, a := range actions {
 		if a.Kind == CreateJob && a.Job != nil && a.Job.Labels[job.LabelStep] == step {

@@ -65,7 +65,7 @@ const (
 	inputsVolume   = "fedbr-backup-inputs"
 )
 
-// Phases of status.phase.
+// Phases of status.phase, derived by phaseOf.
 const (
 	PhasePending      = "Pending"
 	PhaseInitializing = "Initializing"
@@ -164,7 +164,8 @@ type plan struct {
 	ensured bool
 }
 
-// Plan decides the actions and the status of one member at now.
+// Plan decides the actions and the status of one member at now. Every step sets conditions and
+// status fields only; the phase is derived from them last (phaseOf).
 func Plan(o Observed, now time.Time) Result {
 	p := &plan{o: o, m: o.Member, now: now, res: Result{Status: *o.Member.Status.DeepCopy()}}
 	p.res.Status.ObservedGeneration = p.m.Generation
@@ -180,9 +181,58 @@ func Plan(o Observed, now time.Time) Result {
 		p.planSnapshot()
 		p.planSize()
 	}
-	p.setPhase()
+	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, runningOf(o, p.res.Actions))
 	p.res.Actions = prerequisitesFirst(p.res.Actions)
 	return p.res
+}
+
+// running says which step Jobs the agent runs for the member: observed, or created by this
+// plan. No status field records it before the step reports.
+type running struct{ pause, snapshot bool }
+
+func runningOf(o Observed, actions []Action) running {
+	return running{pause: o.Pause.Exists() || hasAction(actions, job.StepPause),
+		snapshot: o.Snapshot.Exists() || hasAction(actions, job.StepSnapshot)}
+}
+
+// phaseOf is the one-word phase of member m with status st, for print columns and the
+// members metric. The first row that holds wins:
+//
+//	deleted, Cleaned=False CleanFailed or CleanGaveUp   CleanFailed
+//	deleted                                             Cleaning
+//	Failed=True                                         Failed
+//	Complete=True                                       Complete
+//	SnapshotsCreated=True                               SnapshotsCreated
+//	the snapshot Job runs and spec.backupTS is set      Snapshotting
+//	Initialized=True                                    Paused
+//	the pause Job runs and spec.startPause is set       Initializing
+//	the snapshot Job runs                               Armed (waiting for the backup ts)
+//	otherwise                                           Pending
+func phaseOf(st *dpv1alpha1.VolumeBackupMemberStatus, m *dpv1alpha1.VolumeBackupMember, run running) string {
+	is := func(t string) bool { return condition.IsTrue(st.Conditions, t) }
+	switch {
+	case m.DeletionTimestamp != nil:
+		if c := findCondition(st.Conditions, dpv1alpha1.BackupMemberCleanedCondition); c != nil &&
+			(c.Reason == dpv1alpha1.BackupMemberCleanFailedReason || c.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason) {
+			return PhaseCleanFailed
+		}
+		return PhaseCleaning
+	case is(dpv1alpha1.BackupMemberFailedCondition):
+		return PhaseFailed
+	case is(dpv1alpha1.BackupMemberCompleteCondition):
+		return PhaseComplete
+	case is(dpv1alpha1.BackupMemberSnapshotsCreatedCondition):
+		return PhaseSnapshotsCreated
+	case run.snapshot && m.Spec.BackupTS != "":
+		return PhaseSnapshotting
+	case is(dpv1alpha1.BackupMemberInitializedCondition):
+		return PhasePaused
+	case run.pause && m.Spec.StartPause:
+		return PhaseInitializing
+	case run.snapshot:
+		return PhaseArmed
+	}
+	return PhasePending
 }
 
 // prerequisitesFirst moves the Ensure actions ahead of the others (keeping both groups'

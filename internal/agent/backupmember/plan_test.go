@@ -553,7 +553,7 @@ func TestPlan(t *testing.T) {
 				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason}},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { check(t, planned(t, tt.o), tt.want) })
 	}
 }
 
@@ -629,7 +629,7 @@ func TestPlanSize(t *testing.T) {
 				}
 			}}},
 	} {
-		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { check(t, planned(t, tt.o), tt.want) })
 	}
 }
 
@@ -814,7 +814,7 @@ func TestPlanDeletion(t *testing.T) {
 			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberForceRemovedReason}},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { check(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { check(t, planned(t, tt.o), tt.want) })
 	}
 }
 

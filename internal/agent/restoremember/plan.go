@@ -53,7 +53,7 @@ const ForceRemoveAnnotation = "fedbr.io/force-remove"
 // ran in recovery mode: they are restarted, and the restore completes once none is left.
 const AnnotationRecoveryPods = "dataplane.fedbr.io/recovery-pods"
 
-// Phases of status.phase.
+// Phases of status.phase, derived by phaseOf.
 const (
 	PhasePending          = "Pending"
 	PhaseRestoringVolumes = "RestoringVolumes"
@@ -216,7 +216,8 @@ type plan struct {
 	res Result
 }
 
-// Plan decides the actions and the status of one member at now.
+// Plan decides the actions and the status of one member at now. Every step sets conditions and
+// status fields only; the phase is derived from them last (phaseOf).
 func Plan(o Observed, now time.Time) Result {
 	p := &plan{o: o, m: o.Member, now: now, res: Result{Status: *o.Member.Status.DeepCopy()}}
 	p.res.Status.ObservedGeneration = p.m.Generation
@@ -243,8 +244,57 @@ func Plan(o Observed, now time.Time) Result {
 			}
 		}
 	}
-	p.setPhase()
+	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, workingOf(o, p.res.Actions))
 	return p.res
+}
+
+// workingOf says the agent has begun restoring volumes: the restore-volumes Job exists, or this
+// plan acts. No status field records it before the step reports.
+func workingOf(o Observed, actions []Action) bool {
+	return o.RestoreVolumes.Exists() || len(actions) > 0
+}
+
+// phaseOf is the one-word phase of member m with status st, for print columns and the members
+// metric; working says the agent has begun restoring volumes (workingOf). The first row that
+// holds wins:
+//
+//	deleted, VolumesCleaned=False CleanFailed         CleanFailed
+//	deleted                                           Cleaning
+//	Failed=True                                       Failed
+//	Complete=True                                     Complete
+//	spec.phase restore-finish, TikvComplete=True      Finishing
+//	DataComplete=True                                 DataComplete
+//	spec.phase restore-data, TikvComplete=True        RestoringData
+//	TikvComplete=True                                 TikvComplete
+//	VolumeComplete=True                               VolumeComplete
+//	working                                           RestoringVolumes
+//	otherwise                                         Pending
+func phaseOf(st *dpv1alpha1.VolumeRestoreMemberStatus, m *dpv1alpha1.VolumeRestoreMember, working bool) string {
+	is := func(t string) bool { return condition.IsTrue(st.Conditions, t) }
+	switch {
+	case m.DeletionTimestamp != nil:
+		if c := findCondition(st.Conditions, dpv1alpha1.RestoreMemberVolumesCleanedCondition); c != nil && c.Reason == dpv1alpha1.RestoreMemberCleanFailedReason {
+			return PhaseCleanFailed
+		}
+		return PhaseCleaning
+	case is(dpv1alpha1.RestoreMemberFailedCondition):
+		return PhaseFailed
+	case is(dpv1alpha1.RestoreMemberCompleteCondition):
+		return PhaseComplete
+	case m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreFinish && is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
+		return PhaseFinishing
+	case is(dpv1alpha1.RestoreMemberDataCompleteCondition):
+		return PhaseDataComplete
+	case m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreData && is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
+		return PhaseRestoringData
+	case is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
+		return PhaseTikvComplete
+	case is(dpv1alpha1.RestoreMemberVolumeCompleteCondition):
+		return PhaseVolumeComplete
+	case working:
+		return PhaseRestoringVolumes
+	}
+	return PhasePending
 }
 
 func (p *plan) add(a Action) { p.res.Actions = append(p.res.Actions, a) }
@@ -335,37 +385,6 @@ func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, fai
 		return false, dpv1alpha1.InvalidReportReason, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", j.Name, step)
 	}
 	return false, "", ""
-}
-
-// setPhase derives the one-word phase from the conditions.
-func (p *plan) setPhase() {
-	s := &p.res.Status
-	is := p.isTrue
-	switch {
-	case p.m.DeletionTimestamp != nil:
-		s.Phase = PhaseCleaning
-		if c := findCondition(s.Conditions, dpv1alpha1.RestoreMemberVolumesCleanedCondition); c != nil && c.Reason == dpv1alpha1.RestoreMemberCleanFailedReason {
-			s.Phase = PhaseCleanFailed
-		}
-	case is(dpv1alpha1.RestoreMemberFailedCondition):
-		s.Phase = PhaseFailed
-	case is(dpv1alpha1.RestoreMemberCompleteCondition):
-		s.Phase = PhaseComplete
-	case p.m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreFinish && is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
-		s.Phase = PhaseFinishing
-	case is(dpv1alpha1.RestoreMemberDataCompleteCondition):
-		s.Phase = PhaseDataComplete
-	case p.m.Spec.Phase == dpv1alpha1.RestoreMemberRestoreData && is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
-		s.Phase = PhaseRestoringData
-	case is(dpv1alpha1.RestoreMemberTikvCompleteCondition):
-		s.Phase = PhaseTikvComplete
-	case is(dpv1alpha1.RestoreMemberVolumeCompleteCondition):
-		s.Phase = PhaseVolumeComplete
-	case p.o.RestoreVolumes.Exists() || len(p.res.Actions) > 0:
-		s.Phase = PhaseRestoringVolumes
-	default:
-		s.Phase = PhasePending
-	}
 }
 
 func findCondition(conds []metav1.Condition, t string) *metav1.Condition {

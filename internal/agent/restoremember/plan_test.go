@@ -461,7 +461,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberTikvCompleteCondition}, phase: PhaseTikvComplete},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
 	}
 }
 
@@ -550,7 +550,7 @@ func TestPlanDataAndFinish(t *testing.T) {
 			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberCompleteCondition}, phase: PhaseComplete},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
 	}
 }
 
@@ -629,7 +629,7 @@ func TestPlanRestoreDeletion(t *testing.T) {
 			want: rwant{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: dpv1alpha1.RestoreMemberForceRemovedReason}},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
 	}
 }
 

@@ -234,6 +234,6 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 			want: rwant{actions: []ActionKind{AnnotateTC}, true: []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition}, phase: PhaseVolumeComplete},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
 	}
 }

@@ -241,7 +241,7 @@ func TestPlanWarmup(t *testing.T) {
 			}},
 		},
 	} {
-		t.Run(tt.name, func(t *testing.T) { rcheck(t, Plan(tt.o, t0), tt.want) })
+		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
 	}
 }
 
@@ -261,7 +261,7 @@ func TestRestoreVolumesUsesFSRForTheFSRWarmup(t *testing.T) {
 				m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = tt.mode, fedv1alpha1.RestoreWarmupStrategyFsr
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: tt.options}
 			})
-			r := Plan(robs(m, targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }), t0)
+			r := planned(t, robs(m, targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }))
 			var j *batchv1.Job
 			for _, a := range r.Actions {
 				if a.Kind == CreateJob {

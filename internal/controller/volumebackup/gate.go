@@ -77,11 +77,7 @@ func planGate(o Observed, res *Result, now time.Time, stage gateStage) (stop boo
 		return true
 	}
 	deadline := st.TimeStarted.Add(limit)
-	phase := fedv1alpha1.VolumeBackupPending
-	if stage == beforePause {
-		phase = fedv1alpha1.VolumeBackupRunning
-	}
-	setProgress(st, now, phase, fedv1alpha1.VolumeBackupWaitingForBackupReason, fmt.Sprintf("waiting for %s to lift its pause before pausing it; failing at %s (pauseWaitTimeout %s)",
+	setProgress(st, now, fedv1alpha1.VolumeBackupWaitingForBackupReason, fmt.Sprintf("waiting for %s to lift its pause before pausing it; failing at %s (pauseWaitTimeout %s)",
 		what, deadline.UTC().Format(time.RFC3339), limit))
 	res.RequeueAfter = deadline.Sub(now) // the other backup's changes wake this one sooner
 	return true

@@ -154,6 +154,7 @@ func TestPauseGate(t *testing.T) {
 				o.Members = map[string]Member{}
 			}
 			r := Plan(o, t0)
+			checkPhase(t, r)
 			ready := cond(r.Status, fedv1alpha1.VolumeBackupReadyCondition)
 			failed := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
 			switch {
@@ -194,6 +195,7 @@ func TestStartPauseMarksGCPausedUnknown(t *testing.T) {
 	o := Observed{Backup: b, Known: all(), Reachable: all(),
 		Members: map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC), "az3": armedWith(armedC)}}
 	r := Plan(o, t0)
+	checkPhase(t, r)
 	if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != metav1.ConditionUnknown || c.Reason != fedv1alpha1.VolumeBackupPauseStartingReason {
 		t.Fatalf("GCPaused = %+v", c)
 	}
@@ -221,6 +223,7 @@ func TestDeletedBackupsPauseEnds(t *testing.T) {
 			beingDeleted(b)
 			gcPaused(metav1.ConditionTrue)(b)
 			r := Plan(Observed{Backup: b, Members: tc.members, Known: all(), Reachable: all()}, t0)
+			checkPhase(t, r)
 			if c := cond(r.Status, fedv1alpha1.VolumeBackupGCPausedCondition); c == nil || c.Status != tc.want {
 				t.Errorf("GCPaused = %+v, want %s", c, tc.want)
 			}

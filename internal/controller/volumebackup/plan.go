@@ -107,8 +107,54 @@ type Result struct {
 	RequeueAfter time.Duration
 }
 
-// Plan decides the next actions and the status of one VolumeBackup at now.
+// Plan decides the next actions and the status of one VolumeBackup at now. Every branch sets
+// conditions and status fields only; the phase is derived from them last (phaseOf).
 func Plan(o Observed, now time.Time) Result {
+	res := decide(o, now)
+	res.Status.Phase = phaseOf(&res.Status)
+	return res
+}
+
+// phaseOf is the one-word phase the rest of the status gives, for print columns. The first
+// row that holds wins:
+//
+//	Cleaned=True                                   Cleaned (never set: a backup whose members are gone is released)
+//	Cleaned=False CleanFailed                      CleanFailed
+//	Cleaned=False (any other reason)               Cleaning
+//	Failed=True                                    Failed
+//	Complete=True                                  Complete
+//	SnapshotsCreated=True                          SnapshotsCreated
+//	no timeStarted                                 Pending (not planned yet)
+//	no initializer, Ready=False WaitingForBackup   Pending (waiting at the pause gate)
+//	otherwise                                      Running
+//
+// Only a deleted backup has a Cleaned condition, so deletion needs no row of its own.
+func phaseOf(st *fedv1alpha1.VolumeBackupStatus) fedv1alpha1.VolumeBackupPhase {
+	is := func(t string) bool { return meta.IsStatusConditionTrue(st.Conditions, t) }
+	cleaned := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupCleanedCondition)
+	ready := meta.FindStatusCondition(st.Conditions, fedv1alpha1.VolumeBackupReadyCondition)
+	switch {
+	case cleaned != nil && cleaned.Status == metav1.ConditionTrue:
+		return fedv1alpha1.VolumeBackupCleaned
+	case cleaned != nil && cleaned.Reason == fedv1alpha1.VolumeBackupCleanFailedReason:
+		return fedv1alpha1.VolumeBackupCleanFailed
+	case cleaned != nil:
+		return fedv1alpha1.VolumeBackupCleaning
+	case is(fedv1alpha1.VolumeBackupFailedCondition):
+		return fedv1alpha1.VolumeBackupFailed
+	case is(fedv1alpha1.VolumeBackupCompleteCondition):
+		return fedv1alpha1.VolumeBackupComplete
+	case is(fedv1alpha1.VolumeBackupSnapshotsCreatedCondition):
+		return fedv1alpha1.VolumeBackupSnapshotsCreated
+	case st.TimeStarted == nil,
+		st.Initializer == "" && ready != nil && ready.Reason == fedv1alpha1.VolumeBackupWaitingForBackupReason:
+		return fedv1alpha1.VolumeBackupPending
+	}
+	return fedv1alpha1.VolumeBackupRunning
+}
+
+// decide is Plan but for the phase.
+func decide(o Observed, now time.Time) Result {
 	b := o.Backup
 	res := Result{Status: *b.Status.DeepCopy()}
 	st := &res.Status
@@ -145,7 +191,7 @@ func Plan(o Observed, now time.Time) Result {
 	initializer, wait := chooseInitializer(o, st, now)
 	if initializer == "" {
 		first := clusters[0].K8sClusterName
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.ClusterUnreachableReason,
+		setProgress(st, now, fedv1alpha1.ClusterUnreachableReason,
 			fmt.Sprintf("waiting up to %s for %s to answer before another data plane holds the pause", wait.Round(time.Second), first))
 		res.RequeueAfter = wait // a plane becoming reachable wakes the reconcile sooner
 		return res
@@ -161,7 +207,9 @@ func Plan(o Observed, now time.Time) Result {
 	if hidden := hiddenMembers(o); len(hidden) > 0 && b.Status.Phase == fedv1alpha1.VolumeBackupSnapshotsCreated {
 		// A member this manager cannot see now (its plane unreachable, or its cache not synced
 		// yet after a restart) is not a member that was never created: every member had started
-		// its snapshots, and the phase never moves back.
+		// its snapshots (the phase written last says so), that stands, and the phase never
+		// moves back.
+		snapshotsCreated(st, now)
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse,
 			Reason: fedv1alpha1.ClusterUnreachableReason, Message: fmt.Sprintf("waiting for data planes %v", hidden)}, now)
 		res.RequeueAfter = nextTimeout(o, b, now)
@@ -181,7 +229,7 @@ func Plan(o Observed, now time.Time) Result {
 	case !init.Exists:
 		res.add(o, Action{Kind: CreateMember, Cluster: initializer, Phase: dpv1alpha1.BackupMemberInitialize})
 		armOthers()
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupInitializingReason, "pausing GC and PD scheduling in "+initializer)
+		setProgress(st, now, fedv1alpha1.VolumeBackupInitializingReason, "pausing GC and PD scheduling in "+initializer)
 	case !pauseReady(init) && init.Phase == dpv1alpha1.BackupMemberInitialize:
 		armOthers()
 		if init.StartPause {
@@ -204,7 +252,7 @@ func Plan(o Observed, now time.Time) Result {
 			pauseStarting(st, now, initializer)
 			break
 		}
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupArmingReason, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
+		setProgress(st, now, fedv1alpha1.VolumeBackupArmingReason, fmt.Sprintf("starting the snapshot steps; waiting for %v", waiting))
 	default:
 		ts := pausedTS(init)
 		if ts == 0 {
@@ -229,7 +277,7 @@ func Plan(o Observed, now time.Time) Result {
 func pauseStarting(st *fedv1alpha1.VolumeBackupStatus, now time.Time, initializer string) {
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupGCPausedCondition, Status: metav1.ConditionUnknown,
 		Reason: fedv1alpha1.VolumeBackupPauseStartingReason, Message: "asked " + initializer + " to pause GC and PD scheduling"}, now)
-	setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupInitializingReason, "pausing GC and PD scheduling in "+initializer)
+	setProgress(st, now, fedv1alpha1.VolumeBackupInitializingReason, "pausing GC and PD scheduling in "+initializer)
 }
 
 // pauseReady says the initializer's pause holds (or held): its step's own report.
@@ -273,11 +321,9 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		if !init.ResumeGC {
 			res.add(o, Action{Kind: ResumeGC, Cluster: initializer})
 		}
-		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupSnapshotsCreatedCondition, Status: metav1.ConditionTrue,
-			Reason: fedv1alpha1.VolumeBackupAllSnapshotsStartedReason, Message: "every member started its snapshots"}, now)
-		st.Phase = fedv1alpha1.VolumeBackupSnapshotsCreated
+		snapshotsCreated(st, now)
 	} else {
-		setProgress(st, now, fedv1alpha1.VolumeBackupRunning, fedv1alpha1.VolumeBackupSnapshottingReason, "members are starting their snapshots")
+		setProgress(st, now, fedv1alpha1.VolumeBackupSnapshottingReason, "members are starting their snapshots")
 	}
 	markGCResumed(o, st, now)
 	if allComplete {
@@ -288,9 +334,14 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 			Reason: fedv1alpha1.AllCompleteReason, Message: "every snapshot completed"}, now)
 		setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionTrue,
 			Reason: fedv1alpha1.AllCompleteReason, Message: "backup complete at commit ts " + st.CommitTs}, now)
-		st.Phase = fedv1alpha1.VolumeBackupComplete
 		teardownAll(o, res)
 	}
+}
+
+// snapshotsCreated records that every member started its snapshots.
+func snapshotsCreated(st *fedv1alpha1.VolumeBackupStatus, now time.Time) {
+	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupSnapshotsCreatedCondition, Status: metav1.ConditionTrue,
+		Reason: fedv1alpha1.VolumeBackupAllSnapshotsStartedReason, Message: "every member started its snapshots"}, now)
 }
 
 // chooseInitializer returns the data plane that holds the pause, choosing it once: the first
@@ -380,7 +431,6 @@ func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
 	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupFailedCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg}, now)
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
-	st.Phase = fedv1alpha1.VolumeBackupFailed
 	aggregate(o, st)
 	teardownAll(o, &res)
 	return res
@@ -411,7 +461,6 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 		return res
 	}
 	markPauseGone(o, &res.Status, now)
-	res.Status.Phase = fedv1alpha1.VolumeBackupCleaning
 	msg := fmt.Sprintf("deleting members in %v", deleting)
 	if len(waiting) > 0 {
 		msg = fmt.Sprintf("deleting members in %v; waiting for unreachable or unknown data planes %v (annotate %s=true to remove anyway, leaving their snapshots)", deleting, waiting, fedv1alpha1.AnnotationForceRemove)
@@ -420,7 +469,6 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 	if len(failing) > 0 {
 		// A clean that fails says so on the backup (and so on its schedule), with the member's
 		// reason, instead of only in a data plane.
-		res.Status.Phase = fedv1alpha1.VolumeBackupCleanFailed
 		reason, cleanMsg = fedv1alpha1.VolumeBackupCleanFailedReason, strings.Join(failing, "; ")
 		msg = cleanMsg
 	}
@@ -562,8 +610,8 @@ func setCondition(st *fedv1alpha1.VolumeBackupStatus, c metav1.Condition, now ti
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
-func setProgress(st *fedv1alpha1.VolumeBackupStatus, now time.Time, phase fedv1alpha1.VolumeBackupPhase, reason, msg string) {
-	st.Phase = phase
+// setProgress says, in the Ready condition, what the backup waits for.
+func setProgress(st *fedv1alpha1.VolumeBackupStatus, now time.Time, reason, msg string) {
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeBackupReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
 }
 

@@ -602,6 +602,7 @@ func TestPlan(t *testing.T) {
 				now = t0.Add(time.Minute)
 			}
 			r := Plan(o, now)
+			checkPhase(t, r)
 			if !reflect.DeepEqual(r.Actions, tc.want) {
 				t.Errorf("actions = %+v\nwant      %+v", r.Actions, tc.want)
 			}
@@ -663,7 +664,7 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 		}
 		o.Members[cluster] = m
 	}
-	step := func() Result { r := Plan(o, t0.Add(time.Minute)); apply(r); return r }
+	step := func() Result { r := Plan(o, t0.Add(time.Minute)); checkPhase(t, r); apply(r); return r }
 
 	step()
 	report("az1", inited, "30")

@@ -85,8 +85,47 @@ const (
 	restoreFinish = dpv1alpha1.RestoreMemberRestoreFinish
 )
 
-// Plan decides the next actions and the status of one VolumeRestore at now.
+// Plan decides the next actions and the status of one VolumeRestore at now. Every branch sets
+// conditions and status fields only; the phase is derived from them last (phaseOf).
 func Plan(o Observed, now time.Time) Result {
+	res := decide(o, now)
+	res.Status.Phase = phaseOf(&res.Status)
+	return res
+}
+
+// phaseOf is the one-word phase the rest of the status gives, for print columns. The first
+// row that holds wins:
+//
+//	Failed=True           Failed
+//	Complete=True         Complete
+//	DataComplete=True     DataComplete (TiKV restarts out of recovery mode, or an async warm-up reads)
+//	TikvComplete=True     TikvComplete (the data member restores data)
+//	VolumeComplete=True   VolumeComplete (never set: the manager goes from Running to TikvComplete)
+//	no timeStarted        Pending (not planned yet)
+//	otherwise             Running
+//
+// A deleted restore keeps the phase it had: deletion sets no condition.
+func phaseOf(st *fedv1alpha1.VolumeRestoreStatus) fedv1alpha1.VolumeRestorePhase {
+	is := func(t string) bool { return meta.IsStatusConditionTrue(st.Conditions, t) }
+	switch {
+	case is(fedv1alpha1.VolumeRestoreFailedCondition):
+		return fedv1alpha1.VolumeRestoreFailed
+	case is(fedv1alpha1.VolumeRestoreCompleteCondition):
+		return fedv1alpha1.VolumeRestoreComplete
+	case is(fedv1alpha1.VolumeRestoreDataCompleteCondition):
+		return fedv1alpha1.VolumeRestoreDataComplete
+	case is(fedv1alpha1.VolumeRestoreTikvCompleteCondition):
+		return fedv1alpha1.VolumeRestoreTikvComplete
+	case is(fedv1alpha1.VolumeRestoreVolumeCompleteCondition):
+		return fedv1alpha1.VolumeRestoreVolumeComplete
+	case st.TimeStarted == nil:
+		return fedv1alpha1.VolumeRestorePending
+	}
+	return fedv1alpha1.VolumeRestoreRunning
+}
+
+// decide is Plan but for the phase.
+func decide(o Observed, now time.Time) Result {
 	r := o.Restore
 	res := Result{Status: *r.Status.DeepCopy()}
 	st := &res.Status
@@ -137,7 +176,7 @@ func Plan(o Observed, now time.Time) Result {
 				res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: restoreVolume})
 			}
 		}
-		progress(st, now, fedv1alpha1.VolumeRestoreRunning, fedv1alpha1.VolumeRestoreRestoringVolumesReason, "creating volumes from the snapshots")
+		progress(st, now, fedv1alpha1.VolumeRestoreRestoringVolumesReason, "creating volumes from the snapshots")
 		step(st, "RestoreVolume", now, false)
 	case !all(o, func(m Member) bool { return tikvReady(r, m) }):
 		markData(o, &res)
@@ -145,7 +184,7 @@ func Plan(o Observed, now time.Time) Result {
 		if !warmedUp(o, st, now) && r.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupSync {
 			msg = "restoring volumes, warming them up, then starting TiKV in recovery mode"
 		}
-		progress(st, now, fedv1alpha1.VolumeRestoreRunning, fedv1alpha1.VolumeRestoreRestoringVolumesReason, msg)
+		progress(st, now, fedv1alpha1.VolumeRestoreRestoringVolumesReason, msg)
 	default:
 		planData(o, &res, now)
 	}
@@ -173,7 +212,7 @@ func planData(o Observed, res *Result, now time.Time) {
 		if data.Phase == restoreVolume {
 			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData, Version: data.Version})
 		}
-		progress(st, now, fedv1alpha1.VolumeRestoreTikvComplete, fedv1alpha1.VolumeRestoreRestoringDataReason, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
+		progress(st, now, fedv1alpha1.VolumeRestoreRestoringDataReason, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
 		step(st, "RestoreData", now, false)
 		return
 	}
@@ -187,13 +226,13 @@ func planData(o Observed, res *Result, now time.Time) {
 		}
 	}
 	if !all(o, func(m Member) bool { return memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) }) {
-		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, fedv1alpha1.VolumeRestoreFinishingReason, "restarting TiKV out of recovery mode")
+		progress(st, now, fedv1alpha1.VolumeRestoreFinishingReason, "restarting TiKV out of recovery mode")
 		step(st, "RestartTiKV", now, false)
 		return
 	}
 	step(st, "RestartTiKV", now, true)
 	if !warmedUp(o, st, now) {
-		progress(st, now, fedv1alpha1.VolumeRestoreDataComplete, fedv1alpha1.VolumeRestoreWarmingUpReason,
+		progress(st, now, fedv1alpha1.VolumeRestoreWarmingUpReason,
 			fmt.Sprintf("TiKV serves the restored data; the %s warm-up is still reading volumes", o.Restore.Spec.Template.Warmup))
 		return
 	}
@@ -202,7 +241,6 @@ func planData(o Observed, res *Result, now time.Time) {
 	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreCompleteCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.AllCompleteReason, Message: "restored to " + st.CommitTs}, now)
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.AllCompleteReason, Message: "restored to " + st.CommitTs}, now)
-	st.Phase = fedv1alpha1.VolumeRestoreComplete
 }
 
 // warmedUp records the members' warm-up (the WarmUp step, WarmUpComplete) and says whether
@@ -341,7 +379,6 @@ func fail(o Observed, res Result, now time.Time, reason, msg string) Result {
 	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreFailedCondition, Status: metav1.ConditionTrue, Reason: reason, Message: msg}, now)
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
-	st.Phase = fedv1alpha1.VolumeRestoreFailed
 	aggregate(o, st)
 	return deleteMembers(o, res)
 }
@@ -424,7 +461,7 @@ func setCondition(st *fedv1alpha1.VolumeRestoreStatus, c metav1.Condition, now t
 	meta.SetStatusCondition(&st.Conditions, c)
 }
 
-func progress(st *fedv1alpha1.VolumeRestoreStatus, now time.Time, phase fedv1alpha1.VolumeRestorePhase, reason, msg string) {
-	st.Phase = phase
+// progress says, in the Ready condition, what the restore waits for.
+func progress(st *fedv1alpha1.VolumeRestoreStatus, now time.Time, reason, msg string) {
 	setCondition(st, metav1.Condition{Type: fedv1alpha1.VolumeRestoreReadyCondition, Status: metav1.ConditionFalse, Reason: reason, Message: msg}, now)
 }

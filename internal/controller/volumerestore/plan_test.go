@@ -315,6 +315,7 @@ func TestPlan(t *testing.T) {
 				now = t0.Add(time.Minute)
 			}
 			res := Plan(o, now)
+			checkPhase(t, res)
 			if !reflect.DeepEqual(res.Actions, tc.want) {
 				t.Errorf("actions = %+v\nwant      %+v", res.Actions, tc.want)
 			}
