@@ -16,5 +16,7 @@
 //     EBS volume ids, instance ids);
 //   - package apply carries out actions idempotently, package condition sets conditions and
 //     turns their transitions into Events;
+//   - package sweeper deletes the snapshots and volumes the steps created but never recorded,
+//     once the member they were made for is gone (the orphan sweeper);
 //   - package metrics holds the agent's Prometheus metrics.
 package agent

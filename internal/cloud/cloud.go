@@ -78,6 +78,8 @@ type Volume struct {
 	FastRestored bool
 	Tags         map[string]string
 	Attachments  []Attachment
+	// Created is when the volume was created (zero when the cloud did not say).
+	Created time.Time
 }
 
 // Volume states fedbr waits for.
@@ -167,6 +169,9 @@ type Snapshots interface {
 	ListSnapshots(ctx context.Context, tags map[string]string) ([]Snapshot, error)
 	// DeleteSnapshots deletes snapshots; one already gone counts as deleted.
 	DeleteSnapshots(ctx context.Context, ids []string) error
+	// UntagSnapshots removes the tags with the given keys, whatever their values, from
+	// snapshots; a key a snapshot does not carry is no error.
+	UntagSnapshots(ctx context.Context, ids, keys []string) error
 }
 
 // Volumes creates, watches and deletes volumes.
@@ -179,6 +184,9 @@ type Volumes interface {
 	ListVolumes(ctx context.Context, tags map[string]string) ([]Volume, error)
 	// DeleteVolumes deletes volumes; one already gone counts as deleted.
 	DeleteVolumes(ctx context.Context, ids []string) error
+	// UntagVolumes removes the tags with the given keys, whatever their values, from volumes;
+	// a key a volume does not carry is no error.
+	UntagVolumes(ctx context.Context, ids, keys []string) error
 	DescribeInstance(ctx context.Context, id string) (Instance, error)
 }
 

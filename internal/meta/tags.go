@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Tag keys carrying fedbr's identity on every snapshot and volume it creates, so a sweeper
@@ -10,6 +11,19 @@ import (
 const (
 	TagBackup  = "fedbr.io/backup"
 	TagRestore = "fedbr.io/restore"
+)
+
+// Tag keys marking a resource that its step has not recorded yet, with the owner (see Owner)
+// of the member the step runs for as value. A snapshot carries TagBackupPending from its
+// CreateSnapshots until its backup completes (the step removes it just before it marks
+// backupmeta completed); a volume carries TagRestorePending from its CreateVolume until
+// restore-volumes records it in restoremeta. What still carries one when its member is gone
+// was never recorded — a create whose answer was lost, a failed attempt whose cleanup did not
+// finish — and is what the agent's orphan sweeper may delete. Snapshots and volumes have
+// separate keys because a snapshot copies its volume's tags.
+const (
+	TagBackupPending  = "fedbr.io/backup-pending"
+	TagRestorePending = "fedbr.io/restore-pending"
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -30,4 +44,60 @@ func BackupTags(backupID string) map[string]string { return map[string]string{Ta
 // RestoreTags are the identity tags of a restore's volumes.
 func RestoreTags(restoreID string) map[string]string {
 	return map[string]string{TagRestore: restoreID}
+}
+
+// Owner names where the member a resource was made for lives: the Kubernetes cluster (the uid
+// of its kube-system namespace, which outlives any agent and differs between clusters that
+// share an AWS account) and the member's namespace. It is the value of the pending tags.
+type Owner struct {
+	Cluster   string
+	Namespace string
+}
+
+// String is the tag value, "<cluster>/<namespace>".
+func (o Owner) String() string { return o.Cluster + "/" + o.Namespace }
+
+var (
+	clusterIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
+	namespacePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+)
+
+// Validate checks both parts: a cluster id of letters, digits and '-' (a uid), and a
+// namespace name.
+func (o Owner) Validate() error {
+	if !clusterIDPattern.MatchString(o.Cluster) {
+		return fmt.Errorf("owner %q: cluster id %q: want 1-64 letters, digits or '-'", o, o.Cluster)
+	}
+	if !namespacePattern.MatchString(o.Namespace) {
+		return fmt.Errorf("owner %q: namespace %q: want a namespace name (DNS-1123 label)", o, o.Namespace)
+	}
+	return nil
+}
+
+// ParseOwner reads a pending tag's value.
+func ParseOwner(v string) (Owner, error) {
+	cluster, ns, ok := strings.Cut(v, "/")
+	if !ok {
+		return Owner{}, fmt.Errorf("owner %q: want <cluster>/<namespace>", v)
+	}
+	o := Owner{Cluster: cluster, Namespace: ns}
+	return o, o.Validate()
+}
+
+// PendingBackupTags are the tags of a snapshot its backup has not completed yet; nil without
+// an owner (nothing will sweep it).
+func PendingBackupTags(owner *Owner) map[string]string {
+	if owner == nil {
+		return nil
+	}
+	return map[string]string{TagBackupPending: owner.String()}
+}
+
+// PendingRestoreTags are the tags of a volume its restore has not recorded yet; nil without
+// an owner.
+func PendingRestoreTags(owner *Owner) map[string]string {
+	if owner == nil {
+		return nil
+	}
+	return map[string]string{TagRestorePending: owner.String()}
 }

@@ -26,7 +26,7 @@ var (
 	t0        = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	pausedAt  = t0.Add(2 * time.Second)
 	liftedAt  = t0.Add(9 * time.Second)
-	testEnv   = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566"}
+	testEnv   = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566", ClusterID: "kube-system-uid"}
 	backupTS  = uint64(470802380936708097)
 	tsText    = "470802380936708097"
 	pauseName = job.Name("fed-b1", job.StepPause)
@@ -355,7 +355,8 @@ func TestPlan(t *testing.T) {
 					a := jobOf(t, r, job.StepSnapshot).Job
 					args := a.Spec.Template.Spec.Containers[0].Args
 					for flag, v := range map[string]string{"--backup-ts": tsText, "--backup-id": "uid-1", "--storage": "s3://bk/nightly-az1", "--cluster": "az1",
-						"--region": "us-west-2", "--aws-endpoint": "http://127.0.0.1:4566", "--volumes": "etc/fedbr/backup/volumes.json", "--member": "fed-b1"} {
+						"--region": "us-west-2", "--aws-endpoint": "http://127.0.0.1:4566", "--volumes": "etc/fedbr/backup/volumes.json", "--member": "fed-b1",
+						"--owner": "kube-system-uid/tidb"} {
 						if got := argValue(args, flag); got != v {
 							t.Errorf("%s = %q, want %q (args %v)", flag, got, v, args)
 						}

@@ -170,6 +170,7 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 	args = append(args, tsArgs...)
 	args = append(args, "--volumes", job.InPod(inputsMount+"/"+VolumesKey), "--manifest", job.InPod(inputsMount+"/"+TidbClusterKey),
 		"--member", p.m.Name)
+	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
 	return append(args, p.o.Env.CloudArgs()...), storage, nil
 }
 

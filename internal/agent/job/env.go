@@ -27,6 +27,10 @@ type Env struct {
 	AWSEndpoint string
 	// TTL is the finished Jobs' ttlSecondsAfterFinished; DefaultTTL when zero.
 	TTL time.Duration
+	// ClusterID identifies this Kubernetes cluster (its kube-system namespace's uid). The steps
+	// that create snapshots or volumes get --owner <ClusterID>/<member namespace>, so what they
+	// create is tagged for this agent's orphan sweeper until it is recorded; none when empty.
+	ClusterID string
 }
 
 // CloudArgs are the AWS flags every step takes.
@@ -39,6 +43,15 @@ func (e Env) CloudArgs() []string {
 		a = append(a, "--aws-endpoint", e.AWSEndpoint)
 	}
 	return a
+}
+
+// OwnerArgs are the --owner flag of a step that creates snapshots or volumes for a member in
+// namespace; none without a ClusterID.
+func (e Env) OwnerArgs(namespace string) []string {
+	if e.ClusterID == "" {
+		return nil
+	}
+	return []string{"--owner", e.ClusterID + "/" + namespace}
 }
 
 // TTLSeconds is TTL in seconds.

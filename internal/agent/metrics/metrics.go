@@ -19,6 +19,12 @@ type Metrics struct {
 	StepDuration *prometheus.HistogramVec
 	// Members is the number of members in each phase, by kind.
 	Members *prometheus.GaugeVec
+	// OrphansDeleted counts the snapshots and volumes the orphan sweeper deleted, by kind
+	// (snapshot, volume).
+	OrphansDeleted *prometheus.CounterVec
+	// OrphanSweepErrors counts what failed in the orphan sweeper: a listing that made a sweep
+	// give up, a deletion that failed.
+	OrphanSweepErrors prometheus.Counter
 
 	mu       sync.Mutex
 	seen     map[phaseKey]string
@@ -36,6 +42,15 @@ var steps = map[string][]string{
 	"VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"},
 }
 
+// Orphan kinds, the values of OrphansDeleted's label.
+const (
+	OrphanSnapshot = "snapshot"
+	OrphanVolume   = "volume"
+)
+
+// OrphanKinds are the orphan kinds, each series initialised to zero.
+var OrphanKinds = []string{OrphanSnapshot, OrphanVolume}
+
 // New creates the metrics; Register adds them to a registry.
 func New() *Metrics {
 	m := &Metrics{
@@ -52,6 +67,17 @@ func New() *Metrics {
 			Namespace: "fedbr", Subsystem: "agent", Name: "members",
 			Help: "Members this agent reconciles, by kind and status.phase.",
 		}, []string{"kind", "phase"}),
+		OrphansDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "fedbr", Subsystem: "agent", Name: "orphans_deleted_total",
+			Help: "Snapshots and volumes the orphan sweeper deleted because the member they were made for is gone, by kind (snapshot, volume).",
+		}, []string{"kind"}),
+		OrphanSweepErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "fedbr", Subsystem: "agent", Name: "orphan_sweep_errors_total",
+			Help: "Failures of the orphan sweeper: a listing that made a sweep give up, or a deletion that failed.",
+		}),
+	}
+	for _, kind := range OrphanKinds {
+		m.OrphansDeleted.WithLabelValues(kind)
 	}
 	for kind, ps := range phases {
 		for _, p := range ps {
@@ -69,7 +95,7 @@ func (m *Metrics) Register(reg prometheus.Registerer) error {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	for _, c := range []prometheus.Collector{m.JobsCreated, m.StepDuration, m.Members} {
+	for _, c := range []prometheus.Collector{m.JobsCreated, m.StepDuration, m.Members, m.OrphansDeleted, m.OrphanSweepErrors} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

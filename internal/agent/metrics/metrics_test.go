@@ -81,4 +81,12 @@ func TestEveryPhaseStartsAtZero(t *testing.T) {
 			}
 		}
 	}
+	for _, kind := range []string{"snapshot", "volume"} {
+		if !series["fedbr_agent_orphans_deleted_total"]["fedbr_agent_orphans_deleted_total,kind="+kind] {
+			t.Errorf("no fedbr_agent_orphans_deleted_total series for kind %s", kind)
+		}
+	}
+	if !series["fedbr_agent_orphan_sweep_errors_total"]["fedbr_agent_orphan_sweep_errors_total"] {
+		t.Error("no fedbr_agent_orphan_sweep_errors_total series")
+	}
 }

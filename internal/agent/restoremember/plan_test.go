@@ -27,7 +27,7 @@ import (
 
 var (
 	t0      = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	testEnv = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566"}
+	testEnv = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566", ClusterID: "kube-system-uid"}
 	rvName  = job.Name("fed-r1", job.StepRestoreVolumes)
 	rdName  = job.Name("fed-r1", job.StepRestoreData)
 )
@@ -242,7 +242,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 				j := r.Actions[1].Job
 				args := j.Spec.Template.Spec.Containers[0].Args
 				for flag, v := range map[string]string{"--restore-id": "ruid-1", "--target-az": "us-west-2b", "--storage": "s3://bk/p-az1", "--pd": "http://pd:2379",
-					"--volume-type": "io2", "--kms-key-id": "alias/k", "--aws-endpoint": "http://127.0.0.1:4566", "--member": "fed-r1"} {
+					"--volume-type": "io2", "--kms-key-id": "alias/k", "--aws-endpoint": "http://127.0.0.1:4566", "--member": "fed-r1",
+					"--owner": "kube-system-uid/dst"} {
 					if got := argValue(args, flag); got != v {
 						t.Errorf("%s = %q, want %q: %v", flag, got, v, args)
 					}

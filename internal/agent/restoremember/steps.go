@@ -104,6 +104,7 @@ func (p *plan) planRestoreVolumes() bool {
 		args = append(args, "--use-fsr") // the fsr warm-up reads only the other volumes
 	}
 	args = append(args, "--member", p.m.Name)
+	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
 	p.ensureCommon()
 	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreVolumes, args, storage))})
 	return false

@@ -86,6 +86,11 @@ type Options struct {
 	KMSKeyID string
 	// Tags are added to every volume.
 	Tags map[string]string
+	// Owner, when set, is where the member this step runs for lives: every volume carries
+	// meta.TagRestorePending=<owner> until restoremeta records it, so that plane's agent may
+	// sweep a volume no restoremeta records once its member is gone. The tag is removed before
+	// restoremeta is written, whether or not Owner is set.
+	Owner *meta.Owner
 	// Scope defaults to ScopeAll.
 	Scope Scope
 	// FSR restores the data volumes through fast snapshot restore: enabled in the target AZ,
@@ -170,6 +175,11 @@ func (o Options) Validate() error {
 	}
 	if len(o.Tags) > cloud.MaxTags {
 		return fmt.Errorf("%d tags: %w", len(o.Tags), cloud.ErrTooManyTags)
+	}
+	if o.Owner != nil {
+		if err := o.Owner.Validate(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -475,6 +485,7 @@ func (r *restorer) tags(s cloud.Snapshot) map[string]string {
 	t[TagFromSnapshot] = s.ID
 	maps.Copy(t, r.o.Tags)
 	maps.Copy(t, meta.RestoreTags(r.o.RestoreID))
+	maps.Copy(t, meta.PendingRestoreTags(r.o.Owner))
 	return t
 }
 
@@ -528,6 +539,12 @@ func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) 
 	// its volumes like any other.
 	if err := r.pdReady(); err != nil {
 		return err
+	}
+	// A volume restoremeta records is never marked pending: the sweeper may delete a pending
+	// volume once its member is gone, and a restored volume outlives its member (it is the
+	// TidbCluster's once the restore completed).
+	if err := r.c.UntagVolumes(ctx, ids, []string{meta.TagRestorePending}); err != nil {
+		return fmt.Errorf("unmark the restored volumes as pending: %w", err)
 	}
 	if err := r.store.PutRestoreMeta(ctx, r.o.RestoreID, out); err != nil {
 		return fmt.Errorf("record restored volumes: %w", err)

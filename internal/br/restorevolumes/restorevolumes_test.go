@@ -134,11 +134,16 @@ func TestRestoreVolumes(t *testing.T) {
 	var progress bytes.Buffer
 	var phases []string
 	var last restorevolumes.Status
+	owner := &meta.Owner{Cluster: "9a1f-kube-system-uid", Namespace: "restored"}
+	markedPending := -1 // volumes marked pending while they were waited for
 	o := restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2c", VolumeType: "gp3", IOPS: 4000, Throughput: 200,
-		Encrypted: true, KMSKeyID: kmsKey, Tags: map[string]string{"team": "db"}, Progress: &progress,
+		Encrypted: true, KMSKeyID: kmsKey, Tags: map[string]string{"team": "db"}, Owner: owner, Progress: &progress,
 		Report: func(s restorevolumes.Status) {
 			if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
 				phases = append(phases, s.Phase)
+			}
+			if s.Phase == restorevolumes.PhaseWaitingVolumes {
+				markedPending = len(l.srv.Inventory(meta.PendingRestoreTags(owner)).Volumes)
 			}
 			last = s
 		}}
@@ -152,6 +157,12 @@ func TestRestoreVolumes(t *testing.T) {
 		t.Errorf("phases %v, last status %+v; want %v with the resolved ts and %d volumes", phases, last, want, len(res.Volumes))
 	}
 	o.Report = nil
+	if markedPending != 4 {
+		t.Errorf("%d volumes were tagged %s=%s before restoremeta recorded them, want 4", markedPending, meta.TagRestorePending, owner)
+	}
+	if left := l.srv.Inventory(map[string]string{meta.TagRestorePending: owner.String()}).Volumes; len(left) != 0 {
+		t.Errorf("volumes restoremeta records are still marked pending: %v", left)
+	}
 	if !slices.Equal(pd.calls, []string{"mark", "reset-ts"}) || pd.ts != resolvedTS {
 		t.Fatalf("PD calls = %v, ts %d", pd.calls, pd.ts)
 	}

@@ -9,7 +9,9 @@
 // failed attempt deletes everything with that tag (and the pending backupmeta listing them),
 // and a retried attempt either resumes the sets a pending backupmeta records or, when the
 // earlier attempt died before recording them, deletes them and starts afresh — so a backup
-// id never owns two sets of one volume.
+// id never owns two sets of one volume. Until the backup completes every snapshot is also marked
+// pending for its owner (meta.TagBackupPending), so what a lost answer or a killed attempt
+// leaves once the member is gone is the agent's orphan sweeper's.
 package snapshot
 
 import (
@@ -73,6 +75,11 @@ type Options struct {
 	CheckInterval time.Duration
 	// Tags are added to every snapshot (the identity tags win).
 	Tags map[string]string
+	// Owner, when set, is where the member this step runs for lives: every snapshot carries
+	// meta.TagBackupPending=<owner> until the backup completes, so that plane's agent may
+	// sweep the snapshots of a backup that never completed once its member is gone. The tag
+	// is removed before backupmeta is marked completed, whether or not Owner is set.
+	Owner *meta.Owner
 	// CleanupTimeout bounds the deletion of snapshots after a failure, which runs even when
 	// ctx was cancelled (default 5m).
 	CleanupTimeout time.Duration
@@ -150,7 +157,12 @@ func (o Options) Validate() error {
 	if o.CheckTimeout < 0 || o.CheckInterval < 0 || o.CleanupTimeout < 0 {
 		return errors.New("timeouts and intervals must not be negative")
 	}
-	if n := len(o.Tags) + 2; n > cloud.MaxTags {
+	if o.Owner != nil {
+		if err := o.Owner.Validate(); err != nil {
+			return err
+		}
+	}
+	if n := len(o.Tags) + len(identityTags("x", o.Owner)) + 1; n > cloud.MaxTags {
 		return fmt.Errorf("%d tags with the identity tags: %w", n, cloud.ErrTooManyTags)
 	}
 	if o.Input != nil {
@@ -560,6 +572,12 @@ func (s *snapshotter) wait(ctx context.Context, rec *meta.Record) error {
 	if err != nil {
 		return fmt.Errorf("wait for snapshots: %w", err)
 	}
+	// A completed backupmeta never lists a snapshot marked pending: the sweeper may delete a
+	// pending snapshot once its member is gone, and a completed backup outlives its member
+	// (cleanPolicy Retain).
+	if err := s.d.Cloud.UntagSnapshots(ctx, ids, []string{meta.TagBackupPending}); err != nil {
+		return fmt.Errorf("unmark the completed snapshots as pending: %w", err)
+	}
 	done, err := s.d.Store.CompleteBackupMeta(ctx)
 	if err != nil {
 		return fmt.Errorf("record the completed snapshots: %w", err)
@@ -634,7 +652,7 @@ func (s *snapshotter) plan(ctx context.Context, rec *meta.Record) ([]cloud.Snaps
 					tags = map[string]string{}
 				}
 				tags[TagStore] = fmt.Sprint(st.ID)
-				maps.Copy(tags, meta.BackupTags(s.o.BackupID))
+				maps.Copy(tags, identityTags(s.o.BackupID, s.o.Owner))
 				req = &cloud.SnapshotRequest{InstanceID: inst, Tags: tags,
 					Description: fmt.Sprintf("fedbr backup %s, TiKV store %d", s.o.BackupID, st.ID)}
 				byInstance[inst] = req
@@ -651,6 +669,14 @@ func (s *snapshotter) plan(ctx context.Context, rec *meta.Record) ([]cloud.Snaps
 		reqs[i] = *byInstance[inst]
 	}
 	return reqs, nil
+}
+
+// identityTags are the tags fedbr sets on every snapshot of the backup: its identity and,
+// with an owner, the pending mark.
+func identityTags(backupID string, owner *meta.Owner) map[string]string {
+	tags := meta.BackupTags(backupID)
+	maps.Copy(tags, meta.PendingBackupTags(owner))
+	return tags
 }
 
 // cleanup deletes every snapshot this attempt created or recorded and any other snapshot

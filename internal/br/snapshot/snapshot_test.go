@@ -125,8 +125,10 @@ func TestSnapshot(t *testing.T) {
 	var phases []string
 	backupTS := map[string]uint64{} // the backup ts each phase reported last
 	pendingSeen, pauseAsked := false, false
-	startedSeen := -1 // snapshots existing when Started was reported
-	o := snapshot.Options{BackupID: backupID, Cluster: "east", Progress: &progress, CheckInterval: 50 * time.Millisecond,
+	startedSeen := -1   // snapshots existing when Started was reported
+	markedPending := -1 // snapshots marked pending while backupmeta was pending
+	owner := &meta.Owner{Cluster: "3c5d3f0e-kube-system-uid", Namespace: "tidb"}
+	o := snapshot.Options{BackupID: backupID, Cluster: "east", Owner: owner, Progress: &progress, CheckInterval: 50 * time.Millisecond,
 		StillPaused: func(context.Context) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -149,6 +151,7 @@ func TestSnapshot(t *testing.T) {
 			if p.Phase == snapshot.PhaseWaiting && !pendingSeen {
 				rec, err := l.store.BackupMetaAsIs(ctx)
 				pendingSeen = err == nil && rec.Pending()
+				markedPending = len(l.srv.Inventory(meta.PendingBackupTags(owner)).Snapshots)
 			}
 		}}
 	res, err := snapshot.Run(ctx, d, o)
@@ -157,6 +160,12 @@ func TestSnapshot(t *testing.T) {
 	}
 	if !pendingSeen {
 		t.Error("backupmeta was not written pending before the wait")
+	}
+	if markedPending != 6 {
+		t.Errorf("%d snapshots were tagged %s=%s while the backup was pending, want 6", markedPending, meta.TagBackupPending, owner)
+	}
+	if left := l.srv.Inventory(map[string]string{meta.TagBackupPending: owner.String()}).Snapshots; len(left) != 0 {
+		t.Errorf("the completed backup's snapshots are still marked pending: %v", left)
 	}
 	if want := []string{snapshot.PhaseChecking, snapshot.PhaseStarting, snapshot.PhaseStarted, snapshot.PhaseWaiting, snapshot.PhaseCompleted}; !slices.Equal(phases, want) {
 		t.Errorf("phases = %v, want %v", phases, want)

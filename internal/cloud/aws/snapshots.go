@@ -372,6 +372,37 @@ func (p *Provider) DeleteSnapshots(ctx context.Context, ids []string) error {
 	})
 }
 
+// UntagSnapshots removes tags by key from snapshots, 200 snapshots per DeleteTags call.
+func (p *Provider) UntagSnapshots(ctx context.Context, ids, keys []string) error {
+	if err := p.deleteTags(ctx, ids, keys); err != nil {
+		return fmt.Errorf("untag snapshots: %w", err)
+	}
+	return nil
+}
+
+// deleteTags runs DeleteTags for ids in batches. A tag given by key alone is removed whatever
+// its value, and removing a tag a resource does not carry is no error, so the call is
+// idempotent and the SDK may resend it.
+func (p *Provider) deleteTags(ctx context.Context, ids, keys []string) error {
+	if len(ids) == 0 || len(keys) == 0 {
+		return nil
+	}
+	tags := make([]types.Tag, len(keys))
+	for i, k := range keys {
+		tags[i] = types.Tag{Key: awssdk.String(k)}
+	}
+	for batch := range slices.Chunk(ids, describeBatch) {
+		err := p.retry(ctx, func() error {
+			_, err := p.ec2.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: batch, Tags: tags})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete tags %v of %d resources: %w", keys, len(batch), err)
+		}
+	}
+	return nil
+}
+
 func ec2Tags(m map[string]string) []types.Tag {
 	keys := make([]string, 0, len(m))
 	for k := range m {

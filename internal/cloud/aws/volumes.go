@@ -197,6 +197,7 @@ func fromEC2Volume(v types.Volume) cloud.Volume {
 		SnapshotID: awssdk.ToString(v.SnapshotId), Type: string(v.VolumeType), SizeGiB: awssdk.ToInt32(v.Size),
 		IOPS: awssdk.ToInt32(v.Iops), Throughput: awssdk.ToInt32(v.Throughput), Encrypted: awssdk.ToBool(v.Encrypted),
 		KMSKeyID: awssdk.ToString(v.KmsKeyId), FastRestored: awssdk.ToBool(v.FastRestored), Tags: tagMap(v.Tags, ec2TagKV),
+		Created: awssdk.ToTime(v.CreateTime),
 	}
 	for _, a := range v.Attachments {
 		out.Attachments = append(out.Attachments, cloud.Attachment{InstanceID: awssdk.ToString(a.InstanceId), VolumeID: out.ID, Device: awssdk.ToString(a.Device)})
@@ -260,4 +261,12 @@ func (p *Provider) DeleteVolumes(ctx context.Context, ids []string) error {
 		}
 		return nil
 	})
+}
+
+// UntagVolumes removes tags by key from volumes, 200 volumes per DeleteTags call.
+func (p *Provider) UntagVolumes(ctx context.Context, ids, keys []string) error {
+	if err := p.deleteTags(ctx, ids, keys); err != nil {
+		return fmt.Errorf("untag volumes: %w", err)
+	}
+	return nil
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/restoremember"
+	"github.com/fedbr/fedbr/internal/agent/sweeper"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
 	"github.com/fedbr/fedbr/internal/podenv"
@@ -57,6 +58,8 @@ type options struct {
 	env             job.Env
 	maxConcurrent   int
 	leaderElectName string
+	sweepInterval   time.Duration
+	orphanGrace     time.Duration
 }
 
 // NewCmd returns `fedbr agent`.
@@ -90,6 +93,8 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that several agent replicas run one at a time")
 	f.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "members reconciled in parallel per kind")
+	f.DurationVar(&o.sweepInterval, "orphan-sweep-interval", sweeper.DefaultInterval, "how often the leader sweeps orphans: snapshots and volumes the steps created but never recorded whose member is gone (0 disables the sweeper)")
+	f.DurationVar(&o.orphanGrace, "orphan-grace", sweeper.DefaultGrace, "how old an orphan must be before it is deleted; keep it above the longest time a step may still run after its member is gone")
 	f.IntVar(&o.verbosity, "v", 0, "log verbosity: 1 adds one line per reconcile with the planned actions")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
 	return cmd
@@ -112,6 +117,12 @@ func (o *options) validate() error {
 	if o.maxConcurrent < 1 {
 		errs = append(errs, errors.New("--max-concurrent-reconciles must be at least 1"))
 	}
+	if o.sweepInterval < 0 {
+		errs = append(errs, errors.New("--orphan-sweep-interval must not be negative (0 disables the sweeper)"))
+	}
+	if o.orphanGrace < 0 {
+		errs = append(errs, errors.New("--orphan-grace must not be negative"))
+	}
 	o.env.TTL = o.jobTTL
 	o.leaderElectName = "fedbr-agent-" + job.LabelValue(o.clusterName)
 	return errors.Join(errs...)
@@ -127,8 +138,12 @@ func (o *options) run(cmd *cobra.Command) error {
 		if ns == "" {
 			ns = "all namespaces"
 		}
-		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v\n",
-			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect)
+		sweep := "orphan sweeper off"
+		if o.sweepInterval > 0 {
+			sweep = fmt.Sprintf("orphan sweep every %s, grace %s", o.sweepInterval, o.orphanGrace)
+		}
+		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s\n",
+			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep)
 		return err
 	}
 	cfg, err := o.restConfig()
@@ -233,7 +248,7 @@ func (o *options) manager(cfg *rest.Config) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// setup registers both member controllers and the metrics.
+// setup registers both member controllers, the orphan sweeper and the metrics.
 func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 	m := metrics.New()
 	if err := m.Register(nil); err != nil {
@@ -242,7 +257,21 @@ func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 	rec := mgr.GetEventRecorder("fedbr-agent")
 	provider, err := aws.New(ctx, aws.Config{Region: o.env.Region, Endpoint: o.env.AWSEndpoint})
 	if err != nil {
-		return fmt.Errorf("AWS provider (to delete the volumes of failed restores): %w", err)
+		return fmt.Errorf("AWS provider (to delete the volumes of failed restores and orphans): %w", err)
+	}
+	// The steps tag what they create with this cluster's id until they record it, whether or
+	// not this agent sweeps, so a sweeper enabled later finds it.
+	if o.env.ClusterID, err = sweeper.ClusterID(ctx, mgr.GetAPIReader()); err != nil {
+		return fmt.Errorf("this cluster's identity: %w (the agent's ClusterRole grants get on namespace kube-system)", err)
+	}
+	if o.sweepInterval > 0 {
+		s := &sweeper.Sweeper{Cloud: provider, Reader: mgr.GetAPIReader(), Recorder: rec, Metrics: m,
+			Scope:    sweeper.Scope{Cluster: o.env.ClusterID, Namespace: o.namespace},
+			Interval: o.sweepInterval, Grace: o.orphanGrace, Pod: sweeper.PodFromEnv(),
+			Log: mgr.GetLogger().WithName("orphan-sweeper")}
+		if err := mgr.Add(s); err != nil {
+			return fmt.Errorf("add the orphan sweeper: %w", err)
+		}
 	}
 	b := &backupmember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m,
 		Env: o.env, ClusterName: o.clusterName}

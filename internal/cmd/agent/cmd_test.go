@@ -14,10 +14,23 @@ func TestDryRun(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `endpoint "http://127.0.0.1:4566"`} {
+	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output %q lacks %q", out.String(), want)
 		}
+	}
+}
+
+func TestDryRunSweeperOff(t *testing.T) {
+	cmd := NewCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--orphan-sweep-interval", "0", "--dry-run"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "orphan sweeper off") {
+		t.Errorf("output %q does not say the sweeper is off", out.String())
 	}
 }
 
@@ -30,6 +43,8 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"--k8s-cluster-name", "az1", "--dry-run"}, "--image is required"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--aws-endpoint", "localhost:1", "--dry-run"}, "want an http(s) URL"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--job-ttl", "1s", "--dry-run"}, "--job-ttl"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-sweep-interval", "-1m", "--dry-run"}, "--orphan-sweep-interval must not be negative"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-grace", "-1s", "--dry-run"}, "--orphan-grace must not be negative"},
 	} {
 		cmd := NewCmd()
 		cmd.SetOut(&bytes.Buffer{})

@@ -3,6 +3,7 @@ package awsdouble_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net/http"
 	"slices"
 	"testing"
@@ -337,5 +338,51 @@ func TestPerActionBuckets(t *testing.T) {
 	}
 	if _, err := c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{in.Volumes[0].ID}}); err != nil {
 		t.Fatalf("DescribeVolumes after DescribeInstances' bucket ran dry: %v", err)
+	}
+}
+
+// TestDeleteTags: DeleteTags removes a tag given by key alone whatever its value, one given
+// with a value only when the value matches, and nothing more; a tag the resource lacks is no
+// error; an unknown snapshot is InvalidSnapshot.NotFound and fails the whole call.
+func TestDeleteTags(t *testing.T) {
+	ctx := testCtx(t)
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{TimeFactor: stopped})
+	c, _ := clients(url)
+	in := oneVolumeInstance(t, srv)
+	snap := createSnapshots(t, ctx, c, in.ID)[0]
+	_, err := c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{snap, in.Volumes[0].ID},
+		Tags: []types.Tag{{Key: awssdk.String("a"), Value: awssdk.String("1")}, {Key: awssdk.String("b"), Value: awssdk.String("2")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{snap, in.Volumes[0].ID},
+		Tags: []types.Tag{{Key: awssdk.String("a")}, {Key: awssdk.String("b"), Value: awssdk.String("other")}, {Key: awssdk.String("absent")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := func(ts []types.Tag) map[string]string {
+		m := map[string]string{}
+		for _, tg := range ts {
+			m[awssdk.ToString(tg.Key)] = awssdk.ToString(tg.Value)
+		}
+		return m
+	}
+	want := map[string]string{"app": "tikv", "b": "2"}
+	if got := tags(describeSnapshot(t, ctx, c, snap).Tags); !maps.Equal(got, want) {
+		t.Errorf("snapshot tags %v, want %v", got, want)
+	}
+	vols, err := c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{in.Volumes[0].ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tags(vols.Volumes[0].Tags); !maps.Equal(got, want) {
+		t.Errorf("volume tags %v, want %v", got, want)
+	}
+	_, err = c.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{snap, "snap-0000000000000000"}, Tags: []types.Tag{{Key: awssdk.String("b")}}})
+	if code(err) != "InvalidSnapshot.NotFound" {
+		t.Fatalf("untag an unknown snapshot: %v, want InvalidSnapshot.NotFound", err)
+	}
+	if got := tags(describeSnapshot(t, ctx, c, snap).Tags); !maps.Equal(got, want) {
+		t.Errorf("a failed call changed the tags: %v", got)
 	}
 }

@@ -46,6 +46,7 @@ var ec2Actions = map[string]ec2Handler{
 	"AttachVolume":                 (*Server).attachVolume,
 	"DetachVolume":                 (*Server).detachVolume,
 	"CreateTags":                   (*Server).createTags,
+	"DeleteTags":                   (*Server).deleteTags,
 	"EnableFastSnapshotRestores":   (*Server).enableFSR,
 	"DisableFastSnapshotRestores":  (*Server).disableFSR,
 	"DescribeFastSnapshotRestores": (*Server).describeFSR,
@@ -947,6 +948,71 @@ func (s *Server) createTags(form url.Values) (any, *apiError) {
 	}
 	s.markDirty()
 	return okResponse("CreateTags"), nil
+}
+
+// deleteTags removes tags as AWS does: a tag given with a value only when the resource's value
+// matches, one given by key alone whatever its value, every tag when none is given; a tag the
+// resource does not carry is no error.
+func (s *Server) deleteTags(form url.Values) (any, *apiError) {
+	ids := list(form, "ResourceId")
+	if len(ids) == 0 {
+		return nil, errf(400, "MissingParameter", "The request must contain the parameter resourceIdSet")
+	}
+	type del struct {
+		key, value string
+		byValue    bool
+	}
+	var dels []del
+	for j := 1; ; j++ {
+		q := "Tag." + strconv.Itoa(j)
+		k, ok := form[q+".Key"]
+		if !ok {
+			break
+		}
+		v, byValue := form[q+".Value"]
+		d := del{key: k[0], byValue: byValue}
+		if byValue {
+			d.value = v[0]
+		}
+		dels = append(dels, d)
+	}
+	targets := make([]*map[string]string, len(ids))
+	for i, id := range ids {
+		v, isVol := s.volumeByID(id)
+		sn, isSnap := s.snapshotByID(id)
+		switch {
+		case isVol:
+			targets[i] = &v.Tags
+		case isSnap:
+			targets[i] = &sn.Tags
+		case s.st.Instances[id] != nil:
+			targets[i] = &s.st.Instances[id].Tags
+		case strings.HasPrefix(id, "snap-"):
+			return nil, errf(400, "InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
+		case strings.HasPrefix(id, "vol-"):
+			return nil, errf(400, "InvalidVolume.NotFound", "The volume '%s' does not exist.", id)
+		default:
+			return nil, errf(400, "InvalidID", "The ID '%s' is not valid", id)
+		}
+	}
+	for _, target := range targets {
+		if len(dels) == 0 {
+			*target = map[string]string{}
+			continue
+		}
+		kept := map[string]string{}
+		for k, v := range *target {
+			kept[k] = v
+		}
+		for _, d := range dels {
+			if v, ok := kept[d.key]; ok && (!d.byValue || v == d.value) {
+				delete(kept, d.key)
+			}
+		}
+		*target = kept
+	}
+	s.markDirty()
+	return okResponse("DeleteTags"), nil
 }
 
 // --- fast snapshot restore ---

@@ -37,6 +37,7 @@ type options struct {
 	pd         []string
 	scope      string
 	outputFile string
+	owner      string
 }
 
 // NewCmd returns `fedbr br restore-volumes`.
@@ -54,7 +55,8 @@ prepared). It creates one volume per backed-up volume (--volume-scope) from
 its snapshot, in --target-az (default: the volume's original AZ), with the given type, IOPS,
 throughput, encryption and KMS key, tagged fedbr.io/restore=ID, TiDBCluster-BR=new,
 ebs.csi.aws.com/cluster=true, snapshot/createdFromSnapshotId, the snapshot's own tags under
-snapshot/, and --tags. With --use-fsr the data volumes' snapshots get fast snapshot restore in
+snapshot/, and --tags (and, with --owner, fedbr.io/restore-pending=OWNER until restoremeta
+records it). With --use-fsr the data volumes' snapshots get fast snapshot restore in
 the target AZ first (waiting until each has a credit; disabled again at the end).
 
 When every volume is available the old -> new volume map is written as restoremeta/ID next to
@@ -87,6 +89,7 @@ before exiting 0.`,
 	f.BoolVar(&o.engine.Encrypted, "volume-encrypted", false, "encrypt the new volumes (volumes from encrypted snapshots are encrypted anyway)")
 	f.StringVar(&o.engine.KMSKeyID, "kms-key-id", "", "KMS key (id, alias or ARN) encrypting the new volumes; needs --volume-encrypted (default: the account's EBS default key)")
 	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every new volume, KEY=VALUE[,KEY=VALUE]")
+	f.StringVar(&o.owner, "owner", "", fmt.Sprintf(session.OwnerUsage, meta.TagRestorePending))
 	f.StringVar(&o.scope, "volume-scope", string(restorevolumes.ScopeAll), "which volumes to restore: all, data (storage.data-dir only) or non-data")
 	f.BoolVar(&o.engine.FSR, "use-fsr", false, "restore the data volumes through fast snapshot restore (billed per snapshot-AZ hour while enabled)")
 	f.IntVar(&o.engine.Concurrency, "concurrency", 8, "parallel CreateVolume calls (the account's EC2 budget paces them anyway)")
@@ -125,6 +128,11 @@ func (o *options) validate() error {
 	if err := session.ValidateTags(o.engine.Tags); err != nil {
 		return err
 	}
+	owner, err := session.ParseOwner(o.owner)
+	if err != nil {
+		return err
+	}
+	o.engine.Owner = owner
 	if err := o.engine.Validate(); err != nil {
 		return fmt.Errorf("restore-volumes flags: %w", err)
 	}

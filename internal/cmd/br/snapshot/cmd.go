@@ -43,6 +43,7 @@ type options struct {
 	progressFile string
 	pauseTTL     time.Duration
 	manifests    []string
+	owner        string
 	parsed       []manifest
 }
 
@@ -61,7 +62,8 @@ ts is the pause's (--pause-status: its phase must be Ready) or --backup-ts. Give
 step holds its own pause (as fedbr br pause does, TTL --pause-ttl), takes its backup ts, and
 lifts it as soon as every snapshot has started. It then starts one crash-consistent CreateSnapshots
 per EC2 instance (root and foreign volumes excluded) inside the account's EC2 budget, each
-snapshot tagged fedbr.io/backup=ID and fedbr.io/store=STORE on top of its volume's tags.
+snapshot tagged fedbr.io/backup=ID and fedbr.io/store=STORE on top of its volume's tags (and,
+with --owner, fedbr.io/backup-pending=OWNER until backupmeta is marked completed).
 
 As soon as every set has started it prints "Every snapshot started": the pause may be lifted
 from then on. It then writes backupmeta with fedbr.snapshots="pending", waits for the snapshots
@@ -104,6 +106,7 @@ pause may be lifted.`,
 	f.DurationVar(&o.engine.CheckTimeout, "check-timeout", 10*time.Minute, "how long to wait for the cluster check to pass")
 	f.DurationVar(&o.engine.CheckInterval, "check-interval", 5*time.Second, "pause between cluster check attempts")
 	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every snapshot, KEY=VALUE[,KEY=VALUE]")
+	f.StringVar(&o.owner, "owner", "", fmt.Sprintf(session.OwnerUsage, meta.TagBackupPending))
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the snapshots after a failure (it runs even after SIGTERM)")
 	f.StringArrayVar(&o.manifests, "manifest", nil, "Kubernetes manifest file (multi-document YAML allowed) to store next to the backup under manifests/<ns>/<Kind>/<name>.yaml; repeatable")
 	f.DurationVar(&o.pauseTTL, "pause-ttl", 2*time.Minute, "TTL of the pause this step holds itself when neither --pause-status nor --backup-ts is given")
@@ -146,6 +149,9 @@ func (o *options) validate() error {
 		return errors.New("--check-timeout, --check-interval and --cleanup-timeout must be positive")
 	}
 	if err := session.ValidateTags(o.engine.Tags); err != nil {
+		return err
+	}
+	if o.engine.Owner, err = session.ParseOwner(o.owner); err != nil {
 		return err
 	}
 	if o.volumes != "" {

@@ -51,6 +51,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--manifest", notObject}, "needs kind and metadata.name"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--check-timeout", "0s"}, "must be positive"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--tags", "fedbr.io/backup=x"}, "--tags"},
+		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--owner", "uid-without-namespace"}, "--owner"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--volumes", filepath.Join(dir, "missing.json")}, "--volumes"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "extra"}, "unknown command"},
 		{[]string{"-s", dir, "--backup-id", "b", "--pd", "x:1", "--member", "vb", "--member-namespace", "A"}, `--member-namespace "A" is not a valid namespace`},
@@ -69,7 +70,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "cluster", "pd", "volumes", "pause-status", "backup-ts",
-		"skip-cluster-check", "check-timeout", "check-interval", "tags", "cleanup-timeout", "progress-file", "pause-ttl", "manifest",
+		"skip-cluster-check", "check-timeout", "check-interval", "tags", "owner", "cleanup-timeout", "progress-file", "pause-ttl", "manifest",
 		"member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
