@@ -173,7 +173,9 @@ func run(cmd *cobra.Command, o options) error {
 	}
 	pub := &publisher{file: o.statusFile, report: rep}
 	final, err := o.pause(ctx, cmd, pub, logf)
-	if werr := watchErr.Load(); werr != nil && err == nil {
+	// The release cancelled ctx: a pause still starting then ends with ctx's error, which says
+	// nothing; the watch's error says why.
+	if werr := watchErr.Load(); werr != nil && (err == nil || errors.Is(err, context.Canceled)) {
 		err = *werr
 		final.Phase, final.Error = pause.PhaseFailed, err.Error()
 		pub.publish(final)
