@@ -178,6 +178,9 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 		res.Lifted, err = d.waitLifted(ctx)
 	}
 	if err == nil && res.Outcome == "Complete" {
+		err = c.Get(ctx, client.ObjectKeyFromObject(b), b) // its commit ts
+	}
+	if err == nil && res.Outcome == "Complete" {
 		if !p.Restore {
 			d.o.RestoreNamespace = restoreNS
 			r, err = d.restore(ctx, b)
@@ -453,6 +456,12 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.Name}}
 	if err := d.deleteAndWait(ctx, c, restore); err != nil {
 		return err
+	}
+	// The namespaces go at once: each takes its pods' grace period.
+	for _, dp := range d.lab.DataPlanes {
+		if err := client.IgnoreNotFound(d.kube[dp.Cluster].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			return err
+		}
 	}
 	for _, dp := range d.lab.DataPlanes {
 		if err := d.deleteAndWait(ctx, d.kube[dp.Cluster], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
