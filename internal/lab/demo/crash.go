@@ -111,6 +111,16 @@ func RunCrash(ctx context.Context, o Options, points []KillPoint) ([]CrashResult
 	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
 		return nil, err
 	}
+	// The volumes that exist now (the nodes' root volumes, the source cluster's) are not the
+	// points' to account for.
+	vols, err := d.aws.ListVolumes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.crashBefore = map[string]bool{}
+	for _, v := range vols {
+		d.crashBefore[v.ID] = true
+	}
 	var base *fedv1alpha1.VolumeBackup
 	var out []CrashResult
 	for i, p := range points {
@@ -449,7 +459,8 @@ func (d *run) waitLifted(ctx context.Context) (time.Duration, error) {
 
 // cleanPoint deletes the point's restore (and its namespace in every plane) and, for a backup
 // point, its backup; then checks that the AWS double holds no snapshot but the restore points'
-// backup's and no volume that no PV uses.
+// backup's and no volume that no PV uses but those that existed before the suite (the nodes'
+// root volumes).
 func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, ns string) error {
 	c := d.kube[d.lab.Control]
 	// The demo's restore of b is named after it.
@@ -537,7 +548,7 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 		return err
 	}
 	for _, v := range vols {
-		if !used[v.ID] {
+		if !used[v.ID] && !d.crashBefore[v.ID] {
 			left = append(left, v.ID)
 		}
 	}
