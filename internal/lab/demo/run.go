@@ -42,9 +42,11 @@ type run struct {
 	procs []*process
 	// ctrls are the controllers by name ("manager", "agent-<plane>"): their index in procs and
 	// how to start them again.
-	ctrls   map[string]controller
-	report  *Report
-	started time.Time
+	ctrls map[string]controller
+	// crashBefore are the volumes that existed when a crash suite started.
+	crashBefore map[string]bool
+	report      *Report
+	started     time.Time
 
 	bankMu   sync.Mutex
 	bankCfg  bank.Config
