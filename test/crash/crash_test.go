@@ -91,7 +91,7 @@ var Points = []demo.KillPoint{
 	{Name: "agent of plane 2, restoring volumes", Restore: true, Target: demo.KillAgent, Plane: 1, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
 	{Name: "restore-volumes step of plane 2", Restore: true, Target: demo.KillStep, Plane: 1, Step: job.StepRestoreVolumes, MayFail: true,
 		At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
-	{Name: "manager, volumes complete", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreVolumeComplete)},
+	{Name: "manager, TiKV up", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
 	{Name: "restore-data step, TiKV up", Restore: true, Target: demo.KillStep, Plane: -1, Step: job.StepRestoreData, MayFail: true,
 		At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
 	{Name: "agent of plane 1, TiKV up", Restore: true, Target: demo.KillAgent, Plane: 0, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
