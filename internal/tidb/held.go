@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Held is what a snapshot-backup pause holds in a cluster, as PD reports it. After a backup,
@@ -17,12 +20,62 @@ type Held struct {
 	GC bool
 	// Schedulers are the paused PD schedulers.
 	Schedulers []string
-	// ZeroLimits are the schedule limits set to 0.
+	// ZeroLimits are the schedule limits set to 0 (ReadHeld).
 	ZeroLimits []string
+	// Settings are the schedule config items still at the value one pause set (ReadHeldOf).
+	Settings []string `json:",omitempty"`
 }
 
 // Any says something is still held.
-func (h Held) Any() bool { return h.GC || len(h.Schedulers) > 0 || len(h.ZeroLimits) > 0 }
+func (h Held) Any() bool {
+	return h.GC || len(h.Schedulers) > 0 || len(h.ZeroLimits) > 0 || len(h.Settings) > 0
+}
+
+// String names what is held, for errors and logs.
+func (h Held) String() string {
+	var parts []string
+	if h.GC {
+		parts = append(parts, "the GC service safepoint")
+	}
+	if len(h.Schedulers) > 0 {
+		parts = append(parts, "paused schedulers "+strings.Join(h.Schedulers, ", "))
+	}
+	if len(h.ZeroLimits) > 0 {
+		parts = append(parts, "zeroed limits "+strings.Join(h.ZeroLimits, ", "))
+	}
+	if len(h.Settings) > 0 {
+		parts = append(parts, "schedule config "+strings.Join(h.Settings, ", "))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Hold is what one pause places in PD, its identity: the id of its GC service safepoint, the
+// schedulers it pauses with a delay, and the schedule config items it sets with a TTL. The pause
+// records it before it places any of it, so that a lift can undo exactly that after the pause
+// died (ReadHeldOf checks it).
+type Hold struct {
+	ServiceSafePoint string    `json:"serviceSafePoint,omitempty"`
+	Schedulers       []string  `json:"pausedSchedulers,omitempty"`
+	Config           []Setting `json:"scheduleConfig,omitempty"`
+}
+
+// Empty says the hold names nothing.
+func (h Hold) Empty() bool {
+	return h.ServiceSafePoint == "" && len(h.Schedulers) == 0 && len(h.Config) == 0
+}
+
+// Setting is one schedule config item a pause sets with a TTL. The values are JSON-encoded
+// (4, true, "true"), as PD's config API takes and returns them.
+type Setting struct {
+	// Key is the item as PD's config API takes it: schedule.<name>.
+	Key string `json:"key"`
+	// Original is the value before the pause, Paused the value the pause sets.
+	Original string `json:"original"`
+	Paused   string `json:"paused"`
+}
 
 // GCReader is the part of PD's client that reads safepoints; github.com/tikv/pd/client's Client
 // satisfies it.
@@ -62,6 +115,81 @@ func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 		}
 	}
 	return h, nil
+}
+
+// ReadHeldOf reads what PD still holds of one pause's hold: GC when its service safepoint is
+// listed and not expired (GET /gc/safepoint: deleting a safepoint removes it from the list), the
+// schedulers of the hold still paused, and the config items whose value is still the one the
+// pause set (where that differs from the original: an item the pause left as it was holds
+// nothing). Another pause's or service's holds are not looked at. pdURL is PD's HTTP address.
+func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
+	var h Held
+	pdURL = strings.TrimSuffix(pdURL, "/")
+	if hold.ServiceSafePoint != "" {
+		var sps struct {
+			Services []struct {
+				ServiceID string `json:"service_id"`
+				ExpiredAt int64  `json:"expired_at"`
+			} `json:"service_gc_safe_points"`
+		}
+		if err := getJSON(ctx, pdURL+"/pd/api/v1/gc/safepoint", &sps); err != nil {
+			return h, err
+		}
+		for _, s := range sps.Services {
+			h.GC = h.GC || s.ServiceID == hold.ServiceSafePoint && s.ExpiredAt > now.Unix()
+		}
+	}
+	if len(hold.Schedulers) > 0 {
+		var paused []string
+		if err := getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &paused); err != nil {
+			return h, err
+		}
+		for _, s := range hold.Schedulers {
+			if slices.Contains(paused, s) {
+				h.Schedulers = append(h.Schedulers, s)
+			}
+		}
+	}
+	if len(hold.Config) > 0 {
+		var sc map[string]any
+		if err := getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
+			return h, err
+		}
+		for _, s := range hold.Config {
+			paused, original := jsonText(s.Paused), jsonText(s.Original)
+			cur, ok := sc[strings.TrimPrefix(s.Key, "schedule.")]
+			if ok && paused != original && ConfigText(cur) == paused {
+				h.Settings = append(h.Settings, s.Key)
+			}
+		}
+	}
+	return h, nil
+}
+
+// ConfigText is a config value as PD compares it (PD keeps TTL'd values as text): numbers
+// without exponent, booleans and strings bare, so that 0 and 0.0 or "false" and false match.
+func ConfigText(v any) string {
+	switch v := v.(type) {
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case int:
+		return strconv.Itoa(v)
+	case bool:
+		return strconv.FormatBool(v)
+	case string:
+		return v
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// jsonText is ConfigText of a JSON-encoded value (the text itself when it is not JSON).
+func jsonText(raw string) string {
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		return raw
+	}
+	return ConfigText(v)
 }
 
 func getJSON(ctx context.Context, url string, v any) error {

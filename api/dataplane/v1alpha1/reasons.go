@@ -46,12 +46,24 @@ const (
 
 // Reasons of a VolumeBackupMember's GCResumed condition.
 const (
-	// BackupMemberPauseLiftedReason: True once the pause step reports it lifted what it held, or
-	// its Job succeeded.
+	// BackupMemberPauseLiftedReason: True once the pause step reports it lifted what it held
+	// (liftedAt, or Stopped before it pinned anything), or its Job succeeded.
 	BackupMemberPauseLiftedReason = "PauseLifted"
 	// BackupMemberPauseEndedReason: True when the pause (its report or its Job) failed after it
-	// was asked to stop; whatever it still held lapses within its TTL.
+	// was asked to stop without recording anything it placed in PD (it placed nothing, or an
+	// older fedbr ran it): nothing can be lifted by identity; whatever it may still hold
+	// lapses within its TTL.
 	BackupMemberPauseEndedReason = "PauseEnded"
+	// BackupMemberLiftingReason: False once the pause Job ended without reporting that it lifted
+	// what it recorded placing in PD (killed, OOM, node lost), while the lift step is started
+	// or runs.
+	BackupMemberLiftingReason = "Lifting"
+	// BackupMemberLiftedReason: True once the lift step reports that PD holds nothing of the
+	// pause's identity any more.
+	BackupMemberLiftedReason = "Lifted"
+	// BackupMemberLiftFailedReason: False once the lift Job failed (its retries included) or
+	// cannot be started; not retried: what the pause placed lapses within its TTL.
+	BackupMemberLiftFailedReason = "LiftFailed"
 )
 
 // Reasons of a VolumeBackupMember's Complete condition.

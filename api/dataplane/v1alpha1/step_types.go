@@ -9,13 +9,13 @@ import (
 // written only by its step, server-side applied under the field manager fedbr-br-<name>, and
 // read by the agent (conditions) and the manager. Fields a step does not report stay empty.
 type StepReport struct {
-	// Name is the step: pause, snapshot, clean, size (backup members); restore-volumes,
+	// Name is the step: pause, snapshot, clean, size, lift (backup members); restore-volumes,
 	// restore-data, warmup-<ordinal> (restore members).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	Name string `json:"name"`
 	// Phase is the step's phase (Starting, GCPaused, Ready, Stopping, Stopped, Checking,
-	// Started, Waiting, Completed, Reading, …; Failed when it failed).
+	// Started, Waiting, Completed, Reading, Lifting, Lifted, …; Failed when it failed).
 	// +optional
 	Phase string `json:"phase,omitempty"`
 	// Error says why the step failed.
@@ -37,7 +37,8 @@ type StepReport struct {
 	// +optional
 	Stores int32 `json:"stores,omitempty"`
 	// Since is when the phase began; GCPausedAt when the pause pinned the GC safepoint;
-	// LiftedAt when it lifted everything it held.
+	// LiftedAt when it lifted everything it held (the lift step: when PD showed nothing of the
+	// pause's identity held any more).
 	// +optional
 	Since *metav1.MicroTime `json:"since,omitempty"`
 	// +optional
@@ -73,12 +74,44 @@ type StepReport struct {
 	// Volumes is restore-volumes' count of the volumes it creates.
 	// +optional
 	Volumes int32 `json:"volumes,omitempty"`
+	// ServiceSafePoint, PausedSchedulers and ScheduleConfig are the pause's identity: what it
+	// places in PD (the id of its GC service safepoint, the schedulers it pauses with a delay,
+	// the schedule config items it sets with a TTL), reported before it places any of it, so
+	// that `fedbr br lift` can undo exactly that when the pause died without lifting it. The
+	// lift step reports the identity it lifts in its own entry.
+	// +optional
+	ServiceSafePoint string `json:"serviceSafePoint,omitempty"`
+	// +optional
+	// +listType=atomic
+	PausedSchedulers []string `json:"pausedSchedulers,omitempty"`
+	// +optional
+	// +listType=atomic
+	ScheduleConfig []ScheduleConfigItem `json:"scheduleConfig,omitempty"`
 	// Result is the step's final summary (the JSON it prints), written before it exits 0.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:validation:Type=object
 	Result *runtime.RawExtension `json:"result,omitempty"`
+}
+
+// ScheduleConfigItem is one PD schedule config item a pause sets with a TTL. The values are
+// JSON-encoded (4, true, "true"), as PD's config API takes and returns them.
+type ScheduleConfigItem struct {
+	// Key is the item as PD's config API takes it: schedule.<name>.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
+	// Original is the item's value before the pause; lifting restores it.
+	Original string `json:"original"`
+	// Paused is the value the pause sets: while PD shows it (and it differs from Original), the
+	// item is held.
+	Paused string `json:"paused"`
+}
+
+// HasPauseIdentity says a pause report records what the pause places in PD, so a lift can
+// undo it.
+func HasPauseIdentity(s StepReport) bool {
+	return s.ServiceSafePoint != "" || len(s.PausedSchedulers) > 0 || len(s.ScheduleConfig) > 0
 }
 
 // The steps' names in status.steps (a warm-up's is StepWarmup-<ordinal>).
@@ -90,6 +123,8 @@ const (
 	StepRestoreVolumes = "restore-volumes"
 	StepRestoreData    = "restore-data"
 	StepWarmup         = "warmup"
+	// StepLift undoes what a pause that died placed in PD (fedbr br lift).
+	StepLift = "lift"
 )
 
 // The pause's phases after it took hold: Ready (holding), then Stopping and Stopped (lifting).

@@ -76,7 +76,9 @@ const (
 	// BackupMemberSnapshotsCreatedCondition is True once every snapshot has started: the pause
 	// may be lifted (backupmeta is written right after).
 	BackupMemberSnapshotsCreatedCondition = "SnapshotsCreated"
-	// BackupMemberGCResumedCondition is True once the initializer lifted the pause.
+	// BackupMemberGCResumedCondition is True once the initializer's pause reports it lifted
+	// what it held, or, when the pause died without lifting, once the lift step reports that PD
+	// holds nothing of the pause's identity (False while that lift runs or after it failed).
 	BackupMemberGCResumedCondition = "GCResumed"
 	// BackupMemberCompleteCondition is True once every snapshot has completed.
 	BackupMemberCompleteCondition = "Complete"
@@ -134,7 +136,7 @@ type VolumeBackupMemberStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Steps are the step Jobs' own reports (pause, snapshot, clean, size), each written only by
+	// Steps are the step Jobs' own reports (pause, snapshot, clean, size, lift), each written only by
 	// its step.
 	// +listType=map
 	// +listMapKey=name

@@ -83,7 +83,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Changed: func(ctx context.Context, before, after *dpv1alpha1.VolumeBackupMember) {
 			for _, t := range condition.Transitions(before.Status.Conditions, after.Status.Conditions) {
 				apply.ConditionEvent(ctx, r.Recorder, after, t, t.Type == dpv1alpha1.BackupMemberFailedCondition && t.Status == "True" ||
-					t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == dpv1alpha1.BackupMemberCleanFailedReason)
+					t.Type == dpv1alpha1.BackupMemberCleanedCondition && t.Reason == dpv1alpha1.BackupMemberCleanFailedReason ||
+					t.Type == dpv1alpha1.BackupMemberGCResumedCondition && t.Reason == dpv1alpha1.BackupMemberLiftFailedReason)
 			}
 		},
 		Released: func(_ context.Context, m *dpv1alpha1.VolumeBackupMember) {
@@ -114,7 +115,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMembe
 			m.Status.Steps = steps
 		},
 		Done: func(error) {
-			for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean} {
+			for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean, job.StepLift: o.Lift} {
 				r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 			}
 			if !release {
@@ -154,7 +155,7 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMemb
 
 // classifyJobs sorts the member's Jobs into its steps; of the clean attempts the newest counts.
 func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batchv1.Job, o *Observed) {
-	o.Pause, o.Snapshot, o.Size, o.Clean = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil)
+	o.Pause, o.Snapshot, o.Size, o.Clean, o.Lift = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil)
 	for i := range jobs {
 		j := &jobs[i]
 		switch j.Labels[job.LabelStep] {
@@ -164,6 +165,8 @@ func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batch
 			o.Snapshot = job.StateOf(j)
 		case job.StepSize:
 			o.Size = job.StateOf(j)
+		case job.StepLift:
+			o.Lift = job.StateOf(j)
 		case job.StepClean:
 			n, err := strconv.Atoi(j.Name[strings.LastIndex(j.Name, "-")+1:])
 			if err == nil && n > o.CleanAttempt {

@@ -436,6 +436,67 @@ func TestBackupProtocol(t *testing.T) {
 	})
 }
 
+// TestKilledPauseIsLifted: the pause Job fails after the pause reported its identity and
+// Ready, without lifting (its pod killed). The agent starts the lift Job, keeps GCResumed False
+// while the lift runs, and sets it True only once the lift reports PD holds nothing.
+func TestKilledPauseIsLifted(t *testing.T) {
+	startAgent(t)
+	ctx := context.Background()
+	ns := "bk-lift"
+	seedCluster(t, ctx, ns)
+	m := newMember(ns, dpv1alpha1.BackupMemberInitialize, fedv1alpha1.CleanPolicyRetain)
+	m.Spec.StartPause = true
+	must(t, env.Client.Create(ctx, m))
+	key := client.ObjectKeyFromObject(m)
+	var pause *batchv1.Job
+	eventually(t, "pause Job", func() (bool, string) {
+		pause = getJob(ctx, ns, job.Name("fed-b1", job.StepPause))
+		return pause != nil, "no pause Job"
+	})
+	identity := map[string]any{"serviceSafePoint": "fedbr-killed", "pausedSchedulers": []string{"balance-region-scheduler"},
+		"scheduleConfig": []map[string]string{{"key": "schedule.region-schedule-limit", "original": "2048", "paused": "0"}}}
+	ready := map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 1, "gcPausedAt": time.Now().UTC()}
+	for k, v := range identity {
+		ready[k] = v
+	}
+	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepPause: ready})
+	eventually(t, "Initialized", func() (bool, string) {
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason)
+	})
+
+	// The pause's pod is killed: its Job fails, the pause never reports liftedAt.
+	failJob(t, ctx, pause)
+	var lift *batchv1.Job
+	eventually(t, "lift Job", func() (bool, string) {
+		lift = getJob(ctx, ns, job.Name("fed-b1", job.StepLift))
+		return lift != nil, "no lift Job"
+	})
+	if a := args(lift); argValue(a, "--member") != "fed-b1" || argValue(a, "--pd") != "http://127.0.0.1:2379" || *lift.Spec.BackoffLimit != liftBackoffLimit {
+		t.Errorf("lift Job args %v backoff %d", a, *lift.Spec.BackoffLimit)
+	}
+	eventually(t, "GCResumed False while lifting", func() (bool, string) {
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberLiftingReason)
+	})
+
+	liftedAt := time.Now().UTC().Truncate(time.Second)
+	lifted := map[string]any{"phase": "Lifted", "liftedAt": liftedAt}
+	for k, v := range identity {
+		lifted[k] = v
+	}
+	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepLift: lifted, job.StepLift + ".result": lifted})
+	eventually(t, "GCResumed after the lift", func() (bool, string) {
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberLiftedReason)
+	})
+	if c := apimeta.FindStatusCondition(getMember(t, ctx, key).Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition); !c.LastTransitionTime.Time.Equal(liftedAt) {
+		t.Errorf("GCResumed at %v, want the lift's liftedAt %v", c.LastTransitionTime, liftedAt)
+	}
+	jobs := &batchv1.JobList{}
+	must(t, env.Client.List(ctx, jobs, client.InNamespace(ns), client.MatchingLabels{job.LabelStep: job.StepLift}))
+	if len(jobs.Items) != 1 {
+		t.Errorf("%d lift Jobs, want one", len(jobs.Items))
+	}
+}
+
 // TestForceRemove: an SRE drops the finalizer of a member whose clean keeps failing.
 func TestForceRemove(t *testing.T) {
 	startAgent(t)

@@ -15,6 +15,8 @@
 //     full and incremental sizes (Sized=False on failure; the member stays Complete);
 //   - resumeGC / teardown / failure: stop the pause at once; GCResumed=True when it reports
 //     everything lifted;
+//   - a pause that ended without lifting what it recorded placing in PD (killed): run `fedbr
+//     br lift`; GCResumed=True once it reports PD holds none of it;
 //   - deletion: lift the pause, stop a running snapshot, clean per cleanPolicy (`fedbr br
 //     clean` with retries and backoff, surfaced as Cleaned=False), then drop the finalizer.
 package backupmember
@@ -93,10 +95,10 @@ type Observed struct {
 	TC *pcv1alpha1.TidbCluster
 	// Cluster is the TiKV side of TC, observed only when NeedsDiscovery says so.
 	Cluster *Cluster
-	// Pause, Snapshot, Size and Clean are the step Jobs; CleanAttempt numbers the clean Job
-	// observed (the newest attempt; 0 when none ever ran).
-	Pause, Snapshot, Size, Clean job.State
-	CleanAttempt                 int
+	// Pause, Snapshot, Size, Clean and Lift are the step Jobs; CleanAttempt numbers the clean
+	// Job observed (the newest attempt; 0 when none ever ran).
+	Pause, Snapshot, Size, Clean, Lift job.State
+	CleanAttempt                       int
 	// Report is what the member's steps reported (its status.steps).
 	Report job.Report
 	// Env is the agent's configuration.
@@ -178,6 +180,7 @@ func Plan(o Observed, now time.Time) Result {
 		p.observePause()
 		p.observeSnapshot()
 		p.planPause()
+		p.planLift()
 		p.planSnapshot()
 		p.planSize()
 	}
@@ -307,27 +310,64 @@ func (p *plan) observePause() {
 	if p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {
 		return
 	}
-	stopped := p.stopRequested() || p.o.Pause.Suspended
+	p.observePauseFailure(st, reported)
+	p.observeResume(st, reported)
+}
+
+// observePauseFailure fails the member when the pause broke while nothing had asked it to stop.
+func (p *plan) observePauseFailure(st job.StepStatus, reported bool) {
+	pj := p.o.Pause
+	if p.stopRequested() || pj.Suspended || reported && st.Phase == job.PhaseStopped {
+		return
+	}
 	switch {
-	case reported && st.Phase == job.PhaseStopped:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
-			"GC safepoint, PD schedulers and TiKV leases lifted", timeOf(st.LiftedAt))
-	case reported && st.Phase == job.PhaseFailed && stopped:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
-			"the pause ended with an error ("+st.Error+"); whatever it still held lapses within its TTL", timeOf(st.Since))
 	case reported && st.Phase == job.PhaseFailed:
 		p.fail(dpv1alpha1.BackupMemberPauseFailedReason, "the pause failed: "+st.Error)
-	case p.o.Pause.Phase == job.Succeeded:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
-			"the pause Job exited after lifting what it held", p.o.Pause.Finished)
-	case p.o.Pause.Phase == job.Failed && stopped:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
-			p.o.Pause.FailureText()+"; whatever the pause still held lapses within its TTL", p.o.Pause.Finished)
-	case p.o.Pause.Phase == job.Failed && p.o.Pause.Reason == job.ReasonDeadlineExceeded:
+	case pj.Phase == job.Failed && pj.Reason == job.ReasonDeadlineExceeded:
 		p.fail(dpv1alpha1.DeadlineExceededReason, fmt.Sprintf("the pause was held longer than volumeBackupInitJobMaxActiveSeconds (%s) and was stopped: %s",
-			p.m.Spec.Template.EffectiveInitJobDeadline(), p.o.Pause.FailureText()))
-	case p.o.Pause.Phase == job.Failed:
-		p.fail(dpv1alpha1.BackupMemberPauseJobFailedReason, p.o.Pause.FailureText())
+			p.m.Spec.Template.EffectiveInitJobDeadline(), pj.FailureText()))
+	case pj.Phase == job.Failed:
+		p.fail(dpv1alpha1.BackupMemberPauseJobFailedReason, pj.FailureText())
+	}
+}
+
+// observeResume sets GCResumed: True only once the pause reports it lifted what it held, or
+// the lift step reports that PD holds nothing of what the pause recorded placing — never
+// because the pause Job merely stopped. A pause that ended without lifting and recorded no
+// identity (it placed nothing, or an older fedbr ran it) counts as resumed, as before: nothing
+// can be lifted by identity, and what it may hold lapses within its TTL.
+func (p *plan) observeResume(st job.StepStatus, reported bool) {
+	pj := p.o.Pause
+	lift, liftReported := p.o.Report.Step(job.StepLift)
+	stopped := p.stopRequested() || pj.Suspended
+	// ended: the pause will not lift anything any more (or its failure report says so).
+	ended := pj.Phase == job.Failed || reported && !pj.Exists() || reported && st.Phase == job.PhaseFailed && stopped
+	switch {
+	case reported && st.LiftedAt != nil:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
+			"GC safepoint, PD schedulers and TiKV leases lifted", timeOf(st.LiftedAt))
+	case reported && st.Phase == job.PhaseStopped:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
+			"the pause stopped before it pinned anything", timeOf(st.Since))
+	case pj.Phase == job.Succeeded:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
+			"the pause Job exited after lifting what it held", pj.Finished)
+	case liftReported && lift.Phase == job.PhaseLifted || p.o.Lift.Phase == job.Succeeded:
+		at := timeOf(lift.LiftedAt)
+		if at.IsZero() {
+			at = p.o.Lift.Finished
+		}
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberLiftedReason,
+			p.unlifted(st)+"; the lift step removed it and PD holds none of it", at)
+	case !ended:
+	case reported && st.Identity:
+		p.observeLift(st, lift, liftReported)
+	case reported && st.Phase == job.PhaseFailed:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
+			"the pause ended with an error ("+st.Error+") without recording anything it placed in PD; whatever it still holds lapses within its TTL", timeOf(st.Since))
+	default:
+		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
+			pj.FailureText()+" without recording anything it placed in PD; whatever the pause still holds lapses within its TTL", pj.Finished)
 	}
 }
 

@@ -133,7 +133,8 @@ func succeeded(name string) job.State {
 }
 
 func obs(m *dpv1alpha1.VolumeBackupMember, mut ...func(*Observed)) Observed {
-	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Size: job.StateOf(nil), Clean: job.StateOf(nil), Report: job.ReportOf(nil)}
+	o := Observed{Member: m, TC: tc(), Env: testEnv, Pause: job.StateOf(nil), Snapshot: job.StateOf(nil), Size: job.StateOf(nil), Clean: job.StateOf(nil),
+		Lift: job.StateOf(nil), Report: job.ReportOf(nil)}
 	for _, f := range mut {
 		f(&o)
 	}

@@ -31,6 +31,8 @@ const (
 	StepRestoreData    = dpv1alpha1.StepRestoreData
 	// StepWarmup Jobs run `fedbr warmup` on restored volumes, one Job per TiKV member.
 	StepWarmup = dpv1alpha1.StepWarmup
+	// StepLift undoes what a pause that died placed in PD.
+	StepLift = dpv1alpha1.StepLift
 )
 
 // Labels the agent puts on everything it creates, so it can list its own objects and an SRE

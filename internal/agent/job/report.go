@@ -24,6 +24,8 @@ const (
 	PhaseWaiting    = "Waiting"
 	PhaseCompleted  = "Completed"
 	PhaseCleaningUp = "CleaningUp"
+	PhaseLifting    = "Lifting"
+	PhaseLifted     = "Lifted"
 )
 
 // StepStatus is what the agent reads of a step's report (dpv1alpha1.StepReport). Fields a step
@@ -48,6 +50,11 @@ type StepStatus struct {
 	Deleted int `json:"deleted,omitempty"`
 	// Volumes is restore-volumes' count of volumes it creates.
 	Volumes int `json:"volumes,omitempty"`
+	// Identity says the pause's report records what it places in PD (its service safepoint,
+	// schedulers, config items: dpv1alpha1.HasPauseIdentity), so `fedbr br lift` can undo it;
+	// ServiceSafePoint is that safepoint's id.
+	Identity         bool   `json:"identity,omitempty"`
+	ServiceSafePoint string `json:"serviceSafePoint,omitempty"`
 }
 
 // Report is what a member's steps reported of themselves (its status.steps): each step's
@@ -83,7 +90,8 @@ func ReportOf(steps []dpv1alpha1.StepReport) Report {
 	for _, s := range steps {
 		r.Steps[s.Name] = StepStatus{Phase: s.Phase, Error: s.Error, BackupTS: s.BackupTS, Stores: int(s.Stores),
 			Since: timeOf(s.Since), GCPausedAt: timeOf(s.GCPausedAt), LiftedAt: timeOf(s.LiftedAt),
-			Done: int(s.Done), Total: int(s.Total), Percent: s.Percent, Deleted: int(s.Deleted), Volumes: int(s.Volumes)}
+			Done: int(s.Done), Total: int(s.Total), Percent: s.Percent, Deleted: int(s.Deleted), Volumes: int(s.Volumes),
+			Identity: dpv1alpha1.HasPauseIdentity(s), ServiceSafePoint: s.ServiceSafePoint}
 		if s.Result != nil && len(s.Result.Raw) > 0 {
 			r.Results[s.Name] = json.RawMessage(s.Result.Raw)
 		}

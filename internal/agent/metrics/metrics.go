@@ -38,7 +38,7 @@ var phases = map[string][]string{
 }
 
 var steps = map[string][]string{
-	"VolumeBackupMember":  {"pause", "snapshot", "size", "clean"},
+	"VolumeBackupMember":  {"pause", "snapshot", "size", "clean", "lift"},
 	"VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"},
 }
 

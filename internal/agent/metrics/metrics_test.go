@@ -74,7 +74,7 @@ func TestEveryPhaseStartsAtZero(t *testing.T) {
 			}
 		}
 	}
-	for kind, steps := range map[string][]string{"VolumeBackupMember": {"pause", "snapshot", "size", "clean"}, "VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"}} {
+	for kind, steps := range map[string][]string{"VolumeBackupMember": {"pause", "snapshot", "size", "clean", "lift"}, "VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"}} {
 		for _, s := range steps {
 			if !series["fedbr_agent_jobs_created_total"]["fedbr_agent_jobs_created_total,kind="+kind+",step="+s] {
 				t.Errorf("no fedbr_agent_jobs_created_total series for %s step %s", kind, s)

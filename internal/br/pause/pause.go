@@ -44,6 +44,9 @@ type Status struct {
 	LiftedAt   time.Time `json:"liftedAt,omitzero"`
 	// ReadyAt is when everything was held and snapshots could start.
 	ReadyAt time.Time `json:"readyAt,omitzero"`
+	// Hold is the pause's identity, what it places in PD: reported (and recorded, Deps.Record)
+	// before it places any of it, so that Lift can undo exactly that if the pause dies.
+	tidb.Hold
 }
 
 // Config tunes a pause.
@@ -81,6 +84,11 @@ type Deps struct {
 	Log func(format string, args ...any)
 	// Now is the clock for Status.Since; nil means time.Now.
 	Now func() time.Time
+	// Record, when set, is called once the pause reported the status carrying its identity
+	// (Status.Hold), before it places any of it, and returns once that status is recorded where
+	// a lift reads it (the member's status.steps) — or with an error, and then the pause places
+	// nothing and fails: a pause killed after it placed something must have left what undoes it.
+	Record func(context.Context) error
 }
 
 // Run pauses the cluster, reports progress through report, holds the pause until ctx ends, then
@@ -111,7 +119,10 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	}
 	st := Status{Phase: PhaseStarting, Since: d.Now()}
 	set := func(p Phase, err error) {
-		st.Phase, st.Since = p, d.Now()
+		if p != st.Phase {
+			st.Since = d.Now()
+		}
+		st.Phase = p
 		if p == PhaseReady {
 			st.ReadyAt = st.Since
 		}
@@ -131,20 +142,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	set(PhaseStopping, nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.CleanupTimeout)
 	defer cancel()
-	// The pieces are independent (PD's GC safepoint, PD's schedulers, each TiKV's lease), so
-	// they are lifted at once: the live cluster waits for the slowest, not for their sum.
-	errs := make([]error, len(lifted))
-	took := make([]string, len(lifted))
-	start := d.Now()
-	var wg sync.WaitGroup
-	for i, u := range lifted {
-		wg.Go(func() {
-			errs[i] = u.lift(cctx)
-			took[i] = fmt.Sprintf("%s %s", u.what, d.Now().Sub(start).Round(time.Millisecond))
-		})
-	}
-	wg.Wait()
-	cleanupErr := errors.Join(errs...)
+	took, cleanupErr := liftAll(cctx, d.Now, lifted)
 	if cleanupErr != nil {
 		d.Log("Lifting the pause failed; the rest lapses within %s: %v", cfg.TTL, cleanupErr)
 	}
@@ -164,6 +162,24 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 type undo struct {
 	what string
 	lift func(context.Context) error
+}
+
+// liftAll runs every undo at once: the pieces are independent (PD's GC safepoint, PD's
+// schedulers, each TiKV's lease), so the live cluster waits for the slowest, not for their
+// sum. It returns how long each took, in order, and every error.
+func liftAll(ctx context.Context, now func() time.Time, undos []undo) ([]string, error) {
+	errs := make([]error, len(undos))
+	took := make([]string, len(undos))
+	start := now()
+	var wg sync.WaitGroup
+	for i, u := range undos {
+		wg.Go(func() {
+			errs[i] = u.lift(ctx)
+			took[i] = fmt.Sprintf("%s %s", u.what, now().Sub(start).Round(time.Millisecond))
+		})
+	}
+	wg.Wait()
+	return took, errors.Join(errs...)
 }
 
 // establishAndHold takes every piece of the pause in order, then holds it until ctx ends. It
@@ -186,6 +202,9 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		}
 	}
 	st.BackupTS = gc.backupTS
+	if err := decideAndRecord(ctx, d, st, set, gc, sched); err != nil {
+		return err
+	}
 	gc.off = cfg.Unsafe.NoGCPin
 	if gc.off {
 		d.Log("Not pinning GC (negative control)")
@@ -209,7 +228,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	// paused while the regions apply (as BR does), and the pause is ready when both are done.
 	d.Log("Leases held; waiting for every region to apply and pausing PD schedulers meanwhile")
 	paused := make(chan error, 1)
-	go func() { paused <- sched.pause(ctx, len(stores)) }()
+	go func() { paused <- sched.refresh(ctx) }()
 	applyErr := prep.waitApply(ctx)
 	schedErr := <-paused
 	*lifted = append(*lifted, undo{"PD schedulers", sched.resume}) // a partial pause is undone too
@@ -224,6 +243,26 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	d.Log("Schedulers are paused")
 	d.Log("All ready")
 	return hold(ctx, d, cfg, gc, prep, sched)
+}
+
+// decideAndRecord decides everything the pause places in PD — its service safepoint, the
+// schedulers and config items to pause — and reports it as the pause's identity (st.Hold),
+// recorded (Deps.Record) before any of it is placed: however the pause dies afterwards, a lift
+// can undo exactly what it placed.
+func decideAndRecord(ctx context.Context, d Deps, st *Status, set func(Phase, error), gc *gcKeeper, sched *scheduleKeeper) error {
+	if err := sched.decide(ctx, st.Stores); err != nil {
+		return err
+	}
+	st.Hold = tidb.Hold{ServiceSafePoint: gc.id, Schedulers: sched.plan.Schedulers, Config: sched.plan.settings()}
+	set(PhaseStarting, nil)
+	if d.Record == nil {
+		return nil
+	}
+	if err := d.Record(ctx); err != nil {
+		return fmt.Errorf("record what the pause places in PD (service safepoint %s, %d schedulers, %d config items) before placing any of it: %w",
+			gc.id, len(st.Schedulers), len(st.Config), err)
+	}
+	return nil
 }
 
 // hold refreshes every piece until ctx ends, and fails as soon as one breaks.

@@ -3,12 +3,16 @@ package pause
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // pausableSchedulers are the PD schedulers that move regions or leaders; a snapshot backup pauses
@@ -65,6 +69,37 @@ func planSchedulePause(current map[string]any, running []string, storeCount int)
 	return p
 }
 
+// settings are the plan's config items as a pause's identity records them (tidb.Setting:
+// values JSON-encoded), in key order.
+func (p schedulePause) settings() []tidb.Setting {
+	var out []tidb.Setting
+	for _, k := range sortedKeys(p.Paused) {
+		paused, _ := json.Marshal(p.Paused[k])
+		original, _ := json.Marshal(p.Original[k])
+		out = append(out, tidb.Setting{Key: k, Paused: string(paused), Original: string(original)})
+	}
+	return out
+}
+
+// scheduleOf is the schedulePause a pause's identity records: what resume undoes.
+func scheduleOf(h tidb.Hold) (schedulePause, error) {
+	p := schedulePause{Schedulers: slices.Clone(h.Schedulers), Paused: map[string]any{}, Original: map[string]any{}}
+	for _, s := range h.Config {
+		if !strings.HasPrefix(s.Key, "schedule.") {
+			return p, fmt.Errorf("config item %q: want a schedule.<name> key", s.Key)
+		}
+		var paused, original any
+		if err := json.Unmarshal([]byte(s.Paused), &paused); err != nil {
+			return p, fmt.Errorf("config item %s: paused value %q: %w", s.Key, s.Paused, err)
+		}
+		if err := json.Unmarshal([]byte(s.Original), &original); err != nil {
+			return p, fmt.Errorf("config item %s: original value %q: %w", s.Key, s.Original, err)
+		}
+		p.Paused[s.Key], p.Original[s.Key] = paused, original
+	}
+	return p, nil
+}
+
 // sortedKeys lists a config map's keys in order, for stable logs.
 func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
@@ -82,8 +117,8 @@ type scheduleKeeper struct {
 	plan schedulePause
 }
 
-// pause reads PD's scheduling state, plans and applies the pause.
-func (k *scheduleKeeper) pause(ctx context.Context, storeCount int) error {
+// decide reads PD's scheduling state and plans the pause, without applying it (refresh does).
+func (k *scheduleKeeper) decide(ctx context.Context, storeCount int) error {
 	current, err := k.http.GetScheduleConfig(ctx)
 	if err != nil {
 		return fmt.Errorf("read schedule config: %w", err)
@@ -93,7 +128,7 @@ func (k *scheduleKeeper) pause(ctx context.Context, storeCount int) error {
 		return fmt.Errorf("list schedulers: %w", err)
 	}
 	k.plan = planSchedulePause(current, running, storeCount)
-	return k.refresh(ctx)
+	return nil
 }
 
 // refresh (re)applies the pause with a fresh TTL. The schedulers and the limits are

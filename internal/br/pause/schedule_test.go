@@ -4,6 +4,8 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 func TestPlanSchedulePause(t *testing.T) {
@@ -68,5 +70,34 @@ func TestPlanSchedulePause(t *testing.T) {
 				t.Errorf("Original = %v, want %v", got.Original, tc.wantOriginals)
 			}
 		})
+	}
+}
+
+// TestScheduleIdentityRoundTrip: the identity a pause records (settings, JSON-encoded) gives
+// back the schedulePause it undoes, value for value.
+func TestScheduleIdentityRoundTrip(t *testing.T) {
+	plan := planSchedulePause(map[string]any{"leader-schedule-limit": float64(4), "enable-tikv-split-region": true,
+		"enable-location-replacement": "true", "max-pending-peer-count": float64(64), "max-snapshot-count": float64(3)},
+		[]string{"balance-leader-scheduler"}, 3)
+	settings := plan.settings()
+	if len(settings) != 5 || settings[0].Key != "schedule.enable-location-replacement" || settings[0].Paused != `"false"` || settings[0].Original != `"true"` {
+		t.Fatalf("settings = %+v: want every planned key, in order, JSON-encoded", settings)
+	}
+	back, err := scheduleOf(tidb.Hold{Schedulers: plan.Schedulers, Config: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Schedulers, plan.Schedulers) || len(back.Original) != len(plan.Original) || len(back.Paused) != len(plan.Paused) {
+		t.Fatalf("scheduleOf = %+v, want %+v", back, plan)
+	}
+	for k, v := range plan.Original {
+		if tidb.ConfigText(back.Original[k]) != tidb.ConfigText(v) || tidb.ConfigText(back.Paused[k]) != tidb.ConfigText(plan.Paused[k]) {
+			t.Errorf("%s: original %v paused %v, want %v and %v", k, back.Original[k], back.Paused[k], v, plan.Paused[k])
+		}
+	}
+	for _, bad := range []tidb.Setting{{Key: "leader-schedule-limit", Original: "4", Paused: "0"}, {Key: "schedule.x", Original: "4", Paused: "zero"}} {
+		if _, err := scheduleOf(tidb.Hold{Config: []tidb.Setting{bad}}); err == nil {
+			t.Errorf("scheduleOf(%+v) succeeded", bad)
+		}
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 )
 
 // Signal reads a go signal off a member object: its value and whether it is given.
@@ -38,6 +40,31 @@ func NewMember(cfg *rest.Config, resource schema.GroupVersionResource, namespace
 
 // String names the member for logs.
 func (m *Member) String() string { return m.resource.Resource + " " + m.namespace + "/" + m.name }
+
+// Step reads the member's report of step (its entry in status.steps) from the API server;
+// false when the member has no such entry.
+func (m *Member) Step(ctx context.Context, step string) (dpv1alpha1.StepReport, bool, error) {
+	u, err := m.client.Get(ctx, m.name, metav1.GetOptions{})
+	if err != nil {
+		return dpv1alpha1.StepReport{}, false, fmt.Errorf("read %s: %w", m, err)
+	}
+	steps, _, err := unstructured.NestedSlice(u.Object, "status", "steps")
+	if err != nil {
+		return dpv1alpha1.StepReport{}, false, fmt.Errorf("read %s: status.steps: %w", m, err)
+	}
+	for _, raw := range steps {
+		obj, ok := raw.(map[string]any)
+		if !ok || obj["name"] != step {
+			continue
+		}
+		var s dpv1alpha1.StepReport
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, &s); err != nil {
+			return s, false, fmt.Errorf("read %s: status.steps[%s]: %w", m, step, err)
+		}
+		return s, true, nil
+	}
+	return dpv1alpha1.StepReport{}, false, nil
+}
 
 // ErrCannotWatch marks a member this step may not read (a service account without the rule,
 // or no such member): the step cannot learn its go signal.

@@ -94,6 +94,10 @@ type stepDocument struct {
 	Deleted     int32     `json:"deleted"`
 	Volumes     int32     `json:"volumes"`
 	Slowest     float64   `json:"slowestStartSeconds"`
+	// The pause's identity (and the lift's).
+	ServiceSafePoint string                          `json:"serviceSafePoint"`
+	Schedulers       []string                        `json:"pausedSchedulers"`
+	ScheduleConfig   []dpv1alpha1.ScheduleConfigItem `json:"scheduleConfig"`
 }
 
 // StepEntry turns a step's status document and its final summary (either may be empty) into
@@ -111,6 +115,7 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		e.ResolvedTS, e.Attempt, e.Regions = d.ResolvedTS, d.Attempt, d.Regions
 		e.Since, e.GCPausedAt, e.LiftedAt, e.ReadyAt = micro(d.Since), micro(d.GCPausedAt), micro(d.LiftedAt), micro(d.ReadyAt)
 		e.BackupTSAt, e.StartedAt, e.CompletedAt = micro(d.BackupTSAt), micro(d.StartedAt), micro(d.CompletedAt)
+		e.ServiceSafePoint, e.PausedSchedulers, e.ScheduleConfig = d.ServiceSafePoint, d.Schedulers, d.ScheduleConfig
 	}
 	if result != "" {
 		if !json.Valid([]byte(result)) {

@@ -99,6 +99,10 @@ type Reporter struct {
 	latest  string  // the newest status, written or not
 	phase   string  // the phase of latest
 	closing bool    // Close asked for: write what is queued, then stop
+	// flushing counts the Flush calls waiting: while any waits, pacing does not apply.
+	flushing int
+	// drained is closed (and cleared) once the queue is empty; Flush waits on it.
+	drained chan struct{}
 
 	kick   chan struct{} // something was queued or Close was called
 	ctx    context.Context
@@ -155,6 +159,41 @@ func (r *Reporter) Update(phase string, doc any) {
 	r.latest, r.phase = string(data), phase
 	r.mu.Unlock()
 	r.signal()
+}
+
+// Flush writes what is queued at once (pacing and transient phases do not hold it back) and
+// returns once the queue is empty — the latest status written — or with ctx's error, or when the
+// reporter stopped first. It is for the one status a command must not act without: the pause's
+// identity before it places anything in PD. The nil Reporter flushes nothing.
+func (r *Reporter) Flush(ctx context.Context) error {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	if len(r.queue) == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	r.flushing++
+	if r.drained == nil {
+		r.drained = make(chan struct{})
+	}
+	drained := r.drained
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.flushing--
+		r.mu.Unlock()
+	}()
+	r.signal()
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("write the %s status to the member's status.steps: %w", r.o.Command, ctx.Err())
+	case <-r.done:
+		return fmt.Errorf("write the %s status to the member's status.steps: the reporter stopped", r.o.Command)
+	}
 }
 
 // Fail ends reporting of a command that failed with err: unless its last status already was
@@ -260,7 +299,7 @@ func (r *Reporter) loop() {
 	for {
 		r.mu.Lock()
 		pc := pacing{interval: r.o.MinInterval, settle: r.o.Settle, transient: r.o.Transient}
-		if r.closing {
+		if r.closing || r.flushing > 0 {
 			pc.interval, pc.settle = 0, 0
 		}
 		var (
@@ -270,6 +309,10 @@ func (r *Reporter) loop() {
 		)
 		r.queue, e, wait, ok = next(r.queue, w, time.Now(), pc)
 		closing := r.closing
+		if !ok && r.drained != nil {
+			close(r.drained)
+			r.drained = nil
+		}
 		r.mu.Unlock()
 		if !ok {
 			if closing || !r.sleep(-1) {

@@ -288,3 +288,47 @@ func TestNewNeedsCommandAndSink(t *testing.T) {
 		t.Error("New without a command succeeded")
 	}
 }
+
+// TestReporterFlush: Flush writes a transient phase at once (its settle does not hold it back)
+// and returns only once it is written, through failing writes; a write that never succeeds ends
+// Flush with its context.
+func TestReporterFlush(t *testing.T) {
+	sink := &recorder{failures: 2}
+	r, err := New(Options{Command: "pause", Sink: sink, Transient: []string{"Starting"}, Settle: time.Hour, MaxBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if err := r.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush with nothing queued = %v", err)
+	}
+	r.Update("Starting", status{"Starting", 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := sink.phases("pause"); !reflect.DeepEqual(got, []string{"Starting"}) {
+		t.Errorf("phases written by Flush = %v, want the transient Starting", got)
+	}
+
+	r2, err := New(Options{Command: "pause", Sink: &recorder{failures: 1 << 30}, MaxBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		r2.Close(ctx)
+	}()
+	r2.Update("Starting", status{"Starting", 0})
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel2()
+	if err := r2.Flush(ctx2); err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Flush against a failing sink = %v, want the context's deadline", err)
+	}
+	var nilReporter *Reporter
+	if err := nilReporter.Flush(context.Background()); err != nil {
+		t.Errorf("nil Flush = %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	brclean "github.com/fedbr/fedbr/internal/cmd/br/clean"
+	brlift "github.com/fedbr/fedbr/internal/cmd/br/lift"
 	brpause "github.com/fedbr/fedbr/internal/cmd/br/pause"
 	brrestoredata "github.com/fedbr/fedbr/internal/cmd/br/restoredata"
 	brrestorevolumes "github.com/fedbr/fedbr/internal/cmd/br/restorevolumes"
@@ -32,7 +33,7 @@ func NewCmd() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn",
 		"level of the PD and TiKV client libraries' own log (debug, info, warn, error); fedbr's progress lines are always printed")
-	cmd.AddCommand(brpause.NewCmd(), brsnapshot.NewCmd(), brsize.NewCmd(), brclean.NewCmd(),
+	cmd.AddCommand(brpause.NewCmd(), brlift.NewCmd(), brsnapshot.NewCmd(), brsize.NewCmd(), brclean.NewCmd(),
 		brrestorevolumes.NewCmd(), brrestoredata.NewCmd())
 	return cmd
 }

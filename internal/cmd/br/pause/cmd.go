@@ -37,6 +37,10 @@ import (
 // command is this step's name: its entry in the member's status.steps.
 const command = "pause"
 
+// recordTimeout bounds the write of the pause's identity to the member before it places
+// anything; a pause that cannot record it places nothing and fails.
+const recordTimeout = 30 * time.Second
+
 type options struct {
 	pd          []string
 	ttl         time.Duration
@@ -90,7 +94,9 @@ func NewCmd() *cobra.Command {
 			"phases are Starting, GCPaused, Ready, Stopping, Stopped and Failed. A pause that breaks\n" +
 			"after Ready (a TiKV stream ends, a lease is lost) exits 1 with phase Failed.\n\n" +
 			"With --member the same status is server-side applied to the member's status.steps entry\n" +
-			"\"pause\", with the final status, also printed on stdout, as its result before exiting 0.",
+			"\"pause\", with the final status, also printed on stdout, as its result before exiting 0.\n" +
+			"The status carries the pause's identity (serviceSafePoint, pausedSchedulers, scheduleConfig),\n" +
+			"written to the member before anything is placed; `fedbr br lift` undoes it if the pause dies.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, o) },
 	}
@@ -232,7 +238,14 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 			return pub.status(), fmt.Errorf("waiting for the go to pause: %w", err)
 		}
 	}
-	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf},
+	// The identity (what the pause places in PD) is in the member's entry before anything is
+	// placed: `fedbr br lift` reads it there when this process dies holding.
+	record := func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+		defer cancel()
+		return pub.report.Flush(ctx)
+	}
+	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf, Record: record},
 		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup}, pub.publish)
 	if err != nil && ctx.Err() == nil {
 		// An exit nobody asked for: leave the goroutines for the post-mortem.

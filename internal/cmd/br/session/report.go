@@ -103,6 +103,24 @@ func (f *ReportFlags) WaitSignal(ctx context.Context, sig report.Signal, logf fu
 	return v, nil
 }
 
+// Step reads the member's report of step (its entry in status.steps) from the API server;
+// false when the member has no such entry.
+func (f *ReportFlags) Step(ctx context.Context, step string) (dpv1alpha1.StepReport, bool, error) {
+	if f.Member == "" {
+		return dpv1alpha1.StepReport{}, false, errors.New("reading a step's report needs --member")
+	}
+	cfg, ns, err := f.config()
+	if err != nil {
+		return dpv1alpha1.StepReport{}, false, err
+	}
+	_, resource := f.kind()
+	m, err := report.NewMember(restconfig.Finish(cfg, "br"), dpv1alpha1.GroupVersion.WithResource(resource), ns, f.Member)
+	if err != nil {
+		return dpv1alpha1.StepReport{}, false, err
+	}
+	return m.Step(ctx, step)
+}
+
 // kind is the member's kind and resource.
 func (f *ReportFlags) kind() (string, string) {
 	if f.Kind == KindRestoreMember {

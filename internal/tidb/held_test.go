@@ -1,0 +1,75 @@
+package tidb
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestReadHeldOf reads one pause's hold out of PD's answers: only its own safepoint (and only
+// while it has not expired), its own schedulers, and config items still at the value it set
+// where that differs from the original, whatever type PD answers the value in.
+func TestReadHeldOf(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	pd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/pd/api/v1/gc/safepoint":
+			_, _ = w.Write([]byte(`{"service_gc_safe_points":[{"service_id":"ticdc","expired_at":9223372036854775807,"safe_point":1},
+				{"service_id":"fedbr-live","expired_at":1800000060,"safe_point":2},{"service_id":"fedbr-expired","expired_at":1799999999,"safe_point":3}],
+				"gc_safe_point":1}`))
+		case "/pd/api/v1/schedulers":
+			if r.URL.Query().Get("status") != "paused" {
+				http.Error(w, "want status=paused", http.StatusBadRequest)
+				return
+			}
+			_, _ = w.Write([]byte(`["balance-leader-scheduler","evict-leader-scheduler-1"]`))
+		case "/pd/api/v1/config/schedule":
+			_, _ = w.Write([]byte(`{"leader-schedule-limit":0,"region-schedule-limit":2048,"merge-schedule-limit":0,
+				"enable-location-replacement":false,"enable-tikv-split-region":true}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer pd.Close()
+	settings := []Setting{
+		{Key: "schedule.leader-schedule-limit", Original: "4", Paused: "0"},                  // held
+		{Key: "schedule.region-schedule-limit", Original: "2048", Paused: "0"},               // restored
+		{Key: "schedule.merge-schedule-limit", Original: "0", Paused: "0"},                   // never changed
+		{Key: "schedule.enable-location-replacement", Original: `"true"`, Paused: `"false"`}, // held, as a bool
+		{Key: "schedule.max-snapshot-count", Original: "3", Paused: "9"},                     // PD lacks it
+	}
+	tests := []struct {
+		name string
+		hold Hold
+		want Held
+	}{
+		{"nothing named, nothing read", Hold{}, Held{}},
+		{"a live safepoint", Hold{ServiceSafePoint: "fedbr-live"}, Held{GC: true}},
+		{"an expired safepoint holds nothing", Hold{ServiceSafePoint: "fedbr-expired"}, Held{}},
+		{"another service's safepoint is not ours", Hold{ServiceSafePoint: "fedbr-gone"}, Held{}},
+		{"only our schedulers", Hold{Schedulers: []string{"balance-leader-scheduler", "balance-region-scheduler"}},
+			Held{Schedulers: []string{"balance-leader-scheduler"}}},
+		{"config still at the paused value", Hold{Config: settings},
+			Held{Settings: []string{"schedule.leader-schedule-limit", "schedule.enable-location-replacement"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadHeldOf(context.Background(), pd.URL+"/", tc.hold, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) || got.Any() != tc.want.Any() {
+				t.Errorf("ReadHeldOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if h := (Held{GC: true, Settings: []string{"schedule.x"}}); h.String() != "the GC service safepoint; schedule config schedule.x" {
+		t.Errorf("String = %q", h.String())
+	}
+	if _, err := ReadHeldOf(context.Background(), pd.URL+"/nope", Hold{ServiceSafePoint: "x"}, now); err == nil {
+		t.Error("a PD error was swallowed")
+	}
+}
