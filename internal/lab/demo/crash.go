@@ -468,46 +468,8 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 	if err := d.deleteAndWait(ctx, c, restore); err != nil {
 		return err
 	}
-	// The restored volumes are the TidbClusters' now: deleting their namespace releases them,
-	// and the EBS CSI driver would delete each volume with its PV (reclaim policy Delete); the
-	// lab has no CSI driver, so the suite does it (after the namespaces are gone).
-	var released []string
-	releasedPVs := map[string][]client.Object{} // by plane
-	for _, dp := range d.lab.DataPlanes {
-		var pvs corev1.PersistentVolumeList
-		if err := d.kube[dp.Cluster].List(ctx, &pvs); err != nil {
-			return err
-		}
-		for i := range pvs.Items {
-			pv := &pvs.Items[i]
-			if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns && pv.Spec.CSI != nil {
-				released = append(released, pv.Spec.CSI.VolumeHandle)
-				releasedPVs[dp.Cluster] = append(releasedPVs[dp.Cluster], pv)
-			}
-		}
-	}
-	// The namespaces go at once: each takes its pods' grace period.
-	for _, dp := range d.lab.DataPlanes {
-		if err := client.IgnoreNotFound(d.kube[dp.Cluster].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			return err
-		}
-	}
-	for _, dp := range d.lab.DataPlanes {
-		if err := d.deleteAndWait(ctx, d.kube[dp.Cluster], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
-		}
-	}
-	for plane, pvs := range releasedPVs {
-		for _, pv := range pvs {
-			if err := client.IgnoreNotFound(d.kube[plane].Delete(ctx, pv)); err != nil {
-				return err
-			}
-		}
-	}
-	if len(released) > 0 {
-		if err := d.aws.DeleteVolumes(ctx, released); err != nil {
-			return fmt.Errorf("delete the released volumes (as the CSI driver would): %w", err)
-		}
+	if err := d.deleteRestored(ctx, ns); err != nil {
+		return err
 	}
 	keep := map[string]bool{}
 	if p.Restore {
@@ -554,6 +516,52 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 	}
 	if len(left) > 0 {
 		return fmt.Errorf("left behind: %v", left)
+	}
+	return nil
+}
+
+// deleteRestored deletes a restore's namespace in every plane, with the volumes it released.
+func (d *run) deleteRestored(ctx context.Context, ns string) error {
+	// The restored volumes are the TidbClusters' now: deleting their namespace releases them,
+	// and the EBS CSI driver would delete each volume with its PV (reclaim policy Delete); the
+	// lab has no CSI driver, so the suite does it (after the namespaces are gone).
+	var released []string
+	releasedPVs := map[string][]client.Object{} // by plane
+	for _, dp := range d.lab.DataPlanes {
+		var pvs corev1.PersistentVolumeList
+		if err := d.kube[dp.Cluster].List(ctx, &pvs); err != nil {
+			return err
+		}
+		for i := range pvs.Items {
+			pv := &pvs.Items[i]
+			if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns && pv.Spec.CSI != nil {
+				released = append(released, pv.Spec.CSI.VolumeHandle)
+				releasedPVs[dp.Cluster] = append(releasedPVs[dp.Cluster], pv)
+			}
+		}
+	}
+	// The namespaces go at once: each takes its pods' grace period.
+	for _, dp := range d.lab.DataPlanes {
+		if err := client.IgnoreNotFound(d.kube[dp.Cluster].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			return err
+		}
+	}
+	for _, dp := range d.lab.DataPlanes {
+		if err := d.deleteAndWait(ctx, d.kube[dp.Cluster], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	for plane, pvs := range releasedPVs {
+		for _, pv := range pvs {
+			if err := client.IgnoreNotFound(d.kube[plane].Delete(ctx, pv)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(released) > 0 {
+		if err := d.aws.DeleteVolumes(ctx, released); err != nil {
+			return fmt.Errorf("delete the released volumes (as the CSI driver would): %w", err)
+		}
 	}
 	return nil
 }
