@@ -105,8 +105,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMembe
 	}
 	res := Plan(o, now)
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
-	release := slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
-	actions := slices.DeleteFunc(slices.Clone(res.Actions), func(a Action) bool { return a.Kind == RemoveFinalizer })
+	actions, release := loop.Release(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
 	return loop.Decision[*dpv1alpha1.VolumeBackupMember, Action]{
 		Actions: actions, RemoveFinalizer: release, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(m *dpv1alpha1.VolumeBackupMember) {

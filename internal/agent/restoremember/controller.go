@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -119,8 +118,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMemb
 	}
 	res := Plan(o, now)
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
-	release := slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
-	actions := slices.DeleteFunc(slices.Clone(res.Actions), func(a Action) bool { return a.Kind == RemoveFinalizer })
+	actions, release := loop.Release(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
 	return loop.Decision[*dpv1alpha1.VolumeRestoreMember, Action]{
 		Actions: actions, RemoveFinalizer: release, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(m *dpv1alpha1.VolumeRestoreMember) {
