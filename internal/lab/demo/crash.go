@@ -202,7 +202,7 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 		}
 		res.Exact = err == nil
 	}
-	if cerr := d.cleanPoint(ctx, p, b, restoreNS); err == nil {
+	if cerr := d.cleanPoint(ctx, p, b, base, restoreNS); err == nil {
 		err = cerr
 	}
 	res.Err = err
@@ -461,7 +461,7 @@ func (d *run) waitLifted(ctx context.Context) (time.Duration, error) {
 // point, its backup; then checks that the AWS double holds no snapshot but the restore points'
 // backup's and no volume that no PV uses but those that existed before the suite (the nodes'
 // root volumes).
-func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, ns string) error {
+func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.VolumeBackup, ns string) error {
 	c := d.kube[d.lab.Control]
 	// The demo's restore of b is named after it.
 	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.Name}}
@@ -471,17 +471,21 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 	if err := d.deleteRestored(ctx, ns); err != nil {
 		return err
 	}
+	if !p.Restore {
+		if err := d.deleteAndWait(ctx, c, b); err != nil {
+			return err
+		}
+	}
+	// The restore points' backup stays for the points after this one, whatever their kind.
 	keep := map[string]bool{}
-	if p.Restore {
+	if base != nil {
 		for _, dp := range d.lab.DataPlanes {
 			var m dpv1alpha1.VolumeBackupMember
-			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(base.Name)}, &m); err != nil {
 				return fmt.Errorf("the restore points' backup member in %s: %w", dp.Cluster, err)
 			}
 			keep[string(m.UID)] = true
 		}
-	} else if err := d.deleteAndWait(ctx, c, b); err != nil {
-		return err
 	}
 	snaps, err := d.aws.ListSnapshots(ctx, nil)
 	if err != nil {
