@@ -3,6 +3,7 @@ package tidb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -126,16 +127,11 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	var h Held
 	pdURL = strings.TrimSuffix(pdURL, "/")
 	if hold.ServiceSafePoint != "" {
-		var sps struct {
-			Services []struct {
-				ServiceID string `json:"service_id"`
-				ExpiredAt int64  `json:"expired_at"`
-			} `json:"service_gc_safe_points"`
-		}
-		if err := getJSON(ctx, pdURL+"/pd/api/v1/gc/safepoint", &sps); err != nil {
+		sps, err := serviceSafePoints(ctx, pdURL)
+		if err != nil {
 			return h, err
 		}
-		for _, s := range sps.Services {
+		for _, s := range sps {
 			h.GC = h.GC || s.ServiceID == hold.ServiceSafePoint && s.ExpiredAt > now.Unix()
 		}
 	}
@@ -164,6 +160,56 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 		}
 	}
 	return h, nil
+}
+
+// serviceSafePoint is one entry of PD's GET /gc/safepoint.
+type serviceSafePoint struct {
+	ServiceID string `json:"service_id"`
+	ExpiredAt int64  `json:"expired_at"`
+	SafePoint uint64 `json:"safe_point"`
+}
+
+// serviceSafePoints lists PD's service safepoints (GET /gc/safepoint; a deleted one is not
+// listed, an expired one may be until PD prunes it).
+func serviceSafePoints(ctx context.Context, pdURL string) ([]serviceSafePoint, error) {
+	var sps struct {
+		Services []serviceSafePoint `json:"service_gc_safe_points"`
+	}
+	if err := getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/gc/safepoint", &sps); err != nil {
+		return nil, fmt.Errorf("read PD's service safepoints: %w", err)
+	}
+	return sps.Services, nil
+}
+
+// PauseServicePrefix starts the id of every service safepoint a fedbr pause places.
+const PauseServicePrefix = "fedbr-"
+
+// ErrPauseGone means PD holds no fedbr pause at a backup ts: no service safepoint of a pause
+// pins GC there (the pause lifted it, or its TTL lapsed).
+var ErrPauseGone = errors.New("no fedbr pause holds GC at the backup ts")
+
+// CheckPauseHolds checks that a fedbr pause still holds GC for backupTS: PD lists a live
+// service safepoint named PauseServicePrefix… at backupTS−1, where a pause pins it. It is
+// what a snapshot step in any data plane can see of the pause from the cluster itself.
+func CheckPauseHolds(ctx context.Context, pdURL string, backupTS uint64, now time.Time) error {
+	sps, err := serviceSafePoints(ctx, pdURL)
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for _, s := range sps {
+		if !strings.HasPrefix(s.ServiceID, PauseServicePrefix) {
+			continue
+		}
+		if s.SafePoint == backupTS-1 && s.ExpiredAt > now.Unix() {
+			return nil
+		}
+		seen = append(seen, fmt.Sprintf("%s at %d, expiring %s", s.ServiceID, s.SafePoint, time.Unix(s.ExpiredAt, 0).UTC().Format(time.RFC3339)))
+	}
+	if len(seen) == 0 {
+		return fmt.Errorf("%w %d: PD lists no fedbr service safepoint", ErrPauseGone, backupTS)
+	}
+	return fmt.Errorf("%w %d: PD lists only %s", ErrPauseGone, backupTS, strings.Join(seen, "; "))
 }
 
 // ConfigText is a config value as PD compares it (PD keeps TTL'd values as text): numbers

@@ -2,9 +2,11 @@ package tidb
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -71,5 +73,49 @@ func TestReadHeldOf(t *testing.T) {
 	}
 	if _, err := ReadHeldOf(context.Background(), pd.URL+"/nope", Hold{ServiceSafePoint: "x"}, now); err == nil {
 		t.Error("a PD error was swallowed")
+	}
+}
+
+// TestCheckPauseHolds: only a live fedbr safepoint at backup ts − 1 (where a pause pins GC)
+// counts as the pause holding; anything else is ErrPauseGone, naming what PD lists.
+func TestCheckPauseHolds(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	pd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/pd/api/v1/gc/safepoint" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"service_gc_safe_points":[{"service_id":"gc_worker","expired_at":9223372036854775807,"safe_point":99},
+			{"service_id":"br-upstream","expired_at":1800000060,"safe_point":199},
+			{"service_id":"fedbr-live","expired_at":1800000060,"safe_point":299},
+			{"service_id":"fedbr-expired","expired_at":1799999999,"safe_point":399}],"gc_safe_point":99}`))
+	}))
+	defer pd.Close()
+	for _, tc := range []struct {
+		name     string
+		backupTS uint64
+		gone     bool
+		names    string
+	}{
+		{"a live fedbr pause at ts − 1", 300, false, ""},
+		{"another service at ts − 1 is no fedbr pause", 200, true, "fedbr-live at 299"},
+		{"an expired fedbr pause", 400, true, "fedbr-expired at 399"},
+		{"a fedbr pause at another ts", 500, true, "fedbr-live at 299"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckPauseHolds(context.Background(), pd.URL, tc.backupTS, now)
+			if !tc.gone {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrPauseGone) || !strings.Contains(err.Error(), tc.names) {
+				t.Fatalf("err = %v, want ErrPauseGone naming %q", err, tc.names)
+			}
+		})
+	}
+	if err := CheckPauseHolds(context.Background(), "http://127.0.0.1:1", 300, now); err == nil || errors.Is(err, ErrPauseGone) {
+		t.Errorf("PD unreachable: %v, want a read error, not ErrPauseGone", err)
 	}
 }

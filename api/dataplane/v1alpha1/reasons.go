@@ -81,6 +81,10 @@ const (
 	// BackupMemberPauseJobFailedReason: the pause Job failed (not at its deadline) without a
 	// failure report, while nothing had asked it to stop.
 	BackupMemberPauseJobFailedReason = "PauseJobFailed"
+	// BackupMemberPauseEndedUnaskedReason: the pause stopped (its pod deleted or evicted, its
+	// Job completed) while nothing had asked it to: a snapshot may have started after it
+	// lifted, so the backup cannot be trusted.
+	BackupMemberPauseEndedUnaskedReason = "PauseEndedUnasked"
 	// BackupMemberSnapshotFailedReason: the snapshot step reported a failure.
 	BackupMemberSnapshotFailedReason = "SnapshotFailed"
 	// BackupMemberSnapshotJobFailedReason: the snapshot Job failed (not at its deadline) without

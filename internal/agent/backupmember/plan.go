@@ -317,10 +317,17 @@ func (p *plan) observePause() {
 // observePauseFailure fails the member when the pause broke while nothing had asked it to stop.
 func (p *plan) observePauseFailure(st job.StepStatus, reported bool) {
 	pj := p.o.Pause
-	if p.stopRequested() || pj.Suspended || reported && st.Phase == job.PhaseStopped {
+	if p.stopRequested() || pj.Suspended {
 		return
 	}
 	switch {
+	case reported && (st.Phase == job.PhaseStopped || st.Phase == job.PhaseStopping):
+		// A pause stops on its own only on SIGTERM: its pod was deleted or evicted. It lifted
+		// (or lifts) what it held, but the manager did not ask for it, so the snapshots may
+		// not all have started under it.
+		p.fail(dpv1alpha1.BackupMemberPauseEndedUnaskedReason, "the pause step stopped (its pod was deleted or evicted) before the manager asked it to lift: snapshots may have started after the pause ended")
+	case pj.Phase == job.Succeeded:
+		p.fail(dpv1alpha1.BackupMemberPauseEndedUnaskedReason, "the pause Job completed before the manager asked it to lift: snapshots may have started after the pause ended")
 	case reported && st.Phase == job.PhaseFailed:
 		p.fail(dpv1alpha1.BackupMemberPauseFailedReason, "the pause failed: "+st.Error)
 	case pj.Phase == job.Failed && pj.Reason == job.ReasonDeadlineExceeded:

@@ -345,6 +345,41 @@ func TestPlan(t *testing.T) {
 			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberPauseJobFailedReason}, failMatch: "BackoffLimitExceeded"},
 		},
 		{
+			name: "pause pod deleted after readiness, nothing asked it to stop: the member fails although GC resumed",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, ready), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Stopped", "backupTS": backupTS, "gcPausedAt": pausedAt, "liftedAt": liftedAt})})
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberFailedCondition, dpv1alpha1.BackupMemberGCResumedCondition},
+				reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberPauseEndedUnaskedReason}, failMatch: "deleted or evicted",
+				actions: []ActionKind{StopJob}},
+		},
+		{
+			name: "pause stopping on SIGTERM, nothing asked it to stop: the member fails at once",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Stopping", "backupTS": backupTS, "gcPausedAt": pausedAt})})
+			}),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberPauseEndedUnaskedReason}, actions: []ActionKind{StopJob}},
+		},
+		{
+			name: "pause Job completed without the manager asking: the member fails",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, ready), func(o *Observed) {
+				o.Pause = succeeded(pauseName)
+				o.Report = pauseReady
+			}),
+			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberPauseEndedUnaskedReason}, failMatch: "Job completed"},
+		},
+		{
+			name: "pause stopped after the manager asked (resumeGC): GC resumed, no failure",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), func(o *Observed) {
+				o.Pause = succeeded(pauseName)
+				o.Report = report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Stopped", "backupTS": backupTS, "gcPausedAt": pausedAt, "liftedAt": liftedAt})})
+				o.Snapshot = active(snapName)
+			}),
+			want: want{true: []string{dpv1alpha1.BackupMemberGCResumedCondition}, notTrue: []string{dpv1alpha1.BackupMemberFailedCondition}},
+		},
+		{
 			name: "initializer in execute keeps the pause and starts its snapshot",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute), func(o *Observed) {
 				o.Pause = active(pauseName)

@@ -100,7 +100,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 		return fmt.Errorf("TTL %s is too short; use at least 3s", cfg.TTL)
 	}
 	if cfg.ServiceID == "" {
-		cfg.ServiceID = "fedbr-" + uuid.NewString()
+		cfg.ServiceID = tidb.PauseServicePrefix + uuid.NewString()
 	}
 	if cfg.CleanupTimeout <= 0 {
 		cfg.CleanupTimeout = cfg.TTL

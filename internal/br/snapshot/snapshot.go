@@ -63,10 +63,11 @@ type Options struct {
 	// instances, an earlier attempt's leftovers, the cluster version) is done before it is
 	// called, so the pause window holds only the cluster check and the snapshot starts.
 	WaitBackupTS func(ctx context.Context) (uint64, error)
-	// StillPaused, when set, is asked after every snapshot set started and before they are
-	// recorded whether the pause the backup ts came from still holds; an error fails the
-	// backup (and deletes the snapshots): snapshots started after the pause broke may miss
-	// what the backup ts promises.
+	// StillPaused, when set, is asked whether the pause the backup ts came from still holds:
+	// before the first snapshot starts (an error fails the step before any starts) and again
+	// after every set started, before they are recorded (an error fails the backup and deletes
+	// the snapshots): snapshots started after the pause broke may miss what the backup ts
+	// promises.
 	StillPaused func(ctx context.Context) error
 	// SkipClusterCheck skips waiting for no pending admin operations and no region holes.
 	SkipClusterCheck bool
@@ -327,9 +328,21 @@ func (s *snapshotter) run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The pause must hold before the first CreateSnapshots (asked beside the cluster check,
+	// both inside the pause window) and after the last (take).
+	var held chan error
+	if s.o.StillPaused != nil {
+		held = make(chan error, 1)
+		go func() { held <- s.o.StillPaused(ctx) }()
+	}
 	if !s.o.SkipClusterCheck {
 		if err := s.waitClusterStill(ctx); err != nil {
 			return err
+		}
+	}
+	if held != nil {
+		if err := <-held; err != nil {
+			return fmt.Errorf("the pause no longer holds, so no snapshot was started: %w", err)
 		}
 	}
 	if err := s.clusterInfo(ctx, rec, version); err != nil {

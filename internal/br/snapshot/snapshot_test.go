@@ -26,6 +26,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 const backupID = "bk-1"
@@ -395,6 +396,21 @@ func TestMinResolvedTSNotRealTime(t *testing.T) {
 	}
 }
 
+// TestPauseGoneBeforeAnySnapshot: a pause that no longer holds when the backup ts arrived
+// fails the step before any CreateSnapshots.
+func TestPauseGoneBeforeAnySnapshot(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
+		StillPaused: func(context.Context) error { return tidb.ErrPauseGone }})
+	if !errors.Is(err, tidb.ErrPauseGone) || !strings.Contains(err.Error(), "no snapshot was started") {
+		t.Fatalf("err = %v, want the pause's error before any snapshot", err)
+	}
+	if n := len(l.srv.Inventory(nil).Snapshots); n != 0 || len(res.Deleted) != 0 {
+		t.Errorf("%d snapshots exist, %v deleted: want none started", n, res.Deleted)
+	}
+}
+
 // TestPauseBrokeBeforeRecording: when the pause no longer holds once the snapshots started,
 // they are not recorded but deleted.
 func TestPauseBrokeBeforeRecording(t *testing.T) {
@@ -402,8 +418,14 @@ func TestPauseBrokeBeforeRecording(t *testing.T) {
 	l := newLab(t, 2, awsdouble.Faults{})
 	broke := errors.New("the pause is Failed, not Ready")
 	var lifted []string
+	asked := 0
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
-		StillPaused: func(context.Context) error { return broke },
+		StillPaused: func(context.Context) error {
+			if asked++; asked == 1 {
+				return nil // held before the first snapshot
+			}
+			return broke
+		},
 		Report: func(p snapshot.Progress) {
 			if snapshot.PauseMayLift(p.Phase) {
 				lifted = append(lifted, p.Phase)

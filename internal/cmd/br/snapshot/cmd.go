@@ -26,6 +26,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // command is this step's name: its entry in the member's status.steps.
@@ -318,6 +319,21 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		}
 	}
 
+	if o.report.Member != "" && o.pauseStatus == "" && (o.waitTS || o.engine.BackupTS != 0) {
+		// The pause runs for the backup in another pod, perhaps another data plane: PD is
+		// where every plane can see that it still holds.
+		o.engine.StillPaused = func(ctx context.Context) error {
+			var errs []error
+			for _, u := range session.PDHTTPAddrs(o.pd) { // any PD answers for the cluster
+				err := tidb.CheckPauseHolds(ctx, u, o.engine.BackupTS, time.Now())
+				if err == nil || errors.Is(err, tidb.ErrPauseGone) {
+					return err
+				}
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		}
+	}
 	o.engine.Progress = logw
 	var pf progressFile
 	if o.progressFile != "" {
