@@ -127,7 +127,7 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	var h Held
 	pdURL = strings.TrimSuffix(pdURL, "/")
 	if hold.ServiceSafePoint != "" {
-		sps, err := serviceSafePoints(ctx, pdURL)
+		sps, err := ServiceSafePoints(ctx, pdURL)
 		if err != nil {
 			return h, err
 		}
@@ -162,18 +162,18 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	return h, nil
 }
 
-// serviceSafePoint is one entry of PD's GET /gc/safepoint.
-type serviceSafePoint struct {
+// ServiceSafePoint is one entry of PD's GET /gc/safepoint.
+type ServiceSafePoint struct {
 	ServiceID string `json:"service_id"`
 	ExpiredAt int64  `json:"expired_at"`
 	SafePoint uint64 `json:"safe_point"`
 }
 
-// serviceSafePoints lists PD's service safepoints (GET /gc/safepoint; a deleted one is not
-// listed, an expired one may be until PD prunes it).
-func serviceSafePoints(ctx context.Context, pdURL string) ([]serviceSafePoint, error) {
+// ServiceSafePoints lists PD's service safepoints (GET /gc/safepoint; a deleted one is not
+// listed, an expired one may be until PD prunes it). ExpiredAt is in Unix seconds.
+func ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
 	var sps struct {
-		Services []serviceSafePoint `json:"service_gc_safe_points"`
+		Services []ServiceSafePoint `json:"service_gc_safe_points"`
 	}
 	if err := getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/gc/safepoint", &sps); err != nil {
 		return nil, fmt.Errorf("read PD's service safepoints: %w", err)
@@ -192,7 +192,7 @@ var ErrPauseGone = errors.New("no fedbr pause holds GC at the backup ts")
 // service safepoint named PauseServicePrefix… at backupTS−1, where a pause pins it. It is
 // what a snapshot step in any data plane can see of the pause from the cluster itself.
 func CheckPauseHolds(ctx context.Context, pdURL string, backupTS uint64, now time.Time) error {
-	sps, err := serviceSafePoints(ctx, pdURL)
+	sps, err := ServiceSafePoints(ctx, pdURL)
 	if err != nil {
 		return err
 	}

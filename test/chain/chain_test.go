@@ -84,7 +84,7 @@ func TestBackupRestoreChain(t *testing.T) {
 	var lifted time.Time
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: al.Provider, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(h), Dial: snapshot.DialInsecure},
 		snapshot.Options{BackupID: backupID, Cluster: "lab", BackupTS: st.BackupTS, CheckInterval: 50 * time.Millisecond,
-			StillPaused: func(context.Context) error {
+			StillPaused: func(context.Context, uint64) error {
 				if ph := p.phase(); ph != pause.PhaseReady {
 					return fmt.Errorf("the pause is %s", ph)
 				}

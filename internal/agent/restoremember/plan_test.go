@@ -19,6 +19,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
@@ -509,12 +510,24 @@ func TestPlanDataAndFinish(t *testing.T) {
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.TidbClusterNotFoundReason}, phase: PhaseFailed},
 		},
 		{
-			name: "restore-data failed",
+			name: "restore-data failed, its Job out of attempts",
 			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
-				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
+				o.RestoreData = job.State{Name: rdName, Phase: job.Failed, Reason: job.ReasonBackoffLimitExceeded}
 				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Failed","error":"hole in the key space"}`})
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreDataFailedReason}, msg: "hole"},
+		},
+		{
+			name: "a restore-data attempt failed (its pod deleted), the Job runs another: the restore goes on",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Active}
+				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Failed","error":"context canceled"}`})
+			}),
+			want: rwant{phase: PhaseRestoringData, check: func(t *testing.T, r Result) {
+				if condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition) {
+					t.Errorf("member failed on an attempt its Job retries: %+v", r.Status.Conditions)
+				}
+			}},
 		},
 		{
 			name: "restore-data done",

@@ -364,8 +364,20 @@ func (p *plan) startData(armed bool) {
 		args = append(args, "--wait-start")
 	}
 	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreData, args, storage))})
+	spec := p.jobSpec(job.StepRestoreData, args, storage)
+	if p.m.Spec.Template.BackoffLimit == nil {
+		spec.BackoffLimit = dataRetries
+	}
+	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
 }
+
+// dataRetries is how often the restore-data Job runs its step again after an attempt failed
+// (unless the template sets backoffLimit): a restore-data pod deleted, evicted or killed, or a
+// run that failed on a fault it could not ride out, is run again instead of failing the
+// restore. A new attempt starts over — reads every region's metadata, plans, recovers and
+// flashes back — which is safe on a cluster an earlier attempt left half done: the plan takes
+// the replicas as they are now, and flashback to the same ts is idempotent per region.
+const dataRetries = 2
 
 // planFinish leaves recovery mode: spec.recoveryMode false, the TiKV pods that ran in
 // recovery mode restarted, and every store up again.

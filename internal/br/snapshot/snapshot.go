@@ -68,7 +68,8 @@ type Options struct {
 	// after every set started, before they are recorded (an error fails the backup and deletes
 	// the snapshots): snapshots started after the pause broke may miss what the backup ts
 	// promises.
-	StillPaused func(ctx context.Context) error
+	// It is given the backup ts the step took.
+	StillPaused func(ctx context.Context, backupTS uint64) error
 	// SkipClusterCheck skips waiting for no pending admin operations and no region holes.
 	SkipClusterCheck bool
 	// CheckTimeout bounds that wait (default 10m); CheckInterval spaces its attempts (5s).
@@ -333,7 +334,7 @@ func (s *snapshotter) run(ctx context.Context) error {
 	var held chan error
 	if s.o.StillPaused != nil {
 		held = make(chan error, 1)
-		go func() { held <- s.o.StillPaused(ctx) }()
+		go func() { held <- s.o.StillPaused(ctx, s.o.BackupTS) }()
 	}
 	if !s.o.SkipClusterCheck {
 		if err := s.waitClusterStill(ctx); err != nil {
@@ -438,7 +439,7 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 		return fmt.Errorf("start snapshots: %w", err)
 	}
 	if s.o.StillPaused != nil {
-		if err := s.o.StillPaused(ctx); err != nil {
+		if err := s.o.StillPaused(ctx, s.o.BackupTS); err != nil {
 			return fmt.Errorf("the pause did not hold until every snapshot started: %w", err)
 		}
 	}

@@ -130,7 +130,7 @@ func TestSnapshot(t *testing.T) {
 	markedPending := -1 // snapshots marked pending while backupmeta was pending
 	owner := &meta.Owner{Cluster: "3c5d3f0e-kube-system-uid", Namespace: "tidb"}
 	o := snapshot.Options{BackupID: backupID, Cluster: "east", Owner: owner, Progress: &progress, CheckInterval: 50 * time.Millisecond,
-		StillPaused: func(context.Context) error {
+		StillPaused: func(context.Context, uint64) error {
 			mu.Lock()
 			defer mu.Unlock()
 			pauseAsked = true
@@ -402,7 +402,12 @@ func TestPauseGoneBeforeAnySnapshot(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, 2, awsdouble.Faults{})
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
-		StillPaused: func(context.Context) error { return tidb.ErrPauseGone }})
+		StillPaused: func(_ context.Context, ts uint64) error {
+			if ts != 42 {
+				t.Errorf("asked whether the pause holds ts %d, want the step's backup ts 42", ts)
+			}
+			return tidb.ErrPauseGone
+		}})
 	if !errors.Is(err, tidb.ErrPauseGone) || !strings.Contains(err.Error(), "no snapshot was started") {
 		t.Fatalf("err = %v, want the pause's error before any snapshot", err)
 	}
@@ -420,7 +425,7 @@ func TestPauseBrokeBeforeRecording(t *testing.T) {
 	var lifted []string
 	asked := 0
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
-		StillPaused: func(context.Context) error {
+		StillPaused: func(context.Context, uint64) error {
 			if asked++; asked == 1 {
 				return nil // held before the first snapshot
 			}

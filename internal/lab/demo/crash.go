@@ -487,6 +487,13 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.
 			keep[string(m.UID)] = true
 		}
 	}
+	return d.leftBehind(ctx, keep)
+}
+
+// leftBehind fails when the AWS double holds a snapshot whose fedbr.io/backup tag is not in
+// keep, or a volume that no PV uses and that did not exist before the suite (the nodes' root
+// volumes, the source cluster's).
+func (d *run) leftBehind(ctx context.Context, keep map[string]bool) error {
 	snaps, err := d.aws.ListSnapshots(ctx, nil)
 	if err != nil {
 		return err

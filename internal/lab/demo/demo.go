@@ -33,8 +33,9 @@ type Options struct {
 	// Namespace is where the source TidbClusters live in each data plane; RestoreNamespace where
 	// the fresh ones are created.
 	Namespace, RestoreNamespace string
-	// TCName names the TidbClusters.
-	TCName string
+	// TCName names the TidbClusters; RestoreTCName the fresh ones a restore goes to (default
+	// TCName).
+	TCName, RestoreTCName string
 	// TiKVPerPlane is the number of TiKV stores in each data plane.
 	TiKVPerPlane int
 	// RaftVolumes gives each TiKV a second volume for its raft log (spec.tikv.storageVolumes
@@ -55,6 +56,8 @@ type Options struct {
 	KeepBackup bool
 	// Out receives progress lines.
 	Out io.Writer
+	// AgentArgs are added to every `fedbr agent` command line.
+	AgentArgs []string
 }
 
 func (o Options) withDefaults() Options {
@@ -69,6 +72,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TCName == "" {
 		o.TCName = "basic"
+	}
+	if o.RestoreTCName == "" {
+		o.RestoreTCName = o.TCName
 	}
 	if o.TiKVPerPlane <= 0 {
 		o.TiKVPerPlane = 3

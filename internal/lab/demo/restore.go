@@ -23,7 +23,7 @@ import (
 
 // restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
 func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
-	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, d.o.RaftVolumes, nil)
+	tcs := env.FederatedTidbClusters(d.lab, d.o.RestoreTCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, d.o.RaftVolumes, nil)
 	for cluster, tc := range tcs {
 		dp, _ := d.lab.DataPlane(cluster)
 		prefix, err := restoreAddressing(dp)
@@ -40,11 +40,11 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
 		return nil, err
 	}
-	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.TCName)
+	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
 	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
 	r.Spec.Template.Warmup = d.o.RestoreWarmup
 	for _, dp := range d.lab.DataPlanes {
-		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName,
+		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.RestoreTCName,
 			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
 	}
 	c := d.kube[d.lab.Control]

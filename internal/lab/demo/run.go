@@ -154,6 +154,7 @@ func (d *run) startControllers() error {
 		args := []string{"agent", "--kubeconfig", kc, "--context", dp.Cluster, "--k8s-cluster-name", dp.Cluster,
 			"--image", "fedbr", "--aws-endpoint", d.lab.AWS.Endpoint, "--region", d.lab.AWS.Region,
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--v", "1"}
+		args = append(args, d.o.AgentArgs...)
 		if err := d.startController("agent-"+dp.Cluster, args); err != nil {
 			return err
 		}
@@ -241,7 +242,12 @@ func (d *run) waitStores(ctx context.Context, ns string, tcs map[string]*pcv1alp
 
 // poll calls f until it is done, printing its state when it changes, within the timeout.
 func (d *run) poll(ctx context.Context, what string, f func() (bool, string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
+	return d.pollFor(ctx, d.o.Timeout, what, f)
+}
+
+// pollFor is poll within timeout.
+func (d *run) pollFor(ctx context.Context, timeout time.Duration, what string, f func() (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
 	for {
@@ -258,7 +264,7 @@ func (d *run) poll(ctx context.Context, what string, f func() (bool, string, err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: not done within %s (last: %s): %w", what, d.o.Timeout, last, ctx.Err())
+			return fmt.Errorf("%s: not done within %s (last: %s): %w", what, timeout, last, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

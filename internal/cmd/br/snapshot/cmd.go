@@ -244,7 +244,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 			return snapshot.Result{}, err
 		}
 		o.engine.BackupTS = st.BackupTS
-		o.engine.StillPaused = func(context.Context) error {
+		o.engine.StillPaused = func(context.Context, uint64) error {
 			now, err := readyPause(o.pauseStatus)
 			if err == nil && now.BackupTS != st.BackupTS {
 				err = fmt.Errorf("the pause now holds backup ts %d, not %d", now.BackupTS, st.BackupTS)
@@ -322,10 +322,10 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	if o.report.Member != "" && o.pauseStatus == "" && (o.waitTS || o.engine.BackupTS != 0) {
 		// The pause runs for the backup in another pod, perhaps another data plane: PD is
 		// where every plane can see that it still holds.
-		o.engine.StillPaused = func(ctx context.Context) error {
+		o.engine.StillPaused = func(ctx context.Context, backupTS uint64) error {
 			var errs []error
 			for _, u := range session.PDHTTPAddrs(o.pd) { // any PD answers for the cluster
-				err := tidb.CheckPauseHolds(ctx, u, o.engine.BackupTS, time.Now())
+				err := tidb.CheckPauseHolds(ctx, u, backupTS, time.Now())
 				if err == nil || errors.Is(err, tidb.ErrPauseGone) {
 					return err
 				}
@@ -429,7 +429,7 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 		release()
 		return nil, ctx.Err()
 	}
-	o.engine.StillPaused = func(context.Context) error {
+	o.engine.StillPaused = func(context.Context, uint64) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if cur.Phase != pause.PhaseReady {

@@ -1,0 +1,667 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/tidb"
+)
+
+// Day-2 scenarios: the paths an SRE takes after the first backup, each run end to end in one
+// lab (RunDayTwo) against the source cluster and its bank workload.
+const (
+	// ScenarioPauseDeleted deletes the pause pod (graceful) once the pause holds and while every
+	// CreateSnapshots is still in flight: the backup must fail, and leave nothing.
+	ScenarioPauseDeleted = "pause pod deleted before the snapshots start"
+	// ScenarioPauseKilled SIGKILLs the pause pod at the same moment: the backup must fail, and
+	// the lift step must remove what the pause held from PD before its TTL could.
+	ScenarioPauseKilled = "pause SIGKILLed, lifted before its TTL"
+	// ScenarioDeleteInFlightDelete and ScenarioDeleteInFlightRetain delete a backup while its
+	// CreateSnapshots calls are slow and in flight: no snapshot and no metadata may be left
+	// once AWS has finished the calls the steps never saw answered.
+	ScenarioDeleteInFlightDelete = "deleted with CreateSnapshots in flight, cleanPolicy Delete"
+	ScenarioDeleteInFlightRetain = "deleted with CreateSnapshots in flight, cleanPolicy Retain"
+	// ScenarioSchedule runs a VolumeBackupSchedule (cron every minute, maxBackups 2) for three
+	// ticks: every backup completes, every step pod carries the schedule's label and IAM-role
+	// annotation, retention keeps two and deletes the rest's snapshots; then a restore into
+	// a TidbCluster with a name already taken by a claim is refused before its plane creates a
+	// volume, and the newest backup restores exactly into another namespace and TidbCluster name.
+	ScenarioSchedule = "schedule: three ticks, retention 2, refused and exact restores"
+)
+
+// DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
+var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
+	ScenarioDeleteInFlightRetain, ScenarioSchedule}
+
+// DayTwoResult is what one scenario came to.
+type DayTwoResult struct {
+	Scenario string
+	// Outcome says what ended the scenario's backups or restores (their phase and reason).
+	Outcome string
+	Took    time.Duration
+	Err     error
+}
+
+// Day-2 lab settings: CreateSnapshots held this long keeps the snapshots in flight while a
+// scenario strikes; the agents sweep orphans this soon, so a snapshot AWS creates after its
+// backup is gone is deleted within the scenario.
+const (
+	inFlight         = 20 * time.Second
+	dayTwoGrace      = 10 * time.Second
+	dayTwoSweepEvery = 5 * time.Second
+	// roleAnnotation is a pod-level IAM role annotation (kube2iam's): it must reach every
+	// step pod of every plane.
+	roleAnnotation = "iam.amazonaws.com/role"
+	roleARN        = "arn:aws:iam::123456789012:role/fedbr-steps"
+)
+
+// RunDayTwo runs the named scenarios (all when names is empty) in one lab: the source cluster
+// and its bank once, then each scenario, and after each one the same checks as the crash suite:
+// the source holds no pause, and the AWS double holds no snapshot or volume the scenario left.
+func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	o.AgentArgs = append(o.AgentArgs, "--orphan-grace", dayTwoGrace.String(), "--orphan-sweep-interval", dayTwoSweepEvery.String())
+	if len(names) == 0 {
+		names = DayTwoScenarios
+	}
+	for _, n := range names {
+		if !slices.Contains(DayTwoScenarios, n) {
+			return nil, fmt.Errorf("no day-2 scenario %q", n)
+		}
+	}
+	d, err := newRun(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer d.stop()
+	if err := ensureDir(logDir(d.lab)); err != nil {
+		return nil, err
+	}
+	if err := d.startControllers(); err != nil {
+		return nil, err
+	}
+	if err := d.sourceCluster(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startBank(ctx); err != nil {
+		return nil, err
+	}
+	defer d.stopBank()
+	if err := d.waitTransfers(ctx, 0); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
+		return nil, err
+	}
+	vols, err := d.aws.ListVolumes(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.crashBefore = map[string]bool{}
+	for _, v := range vols {
+		d.crashBefore[v.ID] = true
+	}
+	var out []DayTwoResult
+	for i, name := range names {
+		d.say("day-2 scenario %d/%d: %s", i+1, len(names), name)
+		start := time.Now()
+		res := DayTwoResult{Scenario: name}
+		switch name {
+		case ScenarioPauseDeleted:
+			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf("day2-%d", i), false)
+		case ScenarioPauseKilled:
+			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf("day2-%d", i), true)
+		case ScenarioDeleteInFlightDelete:
+			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf("day2-%d", i), fedv1alpha1.CleanPolicyDelete)
+		case ScenarioDeleteInFlightRetain:
+			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf("day2-%d", i), fedv1alpha1.CleanPolicyRetain)
+		case ScenarioSchedule:
+			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf("day2-%d", i))
+		}
+		// Whatever happened, the next scenario starts from a clean AWS double and PD.
+		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
+			res.Err = err
+		}
+		if res.Err == nil {
+			_, res.Err = d.waitLifted(ctx)
+		}
+		if res.Err == nil {
+			res.Err = d.nothingLeft(ctx)
+		}
+		res.Took = time.Since(start)
+		if res.Err != nil {
+			d.say("day-2 scenario %s: %v", name, res.Err)
+		} else {
+			d.say("day-2 scenario %s: %s (%s)", name, res.Outcome, res.Took.Round(time.Second))
+		}
+		out = append(out, res)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return out, nil
+}
+
+// setFaults replaces the AWS double's injected faults through its admin endpoint.
+func (d *run) setFaults(ctx context.Context, f awsdouble.Faults) error {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimSuffix(d.lab.AWS.Endpoint, "/")+"/_lab/faults", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("set the AWS double's faults: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("set the AWS double's faults: %s", resp.Status)
+	}
+	return nil
+}
+
+// slowSnapshots holds every CreateSnapshots call for inFlight before AWS runs it; AWS runs it
+// even when the caller has given up by then.
+func (d *run) slowSnapshots(ctx context.Context) error {
+	return d.setFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(inFlight)}})
+}
+
+// memberUIDs are the UIDs of a backup's members in every plane (the snapshots' fedbr.io/backup
+// tag), read once they all exist.
+func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
+	var uids []string
+	err := d.poll(ctx, "members of "+b.Name, func() (bool, string, error) {
+		uids = uids[:0]
+		for _, dp := range d.lab.DataPlanes {
+			var m dpv1alpha1.VolumeBackupMember
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+				return false, "waiting for the member in " + dp.Cluster, client.IgnoreNotFound(err)
+			}
+			uids = append(uids, string(m.UID))
+		}
+		return true, "", nil
+	})
+	return uids, err
+}
+
+// snapshotsInFlight waits until every member's snapshot step reports Starting: its
+// CreateSnapshots calls are out.
+func (d *run) snapshotsInFlight(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+	return d.poll(ctx, "CreateSnapshots in flight for "+b.Name, func() (bool, string, error) {
+		for _, dp := range d.lab.DataPlanes {
+			var m dpv1alpha1.VolumeBackupMember
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+				return false, "", client.IgnoreNotFound(err)
+			}
+			s, _ := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot)
+			if s.Phase != "Starting" {
+				return false, fmt.Sprintf("snapshot step in %s: %q", dp.Cluster, s.Phase), nil
+			}
+		}
+		return true, "", nil
+	})
+}
+
+// ended waits until b is Failed or Complete and returns it.
+func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+	c := d.kube[d.lab.Control]
+	return d.poll(ctx, "the end of "+b.Name, func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		p := b.Status.Phase
+		return p == fedv1alpha1.VolumeBackupFailed || p == fedv1alpha1.VolumeBackupComplete, "backup " + string(p), nil
+	})
+}
+
+// gone waits until no snapshot carries any of the backup member UIDs and no backupmeta is
+// left under the backup's prefix: AWS may still create snapshots of calls in flight, which
+// the agents' orphan sweeper deletes dayTwoGrace after they appear.
+func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []string) error {
+	return d.poll(ctx, "no snapshot or metadata of "+b.Name, func() (bool, string, error) {
+		n := 0
+		for _, uid := range uids {
+			snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": uid})
+			if err != nil {
+				return false, "", err
+			}
+			n += len(snaps)
+		}
+		var files []string
+		for _, dp := range d.lab.DataPlanes {
+			root := filepath.Join(d.lab.AWS.Dir, "s3", bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(dp.Cluster).S3.Prefix))
+			_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+				if err == nil && !e.IsDir() && strings.Contains(filepath.Base(p), "backupmeta") {
+					files = append(files, p)
+				}
+				return nil
+			})
+		}
+		return n == 0 && len(files) == 0, fmt.Sprintf("%d snapshots and backupmeta %v left", n, files), nil
+	})
+}
+
+// pauseEndsEarly: the pause holds, every CreateSnapshots is in flight (held by AWS), and the
+// pause pod is deleted (graceful: the pause lifts and exits 0) or SIGKILLed (it lifts nothing;
+// the agent's lift step must). The backup must fail naming the pause, leave nothing once
+// deleted, and a killed pause's GC safepoint must be gone while its TTL still ran.
+func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (string, error) {
+	if err := d.slowSnapshots(ctx); err != nil {
+		return "", err
+	}
+	b := d.newBackup(name)
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, b); err != nil {
+		return "", fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	uids, err := d.memberUIDs(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if err := d.snapshotsInFlight(ctx, b); err != nil {
+		return "", err
+	}
+	pdURL := d.lab.DataPlanes[0].PDAddress()
+	expiry, err := d.pauseExpiry(ctx, pdURL)
+	if err != nil {
+		return "", err
+	}
+	member := fedv1alpha1.MemberName(b.Name)
+	plane := d.lab.DataPlanes[0].Cluster
+	if kill {
+		if err := d.killStep(ctx, []string{plane}, d.o.Namespace, member, job.StepPause); err != nil {
+			return "", err
+		}
+	} else if err := d.deleteStepPod(ctx, plane, member, job.StepPause); err != nil {
+		return "", err
+	}
+	if err := d.ended(ctx, b); err != nil {
+		return "", err
+	}
+	failed := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
+	if b.Status.Phase != fedv1alpha1.VolumeBackupFailed || failed == nil {
+		return string(b.Status.Phase), fmt.Errorf("backup %s ended %s after its pause ended before any snapshot started; want Failed", b.Name, b.Status.Phase)
+	}
+	outcome := "Failed: " + failed.Reason + ": " + failed.Message
+	// Whichever saw it first: the agent (the pause stopped, or its Job failed, unasked) or a
+	// snapshot step (PD no longer lists the pause's safepoint).
+	want := []string{dpv1alpha1.BackupMemberPauseEndedUnaskedReason, "the pause no longer holds", "the pause did not hold"}
+	if kill {
+		want = []string{dpv1alpha1.BackupMemberPauseJobFailedReason, "the pause no longer holds", "the pause did not hold"}
+	}
+	if failed.Reason != fedv1alpha1.MemberFailedReason || !slices.ContainsFunc(want, func(w string) bool { return strings.Contains(failed.Message, w) }) {
+		return outcome, fmt.Errorf("backup %s failed with %s: %s; want %s naming one of %q", b.Name, failed.Reason, failed.Message, fedv1alpha1.MemberFailedReason, want)
+	}
+	if kill {
+		if err := d.liftedByStep(ctx, plane, member, pdURL, expiry); err != nil {
+			return outcome, err
+		}
+	}
+	if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return outcome, err
+	}
+	return outcome, d.gone(ctx, b, uids)
+}
+
+// pauseExpiry is when the live fedbr pause's GC safepoint would lapse, as PD lists it.
+func (d *run) pauseExpiry(ctx context.Context, pdURL string) (time.Time, error) {
+	var expiry time.Time
+	err := d.poll(ctx, "the pause's GC safepoint in PD", func() (bool, string, error) {
+		sps, err := tidb.ServiceSafePoints(ctx, pdURL)
+		if err != nil {
+			return false, "", err
+		}
+		for _, s := range sps {
+			if strings.HasPrefix(s.ServiceID, tidb.PauseServicePrefix) {
+				expiry = time.Unix(s.ExpiredAt, 0)
+				return true, "", nil
+			}
+		}
+		return false, "no fedbr safepoint listed yet", nil
+	})
+	return expiry, err
+}
+
+// liftedByStep waits for the initializer to report GC resumed by the lift step (reason Lifted)
+// and checks that PD then holds nothing of any pause while the killed pause's safepoint would
+// still have been live: the lift removed it, its TTL did not.
+func (d *run) liftedByStep(ctx context.Context, plane, member, pdURL string, expiry time.Time) error {
+	err := d.poll(ctx, "GC resumed by the lift step", func() (bool, string, error) {
+		var m dpv1alpha1.VolumeBackupMember
+		if err := d.kube[plane].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: member}, &m); err != nil {
+			return false, "", err
+		}
+		c := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition)
+		if c != nil && c.Status == metav1.ConditionTrue && c.Reason != dpv1alpha1.BackupMemberLiftedReason {
+			return false, "", fmt.Errorf("GC resumed with %s (%s), want %s: the killed pause cannot have lifted anything", c.Reason, c.Message, dpv1alpha1.BackupMemberLiftedReason)
+		}
+		if c == nil {
+			return false, "GCResumed not reported", nil
+		}
+		return c.Status == metav1.ConditionTrue, "GCResumed " + string(c.Status) + " " + c.Reason, nil
+	})
+	if err != nil {
+		return err
+	}
+	sps, err := tidb.ServiceSafePoints(ctx, pdURL)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, s := range sps {
+		if strings.HasPrefix(s.ServiceID, tidb.PauseServicePrefix) {
+			return fmt.Errorf("PD still lists %s after the lift step reported it lifted", s.ServiceID)
+		}
+	}
+	if !now.Before(expiry) {
+		return fmt.Errorf("the lift was confirmed at %s, after the killed pause's safepoint would have lapsed (%s): this does not show the lift removed it", now.Format(time.RFC3339), expiry.Format(time.RFC3339))
+	}
+	d.say("  the lift step removed the killed pause's hold %s before its TTL would have", expiry.Sub(now).Round(time.Second))
+	return nil
+}
+
+// deleteStepPod deletes (gracefully) the running pod of a member's step in one plane.
+func (d *run) deleteStepPod(ctx context.Context, plane, member, step string) error {
+	return d.poll(ctx, "a running "+step+" pod in "+plane, func() (bool, string, error) {
+		sel := job.Selector(member)
+		sel[job.LabelStep] = step
+		var list corev1.PodList
+		if err := d.kube[plane].List(ctx, &list, client.InNamespace(d.o.Namespace), client.MatchingLabels(sel)); err != nil {
+			return false, "", err
+		}
+		for i := range list.Items {
+			pod := &list.Items[i]
+			if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
+				continue
+			}
+			if err := d.kube[plane].Delete(ctx, pod); err != nil {
+				return false, "", fmt.Errorf("delete pod %s: %w", pod.Name, err)
+			}
+			d.say("  pod %s/%s (%s) deleted", pod.Namespace, pod.Name, step)
+			return true, "", nil
+		}
+		return false, "waiting for the " + step + " pod to run", nil
+	})
+}
+
+// deleteInFlight deletes a backup while every CreateSnapshots call is held by AWS: the steps
+// are stopped and the calls they never saw answered still create snapshots, which nothing
+// records. None may be left.
+func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha1.CleanPolicyType) (string, error) {
+	if err := d.slowSnapshots(ctx); err != nil {
+		return "", err
+	}
+	b := d.newBackup(name)
+	b.Spec.Template.CleanPolicy = policy
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, b); err != nil {
+		return "", fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	uids, err := d.memberUIDs(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if err := d.snapshotsInFlight(ctx, b); err != nil {
+		return "", err
+	}
+	deleted := time.Now()
+	if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return "", err
+	}
+	d.say("  VolumeBackup %s (%s) gone %s after its deletion, with its CreateSnapshots calls still held by AWS", name, policy, time.Since(deleted).Round(100*time.Millisecond))
+	if err := d.gone(ctx, b, uids); err != nil {
+		return "", err
+	}
+	return "deleted; no snapshot or metadata left", nil
+}
+
+// nothingLeft checks the AWS double holds no snapshot but those of backups that still exist,
+// and no volume that no PV uses but those that existed before the scenarios.
+func (d *run) nothingLeft(ctx context.Context) error {
+	var backups fedv1alpha1.VolumeBackupList
+	if err := d.kube[d.lab.Control].List(ctx, &backups); err != nil {
+		return err
+	}
+	live := map[string]bool{}
+	for _, b := range backups.Items {
+		for _, dp := range d.lab.DataPlanes {
+			var m dpv1alpha1.VolumeBackupMember
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err == nil {
+				live[string(m.UID)] = true
+			}
+		}
+	}
+	return d.leftBehind(ctx, live)
+}
+
+// schedule runs the schedule scenario (ScenarioSchedule).
+func (d *run) schedule(ctx context.Context, name string) (string, error) {
+	c := d.kube[d.lab.Control]
+	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+		Labels: map[string]string{"team": "sre"}, Annotations: map[string]string{roleAnnotation: roleARN}}}
+	s.Spec.Schedule = "* * * * *"
+	s.Spec.MaxBackups = ptr.To[int32](2)
+	s.Spec.BackupTemplate = d.newBackup(name).Spec
+	if err := c.Create(ctx, s); err != nil {
+		return "", fmt.Errorf("create VolumeBackupSchedule: %w", err)
+	}
+	d.say("  VolumeBackupSchedule default/%s: every minute, maxBackups 2", name)
+	complete := map[string]*fedv1alpha1.VolumeBackup{}
+	uids := map[string][]string{}
+	var order []string
+	// Three ticks, each backup checked as it completes; a backup may be deleted by retention
+	// right after it completed, so each is read once Complete and never looked up again.
+	err := d.pollFor(ctx, 5*time.Minute, "three scheduled backups of "+name, func() (bool, string, error) {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+			return false, "", err
+		}
+		var state []string
+		for i := range list.Items {
+			b := &list.Items[i]
+			if _, ok := complete[b.Name]; ok || b.DeletionTimestamp != nil {
+				continue
+			}
+			switch b.Status.Phase {
+			case fedv1alpha1.VolumeBackupFailed:
+				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+			case fedv1alpha1.VolumeBackupComplete:
+				u, err := d.stepPodsCarry(ctx, b)
+				if err != nil {
+					return false, "", err
+				}
+				complete[b.Name], uids[b.Name] = b.DeepCopy(), u
+				order = append(order, b.Name)
+				d.say("  scheduled backup %s complete (commit ts %s); its step pods carry the schedule's label and role", b.Name, b.Status.CommitTs)
+			default:
+				state = append(state, b.Name+" "+string(b.Status.Phase))
+			}
+		}
+		return len(complete) >= 3, fmt.Sprintf("%d complete; %v", len(complete), state), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	// No more ticks: the rest works on what the three left.
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+		return "", err
+	}
+	s.Spec.Pause = true
+	if err := c.Update(ctx, s); err != nil {
+		return "", fmt.Errorf("pause the schedule: %w", err)
+	}
+	sort.Slice(order, func(i, j int) bool { return complete[order[i]].CreationTimestamp.Before(&complete[order[j]].CreationTimestamp) })
+	var kept []string
+	err = d.poll(ctx, "retention of "+name, func() (bool, string, error) {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+			return false, "", err
+		}
+		kept = kept[:0]
+		for _, b := range list.Items {
+			if b.DeletionTimestamp == nil && b.Status.Phase == fedv1alpha1.VolumeBackupComplete {
+				kept = append(kept, b.Name)
+			}
+		}
+		sort.Strings(kept)
+		return len(kept) == 2 && len(list.Items) == 2, fmt.Sprintf("%d backups, complete and kept %v", len(list.Items), kept), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	newest := complete[order[len(order)-1]]
+	if !slices.Contains(kept, newest.Name) {
+		return "", fmt.Errorf("retention kept %v, not the newest complete backup %s", kept, newest.Name)
+	}
+	for _, n := range order {
+		if !slices.Contains(kept, n) {
+			if err := d.gone(ctx, complete[n], uids[n]); err != nil {
+				return "", fmt.Errorf("backup %s removed by retention: %w", n, err)
+			}
+		}
+	}
+	d.say("  retention kept %v; the older backups' snapshots and metadata are gone", kept)
+
+	if err := d.waitTransfersAfter(ctx, newest); err != nil {
+		return "", err
+	}
+	refused, err := d.refusedRestore(ctx, newest)
+	if err != nil {
+		return "", err
+	}
+	prevNS, prevTC := d.o.RestoreNamespace, d.o.RestoreTCName
+	defer func() { d.o.RestoreNamespace, d.o.RestoreTCName = prevNS, prevTC }()
+	d.o.RestoreNamespace, d.o.RestoreTCName = name+"-restored", "elsewhere"
+	r, err := d.restore(ctx, newest)
+	if err != nil {
+		return "", err
+	}
+	if err := d.check(ctx, newest, r); err != nil {
+		return "", err
+	}
+	if err := d.deleteAndWait(ctx, c, r); err != nil {
+		return "", err
+	}
+	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
+		return "", err
+	}
+	// The schedule goes, then its backups (deleting a schedule leaves them, as upstream).
+	if err := d.deleteAndWait(ctx, c, s); err != nil {
+		return "", err
+	}
+	for _, n := range kept {
+		if err := d.deleteAndWait(ctx, c, complete[n]); err != nil {
+			return "", err
+		}
+		if err := d.gone(ctx, complete[n], uids[n]); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("3 scheduled backups complete, kept %v; %s; %s restored exactly into %s/%s", kept, refused, newest.Name,
+		name+"-restored", "elsewhere"), nil
+}
+
+// stepPodsCarry checks every step pod of a backup in every plane carries the schedule's label
+// and the IAM-role annotation, and returns the backup's member UIDs.
+func (d *run) stepPodsCarry(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
+	var uids []string
+	for _, dp := range d.lab.DataPlanes {
+		member := fedv1alpha1.MemberName(b.Name)
+		var m dpv1alpha1.VolumeBackupMember
+		if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: member}, &m); err != nil {
+			return nil, fmt.Errorf("member of %s in %s: %w", b.Name, dp.Cluster, err)
+		}
+		uids = append(uids, string(m.UID))
+		var pods corev1.PodList
+		if err := d.kube[dp.Cluster].List(ctx, &pods, client.InNamespace(d.o.Namespace), client.MatchingLabels(job.Selector(member))); err != nil {
+			return nil, err
+		}
+		if len(pods.Items) == 0 {
+			return nil, fmt.Errorf("no step pod of %s in %s", b.Name, dp.Cluster)
+		}
+		for _, p := range pods.Items {
+			if p.Annotations[roleAnnotation] != roleARN || p.Labels["team"] != "sre" {
+				return nil, fmt.Errorf("step pod %s/%s in %s has annotation %s=%q and label team=%q; want %q and %q",
+					p.Namespace, p.Name, dp.Cluster, roleAnnotation, p.Annotations[roleAnnotation], p.Labels["team"], roleARN, "sre")
+			}
+		}
+	}
+	return uids, nil
+}
+
+// refusedRestore restores b into a TidbCluster whose first data plane already holds a claim
+// under the name a restored claim needs, bound to another volume: that plane must refuse
+// (ClaimConflict, naming the claim) before it creates any volume.
+func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (string, error) {
+	const tc = "taken"
+	ns := b.Name + "-conflict"
+	claim := "tikv-" + tc + "-tikv-0"
+	dp := d.lab.DataPlanes[0]
+	kc := d.kube[dp.Cluster]
+	if err := client.IgnoreAlreadyExists(kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+		return "", err
+	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			VolumeName: "someone-elses-volume",
+			Resources:  corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	if err := kc.Create(ctx, pvc); err != nil {
+		return "", fmt.Errorf("the conflicting claim: %w", err)
+	}
+	prevNS, prevTC := d.o.RestoreNamespace, d.o.RestoreTCName
+	defer func() { d.o.RestoreNamespace, d.o.RestoreTCName = prevNS, prevTC }()
+	d.o.RestoreNamespace, d.o.RestoreTCName = ns, tc
+	r, err := d.restore(ctx, b)
+	if err == nil || !errors.Is(err, errFailed) {
+		return "", fmt.Errorf("restore into %s/%s over the claim %s: %v; want it refused", ns, tc, claim, err)
+	}
+	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberClaimConflictReason) || !strings.Contains(err.Error(), claim) {
+		return "", fmt.Errorf("restore refused with %v; want %s naming %s", err, dpv1alpha1.RestoreMemberClaimConflictReason, claim)
+	}
+	var m dpv1alpha1.VolumeRestoreMember
+	if err := kc.Get(ctx, client.ObjectKey{Namespace: ns, Name: fedv1alpha1.MemberName(r.Name)}, &m); err != nil {
+		return "", fmt.Errorf("the refused member in %s: %w", dp.Cluster, err)
+	}
+	made, err := d.aws.ListVolumes(ctx, map[string]string{"fedbr.io/restore": string(m.UID)})
+	if err != nil {
+		return "", err
+	}
+	if len(made) > 0 {
+		return "", fmt.Errorf("the refused plane %s created %d volumes", dp.Cluster, len(made))
+	}
+	if err := d.deleteAndWait(ctx, d.kube[d.lab.Control], r); err != nil {
+		return "", err
+	}
+	if err := d.deleteRestored(ctx, ns); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("a restore over claim %s refused (%s) with no volume made in %s", claim, dpv1alpha1.RestoreMemberClaimConflictReason, dp.Cluster), nil
+}
