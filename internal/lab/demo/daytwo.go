@@ -518,7 +518,9 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	if err := c.Update(ctx, s); err != nil {
 		return "", fmt.Errorf("pause the schedule: %w", err)
 	}
-	sort.Slice(order, func(i, j int) bool { return complete[order[i]].CreationTimestamp.Before(&complete[order[j]].CreationTimestamp) })
+	sort.Slice(order, func(i, j int) bool {
+		return complete[order[i]].CreationTimestamp.Before(&complete[order[j]].CreationTimestamp)
+	})
 	var kept []string
 	err = d.poll(ctx, "retention of "+name, func() (bool, string, error) {
 		var list fedv1alpha1.VolumeBackupList
