@@ -32,7 +32,8 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestDayTwo runs every scenario (FEDBR_DAYTWO=<substring> runs those whose names contain it).
+// TestDayTwo runs every scenario (FEDBR_DAYTWO=<substring>[,<substring>…] runs those whose
+// names contain one of them).
 func TestDayTwo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a lab")
@@ -40,8 +41,11 @@ func TestDayTwo(t *testing.T) {
 	var names []string
 	if sel := os.Getenv("FEDBR_DAYTWO"); sel != "" {
 		for _, n := range demo.DayTwoScenarios {
-			if strings.Contains(n, sel) {
-				names = append(names, n)
+			for _, part := range strings.Split(sel, ",") {
+				if strings.Contains(n, part) {
+					names = append(names, n)
+					break
+				}
 			}
 		}
 		if len(names) == 0 {

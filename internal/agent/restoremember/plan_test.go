@@ -431,6 +431,13 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
+			name: "tolerateSingleTiKVOutage: one of the two stores up is enough",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.TolerateSingleTiKVOutage = true
+			})...), handedOver(1)),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberTikvCompleteCondition}, phase: PhaseTikvComplete, msg: "1 of 2 TiKV stores up"},
+		},
+		{
 			name: "the data member's restore-data starts armed while its stores come up",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1)),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
@@ -562,6 +569,18 @@ func TestPlanDataAndFinish(t *testing.T) {
 			name: "restarted out of recovery mode: Complete",
 			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish, recorded("u1,u2")), storesUp(targetTC(2, false), 2), pods("u3", "u4")),
 			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberCompleteCondition}, phase: PhaseComplete},
+		},
+		{
+			name: "restarted with one store down and tolerateSingleTiKVOutage: Complete",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreFinish, recorded("u1"), func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.TolerateSingleTiKVOutage = true
+			}), storesUp(targetTC(2, false), 1), pods("u3")),
+			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberCompleteCondition}, phase: PhaseComplete},
+		},
+		{
+			name: "restarted with one store down, no tolerance: wait",
+			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreFinish, recorded("u1")), storesUp(targetTC(2, false), 1), pods("u3")),
+			want: rwant{actions: nil, phase: PhaseFinishing},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })

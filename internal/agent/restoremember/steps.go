@@ -53,13 +53,28 @@ func (p *plan) planVolumes() bool {
 		p.add(Action{Kind: AnnotateTC, Key: pcv1alpha1.TiKVVolumesReadyAnnotation, Value: VolumesReadyValue(p.m)})
 		return false
 	}
-	want := tidbcluster.TiKVReplicas(tc)
-	if up := tidbcluster.StoresUp(tc); up < want {
+	want, need := p.tikvNeeded()
+	up := tidbcluster.StoresUp(tc)
+	if up < need {
 		return false // the TidbCluster's status update wakes us
 	}
-	p.set(dpv1alpha1.RestoreMemberTikvCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberTiKVStartedReason,
-		fmt.Sprintf("%d TiKV stores up in recovery mode on the restored volumes", want))
+	msg := fmt.Sprintf("%d TiKV stores up in recovery mode on the restored volumes", up)
+	if up < want {
+		msg = fmt.Sprintf("%d of %d TiKV stores up in recovery mode on the restored volumes (tolerateSingleTiKVOutage)", up, want)
+	}
+	p.set(dpv1alpha1.RestoreMemberTikvCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberTiKVStartedReason, msg)
 	return true
+}
+
+// tikvNeeded is the target's TiKV replicas and how many of them must be up: all, or with
+// tolerateSingleTiKVOutage one fewer (as upstream). Only one store of the whole cluster may be
+// down: restore-data, which sees every plane's stores, refuses more.
+func (p *plan) tikvNeeded() (want, need int) {
+	want = tidbcluster.TiKVReplicas(p.o.TC)
+	if p.m.Spec.Template.TolerateSingleTiKVOutage && want > 1 {
+		return want, want - 1
+	}
+	return want, want
 }
 
 func (p *plan) tcMissing() string {
@@ -416,12 +431,12 @@ func (p *plan) planFinish() {
 			ready++
 		}
 	}
-	want := tidbcluster.TiKVReplicas(tc)
-	if tc.Spec.RecoveryMode || left > 0 || ready < want || tidbcluster.StoresUp(tc) < want {
+	_, need := p.tikvNeeded()
+	if tc.Spec.RecoveryMode || left > 0 || ready < need || tidbcluster.StoresUp(tc) < need {
 		return
 	}
 	p.set(dpv1alpha1.RestoreMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberRecoveryModeOffReason,
-		fmt.Sprintf("%d TiKV restarted out of recovery mode, stores up", want))
+		fmt.Sprintf("%d TiKV restarted out of recovery mode, stores up", ready))
 	if p.res.Status.TimeCompleted == nil {
 		t := metav1.NewTime(p.now.UTC().Truncate(1e9))
 		p.res.Status.TimeCompleted = &t

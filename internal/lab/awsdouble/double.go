@@ -212,6 +212,10 @@ type Stats struct {
 	Hidden int `json:"hidden"`
 	// DroppedResponses counts calls run whose answer was dropped (Faults.DropResponses).
 	DroppedResponses int `json:"droppedResponses"`
+	// InFlight counts EC2 calls received and not yet run to their end, by action: a call
+	// held by Faults.Latency is in flight until AWS has run it, whether or not its caller
+	// still waits for the answer.
+	InFlight map[string]int `json:"inFlight"`
 }
 
 // Stats returns a copy of the counters.
@@ -223,18 +227,37 @@ func (s *Server) Stats() Stats {
 	for k, v := range s.stats.Calls {
 		out.Calls[k] = v
 	}
+	out.InFlight = map[string]int{}
+	for k, v := range s.stats.InFlight {
+		if v > 0 {
+			out.InFlight[k] = v
+		}
+	}
 	for k, v := range s.stats.Errors {
 		out.Errors[k] = v
 	}
 	return out
 }
 
-// count records a call and its error code ("" for success).
+// received records that a call of action arrived; count records that it ran to its end.
+func (s *Server) received(action string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stats.InFlight == nil {
+		s.stats.InFlight = map[string]int{}
+	}
+	s.stats.InFlight[action]++
+}
+
+// count records a call received (received) and run, and its error code ("" for success).
 func (s *Server) count(action, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stats.Calls == nil {
 		s.stats.Calls, s.stats.Errors = map[string]int{}, map[string]int{}
+	}
+	if s.stats.InFlight[action] > 0 {
+		s.stats.InFlight[action]--
 	}
 	s.stats.Calls[action]++
 	if code != "" {

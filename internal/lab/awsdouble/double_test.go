@@ -518,3 +518,46 @@ func TestAttachDetach(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestHeldCallRunsAfterItsCallerGaveUp: a CreateSnapshots held by Faults.Latency is in flight
+// (Stats.InFlight) until the double has run it, and runs although its caller gave up: the
+// snapshot exists afterwards, as on AWS, which finishes a call whose answer nobody reads.
+func TestHeldCallRunsAfterItsCallerGaveUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
+	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetFaults(awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(time.Second)}})
+	c, _ := clients(url)
+	callCtx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CreateSnapshots(callCtx, &ec2.CreateSnapshotsInput{
+			InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(in.ID), ExcludeBootVolume: awssdk.Bool(true)}})
+		done <- err
+	}()
+	for srv.Stats().InFlight["CreateSnapshots"] != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call never showed as in flight")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the caller that gave up got an answer")
+	}
+	for srv.Stats().InFlight["CreateSnapshots"] != 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the held call never ran")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if n := len(srv.Inventory(nil).Snapshots); n != 1 {
+		t.Errorf("%d snapshots after the held call ran, want the 1 its caller never saw", n)
+	}
+}

@@ -64,6 +64,7 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var aerr *apiError
+	s.received(action)
 	defer func() {
 		code := ""
 		if aerr != nil {

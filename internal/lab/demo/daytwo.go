@@ -49,11 +49,14 @@ const (
 	// a TidbCluster with a name already taken by a claim is refused before its plane creates a
 	// volume, and the newest backup restores exactly into another namespace and TidbCluster name.
 	ScenarioSchedule = "schedule: three ticks, retention 2, refused and exact restores"
+	// ScenarioTolerated restores a backup with tolerateSingleTiKVOutage while one TiKV of the
+	// restored cluster never starts (its node is lost): the restore completes, exactly.
+	ScenarioTolerated = "restore with one TiKV down, tolerateSingleTiKVOutage"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioSchedule}
+	ScenarioDeleteInFlightRetain, ScenarioTolerated, ScenarioSchedule}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -140,6 +143,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf("day2-%d", i), fedv1alpha1.CleanPolicyDelete)
 		case ScenarioDeleteInFlightRetain:
 			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf("day2-%d", i), fedv1alpha1.CleanPolicyRetain)
+		case ScenarioTolerated:
+			res.Outcome, res.Err = d.toleratedOutage(ctx, fmt.Sprintf("day2-%d", i))
 		case ScenarioSchedule:
 			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf("day2-%d", i))
 		}
@@ -212,21 +217,37 @@ func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]st
 	return uids, err
 }
 
-// snapshotsInFlight waits until every member's snapshot step reports Starting: its
-// CreateSnapshots calls are out.
-func (d *run) snapshotsInFlight(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
-	return d.poll(ctx, "CreateSnapshots in flight for "+b.Name, func() (bool, string, error) {
-		for _, dp := range d.lab.DataPlanes {
-			var m dpv1alpha1.VolumeBackupMember
-			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
-				return false, "", client.IgnoreNotFound(err)
-			}
-			s, _ := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot)
-			if s.Phase != "Starting" {
-				return false, fmt.Sprintf("snapshot step in %s: %q", dp.Cluster, s.Phase), nil
-			}
-		}
-		return true, "", nil
+// awsStats reads the AWS double's counters.
+func (d *run) awsStats(ctx context.Context) (awsdouble.Stats, error) {
+	var st awsdouble.Stats
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(d.lab.AWS.Endpoint, "/")+"/_lab/stats", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("read the AWS double's stats: %w", err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("read the AWS double's stats: %w", err)
+	}
+	return st, nil
+}
+
+// inFlightCalls is how many CreateSnapshots calls the AWS double has received and not yet run.
+func (d *run) inFlightCalls(ctx context.Context) (int, error) {
+	st, err := d.awsStats(ctx)
+	return st.InFlight["CreateSnapshots"], err
+}
+
+// snapshotsInFlight waits until the AWS double holds every CreateSnapshots of the backup (one
+// per TiKV instance of every plane).
+func (d *run) snapshotsInFlight(ctx context.Context) error {
+	want := d.o.TiKVPerPlane * len(d.lab.DataPlanes)
+	return d.poll(ctx, "every CreateSnapshots in flight", func() (bool, string, error) {
+		n, err := d.inFlightCalls(ctx)
+		return n == want, fmt.Sprintf("%d of %d CreateSnapshots calls held by AWS", n, want), err
 	})
 }
 
@@ -242,10 +263,18 @@ func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	})
 }
 
-// gone waits until no snapshot carries any of the backup member UIDs and no backupmeta is
-// left under the backup's prefix: AWS may still create snapshots of calls in flight, which
-// the agents' orphan sweeper deletes dayTwoGrace after they appear.
+// gone waits until AWS has run every CreateSnapshots it received, then until no snapshot
+// carries any of the backup's member UIDs and no backupmeta is left under its prefixes: the
+// calls in flight create snapshots nothing records, which the agents' orphan sweeper deletes
+// dayTwoGrace after they appear.
 func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []string) error {
+	err := d.poll(ctx, "AWS done with every CreateSnapshots", func() (bool, string, error) {
+		n, err := d.inFlightCalls(ctx)
+		return n == 0, fmt.Sprintf("%d CreateSnapshots calls still held by AWS", n), err
+	})
+	if err != nil {
+		return err
+	}
 	return d.poll(ctx, "no snapshot or metadata of "+b.Name, func() (bool, string, error) {
 		n := 0
 		for _, uid := range uids {
@@ -286,7 +315,7 @@ func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (strin
 	if err != nil {
 		return "", err
 	}
-	if err := d.snapshotsInFlight(ctx, b); err != nil {
+	if err := d.snapshotsInFlight(ctx); err != nil {
 		return "", err
 	}
 	pdURL := d.lab.DataPlanes[0].PDAddress()
@@ -429,7 +458,7 @@ func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha
 	if err != nil {
 		return "", err
 	}
-	if err := d.snapshotsInFlight(ctx, b); err != nil {
+	if err := d.snapshotsInFlight(ctx); err != nil {
 		return "", err
 	}
 	deleted := time.Now()
@@ -619,24 +648,29 @@ func (d *run) stepPodsCarry(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([
 	return uids, nil
 }
 
-// refusedRestore restores b into a TidbCluster whose first data plane already holds a claim
-// under the name a restored claim needs, bound to another volume: that plane must refuse
-// (ClaimConflict, naming the claim) before it creates any volume.
+// refusedRestore restores b into a TidbCluster whose namespace, in every data plane, already
+// holds a claim under the name a restored claim needs, bound to another volume: every plane
+// must refuse (ClaimConflict, naming the claim) before it creates any volume.
 func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (string, error) {
 	const tc = "taken"
 	ns := b.Name + "-conflict"
 	claim := "tikv-" + tc + "-tikv-0"
-	dp := d.lab.DataPlanes[0]
-	kc := d.kube[dp.Cluster]
-	if err := client.IgnoreAlreadyExists(kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-		return "", err
+	for _, dp := range d.lab.DataPlanes {
+		kc := d.kube[dp.Cluster]
+		if err := client.IgnoreAlreadyExists(kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+			return "", err
+		}
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				VolumeName: "someone-elses-volume",
+				Resources:  corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if err := kc.Create(ctx, pvc); err != nil {
+			return "", fmt.Errorf("the conflicting claim in %s: %w", dp.Cluster, err)
+		}
 	}
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			VolumeName: "someone-elses-volume",
-			Resources:  corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
-	if err := kc.Create(ctx, pvc); err != nil {
-		return "", fmt.Errorf("the conflicting claim: %w", err)
+	before, err := d.awsStats(ctx)
+	if err != nil {
+		return "", err
 	}
 	prevNS, prevTC := d.o.RestoreNamespace, d.o.RestoreTCName
 	defer func() { d.o.RestoreNamespace, d.o.RestoreTCName = prevNS, prevTC }()
@@ -648,22 +682,53 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberClaimConflictReason) || !strings.Contains(err.Error(), claim) {
 		return "", fmt.Errorf("restore refused with %v; want %s naming %s", err, dpv1alpha1.RestoreMemberClaimConflictReason, claim)
 	}
-	var m dpv1alpha1.VolumeRestoreMember
-	if err := kc.Get(ctx, client.ObjectKey{Namespace: ns, Name: fedv1alpha1.MemberName(r.Name)}, &m); err != nil {
-		return "", fmt.Errorf("the refused member in %s: %w", dp.Cluster, err)
+	if err := d.deleteAndWait(ctx, d.kube[d.lab.Control], r); err != nil {
+		return "", err
 	}
-	made, err := d.aws.ListVolumes(ctx, map[string]string{"fedbr.io/restore": string(m.UID)})
+	after, err := d.awsStats(ctx)
 	if err != nil {
 		return "", err
 	}
-	if len(made) > 0 {
-		return "", fmt.Errorf("the refused plane %s created %d volumes", dp.Cluster, len(made))
-	}
-	if err := d.deleteAndWait(ctx, d.kube[d.lab.Control], r); err != nil {
-		return "", err
+	if n := after.Calls["CreateVolume"] - before.Calls["CreateVolume"]; n != 0 {
+		return "", fmt.Errorf("the refused restore called CreateVolume %d times", n)
 	}
 	if err := d.deleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("a restore over claim %s refused (%s) with no volume made in %s", claim, dpv1alpha1.RestoreMemberClaimConflictReason, dp.Cluster), nil
+	return fmt.Sprintf("a restore over claim %s refused (%s) without one CreateVolume", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
+}
+
+// toleratedOutage takes a backup and restores it with tolerateSingleTiKVOutage into a cluster
+// whose second plane's TiKV 1 never starts: restore-data goes on with the other stores, the
+// restore completes, and the restored cluster is exact.
+func (d *run) toleratedOutage(ctx context.Context, name string) (string, error) {
+	b, err := d.backup(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := d.waitTransfersAfter(ctx, b); err != nil {
+		return "", err
+	}
+	down := d.lab.DataPlanes[min(1, len(d.lab.DataPlanes)-1)].Cluster
+	prev := d.o
+	defer func() { d.o = prev }()
+	d.o.RestoreNamespace, d.o.RestoreTolerateOutage, d.o.RestoreDownTiKV = name+"-restored", true, map[string]string{down: "1"}
+	r, err := d.restore(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if err := d.check(ctx, b, r); err != nil {
+		return "", err
+	}
+	c := d.kube[d.lab.Control]
+	if err := d.deleteAndWait(ctx, c, r); err != nil {
+		return "", err
+	}
+	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
+		return "", err
+	}
+	if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("restored exactly with TiKV 1 of %s down", down), nil
 }

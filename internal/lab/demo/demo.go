@@ -58,6 +58,11 @@ type Options struct {
 	Out io.Writer
 	// AgentArgs are added to every `fedbr agent` command line.
 	AgentArgs []string
+	// RestoreTolerateOutage sets the restore's tolerateSingleTiKVOutage; RestoreDownTiKV keeps
+	// TiKV ordinals of the restored TidbCluster down, by data plane (the lab operator's
+	// lab.fedbr.io/down-tikv: their node is lost).
+	RestoreTolerateOutage bool
+	RestoreDownTiKV       map[string]string
 }
 
 func (o Options) withDefaults() Options {

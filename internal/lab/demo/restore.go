@@ -19,6 +19,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/operator"
 )
 
 // restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
@@ -31,7 +32,10 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 			return nil, err
 		}
 		tc.Spec.RecoveryMode = true
-		tc.Annotations = map[string]string{"lab.fedbr.io/ip-prefix": prefix}
+		tc.Annotations = map[string]string{operator.AnnotationIPPrefix: prefix}
+		if down := d.o.RestoreDownTiKV[cluster]; down != "" {
+			tc.Annotations[operator.AnnotationDownTiKV] = down
+		}
 		if len(tc.Spec.PDAddresses) > 0 {
 			first, _ := restoreAddressing(d.lab.DataPlanes[0])
 			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
@@ -43,6 +47,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
 	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
 	r.Spec.Template.Warmup = d.o.RestoreWarmup
+	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
 	for _, dp := range d.lab.DataPlanes {
 		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.RestoreTCName,
 			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})

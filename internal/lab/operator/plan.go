@@ -29,6 +29,9 @@ const (
 	// AnnotationRecoveryMode records whether a TiKV pod was created in recovery mode, so a test
 	// or an SRE can tell a pod recreated after restore-finish from one started in recovery.
 	AnnotationRecoveryMode = "lab.fedbr.io/recovery-mode"
+	// AnnotationDownTiKV on a TidbCluster lists TiKV ordinals ("1" or "0,2") the operator never
+	// starts: their node is lost, so those stores stay down whatever else happens.
+	AnnotationDownTiKV = "lab.fedbr.io/down-tikv"
 
 	nameValue      = "tidb-cluster"
 	managedByValue = "tidb-operator"
@@ -217,10 +220,16 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 		tikvReplicas = int(tc.Spec.TiKV.Replicas)
 	}
 	_, volumesReady := tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation]
+	down, err := downOrdinals(tc)
+	if err != nil {
+		return p, err
+	}
 	// Restore-finish restarts nothing here: like tidb-operator's, the restore's own controller
 	// (fedbr's agent) deletes the TiKV pods and clears recoveryMode; the pods come back below.
-	canStart := func(int) bool {
+	canStart := func(i int) bool {
 		switch {
+		case down[i]:
+			return false
 		case tc.Spec.RecoveryMode && !volumesReady:
 			p.wait(WaitVolumesReady)
 			return false
@@ -232,6 +241,23 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 	}
 	p.members(cfg, lay, o, ComponentTiKV, tikvReplicas, canStart)
 	return p, nil
+}
+
+// downOrdinals reads AnnotationDownTiKV.
+func downOrdinals(tc *pcv1alpha1.TidbCluster) (map[int]bool, error) {
+	v := tc.Annotations[AnnotationDownTiKV]
+	if v == "" {
+		return nil, nil
+	}
+	down := map[int]bool{}
+	for _, f := range strings.Split(v, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || i < 0 {
+			return nil, fmt.Errorf("%w: annotation %s=%q: want TiKV ordinals, comma-separated", ErrInvalidSpec, AnnotationDownTiKV, v)
+		}
+		down[i] = true
+	}
+	return down, nil
 }
 
 func validate(tc *pcv1alpha1.TidbCluster) error {

@@ -23,7 +23,16 @@ type tcOpt func(*pcv1alpha1.TidbCluster)
 
 func recovery(tc *pcv1alpha1.TidbCluster) { tc.Spec.RecoveryMode = true }
 func volumesReady(tc *pcv1alpha1.TidbCluster) {
-	tc.Annotations = map[string]string{pcv1alpha1.TiKVVolumesReadyAnnotation: "ns/restore"}
+	annotate(tc, pcv1alpha1.TiKVVolumesReadyAnnotation, "ns/restore")
+}
+func annotate(tc *pcv1alpha1.TidbCluster, k, v string) {
+	if tc.Annotations == nil {
+		tc.Annotations = map[string]string{}
+	}
+	tc.Annotations[k] = v
+}
+func downTiKV(v string) tcOpt {
+	return func(tc *pcv1alpha1.TidbCluster) { annotate(tc, AnnotationDownTiKV, v) }
 }
 func deleting(tc *pcv1alpha1.TidbCluster) {
 	tc.DeletionTimestamp = &metav1.Time{}
@@ -163,6 +172,15 @@ func TestComputePlan(t *testing.T) {
 			want: []string{"CreatePod basic-tikv-0", "CreatePod basic-tikv-1", "CreatePod basic-tikv-2"},
 		},
 		{
+			name: "a TiKV whose node is lost (down-tikv) never starts, in recovery mode or not",
+			obs:  withTiKVClaims(world(newTC(recovery, volumesReady, downTiKV("1")), true, "pd-0"), 3),
+			want: []string{"CreatePod basic-tikv-0", "CreatePod basic-tikv-2"},
+		},
+		{
+			name: "a lost node's TiKV is not recreated",
+			obs:  withTiKVClaims(world(newTC(downTiKV("0,2")), true, "pd-0", "tikv-1"), 3),
+		},
+		{
 			name: "annotation arrival with PD not ready waits for PD",
 			obs:  world(newTC(recovery, volumesReady), false, "pd-0"),
 			wait: WaitPD,
@@ -227,6 +245,7 @@ func TestComputePlanInvalid(t *testing.T) {
 			tc.Annotations = map[string]string{AnnotationBasePort: "x"}
 			return tc
 		}(),
+		"bad down-tikv annotation": newTC(downTiKV("one")),
 		"zero storage": func() *pcv1alpha1.TidbCluster {
 			tc := newTC()
 			tc.Spec.TiKV.Requests[corev1.ResourceStorage] = resource.MustParse("0")
