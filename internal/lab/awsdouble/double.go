@@ -212,6 +212,9 @@ type Stats struct {
 	Hidden int `json:"hidden"`
 	// DroppedResponses counts calls run whose answer was dropped (Faults.DropResponses).
 	DroppedResponses int `json:"droppedResponses"`
+	// VolumesFromSnapshots counts the volumes created from a snapshot (a restore's; a
+	// provisioned empty volume does not count).
+	VolumesFromSnapshots int `json:"volumesFromSnapshots"`
 	// InFlight counts EC2 calls received and not yet run to their end, by action: a call
 	// held by Faults.Latency is in flight until AWS has run it, whether or not its caller
 	// still waits for the answer.
@@ -223,7 +226,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := Stats{Calls: map[string]int{}, Errors: map[string]int{}, InjectedThrottles: s.stats.InjectedThrottles, MaxPending: s.stats.MaxPending,
-		Hidden: s.stats.Hidden, DroppedResponses: s.stats.DroppedResponses}
+		Hidden: s.stats.Hidden, DroppedResponses: s.stats.DroppedResponses, VolumesFromSnapshots: s.stats.VolumesFromSnapshots}
 	for k, v := range s.stats.Calls {
 		out.Calls[k] = v
 	}

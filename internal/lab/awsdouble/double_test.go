@@ -561,3 +561,24 @@ func TestHeldCallRunsAfterItsCallerGaveUp(t *testing.T) {
 		t.Errorf("%d snapshots after the held call ran, want the 1 its caller never saw", n)
 	}
 }
+
+// TestVolumesFromSnapshotsCounted: only a volume made from a snapshot counts.
+func TestVolumesFromSnapshotsCounted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
+	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := clients(url)
+	snaps := snapshot(t, ctx, c, in.ID)
+	for _, from := range []*string{nil, snaps[0].SnapshotId} {
+		if _, err := c.CreateVolume(ctx, &ec2.CreateVolumeInput{AvailabilityZone: awssdk.String(in.AZ), Size: awssdk.Int32(4), SnapshotId: from}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := srv.Stats().VolumesFromSnapshots; n != 1 {
+		t.Errorf("VolumesFromSnapshots = %d, want 1 (an empty volume does not count)", n)
+	}
+}

@@ -844,6 +844,9 @@ func (s *Server) createVolume(form url.Values) (any, *apiError) {
 	if token != "" {
 		s.st.ClientTokens[token] = v.ID
 	}
+	if sn != nil {
+		s.stats.VolumesFromSnapshots++
+	}
 	s.markDirty()
 	x := s.xvolume(v)
 	x.Status = "creating"

@@ -23,7 +23,9 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -689,13 +691,13 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if err != nil {
 		return "", err
 	}
-	if n := after.Calls["CreateVolume"] - before.Calls["CreateVolume"]; n != 0 {
-		return "", fmt.Errorf("the refused restore called CreateVolume %d times", n)
+	if n := after.VolumesFromSnapshots - before.VolumesFromSnapshots; n != 0 {
+		return "", fmt.Errorf("the refused restore created %d volumes from the backup's snapshots", n)
 	}
 	if err := d.deleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("a restore over claim %s refused (%s) without one CreateVolume", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
+	return fmt.Sprintf("a restore over claim %s refused (%s) before any volume was made from a snapshot", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
 }
 
 // toleratedOutage takes a backup and restores it with tolerateSingleTiKVOutage into a cluster
@@ -716,6 +718,13 @@ func (d *run) toleratedOutage(ctx context.Context, name string) (string, error) 
 	r, err := d.restore(ctx, b)
 	if err != nil {
 		return "", err
+	}
+	var tc pcv1alpha1.TidbCluster
+	if err := d.kube[down].Get(ctx, client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: d.o.RestoreTCName}, &tc); err != nil {
+		return "", err
+	}
+	if up, want := tidbcluster.StoresUp(&tc), tidbcluster.TiKVReplicas(&tc); up != want-1 {
+		return "", fmt.Errorf("%s has %d of %d stores up after the restore; the scenario needs exactly one down", down, up, want)
 	}
 	if err := d.check(ctx, b, r); err != nil {
 		return "", err
