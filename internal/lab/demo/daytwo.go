@@ -593,8 +593,13 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	prevNS, prevTC := d.o.RestoreNamespace, d.o.RestoreTCName
 	defer func() { d.o.RestoreNamespace, d.o.RestoreTCName = prevNS, prevTC }()
 	d.o.RestoreNamespace, d.o.RestoreTCName = name+"-restored", "elsewhere"
+	d.o.RestoreMeta = metav1.ObjectMeta{Labels: map[string]string{"team": "sre"}, Annotations: map[string]string{roleAnnotation: roleARN}}
+	defer func() { d.o.RestoreMeta = metav1.ObjectMeta{} }()
 	r, err := d.restore(ctx, newest)
 	if err != nil {
+		return "", err
+	}
+	if err := d.restorePodsCarry(ctx, r); err != nil {
 		return "", err
 	}
 	if err := d.check(ctx, newest, r); err != nil {
@@ -633,21 +638,45 @@ func (d *run) stepPodsCarry(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([
 			return nil, fmt.Errorf("member of %s in %s: %w", b.Name, dp.Cluster, err)
 		}
 		uids = append(uids, string(m.UID))
-		var pods corev1.PodList
-		if err := d.kube[dp.Cluster].List(ctx, &pods, client.InNamespace(d.o.Namespace), client.MatchingLabels(job.Selector(member))); err != nil {
+		if _, err := d.podsCarry(ctx, dp.Cluster, d.o.Namespace, member); err != nil {
 			return nil, err
-		}
-		if len(pods.Items) == 0 {
-			return nil, fmt.Errorf("no step pod of %s in %s", b.Name, dp.Cluster)
-		}
-		for _, p := range pods.Items {
-			if p.Annotations[roleAnnotation] != roleARN || p.Labels["team"] != "sre" {
-				return nil, fmt.Errorf("step pod %s/%s in %s has annotation %s=%q and label team=%q; want %q and %q",
-					p.Namespace, p.Name, dp.Cluster, roleAnnotation, p.Annotations[roleAnnotation], p.Labels["team"], roleARN, "sre")
-			}
 		}
 	}
 	return uids, nil
+}
+
+// podsCarry checks every step pod of a member in one plane carries the label team=sre and the
+// IAM-role annotation, and says how many there are.
+func (d *run) podsCarry(ctx context.Context, plane, ns, member string) (int, error) {
+	var pods corev1.PodList
+	if err := d.kube[plane].List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(job.Selector(member))); err != nil {
+		return 0, err
+	}
+	for _, p := range pods.Items {
+		if p.Annotations[roleAnnotation] != roleARN || p.Labels["team"] != "sre" {
+			return 0, fmt.Errorf("step pod %s/%s in %s has annotation %s=%q and label team=%q; want %q and %q",
+				p.Namespace, p.Name, plane, roleAnnotation, p.Annotations[roleAnnotation], p.Labels["team"], roleARN, "sre")
+		}
+	}
+	if len(pods.Items) == 0 {
+		return 0, fmt.Errorf("no step pod of %s/%s in %s", ns, member, plane)
+	}
+	return len(pods.Items), nil
+}
+
+// restorePodsCarry checks the step pods of a restore in every plane (restore-volumes in each,
+// restore-data in one) carry the label and the annotation.
+func (d *run) restorePodsCarry(ctx context.Context, r *fedv1alpha1.VolumeRestore) error {
+	total := 0
+	for _, dp := range d.lab.DataPlanes {
+		n, err := d.podsCarry(ctx, dp.Cluster, d.o.RestoreNamespace, fedv1alpha1.MemberName(r.Name))
+		if err != nil {
+			return err
+		}
+		total += n
+	}
+	d.say("  the restore's %d step pods in %d planes carry the label and the IAM role", total, len(d.lab.DataPlanes))
+	return nil
 }
 
 // refusedRestore restores b into a TidbCluster whose namespace, in every data plane, already

@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
@@ -63,6 +65,8 @@ type Options struct {
 	// lab.fedbr.io/down-tikv: their node is lost).
 	RestoreTolerateOutage bool
 	RestoreDownTiKV       map[string]string
+	// RestoreMeta gives the VolumeRestore labels and annotations.
+	RestoreMeta metav1.ObjectMeta
 }
 
 func (o Options) withDefaults() Options {

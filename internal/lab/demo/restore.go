@@ -45,7 +45,8 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		return nil, err
 	}
 	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
-	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default",
+		Labels: d.o.RestoreMeta.Labels, Annotations: d.o.RestoreMeta.Annotations}}
 	r.Spec.Template.Warmup = d.o.RestoreWarmup
 	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
 	for _, dp := range d.lab.DataPlanes {
