@@ -505,39 +505,7 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("create VolumeBackupSchedule: %w", err)
 	}
 	d.say("  VolumeBackupSchedule default/%s: every minute, maxBackups 2", name)
-	complete := map[string]*fedv1alpha1.VolumeBackup{}
-	uids := map[string][]string{}
-	var order []string
-	// Three ticks, each backup checked as it completes; a backup may be deleted by retention
-	// right after it completed, so each is read once Complete and never looked up again.
-	err := d.pollFor(ctx, 5*time.Minute, "three scheduled backups of "+name, func() (bool, string, error) {
-		var list fedv1alpha1.VolumeBackupList
-		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
-			return false, "", err
-		}
-		var state []string
-		for i := range list.Items {
-			b := &list.Items[i]
-			if _, ok := complete[b.Name]; ok || b.DeletionTimestamp != nil {
-				continue
-			}
-			switch b.Status.Phase {
-			case fedv1alpha1.VolumeBackupFailed:
-				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
-			case fedv1alpha1.VolumeBackupComplete:
-				u, err := d.stepPodsCarry(ctx, b)
-				if err != nil {
-					return false, "", err
-				}
-				complete[b.Name], uids[b.Name] = b.DeepCopy(), u
-				order = append(order, b.Name)
-				d.say("  scheduled backup %s complete (commit ts %s); its step pods carry the schedule's label and role", b.Name, b.Status.CommitTs)
-			default:
-				state = append(state, b.Name+" "+string(b.Status.Phase))
-			}
-		}
-		return len(complete) >= 3, fmt.Sprintf("%d complete; %v", len(complete), state), nil
-	})
+	complete, uids, order, err := d.threeTicks(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -549,9 +517,6 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	if err := c.Update(ctx, s); err != nil {
 		return "", fmt.Errorf("pause the schedule: %w", err)
 	}
-	sort.Slice(order, func(i, j int) bool {
-		return complete[order[i]].CreationTimestamp.Before(&complete[order[j]].CreationTimestamp)
-	})
 	var kept []string
 	err = d.poll(ctx, "retention of "+name, func() (bool, string, error) {
 		var list fedv1alpha1.VolumeBackupList
@@ -625,6 +590,52 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	}
 	return fmt.Sprintf("3 scheduled backups complete, kept %v; %s; %s restored exactly into %s/%s", kept, refused, newest.Name,
 		name+"-restored", "elsewhere"), nil
+}
+
+// threeTicks waits for three of the schedule's backups to complete, checking each as it
+// completes (its step pods, its member UIDs): retention may delete it right after, so each is
+// read once Complete and never looked up again. It returns them by name, their member UIDs,
+// and their names in creation order.
+func (d *run) threeTicks(ctx context.Context, name string) (map[string]*fedv1alpha1.VolumeBackup, map[string][]string, []string, error) {
+	c := d.kube[d.lab.Control]
+	complete := map[string]*fedv1alpha1.VolumeBackup{}
+	uids := map[string][]string{}
+	var order []string
+	err := d.pollFor(ctx, 5*time.Minute, "three scheduled backups of "+name, func() (bool, string, error) {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+			return false, "", err
+		}
+		var state []string
+		for i := range list.Items {
+			b := &list.Items[i]
+			if _, ok := complete[b.Name]; ok || b.DeletionTimestamp != nil {
+				continue
+			}
+			switch b.Status.Phase {
+			case fedv1alpha1.VolumeBackupFailed:
+				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+			case fedv1alpha1.VolumeBackupComplete:
+				u, err := d.stepPodsCarry(ctx, b)
+				if err != nil {
+					return false, "", err
+				}
+				complete[b.Name], uids[b.Name] = b.DeepCopy(), u
+				order = append(order, b.Name)
+				d.say("  scheduled backup %s complete (commit ts %s); its step pods carry the schedule's label and role", b.Name, b.Status.CommitTs)
+			default:
+				state = append(state, b.Name+" "+string(b.Status.Phase))
+			}
+		}
+		return len(complete) >= 3, fmt.Sprintf("%d complete; %v", len(complete), state), nil
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	sort.Slice(order, func(i, j int) bool {
+		return complete[order[i]].CreationTimestamp.Before(&complete[order[j]].CreationTimestamp)
+	})
+	return complete, uids, order, nil
 }
 
 // stepPodsCarry checks every step pod of a backup in every plane carries the schedule's label
@@ -708,10 +719,10 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	d.o.RestoreNamespace, d.o.RestoreTCName = ns, tc
 	r, err := d.restore(ctx, b)
 	if err == nil || !errors.Is(err, errFailed) {
-		return "", fmt.Errorf("restore into %s/%s over the claim %s: %v; want it refused", ns, tc, claim, err)
+		return "", fmt.Errorf("restore into %s/%s over the claim %s: %w; want it refused", ns, tc, claim, err)
 	}
 	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberClaimConflictReason) || !strings.Contains(err.Error(), claim) {
-		return "", fmt.Errorf("restore refused with %v; want %s naming %s", err, dpv1alpha1.RestoreMemberClaimConflictReason, claim)
+		return "", fmt.Errorf("restore refused with %w; want %s naming %s", err, dpv1alpha1.RestoreMemberClaimConflictReason, claim)
 	}
 	if err := d.deleteAndWait(ctx, d.kube[d.lab.Control], r); err != nil {
 		return "", err

@@ -322,17 +322,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	if o.report.Member != "" && o.pauseStatus == "" && (o.waitTS || o.engine.BackupTS != 0) {
 		// The pause runs for the backup in another pod, perhaps another data plane: PD is
 		// where every plane can see that it still holds.
-		o.engine.StillPaused = func(ctx context.Context, backupTS uint64) error {
-			var errs []error
-			for _, u := range session.PDHTTPAddrs(o.pd) { // any PD answers for the cluster
-				err := tidb.CheckPauseHolds(ctx, u, backupTS, time.Now())
-				if err == nil || errors.Is(err, tidb.ErrPauseGone) {
-					return err
-				}
-				errs = append(errs, err)
-			}
-			return errors.Join(errs...)
-		}
+		o.engine.StillPaused = o.pauseInPD
 	}
 	o.engine.Progress = logw
 	var pf progressFile
@@ -438,6 +428,20 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 		return nil
 	}
 	return release, nil
+}
+
+// pauseInPD checks that PD (any of its members answers for the cluster) lists a live fedbr
+// pause's GC safepoint at backupTS.
+func (o *options) pauseInPD(ctx context.Context, backupTS uint64) error {
+	var errs []error
+	for _, u := range session.PDHTTPAddrs(o.pd) {
+		err := tidb.CheckPauseHolds(ctx, u, backupTS, time.Now())
+		if err == nil || errors.Is(err, tidb.ErrPauseGone) {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // progressFile rewrites the progress JSON atomically.
