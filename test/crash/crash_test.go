@@ -99,7 +99,8 @@ var Points = []demo.KillPoint{
 }
 
 // choose returns the points of this run: all with FEDBR_CRASH_POINTS=all, those whose names
-// contain FEDBR_CRASH_POINTS otherwise when set, else ciPoints chosen by the seed.
+// contain one of FEDBR_CRASH_POINTS's comma-separated parts otherwise when set, else ciPoints
+// chosen by the seed.
 func choose(t *testing.T) []demo.KillPoint {
 	sel := os.Getenv("FEDBR_CRASH_POINTS")
 	switch sel {
@@ -109,8 +110,11 @@ func choose(t *testing.T) []demo.KillPoint {
 	default:
 		var out []demo.KillPoint
 		for _, p := range Points {
-			if strings.Contains(p.Name, sel) {
-				out = append(out, p)
+			for _, part := range strings.Split(sel, ",") {
+				if strings.Contains(p.Name, part) {
+					out = append(out, p)
+					break
+				}
 			}
 		}
 		return out
