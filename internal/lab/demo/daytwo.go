@@ -104,32 +104,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 		return nil, err
 	}
 	defer d.stop()
-	if err := ensureDir(logDir(d.lab)); err != nil {
+	if err := d.startSuite(ctx); err != nil {
 		return nil, err
-	}
-	if err := d.startControllers(); err != nil {
-		return nil, err
-	}
-	if err := d.sourceCluster(ctx); err != nil {
-		return nil, err
-	}
-	if err := d.startBank(ctx); err != nil {
-		return nil, err
-	}
-	defer d.stopBank()
-	if err := d.waitTransfers(ctx, 0); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
-		return nil, err
-	}
-	vols, err := d.aws.ListVolumes(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	d.crashBefore = map[string]bool{}
-	for _, v := range vols {
-		d.crashBefore[v.ID] = true
 	}
 	var out []DayTwoResult
 	for i, name := range names {
@@ -199,6 +175,22 @@ func (d *run) setFaults(ctx context.Context, f awsdouble.Faults) error {
 // even when the caller has given up by then.
 func (d *run) slowSnapshots(ctx context.Context) error {
 	return d.setFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(inFlight)}})
+}
+
+// backupInFlight creates b with every CreateSnapshots held by AWS (slowSnapshots) and returns
+// its member UIDs once the AWS double holds all of its calls.
+func (d *run) backupInFlight(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
+	if err := d.slowSnapshots(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.kube[d.lab.Control].Create(ctx, b); err != nil {
+		return nil, fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	uids, err := d.memberUIDs(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return uids, d.snapshotsInFlight(ctx)
 }
 
 // memberUIDs are the UIDs of a backup's members in every plane (the snapshots' fedbr.io/backup
@@ -305,21 +297,12 @@ func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []stri
 // the agent's lift step must). The backup must fail naming the pause, leave nothing once
 // deleted, and a killed pause's GC safepoint must be gone while its TTL still ran.
 func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (string, error) {
-	if err := d.slowSnapshots(ctx); err != nil {
-		return "", err
-	}
 	b := d.newBackup(name)
-	c := d.kube[d.lab.Control]
-	if err := c.Create(ctx, b); err != nil {
-		return "", fmt.Errorf("create VolumeBackup: %w", err)
-	}
-	uids, err := d.memberUIDs(ctx, b)
+	uids, err := d.backupInFlight(ctx, b)
 	if err != nil {
 		return "", err
 	}
-	if err := d.snapshotsInFlight(ctx); err != nil {
-		return "", err
-	}
+	c := d.kube[d.lab.Control]
 	pdURL := d.lab.DataPlanes[0].PDAddress()
 	expiry, err := d.pauseExpiry(ctx, pdURL)
 	if err != nil {
@@ -447,22 +430,13 @@ func (d *run) deleteStepPod(ctx context.Context, plane, member, step string) err
 // are stopped and the calls they never saw answered still create snapshots, which nothing
 // records. None may be left.
 func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha1.CleanPolicyType) (string, error) {
-	if err := d.slowSnapshots(ctx); err != nil {
-		return "", err
-	}
 	b := d.newBackup(name)
 	b.Spec.Template.CleanPolicy = policy
-	c := d.kube[d.lab.Control]
-	if err := c.Create(ctx, b); err != nil {
-		return "", fmt.Errorf("create VolumeBackup: %w", err)
-	}
-	uids, err := d.memberUIDs(ctx, b)
+	uids, err := d.backupInFlight(ctx, b)
 	if err != nil {
 		return "", err
 	}
-	if err := d.snapshotsInFlight(ctx); err != nil {
-		return "", err
-	}
+	c := d.kube[d.lab.Control]
 	deleted := time.Now()
 	if err := d.deleteAndWait(ctx, c, b); err != nil {
 		return "", err
