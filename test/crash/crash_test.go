@@ -161,6 +161,13 @@ func TestCrashAnywhere(t *testing.T) {
 		t.Fatalf("go build: %v: %s", err, out)
 	}
 	dir := filepath.Join(t.TempDir(), "lab")
+	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
+		// Kept after the run (lab down still stops every process): the steps' logs can be read.
+		if err := os.RemoveAll(keep); err != nil {
+			t.Fatal(err)
+		}
+		dir = keep
+	}
 	testenv.LabDownAfterExit(t, bin, dir)
 	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
 	if err != nil {

@@ -40,6 +40,7 @@ type PD interface {
 // satisfies it.
 type PDHTTP interface {
 	ResetBaseAllocID(ctx context.Context, id uint64) error
+	SetSnapshotRecoveringMark(ctx context.Context) error
 	DeleteSnapshotRecoveringMark(ctx context.Context) error
 }
 
@@ -193,6 +194,14 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 	}
 	r := &run{d: d, cfg: cfg, conns: map[uint64]*conn{}}
 	defer r.close()
+	// restore-volumes marked PD snapshot-recovering; an earlier attempt of this step that got as
+	// far as lifting the mark and was then killed before it reported leaves it lifted, and PD
+	// resets its id allocator only while it is marked. Marking again (idempotent in PD) makes
+	// the whole phase safe to run again: the TiKVs stay in recovery mode until restore-finish
+	// restarts them, and flashback to the same ts is idempotent per region.
+	if err := d.HTTP.SetSnapshotRecoveringMark(ctx); err != nil {
+		return Result{}, fmt.Errorf("mark PD snapshot-recovering: %w", err)
+	}
 
 	var res Result
 	var err error

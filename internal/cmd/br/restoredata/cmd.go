@@ -42,6 +42,9 @@ type options struct {
 	waitStart bool
 }
 
+// errAlreadyDone: an earlier attempt of the step completed the data phase and reported it.
+var errAlreadyDone = errors.New("an earlier attempt restored the data already; nothing to do")
+
 // startSignal is the go in the member's spec: phase restore-data.
 func startSignal(m *unstructured.Unstructured) (string, bool) {
 	if v, _, _ := unstructured.NestedString(m.Object, "spec", "phase"); v == string(dpv1alpha1.RestoreMemberRestoreData) {
@@ -123,6 +126,10 @@ func run(cmd *cobra.Command, o options) error {
 		return err
 	}
 	res, err := o.restore(ctx, cmd, logf, func(st restoredata.Status) { rep.Update(st.Phase, st) })
+	if errors.Is(err, errAlreadyDone) {
+		logf("%v", err)
+		return nil
+	}
 	if err != nil {
 		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
 			return restoredata.Status{Phase: restoredata.PhaseFailed, ResolvedTS: o.resolvedTS, Error: err.Error()}
@@ -173,6 +180,18 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		logf("Armed: waiting for spec.phase restore-data of member %s", o.report.Member)
 		if _, err := o.report.WaitSignal(ctx, startSignal, logf); err != nil {
 			return restoredata.Result{}, fmt.Errorf("waiting for the go to restore data: %w", err)
+		}
+	}
+	if o.report.Member != "" {
+		// A Job's next attempt after one that reported its result and was killed before it
+		// exited: the agent may be restarting TiKV out of recovery mode already, so this one
+		// must not touch the cluster.
+		prev, ok, err := o.report.Step(ctx, command)
+		if err != nil {
+			return restoredata.Result{}, fmt.Errorf("read this step's earlier report: %w", err)
+		}
+		if ok && prev.Phase == restoredata.PhaseCompleted {
+			return restoredata.Result{}, fmt.Errorf("%w (member %s reports it Completed)", errAlreadyDone, o.report.Member)
 		}
 	}
 	logf("Restoring data to resolved ts %d (%d stores expected)", cfg.ResolvedTS, cfg.Stores)
