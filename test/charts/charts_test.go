@@ -230,14 +230,17 @@ func checkEveryFlag(t *testing.T, cmd *cobra.Command, args []string, except ...s
 	})
 }
 
+// chartCase is a chart installed with values: its Deployment's args, and what else to check.
+type chartCase struct {
+	name   string
+	values map[string]any
+	args   []string
+	check  func(t *testing.T, objs objects, d *appsv1.Deployment)
+}
+
 func TestManagerChart(t *testing.T) {
 	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"
-	for _, tt := range []struct {
-		name   string
-		values map[string]any
-		args   []string
-		check  func(t *testing.T, objs objects, d *appsv1.Deployment)
-	}{{
+	for _, tt := range []chartCase{{
 		name: "defaults",
 		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/kubeconfig", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
 			"--leader-elect=true", "--leader-election-namespace=fedbr-system", "--probe-interval=5s", "--reload-check=10s", "--log-development=false", "--v=0"},
@@ -341,12 +344,7 @@ func checkRules(t *testing.T, objs objects) {
 
 func TestAgentChart(t *testing.T) {
 	const roleArn, stepRoleArn = "arn:aws:iam::111122223333:role/fedbr-agent", "arn:aws:iam::111122223333:role/fedbr-br"
-	for _, tt := range []struct {
-		name   string
-		values map[string]any
-		args   []string
-		check  func(t *testing.T, objs objects, d *appsv1.Deployment)
-	}{{
+	for _, tt := range []chartCase{{
 		name:   "defaults",
 		values: map[string]any{"clusterName": "dp1"},
 		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--metrics-bind-address=:8080",

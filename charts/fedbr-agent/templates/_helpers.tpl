@@ -1,3 +1,4 @@
+{{/* Shared by both charts: charts/shared-templates, copied here by `make generate`; edit it there. */}}
 {{/* The release's full name: the release name when it already names the chart. */}}
 {{- define "fedbr.fullname" -}}
 {{- if contains .Chart.Name .Release.Name -}}

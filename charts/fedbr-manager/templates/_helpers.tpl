@@ -1,3 +1,4 @@
+{{/* Shared by both charts: charts/shared-templates, copied here by `make generate`; edit it there. */}}
 {{/* The release's full name: the release name when it already names the chart. */}}
 {{- define "fedbr.fullname" -}}
 {{- if contains .Chart.Name .Release.Name -}}
@@ -46,5 +47,15 @@ metadata:
 rules:
   {{- toYaml $role.rules | nindent 2 }}
 {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* Annotations of a service account: annotations, plus IRSA's for roleArn when set. */}}
+{{- define "fedbr.serviceAccountAnnotations" -}}
+{{- $a := deepCopy (.annotations | default dict) -}}
+{{- with .roleArn }}{{ $_ := set $a "eks.amazonaws.com/role-arn" . }}{{ end -}}
+{{- with $a }}
+annotations:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}

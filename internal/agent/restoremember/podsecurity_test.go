@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
@@ -41,50 +42,46 @@ func TestEveryStepPodIsRestricted(t *testing.T) {
 	restored := func(rec *meta.Record) func(*Observed) { return func(o *Observed) { o.RestoreMeta = rec } }
 	// dataOnly is a TidbCluster, and a restoremeta, whose TiKV has only its data volume.
 	dataOnlyTC := func() *pcv1alpha1.TidbCluster { tc := targetTC(2, true); tc.Spec.TiKV.StorageVolumes = nil; return tc }
-	type scenario struct {
-		name string
-		o    Observed
-	}
-	scenarios := []scenario{
-		{"new member", robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync("")), targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) })},
-		{"sync hybrid, data and raft volumes", robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyHybrid), volumesIn), targetTC(2, true), restored(record(t)))},
-		{"sync hybrid, data volume only", robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyHybrid), volumesIn), dataOnlyTC(), restored(dataOnly(record(t))))},
-		{"sync fio, data volume only", robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyFio), volumesIn), dataOnlyTC(), restored(dataOnly(record(t))))},
-		{"data member, volumes restored", robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(""), dataMember, volumesIn,
-			rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, dpv1alpha1.RestoreMemberWarmedUpReason)), targetTC(2, true), restored(record(t)))},
-		{"complete, async hybrid, data volume only", robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, tpl(fedv1alpha1.RestoreWarmupAsync, ""), volumesIn,
+	scenarios := map[string]Observed{
+		"new member": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync("")), targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }),
+		"sync hybrid, data and raft volumes": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyHybrid), volumesIn),
+			targetTC(2, true), restored(record(t))),
+		"sync hybrid, data volume only": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyHybrid), volumesIn),
+			dataOnlyTC(), restored(dataOnly(record(t)))),
+		"sync fio, data volume only": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyFio), volumesIn),
+			dataOnlyTC(), restored(dataOnly(record(t)))),
+		"data member, volumes restored": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(""), dataMember, volumesIn,
+			rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, dpv1alpha1.RestoreMemberWarmedUpReason)), targetTC(2, true), restored(record(t))),
+		"complete, async hybrid, data volume only": robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, tpl(fedv1alpha1.RestoreWarmupAsync, ""), volumesIn,
 			rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason), rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)),
 			storesUp(dataOnlyTC(), 2), restored(dataOnly(record(t))), func(o *Observed) {
 				o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
-			})},
+			}),
 	}
 	var restricted, privileged []string
-	for _, sc := range scenarios {
-		for _, a := range Plan(sc.o, t0).Actions {
-			if a.Kind != CreateJob {
-				continue
-			}
-			step := a.Job.Labels[job.LabelStep]
-			pod := a.Job.Spec.Template
+	for name, o := range scenarios {
+		for _, j := range plannedJobs(o) {
+			step := j.Labels[job.LabelStep]
+			pod := j.Spec.Template
 			c := pod.Spec.Containers[0]
 			if s := c.SecurityContext; s == nil || s.ReadOnlyRootFilesystem == nil || !*s.ReadOnlyRootFilesystem {
-				t.Errorf("%s: %s pod: root file system not read-only: %+v", sc.name, step, s)
+				t.Errorf("%s: Job %s: root file system not read-only: %+v", name, j.Name, s)
 			}
 			err := podsecurity.Check(podsecurity.Restricted, &pod.ObjectMeta, &pod.Spec)
 			if c.SecurityContext.Privileged == nil || !*c.SecurityContext.Privileged {
 				restricted = append(restricted, step)
 				if err != nil {
-					t.Errorf("%s: %s pod: %v", sc.name, step, err)
+					t.Errorf("%s: Job %s: %v", name, j.Name, err)
 				}
 				continue
 			}
 			// The documented exception: a warm-up reading a block device.
 			privileged = append(privileged, step)
 			if step != job.StepWarmup || !slices.Contains(c.Args, "--block") {
-				t.Errorf("%s: %s pod is privileged without a block read: %v", sc.name, step, c.Args)
+				t.Errorf("%s: Job %s is privileged without a block read: %v", name, j.Name, c.Args)
 			}
 			if err := podsecurity.Check(podsecurity.Baseline, &pod.ObjectMeta, &pod.Spec); err == nil || !strings.Contains(err.Error(), "privileged") {
-				t.Errorf("%s: %s pod: baseline admits it (%v), want privileged refused", sc.name, step, err)
+				t.Errorf("%s: Job %s: baseline admits it (%v), want privileged refused", name, j.Name, err)
 			}
 		}
 	}
@@ -97,6 +94,19 @@ func TestEveryStepPodIsRestricted(t *testing.T) {
 	if want := []string{w, w, w, w}; !slices.Equal(privileged, want) {
 		t.Errorf("privileged Jobs %v, want %v (hybrid with a raft volume, fio)", privileged, want)
 	}
+}
+
+// plannedJobs are the Jobs planned for scenarios, in order.
+func plannedJobs(scenarios ...Observed) []*batchv1.Job {
+	var jobs []*batchv1.Job
+	for _, o := range scenarios {
+		for _, a := range Plan(o, t0).Actions {
+			if a.Kind == CreateJob {
+				jobs = append(jobs, a.Job)
+			}
+		}
+	}
+	return jobs
 }
 
 // dataOnly drops the storage volume "raft" from record's TiKV members.
