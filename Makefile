@@ -12,6 +12,19 @@ LDFLAGS := -X github.com/fedbr/fedbr/internal/version.version=$(VERSION) \
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := .cache/bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CONTROLLER_GEN := go tool controller-gen
+# helm renders and lints charts/ in test/charts; its version is the one hack/tools/helm pins.
+HELM_VERSION := $(shell awk '$$1 == "helm.sh/helm/v3" {print $$2}' hack/tools/helm/go.mod)
+HELM := .cache/bin/helm-$(HELM_VERSION)
+# As Helm's release build: its version, and its default Kubernetes version (lint, capabilities)
+# that of its client-go.
+HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37
+# Generated files, checked by verify-generated.
+GENERATED := api config test/fixtures/crd charts/fedbr-manager/crds charts/fedbr-agent/crds \
+	charts/fedbr-manager/files/manager_role.yaml charts/fedbr-agent/files/agent_role.yaml \
+	charts/fedbr-agent/files/manager_dataplane_role.yaml \
+	$(foreach c,fedbr-manager fedbr-agent,$(foreach f,_helpers.tpl service.yaml servicemonitor.yaml serviceaccount.yaml,charts/$(c)/templates/$(f)))
 
 # Test flags; CI keeps the race detector on. Override with `make test GOTEST_FLAGS=...`.
 # Packages run one at a time (-p 1): several of them run whole clusters of doubles and real
@@ -37,15 +50,26 @@ demo: build k8s-bin ## Run the main job in the lab: backup under load, restore i
 	rc=0; bin/fedbr lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr lab down --dir $(DEMO_DIR); exit $$rc
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code and CRD manifests from api/.
+generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the charts' copies).
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
-	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths="./api/federation/...;./api/dataplane/..." output:crd:artifacts:config=config/crd/bases
+	# The TidbCluster stand-in replaces tidb-operator's CRD: only tests and the lab install it.
+	$(CONTROLLER_GEN) crd:allowDangerousTypes=true paths=./api/pingcap/... output:crd:artifacts:config=test/fixtures/crd
+	# Each chart installs its group's CRDs from its crds/ folder and its ClusterRoles from files/:
+	# copies of config/crd/bases and config/rbac.
+	rm -f charts/fedbr-manager/crds/*.yaml charts/fedbr-agent/crds/*.yaml
+	cp config/crd/bases/federation.pingcap.com_*.yaml charts/fedbr-manager/crds/
+	cp config/crd/bases/dataplane.fedbr.io_*.yaml charts/fedbr-agent/crds/
+	cp config/rbac/manager_role.yaml charts/fedbr-manager/files/
+	cp config/rbac/agent_role.yaml config/rbac/manager_dataplane_role.yaml charts/fedbr-agent/files/
+	# Templates both charts use, word for word.
+	for c in fedbr-manager fedbr-agent; do cp charts/shared-templates/{_helpers.tpl,service.yaml,servicemonitor.yaml,serviceaccount.yaml} charts/$$c/templates/; done
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files differ from what is committed.
-	@if [[ -n "$$(git status --porcelain -- api config)" ]]; then \
+	@if [[ -n "$$(git status --porcelain -- $(GENERATED))" ]]; then \
 		echo "generated files are stale; run 'make generate' and commit:"; \
-		git status --porcelain -- api config; git --no-pager diff --stat -- api config; exit 1; \
+		git status --porcelain -- $(GENERATED); git --no-pager diff --stat -- $(GENERATED); exit 1; \
 	fi
 
 .PHONY: fmt
@@ -59,6 +83,16 @@ vet: ## Run go vet.
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
+
+# The chart tests (test/charts) run this helm; without it they skip, unless FEDBR_HELM names it.
+.PHONY: helm
+helm: $(HELM) ## Build (once) the pinned helm CLI the chart tests render and lint with.
+
+$(HELM):
+	@echo "building helm $(HELM_VERSION) (first time only)"
+	@mkdir -p .cache/bin
+	cd hack/tools/helm && go build -trimpath -ldflags '$(HELM_LDFLAGS)' -o ../../../$(HELM).tmp helm.sh/helm/v3/cmd/helm
+	mv $(HELM).tmp $(HELM)
 
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) (first time only)"
@@ -84,10 +118,10 @@ crash: k8s-bin ## Run every point of the crash suite (test/crash; CI runs a rota
 	set -o pipefail; FEDBR_CRASH_POINTS=all go test -v -count=1 -timeout 180m -run TestCrashAnywhere ./test/crash/ 2>&1 | tee /tmp/fedbr-crash.log | grep -E "^(--- |ok|FAIL)|crash point|^\s*\| "
 
 .PHONY: unit
-unit: ## Run the unit tests only (no API server).
-	go test -short $(GOTEST_FLAGS) ./...
+unit: $(HELM) ## Run the unit tests only (no API server).
+	FEDBR_HELM="$(abspath $(HELM))" go test -short $(GOTEST_FLAGS) ./...
 
 .PHONY: test
-test: vet lint verify-generated k8s-bin ## Vet, lint, check generated files, run unit and envtest tests.
+test: vet lint verify-generated k8s-bin $(HELM) ## Vet, lint, check generated files, run unit and envtest tests.
 	go test $(GOTEST_FLAGS) -exec true ./... >/dev/null
-	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" go test -p 1 $(GOTEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" go test -p 1 $(GOTEST_FLAGS) ./...

@@ -65,7 +65,8 @@ func AssetsDir() (string, error) {
 	return controlplane.DefaultBinDir(RepoRoot())
 }
 
-// New starts an API server with every CRD under config/crd/bases installed. Call Stop when done.
+// New starts an API server with every CRD of controlplane.DefaultCRDDirs installed (fedbr's and
+// the TidbCluster stand-in). Call Stop when done.
 func New() (*Env, error) {
 	assets, err := AssetsDir()
 	if err != nil {
@@ -74,7 +75,7 @@ func New() (*Env, error) {
 	root := RepoRoot()
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd", "bases")},
+		CRDDirectoryPaths:     controlplane.DefaultCRDDirs(root),
 		ErrorIfCRDPathMissing: true,
 	}
 	before, err := childrenFrom(assets)

@@ -99,7 +99,7 @@ func TestLab(t *testing.T) {
 	start := time.Now()
 	testenv.LabDownAfterExit(t, bins.fedbr, dir)
 	l, err := env.Up(ctx, env.Options{
-		Dir: dir, Fedbr: bins.fedbr, BinDir: binDir, CRDDir: filepath.Join(testenv.RepoRoot(), "config", "crd", "bases"),
+		Dir: dir, Fedbr: bins.fedbr, BinDir: binDir, CRDDirs: controlplane.DefaultCRDDirs(testenv.RepoRoot()),
 		// A block of its own, so a lab a developer runs with the default --ip-base stays untouched.
 		IPBase: 60 + os.Getpid()%150,
 		Images: []string{"probe=" + bins.probe, "sh=/bin/sh"},

@@ -2,7 +2,6 @@ package backupmember
 
 import (
 	"maps"
-	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,9 +23,10 @@ var (
 )
 
 // TestEveryStepPodCarriesTheBackupsMetadata: an annotation and a label on the VolumeBackup reach
-// the pod template of every kind of Job a backup member runs (pause, snapshot, size, clean),
-// through the manager's member (federation.NewMeta) and the agent's Jobs; fedbr's own keys and
-// kubectl's last-applied-configuration do not, and the agent's selector labels are its own.
+// the pod template of every kind of Job a backup member runs (pause, snapshot, size, lift,
+// clean), through the manager's member (federation.NewMeta) and the agent's Jobs; fedbr's own
+// keys and kubectl's last-applied-configuration do not, and the agent's selector labels are its
+// own.
 func TestEveryStepPodCarriesTheBackupsMetadata(t *testing.T) {
 	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "ops", UID: "vb-uid",
 		Labels: union(userLabels, ownedLabels), Annotations: union(userAnnotations, ownedAnnots)}}
@@ -34,30 +34,8 @@ func TestEveryStepPodCarriesTheBackupsMetadata(t *testing.T) {
 		meta := federation.NewMeta(b, m.Name, m.Namespace, t0)
 		m.Labels, m.Annotations = meta.Labels, meta.Annotations
 	}
-	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)
-	started := func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupPath = "s3://bk/nightly-az1" }
-	scenarios := []Observed{
-		// a new initializer: its pause and its armed snapshot
-		obs(member(dpv1alpha1.BackupMemberInitialize, withBackupsMeta), func(o *Observed) { o.Cluster = cluster() }),
-		// a complete backup: its size step
-		obs(member(dpv1alpha1.BackupMemberTeardown, withBackupsMeta, complete)),
-		// a deleted backup under cleanPolicy Delete: its clean
-		obs(member(dpv1alpha1.BackupMemberTeardown, withBackupsMeta, deleting(fedv1alpha1.CleanPolicyDelete), started, complete)),
-	}
-	var steps []string
-	for _, o := range scenarios {
-		for _, a := range Plan(o, t0).Actions {
-			if a.Kind != CreateJob {
-				continue
-			}
-			step := a.Job.Labels[job.LabelStep]
-			steps = append(steps, step)
-			checkPodMeta(t, step, "fed-b1", a.Job.Spec.Template.ObjectMeta)
-		}
-	}
-	slices.Sort(steps)
-	if want := []string{job.StepClean, job.StepPause, job.StepSize, job.StepSnapshot}; !slices.Equal(steps, want) {
-		t.Errorf("Jobs built %v, want one of each kind %v", steps, want)
+	for _, j := range jobsOfEveryKind(t, withBackupsMeta) {
+		checkPodMeta(t, j.Labels[job.LabelStep], "fed-b1", j.Spec.Template.ObjectMeta)
 	}
 }
 

@@ -128,7 +128,8 @@ type PodTemplate struct {
 	// NodeName pins the pod to a node (a warm-up beside a running TiKV must share its node:
 	// the volumes are ReadWriteOnce).
 	NodeName string
-	// Privileged lets the container read the block device behind a mounted volume.
+	// Privileged lets the container read the block device behind a mounted volume (see
+	// securityContexts).
 	Privileged bool
 	// Affinity places the pod (warm-up pods spread over nodes: each node's EBS bandwidth is
 	// its own).
@@ -155,6 +156,7 @@ func Build(s Spec) *batchv1.Job {
 	if s.Owner.UID != "" {
 		owners = []metav1.OwnerReference{s.Owner}
 	}
+	podSecurity, containerSecurity := securityContexts(s.Pod.Privileged)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: s.Namespace, Labels: labels, Annotations: jobAnnotations,
@@ -168,6 +170,7 @@ func Build(s Spec) *batchv1.Job {
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
 					RestartPolicy:      corev1.RestartPolicyNever,
+					SecurityContext:    podSecurity,
 					NodeName:           s.Pod.NodeName,
 					Affinity:           s.Pod.Affinity,
 					ServiceAccountName: s.Pod.ServiceAccount,
@@ -188,7 +191,7 @@ func Build(s Spec) *batchv1.Job {
 						Env:             append(podEnv(), s.Pod.Env...),
 						Resources:       s.Pod.Resources,
 						VolumeMounts:    s.Pod.VolumeMounts,
-						SecurityContext: securityContext(s.Pod.Privileged),
+						SecurityContext: containerSecurity,
 					}},
 				},
 			},
@@ -196,11 +199,27 @@ func Build(s Spec) *batchv1.Job {
 	}
 }
 
-func securityContext(privileged bool) *corev1.SecurityContext {
-	if !privileged {
-		return nil
+// NonRootID is the user and group a step runs as (distroless's "nonroot"): any non-root id
+// passes Pod Security "restricted", and this one owns nothing on the node or in a volume.
+const NonRootID int64 = 65532
+
+// securityContexts are a step pod's and its container's security settings; the member's
+// template has no field for them, so they are fedbr's. An unprivileged step meets Pod Security
+// "restricted": user and group NonRootID, no privilege escalation, no capabilities, the
+// runtime's default seccomp profile, and a read-only root file system (a step writes only to
+// its mounted volumes: a local storage its metadata, a warm-up its checkpoint on the warmed
+// volume where NonRootID may write). A privileged one (a warm-up reading the block device
+// behind a mount) runs as root, since device nodes are root's, and needs a namespace whose Pod
+// Security level is "privileged".
+func securityContexts(privileged bool) (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+	pod := &corev1.PodSecurityContext{SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	if privileged {
+		return pod, &corev1.SecurityContext{Privileged: ptr.To(true), RunAsUser: ptr.To[int64](0), RunAsNonRoot: ptr.To(false),
+			ReadOnlyRootFilesystem: ptr.To(true)}
 	}
-	return &corev1.SecurityContext{Privileged: ptr.To(true)}
+	pod.RunAsNonRoot, pod.RunAsUser, pod.RunAsGroup = ptr.To(true), ptr.To(NonRootID), ptr.To(NonRootID)
+	return pod, &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
+		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
 }
 
 // podEnv gives the step its pod's namespace and name (its member lives in the pod's

@@ -54,43 +54,38 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 		}),
 	}
 	var built []string
-	for i, o := range scenarios {
-		for _, a := range Plan(o, t0).Actions {
-			if a.Kind != CreateJob {
-				continue
+	for _, j := range plannedJobs(scenarios...) {
+		step := j.Labels[job.LabelStep]
+		if step == job.StepWarmup && j.Spec.Template.Spec.NodeName != "" {
+			step = "warmup-async"
+		}
+		built = append(built, step)
+		pod := j.Spec.Template.ObjectMeta
+		for k, v := range userLabels {
+			if pod.Labels[k] != v {
+				t.Errorf("Job %s pod: label %s=%q, want %q", j.Name, k, pod.Labels[k], v)
 			}
-			step := a.Job.Labels[job.LabelStep]
-			if step == job.StepWarmup && a.Job.Spec.Template.Spec.NodeName != "" {
-				step = "warmup-async"
+		}
+		for k, v := range userAnnotations {
+			if pod.Annotations[k] != v {
+				t.Errorf("Job %s pod: annotation %s=%q, want %q", j.Name, k, pod.Annotations[k], v)
 			}
-			built = append(built, step)
-			pod := a.Job.Spec.Template.ObjectMeta
-			for k, v := range userLabels {
-				if pod.Labels[k] != v {
-					t.Errorf("scenario %d, %s pod: label %s=%q, want %q", i, step, k, pod.Labels[k], v)
-				}
+		}
+		for k, v := range job.Selector("fed-r1") {
+			if pod.Labels[k] != v {
+				t.Errorf("Job %s pod: selector label %s=%q, want %q", j.Name, k, pod.Labels[k], v)
 			}
-			for k, v := range userAnnotations {
-				if pod.Annotations[k] != v {
-					t.Errorf("scenario %d, %s pod: annotation %s=%q, want %q", i, step, k, pod.Annotations[k], v)
-				}
+		}
+		if got := pod.Labels[job.LabelStep]; got != j.Labels[job.LabelStep] || got == job.StepPause {
+			t.Errorf("Job %s pod: step label %q", j.Name, got)
+		}
+		for k := range pod.Annotations {
+			if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation {
+				t.Errorf("Job %s pod: annotation %s travelled to the pod", j.Name, k)
 			}
-			for k, v := range job.Selector("fed-r1") {
-				if pod.Labels[k] != v {
-					t.Errorf("scenario %d, %s pod: selector label %s=%q, want %q", i, step, k, pod.Labels[k], v)
-				}
-			}
-			if got := pod.Labels[job.LabelStep]; got != a.Job.Labels[job.LabelStep] || got == job.StepPause {
-				t.Errorf("scenario %d, %s pod: step label %q", i, step, got)
-			}
-			for k := range pod.Annotations {
-				if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation {
-					t.Errorf("scenario %d, %s pod: annotation %s travelled to the pod", i, step, k)
-				}
-			}
-			if _, ok := pod.Labels[dpv1alpha1.LabelOwnerName]; ok {
-				t.Errorf("scenario %d, %s pod: the member's owner label travelled to the pod", i, step)
-			}
+		}
+		if _, ok := pod.Labels[dpv1alpha1.LabelOwnerName]; ok {
+			t.Errorf("Job %s pod: the member's owner label travelled to the pod", j.Name)
 		}
 	}
 	slices.Sort(built)

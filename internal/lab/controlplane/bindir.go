@@ -29,3 +29,10 @@ func DefaultBinDir(repoRoot string) (string, error) {
 	}
 	return dir, nil
 }
+
+// DefaultCRDDirs are the folders of CRD manifests a lab or test API server gets from the
+// checkout at repoRoot: fedbr's own (config/crd/bases, what the charts install) and the
+// TidbCluster stand-in for tidb-operator's CRD (test/fixtures/crd, never installed by fedbr).
+func DefaultCRDDirs(repoRoot string) []string {
+	return []string{filepath.Join(repoRoot, "config", "crd", "bases"), filepath.Join(repoRoot, "test", "fixtures", "crd")}
+}

@@ -52,9 +52,9 @@ type Options struct {
 	// BinDir holds etcd and the Kubernetes binaries; default the `make k8s-bin` cache of the
 	// checkout this package was built from (controlplane.DefaultBinDir).
 	BinDir string
-	// CRDDir holds the CRD manifests installed in every cluster; default config/crd/bases of
-	// the checkout this package was built from.
-	CRDDir string
+	// CRDDirs hold the CRD manifests installed in every cluster; default
+	// controlplane.DefaultCRDDirs of the checkout this package was built from.
+	CRDDirs []string
 	// Clusters are the cluster names; default DefaultClusters.
 	Clusters []string
 	// Control is the control cluster (no nodes, no operator); default the first cluster.
@@ -192,7 +192,7 @@ func Load(dir string) (*Lab, error) {
 }
 
 // RepoRoot is the checkout this package was built from (tests, `go run`, `make demo`), found
-// from this source file; the defaults of BinDir and CRDDir live there.
+// from this source file; the defaults of BinDir and CRDDirs live there.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
@@ -205,17 +205,19 @@ func (o Options) validate() error {
 		return errors.New("--dir is required")
 	case o.Fedbr == "":
 		return errors.New("the fedbr binary to run is required")
-	case o.CRDDir == "":
-		return errors.New("the CRD directory is required")
+	case len(o.CRDDirs) == 0:
+		return errors.New("the CRD directories are required")
 	case o.BinDir == "":
 		return errors.New("the Kubernetes binaries' directory is required")
 	}
 	if st, err := os.Stat(o.Fedbr); err != nil || st.IsDir() {
 		return fmt.Errorf("fedbr binary %s: not a file", o.Fedbr)
 	}
-	crds, err := filepath.Glob(filepath.Join(o.CRDDir, "*.yaml"))
-	if err != nil || len(crds) == 0 {
-		return fmt.Errorf("no CRD manifests (*.yaml) in %s: pass the checkout's config/crd/bases", o.CRDDir)
+	for _, dir := range o.CRDDirs {
+		crds, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil || len(crds) == 0 {
+			return fmt.Errorf("no CRD manifests (*.yaml) in %s: pass the checkout's config/crd/bases and test/fixtures/crd", dir)
+		}
 	}
 	for _, r := range o.Images {
 		if _, err := kubelet.ParseImageRule(r); err != nil {
@@ -240,7 +242,7 @@ func (o Options) Validate() error {
 	return controlplane.Options{Dir: o.Dir, BinDir: o.BinDir, Clusters: o.withDefaults().Clusters}.Validate()
 }
 
-// withPaths fills in BinDir and CRDDir from the checkout when they are not given.
+// withPaths fills in BinDir and CRDDirs from the checkout when they are not given.
 func (o Options) withPaths() (Options, error) {
 	if o.BinDir == "" {
 		dir, err := controlplane.DefaultBinDir(RepoRoot())
@@ -249,8 +251,8 @@ func (o Options) withPaths() (Options, error) {
 		}
 		o.BinDir = dir
 	}
-	if o.CRDDir == "" {
-		o.CRDDir = filepath.Join(RepoRoot(), "config", "crd", "bases")
+	if len(o.CRDDirs) == 0 {
+		o.CRDDirs = controlplane.DefaultCRDDirs(RepoRoot())
 	}
 	return o, nil
 }

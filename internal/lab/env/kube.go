@@ -55,14 +55,18 @@ func (l *Lab) Config(cluster string) (*rest.Config, error) {
 
 // install applies every CRD manifest of crdDir (server-side: they are too large for the
 // last-applied annotation) and the lab StorageClass, and waits until the CRDs are established.
-func install(ctx context.Context, cfg *rest.Config, crdDir, storageClass string) error {
+func install(ctx context.Context, cfg *rest.Config, crdDirs []string, storageClass string) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
-	files, err := filepath.Glob(filepath.Join(crdDir, "*.yaml"))
-	if err != nil {
-		return err
+	var files []string
+	for _, dir := range crdDirs {
+		f, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			return err
+		}
+		files = append(files, f...)
 	}
 	names := make([]string, len(files))
 	var applies []func() error

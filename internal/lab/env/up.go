@@ -171,7 +171,7 @@ func (u *upper) setUpCluster(ctx context.Context, c controlplane.Cluster, awsRea
 	}
 	d, isDataPlane := u.lab.DataPlane(c.Name)
 	steps := []func() error{func() error {
-		if err := install(ctx, cfg, u.o.CRDDir, u.lab.StorageClass); err != nil {
+		if err := install(ctx, cfg, u.o.CRDDirs, u.lab.StorageClass); err != nil {
 			return err
 		}
 		u.log("%s: CRDs and StorageClass %s installed", c.Name, u.lab.StorageClass)

@@ -72,7 +72,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(root, "config", "crd", "bases", "pingcap.com_tidbclusters.yaml")}}); err != nil {
+		Paths: []string{filepath.Join(root, "test", "fixtures", "crd", "pingcap.com_tidbclusters.yaml")}}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})

@@ -59,8 +59,8 @@ Stop them with ` + "`fedbr lab down --dir DIR`" + `.`,
 	f.StringArrayVar(&o.o.Images, "image", nil, "extra image mapping PATTERN=PATH for every node, after fedbr's own (repeatable)")
 	f.StringVar(&o.o.Fedbr, "fedbr", "", "fedbr binary the lab processes run (default: this one)")
 	f.StringVar(&o.o.BinDir, "bin-dir", "", "folder with etcd and the Kubernetes binaries (default: the make k8s-bin cache)")
-	f.StringVar(&o.o.CRDDir, "crd-dir", "", "folder with the CRD manifests to install (default: REPO/config/crd/bases)")
-	f.StringVar(&o.repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries and config/crd/bases the CRDs, when --bin-dir or --crd-dir is not given")
+	f.StringSliceVar(&o.o.CRDDirs, "crd-dir", nil, "folder with CRD manifests to install, repeatable (default: REPO/config/crd/bases and REPO/test/fixtures/crd)")
+	f.StringVar(&o.repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries and config/crd/bases and test/fixtures/crd the CRDs, when --bin-dir or --crd-dir is not given")
 	f.DurationVar(&o.o.SnapshotTime, "snapshot-time", env.DefaultSnapshotTime,
 		"fixed time the AWS double adds to every snapshot's completion (EBS takes minutes; an instant one puts the completion's work inside the GC pause window)")
 	f.DurationVar(&o.o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for each part to be ready")
@@ -101,8 +101,8 @@ func (o *options) complete() error {
 		}
 		o.o.BinDir = dir
 	}
-	if o.o.CRDDir == "" {
-		o.o.CRDDir = filepath.Join(o.repoDir, "config", "crd", "bases")
+	if len(o.o.CRDDirs) == 0 {
+		o.o.CRDDirs = controlplane.DefaultCRDDirs(o.repoDir)
 	}
 	return o.o.Validate()
 }
@@ -135,7 +135,7 @@ func printPlan(w io.Writer, o env.Options) error {
 		return err
 	}
 	_, _ = fmt.Fprintf(w, "would start clusters %v in %s (control %s) with binaries from %s, fedbr %s, CRDs from %s\n",
-		o.Clusters, o.Dir, p.Control, o.BinDir, o.Fedbr, o.CRDDir)
+		o.Clusters, o.Dir, p.Control, o.BinDir, o.Fedbr, o.CRDDirs)
 	for _, d := range p.DataPlanes {
 		_, _ = fmt.Fprintf(w, "  %s: zone %s, nodes %v, operator on %s.x with store ids from %d\n",
 			d.Cluster, d.Zone, d.Nodes, d.IPPrefix, d.StoreIDBase+1)

@@ -1,0 +1,493 @@
+// Package charts tests charts/fedbr-manager and charts/fedbr-agent: linted and rendered by the
+// pinned helm CLI with their default values and with every optional feature on, their output
+// parsed as Kubernetes objects and held to the rest of the repository: the CRDs and
+// ClusterRoles are config/'s, the Deployments pass flags the commands accept (every flag is
+// reachable through values), and every pod template passes Pod Security "restricted".
+package charts
+
+import (
+	"bytes"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fedbr/fedbr/internal/agent/job"
+	agentcmd "github.com/fedbr/fedbr/internal/cmd/agent"
+	managercmd "github.com/fedbr/fedbr/internal/cmd/manager"
+	"github.com/fedbr/fedbr/internal/podsecurity"
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+var (
+	manager = chart{name: "fedbr-manager", release: "fedbr-manager", namespace: "fedbr-system"}
+	agent   = chart{name: "fedbr-agent", release: "fedbr-agent", namespace: "fedbr-system"}
+)
+
+// dressed are the values both charts take to place and dress their pod, all set; checkDressed
+// checks a pod made with them.
+func dressed(more map[string]any) map[string]any {
+	v := map[string]any{
+		"image": map[string]any{"repository": "registry.example.com/fedbr", "tag": "v9.9.9", "pullPolicy": "Always",
+			"pullSecrets": []any{"registry"}},
+		"resources":    map[string]any{"requests": map[string]any{"cpu": "200m", "memory": "200Mi"}, "limits": map[string]any{"memory": "2Gi"}},
+		"nodeSelector": map[string]any{"kubernetes.io/os": "linux"},
+		"tolerations":  []any{map[string]any{"key": "dedicated", "value": "fedbr", "effect": "NoSchedule"}},
+		"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"system"}}}}}}}},
+		"podAnnotations":    map[string]any{"example.com/owner": "dba"},
+		"podLabels":         map[string]any{"team": "db"},
+		"extraEnv":          []any{map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}},
+		"extraVolumes":      []any{map[string]any{"name": "config", "secret": map[string]any{"secretName": "kubeconfig"}}},
+		"extraVolumeMounts": []any{map[string]any{"name": "config", "mountPath": "/etc/fedbr/config", "readOnly": true}},
+		"metrics":           map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}}},
+		"health":            map[string]any{"port": 9091},
+		"replicas":          3,
+	}
+	maps.Copy(v, more)
+	return v
+}
+
+func checkDressed(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	pod := d.Spec.Template
+	c := pod.Spec.Containers[0]
+	got := map[string]bool{
+		"image":         c.Image == "registry.example.com/fedbr:v9.9.9" && c.ImagePullPolicy == corev1.PullAlways,
+		"pullSecrets":   slices.Equal(pod.Spec.ImagePullSecrets, []corev1.LocalObjectReference{{Name: "registry"}}),
+		"resources":     c.Resources.Requests.Cpu().String() == "200m" && c.Resources.Limits.Memory().String() == "2Gi",
+		"nodeSelector":  pod.Spec.NodeSelector["kubernetes.io/os"] == "linux",
+		"tolerations":   len(pod.Spec.Tolerations) == 1 && pod.Spec.Tolerations[0].Key == "dedicated",
+		"affinity":      pod.Spec.Affinity != nil && pod.Spec.Affinity.NodeAffinity != nil,
+		"annotations":   pod.Annotations["example.com/owner"] == "dba",
+		"labels":        pod.Labels["team"] == "db",
+		"env":           slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "HTTPS_PROXY" }),
+		"volume":        slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == "config" }),
+		"volumeMount":   slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/fedbr/config" }),
+		"ports":         slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" && p.ContainerPort == 9090 }),
+		"replicas":      d.Spec.Replicas != nil && *d.Spec.Replicas == 3,
+		"healthProbes":  c.LivenessProbe != nil && c.LivenessProbe.HTTPGet.Port.String() == "health",
+		"healthPort":    slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "health" && p.ContainerPort == 9091 }),
+		"selectorLabel": pod.Labels["app.kubernetes.io/instance"] != "",
+	}
+	for what, ok := range got {
+		if !ok {
+			t.Errorf("Deployment %s: %s not as the values say", d.Name, what)
+		}
+	}
+}
+
+// defaultImage is a chart's default image: fedbr's at the chart's appVersion.
+func defaultImage(t *testing.T, c chart) string {
+	t.Helper()
+	var meta struct {
+		AppVersion string `json:"appVersion"`
+	}
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "charts", c.name, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil || meta.AppVersion == "" {
+		t.Fatalf("%s/Chart.yaml: no appVersion (%v)", c.name, err)
+	}
+	return "ghcr.io/fedbr/fedbr:" + meta.AppVersion
+}
+
+// checkDefaultPod checks a pod made with default values.
+func checkDefaultPod(t *testing.T, c chart, d *appsv1.Deployment) {
+	t.Helper()
+	if ctr := d.Spec.Template.Spec.Containers[0]; ctr.Image != defaultImage(t, c) {
+		t.Errorf("image %s, want %s", ctr.Image, defaultImage(t, c))
+	}
+	if len(d.Spec.Template.Spec.ImagePullSecrets) != 0 || len(d.Spec.Template.Spec.Tolerations) != 0 {
+		t.Errorf("pull secrets %v, tolerations %v by default", d.Spec.Template.Spec.ImagePullSecrets, d.Spec.Template.Spec.Tolerations)
+	}
+}
+
+// checkMonitoring checks the metrics Service and, when serviceMonitor, its ServiceMonitor.
+func checkMonitoring(t *testing.T, objs objects, name string, port int32, serviceMonitor bool) {
+	t.Helper()
+	var svc corev1.Service
+	objs.get(t, "Service", name+"-metrics", &svc)
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "metrics" || svc.Spec.Ports[0].Port != port {
+		t.Errorf("metrics Service ports %+v", svc.Spec.Ports)
+	}
+	if !serviceMonitor {
+		if n := len(objs.all("ServiceMonitor")); n != 0 {
+			t.Errorf("%d ServiceMonitors, want none", n)
+		}
+		return
+	}
+	sm := objs.get(t, "ServiceMonitor", name, nil)
+	if sm.GetLabels()["release"] != "prom" {
+		t.Errorf("ServiceMonitor labels %v", sm.GetLabels())
+	}
+}
+
+// install is what checkInstall holds a chart's rendered objects to.
+type install struct {
+	// crds is a glob of config/crd/bases: the chart's CRDs are these.
+	crds string
+	// roles are files of config/rbac: the chart's ClusterRoles are these.
+	roles []string
+	// role is the ClusterRole bound to the Deployment's service account.
+	role string
+	// deployment and args: the Deployment's name and its container's arguments.
+	deployment string
+	args       []string
+}
+
+// checkInstall checks what every install of a chart holds and returns its Deployment.
+func checkInstall(t *testing.T, c chart, objs objects, want install) *appsv1.Deployment {
+	t.Helper()
+	crds := readObjects(t, want.crds)
+	if got := objs.all("CustomResourceDefinition"); len(got) != len(crds) {
+		t.Errorf("%d CRDs rendered, want %d (%s)", len(got), len(crds), want.crds)
+	}
+	for _, crd := range crds {
+		if got := objs.get(t, "CustomResourceDefinition", crd.GetName(), nil); !equality.Semantic.DeepEqual(got.Object, crd.Object) {
+			t.Errorf("CRD %s differs from %s: run make generate", crd.GetName(), want.crds)
+		}
+	}
+
+	var roles objects
+	for _, f := range want.roles {
+		roles = append(roles, readObjects(t, f)...)
+	}
+	if got := objs.all("ClusterRole"); len(got) != len(roles) {
+		t.Errorf("%d ClusterRoles rendered, want %d (%v)", len(got), len(roles), want.roles)
+	}
+	for _, r := range roles {
+		var have, wantRole rbacv1.ClusterRole
+		objs.get(t, "ClusterRole", r.GetName(), &have)
+		as(t, r, &wantRole)
+		if !equality.Semantic.DeepEqual(have.Rules, wantRole.Rules) {
+			t.Errorf("ClusterRole %s: rules differ from config/rbac: %s", r.GetName(), cmp.Diff(wantRole.Rules, have.Rules))
+		}
+	}
+
+	var d appsv1.Deployment
+	objs.get(t, "Deployment", want.deployment, &d)
+	pod := &d.Spec.Template
+	if err := podsecurity.Check(podsecurity.Restricted, &pod.ObjectMeta, &pod.Spec); err != nil {
+		t.Errorf("Deployment %s: %v", d.Name, err)
+	}
+	for _, ctr := range pod.Spec.Containers {
+		if sc := ctr.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("Deployment %s, container %s: root file system not read-only", d.Name, ctr.Name)
+		}
+	}
+	if got := pod.Spec.Containers[0].Args; !slices.Equal(got, want.args) {
+		t.Errorf("Deployment %s args:\n got %q\nwant %q", d.Name, got, want.args)
+	}
+	if !bound(t, objs, want.role, pod.Spec.ServiceAccountName, c.namespace) {
+		t.Errorf("no ClusterRoleBinding of %s to service account %s/%s", want.role, c.namespace, pod.Spec.ServiceAccountName)
+	}
+	objs.get(t, "ServiceAccount", pod.Spec.ServiceAccountName, nil)
+	return &d
+}
+
+// bound tells whether a ClusterRoleBinding binds role to service account namespace/name.
+func bound(t *testing.T, objs objects, role, name, namespace string) bool {
+	t.Helper()
+	for _, obj := range objs.all("ClusterRoleBinding") {
+		var b rbacv1.ClusterRoleBinding
+		if as(t, obj, &b); b.RoleRef.Name != role {
+			continue
+		}
+		for _, s := range b.Subjects {
+			if s.Kind == rbacv1.ServiceAccountKind && s.Name == name && s.Namespace == namespace {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// checkEveryFlag checks that args set every flag of cmd but those in except.
+func checkEveryFlag(t *testing.T, cmd *cobra.Command, args []string, except ...string) {
+	t.Helper()
+	set := map[string]bool{}
+	for _, a := range args {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		set[name] = true
+	}
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if !set[f.Name] && !slices.Contains(except, f.Name) {
+			t.Errorf("flag --%s of `fedbr %s` cannot be set through the chart's values", f.Name, cmd.Name())
+		}
+	})
+}
+
+// chartCase is a chart installed with values: its Deployment's args, and what else to check.
+type chartCase struct {
+	name   string
+	values map[string]any
+	args   []string
+	check  func(t *testing.T, objs objects, d *appsv1.Deployment)
+}
+
+func TestManagerChart(t *testing.T) {
+	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"
+	for _, tt := range []chartCase{{
+		name: "defaults",
+		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/kubeconfig", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+			"--leader-elect=true", "--leader-election-namespace=fedbr-system", "--probe-interval=5s", "--reload-check=10s", "--log-development=false", "--v=0"},
+		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
+			checkDefaultPod(t, manager, d)
+			checkMonitoring(t, objs, "fedbr-manager", 8080, false)
+			for _, kind := range []string{"Secret", "PrometheusRule"} {
+				if n := len(objs.all(kind)); n != 0 {
+					t.Errorf("%d %s rendered, want none by default", n, kind)
+				}
+			}
+			if v := d.Spec.Template.Spec.Volumes[0]; v.Secret == nil || v.Secret.SecretName != "fedbr-dataplanes" {
+				t.Errorf("the data planes' kubeconfig comes from %+v, want Secret fedbr-dataplanes", v)
+			}
+			if *d.Spec.Replicas != 2 {
+				t.Errorf("%d replicas by default, want 2 (leader election)", *d.Spec.Replicas)
+			}
+		},
+	}, {
+		name: "everything on",
+		values: dressed(map[string]any{
+			"dataPlanes":     map[string]any{"secretName": "planes", "key": "config", "kubeconfig": kubeconfig},
+			"controlPlane":   map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "hub"},
+			"leaderElection": map[string]any{"namespace": "leases"},
+			"watchNamespace": "tidb-backup",
+			"probeInterval":  "2s",
+			"reloadCheck":    "30s",
+			"logDevelopment": true,
+			"verbosity":      1,
+			"extraArgs":      []any{"--probe-interval=3s"},
+			"metrics": map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+				"prometheusRule": map[string]any{"enabled": true}},
+			"serviceAccount": map[string]any{"name": "fedbr-hub", "annotations": map[string]any{"example.com/a": "b"}},
+		}),
+		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
+			"--namespace=tidb-backup", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9091", "--leader-elect=true",
+			"--leader-election-namespace=leases", "--probe-interval=2s", "--reload-check=30s", "--log-development=true", "--v=1", "--probe-interval=3s"},
+		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
+			checkDressed(t, d)
+			checkMonitoring(t, objs, "fedbr-manager", 8080, true)
+			checkEveryFlag(t, managercmd.NewCmd(), d.Spec.Template.Spec.Containers[0].Args)
+			var s corev1.Secret
+			objs.get(t, "Secret", "planes", &s)
+			if string(s.Data["config"]) != kubeconfig {
+				t.Errorf("Secret planes holds %q under config, want the kubeconfig", s.Data["config"])
+			}
+			if v := d.Spec.Template.Spec.Volumes[0]; v.Secret == nil || v.Secret.SecretName != "planes" {
+				t.Errorf("the data planes' kubeconfig comes from %+v, want Secret planes", v)
+			}
+			if sa := objs.get(t, "ServiceAccount", "fedbr-hub", nil); sa.GetAnnotations()["example.com/a"] != "b" {
+				t.Errorf("service account annotations %v", sa.GetAnnotations())
+			}
+			checkRules(t, objs)
+		},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			manager.lint(t, tt.values)
+			objs := manager.template(t, tt.values)
+			d := checkInstall(t, manager, objs, install{crds: "config/crd/bases/federation.pingcap.com_*.yaml",
+				roles: []string{"config/rbac/manager_role.yaml"}, role: "fedbr-manager", deployment: "fedbr-manager", args: tt.args})
+			// The real command takes every argument.
+			if err := managercmd.NewCmd().ParseFlags(tt.args[1:]); err != nil {
+				t.Errorf("fedbr manager refuses the chart's arguments: %v", err)
+			}
+			tt.check(t, objs, d)
+		})
+	}
+
+	t.Run("two replicas without leader election", func(t *testing.T) {
+		out, err := manager.run(t, map[string]any{"leaderElection": map[string]any{"enabled": false}}, "template", manager.release, manager.name)
+		if err == nil || !strings.Contains(out, "replicas > 1 needs leaderElection.enabled") {
+			t.Errorf("rendered (%v):\n%s", err, out)
+		}
+	})
+}
+
+// checkRules checks that the PrometheusRule carries the groups of the chart's
+// files/prometheus-rules.yaml, the one place fedbr's alerts are written.
+func checkRules(t *testing.T, objs objects) {
+	t.Helper()
+	var rule struct {
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	objs.get(t, "PrometheusRule", "fedbr-manager", &rule)
+	var file struct {
+		Groups []any `json:"groups"`
+	}
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "charts", "fedbr-manager", "files", "prometheus-rules.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		t.Fatal(err)
+	}
+	if len(file.Groups) == 0 || !equality.Semantic.DeepEqual(rule.Spec.Groups, file.Groups) {
+		t.Errorf("PrometheusRule groups differ from files/prometheus-rules.yaml: %s", cmp.Diff(file.Groups, rule.Spec.Groups))
+	}
+}
+
+func TestAgentChart(t *testing.T) {
+	const roleArn, stepRoleArn = "arn:aws:iam::111122223333:role/fedbr-agent", "arn:aws:iam::111122223333:role/fedbr-br"
+	for _, tt := range []chartCase{{
+		name:   "defaults",
+		values: map[string]any{"clusterName": "dp1"},
+		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--metrics-bind-address=:8080",
+			"--health-probe-bind-address=:8081", "--leader-elect=true", "--leader-election-namespace=fedbr-system", "--max-concurrent-reconciles=4",
+			"--orphan-sweep-interval=10m", "--orphan-grace=1h", "--v=0"},
+		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
+			checkDefaultPod(t, agent, d)
+			checkMonitoring(t, objs, "fedbr-agent", 8080, false)
+			if sa := objs.get(t, "ServiceAccount", "fedbr-agent", nil); len(sa.GetAnnotations()) != 0 {
+				t.Errorf("agent service account annotations %v by default", sa.GetAnnotations())
+			}
+			for _, kind := range []string{"RoleBinding", "Secret"} {
+				if n := len(objs.all(kind)); n != 0 {
+					t.Errorf("%d %s rendered, want none by default", n, kind)
+				}
+			}
+			if n := len(objs.all("ServiceAccount")); n != 1 {
+				t.Errorf("%d service accounts by default, want the agent's", n)
+			}
+			if *d.Spec.Replicas != 1 {
+				t.Errorf("%d replicas by default, want 1", *d.Spec.Replicas)
+			}
+		},
+	}, {
+		name: "everything on",
+		values: dressed(map[string]any{
+			"clusterName":             "dp-us-west-2a",
+			"stepImage":               "registry.example.com/fedbr-br:v9.9.9",
+			"leaderElection":          map[string]any{"namespace": "leases"},
+			"aws":                     map[string]any{"region": "us-west-2", "endpoint": "https://ec2.us-west-2.amazonaws.com"},
+			"watchNamespace":          "tidb",
+			"jobTTL":                  "2h",
+			"maxConcurrentReconciles": 8,
+			"orphanSweep":             map[string]any{"interval": "30m", "grace": "2h"},
+			"verbosity":               1,
+			"apiServer":               map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "dp"},
+			"extraArgs":               []any{"--job-ttl=3h"},
+			"serviceAccount":          map[string]any{"roleArn": roleArn, "annotations": map[string]any{"example.com/a": "b"}},
+			"stepServiceAccount":      map[string]any{"namespaces": []any{"tidb", "tidb-restore"}, "roleArn": stepRoleArn},
+			"managerAccess": map[string]any{"serviceAccount": map[string]any{"create": true},
+				"subjects": []any{map[string]any{"kind": "User", "name": "fedbr-manager", "apiGroup": "rbac.authorization.k8s.io"}}},
+		}),
+		args: []string{"agent", "--k8s-cluster-name=dp-us-west-2a", "--image=registry.example.com/fedbr-br:v9.9.9", "--kubeconfig=/etc/fedbr/config/kubeconfig",
+			"--context=dp", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com", "--namespace=tidb", "--job-ttl=2h",
+			"--metrics-bind-address=:9090", "--health-probe-bind-address=:9091", "--leader-elect=true", "--leader-election-namespace=leases",
+			"--max-concurrent-reconciles=8", "--orphan-sweep-interval=30m", "--orphan-grace=2h", "--v=1", "--job-ttl=3h"},
+		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
+			checkDressed(t, d)
+			checkMonitoring(t, objs, "fedbr-agent", 8080, true)
+			// --dry-run stops a Deployment's agent right after it started: not a value.
+			checkEveryFlag(t, agentcmd.NewCmd(), d.Spec.Template.Spec.Containers[0].Args, "dry-run")
+			if a := objs.get(t, "ServiceAccount", "fedbr-agent", nil).GetAnnotations(); a["eks.amazonaws.com/role-arn"] != roleArn || a["example.com/a"] != "b" {
+				t.Errorf("agent service account annotations %v", a)
+			}
+			checkStepServiceAccounts(t, objs, stepRoleArn, "tidb", "tidb-restore")
+			if !bound(t, objs, "fedbr-manager-dataplane", "fedbr-manager-remote", "fedbr-system") {
+				t.Error("the manager's service account is not bound to fedbr-manager-dataplane")
+			}
+			var token corev1.Secret
+			objs.get(t, "Secret", "fedbr-manager-remote", &token)
+			if token.Type != corev1.SecretTypeServiceAccountToken || token.Annotations[corev1.ServiceAccountNameKey] != "fedbr-manager-remote" {
+				t.Errorf("manager token Secret %+v", token)
+			}
+		},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			agent.lint(t, tt.values)
+			objs := agent.template(t, tt.values)
+			d := checkInstall(t, agent, objs, install{crds: "config/crd/bases/dataplane.fedbr.io_*.yaml",
+				roles: []string{"config/rbac/agent_role.yaml", "config/rbac/manager_dataplane_role.yaml"}, role: "fedbr-agent",
+				deployment: "fedbr-agent", args: tt.args})
+			checkAgentEnv(t, d)
+			// The real command takes the arguments: --dry-run validates them and exits.
+			cmd := agentcmd.NewCmd()
+			var out bytes.Buffer
+			cmd.SetArgs(append(slices.Clone(tt.args[1:]), "--dry-run"))
+			cmd.SetOut(&out)
+			cmd.SetErr(&out)
+			if err := cmd.Execute(); err != nil || !strings.Contains(out.String(), "would run the agent") {
+				t.Errorf("fedbr agent refuses the chart's arguments: %v\n%s", err, out.String())
+			}
+			tt.check(t, objs, d)
+		})
+	}
+
+	t.Run("without a cluster name", func(t *testing.T) {
+		out, err := agent.run(t, nil, "template", agent.release, agent.name)
+		if err == nil || !strings.Contains(out, "clusterName is required") {
+			t.Errorf("rendered (%v):\n%s", err, out)
+		}
+	})
+}
+
+// checkAgentEnv checks that the agent finds its own Pod (the orphan sweeper's Events).
+func checkAgentEnv(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	paths := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			paths[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if paths["POD_NAMESPACE"] != "metadata.namespace" || paths["POD_NAME"] != "metadata.name" {
+		t.Errorf("agent env from the downward API: %v", paths)
+	}
+}
+
+// checkStepServiceAccounts checks the steps' service account in each of namespaces: the
+// name the agent gives step Jobs, IRSA's annotation, bound to ClusterRole fedbr-br-step.
+func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namespaces ...string) {
+	t.Helper()
+	var got []string
+	for _, obj := range objs.all("ServiceAccount") {
+		if obj.GetName() != job.ServiceAccountName {
+			continue
+		}
+		got = append(got, obj.GetNamespace())
+		if a := obj.GetAnnotations()["eks.amazonaws.com/role-arn"]; a != roleArn {
+			t.Errorf("service account %s/%s: role-arn %q, want %q", obj.GetNamespace(), obj.GetName(), a, roleArn)
+		}
+	}
+	if slices.Sort(got); !slices.Equal(got, namespaces) {
+		t.Errorf("steps' service accounts in %v, want %v", got, namespaces)
+	}
+	for _, obj := range objs.all("RoleBinding") {
+		var b rbacv1.RoleBinding
+		as(t, obj, &b)
+		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != "fedbr-br-step" || len(b.Subjects) != 1 || b.Subjects[0].Name != job.ServiceAccountName ||
+			b.Subjects[0].Namespace != b.Namespace || !slices.Contains(namespaces, b.Namespace) {
+			t.Errorf("RoleBinding %s/%s: %+v %+v", b.Namespace, b.Name, b.RoleRef, b.Subjects)
+		}
+	}
+	if n := len(objs.all("RoleBinding")); n != len(namespaces) {
+		t.Errorf("%d RoleBindings, want one per namespace %v", n, namespaces)
+	}
+}
+
+// TestConfigManagerIsRestricted: the manager's plain manifest (config/manager, for installs
+// without Helm) meets Pod Security "restricted" too.
+func TestConfigManagerIsRestricted(t *testing.T) {
+	var d appsv1.Deployment
+	readObjects(t, "config/manager/manager.yaml").get(t, "Deployment", "fedbr-manager", &d)
+	if err := podsecurity.Check(podsecurity.Restricted, &d.Spec.Template.ObjectMeta, &d.Spec.Template.Spec); err != nil {
+		t.Error(err)
+	}
+}
