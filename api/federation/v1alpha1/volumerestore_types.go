@@ -64,8 +64,10 @@ type VolumeRestoreMemberSpec struct {
 	// Resources of the restore Jobs.
 	// +optional
 	corev1.ResourceRequirements `json:"resources,omitempty"`
-	// Env is added to the restore Jobs' environment.
+	// Env is added to the restore Jobs' environment, as for a VolumeBackup's template.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['POD_NAMESPACE', 'POD_NAME', 'KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT']) && !e.name.startsWith('FEDBR_'))",message="env cannot set POD_NAMESPACE, POD_NAME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT or FEDBR_* variables: they tell a step which member it works for and which API server it talks to"
+	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
 	// BR tunes the BR engine. Optional in fedbr (upstream crashed without it).
 	// +optional
@@ -87,6 +89,7 @@ type VolumeRestoreMemberSpec struct {
 	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
 	// PriorityClassName of the Jobs.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('system-')",message="priorityClassName cannot be a system- priority class: step pods must never preempt the cluster's critical pods"
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// Warmup is "" (none), sync or async.
 	// +optional
@@ -99,9 +102,13 @@ type VolumeRestoreMemberSpec struct {
 	WarmupStrategy RestoreWarmupStrategy `json:"warmupStrategy,omitempty"`
 	// AdditionalVolumes are added to the Jobs' pods.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="additionalVolumes cannot be hostPath volumes: a step reads a node's directory only through a local storage, where the agent's policy allows hostPath"
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumes []corev1.Volume `json:"additionalVolumes,omitempty"`
 	// AdditionalVolumeMounts are added to the Jobs' containers.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !['/var/run/secrets/kubernetes.io', '/var/run/secrets/eks.amazonaws.com', '/var/run/secrets/pods.eks.amazonaws.com', '/run/secrets/kubernetes.io', '/run/secrets/eks.amazonaws.com', '/run/secrets/pods.eks.amazonaws.com'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="additionalVolumeMounts cannot mount over /var/run/secrets/kubernetes.io, /var/run/secrets/eks.amazonaws.com or /var/run/secrets/pods.eks.amazonaws.com: those hold the identity tokens the steps run with"
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumeMounts []corev1.VolumeMount `json:"additionalVolumeMounts,omitempty"`
 	// TolerateSingleTiKVOutage lets restore-data proceed with one TiKV store down (fedbr exposes
 	// what upstream kept on the data-plane Restore only).

@@ -105,8 +105,7 @@ func (p *plan) planRestoreVolumes() bool {
 	}
 	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
-	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreVolumes, args, storage))})
+	p.createJob(p.jobSpec(job.StepRestoreVolumes, args, storage))
 	return false
 }
 
@@ -363,8 +362,7 @@ func (p *plan) startData(armed bool) {
 	if armed {
 		args = append(args, "--wait-start")
 	}
-	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreData, args, storage))})
+	p.createJob(p.jobSpec(job.StepRestoreData, args, storage))
 }
 
 // planFinish leaves recovery mode: spec.recoveryMode false, the TiKV pods that ran in
