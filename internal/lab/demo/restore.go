@@ -41,7 +41,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		return nil, err
 	}
 	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.TCName)
-	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default"}}
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: controlNamespace}}
 	r.Spec.Template.Warmup = d.o.RestoreWarmup
 	for _, dp := range d.lab.DataPlanes {
 		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName,
@@ -52,7 +52,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		return nil, fmt.Errorf("create VolumeRestore: %w", err)
 	}
 	created := time.Now()
-	d.say("VolumeRestore default/%s created", r.Name)
+	d.say("VolumeRestore %s/%s created", controlNamespace, r.Name)
 	w := newTiKVWatch(d.lab.DataPlanes)
 	err := d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
 		if err := w.sample(ctx, d, tcs); err != nil {
