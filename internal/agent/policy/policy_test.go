@@ -192,7 +192,9 @@ func TestCheckBackupMember(t *testing.T) {
 
 func TestCheckRestoreMember(t *testing.T) {
 	warmup := func(mode fedv1alpha1.RestoreWarmupMode, s fedv1alpha1.RestoreWarmupStrategy) func(*dpv1alpha1.VolumeRestoreMember) {
-		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = mode, s }
+		return func(m *dpv1alpha1.VolumeRestoreMember) {
+			m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = mode, s
+		}
 	}
 	for _, tt := range []struct {
 		name  string
@@ -216,7 +218,9 @@ func TestCheckRestoreMember(t *testing.T) {
 		{name: "hostPath backup storage", m: restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) {
 			m.Spec.Backup = fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{Volume: hostPath("b", "/var/lib/kubelet"), VolumeMount: corev1.VolumeMount{MountPath: "/backup"}}}
 		}), want: []violation{{dpv1alpha1.HostPathNotAllowedReason, "spec.backup.local.volume.hostPath.path", "/var/lib/kubelet"}}},
-		{name: "restore into an unmapped namespace", m: restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) { m.Namespace, m.Spec.TCNamespace = "kube-system", "kube-system" }),
+		{name: "restore into an unmapped namespace", m: restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) {
+			m.Namespace, m.Spec.TCNamespace = "kube-system", "kube-system"
+		}),
 			want: []violation{{dpv1alpha1.NamespaceNotAllowedReason, "metadata.namespace", "kube-system"}}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -234,7 +238,9 @@ func TestCheckPod(t *testing.T) {
 		}
 		return p
 	}
-	privileged := func(p *corev1.PodSpec) { p.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)} }
+	privileged := func(p *corev1.PodSpec) {
+		p.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+	}
 	for _, tt := range []struct {
 		name string
 		c    Config

@@ -24,13 +24,17 @@ func TestPlanPolicy(t *testing.T) {
 	}
 	// judged observes the member with the policy p, its verdict computed as the controller does.
 	judged := func(p *policy.Policy) func(*Observed) {
-		return func(o *Observed) { o.Policy, o.Refusals = p, p.Check(policy.ForRestore(o.Member, otherTiKVVolumes(o.TC))) }
+		return func(o *Observed) {
+			o.Policy, o.Refusals = p, p.Check(policy.ForRestore(o.Member, otherTiKVVolumes(o.TC)))
+		}
 	}
 	owned := func(m *dpv1alpha1.VolumeRestoreMember) {
 		m.Labels = map[string]string{dpv1alpha1.LabelOwnerNamespace: m.Namespace}
 	}
 	warm := func(mode fedv1alpha1.RestoreWarmupMode, strategy fedv1alpha1.RestoreWarmupStrategy) func(*dpv1alpha1.VolumeRestoreMember) {
-		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = mode, strategy }
+		return func(m *dpv1alpha1.VolumeRestoreMember) {
+			m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = mode, strategy
+		}
 	}
 	dataOnly := func() *pcv1alpha1.TidbCluster {
 		tc := targetTC(2, true)
