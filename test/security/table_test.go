@@ -175,7 +175,9 @@ func table() []row {
 			})},
 		{name: "backup sends EC2 calls to another endpoint", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
 			names: `spec.template.env[0].name "AWS_ENDPOINT_URL_EC2"`,
-			input: tmpl("team-a", "p-aws-endpoint", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.Env = env("AWS_ENDPOINT_URL_EC2=http://collector.example.com") })},
+			input: tmpl("team-a", "p-aws-endpoint", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = env("AWS_ENDPOINT_URL_EC2=http://collector.example.com")
+			})},
 		{name: "restore routes its steps through a proxy", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
 			names: `spec.template.env[0].name "HTTPS_PROXY"`,
 			input: rtmpl("team-a", "p-proxy", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.Env = env("HTTPS_PROXY=http://mitm.example.com:3128") })},
@@ -187,7 +189,9 @@ func table() []row {
 			input: tmpl("team-a", "p-local-root", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.StorageProvider = local(hostPath("/"), "/backup") })},
 		{name: "restore reads its backup from the kubelet's directory (the agent would read it too)", outcome: refused, want: dpv1alpha1.HostPathNotAllowedReason,
 			names: `spec.backup.local.volume.hostPath.path "/var/lib/kubelet"`,
-			input: restore("team-a", "p-local-kubelet", func(r *fedv1alpha1.VolumeRestore) { r.Spec.Clusters[0].Backup = local(hostPath("/var/lib/kubelet"), "/backup") })},
+			input: restore("team-a", "p-local-kubelet", func(r *fedv1alpha1.VolumeRestore) {
+				r.Spec.Clusters[0].Backup = local(hostPath("/var/lib/kubelet"), "/backup")
+			})},
 		{name: "backup mounts over the token by a path admission does not see as such", outcome: refused, want: dpv1alpha1.IdentityMountNotAllowedReason,
 			names: `spec.template.additionalVolumeMounts[0].mountPath "/var/run//secrets/kubernetes.io/serviceaccount"`,
 			input: tmpl("team-a", "p-token-path", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
