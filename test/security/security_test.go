@@ -203,7 +203,7 @@ func assertRefused(t *testing.T, r row) {
 	m, key := memberOf(r.input)
 	ns, name, _ := strings.Cut(key, "/")
 	var failed *metav1.Condition
-	eventually(t, "the member "+key+" refused", func() (bool, string) {
+	testenv.Eventually(t, "the member "+key+" refused", time.Minute, func() (bool, string) {
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {
 			return false, err.Error()
 		}
@@ -223,7 +223,7 @@ func assertRefused(t *testing.T, r row) {
 	if len(jobs.Items) != 0 {
 		t.Errorf("%d Jobs exist for a refused member: %s", len(jobs.Items), jobs.Items[0].Name)
 	}
-	eventually(t, "a Warning Event "+r.want, func() (bool, string) {
+	testenv.Eventually(t, "a Warning Event "+r.want, time.Minute, func() (bool, string) {
 		evs := &eventsv1.EventList{}
 		if err := env.Client.List(ctx, evs, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -239,7 +239,7 @@ func assertRefused(t *testing.T, r row) {
 	if owner == nil {
 		return
 	}
-	eventually(t, "the owner failed", func() (bool, string) {
+	testenv.Eventually(t, "the owner failed", time.Minute, func() (bool, string) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(owner), owner); err != nil {
 			return false, err.Error()
 		}
@@ -270,7 +270,7 @@ func assertAllowed(t *testing.T, r row) {
 	ctx := context.Background()
 	m, key := memberOf(r.input)
 	ns, name, _ := strings.Cut(key, "/")
-	eventually(t, "the pause Job of "+key, func() (bool, string) {
+	testenv.Eventually(t, "the pause Job of "+key, time.Minute, func() (bool, string) {
 		j := &batchv1.Job{}
 		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.Name(name, job.StepPause)}, j); err != nil {
 			return false, err.Error()
@@ -284,21 +284,6 @@ func assertAllowed(t *testing.T, r row) {
 	if c := failedOf(m); c != nil && strings.HasSuffix(c.Reason, "NotAllowed") {
 		t.Errorf("refused: %s: %s", c.Reason, c.Message)
 	}
-}
-
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		last = seen
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: gave up; last seen: %s", what, last)
 }
 
 func summary(rows []row) string {
