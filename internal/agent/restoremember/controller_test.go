@@ -110,17 +110,7 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		last = seen
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: gave up; last seen: %s", what, last)
+	testenv.Eventually(t, what, 90 * time.Second, cond)
 }
 
 func must(t *testing.T, err error) {
