@@ -107,7 +107,7 @@ func startAgent(t *testing.T) {
 // eventually retries cond until it holds; the failure names what was last seen.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	testenv.Eventually(t, what, 60 * time.Second, cond)
+	testenv.Eventually(t, what, 60*time.Second, cond)
 }
 
 func must(t *testing.T, err error) {

@@ -110,7 +110,7 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	testenv.Eventually(t, what, 90 * time.Second, cond)
+	testenv.Eventually(t, what, 90*time.Second, cond)
 }
 
 func must(t *testing.T, err error) {
