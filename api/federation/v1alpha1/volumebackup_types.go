@@ -75,13 +75,15 @@ type VolumeBackupMemberSpec struct {
 	// Tolerations of the BR Jobs.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// ToolImage is the image the Jobs run; defaults to the agent's own image.
+	// ToolImage is the image the Jobs run; defaults to the agent's own image. Another image runs
+	// only where the agent's policy allows it (--allowed-images).
 	// +optional
 	ToolImage string `json:"toolImage,omitempty"`
 	// ImagePullSecrets of the Jobs.
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
-	// ServiceAccount the Jobs run as.
+	// ServiceAccount the Jobs run as; defaults to the steps' own fedbr-br, which the agent
+	// creates. Another runs only where the agent's policy allows it (--allowed-service-accounts).
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// AutomountServiceAccountToken is kept for compatibility; the Jobs always mount the token

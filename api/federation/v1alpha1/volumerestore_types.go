@@ -75,13 +75,15 @@ type VolumeRestoreMemberSpec struct {
 	// Tolerations of the restore Jobs.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// ToolImage is the image the Jobs run; defaults to the agent's own image.
+	// ToolImage is the image the Jobs run; defaults to the agent's own image. Another image runs
+	// only where the agent's policy allows it (--allowed-images).
 	// +optional
 	ToolImage string `json:"toolImage,omitempty"`
 	// ImagePullSecrets of the Jobs.
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
-	// ServiceAccount the Jobs run as.
+	// ServiceAccount the Jobs run as; defaults to the steps' own fedbr-br, which the agent
+	// creates. Another runs only where the agent's policy allows it (--allowed-service-accounts).
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// AutomountServiceAccountToken is kept for compatibility.
@@ -94,10 +96,13 @@ type VolumeRestoreMemberSpec struct {
 	// Warmup is "" (none), sync or async.
 	// +optional
 	Warmup RestoreWarmupMode `json:"warmup,omitempty"`
-	// WarmupImage is the image of the warm-up Jobs; defaults to the agent's own image.
+	// WarmupImage is the image of the warm-up Jobs; defaults to the agent's own image. Another
+	// image runs only where the agent's policy allows it (--allowed-images).
 	// +optional
 	WarmupImage string `json:"warmupImage,omitempty"`
-	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only.
+	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only. A strategy that reads
+	// block devices (fio; hybrid and fsr of a TiKV with volumes besides its data volume) runs
+	// privileged, which needs the agent's --allow-privileged-warmup.
 	// +optional
 	WarmupStrategy RestoreWarmupStrategy `json:"warmupStrategy,omitempty"`
 	// AdditionalVolumes are added to the Jobs' pods.

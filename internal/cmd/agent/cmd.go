@@ -79,6 +79,9 @@ spec.k8sClusterName is --k8s-cluster-name; others get a Warning event and are le
 runs the ` + "`fedbr br`" + ` steps as Jobs in --image, follows their reports in the members' status by watch,
 discovers and rebuilds TiKV volumes, and drives TiKV through the TidbCluster contract.
 
+Every member is judged against the operator's policy first (the --allow-* and --allowed-*
+flags; safe by default): a member outside it fails with the rule's name before any pod exists.
+
 Without --kubeconfig it uses the pod's service account (also inside the lab's process pods),
 else $KUBECONFIG. See docs/agent.md.`,
 		Args: cobra.NoArgs,
