@@ -14,6 +14,9 @@
 //     through the TidbCluster contract, runs restore-data and leaves recovery mode;
 //   - package tidbcluster reads the tidb-operator contract (PD address, TiKV pods and stores,
 //     EBS volume ids, instance ids);
+//   - package policy is the operator's policy over what a member may make the agent run
+//     (namespaces, images, service accounts, hostPath, credential variables, privilege): a
+//     member outside it fails before any pod exists, and every Job's pod is judged again;
 //   - package apply carries out actions idempotently, package condition sets conditions and
 //     turns their transitions into Events;
 //   - package sweeper deletes the snapshots and volumes the steps created but never recorded,

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,6 +167,24 @@ func RunMain(m *testing.M, use func(*Env)) int {
 		}
 	}
 	return code
+}
+
+// Eventually retries cond until it holds, for at most timeout; the failure names what cond
+// last saw. Tests against an API server assert world state this way: the controllers reach it
+// in their own time.
+func Eventually(t testing.TB, what string, timeout time.Duration, cond func() (ok bool, seen string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		last = seen
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: gave up after %s; last seen: %s", what, timeout, last)
 }
 
 // Kubectl runs the cached kubectl against this API server and returns its combined output.

@@ -23,6 +23,47 @@ const (
 	DeadlineExceededReason = "DeadlineExceeded"
 )
 
+// Reasons of the Failed condition (True) of both member kinds when the agent's policy refuses
+// the member (package internal/agent/policy; the agent's --allow-* flags): each is the name of
+// the rule the member breaks, and the message names every field and value that breaks a rule.
+// The agent judges a member before it creates any pod for it, and judges every pod it builds
+// again. A pod refused later (a clean, a size or lift step, an async warm-up, when the policy
+// changed in between) sets the condition that step reports on instead (Cleaned, Sized,
+// GCResumed, WarmUpComplete), its message naming the rule.
+const (
+	// NamespaceNotAllowedReason: the member's control-plane namespace (label
+	// dataplane.fedbr.io/owner-namespace, which the manager sets) may not act on the member's
+	// namespace or on spec.tcNamespace, or the member has no such label.
+	NamespaceNotAllowedReason = "NamespaceNotAllowed"
+	// ImageNotAllowedReason: template toolImage or warmupImage (or a pod's image) is neither the
+	// agent's own image nor matched by an allowed image pattern.
+	ImageNotAllowedReason = "ImageNotAllowed"
+	// HostPathNotAllowedReason: a volume (template additionalVolumes, a local storage's volume)
+	// is a hostPath volume and the policy does not allow hostPath volumes.
+	HostPathNotAllowedReason = "HostPathNotAllowed"
+	// ServiceAccountNotAllowedReason: template serviceAccount is neither the steps' own service
+	// account (fedbr-br) nor an allowed one.
+	ServiceAccountNotAllowedReason = "ServiceAccountNotAllowed"
+	// CredentialEnvNotAllowedReason: template env sets a variable that chooses the steps'
+	// credentials or where they send them (AWS_*, KUBECONFIG, proxies, CA files, …) and the
+	// policy does not allow that name.
+	CredentialEnvNotAllowedReason = "CredentialEnvNotAllowed"
+	// IdentityMountNotAllowedReason: a volume mount (template additionalVolumeMounts, a local
+	// storage's volumeMount) lies over the directory of the pod's Kubernetes or AWS identity
+	// token, which would replace the steps' identity.
+	IdentityMountNotAllowedReason = "IdentityMountNotAllowed"
+	// PrivilegedNotAllowedReason: the member's warm-up reads block devices, which needs a
+	// privileged container, and the policy does not allow privileged warm-ups (or a pod other
+	// than a warm-up would be privileged).
+	PrivilegedNotAllowedReason = "PrivilegedNotAllowed"
+	// CapabilitiesNotAllowedReason: a pod's container adds Linux capabilities (allowed only for
+	// warm-ups, with privileged warm-ups).
+	CapabilitiesNotAllowedReason = "CapabilitiesNotAllowed"
+	// HostNamespaceNotAllowedReason: a pod would share the node's network, PID or IPC
+	// namespace.
+	HostNamespaceNotAllowedReason = "HostNamespaceNotAllowed"
+)
+
 // Reasons of a VolumeBackupMember's Initialized condition.
 const (
 	// BackupMemberPauseReadyReason: True once the pause step reports the GC safepoint, PD

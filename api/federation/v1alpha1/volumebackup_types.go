@@ -59,8 +59,12 @@ type VolumeBackupMemberSpec struct {
 	// Resources of the BR Jobs.
 	// +optional
 	corev1.ResourceRequirements `json:"resources,omitempty"`
-	// Env is added to the BR Jobs' environment and overrides built-in variables.
+	// Env is added to the BR Jobs' environment. The variables that tell a step which member and
+	// API server it works with are refused at admission; the agent's policy refuses those that
+	// choose the steps' credentials (AWS_*, proxies, …) unless it allows them.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['POD_NAMESPACE', 'POD_NAME', 'KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT']) && !e.name.startsWith('FEDBR_'))",message="env cannot set POD_NAMESPACE, POD_NAME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT or FEDBR_* variables: they tell a step which member it works for and which API server it talks to"
+	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
 	// BR tunes the BR engine. Optional in fedbr (upstream crashed without it).
 	// +optional
@@ -71,13 +75,15 @@ type VolumeBackupMemberSpec struct {
 	// Tolerations of the BR Jobs.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// ToolImage is the image the Jobs run; defaults to the agent's own image.
+	// ToolImage is the image the Jobs run; defaults to the agent's own image. Another image runs
+	// only where the agent's policy allows it (--allowed-images).
 	// +optional
 	ToolImage string `json:"toolImage,omitempty"`
 	// ImagePullSecrets of the Jobs.
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
-	// ServiceAccount the Jobs run as.
+	// ServiceAccount the Jobs run as; defaults to the steps' own fedbr-br, which the agent
+	// creates. Another runs only where the agent's policy allows it (--allowed-service-accounts).
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// AutomountServiceAccountToken is kept for compatibility; the Jobs always mount the token
@@ -89,15 +95,20 @@ type VolumeBackupMemberSpec struct {
 	CleanPolicy CleanPolicyType `json:"cleanPolicy,omitempty"`
 	// PriorityClassName of the Jobs.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('system-')",message="priorityClassName cannot be a system- priority class: step pods must never preempt the cluster's critical pods"
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// CalcSizeLevel says which sizes to compute (default all).
 	// +optional
 	CalcSizeLevel CalcSizeLevel `json:"calcSizeLevel,omitempty"`
 	// AdditionalVolumes are added to the Jobs' pods.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="additionalVolumes cannot be hostPath volumes: a step reads a node's directory only through a local storage, where the agent's policy allows hostPath"
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumes []corev1.Volume `json:"additionalVolumes,omitempty"`
 	// AdditionalVolumeMounts are added to the Jobs' containers.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !['/var/run/secrets/kubernetes.io', '/var/run/secrets/eks.amazonaws.com', '/var/run/secrets/pods.eks.amazonaws.com', '/run/secrets/kubernetes.io', '/run/secrets/eks.amazonaws.com', '/run/secrets/pods.eks.amazonaws.com'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="additionalVolumeMounts cannot mount over /var/run/secrets/kubernetes.io, /var/run/secrets/eks.amazonaws.com or /var/run/secrets/pods.eks.amazonaws.com: those hold the identity tokens the steps run with"
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumeMounts []corev1.VolumeMount `json:"additionalVolumeMounts,omitempty"`
 	// VolumeBackupInitJobMaxActiveSeconds bounds how long GC and PD scheduling stay paused: the
 	// pause Job is stopped after this many seconds (default 600).

@@ -64,8 +64,10 @@ type VolumeRestoreMemberSpec struct {
 	// Resources of the restore Jobs.
 	// +optional
 	corev1.ResourceRequirements `json:"resources,omitempty"`
-	// Env is added to the restore Jobs' environment.
+	// Env is added to the restore Jobs' environment, as for a VolumeBackup's template.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['POD_NAMESPACE', 'POD_NAME', 'KUBERNETES_SERVICE_HOST', 'KUBERNETES_SERVICE_PORT']) && !e.name.startsWith('FEDBR_'))",message="env cannot set POD_NAMESPACE, POD_NAME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT or FEDBR_* variables: they tell a step which member it works for and which API server it talks to"
+	// +kubebuilder:validation:MaxItems=128
 	Env []corev1.EnvVar `json:"env,omitempty"`
 	// BR tunes the BR engine. Optional in fedbr (upstream crashed without it).
 	// +optional
@@ -73,13 +75,15 @@ type VolumeRestoreMemberSpec struct {
 	// Tolerations of the restore Jobs.
 	// +optional
 	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
-	// ToolImage is the image the Jobs run; defaults to the agent's own image.
+	// ToolImage is the image the Jobs run; defaults to the agent's own image. Another image runs
+	// only where the agent's policy allows it (--allowed-images).
 	// +optional
 	ToolImage string `json:"toolImage,omitempty"`
 	// ImagePullSecrets of the Jobs.
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
-	// ServiceAccount the Jobs run as.
+	// ServiceAccount the Jobs run as; defaults to the steps' own fedbr-br, which the agent
+	// creates. Another runs only where the agent's policy allows it (--allowed-service-accounts).
 	// +optional
 	ServiceAccount string `json:"serviceAccount,omitempty"`
 	// AutomountServiceAccountToken is kept for compatibility.
@@ -87,21 +91,29 @@ type VolumeRestoreMemberSpec struct {
 	AutomountServiceAccountToken *bool `json:"automountServiceAccountToken,omitempty"`
 	// PriorityClassName of the Jobs.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('system-')",message="priorityClassName cannot be a system- priority class: step pods must never preempt the cluster's critical pods"
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 	// Warmup is "" (none), sync or async.
 	// +optional
 	Warmup RestoreWarmupMode `json:"warmup,omitempty"`
-	// WarmupImage is the image of the warm-up Jobs; defaults to the agent's own image.
+	// WarmupImage is the image of the warm-up Jobs; defaults to the agent's own image. Another
+	// image runs only where the agent's policy allows it (--allowed-images).
 	// +optional
 	WarmupImage string `json:"warmupImage,omitempty"`
-	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only.
+	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only. A strategy that reads
+	// block devices (fio; hybrid and fsr of a TiKV with volumes besides its data volume) runs
+	// privileged, which needs the agent's --allow-privileged-warmup.
 	// +optional
 	WarmupStrategy RestoreWarmupStrategy `json:"warmupStrategy,omitempty"`
 	// AdditionalVolumes are added to the Jobs' pods.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="additionalVolumes cannot be hostPath volumes: a step reads a node's directory only through a local storage, where the agent's policy allows hostPath"
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumes []corev1.Volume `json:"additionalVolumes,omitempty"`
 	// AdditionalVolumeMounts are added to the Jobs' containers.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !['/var/run/secrets/kubernetes.io', '/var/run/secrets/eks.amazonaws.com', '/var/run/secrets/pods.eks.amazonaws.com', '/run/secrets/kubernetes.io', '/run/secrets/eks.amazonaws.com', '/run/secrets/pods.eks.amazonaws.com'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="additionalVolumeMounts cannot mount over /var/run/secrets/kubernetes.io, /var/run/secrets/eks.amazonaws.com or /var/run/secrets/pods.eks.amazonaws.com: those hold the identity tokens the steps run with"
+	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumeMounts []corev1.VolumeMount `json:"additionalVolumeMounts,omitempty"`
 	// TolerateSingleTiKVOutage lets restore-data proceed with one TiKV store down (fedbr exposes
 	// what upstream kept on the data-plane Restore only).

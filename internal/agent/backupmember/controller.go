@@ -29,6 +29,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/loop"
 	"github.com/fedbr/fedbr/internal/ownwrite"
@@ -47,6 +48,9 @@ type Reconciler struct {
 	Env       job.Env
 	// ClusterName is this data plane's k8sClusterName; members naming another are ignored.
 	ClusterName string
+	// Policy is the operator's policy over what a member may make the agent run; nil is
+	// policy.Default for Env.Image.
+	Policy *policy.Policy
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -126,7 +130,11 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMembe
 
 // observe reads everything Plan needs.
 func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMember) (Observed, error) {
-	o := Observed{Member: m, Env: r.Env}
+	pol := r.Policy
+	if pol == nil {
+		pol = policy.Default(r.Env.Image, job.ServiceAccountName)
+	}
+	o := Observed{Member: m, Env: r.Env, Policy: pol, Refusals: pol.Check(policy.ForBackup(m))}
 	tc, err := tidbcluster.Get(ctx, r.Client, r.APIReader, m.Spec.TCNamespace, m.Spec.TCName)
 	if err != nil {
 		return o, err
@@ -138,7 +146,7 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMemb
 	}
 	r.classifyJobs(m, jobs.Items, &o)
 	o.Report = job.ReportOf(m.Status.Steps)
-	if o.TC != nil && NeedsDiscovery(m, o.Snapshot, o.Report) {
+	if o.TC != nil && len(o.Refusals) == 0 && NeedsDiscovery(m, o.Snapshot, o.Report) {
 		reader := r.APIReader
 		if reader == nil {
 			reader = r.Client

@@ -107,17 +107,7 @@ func startAgent(t *testing.T) {
 // eventually retries cond until it holds; the failure names what was last seen.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		last = seen
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: gave up; last seen: %s", what, last)
+	testenv.Eventually(t, what, 60*time.Second, cond)
 }
 
 func must(t *testing.T, err error) {
@@ -174,7 +164,7 @@ func seedCluster(t *testing.T, ctx context.Context, ns string) {
 
 func newMember(ns string, phase dpv1alpha1.BackupMemberPhase, policy fedv1alpha1.CleanPolicyType) *dpv1alpha1.VolumeBackupMember {
 	return &dpv1alpha1.VolumeBackupMember{
-		ObjectMeta: metav1.ObjectMeta{Name: "fed-b1", Namespace: ns, Labels: map[string]string{"team": "db"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "fed-b1", Namespace: ns, Labels: map[string]string{"team": "db", dpv1alpha1.LabelOwnerNamespace: ns}},
 		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b1", K8sClusterName: "az1", TCName: "basic", TCNamespace: ns, Phase: phase,
 			Template: fedv1alpha1.VolumeBackupMemberSpec{CleanPolicy: policy,
 				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p-az1"}}}},

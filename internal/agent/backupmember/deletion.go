@@ -145,11 +145,13 @@ func (p *plan) planClean(complete bool) {
 	// clean Job while it cleans; its TTL removes it once finished.
 	spec.Owner = metav1.OwnerReference{}
 	withStorage(&spec, storage)
-	p.ensureCommon()
+	var reset []Action
 	if reported {
-		p.add(Action{Kind: ResetStep, Name: job.StepClean})
+		reset = append(reset, Action{Kind: ResetStep, Name: job.StepClean})
 	}
-	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	if !p.createJob(spec, reset...) {
+		return
+	}
 	if !cj.Exists() {
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason,
 			"deleting snapshots and metadata", time.Time{})

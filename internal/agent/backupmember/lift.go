@@ -49,8 +49,7 @@ func (p *plan) planLift() {
 	}
 	spec := p.jobSpec(job.StepLift, []string{"br", job.StepLift, "--pd", strings.Join(pd, ","), "--member", p.m.Name})
 	spec.BackoffLimit = liftBackoffLimit
-	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	p.createJob(spec)
 }
 
 // observeLift sets GCResumed=False while the lift of a pause that ended without lifting is

@@ -37,6 +37,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 )
 
@@ -103,6 +104,13 @@ type Observed struct {
 	Report job.Report
 	// Env is the agent's configuration.
 	Env job.Env
+	// Refusals are the agent's policy's verdict on the member (policy.Policy.Check): a member
+	// that breaks a rule fails before any Job is planned for it, and no Job is ever created
+	// for it.
+	Refusals []policy.Violation
+	// Policy judges the pod of every Job as it is built (policy.Policy.CheckPod); nil judges
+	// nothing.
+	Policy *policy.Policy
 }
 
 // ActionKind says what an Action does.
@@ -179,9 +187,12 @@ func Plan(o Observed, now time.Time) Result {
 	} else {
 		p.observePause()
 		p.observeSnapshot()
+		p.refuse()
 		p.planPause()
 		p.planLift()
-		p.planSnapshot()
+		if len(o.Refusals) == 0 {
+			p.planSnapshot() // it records the storage it would write to
+		}
 		p.planSize()
 	}
 	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, runningOf(o, p.res.Actions))
@@ -409,8 +420,7 @@ func (p *plan) planPause() {
 	spec := p.jobSpec(job.StepPause, args)
 	spec.BackoffLimit = 0
 	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)
-	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	p.createJob(spec)
 }
 
 func (p *plan) tcMissing() string {
@@ -426,6 +436,50 @@ func (p *plan) ensureCommon() {
 	p.ensured = true
 	if p.m.Spec.Template.ServiceAccount == "" {
 		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})
+	}
+}
+
+// refuse fails a member the agent's policy refuses (Observed.Refusals), unless it completed or
+// failed already (the policy changed since); either way createJob creates no Job for it.
+func (p *plan) refuse() {
+	if len(p.o.Refusals) > 0 && !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
+		p.fail(policy.Reason(p.o.Refusals), policy.Message(p.o.Refusals))
+	}
+}
+
+// createJob adds the Job of spec after what every step needs (ensureCommon) and first, unless
+// the agent's policy refuses the member (Observed.Refusals) or the Job's pod (the last line:
+// job.BuildGuarded with the policy's CheckPod). A refused Job is not added, and the condition of
+// its step says why, naming the rules (refused); createJob then says false.
+func (p *plan) createJob(spec job.Spec, first ...Action) bool {
+	j, refusals := job.BuildGuarded(spec, p.o.Policy.CheckPod)
+	if len(p.o.Refusals) > 0 {
+		refusals = p.o.Refusals
+	}
+	if len(refusals) > 0 {
+		p.refused(spec.Step, refusals)
+		return false
+	}
+	p.ensureCommon()
+	p.res.Actions = append(p.res.Actions, first...)
+	p.add(Action{Kind: CreateJob, Job: j})
+	return true
+}
+
+// refused records that the policy refused the Job of step: the member fails, except for the
+// steps that report on their own condition (a clean, a size, a lift).
+func (p *plan) refused(step string, vs []policy.Violation) {
+	msg := policy.Message(vs)
+	switch step {
+	case job.StepClean:
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleanFailedReason,
+			fmt.Sprintf("cannot clean: %s (annotation %s=true removes the member without cleaning)", msg, ForceRemoveAnnotation), time.Time{})
+	case job.StepSize:
+		p.sizeFailed(msg)
+	case job.StepLift:
+		p.liftFailed("cannot start the lift step: " + msg)
+	default:
+		p.fail(policy.Reason(vs), msg)
 	}
 }
 

@@ -87,8 +87,9 @@ func (p *plan) planSize() {
 		"--member", p.m.Name}
 	spec := p.jobSpec(job.StepSize, append(args, p.o.Env.CloudArgs()...))
 	withStorage(&spec, storage)
-	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	if !p.createJob(spec) {
+		return
+	}
 	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizingReason,
 		fmt.Sprintf("computing the %s of %d snapshots", sizesWanted(full, incremental), p.res.Status.SnapshotsTotal), time.Time{})
 }

@@ -121,7 +121,6 @@ func (p *plan) planSnapshot() {
 	if err != nil {
 		return // p.snapshotArgs failed the member with the reason
 	}
-	p.res.Status.BackupPath = storage.Flag
 	inputs, err := p.inputsConfigMap()
 	if err != nil {
 		p.fail(dpv1alpha1.BackupMemberVolumeDiscoveryFailedReason, err.Error())
@@ -132,9 +131,9 @@ func (p *plan) planSnapshot() {
 	spec.Pod.Volumes = append(spec.Pod.Volumes, corev1.Volume{Name: inputsVolume, VolumeSource: corev1.VolumeSource{
 		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: inputs.Name}}}})
 	spec.Pod.VolumeMounts = append(spec.Pod.VolumeMounts, corev1.VolumeMount{Name: inputsVolume, MountPath: inputsMount, ReadOnly: true})
-	p.ensureCommon()
-	p.add(Action{Kind: EnsureConfigMap, ConfigMap: inputs})
-	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	if p.createJob(spec, Action{Kind: EnsureConfigMap, ConfigMap: inputs}) {
+		p.res.Status.BackupPath = storage.Flag
+	}
 }
 
 // snapshotArgs checks the step's inputs and returns its arguments; a problem fails the member

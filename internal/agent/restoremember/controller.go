@@ -26,6 +26,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
@@ -56,6 +57,9 @@ type Reconciler struct {
 	ClusterName string
 	// Cloud deletes the volumes of failed restores; nil reports that it cannot.
 	Cloud CloudVolumes
+	// Policy is the operator's policy over what a member may make the agent run; nil is
+	// policy.Default for Env.Image.
+	Policy *policy.Policy
 	// OpenStore opens a backup's metadata store; nil uses OpenStore with Env.
 	OpenStore func(ctx context.Context, st job.Storage) (*meta.Store, error)
 	Now       func() time.Time
@@ -148,8 +152,16 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 		return o, err
 	}
 	o.TC = tc
+	o.Policy = r.Policy
+	if o.Policy == nil {
+		o.Policy = policy.Default(r.Env.Image, job.ServiceAccountName)
+	}
+	o.Refusals = o.Policy.Check(policy.ForRestore(m, otherTiKVVolumes(tc)))
 	if err := r.observeJobs(ctx, m, &o); err != nil {
 		return o, err
+	}
+	if Refused(m, o.Refusals) {
+		return o, nil // Plan fails it; the storage and claims it names are not read
 	}
 	if err := r.observeKubernetes(ctx, m, &o); err != nil {
 		return o, err
@@ -166,6 +178,21 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 		r.observeCloud(ctx, m, &o)
 	}
 	return o, nil
+}
+
+// otherTiKVVolumes are the pod volumes of tc's TiKV besides its data volume (a warm-up reads
+// them block by block); nil without a TidbCluster.
+func otherTiKVVolumes(tc *pcv1alpha1.TidbCluster) []string {
+	if tc == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range tidbcluster.TiKVVolumeNames(tc) {
+		if v != tidbcluster.TiKVDataVolume {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {

@@ -34,6 +34,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
@@ -81,6 +82,12 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 	}
 	r := &Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: metrics.New(),
 		Env: job.Env{Image: "fedbr:test", AWSEndpoint: lab.Endpoint, Region: "us-west-2"}, ClusterName: name, Cloud: lab.Provider}
+	// The restores read their backup from a hostPath directory, as in the lab.
+	pol, err := policy.New(policy.Config{AgentImage: r.Env.Image, StepServiceAccount: job.ServiceAccountName, SameNamespace: true, HostPath: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Policy = pol
 	storeOpens = &atomic.Int64{}
 	r.OpenStore = func(ctx context.Context, st job.Storage) (*meta.Store, error) {
 		storeOpens.Add(1)
@@ -103,17 +110,7 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		last = seen
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: gave up; last seen: %s", what, last)
+	testenv.Eventually(t, what, 90*time.Second, cond)
 }
 
 func must(t *testing.T, err error) {
@@ -196,7 +193,7 @@ func (f *fixture) store() *meta.Store {
 
 func (f *fixture) createMember() {
 	m := &dpv1alpha1.VolumeRestoreMember{
-		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: f.ns},
+		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: f.ns, Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: f.ns}},
 		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r1", K8sClusterName: f.cluster, TCName: "restored", TCNamespace: f.ns,
 			AZName: "us-west-2b", Phase: dpv1alpha1.RestoreMemberRestoreVolume,
 			Backup: fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{

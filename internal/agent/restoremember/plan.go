@@ -37,6 +37,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -117,6 +118,13 @@ type Observed struct {
 	CloudListed  bool
 	CloudErr     error
 	Env          job.Env
+	// Refusals are the agent's policy's verdict on the member (policy.Policy.Check): a member
+	// that breaks a rule fails before any Job is planned for it, and no Job is ever created
+	// for it.
+	Refusals []policy.Violation
+	// Policy judges the pod of every Job as it is built (policy.Policy.CheckPod); nil judges
+	// nothing.
+	Policy *policy.Policy
 }
 
 // NeedsBackupMeta says Plan is about to validate and start restore-volumes.
@@ -214,6 +222,8 @@ type plan struct {
 	m   *dpv1alpha1.VolumeRestoreMember
 	now time.Time
 	res Result
+	// ensured is set once ensureCommon added its actions to this plan.
+	ensured bool
 }
 
 // Plan decides the actions and the status of one member at now. Every step sets conditions and
@@ -232,6 +242,8 @@ func Plan(o Observed, now time.Time) Result {
 	case p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
 		// TiKV serves; only an async warm-up may still have work beside it.
 		p.planAsyncWarmup()
+	case Refused(p.m, o.Refusals):
+		p.fail(policy.Reason(o.Refusals), policy.Message(o.Refusals))
 	case o.TC == nil:
 		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 	default:
@@ -320,11 +332,48 @@ func ownerRef(m *dpv1alpha1.VolumeRestoreMember) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: dpv1alpha1.GroupVersion.String(), Kind: Kind, Name: m.Name, UID: m.UID, Controller: ptr.To(true)}
 }
 
-// ensureCommon creates the steps' service account before a Job (without a template one).
+// Refused says the policy's verdict fails m now: it broke a rule and has neither failed nor
+// completed yet (a complete member is left alone; createJob still refuses its async warm-up).
+// The controller then reads nothing the refused member names (its storage, the target's claims).
+func Refused(m *dpv1alpha1.VolumeRestoreMember, refusals []policy.Violation) bool {
+	return len(refusals) > 0 && m.DeletionTimestamp == nil && !isTrue(m, dpv1alpha1.RestoreMemberFailedCondition) &&
+		!isTrue(m, dpv1alpha1.RestoreMemberCompleteCondition)
+}
+
+// ensureCommon creates the steps' service account before a Job (without a template one), once
+// per plan.
 func (p *plan) ensureCommon() {
+	if p.ensured {
+		return
+	}
+	p.ensured = true
 	if p.m.Spec.Template.ServiceAccount == "" {
 		p.add(Action{Kind: EnsureServiceAccount, Name: job.ServiceAccountName})
 	}
+}
+
+// createJob adds the Job of spec after what every step needs (ensureCommon), unless the
+// agent's policy refuses the member (Observed.Refusals) or the Job's pod (the last line:
+// job.BuildGuarded with the policy's CheckPod). A refused Job is not added: the member fails
+// naming the rules, or, once complete, an async warm-up ends as failed (it never fails a
+// restore); createJob then says false.
+func (p *plan) createJob(spec job.Spec) bool {
+	j, refusals := job.BuildGuarded(spec, p.o.Policy.CheckPod)
+	if len(p.o.Refusals) > 0 {
+		refusals = p.o.Refusals
+	}
+	switch {
+	case len(refusals) == 0:
+		p.ensureCommon()
+		p.add(Action{Kind: CreateJob, Job: j})
+		return true
+	case p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
+		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmUpFailedReason,
+			"the warm-up was not started: "+policy.Message(refusals))
+	default:
+		p.fail(policy.Reason(refusals), policy.Message(refusals))
+	}
+	return false
 }
 
 // jobSpec is one `fedbr br` step's Job: the template's pods, reading the storage.

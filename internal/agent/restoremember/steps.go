@@ -120,8 +120,7 @@ func (p *plan) planRestoreVolumes() bool {
 	}
 	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
-	p.ensureCommon()
-	p.add(Action{Kind: CreateJob, Job: job.Build(p.jobSpec(job.StepRestoreVolumes, args, storage))})
+	p.createJob(p.jobSpec(job.StepRestoreVolumes, args, storage))
 	return false
 }
 
@@ -378,12 +377,11 @@ func (p *plan) startData(armed bool) {
 	if armed {
 		args = append(args, "--wait-start")
 	}
-	p.ensureCommon()
 	spec := p.jobSpec(job.StepRestoreData, args, storage)
 	if p.m.Spec.Template.BackoffLimit == nil {
 		spec.BackoffLimit = dataRetries
 	}
-	p.add(Action{Kind: CreateJob, Job: job.Build(spec)})
+	p.createJob(spec)
 }
 
 // dataRetries is how often the restore-data Job runs its step again after an attempt failed

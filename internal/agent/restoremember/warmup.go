@@ -109,7 +109,7 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 	}
 	var failed, running []string
 	var done, total int64 // bytes, over the Jobs that reported
-	waiting, created := 0, false
+	waiting := 0
 	for _, wp := range plans {
 		name := WarmupJobName(p.m.Name, wp.ordinal)
 		st := p.o.Warmups[name]
@@ -128,11 +128,11 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 				waiting++ // its TiKV pod is not ready yet; the pod's events bring it back
 				continue
 			}
-			if !created {
-				p.ensureCommon() // the Jobs report their progress in the member's status.steps
+			// The Jobs report their progress in the member's status.steps (ensureCommon).
+			if !p.createJob(p.warmupJob(name, wp, node)) {
+				return false
 			}
-			p.add(Action{Kind: CreateJob, Job: job.Build(p.warmupJob(name, wp, node))})
-			running, created = append(running, name), true
+			running = append(running, name)
 		}
 	}
 	if len(running) > 0 {

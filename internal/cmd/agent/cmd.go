@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -35,6 +36,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/backupmember"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/restoremember"
 	"github.com/fedbr/fedbr/internal/agent/sweeper"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
@@ -60,6 +62,9 @@ type options struct {
 	leaderElectName string
 	sweepInterval   time.Duration
 	orphanGrace     time.Duration
+	// policyConfig is the policy as the flags give it; policy the validated one.
+	policyConfig policy.Config
+	policy       *policy.Policy
 }
 
 // NewCmd returns `fedbr agent`.
@@ -73,6 +78,9 @@ VolumeBackupMembers and VolumeRestoreMembers the manager creates for this cluste
 spec.k8sClusterName is --k8s-cluster-name; others get a Warning event and are left alone): it
 runs the ` + "`fedbr br`" + ` steps as Jobs in --image, follows their reports in the members' status by watch,
 discovers and rebuilds TiKV volumes, and drives TiKV through the TidbCluster contract.
+
+Every member is judged against the operator's policy first (the --allow-* and --allowed-*
+flags; safe by default): a member outside it fails with the rule's name before any pod exists.
 
 Without --kubeconfig it uses the pod's service account (also inside the lab's process pods),
 else $KUBECONFIG. See docs/agent.md.`,
@@ -95,9 +103,29 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "members reconciled in parallel per kind")
 	f.DurationVar(&o.sweepInterval, "orphan-sweep-interval", sweeper.DefaultInterval, "how often the leader sweeps orphans: snapshots and volumes the steps created but never recorded whose member is gone (0 disables the sweeper)")
 	f.DurationVar(&o.orphanGrace, "orphan-grace", sweeper.DefaultGrace, "how old an orphan must be before it is deleted; keep it above the longest time a step may still run after its member is gone")
+	addPolicyFlags(f, &o.policyConfig)
 	f.IntVar(&o.verbosity, "v", 0, "log verbosity: 1 adds one line per reconcile with the planned actions")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
 	return cmd
+}
+
+// addPolicyFlags binds the policy's flags (docs/agent.md, "Policy"). The defaults are the safe
+// policy: same-named namespaces only, the agent's own image, the steps' own service account, no
+// hostPath, no credential variables, no privileged warm-up.
+func addPolicyFlags(f *pflag.FlagSet, c *policy.Config) {
+	f.BoolVar(&c.SameNamespace, "allow-same-namespace", true,
+		"let a VolumeBackup or VolumeRestore act on the data-plane namespace named like its own control-plane namespace")
+	f.StringArrayVar(&c.Namespaces, "allow-namespaces", nil,
+		"CONTROL=DATA[,DATA…]: let VolumeBackups and VolumeRestores of the control-plane namespaces matching the glob CONTROL act on the data-plane namespaces matching a DATA glob (repeatable; *=* allows every namespace)")
+	f.StringSliceVar(&c.Images, "allowed-images", nil,
+		"glob patterns of images a template's toolImage or warmupImage may name besides --image (path.Match syntax: * does not match /)")
+	f.BoolVar(&c.HostPath, "allow-host-path", false, "allow hostPath volumes (a local storage on a node's directory)")
+	f.StringSliceVar(&c.ServiceAccounts, "allowed-service-accounts", nil,
+		"glob patterns, NAME or NAMESPACE/NAME, of service accounts a template's serviceAccount may name besides the steps' own "+job.ServiceAccountName)
+	f.BoolVar(&c.PrivilegedWarmup, "allow-privileged-warmup", false,
+		"allow warm-ups that read block devices (fio; hybrid and fsr of a TiKV with volumes besides its data volume), which run privileged")
+	f.StringSliceVar(&c.Env, "allowed-env", nil,
+		"glob patterns of the credential variables (AWS_*, FEDBR_*, KUBECONFIG, proxies, CA files, …) a template's env may set")
 }
 
 func (o *options) validate() error {
@@ -123,6 +151,14 @@ func (o *options) validate() error {
 	if o.orphanGrace < 0 {
 		errs = append(errs, errors.New("--orphan-grace must not be negative"))
 	}
+	if o.env.Image != "" {
+		o.policyConfig.AgentImage, o.policyConfig.StepServiceAccount = o.env.Image, job.ServiceAccountName
+		pol, err := policy.New(o.policyConfig)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("policy: %w", err))
+		}
+		o.policy = pol
+	}
 	o.env.TTL = o.jobTTL
 	o.leaderElectName = "fedbr-agent-" + job.LabelValue(o.clusterName)
 	return errors.Join(errs...)
@@ -142,8 +178,8 @@ func (o *options) run(cmd *cobra.Command) error {
 		if o.sweepInterval > 0 {
 			sweep = fmt.Sprintf("orphan sweep every %s, grace %s", o.sweepInterval, o.orphanGrace)
 		}
-		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s\n",
-			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep)
+		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s; policy: %s\n",
+			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy)
 		return err
 	}
 	cfg, err := o.restConfig()
@@ -274,11 +310,12 @@ func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 		}
 	}
 	b := &backupmember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m,
-		Env: o.env, ClusterName: o.clusterName}
+		Env: o.env, ClusterName: o.clusterName, Policy: o.policy}
 	if err := b.SetupWithManager(mgr, o.maxConcurrent); err != nil {
 		return fmt.Errorf("set up the VolumeBackupMember controller: %w", err)
 	}
-	r := &restoremember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m, Env: o.env, ClusterName: o.clusterName, Cloud: provider}
+	r := &restoremember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m, Env: o.env, ClusterName: o.clusterName,
+		Cloud: provider, Policy: o.policy}
 	if err := r.SetupWithManager(mgr, o.maxConcurrent); err != nil {
 		return fmt.Errorf("set up the VolumeRestoreMember controller: %w", err)
 	}

@@ -14,7 +14,8 @@ func TestDryRun(t *testing.T) {
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s"} {
+	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s",
+		"policy: namespaces: same name; images: fedbr:dev; service accounts: fedbr-br; hostPath refused; privileged warm-up refused; credential env: none"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output %q lacks %q", out.String(), want)
 		}
@@ -34,6 +35,23 @@ func TestDryRunSweeperOff(t *testing.T) {
 	}
 }
 
+func TestDryRunPolicyFlags(t *testing.T) {
+	cmd := NewCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--dry-run", "--allow-same-namespace=false",
+		"--allow-namespaces", "backup-admins=tidb,tidb-*", "--allow-namespaces", "ops=*", "--allowed-images", "registry.example.com/fedbr:*,registry.example.com/fedbr@sha256:*",
+		"--allow-host-path", "--allowed-service-accounts", "tidb/br-irsa", "--allow-privileged-warmup", "--allowed-env", "AWS_REGION"})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	want := "policy: namespaces: [backup-admins=tidb,tidb-*], [ops=*]; images: fedbr:dev, registry.example.com/fedbr:*, registry.example.com/fedbr@sha256:*; " +
+		"service accounts: fedbr-br, tidb/br-irsa; hostPath allowed; privileged warm-up allowed; credential env: AWS_REGION"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output %q lacks %q", out.String(), want)
+	}
+}
+
 func TestRejectsBadFlags(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
@@ -45,6 +63,11 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--job-ttl", "1s", "--dry-run"}, "--job-ttl"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-sweep-interval", "-1m", "--dry-run"}, "--orphan-sweep-interval must not be negative"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-grace", "-1s", "--dry-run"}, "--orphan-grace must not be negative"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-images", "registry.example.com/[fedbr", "--dry-run"},
+			`policy: --allowed-images "registry.example.com/[fedbr": not a glob pattern`},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allow-namespaces", "team-a", "--dry-run"},
+			`--allow-namespaces "team-a": want CONTROL_NAMESPACE=DATA_NAMESPACE[,DATA_NAMESPACE…]`},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-service-accounts", "a/b/c", "--dry-run"}, "want NAME or NAMESPACE/NAME"},
 	} {
 		cmd := NewCmd()
 		cmd.SetOut(&bytes.Buffer{})

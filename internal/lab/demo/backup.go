@@ -27,7 +27,7 @@ func (d *run) storage(prefix string) fedv1alpha1.StorageProvider {
 
 // newBackup is a VolumeBackup of the source cluster named name, cleanPolicy Delete.
 func (d *run) newBackup(name string) *fedv1alpha1.VolumeBackup {
-	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}}
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: controlNamespace}}
 	for _, dp := range d.lab.DataPlanes {
 		b.Spec.Clusters = append(b.Spec.Clusters, fedv1alpha1.VolumeBackupMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName, TCNamespace: d.o.Namespace})
 	}
@@ -49,7 +49,7 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 		return nil, fmt.Errorf("create VolumeBackup: %w", err)
 	}
 	created := time.Now()
-	d.say("VolumeBackup default/%s created over %d data planes", name, len(d.lab.DataPlanes))
+	d.say("VolumeBackup %s/%s created over %d data planes", controlNamespace, name, len(d.lab.DataPlanes))
 	err := d.poll(ctx, "VolumeBackup "+name, func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, "", err

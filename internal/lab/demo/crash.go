@@ -161,7 +161,7 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 	res.Point = p.Name
 	c := d.kube[d.lab.Control]
 	var b *fedv1alpha1.VolumeBackup
-	restoreNS := fmt.Sprintf("crash-%d", i)
+	restoreNS := fmt.Sprintf(crashNamespace, i)
 	if p.Restore {
 		b = base
 	} else {
@@ -254,7 +254,7 @@ func (d *run) observe(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBac
 	c := d.kube[d.lab.Control]
 	if p.Restore {
 		r := &fedv1alpha1.VolumeRestore{}
-		err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: b.Name}, r)
+		err := c.Get(ctx, client.ObjectKey{Namespace: controlNamespace, Name: b.Name}, r)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -472,7 +472,7 @@ func (d *run) waitLifted(ctx context.Context) (time.Duration, error) {
 func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.VolumeBackup, ns string) error {
 	c := d.kube[d.lab.Control]
 	// The demo's restore of b is named after it.
-	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: b.Name}}
+	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: controlNamespace, Name: b.Name}}
 	if err := d.deleteAndWait(ctx, c, restore); err != nil {
 		return err
 	}

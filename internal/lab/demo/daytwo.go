@@ -114,17 +114,17 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 		res := DayTwoResult{Scenario: name}
 		switch name {
 		case ScenarioPauseDeleted:
-			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf("day2-%d", i), false)
+			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf(dayTwoName, i), false)
 		case ScenarioPauseKilled:
-			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf("day2-%d", i), true)
+			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf(dayTwoName, i), true)
 		case ScenarioDeleteInFlightDelete:
-			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf("day2-%d", i), fedv1alpha1.CleanPolicyDelete)
+			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf(dayTwoName, i), fedv1alpha1.CleanPolicyDelete)
 		case ScenarioDeleteInFlightRetain:
-			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf("day2-%d", i), fedv1alpha1.CleanPolicyRetain)
+			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf(dayTwoName, i), fedv1alpha1.CleanPolicyRetain)
 		case ScenarioTolerated:
-			res.Outcome, res.Err = d.toleratedOutage(ctx, fmt.Sprintf("day2-%d", i))
+			res.Outcome, res.Err = d.toleratedOutage(ctx, fmt.Sprintf(dayTwoName, i))
 		case ScenarioSchedule:
-			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf("day2-%d", i))
+			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf(dayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -470,7 +470,7 @@ func (d *run) nothingLeft(ctx context.Context) error {
 // schedule runs the schedule scenario (ScenarioSchedule).
 func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	c := d.kube[d.lab.Control]
-	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: controlNamespace,
 		Labels: map[string]string{"team": "sre"}, Annotations: map[string]string{roleAnnotation: roleARN}}}
 	s.Spec.Schedule = "* * * * *"
 	s.Spec.MaxBackups = ptr.To[int32](2)
@@ -494,7 +494,7 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	var kept []string
 	err = d.poll(ctx, "retention of "+name, func() (bool, string, error) {
 		var list fedv1alpha1.VolumeBackupList
-		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(controlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
 			return false, "", err
 		}
 		kept = kept[:0]
@@ -577,7 +577,7 @@ func (d *run) threeTicks(ctx context.Context, name string) (map[string]*fedv1alp
 	var order []string
 	err := d.pollFor(ctx, 5*time.Minute, "three scheduled backups of "+name, func() (bool, string, error) {
 		var list fedv1alpha1.VolumeBackupList
-		if err := c.List(ctx, &list, client.InNamespace("default"), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(controlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
 			return false, "", err
 		}
 		var state []string

@@ -45,7 +45,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		return nil, err
 	}
 	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
-	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: "default",
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: controlNamespace,
 		Labels: d.o.RestoreMeta.Labels, Annotations: d.o.RestoreMeta.Annotations}}
 	r.Spec.Template.Warmup = d.o.RestoreWarmup
 	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
@@ -58,7 +58,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		return nil, fmt.Errorf("create VolumeRestore: %w", err)
 	}
 	created := time.Now()
-	d.say("VolumeRestore default/%s created", r.Name)
+	d.say("VolumeRestore %s/%s created", controlNamespace, r.Name)
 	w := newTiKVWatch(d.lab.DataPlanes)
 	err := d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
 		if err := w.sample(ctx, d, tcs); err != nil {

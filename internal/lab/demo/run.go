@@ -153,6 +153,7 @@ func (d *run) startControllers() error {
 	for _, dp := range d.lab.DataPlanes {
 		args := []string{"agent", "--kubeconfig", kc, "--context", dp.Cluster, "--k8s-cluster-name", dp.Cluster,
 			"--image", "fedbr", "--aws-endpoint", d.lab.AWS.Endpoint, "--region", d.lab.AWS.Region,
+			"--allow-namespaces", d.namespaceMapping(),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--v", "1"}
 		args = append(args, d.o.AgentArgs...)
 		if err := d.startController("agent-"+dp.Cluster, args); err != nil {
@@ -161,6 +162,25 @@ func (d *run) startControllers() error {
 	}
 	d.say("manager and %d agents started (logs in %s)", len(d.lab.DataPlanes), logDir(d.lab))
 	return nil
+}
+
+// controlNamespace holds the demo's VolumeBackups and VolumeRestores in the control plane;
+// crashNamespace names the namespace the crash suite restores point n into; dayTwoName names
+// day-2 scenario n's objects, and the namespaces it restores into start with it.
+const (
+	controlNamespace = "default"
+	crashNamespace   = "crash-%v"
+	dayTwoName       = "day2-%v"
+)
+
+// namespaceMapping is the agents' --allow-namespaces: the demo's VolumeBackups and
+// VolumeRestores live in the control plane's namespace default and act on the source and
+// restore namespaces of the data planes, the crash suite's restores on crash-<n>
+// (crashNamespace), and the day-2 suite's on day2-<n>-… (dayTwoName). Nothing else the agent's policy allows by default is widened: the lab's
+// members run the agent's own image as fedbr-br, with an S3 storage and no privileged warm-up.
+func (d *run) namespaceMapping() string {
+	return controlNamespace + "=" + d.o.Namespace + "," + d.o.RestoreNamespace + "," + fmt.Sprintf(crashNamespace, "*") + "," +
+		fmt.Sprintf(dayTwoName, "*")
 }
 
 // controller is one controller process the demo runs.

@@ -1,0 +1,247 @@
+package policy
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// Member is what the policy judges of one member, whichever its kind: where it comes from,
+// where it acts, and what its template asks of the pods, each value with the field it is in.
+type Member struct {
+	// Namespace is the member's namespace, where its Jobs run; TCNamespace is its TidbCluster's.
+	Namespace, TCNamespace string
+	// OwnerNamespace is the control-plane namespace the manager recorded (label
+	// dataplane.fedbr.io/owner-namespace); "" when the member has none.
+	OwnerNamespace string
+	// Images are the images the template names (toolImage, warmupImage); empty ones are the
+	// agent's own and are left out.
+	Images []Field
+	// ServiceAccount is the template's serviceAccount ("": the steps' own).
+	ServiceAccount string
+	// Env is the template's env, in the field EnvPath.
+	Env     []corev1.EnvVar
+	EnvPath string
+	// Volumes and Mounts are the template's additional volumes and mounts and the local
+	// storage's.
+	Volumes []Volume
+	Mounts  []Mount
+	// WarmupStrategy is the restore's warm-up strategy, and BlockWarmup why that warm-up reads
+	// block devices (in a privileged container); "" when it reads none.
+	WarmupStrategy, BlockWarmup string
+}
+
+// Field is a value and where it is.
+type Field struct{ Path, Value string }
+
+// Volume is a pod volume and where it is.
+type Volume struct {
+	Path   string
+	Volume corev1.Volume
+}
+
+// Mount is a volume mount and where it is.
+type Mount struct {
+	Path  string
+	Mount corev1.VolumeMount
+}
+
+// ForBackup is what the policy judges of a VolumeBackupMember.
+func ForBackup(m *dpv1alpha1.VolumeBackupMember) Member {
+	t := &m.Spec.Template
+	out := Member{Namespace: m.Namespace, TCNamespace: m.Spec.TCNamespace, OwnerNamespace: m.Labels[dpv1alpha1.LabelOwnerNamespace],
+		ServiceAccount: t.ServiceAccount, Env: t.Env, EnvPath: "spec.template.env"}
+	out.image("spec.template.toolImage", t.ToolImage)
+	out.template(t.AdditionalVolumes, t.AdditionalVolumeMounts)
+	out.storage("spec.template", t.StorageProvider)
+	return out
+}
+
+// ForRestore is what the policy judges of a VolumeRestoreMember restoring into a TidbCluster
+// whose TiKV has, besides its data volume, the pod volumes otherTiKVVolumes (nil when the
+// TidbCluster is not known yet): a warm-up reads those block by block.
+func ForRestore(m *dpv1alpha1.VolumeRestoreMember, otherTiKVVolumes []string) Member {
+	t := &m.Spec.Template
+	out := Member{Namespace: m.Namespace, TCNamespace: m.Spec.TCNamespace, OwnerNamespace: m.Labels[dpv1alpha1.LabelOwnerNamespace],
+		ServiceAccount: t.ServiceAccount, Env: t.Env, EnvPath: "spec.template.env"}
+	out.image("spec.template.toolImage", t.ToolImage)
+	if t.Warmup != fedv1alpha1.RestoreWarmupNone {
+		out.image("spec.template.warmupImage", t.WarmupImage)
+		out.WarmupStrategy, out.BlockWarmup = string(t.EffectiveWarmupStrategy()), blockWarmup(t.EffectiveWarmupStrategy(), otherTiKVVolumes)
+	}
+	out.template(t.AdditionalVolumes, t.AdditionalVolumeMounts)
+	out.storage("spec.backup", m.Spec.Backup)
+	return out
+}
+
+// blockWarmup says why a warm-up with strategy reads block devices; "" when it reads none.
+func blockWarmup(strategy fedv1alpha1.RestoreWarmupStrategy, other []string) string {
+	switch {
+	case strategy == fedv1alpha1.RestoreWarmupStrategyFio:
+		return "a fio warm-up reads every TiKV volume block by block"
+	case (strategy == fedv1alpha1.RestoreWarmupStrategyHybrid || strategy == fedv1alpha1.RestoreWarmupStrategyFsr) && len(other) > 0:
+		return fmt.Sprintf("a %s warm-up reads the TiKV volumes besides the data volume (%s) block by block", strategy, strings.Join(other, ", "))
+	}
+	return ""
+}
+
+func (m *Member) image(field, image string) {
+	if image != "" {
+		m.Images = append(m.Images, Field{Path: field, Value: image})
+	}
+}
+
+func (m *Member) template(volumes []corev1.Volume, mounts []corev1.VolumeMount) {
+	for i, v := range volumes {
+		m.Volumes = append(m.Volumes, Volume{Path: fmt.Sprintf("spec.template.additionalVolumes[%d]", i), Volume: v})
+	}
+	for i, v := range mounts {
+		m.Mounts = append(m.Mounts, Mount{Path: fmt.Sprintf("spec.template.additionalVolumeMounts[%d]", i), Mount: v})
+	}
+}
+
+func (m *Member) storage(field string, sp fedv1alpha1.StorageProvider) {
+	if sp.Local == nil {
+		return
+	}
+	m.Volumes = append(m.Volumes, Volume{Path: field + ".local.volume", Volume: sp.Local.Volume})
+	m.Mounts = append(m.Mounts, Mount{Path: field + ".local.volumeMount", Mount: sp.Local.VolumeMount})
+}
+
+// Check returns every rule m breaks, in a fixed order: namespaces, images, service account,
+// volumes, mounts, env, privilege.
+func (p *Policy) Check(m Member) []Violation {
+	var vs []Violation
+	vs = append(vs, p.checkNamespaces(m)...)
+	for _, img := range m.Images {
+		if !p.imageAllowed(img.Value) {
+			vs = append(vs, p.imageViolation(img.Path, img.Value))
+		}
+	}
+	if m.ServiceAccount != "" && !p.serviceAccountAllowed(m.Namespace, m.ServiceAccount) {
+		vs = append(vs, p.serviceAccountViolation("spec.template.serviceAccount", m.ServiceAccount))
+	}
+	for _, v := range m.Volumes {
+		if v.Volume.HostPath != nil && !p.c.HostPath {
+			vs = append(vs, hostPathViolation(v.Path+".hostPath.path", v.Volume.HostPath.Path))
+		}
+	}
+	for _, mt := range m.Mounts {
+		if identityMount(mt.Mount.MountPath) {
+			vs = append(vs, identityMountViolation(mt.Path+".mountPath", mt.Mount.MountPath))
+		}
+	}
+	for i, e := range m.Env {
+		if credentialEnv(e.Name) && !matchAny(p.c.Env, e.Name) {
+			vs = append(vs, Violation{Rule: dpv1alpha1.CredentialEnvNotAllowedReason, Field: fmt.Sprintf("%s[%d].name", m.EnvPath, i), Value: e.Name,
+				Why: "this variable chooses the steps' credentials or where they send them; refused unless --allowed-env names it"})
+		}
+	}
+	if m.BlockWarmup != "" && !p.c.PrivilegedWarmup {
+		vs = append(vs, Violation{Rule: dpv1alpha1.PrivilegedNotAllowedReason, Field: "spec.template.warmupStrategy", Value: m.WarmupStrategy,
+			Why: m.BlockWarmup + ", which needs a privileged container; refused unless --allow-privileged-warmup"})
+	}
+	return vs
+}
+
+// checkNamespaces refuses a member whose control-plane namespace may not act on its namespace
+// or its TidbCluster's.
+func (p *Policy) checkNamespaces(m Member) []Violation {
+	if m.OwnerNamespace == "" {
+		return []Violation{{Rule: dpv1alpha1.NamespaceNotAllowedReason, Field: "metadata.labels[" + dpv1alpha1.LabelOwnerNamespace + "]",
+			Why: "the member names no control-plane namespace; the manager labels every member it creates with its VolumeBackup's or VolumeRestore's"}}
+	}
+	var vs []Violation
+	for _, f := range []Field{{Path: "metadata.namespace", Value: m.Namespace}, {Path: "spec.tcNamespace", Value: m.TCNamespace}} {
+		if f.Path == "spec.tcNamespace" && f.Value == m.Namespace && len(vs) > 0 {
+			continue // the same namespace, refused once
+		}
+		if !p.namespaceAllowed(m.OwnerNamespace, f.Value) {
+			vs = append(vs, Violation{Rule: dpv1alpha1.NamespaceNotAllowedReason, Field: f.Path, Value: f.Value,
+				Why: fmt.Sprintf("control-plane namespace %q may not act on this data-plane namespace (allowed: %s)", m.OwnerNamespace, p.namespacesAllowed())})
+		}
+	}
+	return vs
+}
+
+// namespacesAllowed describes the namespace rule for a message.
+func (p *Policy) namespacesAllowed() string {
+	var parts []string
+	if p.c.SameNamespace {
+		parts = append(parts, "the namespace of the same name")
+	}
+	for _, m := range p.c.Namespaces {
+		parts = append(parts, "--allow-namespaces "+m)
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (p *Policy) imageViolation(field, image string) Violation {
+	allowed := fmt.Sprintf("the agent's own %q", p.c.AgentImage)
+	if len(p.c.Images) > 0 {
+		allowed += " and --allowed-images " + strings.Join(p.c.Images, " ")
+	}
+	return Violation{Rule: dpv1alpha1.ImageNotAllowedReason, Field: field, Value: image, Why: "not an allowed image (allowed: " + allowed + ")"}
+}
+
+func (p *Policy) serviceAccountViolation(field, name string) Violation {
+	allowed := fmt.Sprintf("the steps' own %q", p.c.StepServiceAccount)
+	if len(p.c.ServiceAccounts) > 0 {
+		allowed += " and --allowed-service-accounts " + strings.Join(p.c.ServiceAccounts, " ")
+	}
+	return Violation{Rule: dpv1alpha1.ServiceAccountNotAllowedReason, Field: field, Value: name,
+		Why: "not an allowed service account: a pod may act with every right it holds (allowed: " + allowed + ")"}
+}
+
+func hostPathViolation(field, dir string) Violation {
+	return Violation{Rule: dpv1alpha1.HostPathNotAllowedReason, Field: field, Value: dir,
+		Why: "a hostPath volume opens the node's files to the pod; refused unless --allow-host-path"}
+}
+
+func identityMountViolation(field, dir string) Violation {
+	return Violation{Rule: dpv1alpha1.IdentityMountNotAllowedReason, Field: field, Value: dir,
+		Why: "this mount lies over the directory of the pod's identity token and would replace the steps' identity; never allowed"}
+}
+
+// credentialPrefixes and credentialNames are the environment variables that choose the steps'
+// credentials or where the steps send them: the AWS SDK's configuration (keys, profile, role,
+// web identity token file, container credentials, endpoints, region), fedbr's own (the lab root
+// under which the service-account token is read), the Kubernetes client's (kubeconfig, API
+// server address), the member a step reports to, and the proxies and CA files that would let
+// a third party read requests carrying the steps' credentials. Names are compared
+// case-insensitively (proxies are read in lower case too).
+var (
+	credentialPrefixes = []string{"AWS_", "FEDBR_"}
+	credentialNames    = []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE", "POD_NAME",
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+)
+
+func credentialEnv(name string) bool {
+	n := strings.ToUpper(name)
+	return slices.Contains(credentialNames, n) || slices.ContainsFunc(credentialPrefixes, func(p string) bool { return strings.HasPrefix(n, p) })
+}
+
+// identityDirs hold the tokens a pod's identities are read from: its Kubernetes service
+// account, EKS's web identity token (IRSA) and EKS Pod Identity's token; /var/run is /run in
+// most images.
+var identityDirs = []string{
+	"/var/run/secrets/kubernetes.io", "/var/run/secrets/eks.amazonaws.com", "/var/run/secrets/pods.eks.amazonaws.com",
+	"/run/secrets/kubernetes.io", "/run/secrets/eks.amazonaws.com", "/run/secrets/pods.eks.amazonaws.com",
+}
+
+// identityMount says a mount at dir replaces an identity token: it is one of identityDirs or
+// below one, once cleaned (a path the admission rule's prefix test does not see as such,
+// /var/run//secrets/… or /var/run/x/../secrets/…, is caught here).
+func identityMount(dir string) bool {
+	c := path.Clean("/" + dir)
+	return slices.ContainsFunc(identityDirs, func(d string) bool { return c == d || strings.HasPrefix(c, d+"/") })
+}

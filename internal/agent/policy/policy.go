@@ -1,0 +1,222 @@
+// Package policy is the agent's operator-owned policy over what a member may make the agent
+// run: which control-plane namespaces may act on which data-plane namespaces, which images the
+// step and warm-up pods may run, and whether they may use hostPath volumes, foreign service
+// accounts, credential-choosing environment variables or privilege.
+//
+// Everything a member's template says reaches pods in the data plane, and whoever may create a
+// VolumeBackup or VolumeRestore in the control plane writes that template. The policy comes from
+// the agent's flags (Config), never from a member, and its defaults are safe: a member acts
+// only in the data-plane namespace named like its owner's control-plane namespace, runs only
+// the agent's own image as the steps' own service account, and gets no hostPath, no credential
+// overrides and no privileged pod.
+//
+// The package is pure: Check judges a member (Member, built by ForBackup or ForRestore) and
+// CheckPod a pod about to be built into a Job; each returns every rule broken, as Violations whose Rule is one of the
+// Failed reasons in api/dataplane/v1alpha1 (NamespaceNotAllowedReason, …). The agent's
+// planners take Check's verdict as an observed input and fail a refused member before any pod
+// exists; CheckPod refuses each pod again when its Job is built (job.BuildGuarded).
+//
+// What the namespace rule is worth: a member records its owner's namespace in its label
+// dataplane.fedbr.io/owner-namespace, set by the manager. Anyone who may write members in the
+// data plane can write that label too, so the rule holds only as long as members are writable
+// by the manager's data-plane identity and the agent alone (docs/security.md).
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// Config is the policy as the agent's flags give it.
+type Config struct {
+	// AgentImage is the agent's own image (--image): always allowed.
+	AgentImage string
+	// StepServiceAccount is the steps' own service account, which the agent creates with only
+	// the rights a step needs: always allowed.
+	StepServiceAccount string
+	// SameNamespace lets a control-plane namespace act on the data-plane namespace of the same
+	// name (--allow-same-namespace, on by default).
+	SameNamespace bool
+	// Namespaces are further mappings "CP=DP[,DP…]" (--allow-namespaces): the control-plane
+	// namespaces matching the glob CP may act on the data-plane namespaces matching a DP glob.
+	Namespaces []string
+	// Images are glob patterns of further allowed images (--allowed-images).
+	Images []string
+	// HostPath allows hostPath volumes (--allow-host-path).
+	HostPath bool
+	// ServiceAccounts are glob patterns of further allowed service accounts, NAME (in any
+	// namespace) or NAMESPACE/NAME (--allowed-service-accounts).
+	ServiceAccounts []string
+	// PrivilegedWarmup allows warm-ups that read block devices, in privileged containers
+	// (--allow-privileged-warmup).
+	PrivilegedWarmup bool
+	// Env are glob patterns of credential variables a template may set after all
+	// (--allowed-env).
+	Env []string
+}
+
+// Policy is a validated Config.
+type Policy struct {
+	c          Config
+	namespaces []mapping
+}
+
+// mapping is one --allow-namespaces entry.
+type mapping struct {
+	cp string
+	dp []string
+}
+
+// New validates c: every glob must be well formed, every mapping CP=DP[,DP…].
+func New(c Config) (*Policy, error) {
+	var errs []error
+	if c.AgentImage == "" {
+		errs = append(errs, errors.New("the agent's own image is empty"))
+	}
+	if c.StepServiceAccount == "" {
+		errs = append(errs, errors.New("the steps' service account is empty"))
+	}
+	p := &Policy{c: c}
+	for _, m := range c.Namespaces {
+		cp, dps, ok := strings.Cut(m, "=")
+		mp := mapping{cp: strings.TrimSpace(cp)}
+		for _, dp := range strings.Split(dps, ",") {
+			if dp = strings.TrimSpace(dp); dp != "" {
+				mp.dp = append(mp.dp, dp)
+			}
+		}
+		if !ok || mp.cp == "" || len(mp.dp) == 0 {
+			errs = append(errs, fmt.Errorf("--allow-namespaces %q: want CONTROL_NAMESPACE=DATA_NAMESPACE[,DATA_NAMESPACE…] (globs allowed)", m))
+			continue
+		}
+		errs = append(errs, globs("--allow-namespaces", append([]string{mp.cp}, mp.dp...))...)
+		p.namespaces = append(p.namespaces, mp)
+	}
+	errs = append(errs, globs("--allowed-images", c.Images)...)
+	errs = append(errs, globs("--allowed-service-accounts", c.ServiceAccounts)...)
+	for _, sa := range c.ServiceAccounts {
+		if strings.Count(sa, "/") > 1 {
+			errs = append(errs, fmt.Errorf("--allowed-service-accounts %q: want NAME or NAMESPACE/NAME", sa))
+		}
+	}
+	errs = append(errs, globs("--allowed-env", c.Env)...)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// globs checks patterns: path.Match syntax, not empty.
+func globs(flag string, patterns []string) []error {
+	var errs []error
+	for _, g := range patterns {
+		if strings.TrimSpace(g) == "" {
+			errs = append(errs, fmt.Errorf("%s: an empty pattern", flag))
+			continue
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: not a glob pattern (path.Match syntax: *, ?, [a-z], \\ escapes): %w", flag, g, err))
+		}
+	}
+	return errs
+}
+
+// Default is the safe policy: the agent's own image and the steps' own service account, each
+// control-plane namespace acting on its namesake only, nothing else allowed.
+func Default(agentImage, stepServiceAccount string) *Policy {
+	return &Policy{c: Config{AgentImage: agentImage, StepServiceAccount: stepServiceAccount, SameNamespace: true}}
+}
+
+// Violation is one rule a member or a pod breaks.
+type Violation struct {
+	// Rule is the rule's name, a Failed reason of api/dataplane/v1alpha1.
+	Rule string
+	// Field is where the value is (spec.template.toolImage, spec.containers[0].image, …);
+	// Value the value itself.
+	Field, Value string
+	// Why says what the rule refuses and how the operator allows it, if at all.
+	Why string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s %q: %s (%s)", v.Field, v.Value, v.Why, v.Rule)
+}
+
+// Reason is the condition reason of a refusal: the first rule broken.
+func Reason(vs []Violation) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0].Rule
+}
+
+// Message is the condition message of a refusal: every violation, with its field and value.
+func Message(vs []Violation) string {
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = v.String()
+	}
+	return "refused by the agent's policy: " + strings.Join(parts, "; ")
+}
+
+// String summarises the policy for the agent's --dry-run.
+func (p *Policy) String() string {
+	var ns []string
+	if p.c.SameNamespace {
+		ns = append(ns, "same name")
+	}
+	for _, m := range p.c.Namespaces {
+		ns = append(ns, "["+m+"]")
+	}
+	list := func(l []string) string {
+		if len(l) == 0 {
+			return "none"
+		}
+		return strings.Join(l, ", ")
+	}
+	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; credential env: %s",
+		list(ns), list(append([]string{p.c.AgentImage}, p.c.Images...)), list(append([]string{p.c.StepServiceAccount}, p.c.ServiceAccounts...)),
+		onOff(p.c.HostPath), onOff(p.c.PrivilegedWarmup), list(p.c.Env))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "allowed"
+	}
+	return "refused"
+}
+
+// namespaceAllowed says whether control-plane namespace cp may act on data-plane namespace dp.
+func (p *Policy) namespaceAllowed(cp, dp string) bool {
+	if p.c.SameNamespace && cp == dp {
+		return true
+	}
+	for _, m := range p.namespaces {
+		if match(m.cp, cp) && slices.ContainsFunc(m.dp, func(g string) bool { return match(g, dp) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// imageAllowed says whether a pod may run image.
+func (p *Policy) imageAllowed(image string) bool {
+	return image == p.c.AgentImage || matchAny(p.c.Images, image)
+}
+
+// serviceAccountAllowed says whether a pod in namespace may run as name.
+func (p *Policy) serviceAccountAllowed(namespace, name string) bool {
+	return name == p.c.StepServiceAccount || matchAny(p.c.ServiceAccounts, name) || matchAny(p.c.ServiceAccounts, namespace+"/"+name)
+}
+
+func match(pattern, s string) bool {
+	ok, err := path.Match(pattern, s)
+	return ok && err == nil
+}
+
+func matchAny(patterns []string, s string) bool {
+	return slices.ContainsFunc(patterns, func(g string) bool { return match(g, s) })
+}

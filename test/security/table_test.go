@@ -1,0 +1,244 @@
+package security
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+)
+
+// The CEL messages admission refuses with (api/federation/v1alpha1).
+const (
+	celHostPath = "additionalVolumes cannot be hostPath volumes"
+	celMount    = "additionalVolumeMounts cannot mount over /var/run/secrets/kubernetes.io"
+	celEnv      = "env cannot set POD_NAMESPACE, POD_NAME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT or FEDBR_* variables"
+	celPriority = "priorityClassName cannot be a system- priority class"
+)
+
+// table is the proof: every hostile or careless input the API can express that touches what
+// runs in a data plane, and what it gets. Fields the API cannot express (hostNetwork, hostPID,
+// hostIPC, privileged, capabilities, any securityContext, hostPort, command, extra containers,
+// envFrom) have no row; the agent's pod check refuses them all the same should a builder ever
+// produce them (internal/agent/policy, internal/agent/job).
+func table() []row {
+	s3 := fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "p"}}
+	hostPath := func(dir string) corev1.Volume {
+		return corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}}
+	}
+	local := func(v corev1.Volume, mountPath string) fedv1alpha1.StorageProvider {
+		return fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{Volume: v, VolumeMount: corev1.VolumeMount{Name: v.Name, MountPath: mountPath}}}
+	}
+	emptyDir := corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	env := func(kv ...string) []corev1.EnvVar {
+		var out []corev1.EnvVar
+		for _, e := range kv {
+			k, v, _ := strings.Cut(e, "=")
+			out = append(out, corev1.EnvVar{Name: k, Value: v})
+		}
+		return out
+	}
+	// backup is a VolumeBackup in control-plane namespace ns of the TidbCluster name in the
+	// data-plane namespace of the same name, unless mut says otherwise.
+	backup := func(ns, name string, mut func(*fedv1alpha1.VolumeBackup)) *fedv1alpha1.VolumeBackup {
+		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fedv1alpha1.VolumeBackupSpec{Clusters: []fedv1alpha1.VolumeBackupMemberCluster{{K8sClusterName: plane, TCName: name, TCNamespace: ns}},
+				Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: s3}}}
+		if mut != nil {
+			mut(b)
+		}
+		return b
+	}
+	tmpl := func(ns, name string, mut func(*fedv1alpha1.VolumeBackupMemberSpec)) *fedv1alpha1.VolumeBackup {
+		return backup(ns, name, func(b *fedv1alpha1.VolumeBackup) { mut(&b.Spec.Template) })
+	}
+	restore := func(ns, name string, mut func(*fedv1alpha1.VolumeRestore)) *fedv1alpha1.VolumeRestore {
+		r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: fedv1alpha1.VolumeRestoreSpec{Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{{K8sClusterName: plane, TCName: name, TCNamespace: ns, Backup: s3}}}}
+		if mut != nil {
+			mut(r)
+		}
+		return r
+	}
+	rtmpl := func(ns, name string, mut func(*fedv1alpha1.VolumeRestoreMemberSpec)) *fedv1alpha1.VolumeRestore {
+		return restore(ns, name, func(r *fedv1alpha1.VolumeRestore) { mut(&r.Spec.Template) })
+	}
+	// member is a VolumeBackupMember written straight into the data plane, not by the manager;
+	// owner is its owner-namespace label ("" for none).
+	member := func(ns, name, owner string, mut func(*dpv1alpha1.VolumeBackupMember)) *dpv1alpha1.VolumeBackupMember {
+		m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: name, K8sClusterName: plane, TCName: name, TCNamespace: ns,
+				Phase: dpv1alpha1.BackupMemberInitialize, Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: s3}}}
+		if owner != "" {
+			m.Labels = map[string]string{dpv1alpha1.LabelOwnerNamespace: owner}
+		}
+		if mut != nil {
+			mut(m)
+		}
+		return m
+	}
+	restoreMember := func(ns, name, owner string, mut func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.VolumeRestoreMember {
+		m := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: owner}},
+			Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: name, K8sClusterName: plane, TCName: name, TCNamespace: ns,
+				Phase: dpv1alpha1.RestoreMemberRestoreVolume, Backup: s3}}
+		if mut != nil {
+			mut(m)
+		}
+		return m
+	}
+	schedule := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "nightly-host"},
+		Spec: fedv1alpha1.VolumeBackupScheduleSpec{Schedule: "0 3 * * *", BackupTemplate: tmpl("team-a", "x", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+			t.AdditionalVolumes = []corev1.Volume{hostPath("/etc")}
+		}).Spec}}
+	digest := "@sha256:" + strings.Repeat("ab", 32)
+
+	return []row{
+		// Refused at admission: values that never make sense, whatever the policy.
+		{name: "backup mounts the node's root by hostPath", outcome: admission, want: celHostPath,
+			input: tmpl("team-a", "a-hostpath", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.AdditionalVolumes = []corev1.Volume{hostPath("/")} })},
+		{name: "restore mounts the container runtime's socket", outcome: admission, want: celHostPath,
+			input: rtmpl("team-a", "a-docker-sock", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{hostPath("/var/run/docker.sock")}
+			})},
+		{name: "schedule's backup template mounts a hostPath", outcome: admission, want: celHostPath, input: schedule},
+		{name: "forged backup member mounts a hostPath", outcome: admission, want: celHostPath,
+			input: member("team-a", "a-member-hostpath", "team-a", func(m *dpv1alpha1.VolumeBackupMember) {
+				m.Spec.Template.AdditionalVolumes = []corev1.Volume{hostPath("/var/lib/kubelet")}
+			})},
+		{name: "backup mounts another identity's token over the service-account token", outcome: admission, want: celMount,
+			input: tmpl("team-a", "a-sa-token", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "stolen", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "admin-token"}}}}
+				t.AdditionalVolumeMounts = []corev1.VolumeMount{{Name: "stolen", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount"}}
+			})},
+		{name: "restore mounts over the IRSA web identity token", outcome: admission, want: celMount,
+			input: rtmpl("team-a", "a-irsa-token", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{emptyDir}
+				t.AdditionalVolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/var/run/secrets/eks.amazonaws.com/serviceaccount"}}
+			})},
+		{name: "backup points its steps at another namespace's members", outcome: admission, want: celEnv,
+			input: tmpl("team-a", "a-pod-namespace", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.Env = env("POD_NAMESPACE=kube-system") })},
+		{name: "restore points its steps at another API server", outcome: admission, want: celEnv,
+			input: rtmpl("team-a", "a-api-server", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.Env = env("KUBERNETES_SERVICE_HOST=10.0.0.66") })},
+		{name: "backup moves fedbr's own root", outcome: admission, want: celEnv,
+			input: tmpl("team-a", "a-fedbr-root", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.Env = env("FEDBR_LAB_ROOT=/tmp/evil") })},
+		{name: "backup preempts the cluster's critical pods", outcome: admission, want: celPriority,
+			input: tmpl("team-a", "a-priority", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.PriorityClassName = "system-node-critical" })},
+		{name: "forged restore member preempts the cluster's critical pods", outcome: admission, want: celPriority,
+			input: restoreMember("team-a", "a-member-priority", "team-a", func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Spec.Template.PriorityClassName = "system-cluster-critical"
+			})},
+
+		// Refused by the agent's policy, with the rule's name.
+		{name: "backup runs a foreign image", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
+			names: `spec.template.toolImage "evil.example.com/fedbr:v1"`,
+			input: tmpl("team-a", "p-foreign-image", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ToolImage = "evil.example.com/fedbr:v1" })},
+		{name: "backup runs an image by digest from another registry", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
+			names: `spec.template.toolImage "ghcr.io/attacker/fedbr` + digest + `"`,
+			input: tmpl("team-a", "p-digest", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ToolImage = "ghcr.io/attacker/fedbr" + digest })},
+		{name: "backup names the agent's image another way (careless)", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
+			names: `spec.template.toolImage "docker.io/library/fedbr:test"`,
+			input: tmpl("team-a", "p-image-spelling", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ToolImage = "docker.io/library/fedbr:test" })},
+		{name: "backup runs a look-alike repository of the allowed registry", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
+			names: `spec.template.toolImage "registry.example.com/fedbr-evil:v1"`,
+			input: tmpl("team-a", "p-lookalike", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ToolImage = "registry.example.com/fedbr-evil:v1" })},
+		{name: "restore warms up with a foreign image", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
+			names: `spec.template.warmupImage "evil.example.com/warm:1"`,
+			input: rtmpl("team-a", "p-warmup-image", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.Warmup, t.WarmupImage = fedv1alpha1.RestoreWarmupSync, "evil.example.com/warm:1"
+			})},
+		{name: "restore asks for a privileged fio warm-up without --allow-privileged-warmup", outcome: refused, want: dpv1alpha1.PrivilegedNotAllowedReason,
+			names: `spec.template.warmupStrategy "fio"`,
+			input: rtmpl("team-a", "p-fio", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.Warmup, t.WarmupStrategy = fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio
+			})},
+		{name: "restore's hybrid warm-up would read a raft volume's device", outcome: refused, want: dpv1alpha1.PrivilegedNotAllowedReason,
+			names: `spec.template.warmupStrategy "hybrid": a hybrid warm-up reads the TiKV volumes besides the data volume (tikv-raft)`,
+			setup: seedTC("team-a", "p-hybrid-raft", "raft"),
+			input: rtmpl("team-a", "p-hybrid-raft", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.Warmup = fedv1alpha1.RestoreWarmupAsync })},
+		{name: "backup runs as a foreign service account", outcome: refused, want: dpv1alpha1.ServiceAccountNotAllowedReason,
+			names: `spec.template.serviceAccount "tidb-admin"`,
+			input: tmpl("team-a", "p-service-account", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ServiceAccount = "tidb-admin" })},
+		{name: "restore runs as the namespace's default service account", outcome: refused, want: dpv1alpha1.ServiceAccountNotAllowedReason,
+			names: `spec.template.serviceAccount "default"`,
+			input: rtmpl("team-a", "p-default-sa", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.ServiceAccount = "default" })},
+		{name: "backup injects static AWS keys", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "AWS_ACCESS_KEY_ID"`,
+			input: tmpl("team-a", "p-aws-keys", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = env("AWS_ACCESS_KEY_ID=AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY=secret")
+			})},
+		{name: "backup assumes another role by web identity", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[1].name "AWS_WEB_IDENTITY_TOKEN_FILE"`,
+			input: tmpl("team-a", "p-aws-role", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = env("AWS_ROLE_ARN=arn:aws:iam::111122223333:role/admin", "AWS_WEB_IDENTITY_TOKEN_FILE=/tmp/token")
+			})},
+		{name: "backup sends EC2 calls to another endpoint", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "AWS_ENDPOINT_URL_EC2"`,
+			input: tmpl("team-a", "p-aws-endpoint", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = env("AWS_ENDPOINT_URL_EC2=http://collector.example.com")
+			})},
+		{name: "restore routes its steps through a proxy", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "HTTPS_PROXY"`,
+			input: rtmpl("team-a", "p-proxy", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.Env = env("HTTPS_PROXY=http://mitm.example.com:3128") })},
+		{name: "backup's steps read another kubeconfig", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "KUBECONFIG"`,
+			input: tmpl("team-a", "p-kubeconfig", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.Env = env("KUBECONFIG=/scratch/admin.conf") })},
+		{name: "backup stores its metadata on the node's root (local storage, hostPath)", outcome: refused, want: dpv1alpha1.HostPathNotAllowedReason,
+			names: `spec.template.local.volume.hostPath.path "/"`,
+			input: tmpl("team-a", "p-local-root", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.StorageProvider = local(hostPath("/"), "/backup") })},
+		{name: "restore reads its backup from the kubelet's directory (the agent would read it too)", outcome: refused, want: dpv1alpha1.HostPathNotAllowedReason,
+			names: `spec.backup.local.volume.hostPath.path "/var/lib/kubelet"`,
+			input: restore("team-a", "p-local-kubelet", func(r *fedv1alpha1.VolumeRestore) {
+				r.Spec.Clusters[0].Backup = local(hostPath("/var/lib/kubelet"), "/backup")
+			})},
+		{name: "backup mounts over the token by a path admission does not see as such", outcome: refused, want: dpv1alpha1.IdentityMountNotAllowedReason,
+			names: `spec.template.additionalVolumeMounts[0].mountPath "/var/run//secrets/kubernetes.io/serviceaccount"`,
+			input: tmpl("team-a", "p-token-path", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{emptyDir}
+				t.AdditionalVolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/var/run//secrets/kubernetes.io/serviceaccount"}}
+			})},
+		{name: "backup mounts its local storage over the token", outcome: refused, want: dpv1alpha1.IdentityMountNotAllowedReason,
+			names: `spec.template.local.volumeMount.mountPath "/var/run/secrets/kubernetes.io/serviceaccount"`,
+			input: tmpl("team-a", "p-storage-token", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.StorageProvider = local(corev1.Volume{Name: "stolen", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "admin-token"}}},
+					"/var/run/secrets/kubernetes.io/serviceaccount")
+			})},
+		{name: "backup of a TidbCluster in another team's namespace", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
+			names: `metadata.namespace "team-b": control-plane namespace "team-a" may not act`,
+			input: backup("team-a", "p-other-team", func(b *fedv1alpha1.VolumeBackup) { b.Spec.Clusters[0].TCNamespace = "team-b" })},
+		{name: "restore into kube-system", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
+			names: `metadata.namespace "kube-system"`,
+			input: restore("team-a", "p-kube-system", func(r *fedv1alpha1.VolumeRestore) { r.Spec.Clusters[0].TCNamespace = "kube-system" })},
+		{name: "a mapped namespace acts only where it is mapped", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
+			names: `metadata.namespace "team-a": control-plane namespace "ops" may not act`,
+			input: backup("ops", "p-ops-team-a", func(b *fedv1alpha1.VolumeBackup) { b.Spec.Clusters[0].TCNamespace = "team-a" })},
+		{name: "forged backup member without an owner", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
+			names: `metadata.labels[dataplane.fedbr.io/owner-namespace] ""`, input: member("team-a", "p-no-owner", "", nil)},
+		{name: "forged backup member naming a TidbCluster namespace not mapped", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
+			names: `spec.tcNamespace "team-b"`,
+			input: member("team-a", "p-member-tc-ns", "team-a", func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.TCNamespace = "team-b" })},
+		{name: "forged restore member claiming another control-plane namespace", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
+			names: `metadata.namespace "team-b": control-plane namespace "team-a" may not act`, input: restoreMember("team-b", "p-member-owner", "team-a", nil)},
+		{name: "backup breaking several rules: the first is the reason, the message names each", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
+			names: `spec.template.serviceAccount "tidb-admin"`,
+			input: tmpl("team-a", "p-several", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.ToolImage, t.ServiceAccount, t.Env = "evil.example.com/fedbr:v1", "tidb-admin", env("AWS_PROFILE=admin")
+			})},
+
+		// Within policy: what the operator allowed runs.
+		{name: "backup pins an image the operator allowed by pattern", outcome: allowed, want: "registry.example.com/fedbr:v2",
+			setup: seedTC("team-a", "ok-pinned-image"),
+			input: tmpl("team-a", "ok-pinned-image", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ToolImage = "registry.example.com/fedbr:v2" })},
+		{name: "backup from a control-plane namespace the operator mapped", outcome: allowed, want: agentImage,
+			setup: seedTC("team-b", "ok-mapped"),
+			input: backup("ops", "ok-mapped", func(b *fedv1alpha1.VolumeBackup) { b.Spec.Clusters[0].TCNamespace = "team-b" })},
+		{name: "backup with harmless env, a scratch volume and the steps' own service account named", outcome: allowed, want: agentImage,
+			setup: seedTC("team-a", "ok-harmless"),
+			input: tmpl("team-a", "ok-harmless", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env, t.ServiceAccount, t.ToolImage = env("TZ=UTC", "GOMAXPROCS=2"), "fedbr-br", agentImage
+				t.AdditionalVolumes = []corev1.Volume{emptyDir}
+				t.AdditionalVolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+			})},
+	}
+}
