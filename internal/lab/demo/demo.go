@@ -47,8 +47,8 @@ type Options struct {
 	// Accounts, Workers and Rate shape the bank workload (Rate 0: as fast as it goes).
 	Accounts, Workers int
 	Rate              float64
-	// Warmup is how long the bank runs before the backup starts (at least until it committed
-	// bank.MinTransfers transfers).
+	// Warmup is how long the bank runs, once it committed bank.MinTransfers transfers, before
+	// the backup starts.
 	Warmup time.Duration
 	// RestoreWarmup is the restore's warm-up of its volumes: "" (none), sync or async.
 	RestoreWarmup fedv1alpha1.RestoreWarmupMode

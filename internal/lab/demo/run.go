@@ -93,26 +93,14 @@ func (d *run) say(format string, args ...any) {
 }
 
 func (d *run) run(ctx context.Context) error {
-	if err := ensureDir(logDir(d.lab)); err != nil {
+	if err := d.startSuite(ctx); err != nil {
 		return err
 	}
-	if err := d.startControllers(); err != nil {
-		return err
-	}
-	if err := d.sourceCluster(ctx); err != nil {
-		return err
-	}
-	if err := d.startBank(ctx); err != nil {
-		return err
-	}
-	d.say("bank: %d accounts, %d workers; backing up after %s and %d transfers, while it writes", d.o.Accounts, d.o.Workers, d.o.Warmup, bank.MinTransfers)
+	d.say("bank: %d accounts, %d workers, %d transfers committed; backing up in %s, while it writes", d.o.Accounts, d.o.Workers, bank.MinTransfers, d.o.Warmup)
 	select {
 	case <-time.After(d.o.Warmup):
 	case <-ctx.Done():
 		return ctx.Err()
-	}
-	if err := d.waitTransfers(ctx, 0); err != nil {
-		return err
 	}
 	b, err := d.backup(ctx)
 	if err == nil {

@@ -59,7 +59,7 @@ func NewCmd() *cobra.Command {
 	f.IntVar(&o.Accounts, "accounts", 200, "bank accounts")
 	f.IntVar(&o.Workers, "workers", 4, "bank workers")
 	f.Float64Var(&o.Rate, "rate", 0, "bank transfers per second (0: as fast as it goes)")
-	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes before the backup starts (at least until it committed 100 transfers)")
+	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes, once it committed 100 transfers, before the backup starts")
 	f.BoolVar(&o.RaftVolumes, "raft-volumes", false, "give each TiKV a second volume for its raft log (needs --restore-warmup empty: the lab cannot read a volume block by block)")
 	f.StringVar((*string)(&o.RestoreWarmup), "restore-warmup", "", "warm-up of the restored volumes: sync (before TiKV starts), async (beside the restarted TiKV) or empty for none")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each wait (cluster up, backup, restore)")
