@@ -24,17 +24,18 @@ help: ## List the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/fedbr.
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fedbr ./cmd/fedbr
+build: ## Build bin/fedbr (what users install) and bin/fedbr-lab (fedbr plus the lab).
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/fedbr ./cmd/fedbr-lab
+	@stat -c %s bin/fedbr | awk '{printf "bin/fedbr: %.1f MiB (%d bytes)\n", $$1 / 1048576, $$1}'
 
 DEMO_DIR ?= _output/demo
 
 .PHONY: demo
 demo: build k8s-bin ## Run the main job in the lab: backup under load, restore into fresh clusters, check, timeline.
-	-bin/fedbr lab down --dir $(DEMO_DIR) >/dev/null 2>&1
+	-bin/fedbr-lab lab down --dir $(DEMO_DIR) >/dev/null 2>&1
 	rm -rf $(DEMO_DIR) # a fresh lab every time: the demo creates fixed names
-	bin/fedbr lab up --dir $(DEMO_DIR)
-	rc=0; bin/fedbr lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr lab down --dir $(DEMO_DIR); exit $$rc
+	bin/fedbr-lab lab up --dir $(DEMO_DIR)
+	rc=0; bin/fedbr-lab lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr-lab lab down --dir $(DEMO_DIR); exit $$rc
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/.
