@@ -37,17 +37,36 @@ help: ## List the targets.
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## Build bin/fedbr.
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/fedbr ./cmd/fedbr
+build: ## Build bin/fedbr (what users install) and bin/fedbr-lab (fedbr plus the lab).
+	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/fedbr ./cmd/fedbr-lab
+	@stat -c %s bin/fedbr | awk '{printf "bin/fedbr: %.1f MiB (%d bytes)\n", $$1 / 1048576, $$1}'
+
+# The image, built by hack/image without a Docker daemon, from scratch (docs/install.md).
+IMAGE ?= ghcr.io/fedbr/fedbr:$(VERSION)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_DIR ?= _output/image
+IMAGE_SOURCE ?= https://github.com/fedbr/fedbr
+# The image's creation time and its files' times: the commit's, so a commit builds one image.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+
+.PHONY: image
+image: ## Build fedbr's image (cmd/fedbr, static) without Docker: OCI layout and docker-loadable tarballs in _output/image.
+	cd hack/image && go run . build --repo $(CURDIR) --out $(abspath $(IMAGE_DIR)) --tag $(IMAGE) \
+		--platforms $(IMAGE_PLATFORMS) --ldflags '$(LDFLAGS)' --version $(VERSION) --revision $(COMMIT) \
+		--source $(IMAGE_SOURCE) --created $(SOURCE_DATE_EPOCH)
+
+.PHONY: image-push
+image-push: image ## Build the image and push every platform of it to IMAGE, with docker login's credentials.
+	cd hack/image && go run . push --layout $(abspath $(IMAGE_DIR))/oci --ref $(IMAGE)
 
 DEMO_DIR ?= _output/demo
 
 .PHONY: demo
 demo: build k8s-bin ## Run the main job in the lab: backup under load, restore into fresh clusters, check, timeline.
-	-bin/fedbr lab down --dir $(DEMO_DIR) >/dev/null 2>&1
+	-bin/fedbr-lab lab down --dir $(DEMO_DIR) >/dev/null 2>&1
 	rm -rf $(DEMO_DIR) # a fresh lab every time: the demo creates fixed names
-	bin/fedbr lab up --dir $(DEMO_DIR)
-	rc=0; bin/fedbr lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr lab down --dir $(DEMO_DIR); exit $$rc
+	bin/fedbr-lab lab up --dir $(DEMO_DIR)
+	rc=0; bin/fedbr-lab lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr-lab lab down --dir $(DEMO_DIR); exit $$rc
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the charts' copies).
@@ -79,10 +98,12 @@ fmt: $(GOLANGCI_LINT) ## Format the code.
 .PHONY: vet
 vet: ## Run go vet.
 	go vet ./...
+	cd hack/image && go vet ./...
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).
 	$(GOLANGCI_LINT) run ./...
+	cd hack/image && $(CURDIR)/$(GOLANGCI_LINT) run ./...
 
 # The chart tests (test/charts) run this helm; without it they skip, unless FEDBR_HELM names it.
 .PHONY: helm
@@ -117,11 +138,17 @@ negative-controls: ## Run every negative control of docs/testing.md NEGATIVE_RUN
 crash: k8s-bin ## Run every point of the crash suite (test/crash; CI runs a rotating subset) and print its table.
 	set -o pipefail; FEDBR_CRASH_POINTS=all go test -v -count=1 -timeout 180m -run TestCrashAnywhere ./test/crash/ 2>&1 | tee /tmp/fedbr-crash.log | grep -E "^(--- |ok|FAIL)|crash point|^\s*\| "
 
+# hack/image's test (its own module): it builds fedbr statically and an image of it. No race
+# detector: one goroutine gzips the binary, which -race slows several times over.
+IMAGE_TEST := cd hack/image && go test -count=1 -timeout 30m ./...
+
 .PHONY: unit
 unit: $(HELM) ## Run the unit tests only (no API server).
 	FEDBR_HELM="$(abspath $(HELM))" go test -short $(GOTEST_FLAGS) ./...
+	$(IMAGE_TEST)
 
 .PHONY: test
 test: vet lint verify-generated k8s-bin $(HELM) ## Vet, lint, check generated files, run unit and envtest tests.
 	go test $(GOTEST_FLAGS) -exec true ./... >/dev/null
 	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" go test -p 1 $(GOTEST_FLAGS) ./...
+	$(IMAGE_TEST)

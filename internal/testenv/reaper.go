@@ -35,7 +35,7 @@ func AfterExit(argv ...string) (cancel func(), err error) {
 	}, nil
 }
 
-// LabDownAfterExit runs `fedbr lab down --dir dir` should the test process die before its
+// LabDownAfterExit runs `fedbr-lab lab down --dir dir` should the test process die before its
 // cleanups (a -timeout skips them all), so a lab never outlives its test. Register it before
 // the cleanup that takes the lab down: cleanups run last-registered first, so that one runs
 // first and this one then disarms the watcher.

@@ -37,7 +37,7 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // TestBackupRestoreChain is issue 5's "Done when": the bank workload on nine stores, each a
-// `fedbr lab tikv` process with two AWS-double volumes (data, and raft log apart, as a TiKV with
+// `fedbr-lab lab tikv` process with two AWS-double volumes (data, and raft log apart, as a TiKV with
 // storageVolumes has); pause → snapshot (real CreateSnapshots through the
 // provider while transfers go on) → the pause stopped at the "snapshots created" signal →
 // restore-volumes into another AZ against a fresh PD → TiKV doubles on the new volumes in

@@ -13,7 +13,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 )
 
-// TestSIGKILLedStoresLoseNothing runs the bank workload on five `fedbr lab tikv` processes,
+// TestSIGKILLedStoresLoseNothing runs the bank workload on five `fedbr-lab lab tikv` processes,
 // each with its log on a raft volume apart from its data volume and a checkpoint every few
 // hundred KiB; kills one store with SIGKILL and restarts it, twice, then kills every store at
 // once and tears the tail of each one's log (a write the kill cut short). After the restart

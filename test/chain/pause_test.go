@@ -99,7 +99,7 @@ var (
 	buildErr  error
 )
 
-// fedbr builds the fedbr binary once per test binary.
+// fedbr builds fedbr-lab (fedbr plus `lab tikv`) once per test binary.
 func fedbr(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -108,8 +108,8 @@ func fedbr(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		fedbrBin = filepath.Join(dir, "fedbr")
-		out, err := exec.Command("go", "build", "-o", fedbrBin, "github.com/fedbr/fedbr/cmd/fedbr").CombinedOutput()
+		fedbrBin = filepath.Join(dir, "fedbr-lab")
+		out, err := exec.Command("go", "build", "-o", fedbrBin, "github.com/fedbr/fedbr/cmd/fedbr-lab").CombinedOutput()
 		if err != nil {
 			buildErr = &buildError{err: err, out: string(out)}
 		}
@@ -125,7 +125,7 @@ type buildError struct {
 	out string
 }
 
-func (e *buildError) Error() string { return "go build fedbr: " + e.err.Error() + "\n" + e.out }
+func (e *buildError) Error() string { return "go build fedbr-lab: " + e.err.Error() + "\n" + e.out }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

@@ -154,8 +154,8 @@ func TestCrashAnywhere(t *testing.T) {
 	pingcaplog.SetLevel(zapcore.WarnLevel)
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "fedbr")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fedbr")
+	bin := filepath.Join(t.TempDir(), "fedbr-lab")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fedbr-lab")
 	cmd.Dir = testenv.RepoRoot()
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, out)

@@ -33,10 +33,11 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// buildFedbr builds fedbr-lab, the binary every lab process runs.
 func buildFedbr(t testing.TB) string {
 	t.Helper()
-	out := filepath.Join(t.TempDir(), "fedbr")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/fedbr")
+	out := filepath.Join(t.TempDir(), "fedbr-lab")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/fedbr-lab")
 	cmd.Dir = testenv.RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v: %s", err, b)
@@ -44,7 +45,7 @@ func buildFedbr(t testing.TB) string {
 	return out
 }
 
-// upLab builds fedbr, brings up the lab, and takes it down (checking nothing is left) when the
+// upLab builds fedbr-lab, brings up the lab, and takes it down (checking nothing is left) when the
 // test or benchmark ends.
 func upLab(ctx context.Context, t testing.TB) *env.Lab {
 	t.Helper()

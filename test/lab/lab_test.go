@@ -32,7 +32,7 @@ import (
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
-// bins holds the binaries TestMain builds: fedbr (what every lab process runs) and the probe
+// bins holds the binaries TestMain builds: fedbr-lab (what every lab process runs) and the probe
 // program of the kubelet tests (a container that reports signals).
 var bins struct {
 	dir, fedbr, probe string
@@ -56,9 +56,9 @@ func build() error {
 	if err != nil {
 		return err
 	}
-	bins.dir, bins.fedbr, bins.probe = dir, filepath.Join(dir, "fedbr"), filepath.Join(dir, "probe")
+	bins.dir, bins.fedbr, bins.probe = dir, filepath.Join(dir, "fedbr-lab"), filepath.Join(dir, "probe")
 	root := testenv.RepoRoot()
-	for out, pkg := range map[string]string{bins.fedbr: "./cmd/fedbr", bins.probe: "./internal/lab/kubelet/testdata/probe"} {
+	for out, pkg := range map[string]string{bins.fedbr: "./cmd/fedbr-lab", bins.probe: "./internal/lab/kubelet/testdata/probe"} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -274,7 +274,7 @@ func testJob(t *testing.T, ctx context.Context, w *world) {
 		if term == nil || term.ExitCode != wantCode {
 			t.Errorf("job %s: container state %+v, want exit code %d", name, p.Status.ContainerStatuses[0].State, wantCode)
 		}
-		// Logs through the API server (kubectl logs) and from the node's files (fedbr lab logs).
+		// Logs through the API server (kubectl logs) and from the node's files (fedbr-lab lab logs).
 		b, err := cs.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil || !strings.Contains(string(b), "hello from probe") || !strings.Contains(string(b), "exiting with "+strconv.Itoa(int(wantCode))) {
 			t.Errorf("kubectl logs of %s = %q, %v", p.Name, b, err)

@@ -1,4 +1,4 @@
-// Package lab is `fedbr lab`: the embedded environment that runs every part of fedbr on one
+// Package lab is `fedbr-lab lab`: the embedded environment that runs every part of fedbr on one
 // machine, with doubles for what the machine cannot have (AWS, PD/TiKV, kubelets).
 package lab
 
@@ -20,7 +20,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/lab/up"
 )
 
-// NewCmd returns `fedbr lab` with its subcommands.
+// NewCmd returns `fedbr-lab lab` with its subcommands.
 func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab",

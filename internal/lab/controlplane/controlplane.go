@@ -1,6 +1,6 @@
 // Package controlplane runs real Kubernetes control planes — etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler from the cached binaries — as local processes, one
-// set per lab cluster, on free loopback ports. It is what `fedbr lab up|down|status` drive.
+// set per lab cluster, on free loopback ports. It is what `fedbr-lab lab up|down|status` drive.
 //
 // Processes run in their own session, so they outlive the command that started them; the state
 // file records every pid with its binary, and Down stops exactly those processes (it checks
@@ -134,7 +134,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		return nil, err
 	}
 	if old, err := Load(dir); err == nil && len(old.running()) > 0 {
-		return nil, fmt.Errorf("a lab is already running in %s (pids %v): run `fedbr lab down --dir %s` first", dir, old.running(), dir)
+		return nil, fmt.Errorf("a lab is already running in %s (pids %v): run `fedbr-lab lab down --dir %s` first", dir, old.running(), dir)
 	}
 
 	st := &State{Kubeconfig: filepath.Join(dir, "kubeconfig"), Clusters: make([]Cluster, len(o.Clusters))}

@@ -154,7 +154,7 @@ func Stop(ctx context.Context, procs []Process, grace time.Duration) error {
 	return nil
 }
 
-// ComponentStatus is one component's state for `fedbr lab status`.
+// ComponentStatus is one component's state for `fedbr-lab lab status`.
 type ComponentStatus struct {
 	Cluster   string `json:"cluster"`
 	Component string `json:"component"`

@@ -1,7 +1,7 @@
 // Package demo runs fedbr's main job end to end in a running lab (internal/lab/env): one TiDB
 // cluster spread over every data plane with a bank workload writing to it, a VolumeBackup taken
 // while it writes, a VolumeRestore into fresh TidbClusters in recovery mode, and the bank's
-// checker on the restored cluster at the backup's commit ts. `fedbr lab demo` and the e2e test
+// checker on the restored cluster at the backup's commit ts. `fedbr-lab lab demo` and the e2e test
 // both run it: one implementation, so what the test proves is what the demo shows.
 //
 // Everything in between is production code in production shape: the manager and one agent per
@@ -110,7 +110,7 @@ func (o Options) withDefaults() Options {
 func (o Options) Validate() error {
 	switch {
 	case o.Lab == nil:
-		return errors.New("no lab: run `fedbr lab up` first")
+		return errors.New("no lab: run `fedbr-lab lab up` first")
 	case len(o.Lab.DataPlanes) == 0:
 		return errors.New("the lab has no data plane")
 	case o.Rate < 0:

@@ -11,7 +11,7 @@ import (
 )
 
 // process is a controller the demo runs: its own process group, output to a log file, and the
-// log's folder (inside the lab's) as working directory, so that `fedbr lab down` finds and
+// log's folder (inside the lab's) as working directory, so that `fedbr-lab lab down` finds and
 // stops it should the demo die without stopping it.
 type process struct {
 	cmd  *exec.Cmd

@@ -2,10 +2,10 @@
 // (package controlplane), one AWS double shared by all clusters, lab nodes (each an EC2
 // instance of the double in its cluster's zone) and a stand-in tidb-operator in every
 // data-plane cluster, installs fedbr's CRDs and the lab StorageClass everywhere, and takes it
-// all down again. It is what `fedbr lab up|down|status|logs` run, and what e2e tests and demos
+// all down again. It is what `fedbr-lab lab up|down|status|logs` run, and what e2e tests and demos
 // call without the CLI.
 //
-// The node, operator and AWS processes are the fedbr binary given in Options (tests build it;
+// The node, operator and AWS processes are the fedbr-lab binary given in Options (tests build it;
 // the CLI passes itself), started detached in their own sessions with logs under the lab
 // directory, so the lab outlives the command that started it. DIR/lab.json (see Lab) says
 // where everything is; DIR/controlplane.json records the control-plane processes.
@@ -46,8 +46,9 @@ const nodeShutdownGrace = 5 * time.Second
 type Options struct {
 	// Dir holds the lab's state; required.
 	Dir string
-	// Fedbr is the fedbr binary that runs nodes, operators and the AWS double (and, through
-	// the nodes' default image mapping, every pod of image fedbr); required.
+	// Fedbr is the fedbr-lab binary (cmd/fedbr-lab: fedbr plus `lab`) that runs nodes,
+	// operators and the AWS double (and, through the nodes' default image mapping, every pod of
+	// image fedbr); required.
 	Fedbr string
 	// BinDir holds etcd and the Kubernetes binaries; default the `make k8s-bin` cache of the
 	// checkout this package was built from (controlplane.DefaultBinDir).
@@ -92,7 +93,7 @@ type Lab struct {
 	// StorageClass is the lab's default StorageClass in every cluster (provisioner
 	// ebs.csi.aws.com, WaitForFirstConsumer): the nodes provision its claims in the AWS double.
 	StorageClass string `json:"storageClass"`
-	// Fedbr is the fedbr binary every lab process runs.
+	// Fedbr is the fedbr-lab binary every lab process runs.
 	Fedbr      string      `json:"fedbr"`
 	AWS        AWS         `json:"aws"`
 	DataPlanes []DataPlane `json:"dataPlanes"`
@@ -204,14 +205,14 @@ func (o Options) validate() error {
 	case o.Dir == "":
 		return errors.New("--dir is required")
 	case o.Fedbr == "":
-		return errors.New("the fedbr binary to run is required")
+		return errors.New("the fedbr-lab binary to run is required")
 	case len(o.CRDDirs) == 0:
 		return errors.New("the CRD directories are required")
 	case o.BinDir == "":
 		return errors.New("the Kubernetes binaries' directory is required")
 	}
 	if st, err := os.Stat(o.Fedbr); err != nil || st.IsDir() {
-		return fmt.Errorf("fedbr binary %s: not a file", o.Fedbr)
+		return fmt.Errorf("fedbr-lab binary %s: not a file", o.Fedbr)
 	}
 	for _, dir := range o.CRDDirs {
 		crds, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
@@ -328,7 +329,7 @@ func parallel(fns ...func() error) error {
 	return errors.Join(errs...)
 }
 
-// ProcessStatus is one lab process for `fedbr lab status`.
+// ProcessStatus is one lab process for `fedbr-lab lab status`.
 type ProcessStatus struct {
 	// Cluster is empty for the AWS double.
 	Cluster   string `json:"cluster,omitempty"`

@@ -43,7 +43,7 @@ func Up(ctx context.Context, o Options) (*Lab, error) {
 		return nil, err
 	}
 	if pids := running(dir); len(pids) > 0 {
-		return nil, fmt.Errorf("a lab is already running in %s (pids %v): run `fedbr lab down --dir %s` first", dir, pids, dir)
+		return nil, fmt.Errorf("a lab is already running in %s (pids %v): run `fedbr-lab lab down --dir %s` first", dir, pids, dir)
 	}
 	if err := checkAddresses(plan); err != nil {
 		return nil, err

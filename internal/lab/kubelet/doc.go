@@ -1,7 +1,7 @@
 // Package kubelet is the lab's node: a virtual-kubelet (node.NodeController and
 // node.PodController from github.com/virtual-kubelet/virtual-kubelet) whose provider runs
 // every container of every pod bound to the node as a local process. It is what
-// `fedbr lab node` runs, one per lab node.
+// `fedbr-lab lab node` runs, one per lab node.
 //
 // # What behaves as on a real node
 //

@@ -1,5 +1,5 @@
 // Package operator is the lab's stand-in tidb-operator: a controller for pingcap.com/v1alpha1
-// TidbCluster that runs the PD and TiKV doubles (`fedbr lab pd|tikv`) as pods on PVCs, publishes
+// TidbCluster that runs the PD and TiKV doubles (`fedbr-lab lab pd|tikv`) as pods on PVCs, publishes
 // their addresses in the TidbCluster status where tidb-operator does, and honours
 // spec.recoveryMode and the tidb.pingcap.com/tikv-volumes-ready annotation the way
 // tidb-operator's TiKV member manager does during a volume-snapshot restore.

@@ -32,7 +32,7 @@ import (
 )
 
 // TestEndToEnd runs the operator in a real lab cluster with one process node: PD and three TiKV
-// double processes (the fedbr binary) run on statically provisioned volumes, and
+// double processes (the fedbr-lab binary) run on statically provisioned volumes, and
 // status.tikv.stores fills in from PD's store list. Every process started is gone at the end.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -40,8 +40,8 @@ func TestEndToEnd(t *testing.T) {
 	}
 	base := t.TempDir()
 	root := testenv.RepoRoot()
-	fedbr := filepath.Join(base, "fedbr")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", fedbr, "./cmd/fedbr")
+	fedbr := filepath.Join(base, "fedbr-lab")
+	build := exec.CommandContext(t.Context(), "go", "build", "-o", fedbr, "./cmd/fedbr-lab")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build fedbr: %v: %s", err, out)

@@ -85,7 +85,7 @@ type StoreState struct {
 // Config is the operator's fixed configuration.
 type Config struct {
 	Addressing Addressing
-	// Image runs `fedbr lab pd|tikv`; the lab kubelet maps it to the fedbr binary.
+	// Image runs `fedbr-lab lab pd|tikv`; the lab kubelet maps it to the fedbr-lab binary.
 	Image string
 }
 

@@ -19,7 +19,7 @@ import (
 )
 
 // childEnv marks a store process started by a Cluster in process mode. A test binary given as
-// Config.Binary turns into `fedbr lab tikv` when it sees it (RunChild).
+// Config.Binary turns into `fedbr-lab lab tikv` when it sees it (RunChild).
 const childEnv = "FEDBR_TIDBCLUSTER_CHILD"
 
 // RunChild makes a test binary usable as Config.Binary: called first thing in TestMain, it
@@ -50,7 +50,7 @@ type proc struct {
 	exited   chan struct{}
 }
 
-// servingLine is what `fedbr lab tikv` prints once it serves.
+// servingLine is what `fedbr-lab lab tikv` prints once it serves.
 var servingLine = regexp.MustCompile(`^TiKV double store (\d+) serving on (\S+) \(recovery mode (true|false),`)
 
 // startProcess starts store id as `<Binary> lab tikv ...` and returns once it serves.

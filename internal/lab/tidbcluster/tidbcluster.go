@@ -1,7 +1,7 @@
 // Package tidbcluster runs a whole TiDB double: one PD double in this process and N TiKV
 // double stores, each on its own 127.0.0.1 port and volume(s). The stores run in this process,
-// or (Config.Binary) as `fedbr lab tikv` child processes that StopStore kills with SIGKILL, as a
-// node loss kills TiKV. Tests use it; lab deployments run one `fedbr lab pd|tikv` process per
+// or (Config.Binary) as `fedbr-lab lab tikv` child processes that StopStore kills with SIGKILL, as a
+// node loss kills TiKV. Tests use it; lab deployments run one `fedbr-lab lab pd|tikv` process per
 // pod instead.
 package tidbcluster
 

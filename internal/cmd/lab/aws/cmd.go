@@ -1,4 +1,4 @@
-// Package aws is the `fedbr lab aws` command: it serves the AWS double (package
+// Package aws is the `fedbr-lab lab aws` command: it serves the AWS double (package
 // awsdouble) on one address until interrupted.
 package aws
 

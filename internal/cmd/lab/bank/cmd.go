@@ -1,4 +1,4 @@
-// Package bank is the `fedbr lab bank` command: load the bank, run
+// Package bank is the `fedbr-lab lab bank` command: load the bank, run
 // transfers against a TiDB double, and check a (restored) cluster against
 // the log of committed transfers.
 package bank

@@ -1,4 +1,4 @@
-// Package demo is `fedbr lab demo`: fedbr's main job end to end in a running lab.
+// Package demo is `fedbr-lab lab demo`: fedbr's main job end to end in a running lab.
 package demo
 
 import (
@@ -15,7 +15,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
-// NewCmd returns `fedbr lab demo`.
+// NewCmd returns `fedbr-lab lab demo`.
 func NewCmd() *cobra.Command {
 	var (
 		dir string
@@ -24,7 +24,7 @@ func NewCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo --dir DIR",
 		Short: "Back up a TiDB cluster spread over the lab's data planes while a bank workload writes, restore it into fresh clusters and check it",
-		Long: "In a lab started with `fedbr lab up --dir DIR`: start the manager and one agent per data plane,\n" +
+		Long: "In a lab started with `fedbr-lab lab up --dir DIR`: start the manager and one agent per data plane,\n" +
 			"create one TiDB cluster over every data plane, run the bank workload, take a VolumeBackup while\n" +
 			"it writes, create fresh TidbClusters in recovery mode, run a VolumeRestore into them, check the\n" +
 			"restored cluster holds exactly the transactions committed at or before the backup's commit ts,\n" +
@@ -37,7 +37,7 @@ func NewCmd() *cobra.Command {
 			}
 			l, err := env.Load(dir)
 			if err != nil {
-				return fmt.Errorf("no lab in %s (run `fedbr lab up --dir %s` first): %w", dir, dir, err)
+				return fmt.Errorf("no lab in %s (run `fedbr-lab lab up --dir %s` first): %w", dir, dir, err)
 			}
 			o.Lab, o.Out = l, cmd.OutOrStdout()
 			if err := o.Validate(); err != nil {
@@ -53,7 +53,7 @@ func NewCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&dir, "dir", "", "the lab's directory (as given to `fedbr lab up`)")
+	f.StringVar(&dir, "dir", "", "the lab's directory (as given to `fedbr-lab lab up`)")
 	f.StringVar(&o.Fedbr, "fedbr", "", "fedbr binary for the manager and agents (default: the lab's)")
 	f.IntVar(&o.TiKVPerPlane, "tikv", 3, "TiKV stores per data plane")
 	f.IntVar(&o.Accounts, "accounts", 200, "bank accounts")

@@ -1,4 +1,4 @@
-// Package down is `fedbr lab down`: stop everything `fedbr lab up` started.
+// Package down is `fedbr-lab lab down`: stop everything `fedbr-lab lab up` started.
 package down
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
-// NewCmd returns `fedbr lab down`.
+// NewCmd returns `fedbr-lab lab down`.
 func NewCmd() *cobra.Command {
 	var (
 		dir   string
@@ -24,7 +24,7 @@ func NewCmd() *cobra.Command {
 AWS double, then the control planes; each gets --grace after SIGTERM before SIGKILL. Only pids
 that still run their recorded binary are signalled. Fails if anything survives, or if a process
 of the lab (a pod process, say) was still running afterwards; such a process is killed.
-The state in DIR is kept: ` + "`fedbr lab up --dir DIR`" + ` brings the same lab back.`,
+The state in DIR is kept: ` + "`fedbr-lab lab up --dir DIR`" + ` brings the same lab back.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if grace < 0 {

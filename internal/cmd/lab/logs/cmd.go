@@ -1,4 +1,4 @@
-// Package logs is `fedbr lab logs`: print a pod container's log or a lab component's own log.
+// Package logs is `fedbr-lab lab logs`: print a pod container's log or a lab component's own log.
 package logs
 
 import (
@@ -19,7 +19,7 @@ import (
 // followInterval is how often --follow looks for more output once it has read everything.
 const followInterval = 200 * time.Millisecond
 
-// NewCmd returns `fedbr lab logs`.
+// NewCmd returns `fedbr-lab lab logs`.
 func NewCmd() *cobra.Command {
 	var (
 		dir      string

@@ -1,4 +1,4 @@
-// Package node is `fedbr lab node`: run one lab node (a virtual-kubelet whose pods are local
+// Package node is `fedbr-lab lab node`: run one lab node (a virtual-kubelet whose pods are local
 // processes) in one lab cluster until interrupted.
 package node
 
@@ -36,7 +36,7 @@ type options struct {
 	node        kubelet.Options
 }
 
-// NewCmd returns `fedbr lab node`.
+// NewCmd returns `fedbr-lab lab node`.
 func NewCmd() *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
@@ -48,7 +48,7 @@ period, at most --shutdown-grace) and exit with no process left.
 
 Images map to executables with --image PATTERN=PATH (first match wins; '*' matches
 anything; a pattern without tag matches every tag). Without --image, "fedbr" and "*/fedbr"
-map to this fedbr binary. An unmapped image fails the pod with reason ErrImagePull.
+map to this fedbr-lab binary. An unmapped image fails the pod with reason ErrImagePull.
 
 Mounts: each container gets a root folder, exported as $FEDBR_LAB_ROOT; a volume mounted at
 /data is the symlink $FEDBR_LAB_ROOT/data to the volume's directory (emptyDir, secret,
@@ -150,7 +150,7 @@ func (o *options) complete() error {
 	if len(o.images) == 0 {
 		self, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("find the fedbr binary for the default --image: %w", err)
+			return fmt.Errorf("find the fedbr-lab binary for the default --image: %w", err)
 		}
 		o.images = []string{"fedbr=" + self, "*/fedbr=" + self}
 	}

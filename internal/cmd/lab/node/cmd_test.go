@@ -53,7 +53,7 @@ func TestBadFlags(t *testing.T) {
 	}
 }
 
-// TestRunsNode runs `fedbr lab node` against a real control plane and the AWS double: the
+// TestRunsNode runs `fedbr-lab lab node` against a real control plane and the AWS double: the
 // Node registers as an instance in its zone, and a restart keeps the instance.
 func TestRunsNode(t *testing.T) {
 	if testing.Short() {

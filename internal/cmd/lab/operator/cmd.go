@@ -1,4 +1,4 @@
-// Package operator is the `fedbr lab operator` command: the lab's stand-in tidb-operator
+// Package operator is the `fedbr-lab lab operator` command: the lab's stand-in tidb-operator
 // (package internal/lab/operator) for one lab cluster.
 package operator
 
@@ -32,7 +32,7 @@ func NewCmd() *cobra.Command {
 		Use:   "operator --kubeconfig FILE --context CLUSTER (--ip-prefix 127.0.N | --base-port PORT)",
 		Short: "Run the stand-in tidb-operator: TidbClusters as PD and TiKV double pods on PVCs",
 		Long: `Run the lab's stand-in tidb-operator for one lab cluster. Each TidbCluster gets pods
-<tc>-pd-0 and <tc>-tikv-<i> running "fedbr lab pd|tikv", claims pd-<tc>-pd-0 and
+<tc>-pd-0 and <tc>-tikv-<i> running "fedbr-lab lab pd|tikv", claims pd-<tc>-pd-0 and
 tikv-<tc>-tikv-<i> (storage class and size from spec.pd / spec.tikv), and a headless Service
 <tc>-pd. Pods share the host network, so every member gets an address of its own: with
 --ip-prefix 127.0.N, PD on 127.0.N.10:2379 and TiKV i on 127.0.N.(100+i):20160; otherwise
@@ -54,7 +54,7 @@ are deleted and recreated.`,
 	f.StringVar(&o.run.Config.Addressing.IPPrefix, "ip-prefix", "", "give each member its own loopback IP 127.0.N.x with the real ports (distinct N per lab cluster)")
 	f.IntVar(&o.run.Config.Addressing.BasePort, "base-port", 0, "without --ip-prefix: first port of this cluster's block on 127.0.0.1 (uses base..base+199)")
 	f.Uint64Var(&o.run.Config.Addressing.StoreIDBase, "store-id-base", 0, "TiKV member i gets store id base+i+1 (distinct per lab cluster of one federated TiDB cluster)")
-	f.StringVar(&o.run.Config.Image, "image", "fedbr", "image of the PD and TiKV pods (the lab node maps it to the fedbr binary)")
+	f.StringVar(&o.run.Config.Image, "image", "fedbr", "image of the PD and TiKV pods (the lab node maps it to the fedbr-lab binary)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
 	return cmd
 }

@@ -1,4 +1,4 @@
-// Package pd is the `fedbr lab pd` command: it serves the PD double
+// Package pd is the `fedbr-lab lab pd` command: it serves the PD double
 // (package pddouble) on one address until interrupted.
 package pd
 

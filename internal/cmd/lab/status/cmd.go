@@ -1,4 +1,4 @@
-// Package status is `fedbr lab status`: what the lab in a directory runs.
+// Package status is `fedbr-lab lab status`: what the lab in a directory runs.
 package status
 
 import (
@@ -11,7 +11,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
-// NewCmd returns `fedbr lab status`.
+// NewCmd returns `fedbr-lab lab status`.
 func NewCmd() *cobra.Command {
 	var dir, output string
 	cmd := &cobra.Command{

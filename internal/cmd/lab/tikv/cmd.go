@@ -1,4 +1,4 @@
-// Package tikv is the `fedbr lab tikv` command: it runs one TiKV double
+// Package tikv is the `fedbr-lab lab tikv` command: it runs one TiKV double
 // store (package tikvdouble) until interrupted.
 package tikv
 

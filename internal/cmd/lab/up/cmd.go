@@ -1,4 +1,4 @@
-// Package up is `fedbr lab up`: bring up the whole lab — Kubernetes control planes, the AWS
+// Package up is `fedbr-lab lab up`: bring up the whole lab — Kubernetes control planes, the AWS
 // double, lab nodes and stand-in tidb-operators.
 package up
 
@@ -25,7 +25,7 @@ type options struct {
 	repoDir string
 }
 
-// NewCmd returns `fedbr lab up`.
+// NewCmd returns `fedbr-lab lab up`.
 func NewCmd() *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
@@ -43,7 +43,7 @@ func NewCmd() *cobra.Command {
     StorageClass gp3 (provisioner ebs.csi.aws.com, provisioned by the nodes in the AWS double).
 
 The processes keep running after this command exits; DIR/lab.json says where everything is.
-Stop them with ` + "`fedbr lab down --dir DIR`" + `.`,
+Stop them with ` + "`fedbr-lab lab down --dir DIR`" + `.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -57,7 +57,7 @@ Stop them with ` + "`fedbr lab down --dir DIR`" + `.`,
 	f.IntVar(&o.o.IPBase, "ip-base", env.DefaultIPBase, "data-plane cluster i (from 0) gets the address block 127.0.(ip-base+i+1).x for its PD and TiKV")
 	f.Uint64Var(&o.o.StoreIDStep, "store-id-step", env.DefaultStoreIDStep, "data-plane cluster i (from 0) gets store ids from step*(i+1)+1")
 	f.StringArrayVar(&o.o.Images, "image", nil, "extra image mapping PATTERN=PATH for every node, after fedbr's own (repeatable)")
-	f.StringVar(&o.o.Fedbr, "fedbr", "", "fedbr binary the lab processes run (default: this one)")
+	f.StringVar(&o.o.Fedbr, "fedbr", "", "fedbr-lab binary the lab processes run (default: this one)")
 	f.StringVar(&o.o.BinDir, "bin-dir", "", "folder with etcd and the Kubernetes binaries (default: the make k8s-bin cache)")
 	f.StringSliceVar(&o.o.CRDDirs, "crd-dir", nil, "folder with CRD manifests to install, repeatable (default: REPO/config/crd/bases and REPO/test/fixtures/crd)")
 	f.StringVar(&o.repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries and config/crd/bases and test/fixtures/crd the CRDs, when --bin-dir or --crd-dir is not given")
@@ -90,7 +90,7 @@ func (o *options) complete() error {
 	if o.o.Fedbr == "" {
 		self, err := os.Executable()
 		if err != nil {
-			return fmt.Errorf("find this fedbr binary (pass --fedbr): %w", err)
+			return fmt.Errorf("find this fedbr-lab binary (pass --fedbr): %w", err)
 		}
 		o.o.Fedbr = self
 	}
