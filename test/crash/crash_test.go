@@ -15,23 +15,17 @@ import (
 	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
-	pingcaplog "github.com/pingcap/log"
-	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/demo"
-	"github.com/fedbr/fedbr/internal/lab/env"
-	"github.com/fedbr/fedbr/internal/testenv"
+	"github.com/fedbr/fedbr/internal/lab/labtest"
 )
 
 // ciPoints is how many points a CI run takes.
@@ -110,11 +104,8 @@ func choose(t *testing.T) []demo.KillPoint {
 	default:
 		var out []demo.KillPoint
 		for _, p := range Points {
-			for _, part := range strings.Split(sel, ",") {
-				if strings.Contains(p.Name, part) {
-					out = append(out, p)
-					break
-				}
+			if labtest.Selected(p.Name, sel) {
+				out = append(out, p)
 			}
 		}
 		return out
@@ -136,13 +127,6 @@ func choose(t *testing.T) []demo.KillPoint {
 	return out
 }
 
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
 func TestCrashAnywhere(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the crash suite runs a lab")
@@ -151,34 +135,10 @@ func TestCrashAnywhere(t *testing.T) {
 	if len(points) == 0 {
 		t.Fatalf("FEDBR_CRASH_POINTS=%q names no point", os.Getenv("FEDBR_CRASH_POINTS"))
 	}
-	pingcaplog.SetLevel(zapcore.WarnLevel)
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "fedbr-lab")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fedbr-lab")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	dir := filepath.Join(t.TempDir(), "lab")
-	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
-		// Kept after the run (lab down still stops every process): the steps' logs can be read.
-		if err := os.RemoveAll(keep); err != nil {
-			t.Fatal(err)
-		}
-		dir = keep
-	}
-	testenv.LabDownAfterExit(t, bin, dir)
-	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Down(context.Background(), dir, 10*time.Second); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-	})
-	results, err := demo.RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: logWriter{t}}, points)
+	l := labtest.Up(ctx, t)
+	results, err := demo.RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: labtest.Log{T: t}}, points)
 	t.Logf("crash suite results:\n%s", demo.CrashLog(results))
 	if err != nil {
 		t.Fatal(err)

@@ -11,26 +11,12 @@ package daytwo
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	pingcaplog "github.com/pingcap/log"
-	"go.uber.org/zap/zapcore"
-
 	"github.com/fedbr/fedbr/internal/lab/demo"
-	"github.com/fedbr/fedbr/internal/lab/env"
-	"github.com/fedbr/fedbr/internal/testenv"
+	"github.com/fedbr/fedbr/internal/lab/labtest"
 )
-
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
 
 // TestDayTwo runs every scenario (FEDBR_DAYTWO=<substring>[,<substring>…] runs those whose
 // names contain one of them).
@@ -41,44 +27,18 @@ func TestDayTwo(t *testing.T) {
 	var names []string
 	if sel := os.Getenv("FEDBR_DAYTWO"); sel != "" {
 		for _, n := range demo.DayTwoScenarios {
-			for _, part := range strings.Split(sel, ",") {
-				if strings.Contains(n, part) {
-					names = append(names, n)
-					break
-				}
+			if labtest.Selected(n, sel) {
+				names = append(names, n)
 			}
 		}
 		if len(names) == 0 {
 			t.Fatalf("FEDBR_DAYTWO=%q names no scenario of %q", sel, demo.DayTwoScenarios)
 		}
 	}
-	pingcaplog.SetLevel(zapcore.WarnLevel)
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
-	bin := filepath.Join(t.TempDir(), "fedbr")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/fedbr")
-	cmd.Dir = testenv.RepoRoot()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, out)
-	}
-	dir := filepath.Join(t.TempDir(), "lab")
-	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
-		if err := os.RemoveAll(keep); err != nil {
-			t.Fatal(err)
-		}
-		dir = keep
-	}
-	testenv.LabDownAfterExit(t, bin, dir)
-	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Down(context.Background(), dir, 10*time.Second); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-	})
-	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: logWriter{t}}, names)
+	l := labtest.Up(ctx, t)
+	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}}, names)
 	if err != nil {
 		t.Fatal(err)
 	}

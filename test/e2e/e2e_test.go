@@ -8,76 +8,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	pingcaplog "github.com/pingcap/log"
-	"go.uber.org/zap/zapcore"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
-	"github.com/fedbr/fedbr/internal/testenv"
+	"github.com/fedbr/fedbr/internal/lab/labtest"
 )
-
-// logWriter sends the demo's progress to the test log.
-type logWriter struct{ t testing.TB }
-
-func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-// buildFedbr builds fedbr-lab, the binary every lab process runs.
-func buildFedbr(t testing.TB) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "fedbr-lab")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/fedbr-lab")
-	cmd.Dir = testenv.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, b)
-	}
-	return out
-}
-
-// upLab builds fedbr-lab, brings up the lab, and takes it down (checking nothing is left) when the
-// test or benchmark ends.
-func upLab(ctx context.Context, t testing.TB) *env.Lab {
-	t.Helper()
-	pingcaplog.SetLevel(zapcore.WarnLevel) // the PD client's connection chatter
-	bin := buildFedbr(t)
-	dir := filepath.Join(t.TempDir(), "lab")
-	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
-		// Kept after the run (lab down still stops every process): the step, agent and manager
-		// logs of a slow benchmark run can be read afterwards.
-		if err := os.RemoveAll(keep); err != nil {
-			t.Fatal(err)
-		}
-		dir = keep
-	}
-	testenv.LabDownAfterExit(t, bin, dir)
-	l, err := env.Up(ctx, env.Options{Dir: dir, Fedbr: bin, Log: func(f string, a ...any) { t.Logf(f, a...) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpLogs(t, dir)
-		}
-		if err := env.Down(context.Background(), dir, 10*time.Second); err != nil {
-			t.Errorf("lab down: %v", err)
-		}
-		if left := env.Leftovers(dir); len(left) > 0 {
-			t.Errorf("processes left after lab down: %v", left)
-		}
-	})
-	return l
-}
 
 // TestFederatedBackupAndRestoreInTheLab runs the main job once per warm-up mode, each in its own
 // lab (the benchmark restores without warm-up), and once with two volumes per TiKV (data, and
@@ -97,8 +37,8 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 func backupAndRestore(t *testing.T, warmup fedv1alpha1.RestoreWarmupMode, raftVolumes bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	l := upLab(ctx, t)
-	r, err := demo.Run(ctx, demo.Options{Lab: l, Out: logWriter{t}, RestoreWarmup: warmup, RaftVolumes: raftVolumes})
+	l := labtest.Up(ctx, t)
+	r, err := demo.Run(ctx, demo.Options{Lab: l, Out: labtest.Log{T: t}, RestoreWarmup: warmup, RaftVolumes: raftVolumes})
 	if r != nil {
 		var b strings.Builder
 		r.Print(&b)
@@ -193,21 +133,6 @@ func checkWarmup(t *testing.T, l *env.Lab, r *demo.Report, warmup fedv1alpha1.Re
 	}
 }
 
-// dumpLogs prints the tail of the controllers' logs to explain a failure.
-func dumpLogs(t testing.TB, dir string) {
-	files, _ := filepath.Glob(filepath.Join(dir, "demo", "*.log"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if len(b) > 6000 {
-			b = b[len(b)-6000:]
-		}
-		t.Logf("---- %s (tail) ----\n%s", filepath.Base(f), b)
-	}
-}
-
 // BenchmarkFederatedBackupRestore runs the main job once in the lab and reports what the design
 // targets (ARCHITECTURE.md §6) measure: the GC/PD pause window against its physical floor, the
 // slowest CreateSnapshots call (as a ratio, and the excess over it: target ≤ 1 s), the skew
@@ -222,13 +147,13 @@ func dumpLogs(t testing.TB, dir string) {
 func BenchmarkFederatedBackupRestore(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	l := upLab(ctx, b)
+	l := labtest.Up(ctx, b)
 	b.ResetTimer()
 	for i := range b.N {
 		if i > 0 {
 			break // one run per lab: the demo's namespaces and address blocks are fixed
 		}
-		r, err := demo.Run(ctx, demo.Options{Lab: l, Out: logWriter{b}})
+		r, err := demo.Run(ctx, demo.Options{Lab: l, Out: labtest.Log{T: b}})
 		if err != nil {
 			b.Fatal(err)
 		}
