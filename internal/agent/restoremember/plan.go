@@ -376,9 +376,10 @@ func (p *plan) createJob(spec job.Spec) bool {
 	return false
 }
 
-// jobSpec is one `fedbr br` step's Job: the template's pods, reading the storage.
-func (p *plan) jobSpec(step string, args []string, st job.Storage) job.Spec {
-	return p.podJob(step, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), append(args, p.o.Env.CloudArgs()...), 0,
+// jobSpec is one `fedbr br` step's Job: the template's pods, reading the storage, retried
+// backoff times unless the template's backoffLimit says otherwise.
+func (p *plan) jobSpec(step string, args []string, st job.Storage, backoff int32) job.Spec {
+	return p.podJob(step, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), append(args, p.o.Env.CloudArgs()...), backoff,
 		st.Env, st.Volumes, st.VolumeMounts)
 }
 

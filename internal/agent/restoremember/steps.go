@@ -120,7 +120,7 @@ func (p *plan) planRestoreVolumes() bool {
 	}
 	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
-	p.createJob(p.jobSpec(job.StepRestoreVolumes, args, storage))
+	p.createJob(p.jobSpec(job.StepRestoreVolumes, args, storage, 0))
 	return false
 }
 
@@ -377,11 +377,7 @@ func (p *plan) startData(armed bool) {
 	if armed {
 		args = append(args, "--wait-start")
 	}
-	spec := p.jobSpec(job.StepRestoreData, args, storage)
-	if p.m.Spec.Template.BackoffLimit == nil {
-		spec.BackoffLimit = dataRetries
-	}
-	p.createJob(spec)
+	p.createJob(p.jobSpec(job.StepRestoreData, args, storage, dataRetries))
 }
 
 // dataRetries is how often the restore-data Job runs its step again after an attempt failed
