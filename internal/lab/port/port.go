@@ -1,15 +1,29 @@
-// Package port hands out free loopback ports to the lab's processes. The kernel's answer to
-// "listen on port 0" is only free until the listener closes, and the lab brings its clusters
-// up concurrently: two clusters asking at once could be given the same port (seen: control's
-// and dp1's etcd both on one port). So every port handed out in this process is remembered
-// and never handed out again.
+// Package port hands out free loopback ports to the lab's processes, which are told their port
+// on the command line and bind it later. Two races can take such a port in between:
+//
+//   - the lab brings its clusters up concurrently, so two clusters asking at once could be given
+//     the same port (seen: control's and dp1's etcd both on one port): every port handed out in
+//     this process is remembered and never handed out again;
+//   - a port the kernel gave for "listen on port 0" lies in its ephemeral range, the range it also
+//     takes source ports of outgoing connections from; once that listener closes, any connection
+//     (an API server dialling its etcd) may take it before the component binds it (seen in CI:
+//     kube-scheduler "bind: address already in use"). So ports come from below the ephemeral
+//     range, where the kernel never picks on its own, each checked free by binding it.
 package port
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 )
+
+// lowest is the bottom of the range ports are handed out from; the top is the start of the
+// kernel's ephemeral range.
+const lowest = 10000
 
 var (
 	mu     sync.Mutex
@@ -20,6 +34,7 @@ var (
 func Free(n int) ([]int, error) {
 	mu.Lock()
 	defer mu.Unlock()
+	top := ephemeralStart()
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -29,19 +44,38 @@ func Free(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
 		if tries > 100*n {
-			return nil, fmt.Errorf("finding %d free ports: the kernel keeps returning ports already handed out", n)
+			return nil, fmt.Errorf("finding %d free ports in [%d, %d): too many in use or handed out", n, lowest, top)
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("finding a free port: %w", err)
-		}
-		ls = append(ls, l) // held open until all n are found, so the kernel gives distinct ones
-		p := l.Addr().(*net.TCPAddr).Port
+		p := lowest + rand.IntN(top-lowest) //nolint:gosec // a port number, not a secret
 		if handed[p] {
 			continue
 		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+		if err != nil {
+			continue // in use: try another
+		}
+		ls = append(ls, l) // held open until all n are found
 		handed[p] = true
 		ports = append(ports, p)
 	}
 	return ports, nil
+}
+
+// ephemeralStart reads the start of the kernel's ephemeral port range (Linux's default is
+// 32768); where it cannot be read or leaves too little room below it, it assumes that default.
+func ephemeralStart() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 1 {
+		return linuxDefault
+	}
+	start, err := strconv.Atoi(fields[0])
+	if err != nil || start < lowest+1000 {
+		return linuxDefault
+	}
+	return start
 }

@@ -37,3 +37,18 @@ func TestFreeNeverHandsOutAPortTwice(t *testing.T) {
 		t.Fatalf("%d distinct ports, want %d", len(seen), 8*20*3)
 	}
 }
+
+// A port from the ephemeral range can be taken by any outgoing connection between Free and the
+// component's bind; a port below it cannot.
+func TestFreeStaysBelowTheEphemeralRange(t *testing.T) {
+	top := ephemeralStart()
+	ps, err := Free(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		if p < lowest || p >= top {
+			t.Errorf("port %d outside [%d, %d)", p, lowest, top)
+		}
+	}
+}
