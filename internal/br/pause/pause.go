@@ -218,12 +218,19 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	st.GCPausedAt = d.Now()
 	set(PhaseGCPaused, nil)
 	d.Log("GC is paused")
+	// From here on the keeper refreshes what is placed, whatever else is still being set up: a
+	// store that takes longer than a TTL to connect must not let the pin lapse.
+	k := startKeeper(ctx, d, cfg, gc)
+	defer k.stop() // before anything is lifted: a late refresh would place it again
+	ctx = k.ctx
 
 	d.Log("Taking PrepareSnapshotBackup leases on %d stores", len(stores))
-	if err := prep.connect(ctx, stores); err != nil {
-		return err
-	}
+	// Each lease is kept from the moment it is taken, so those taken are finished even when
+	// connecting to the rest fails.
 	*lifted = append(*lifted, undo{"TiKV leases", prep.finish})
+	if err := prep.connect(ctx, stores); err != nil {
+		return k.cause(err)
+	}
 	// Every store holds its lease now, so no region can change hands: PD's schedulers are
 	// paused while the regions apply (as BR does), and the pause is ready when both are done.
 	d.Log("Leases held; waiting for every region to apply and pausing PD schedulers meanwhile")
@@ -232,17 +239,25 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	applyErr := prep.waitApply(ctx)
 	schedErr := <-paused
 	*lifted = append(*lifted, undo{"PD schedulers", sched.resume}) // a partial pause is undone too
+	if schedErr == nil {
+		k.keepSchedules(sched)
+	}
 	if applyErr != nil {
-		return fmt.Errorf("wait-apply: %w", applyErr)
+		return k.cause(fmt.Errorf("wait-apply: %w", applyErr))
 	}
 	if schedErr != nil {
-		return schedErr
+		return k.cause(schedErr)
 	}
 	d.Log("Every region applied")
+	// The pin is checked once more right before readiness: Ready promises the data at the
+	// backup ts is still there.
+	if err := gc.check(ctx); err != nil {
+		return err
+	}
 	set(PhaseReady, nil)
 	d.Log("Schedulers are paused")
 	d.Log("All ready")
-	return hold(ctx, d, cfg, gc, prep, sched)
+	return k.cause(hold(ctx, prep))
 }
 
 // decideAndRecord decides everything the pause places in PD — its service safepoint, the
@@ -265,12 +280,9 @@ func decideAndRecord(ctx context.Context, d Deps, st *Status, set func(Phase, er
 	return nil
 }
 
-// hold refreshes every piece until ctx ends, and fails as soon as one breaks.
-func hold(ctx context.Context, d Deps, cfg Config, gc *gcKeeper, prep *preparer, sched *scheduleKeeper) error {
-	refresh := time.NewTicker(cfg.TTL / 3)
-	defer refresh.Stop()
-	check := time.NewTicker(min(5*time.Second, cfg.TTL/3))
-	defer check.Stop()
+// hold waits until ctx ends, and fails as soon as a TiKV stream breaks (the keeper watches the
+// rest).
+func hold(ctx context.Context, prep *preparer) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -278,17 +290,6 @@ func hold(ctx context.Context, d Deps, cfg Config, gc *gcKeeper, prep *preparer,
 		case e := <-prep.events:
 			if err := streamError(e); err != nil {
 				return err
-			}
-		case <-check.C:
-			if err := gc.check(ctx); err != nil {
-				return err
-			}
-		case <-refresh.C:
-			if err := gc.refresh(ctx); err != nil {
-				d.Log("Refreshing the GC safepoint failed; the TTL still holds it: %v", err)
-			}
-			if err := sched.refresh(ctx); err != nil {
-				d.Log("Refreshing the scheduler pause failed; the TTL still holds it: %v", err)
 			}
 		}
 	}

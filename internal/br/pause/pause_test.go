@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // statusLog records every Status a pause reports.
@@ -215,5 +216,87 @@ func TestPauseRejectsShortTTL(t *testing.T) {
 	err := Run(context.Background(), Deps{}, Config{TTL: time.Second}, func(Status) {})
 	if err == nil || !strings.Contains(err.Error(), "too short") {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// slowDial delays the connection to one address by delay (a TiKV that takes that long to take
+// its stream), counting from its first attempt; the others connect at once.
+func slowDial(addr string, delay time.Duration) Dialer {
+	var once sync.Once
+	var until time.Time
+	return func(ctx context.Context, a string) (brpb.BackupClient, func() error, error) {
+		if a == addr {
+			once.Do(func() { until = time.Now().Add(delay) })
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(time.Until(until)):
+			}
+		}
+		return grpcDial(ctx, a)
+	}
+}
+
+// heldOf reads what PD holds of a pause's identity.
+func (e *env) heldOf(t *testing.T, ctx context.Context, h tidb.Hold) tidb.Held {
+	t.Helper()
+	held, err := tidb.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// TestPauseKeepsGCWhileAStoreIsSlow: the GC safepoint is refreshed from the moment it is
+// pinned, so a store that takes longer than the TTL to take its stream does not let it lapse
+// before Ready; and it stays held after.
+func TestPauseKeepsGCWhileAStoreIsSlow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	const ttl = 3 * time.Second
+	d := e.deps(t)
+	d.Dial = slowDial(e.cluster.Addr(2), 3*ttl)
+	runCtx, stop := context.WithCancel(ctx)
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, d, Config{TTL: ttl}, log.report) }()
+	ready := log.waitFor(t, ctx, PhaseReady)
+	if took := ready.ReadyAt.Sub(ready.GCPausedAt); took < 2*ttl {
+		t.Fatalf("ready %s after the pin: the slow store did not outlast the TTL, the test proves nothing", took)
+	}
+	if held := e.heldOf(t, ctx, ready.Hold); !held.GC {
+		t.Fatalf("the GC safepoint lapsed while the slow store connected (held at Ready: %s)", held)
+	}
+	// Still held through a refresh after Ready: PD's expiry moves past Ready + TTL.
+	for {
+		sps, err := tidb.ServiceSafePoints(ctx, e.cluster.PD.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exp int64
+		for _, s := range sps {
+			if s.ServiceID == ready.ServiceSafePoint {
+				exp = s.ExpiredAt
+			}
+		}
+		if exp <= time.Now().Unix() {
+			t.Fatalf("the GC safepoint lapsed after Ready (expired at %d)", exp)
+		}
+		if exp > ready.ReadyAt.Add(ttl).Unix()+1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the GC safepoint was not refreshed after Ready")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after a clean stop", err)
+	}
+	if held := e.heldOf(t, ctx, ready.Hold); held.Any() {
+		t.Errorf("still held after stop: %s", held)
 	}
 }

@@ -82,7 +82,10 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 		for attempt := 1; ; attempt++ {
 			s, err := p.open(ctx, st)
 			if err == nil {
+				// Its lease is kept from now on, while the other stores connect.
 				p.streams[st.GetId()] = s
+				go p.receive(s)
+				go p.keepLease(s)
 				break
 			}
 			if ctx.Err() != nil {
@@ -98,10 +101,6 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 				st = fresh
 			}
 		}
-	}
-	for _, s := range p.streams {
-		go p.receive(s)
-		go p.keepLease(s)
 	}
 	return nil
 }
