@@ -60,6 +60,9 @@ type Config struct {
 	ServiceID string
 	// CleanupTimeout bounds lifting everything on stop.
 	CleanupTimeout time.Duration
+	// DialTimeout bounds each attempt to connect to a TiKV store — dial, stream, first lease
+	// answered — (default 10s); a failed attempt is retried until ctx ends.
+	DialTimeout time.Duration
 	// WaitApplyRounds bounds how often moving regions are re-sent (default 60).
 	WaitApplyRounds int
 	// RetryBackoff is the wait before re-sending failed regions (default 1s).
@@ -105,6 +108,9 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	if cfg.CleanupTimeout <= 0 {
 		cfg.CleanupTimeout = cfg.TTL
 	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
 	if cfg.WaitApplyRounds <= 0 {
 		cfg.WaitApplyRounds = 60
 	}
@@ -134,7 +140,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	set(PhaseStarting, nil)
 
 	gc, prep, sched := &gcKeeper{pd: d.PD, id: cfg.ServiceID, ttl: cfg.TTL},
-		&preparer{pd: d.PD, dial: d.Dial, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
+		&preparer{pd: d.PD, dial: d.Dial, dialTimeout: cfg.DialTimeout, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
 		&scheduleKeeper{http: d.HTTP, ttl: cfg.TTL}
 	var lifted []undo // in the order taken
 	holdErr := establishAndHold(ctx, d, cfg, &st, set, gc, prep, sched, &lifted)

@@ -3,6 +3,7 @@ package pause
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -298,5 +299,92 @@ func TestPauseKeepsGCWhileAStoreIsSlow(t *testing.T) {
 	}
 	if held := e.heldOf(t, ctx, ready.Hold); held.Any() {
 		t.Errorf("still held after stop: %s", held)
+	}
+}
+
+// silentTiKV is a Backup server that accepts PrepareSnapshotBackup streams and never answers;
+// entered receives one value per stream it accepted.
+type silentTiKV struct {
+	brpb.UnimplementedBackupServer
+	entered chan struct{}
+}
+
+func (s *silentTiKV) PrepareSnapshotBackup(stream brpb.Backup_PrepareSnapshotBackupServer) error {
+	s.entered <- struct{}{}
+	<-stream.Context().Done()
+	return stream.Context().Err()
+}
+
+func startSilentTiKV(t *testing.T) (string, *silentTiKV) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	silent := &silentTiKV{entered: make(chan struct{}, 100)}
+	brpb.RegisterBackupServer(srv, silent)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String(), silent
+}
+
+// redirectDial sends connections to one address to another.
+func redirectDial(from, to string) Dialer {
+	return func(ctx context.Context, a string) (brpb.BackupClient, func() error, error) {
+		if a == from {
+			a = to
+		}
+		return grpcDial(ctx, a)
+	}
+}
+
+// TestPauseStopsWhileAStoreNeverAnswers: a TiKV that accepts the stream and never answers
+// neither keeps the pause past its stop (SIGTERM) nor, with a dial timeout, holds one attempt
+// forever; whatever was placed is lifted.
+func TestPauseStopsWhileAStoreNeverAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		dialTimeout time.Duration
+		// attempts the silent store must see before the pause is stopped.
+		attempts int
+	}{
+		{"stop", time.Hour, 1},
+		{"dial timeout", 500 * time.Millisecond, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			e := startEnv(t, ctx)
+			addr, silent := startSilentTiKV(t)
+			d := e.deps(t)
+			d.Dial = redirectDial(e.cluster.Addr(2), addr)
+			runCtx, stop := context.WithCancel(ctx)
+			log := newStatusLog()
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(runCtx, d, Config{TTL: 10 * time.Minute, DialTimeout: tc.dialTimeout, CleanupTimeout: 10 * time.Second}, log.report)
+			}()
+			paused := log.waitFor(t, ctx, PhaseGCPaused)
+			for range tc.attempts {
+				select {
+				case <-silent.entered:
+				case <-ctx.Done():
+					t.Fatalf("the silent store saw fewer than %d attempts", tc.attempts)
+				}
+			}
+			stop()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "store 2") {
+					t.Errorf("Run = %v, want an error naming store 2", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("Run did not end after its stop while a store never answered")
+			}
+			if held := e.heldOf(t, ctx, paused.Hold); held.Any() {
+				t.Errorf("still held after the stop: %s", held)
+			}
+		})
 	}
 }

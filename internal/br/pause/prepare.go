@@ -48,12 +48,14 @@ type event struct {
 
 // preparer holds the leases and drives the wait-apply.
 type preparer struct {
-	pd        PD
-	dial      Dialer
-	lease     time.Duration
-	backoff   time.Duration
-	maxRounds int
-	log       func(format string, args ...any)
+	pd   PD
+	dial Dialer
+	// dialTimeout bounds each attempt to connect to a store: dial, stream, first lease.
+	dialTimeout time.Duration
+	lease       time.Duration
+	backoff     time.Duration
+	maxRounds   int
+	log         func(format string, args ...any)
 
 	streams map[uint64]*storeStream
 	events  chan event
@@ -105,31 +107,42 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 	return nil
 }
 
-// open dials one store, opens its stream and takes the first lease.
+// open dials one store, opens its stream and takes the first lease, all within dialTimeout
+// and ctx: a TiKV that accepts the stream and never answers fails the attempt instead of
+// holding the pause.
 func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, error) {
-	client, closeConn, err := p.dial(ctx, st.GetAddress())
+	actx, cancelAttempt := context.WithTimeout(ctx, p.dialTimeout)
+	defer cancelAttempt()
+	client, closeConn, err := p.dial(actx, st.GetAddress())
 	if err != nil {
 		return nil, err
 	}
+	// The stream outlives ctx (Finish is sent on it after ctx ended), but until its first lease
+	// is answered the attempt's end ends it.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stream, err := client.PrepareSnapshotBackup(sctx)
-	if err != nil {
-		cancel()
-		_ = closeConn()
-		return nil, err
-	}
-	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel, done: make(chan struct{})}
+	unwatch := context.AfterFunc(actx, cancel)
 	fail := func(err error) (*storeStream, error) {
 		cancel()
 		_ = closeConn()
+		if actx.Err() != nil {
+			return nil, fmt.Errorf("no lease within %s: %w", p.dialTimeout, err)
+		}
 		return nil, err
 	}
+	stream, err := client.PrepareSnapshotBackup(sctx)
+	if err != nil {
+		return fail(err)
+	}
+	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel, done: make(chan struct{})}
 	if err := s.send(p.leaseRequest()); err != nil {
 		return fail(err)
 	}
 	resp, err := stream.Recv()
 	if err != nil {
 		return fail(err)
+	}
+	if !unwatch() {
+		return fail(actx.Err()) // the attempt ended just as the answer came
 	}
 	if resp.GetTy() != brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult {
 		return fail(fmt.Errorf("store %d answered the first lease with %v", st.GetId(), resp.GetTy()))

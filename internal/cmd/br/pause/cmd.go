@@ -246,7 +246,7 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 		return pub.report.Flush(ctx)
 	}
 	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf, Record: record},
-		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup}, pub.publish)
+		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup, DialTimeout: o.dialTimeout}, pub.publish)
 	if err != nil && ctx.Err() == nil {
 		// An exit nobody asked for: leave the goroutines for the post-mortem.
 		_ = pprof.Lookup("goroutine").WriteTo(cmd.ErrOrStderr(), 1)
