@@ -63,7 +63,8 @@ type Config struct {
 	// DialTimeout bounds each attempt to connect to a TiKV store — dial, stream, first lease
 	// answered — (default 10s); a failed attempt is retried until ctx ends.
 	DialTimeout time.Duration
-	// WaitApplyRounds bounds how often moving regions are re-sent (default 60).
+	// WaitApplyRounds bounds how often moving regions are re-sent (default 300: with the 1s
+	// backoff, about the 5 minutes of retries BR allows, 60 rounds 5s apart).
 	WaitApplyRounds int
 	// RetryBackoff is the wait before re-sending failed regions (default 1s).
 	RetryBackoff time.Duration
@@ -112,7 +113,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 		cfg.DialTimeout = 10 * time.Second
 	}
 	if cfg.WaitApplyRounds <= 0 {
-		cfg.WaitApplyRounds = 60
+		cfg.WaitApplyRounds = 300
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = time.Second

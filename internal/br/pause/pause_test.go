@@ -5,13 +5,18 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
 	pd "github.com/tikv/pd/client"
+	"github.com/tikv/pd/client/clients/router"
+	"github.com/tikv/pd/client/opt"
 	pdhttp "github.com/tikv/pd/client/http"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -386,5 +391,69 @@ func TestPauseStopsWhileAStoreNeverAnswers(t *testing.T) {
 				t.Errorf("still held after the stop: %s", held)
 			}
 		})
+	}
+}
+
+// lateStorePD hides one store from the first store listing, as if it joined just after.
+type lateStorePD struct {
+	PD
+	hidden uint64
+	listed atomic.Bool
+}
+
+func (p *lateStorePD) GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error) {
+	all, err := p.PD.GetAllStores(ctx, opts...)
+	if err != nil || p.listed.Swap(true) {
+		return all, err
+	}
+	return slices.DeleteFunc(all, func(s *metapb.Store) bool { return s.GetId() == p.hidden }), nil
+}
+
+// TestPauseConnectsToALeaderItHadNoStreamTo: a region led by a store the pause took no lease on
+// (it was not listed at the start) gets its wait-apply all the same: the pause connects to that
+// store on demand and reaches Ready.
+func TestPauseConnectsToALeaderItHadNoStreamTo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	// The store PD names as the leader of the first region.
+	var leader uint64
+	for leader == 0 {
+		regions, err := e.pd.BatchScanRegions(ctx, []router.KeyRange{{}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(regions) > 0 {
+			leader = regions[0].Leader.GetStoreId()
+		}
+		if leader == 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatal("PD names no leader for the first region")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	d := e.deps(t)
+	d.PD = &lateStorePD{PD: e.pd, hidden: leader}
+	var dialed sync.Map
+	d.Dial = func(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
+		dialed.Store(addr, true)
+		return grpcDial(ctx, addr)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, d, Config{TTL: time.Minute, CleanupTimeout: 10 * time.Second}, log.report) }()
+	ready := log.waitFor(t, ctx, PhaseReady)
+	if ready.Stores != 2 {
+		t.Fatalf("ready with %d stores listed, want 2 (store %d hidden)", ready.Stores, leader)
+	}
+	if _, ok := dialed.Load(e.cluster.Addr(leader)); !ok {
+		t.Fatalf("ready without connecting to store %d, which leads the first region", leader)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after a clean stop", err)
 	}
 }
