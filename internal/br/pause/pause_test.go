@@ -16,8 +16,8 @@ import (
 	"github.com/pingcap/kvproto/pkg/metapb"
 	pd "github.com/tikv/pd/client"
 	"github.com/tikv/pd/client/clients/router"
-	"github.com/tikv/pd/client/opt"
 	pdhttp "github.com/tikv/pd/client/http"
+	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
