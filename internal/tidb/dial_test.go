@@ -28,6 +28,19 @@ func TestDefaultKeepaliveIsBRs(t *testing.T) {
 	}
 }
 
+// startKeepaliveTest runs t beside the other keepalive tests (each waits whole keepalive
+// periods, gRPC's floor being 10 s) and returns its context and the process's channelz.
+func startKeepaliveTest(t *testing.T, periods int) (context.Context, channelz) {
+	t.Helper()
+	t.Parallel()
+	if testing.Short() {
+		t.Skipf("waits %d keepalive periods (gRPC's floor is 10 s)", periods)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(periods)*10*time.Second+time.Minute)
+	t.Cleanup(cancel)
+	return ctx, startChannelz(t)
+}
+
 // channelz answers how many keepalive pings each client connection (socket) of this process
 // sent, by the target it was dialed to.
 type channelz struct{ c channelzpb.ChannelzClient }
@@ -101,19 +114,13 @@ func (z channelz) waitPings(t *testing.T, ctx context.Context, addr string, n in
 // keepalive periods. A server refusing them (gRPC's default allows one ping per 5 minutes)
 // ends the connection at the fourth, so no connection would reach five.
 func TestKeepaliveConnectionsStayUp(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("waits five keepalive periods (gRPC's floor is 10 s)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel) // the parallel subtests run after this function returned
-	z := startChannelz(t)
+	const periods = 5
+	ctx, z := startKeepaliveTest(t, periods) // its context outlives this function, as the parallel subtests do
 	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	const periods = 5
 
 	t.Run("TiKV", func(t *testing.T) {
 		t.Parallel()
@@ -178,13 +185,7 @@ func TestKeepaliveConnectionsStayUp(t *testing.T) {
 // TestPDClientKeepalive: the PD client the BR steps open pings once PD goes quiet (here a
 // proxy that stops passing bytes, as a lost node does), so a dead PD is found in seconds.
 func TestPDClientKeepalive(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("waits one keepalive period (gRPC's floor is 10 s)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	z := startChannelz(t)
+	ctx, z := startKeepaliveTest(t, 1)
 	// PD advertises the proxy, so the client's every connection goes through it.
 	proxy := startProxy(t)
 	cl, err := tidbcluster.StartPD(ctx, tidbcluster.Config{Dir: t.TempDir(), PD: pddouble.Config{AdvertiseURL: "http://" + proxy.addr}})
@@ -254,16 +255,10 @@ func startProxy(t *testing.T) *proxy {
 	return p
 }
 
-// TestKeepaliveDialOptions: a connection made with a Keepalive's dial options pings; one made
-// without never does.
+// TestKeepaliveDialOptions: a connection made with a Keepalive's dial options pings its peer
+// while a stream is open (the test's own parameters: gRPC's 10 s floor, a 1 s timeout).
 func TestKeepaliveDialOptions(t *testing.T) {
-	t.Parallel()
-	if testing.Short() {
-		t.Skip("waits one keepalive period (gRPC's floor is 10 s)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	z := startChannelz(t)
+	ctx, z := startKeepaliveTest(t, 1)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
