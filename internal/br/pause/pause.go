@@ -60,7 +60,11 @@ type Config struct {
 	ServiceID string
 	// CleanupTimeout bounds lifting everything on stop.
 	CleanupTimeout time.Duration
-	// WaitApplyRounds bounds how often moving regions are re-sent (default 60).
+	// DialTimeout bounds each attempt to connect to a TiKV store — dial, stream, first lease
+	// answered — (default 10s); a failed attempt is retried until ctx ends.
+	DialTimeout time.Duration
+	// WaitApplyRounds bounds how often moving regions are re-sent (default 300: with the 1s
+	// backoff, about the 5 minutes of retries BR allows, 60 rounds 5s apart).
 	WaitApplyRounds int
 	// RetryBackoff is the wait before re-sending failed regions (default 1s).
 	RetryBackoff time.Duration
@@ -105,8 +109,11 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	if cfg.CleanupTimeout <= 0 {
 		cfg.CleanupTimeout = cfg.TTL
 	}
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
 	if cfg.WaitApplyRounds <= 0 {
-		cfg.WaitApplyRounds = 60
+		cfg.WaitApplyRounds = 300
 	}
 	if cfg.RetryBackoff <= 0 {
 		cfg.RetryBackoff = time.Second
@@ -134,7 +141,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	set(PhaseStarting, nil)
 
 	gc, prep, sched := &gcKeeper{pd: d.PD, id: cfg.ServiceID, ttl: cfg.TTL},
-		&preparer{pd: d.PD, dial: d.Dial, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
+		&preparer{pd: d.PD, dial: d.Dial, dialTimeout: cfg.DialTimeout, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
 		&scheduleKeeper{http: d.HTTP, ttl: cfg.TTL}
 	var lifted []undo // in the order taken
 	holdErr := establishAndHold(ctx, d, cfg, &st, set, gc, prep, sched, &lifted)
@@ -218,12 +225,19 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	st.GCPausedAt = d.Now()
 	set(PhaseGCPaused, nil)
 	d.Log("GC is paused")
+	// From here on the keeper refreshes what is placed, whatever else is still being set up: a
+	// store that takes longer than a TTL to connect must not let the pin lapse.
+	k := startKeeper(ctx, d, cfg, gc)
+	defer k.stop() // before anything is lifted: a late refresh would place it again
+	ctx = k.ctx
 
 	d.Log("Taking PrepareSnapshotBackup leases on %d stores", len(stores))
-	if err := prep.connect(ctx, stores); err != nil {
-		return err
-	}
+	// Each lease is kept from the moment it is taken, so those taken are finished even when
+	// connecting to the rest fails.
 	*lifted = append(*lifted, undo{"TiKV leases", prep.finish})
+	if err := prep.connect(ctx, stores); err != nil {
+		return k.cause(err)
+	}
 	// Every store holds its lease now, so no region can change hands: PD's schedulers are
 	// paused while the regions apply (as BR does), and the pause is ready when both are done.
 	d.Log("Leases held; waiting for every region to apply and pausing PD schedulers meanwhile")
@@ -232,17 +246,25 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	applyErr := prep.waitApply(ctx)
 	schedErr := <-paused
 	*lifted = append(*lifted, undo{"PD schedulers", sched.resume}) // a partial pause is undone too
+	if schedErr == nil {
+		k.keepSchedules(sched)
+	}
 	if applyErr != nil {
-		return fmt.Errorf("wait-apply: %w", applyErr)
+		return k.cause(fmt.Errorf("wait-apply: %w", applyErr))
 	}
 	if schedErr != nil {
-		return schedErr
+		return k.cause(schedErr)
 	}
 	d.Log("Every region applied")
+	// The pin is checked once more right before readiness: Ready promises the data at the
+	// backup ts is still there.
+	if err := gc.check(ctx); err != nil {
+		return err
+	}
 	set(PhaseReady, nil)
 	d.Log("Schedulers are paused")
 	d.Log("All ready")
-	return hold(ctx, d, cfg, gc, prep, sched)
+	return k.cause(hold(ctx, prep))
 }
 
 // decideAndRecord decides everything the pause places in PD — its service safepoint, the
@@ -265,12 +287,9 @@ func decideAndRecord(ctx context.Context, d Deps, st *Status, set func(Phase, er
 	return nil
 }
 
-// hold refreshes every piece until ctx ends, and fails as soon as one breaks.
-func hold(ctx context.Context, d Deps, cfg Config, gc *gcKeeper, prep *preparer, sched *scheduleKeeper) error {
-	refresh := time.NewTicker(cfg.TTL / 3)
-	defer refresh.Stop()
-	check := time.NewTicker(min(5*time.Second, cfg.TTL/3))
-	defer check.Stop()
+// hold waits until ctx ends, and fails as soon as a TiKV stream breaks (the keeper watches the
+// rest).
+func hold(ctx context.Context, prep *preparer) error {
 	for {
 		select {
 		case <-ctx.Done():
@@ -278,17 +297,6 @@ func hold(ctx context.Context, d Deps, cfg Config, gc *gcKeeper, prep *preparer,
 		case e := <-prep.events:
 			if err := streamError(e); err != nil {
 				return err
-			}
-		case <-check.C:
-			if err := gc.check(ctx); err != nil {
-				return err
-			}
-		case <-refresh.C:
-			if err := gc.refresh(ctx); err != nil {
-				d.Log("Refreshing the GC safepoint failed; the TTL still holds it: %v", err)
-			}
-			if err := sched.refresh(ctx); err != nil {
-				d.Log("Refreshing the scheduler pause failed; the TTL still holds it: %v", err)
 			}
 		}
 	}

@@ -3,19 +3,26 @@ package pause
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
 	pd "github.com/tikv/pd/client"
+	"github.com/tikv/pd/client/clients/router"
 	pdhttp "github.com/tikv/pd/client/http"
+	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // statusLog records every Status a pause reports.
@@ -215,5 +222,238 @@ func TestPauseRejectsShortTTL(t *testing.T) {
 	err := Run(context.Background(), Deps{}, Config{TTL: time.Second}, func(Status) {})
 	if err == nil || !strings.Contains(err.Error(), "too short") {
 		t.Fatalf("Run = %v", err)
+	}
+}
+
+// slowDial delays the connection to one address by delay (a TiKV that takes that long to take
+// its stream), counting from its first attempt; the others connect at once.
+func slowDial(addr string, delay time.Duration) Dialer {
+	var once sync.Once
+	var until time.Time
+	return func(ctx context.Context, a string) (brpb.BackupClient, func() error, error) {
+		if a == addr {
+			once.Do(func() { until = time.Now().Add(delay) })
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-time.After(time.Until(until)):
+			}
+		}
+		return grpcDial(ctx, a)
+	}
+}
+
+// heldOf reads what PD holds of a pause's identity.
+func (e *env) heldOf(t *testing.T, ctx context.Context, h tidb.Hold) tidb.Held {
+	t.Helper()
+	held, err := tidb.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// TestPauseKeepsGCWhileAStoreIsSlow: the GC safepoint is refreshed from the moment it is
+// pinned, so a store that takes longer than the TTL to take its stream does not let it lapse
+// before Ready; and it stays held after.
+func TestPauseKeepsGCWhileAStoreIsSlow(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	const ttl = 3 * time.Second
+	d := e.deps(t)
+	d.Dial = slowDial(e.cluster.Addr(2), 3*ttl)
+	runCtx, stop := context.WithCancel(ctx)
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, d, Config{TTL: ttl}, log.report) }()
+	ready := log.waitFor(t, ctx, PhaseReady)
+	if took := ready.ReadyAt.Sub(ready.GCPausedAt); took < 2*ttl {
+		t.Fatalf("ready %s after the pin: the slow store did not outlast the TTL, the test proves nothing", took)
+	}
+	if held := e.heldOf(t, ctx, ready.Hold); !held.GC {
+		t.Fatalf("the GC safepoint lapsed while the slow store connected (held at Ready: %s)", held)
+	}
+	// Still held through a refresh after Ready: PD's expiry moves past Ready + TTL.
+	for {
+		sps, err := tidb.ServiceSafePoints(ctx, e.cluster.PD.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exp int64
+		for _, s := range sps {
+			if s.ServiceID == ready.ServiceSafePoint {
+				exp = s.ExpiredAt
+			}
+		}
+		if exp <= time.Now().Unix() {
+			t.Fatalf("the GC safepoint lapsed after Ready (expired at %d)", exp)
+		}
+		if exp > ready.ReadyAt.Add(ttl).Unix()+1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the GC safepoint was not refreshed after Ready")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after a clean stop", err)
+	}
+	if held := e.heldOf(t, ctx, ready.Hold); held.Any() {
+		t.Errorf("still held after stop: %s", held)
+	}
+}
+
+// silentTiKV is a Backup server that accepts PrepareSnapshotBackup streams and never answers;
+// entered receives one value per stream it accepted.
+type silentTiKV struct {
+	brpb.UnimplementedBackupServer
+	entered chan struct{}
+}
+
+func (s *silentTiKV) PrepareSnapshotBackup(stream brpb.Backup_PrepareSnapshotBackupServer) error {
+	s.entered <- struct{}{}
+	<-stream.Context().Done()
+	return stream.Context().Err()
+}
+
+func startSilentTiKV(t *testing.T) (string, *silentTiKV) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	silent := &silentTiKV{entered: make(chan struct{}, 100)}
+	brpb.RegisterBackupServer(srv, silent)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String(), silent
+}
+
+// redirectDial sends connections to one address to another.
+func redirectDial(from, to string) Dialer {
+	return func(ctx context.Context, a string) (brpb.BackupClient, func() error, error) {
+		if a == from {
+			a = to
+		}
+		return grpcDial(ctx, a)
+	}
+}
+
+// TestPauseStopsWhileAStoreNeverAnswers: a TiKV that accepts the stream and never answers
+// neither keeps the pause past its stop (SIGTERM) nor, with a dial timeout, holds one attempt
+// forever; whatever was placed is lifted.
+func TestPauseStopsWhileAStoreNeverAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		dialTimeout time.Duration
+		// attempts the silent store must see before the pause is stopped.
+		attempts int
+	}{
+		{"stop", time.Hour, 1},
+		{"dial timeout", 500 * time.Millisecond, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			e := startEnv(t, ctx)
+			addr, silent := startSilentTiKV(t)
+			d := e.deps(t)
+			d.Dial = redirectDial(e.cluster.Addr(2), addr)
+			runCtx, stop := context.WithCancel(ctx)
+			log := newStatusLog()
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(runCtx, d, Config{TTL: 10 * time.Minute, DialTimeout: tc.dialTimeout, CleanupTimeout: 10 * time.Second}, log.report)
+			}()
+			paused := log.waitFor(t, ctx, PhaseGCPaused)
+			for range tc.attempts {
+				select {
+				case <-silent.entered:
+				case <-ctx.Done():
+					t.Fatalf("the silent store saw fewer than %d attempts", tc.attempts)
+				}
+			}
+			stop()
+			select {
+			case err := <-done:
+				if err == nil || !strings.Contains(err.Error(), "store 2") {
+					t.Errorf("Run = %v, want an error naming store 2", err)
+				}
+			case <-ctx.Done():
+				t.Fatal("Run did not end after its stop while a store never answered")
+			}
+			if held := e.heldOf(t, ctx, paused.Hold); held.Any() {
+				t.Errorf("still held after the stop: %s", held)
+			}
+		})
+	}
+}
+
+// lateStorePD hides one store from the first store listing, as if it joined just after.
+type lateStorePD struct {
+	PD
+	hidden uint64
+	listed atomic.Bool
+}
+
+func (p *lateStorePD) GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error) {
+	all, err := p.PD.GetAllStores(ctx, opts...)
+	if err != nil || p.listed.Swap(true) {
+		return all, err
+	}
+	return slices.DeleteFunc(all, func(s *metapb.Store) bool { return s.GetId() == p.hidden }), nil
+}
+
+// TestPauseConnectsToALeaderItHadNoStreamTo: a region led by a store the pause took no lease on
+// (it was not listed at the start) gets its wait-apply all the same: the pause connects to that
+// store on demand and reaches Ready.
+func TestPauseConnectsToALeaderItHadNoStreamTo(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	// The store PD names as the leader of the first region.
+	var leader uint64
+	for leader == 0 {
+		regions, err := e.pd.BatchScanRegions(ctx, []router.KeyRange{{}}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(regions) > 0 {
+			leader = regions[0].Leader.GetStoreId()
+		}
+		if leader == 0 {
+			select {
+			case <-ctx.Done():
+				t.Fatal("PD names no leader for the first region")
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	d := e.deps(t)
+	d.PD = &lateStorePD{PD: e.pd, hidden: leader}
+	var dialed sync.Map
+	d.Dial = func(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
+		dialed.Store(addr, true)
+		return grpcDial(ctx, addr)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, d, Config{TTL: time.Minute, CleanupTimeout: 10 * time.Second}, log.report) }()
+	ready := log.waitFor(t, ctx, PhaseReady)
+	if ready.Stores != 2 {
+		t.Fatalf("ready with %d stores listed, want 2 (store %d hidden)", ready.Stores, leader)
+	}
+	if _, ok := dialed.Load(e.cluster.Addr(leader)); !ok {
+		t.Fatalf("ready without connecting to store %d, which leads the first region", leader)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after a clean stop", err)
 	}
 }

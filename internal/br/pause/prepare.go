@@ -48,12 +48,14 @@ type event struct {
 
 // preparer holds the leases and drives the wait-apply.
 type preparer struct {
-	pd        PD
-	dial      Dialer
-	lease     time.Duration
-	backoff   time.Duration
-	maxRounds int
-	log       func(format string, args ...any)
+	pd   PD
+	dial Dialer
+	// dialTimeout bounds each attempt to connect to a store: dial, stream, first lease.
+	dialTimeout time.Duration
+	lease       time.Duration
+	backoff     time.Duration
+	maxRounds   int
+	log         func(format string, args ...any)
 
 	streams map[uint64]*storeStream
 	events  chan event
@@ -82,7 +84,7 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 		for attempt := 1; ; attempt++ {
 			s, err := p.open(ctx, st)
 			if err == nil {
-				p.streams[st.GetId()] = s
+				p.keep(s) // from now on, while the other stores connect
 				break
 			}
 			if ctx.Err() != nil {
@@ -99,38 +101,45 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 			}
 		}
 	}
-	for _, s := range p.streams {
-		go p.receive(s)
-		go p.keepLease(s)
-	}
 	return nil
 }
 
-// open dials one store, opens its stream and takes the first lease.
+// open dials one store, opens its stream and takes the first lease, all within dialTimeout
+// and ctx: a TiKV that accepts the stream and never answers fails the attempt instead of
+// holding the pause.
 func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, error) {
-	client, closeConn, err := p.dial(ctx, st.GetAddress())
+	actx, cancelAttempt := context.WithTimeout(ctx, p.dialTimeout)
+	defer cancelAttempt()
+	client, closeConn, err := p.dial(actx, st.GetAddress())
 	if err != nil {
 		return nil, err
 	}
+	// The stream outlives ctx (Finish is sent on it after ctx ended), but until its first lease
+	// is answered the attempt's end ends it.
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stream, err := client.PrepareSnapshotBackup(sctx)
-	if err != nil {
-		cancel()
-		_ = closeConn()
-		return nil, err
-	}
-	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel, done: make(chan struct{})}
+	unwatch := context.AfterFunc(actx, cancel)
 	fail := func(err error) (*storeStream, error) {
 		cancel()
 		_ = closeConn()
+		if actx.Err() != nil {
+			return nil, fmt.Errorf("no lease within %s: %w", p.dialTimeout, err)
+		}
 		return nil, err
 	}
+	stream, err := client.PrepareSnapshotBackup(sctx)
+	if err != nil {
+		return fail(err)
+	}
+	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel, done: make(chan struct{})}
 	if err := s.send(p.leaseRequest()); err != nil {
 		return fail(err)
 	}
 	resp, err := stream.Recv()
 	if err != nil {
 		return fail(err)
+	}
+	if !unwatch() {
+		return fail(actx.Err()) // the attempt ended just as the answer came
 	}
 	if resp.GetTy() != brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult {
 		return fail(fmt.Errorf("store %d answered the first lease with %v", st.GetId(), resp.GetTy()))
@@ -251,19 +260,90 @@ func (p *preparer) sendRanges(ctx context.Context, w *waitApply, ranges []keyRan
 			Start: m.GetStartKey(), End: m.GetEndKey(), LeaderStore: r.Leader.GetStoreId()})
 	}
 	for store, rs := range w.Send(refs) {
-		s, ok := p.streams[store]
-		if !ok {
-			return fmt.Errorf("region leaders on store %d, which has no PrepareSnapshotBackup stream", store)
+		s, err := p.stream(ctx, store)
+		if err != nil {
+			// Retried after the backoff, like a region that moved.
+			p.log("Region leaders on store %d, which cannot be connected to now, are retried: %v", store, err)
+			for _, r := range rs {
+				w.Done(r, true)
+			}
+			continue
 		}
-		req := &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_WaitApply}
-		for _, r := range rs {
-			req.Regions = append(req.Regions, metas[r.ID])
+		regions := make([]*metapb.Region, len(rs))
+		for i, r := range rs {
+			regions[i] = metas[r.ID]
 		}
-		if err := s.send(req); err != nil {
-			return fmt.Errorf("send wait-apply to store %d: %w", store, err)
+		for _, req := range waitApplyRequests(regions, maxWaitApplyBytes) {
+			if err := s.send(req); err != nil {
+				return fmt.Errorf("send wait-apply to store %d: %w", store, err)
+			}
 		}
 	}
 	return nil
+}
+
+// stream is the store's PrepareSnapshotBackup stream. A store the pause has none to (it
+// joined after the stores were listed, or was left out) is connected to now, with its lease
+// kept from then on like the others'.
+func (p *preparer) stream(ctx context.Context, store uint64) (*storeStream, error) {
+	if s, ok := p.streams[store]; ok {
+		return s, nil
+	}
+	st, err := storeByID(ctx, p.pd, store)
+	if err != nil {
+		return nil, err
+	}
+	p.log("Region leaders on store %d, which has no PrepareSnapshotBackup stream yet: connecting to it at %s", store, st.GetAddress())
+	s, err := p.open(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	p.keep(s)
+	return s, nil
+}
+
+// keep adds a stream whose first lease was taken: its answers are read and its lease renewed
+// from now on, and Finish ends it.
+func (p *preparer) keep(s *storeStream) {
+	p.streams[s.id] = s
+	go p.receive(s)
+	go p.keepLease(s)
+}
+
+// maxWaitApplyBytes bounds one WaitApply request's encoded size, well under TiKV's 10 MiB
+// message cap (as BR does).
+const maxWaitApplyBytes = 1 << 20
+
+// waitApplyRequests packs regions, in order, into WaitApply requests each at most limit bytes
+// encoded (a region larger than limit alone goes in a request of its own).
+func waitApplyRequests(regions []*metapb.Region, limit int) []*brpb.PrepareSnapshotBackupRequest {
+	var (
+		out  []*brpb.PrepareSnapshotBackupRequest
+		cur  *brpb.PrepareSnapshotBackupRequest
+		size int
+	)
+	for _, r := range regions {
+		n := r.Size()
+		entry := 1 + varintLen(uint64(n)) + n // field tag, length, region
+		if cur == nil || len(cur.Regions) > 0 && size+entry > limit {
+			cur = &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_WaitApply}
+			out = append(out, cur)
+			size = cur.Size()
+		}
+		cur.Regions = append(cur.Regions, r)
+		size += entry
+	}
+	return out
+}
+
+// varintLen is the length of v encoded as a protobuf varint.
+func varintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
 }
 
 // finish ends every lease now (so admin operations resume at once): it sends Finish on every

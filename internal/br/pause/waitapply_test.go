@@ -1,9 +1,14 @@
 package pause
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/gogo/protobuf/proto"
+	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	"github.com/pingcap/kvproto/pkg/metapb"
 )
 
 func ref(id uint64, ver uint64, start, end string, leader uint64) regionRef {
@@ -131,5 +136,57 @@ func TestWaitApplyRetriesLeaderlessRegionsAfterBackoff(t *testing.T) {
 	next, err := w.Next()
 	if err != nil || !reflect.DeepEqual(next, []keyRange{rng("b", "")}) {
 		t.Fatalf("Next = %v, %v", describeRanges(next), err)
+	}
+}
+
+func TestWaitApplyRequestsSplitAtLimit(t *testing.T) {
+	region := func(id uint64, keyLen int) *metapb.Region {
+		return &metapb.Region{Id: id, StartKey: bytes.Repeat([]byte{'a'}, keyLen), EndKey: bytes.Repeat([]byte{'b'}, keyLen),
+			RegionEpoch: &metapb.RegionEpoch{ConfVer: 5, Version: id},
+			Peers:       []*metapb.Peer{{Id: id*10 + 1, StoreId: 1}, {Id: id*10 + 2, StoreId: 2}, {Id: id*10 + 3, StoreId: 3}}}
+	}
+	many := func(n, keyLen int) []*metapb.Region {
+		out := make([]*metapb.Region, n)
+		for i := range out {
+			out[i] = region(uint64(i+1), keyLen)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		regions []*metapb.Region
+		limit   int
+		minReqs int
+	}{
+		{"one region", many(1, 10), maxWaitApplyBytes, 1},
+		{"under the limit", many(1000, 50), maxWaitApplyBytes, 1},
+		{"100k regions", many(100_000, 60), maxWaitApplyBytes, 10},
+		{"long keys", many(5000, 4096), maxWaitApplyBytes, 20},
+		{"a region over the limit goes alone", []*metapb.Region{region(1, 10), region(2, 2000), region(3, 10)}, 1000, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reqs := waitApplyRequests(tc.regions, tc.limit)
+			if len(reqs) < tc.minReqs {
+				t.Errorf("%d requests, want at least %d", len(reqs), tc.minReqs)
+			}
+			var got []*metapb.Region
+			for i, r := range reqs {
+				if r.GetTy() != brpb.PrepareSnapshotBackupRequestType_WaitApply || len(r.GetRegions()) == 0 {
+					t.Fatalf("request %d: %v with %d regions", i, r.GetTy(), len(r.GetRegions()))
+				}
+				if n := proto.Size(r); n > tc.limit && len(r.GetRegions()) > 1 {
+					t.Errorf("request %d is %d bytes encoded (%d regions), over the limit %d", i, n, len(r.GetRegions()), tc.limit)
+				}
+				got = append(got, r.GetRegions()...)
+			}
+			if len(got) != len(tc.regions) {
+				t.Fatalf("%d regions sent, want %d", len(got), len(tc.regions))
+			}
+			for i := range got {
+				if got[i] != tc.regions[i] {
+					t.Fatalf("region %d out of order or lost", i)
+				}
+			}
+		})
 	}
 }

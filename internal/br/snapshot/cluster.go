@@ -17,8 +17,6 @@ import (
 	"github.com/tikv/pd/client/clients/router"
 	pdhttp "github.com/tikv/pd/client/http"
 	"github.com/tikv/pd/client/opt"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -278,12 +276,7 @@ func tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
 	return at, nil
 }
 
-// DialInsecure is a Dialer over plaintext gRPC.
-func DialInsecure(_ context.Context, addr string) (brpb.BackupClient, func() error, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, nil, err
-	}
-	conn.Connect() // connect in the background now, not at the first RPC
-	return brpb.NewBackupClient(conn), conn.Close, nil
+// DialInsecure is a Dialer over plaintext gRPC, with the BR steps' keepalive (tidb.DialBackup).
+func DialInsecure(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
+	return tidb.DialBackup(ctx, addr)
 }

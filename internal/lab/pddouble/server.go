@@ -15,6 +15,7 @@ import (
 
 	"github.com/pingcap/kvproto/pkg/pdpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Config configures a PD double.
@@ -196,8 +197,10 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 		return nil, err
 	}
 
-	// gRPC's default limits (4 MiB received), as PD's server.
-	var opts []grpc.ServerOption
+	// gRPC's default limits (4 MiB received), as PD's server; and, as PD's embedded etcd,
+	// keepalive pings from clients are accepted every 5 s (gRPC's default refuses pings more
+	// often than every 5 minutes and ends such a connection).
+	opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true})}
 	if missing := missingMethods(cfg.API); len(missing) > 0 {
 		opts = append(opts, grpc.InTapHandle(refuseMethods(missing)))
 	}

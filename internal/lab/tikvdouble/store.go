@@ -23,6 +23,7 @@ import (
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
@@ -239,8 +240,10 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 		s.transport.close()
 		return nil, err
 	}
-	// gRPC's default limits (4 MiB received).
-	s.grpc = grpc.NewServer()
+	// gRPC's default limits (4 MiB received); keepalive pings from clients are accepted every
+	// 5 s (gRPC's default refuses pings more often than every 5 minutes and ends such a
+	// connection, where TiKV takes BR's 10 s pings).
+	s.grpc = grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
 	tikvpb.RegisterTikvServer(s.grpc, &kvService{s: s})
 	brpb.RegisterBackupServer(s.grpc, &backupService{s: s})
 	import_sstpb.RegisterImportSSTServer(s.grpc, &importService{s: s})

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -153,7 +152,7 @@ func (o *options) lift(ctx context.Context, publish func(pause.LiftStatus), logf
 		return pause.LiftStatus{}, enc.Encode(map[string]any{"dryRun": true, "identity": hold, "held": held.String()})
 	}
 	// The PD client keeps its own background context; it is closed once the lift is done.
-	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
+	pc, err := tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
 	if err != nil {
 		return pause.LiftStatus{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}

@@ -18,20 +18,17 @@ import (
 	"syscall"
 	"time"
 
-	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // command is this step's name: its entry in the member's status.steps.
@@ -217,7 +214,7 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 
 	// The PD client keeps its own background context; it is closed after the pause is lifted.
 	pdCtx := context.WithoutCancel(ctx)
-	pc, err := pd.NewClientWithContext(pdCtx, o.pd, pd.SecurityOption{})
+	pc, err := tidb.NewPDClient(pdCtx, o.pd)
 	if err != nil {
 		return pause.Status{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
@@ -225,13 +222,6 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 	hc := pdhttp.NewClient("fedbr-br-pause", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 
-	dial := func(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			return nil, nil, err
-		}
-		return brpb.NewBackupClient(conn), conn.Close, nil
-	}
 	if o.waitStart {
 		logf("Armed: waiting for spec.startPause of member %s", o.report.Member)
 		if _, err := o.report.WaitSignal(ctx, startSignal, logf); err != nil {
@@ -245,8 +235,8 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 		defer cancel()
 		return pub.report.Flush(ctx)
 	}
-	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf, Record: record},
-		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup}, pub.publish)
+	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: tidb.DialBackup, Log: logf, Record: record},
+		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup, DialTimeout: o.dialTimeout}, pub.publish)
 	if err != nil && ctx.Err() == nil {
 		// An exit nobody asked for: leave the goroutines for the post-mortem.
 		_ = pprof.Lookup("goroutine").WriteTo(cmd.ErrOrStderr(), 1)

@@ -12,15 +12,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // command is this step's name: its entry in the member's status.steps.
@@ -166,16 +164,13 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 			cfg.Stores = len(bm.TiKV.Stores)
 		}
 	}
-	pc, err := pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
+	pc, err := tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
 	if err != nil {
 		return restoredata.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
 	hc := pdhttp.NewClient("fedbr-br-restore-data", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
-	dial := func(_ context.Context, addr string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	}
 	if o.waitStart {
 		logf("Armed: waiting for spec.phase restore-data of member %s", o.report.Member)
 		if _, err := o.report.WaitSignal(ctx, startSignal, logf); err != nil {
@@ -195,7 +190,7 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		}
 	}
 	logf("Restoring data to resolved ts %d (%d stores expected)", cfg.ResolvedTS, cfg.Stores)
-	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: dial, Log: logf, Report: report}, cfg)
+	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: tidb.DialTiKV, Log: logf, Report: report}, cfg)
 	if err != nil {
 		return res, err
 	}

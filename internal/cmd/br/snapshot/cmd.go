@@ -264,7 +264,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	)
 	go func() {
 		defer close(pdDone)
-		pc, pdErr = pd.NewClientWithContext(context.WithoutCancel(ctx), o.pd, pd.SecurityOption{})
+		pc, pdErr = tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
 		pdTook = time.Since(prep)
 	}()
 	defer func() {
