@@ -425,10 +425,11 @@ func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, fai
 	switch {
 	case hasResult && (j.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted):
 		return true, "", ""
-	case reported && st.Phase == job.PhaseFailed && j.Phase == job.Active && step == job.StepRestoreData:
-		// restore-data is retried by its Job (dataRetries): an attempt that failed (its pod
-		// deleted or killed, or a fault it could not ride out) counts once the Job has no
-		// attempt left, and the next attempt's report replaces this one.
+	case reported && st.Phase == job.PhaseFailed && j.Phase == job.Active:
+		// The Job decides whether an attempt that failed was the last (restore-data retries
+		// dataRetries times, any step as often as the template's backoffLimit says): a failed
+		// attempt counts once the Job has no attempt left, and a next attempt's report replaces
+		// this one.
 		return false, "", ""
 	case reported && st.Phase == job.PhaseFailed:
 		return false, "", "the " + step + " step failed: " + st.Error

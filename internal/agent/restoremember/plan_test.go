@@ -339,12 +339,25 @@ func TestPlanRestoreVolume(t *testing.T) {
 			}},
 		},
 		{
-			name: "restore-volumes reports Failed",
+			name: "restore-volumes reports Failed, its Job out of attempts: the step's error",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
-				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
+				o.RestoreVolumes = failed(rvName, job.ReasonBackoffLimitExceeded)
 				o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Failed","error":"snapshot snap-1 not completed"}`})
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreVolumesFailedReason}, msg: "snap-1 not completed"},
+		},
+		{
+			name: "restore-volumes reports Failed while its Job is active (the template's backoffLimit retries it): wait",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.BackoffLimit = ptr.To[int32](2) }),
+				targetTC(2, true), func(o *Observed) {
+					o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
+					o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Failed","error":"snapshot snap-1 not completed"}`})
+				}),
+			want: rwant{actions: nil, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+				if condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition) {
+					t.Errorf("member failed on an attempt its Job retries: %+v", r.Status.Conditions)
+				}
+			}},
 		},
 		{
 			name: "restore-volumes Job past its deadline",
