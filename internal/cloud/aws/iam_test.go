@@ -412,7 +412,7 @@ func (p *P) Nothing() { _ = types.VolumeTypeGp3 }
 		"Read":    {"s3:GetObject", "s3:ListBucket"},
 		"Nothing": nil,
 	} {
-		if have := union(got[fn]); !slices.Equal(have, want) && !(len(have) == 0 && len(want) == 0) {
+		if have := union(got[fn]); !slices.Equal(have, want) && (len(have) != 0 || len(want) != 0) {
 			t.Errorf("%s: %v, want %v", fn, have, want)
 		}
 	}
