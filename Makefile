@@ -23,7 +23,7 @@ HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION
 # Generated files, checked by verify-generated.
 GENERATED := api config test/fixtures/crd charts/fedbr-manager/crds charts/fedbr-agent/crds \
 	charts/fedbr-manager/files/manager_role.yaml charts/fedbr-agent/files/agent_role.yaml \
-	charts/fedbr-agent/files/manager_dataplane_role.yaml \
+	charts/fedbr-agent/files/manager_dataplane_role.yaml charts/fedbr-agent/files/dataplane_viewer_role.yaml \
 	$(foreach c,fedbr-manager fedbr-agent,$(foreach f,_helpers.tpl service.yaml servicemonitor.yaml serviceaccount.yaml,charts/$(c)/templates/$(f)))
 
 # Test flags; CI keeps the race detector on. Override with `make test GOTEST_FLAGS=...`.
@@ -80,7 +80,7 @@ generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the chart
 	cp config/crd/bases/federation.pingcap.com_*.yaml charts/fedbr-manager/crds/
 	cp config/crd/bases/dataplane.fedbr.io_*.yaml charts/fedbr-agent/crds/
 	cp config/rbac/manager_role.yaml charts/fedbr-manager/files/
-	cp config/rbac/agent_role.yaml config/rbac/manager_dataplane_role.yaml charts/fedbr-agent/files/
+	cp config/rbac/agent_role.yaml config/rbac/manager_dataplane_role.yaml config/rbac/dataplane_viewer_role.yaml charts/fedbr-agent/files/
 	# Templates both charts use, word for word.
 	for c in fedbr-manager fedbr-agent; do cp charts/shared-templates/{_helpers.tpl,service.yaml,servicemonitor.yaml,serviceaccount.yaml} charts/$$c/templates/; done
 

@@ -421,7 +421,7 @@ func TestAgentChart(t *testing.T) {
 			agent.lint(t, tt.values)
 			objs := agent.template(t, tt.values)
 			d := checkInstall(t, agent, objs, install{crds: "config/crd/bases/dataplane.fedbr.io_*.yaml",
-				roles: []string{"config/rbac/agent_role.yaml", "config/rbac/manager_dataplane_role.yaml"}, role: "fedbr-agent",
+				roles: []string{"config/rbac/agent_role.yaml", "config/rbac/manager_dataplane_role.yaml", "config/rbac/dataplane_viewer_role.yaml"}, role: "fedbr-agent",
 				deployment: "fedbr-agent", args: tt.args})
 			checkAgentEnv(t, d)
 			// The real command takes the arguments: --dry-run validates them and exits.

@@ -1,5 +1,5 @@
 // Package root is the top of fedbr's command tree: every subcommand a user installs (manager,
-// agent, br, warmup, version). The lab is not among them; cmd/fedbr-lab adds it.
+// agent, br, warmup, describe, logs, version). The lab is not among them; cmd/fedbr-lab adds it.
 package root
 
 import (
@@ -11,6 +11,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/cmd/agent"
 	"github.com/fedbr/fedbr/internal/cmd/br"
+	"github.com/fedbr/fedbr/internal/cmd/describe"
 	"github.com/fedbr/fedbr/internal/cmd/manager"
 	"github.com/fedbr/fedbr/internal/cmd/version"
 	"github.com/fedbr/fedbr/internal/cmd/warmup"
@@ -26,6 +27,7 @@ func NewCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	cmd.AddCommand(version.NewCmd(), br.NewCmd(), manager.NewCmd(), agent.NewCmd(), warmup.NewCmd())
+	cmd.AddCommand(version.NewCmd(), br.NewCmd(), manager.NewCmd(), agent.NewCmd(), warmup.NewCmd(),
+		describe.NewDescribeCmd(), describe.NewLogsCmd())
 	return cmd
 }

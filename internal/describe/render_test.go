@@ -1,0 +1,85 @@
+package describe
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+)
+
+var t0 = time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
+
+func micro(t time.Time) *metav1.MicroTime { m := metav1.NewMicroTime(t); return &m }
+
+func TestProgress(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		s    dpv1alpha1.StepReport
+		want string
+	}{
+		{"no progress reported", dpv1alpha1.StepReport{Name: "pause", Phase: "Ready"}, ""},
+		{"snapshots a quarter started 30 s in: 90 s left", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Started", Done: 10, Total: 40, Since: micro(t0.Add(-30 * time.Second))},
+			"10/40 snapshots (25%), about 1m30s left"},
+		{"nothing done yet: no estimate", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Started", Done: 0, Total: 40, Since: micro(t0.Add(-30 * time.Second))},
+			"0/40 snapshots (0%)"},
+		{"completed: no estimate", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Completed", Done: 40, Total: 40, Since: micro(t0.Add(-time.Minute))},
+			"40/40 snapshots (100%)"},
+		{"restore-volumes counts its volumes", dpv1alpha1.StepReport{Name: "restore-volumes", Phase: "Creating", Done: 3, Volumes: 6, Since: micro(t0.Add(-10 * time.Second))},
+			"3/6 volumes (50%), about 10s left"},
+		{"warm-up in bytes", dpv1alpha1.StepReport{Name: "warmup-0", Phase: "Reading", Done: 1 << 30, Total: 4 << 30, Since: micro(t0.Add(-time.Minute))},
+			"1GiB of 4GiB read (25%), about 3m0s left"},
+		{"clean counts deletions", dpv1alpha1.StepReport{Name: "clean", Phase: "Deleting", Deleted: 5, Total: 10, Since: micro(t0.Add(-5 * time.Second))},
+			"5/10 snapshots deleted (50%), about 5s left"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Progress(c.s, t0); got != c.want {
+				t.Errorf("Progress = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestRender(t *testing.T) {
+	v := &View{Kind: "VolumeBackup", Namespace: "default", Name: "nightly", Phase: "Running",
+		Fields: []Field{{"Commit ts", "4711"}, {"Size", ""}},
+		Conditions: []metav1.Condition{{Type: "GCPaused", Status: metav1.ConditionTrue, Reason: "Paused",
+			Message: "held by\nfed-nightly", LastTransitionTime: metav1.NewTime(t0.Add(-2 * time.Second))}},
+		Events: []Event{{Time: t0.Add(-time.Minute), Type: "Normal", Reason: "Created", Object: "VolumeBackup/nightly", Message: "members created", Count: 3}},
+		Members: []Member{
+			{Plane: "dp1", Namespace: "tidb", Name: "fed-nightly", Phase: "Running",
+				Steps: []dpv1alpha1.StepReport{{Name: "snapshot", Phase: "Started", Done: 2, Total: 4, Since: micro(t0.Add(-4 * time.Second))},
+					{Name: "pause", Phase: "Failed", Error: "lost the lease"}},
+				Jobs: []Job{{Name: "fed-nightly-snapshot", Step: "snapshot", Status: "Active (1 running)",
+					Pods: []Pod{{Name: "fed-nightly-snapshot-x", Phase: "Running", Node: "n1", Restarts: 1, Exit: "exit 137 (Error)"}}}}},
+			{Plane: "dp2", Namespace: "tidb", Name: "fed-nightly", Problem: "data plane unreachable: connection refused"},
+		}}
+	var b bytes.Buffer
+	if err := Render(&b, v, t0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"VolumeBackup default/nightly\n",
+		"  Phase: Running\n",
+		"  Commit ts: 4711\n",
+		"GCPaused  True    Paused  2s   held by fed-nightly", // one line per condition
+		"Created (x3)",
+		"Member tidb/fed-nightly in data plane dp1\n",
+		"    snapshot: Started for 4s, 2/4 snapshots (50%), about 4s left\n",
+		"    pause: Failed; error: lost the lease\n",
+		"    fed-nightly-snapshot (snapshot): Active (1 running)\n",
+		"      pod fed-nightly-snapshot-x: Running on n1, 1 restarts, exit 137 (Error)\n",
+		"Member tidb/fed-nightly in data plane dp2\n  data plane unreachable: connection refused\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "Size:") {
+		t.Errorf("an empty field is printed:\n%s", out)
+	}
+}
