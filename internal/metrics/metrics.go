@@ -72,6 +72,14 @@ var (
 		Name: "fedbr_volumebackupschedule_last_size_bytes",
 		Help: "Full size of the schedule's newest complete and sized VolumeBackup (sum over members).",
 	}, []string{"namespace", "schedule"})
+	// GCPausedSince is when a running backup's pause began to hold GC and PD scheduling, while
+	// it holds (the series goes when it is lifted): time() minus it is how long the live cluster
+	// has been held so far, which an alert bounds. One series per backup holding a pause, so
+	// never more than the TiDB clusters backed up at once.
+	GCPausedSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackup_gc_paused_since_timestamp_seconds",
+		Help: "When the VolumeBackup's pause began holding GC and PD scheduling (Unix seconds); present only while it holds.",
+	}, []string{"namespace", "name"})
 	// PlaneReachable is 1 while a data plane's API server answers and its cache is synced.
 	PlaneReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fedbr_dataplane_reachable",
@@ -79,9 +87,14 @@ var (
 	}, []string{"plane"})
 )
 
+// All are the manager's metrics.
+func All() []prometheus.Collector {
+	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
+		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince}
+}
+
 func init() {
-	crmetrics.Registry.MustRegister(BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize)
+	crmetrics.Registry.MustRegister(All()...)
 	for _, o := range []string{OutcomeComplete, OutcomeFailed} {
 		BackupsFinished.WithLabelValues(o)
 		RestoresFinished.WithLabelValues(o)

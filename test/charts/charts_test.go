@@ -7,14 +7,17 @@ package charts
 
 import (
 	"bytes"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,6 +29,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	agentcmd "github.com/fedbr/fedbr/internal/cmd/agent"
 	managercmd "github.com/fedbr/fedbr/internal/cmd/manager"
+	"github.com/fedbr/fedbr/internal/metrics"
 	"github.com/fedbr/fedbr/internal/podsecurity"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
@@ -272,7 +276,7 @@ func TestManagerChart(t *testing.T) {
 			"verbosity":      1,
 			"extraArgs":      []any{"--probe-interval=3s"},
 			"metrics": map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
-				"prometheusRule": map[string]any{"enabled": true}},
+				"prometheusRule": map[string]any{"enabled": true}, "grafanaDashboard": map[string]any{"enabled": true}},
 			"serviceAccount": map[string]any{"name": "fedbr-hub", "annotations": map[string]any{"example.com/a": "b"}},
 		}),
 		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
@@ -294,6 +298,7 @@ func TestManagerChart(t *testing.T) {
 				t.Errorf("service account annotations %v", sa.GetAnnotations())
 			}
 			checkRules(t, objs)
+			checkDashboard(t, objs)
 		},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -341,6 +346,84 @@ func checkRules(t *testing.T, objs objects) {
 		t.Errorf("PrometheusRule groups differ from files/prometheus-rules.yaml: %s", cmp.Diff(file.Groups, rule.Spec.Groups))
 	}
 }
+
+// checkDashboard checks that the dashboard ConfigMap carries files/grafana-dashboard.json for
+// Grafana's sidecar.
+func checkDashboard(t *testing.T, objs objects) {
+	t.Helper()
+	var cm corev1.ConfigMap
+	objs.get(t, "ConfigMap", "fedbr-manager-dashboard", &cm)
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "charts", "fedbr-manager", "files", "grafana-dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(cm.Data["fedbr.json"]) != strings.TrimSpace(string(data)) || cm.Labels["grafana_dashboard"] != "1" {
+		t.Errorf("dashboard ConfigMap labels %v, data differs from files/grafana-dashboard.json: %v", cm.Labels, cm.Data["fedbr.json"] != string(data))
+	}
+}
+
+// Every fedbr metric an alert rule or a dashboard panel queries is one the manager exports (a
+// renamed metric would leave an alert that never fires), and every metric the manager exports is
+// on the dashboard.
+func TestRulesAndDashboardQueryExportedMetrics(t *testing.T) {
+	exported := map[string]bool{}
+	for _, c := range metrics.All() {
+		ch := make(chan *prometheus.Desc, 8)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			m := fqName.FindStringSubmatch(d.String())
+			if m == nil {
+				t.Fatalf("no fqName in %s", d)
+			}
+			exported[m[1]] = true
+		}
+	}
+	if len(exported) < 10 {
+		t.Fatalf("only %d metrics exported: %v", len(exported), exported)
+	}
+	files := filepath.Join(testenv.RepoRoot(), "charts", "fedbr-manager", "files")
+	onDashboard := map[string]bool{}
+	for _, f := range []string{"prometheus-rules.yaml", "grafana-dashboard.json"} {
+		data, err := os.ReadFile(filepath.Join(files, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "grafana-dashboard.json" && !json.Valid(data) {
+			t.Fatalf("%s is not JSON", f)
+		}
+		queried := metricName.FindAllString(string(data), -1)
+		if len(queried) == 0 {
+			t.Fatalf("%s queries no fedbr metric", f)
+		}
+		for _, q := range queried {
+			base := q
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				if b, ok := strings.CutSuffix(q, suffix); ok && exported[b] {
+					base = b
+				}
+			}
+			if !exported[base] {
+				t.Errorf("%s queries %s, which the manager does not export", f, q)
+			}
+			if f == "grafana-dashboard.json" {
+				onDashboard[base] = true
+			}
+		}
+	}
+	for m := range exported {
+		if !onDashboard[m] && !offDashboard[m] {
+			t.Errorf("metric %s is not on the dashboard", m)
+		}
+	}
+}
+
+var (
+	fqName     = regexp.MustCompile(`fqName: "([^"]+)"`)
+	metricName = regexp.MustCompile(`\bfedbr_[a-z0-9_]+`)
+	// offDashboard are metrics whose series carry a backup's name: a table of completed backups'
+	// sizes belongs in describe, not in a time series panel.
+	offDashboard = map[string]bool{"fedbr_volumebackup_size_bytes": true, "fedbr_volumebackup_incremental_size_bytes": true}
+)
 
 func TestAgentChart(t *testing.T) {
 	const roleArn, stepRoleArn = "arn:aws:iam::111122223333:role/fedbr-agent", "arn:aws:iam::111122223333:role/fedbr-br"

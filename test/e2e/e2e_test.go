@@ -103,6 +103,7 @@ func backupAndRestore(t *testing.T, warmup fedv1alpha1.RestoreWarmupMode, raftVo
 	if r.OrphanSnapshots != 0 || r.OrphanVolumes != 0 {
 		t.Errorf("left behind: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
 	}
+	checkDescribed(t, l, r)
 	if r.GCPause <= 0 {
 		t.Errorf("no GC pause window measured")
 	}
@@ -175,5 +176,39 @@ func BenchmarkFederatedBackupRestore(b *testing.B) {
 		if o, ok := r.RestoreOverhead(); ok {
 			b.ReportMetric(o.Seconds(), "restore-overhead-s")
 		}
+	}
+}
+
+// checkDescribed: `fedbr describe` and `fedbr logs`, run as a user would at the end of the demo,
+// show the completed backup and restore with every data plane's member, and the snapshot step's
+// log from every plane.
+func checkDescribed(t *testing.T, l *env.Lab, r *demo.Report) {
+	t.Helper()
+	backup, logs, restore := r.Described["describe backup"], r.Described["logs backup"], r.Described["describe restore"]
+	for _, c := range []struct {
+		what, out string
+		want []string
+	}{
+		{"describe backup", backup, []string{"VolumeBackup default/" + r.Backup.Name + "\n", "  Phase: Complete\n", "  Commit ts: " + r.Backup.Status.CommitTs + "\n", "GC pause: "}},
+		{"describe restore", restore, []string{"VolumeRestore default/" + r.Restore.Name + "\n", "  Phase: Complete\n"}},
+	} {
+		for _, w := range c.want {
+			if !strings.Contains(c.out, w) {
+				t.Errorf("%s lacks %q:\n%s", c.what, w, c.out)
+			}
+		}
+		for _, dp := range l.DataPlanes {
+			if !strings.Contains(c.out, " in data plane "+dp.Cluster+"\n  Phase: ") {
+				t.Errorf("%s does not show the member in %s:\n%s", c.what, dp.Cluster, c.out)
+			}
+		}
+	}
+	for _, dp := range l.DataPlanes {
+		if !strings.Contains(logs, "==> "+dp.Cluster+"/") || !strings.Contains(logs, "(step snapshot) <==") {
+			t.Errorf("fedbr logs shows no snapshot pod of %s:\n%s", dp.Cluster, logs)
+		}
+	}
+	if strings.Contains(logs, "(no logs: ") {
+		t.Errorf("fedbr logs could not read a step pod's log:\n%s", logs)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -62,6 +63,7 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 			metrics.BackupSize.WithLabelValues(b.Namespace, b.Name).Set(float64(res.Status.BackupSize))
 			metrics.BackupIncrementalSize.WithLabelValues(b.Namespace, b.Name).Set(float64(res.Status.IncrementalBackupSize))
 		}
+		observePause(b, res)
 		return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer,
 			RequeueAfter: res.RequeueAfter, RecordFirst: RecordFirst(b.Status, res), SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
 	}
@@ -74,6 +76,17 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		return nil
 	}
 	return r
+}
+
+// observePause keeps fedbr_volumebackup_gc_paused_since_timestamp_seconds while the backup's
+// pause holds (GCPaused=True, from when it became so) and drops it otherwise.
+func observePause(b *fedv1alpha1.VolumeBackup, res Result) {
+	c := apimeta.FindStatusCondition(res.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition)
+	if c == nil || c.Status != metav1.ConditionTrue || res.RemoveFinalizer {
+		metrics.GCPausedSince.DeleteLabelValues(b.Namespace, b.Name)
+		return
+	}
+	metrics.GCPausedSince.WithLabelValues(b.Namespace, b.Name).Set(float64(c.LastTransitionTime.Unix()))
 }
 
 // WatchPlane watches the VolumeBackupMembers of a data plane (call once its cache synced).

@@ -74,6 +74,9 @@ type Report struct {
 	TiKVHandedOver, TiKVRestarted map[string]time.Time
 	// OrphanSnapshots and OrphanVolumes are counted after the backup was deleted.
 	OrphanSnapshots, OrphanVolumes int
+	// Described is what `fedbr describe backup`, `fedbr logs backup` (the snapshot step) and
+	// `fedbr describe restore` printed once both completed, by those keys.
+	Described map[string]string
 	// Err is the demo's outcome.
 	Err error
 

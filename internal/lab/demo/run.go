@@ -123,6 +123,9 @@ func (d *run) run(ctx context.Context) error {
 	if err := d.sizes(ctx, b); err != nil {
 		return err
 	}
+	if err := d.describe(ctx, b, r); err != nil {
+		return err
+	}
 	if d.o.KeepBackup {
 		return nil
 	}
