@@ -187,7 +187,7 @@ func checkDescribed(t *testing.T, l *env.Lab, r *demo.Report) {
 	backup, logs, restore := r.Described["describe backup"], r.Described["logs backup"], r.Described["describe restore"]
 	for _, c := range []struct {
 		what, out string
-		want []string
+		want      []string
 	}{
 		{"describe backup", backup, []string{"VolumeBackup default/" + r.Backup.Name + "\n", "  Phase: Complete\n", "  Commit ts: " + r.Backup.Status.CommitTs + "\n", "GC pause: "}},
 		{"describe restore", restore, []string{"VolumeRestore default/" + r.Restore.Name + "\n", "  Phase: Complete\n"}},
