@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/labbr"
@@ -29,11 +28,7 @@ import (
 func TestStoresRestartedAfterRecoverRegionAreReplanned(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	l := startLiveWith(t, ctx, pddouble.Config{OperatorRate: -1})
-	images, ts := pauseCapture(t, ctx, l, pause.Config{TTL: 2 * time.Minute}, nil)
-	l.waitAfter(t, ctx, ts)
-	txns := l.finish()
-	t.Logf("backup ts %d: %+v", ts, bank.Count(txns, ts))
+	images, ts, txns := stillBackup(t, ctx)
 	control := t.TempDir()
 	copyImages(t, images, control)
 
