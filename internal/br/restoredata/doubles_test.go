@@ -150,6 +150,7 @@ func TestWaitsForTheWholeClustersStores(t *testing.T) {
 	defer cancel()
 	r := startRecovering(t, ctx, 1, 2)
 	log := newLines(t, "2 of 3 TiKV stores up")
+	twoUp := log.wait["2 of 3 TiKV stores up"]
 	var storesAtRecovery int
 	d := r.deps(t, func(st restoredata.Status) {
 		if st.Phase == restoredata.PhaseRecoveringRegions && storesAtRecovery == 0 {
@@ -164,7 +165,7 @@ func TestWaitsForTheWholeClustersStores(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { _, err := restoredata.Run(ctx, d, r.config()); done <- err }()
 	select {
-	case <-log.wait["2 of 3 TiKV stores up"]:
+	case <-twoUp:
 	case err := <-done:
 		t.Fatalf("restore-data ended with 2 of 3 stores up: %v", err)
 	}
