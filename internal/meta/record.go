@@ -63,8 +63,9 @@ type ClusterInfo struct {
 
 // TiKV lists the stores of this data plane.
 type TiKV struct {
-	// Replicas is the number of TiKV stores of the whole federated cluster; restore checks
-	// that many stores are online.
+	// Replicas is, in a backupmeta, the number of TiKV stores of the whole federated cluster
+	// (the snapshot step counts them in PD), which restore-data waits for; in the clustermeta
+	// fedbr's agent writes, this plane's count (it knows no other plane's).
 	Replicas int         `json:"replicas"`
 	Stores   []TiKVStore `json:"stores"`
 	Extra    Extra       `json:"-"`

@@ -34,11 +34,7 @@ import (
 func TestNegativeControlsOfRestoreData(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	l := startLiveWith(t, ctx, pddouble.Config{OperatorRate: -1})
-	images, ts := pauseCapture(t, ctx, l, pause.Config{TTL: 2 * time.Minute}, nil)
-	l.waitAfter(t, ctx, ts)
-	txns := l.finish()
-	t.Logf("backup ts %d: %+v", ts, bank.Count(txns, ts))
+	images, ts, txns := stillBackup(t, ctx)
 	copies := map[string]string{}
 	for _, name := range []string{"torn", "encoded-keys", "no-flashback"} {
 		copies[name] = t.TempDir()
@@ -66,6 +62,19 @@ func TestNegativeControlsOfRestoreData(t *testing.T) {
 		t.Fatalf("restore without flashback: %v, want bank.ErrMismatch", err)
 	}
 	t.Logf("no flashback: %v", err)
+}
+
+// stillBackup takes a backup under `br pause` of a cluster where no scheduler runs (stores
+// captured one after another while transfers go on) and returns its images, its ts and the
+// transfers, with enough of them on both sides of the ts for the checker.
+func stillBackup(t *testing.T, ctx context.Context) (string, uint64, []bank.Txn) {
+	t.Helper()
+	l := startLiveWith(t, ctx, pddouble.Config{OperatorRate: -1})
+	images, ts := pauseCapture(t, ctx, l, pause.Config{TTL: 2 * time.Minute}, nil)
+	l.waitAfter(t, ctx, ts)
+	txns := l.finish()
+	t.Logf("backup ts %d: %+v", ts, bank.Count(txns, ts))
+	return images, ts, txns
 }
 
 // TestNegativeControlOfTheGCPin: with GC running (a life time of three seconds), a backup under

@@ -159,7 +159,12 @@ func restoreAndCheck(t *testing.T, ctx context.Context, dir string, ts uint64, t
 		return err
 	}
 	defer c.Close()
-	cl, err := bank.NewClient(rctx, []string{c.PDAddr()})
+	return checkRestored(rctx, c, ts, txns)
+}
+
+// checkRestored runs the bank checker at ts on a restored cluster.
+func checkRestored(ctx context.Context, c *tidbcluster.Cluster, ts uint64, txns []bank.Txn) error {
+	cl, err := bank.NewClient(ctx, []string{c.PDAddr()})
 	if err != nil {
 		return err
 	}
@@ -167,11 +172,11 @@ func restoreAndCheck(t *testing.T, ctx context.Context, dir string, ts uint64, t
 	// Long enough to resolve the locks a wrong restore leaves (their primaries tell), so that a
 	// negative control ends in the checker's verdict, not in a lock still unresolved.
 	cl.LockWait = 5 * time.Second
-	now, err := cl.TS(rctx)
+	now, err := cl.TS(ctx)
 	if err != nil {
 		return err
 	}
-	cctx, ccancel := context.WithTimeout(rctx, 15*time.Second)
+	cctx, ccancel := context.WithTimeout(ctx, 15*time.Second)
 	defer ccancel()
 	return bank.Check(cctx, cl, bankCfg, txns, ts, now)
 }

@@ -12,20 +12,27 @@ import (
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/tikv/pd/client/clients/router"
 	"github.com/tikv/pd/client/opt"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // PD is what pausing needs of PD's gRPC API; github.com/tikv/pd/client's Client satisfies it.
 type PD interface {
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
 	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
-	UpdateGCSafePoint(ctx context.Context, safePoint uint64) (uint64, error)
-	UpdateServiceGCSafePoint(ctx context.Context, serviceID string, ttl int64, safePoint uint64) (uint64, error)
+	tidb.GCReader
 }
 
 // PDHTTP is what pausing needs of PD's HTTP API; github.com/tikv/pd/client/http's Client
 // satisfies it.
 type PDHTTP interface {
 	GetMinResolvedTSByStoresIDs(ctx context.Context, storeIDs []uint64) (uint64, map[uint64]uint64, error)
+	SchedulePD
+}
+
+// SchedulePD is what pausing PD's scheduling needs of its HTTP API: the schedulers and the
+// schedule config.
+type SchedulePD interface {
 	GetSchedulers(ctx context.Context) ([]string, error)
 	SetSchedulerDelay(ctx context.Context, name string, delaySeconds int64) error
 	GetScheduleConfig(ctx context.Context) (map[string]any, error)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // gcKeeper pins a GC service safepoint just below the backup timestamp so that no MVCC version
 // the backup needs is collected, and refreshes it until released.
 type gcKeeper struct {
-	pd       PD
+	pd       tidb.GCReader
 	id       string
 	ttl      time.Duration
 	backupTS uint64

@@ -25,14 +25,14 @@ type brokenError struct{ err error }
 func (e *brokenError) Error() string { return e.err.Error() }
 func (e *brokenError) Unwrap() error { return e.err }
 
-func startKeeper(ctx context.Context, d Deps, cfg Config, gc *gcKeeper) *keeper {
+func startKeeper(ctx context.Context, log func(string, ...any), ttl time.Duration, gc *gcKeeper) *keeper {
 	kctx, cancel := context.WithCancelCause(ctx)
 	k := &keeper{ctx: kctx, cancel: cancel, sched: make(chan *scheduleKeeper, 1), done: make(chan struct{})}
-	go k.run(d, cfg.TTL, gc)
+	go k.run(log, ttl, gc)
 	return k
 }
 
-func (k *keeper) run(d Deps, ttl time.Duration, gc *gcKeeper) {
+func (k *keeper) run(log func(string, ...any), ttl time.Duration, gc *gcKeeper) {
 	defer close(k.done)
 	refresh := time.NewTicker(ttl / 3)
 	defer refresh.Stop()
@@ -51,13 +51,13 @@ func (k *keeper) run(d Deps, ttl time.Duration, gc *gcKeeper) {
 			}
 		case <-refresh.C:
 			if err := gc.refresh(k.ctx); err != nil {
-				d.Log("Refreshing the GC safepoint failed; the TTL still holds it: %v", err)
+				log("Refreshing the GC safepoint failed; the TTL still holds it: %v", err)
 			}
 			if sched == nil {
 				continue
 			}
 			if err := sched.refresh(k.ctx); err != nil {
-				d.Log("Refreshing the scheduler pause failed; the TTL still holds it: %v", err)
+				log("Refreshing the scheduler pause failed; the TTL still holds it: %v", err)
 			}
 		}
 	}

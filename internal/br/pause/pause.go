@@ -227,7 +227,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	d.Log("GC is paused")
 	// From here on the keeper refreshes what is placed, whatever else is still being set up: a
 	// store that takes longer than a TTL to connect must not let the pin lapse.
-	k := startKeeper(ctx, d, cfg, gc)
+	k := startKeeper(ctx, d.Log, cfg.TTL, gc)
 	defer k.stop() // before anything is lifted: a late refresh would place it again
 	ctx = k.ctx
 

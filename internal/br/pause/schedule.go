@@ -112,7 +112,7 @@ func sortedKeys(m map[string]any) []string {
 
 // scheduleKeeper applies a schedulePause with TTLs, refreshes it, and undoes it.
 type scheduleKeeper struct {
-	http PDHTTP
+	http SchedulePD
 	ttl  time.Duration
 	plan schedulePause
 }

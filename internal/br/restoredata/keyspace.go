@@ -10,16 +10,12 @@ import (
 
 	"github.com/pingcap/kvproto/pkg/errorpb"
 	"github.com/pingcap/kvproto/pkg/kvrpcpb"
-	"github.com/pingcap/kvproto/pkg/metapb"
 	tikvpb "github.com/pingcap/kvproto/pkg/tikvpb"
 	"github.com/tikv/pd/client/clients/router"
 
 	"github.com/fedbr/fedbr/internal/backoff"
 	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
-
-// maxRegionRounds bounds how often a range whose region moved is reloaded and resent.
-const maxRegionRounds = 60
 
 // regionCall sends one request for [start, end) to a region's leader and returns the region
 // error (empty when the region did it) or a transport error.
@@ -66,19 +62,21 @@ func (r *run) rawRegions(regions []*router.Region) ([]*router.Region, error) {
 
 // overKeySpace runs call on every region of ["", +inf), each with its own part of the range.
 // Ranges whose region moved, lost its leader or answered a region error are reloaded from PD
-// and retried after a backoff that starts short (firstRegionBackoff).
-func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store, call regionCall) error {
+// and retried after a backoff that starts short (firstRegionBackoff) and starts short again
+// whenever the walk progressed; it goes on as long as it progresses (stall).
+func (r *run) overKeySpace(ctx context.Context, call regionCall) error {
 	pending := []span{{start: []byte{}}}
 	var lastErr string
+	progress := r.newStall()
 	for round := 1; len(pending) > 0; round++ {
-		if round > maxRegionRounds {
-			return fmt.Errorf("%d ranges still failing after %d rounds, last: %s", len(pending), maxRegionRounds, lastErr)
+		if err := progress.check(len(pending), lastErr); err != nil {
+			return err
 		}
 		if round > 1 {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
-			case <-time.After(backoff.Doubling(firstRegionBackoff, r.cfg.Backoff, round-1)):
+			case <-time.After(backoff.Doubling(firstRegionBackoff, r.cfg.Backoff, progress.rounds)):
 			}
 		}
 		krs := make([]router.KeyRange, len(pending))
@@ -109,7 +107,7 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 			sem <- struct{}{}
 			go func() {
 				defer func() { <-sem; wg.Done() }()
-				msg, err := r.callRegion(ctx, stores, job, call)
+				msg, err := r.callRegion(ctx, job, call)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {
@@ -125,7 +123,9 @@ func (r *run) overKeySpace(ctx context.Context, stores map[uint64]*metapb.Store,
 		if fatal != nil {
 			return fatal
 		}
-		if len(retry) > 0 {
+		// Every job that is not sent again was done.
+		progress.round(len(covered.jobs) + len(covered.holes) - len(retry))
+		if len(retry) > 0 && (progress.rounds == 1 || progress.rounds%30 == 0) { // not every round of a long wait
 			r.d.Log("%d ranges to send again (round %d; last: %s)", len(retry), round, lastErr)
 		}
 		pending = retry
@@ -210,8 +210,8 @@ func minEnd(a, b []byte) []byte {
 }
 
 // callRegion sends one call to a region's leader.
-func (r *run) callRegion(ctx context.Context, stores map[uint64]*metapb.Store, j job, call regionCall) (string, error) {
-	s, ok := stores[j.region.Leader.GetStoreId()]
+func (r *run) callRegion(ctx context.Context, j job, call regionCall) (string, error) {
+	s, ok := r.store(j.region.Leader.GetStoreId())
 	if !ok {
 		return fmt.Sprintf("leader on unknown store %d", j.region.Leader.GetStoreId()), nil
 	}

@@ -1,11 +1,14 @@
 // Package restoredata is the data phase of a volume-snapshot restore: with every TiKV started
-// in recovery mode on restored volumes, it reads each store's region metadata, plans one leader
-// per region (internal/recovery), raises PD's id allocator past every restored id, makes the
-// planned peers leaders (RecoverRegion), flashes the whole key space back to the backup's
-// resolved ts, and lifts PD's snapshot-recovering mark.
+// in recovery mode on restored volumes, it waits for the backup's TiKV stores to come up, holds
+// GC below the backup's resolved ts and PD's schedulers paused, reads each store's region
+// metadata, plans one leader per region (internal/recovery), raises PD's id allocator past
+// every restored id, makes the planned peers leaders (RecoverRegion), flashes the whole key
+// space back to the resolved ts, lifts PD's snapshot-recovering mark, and lets GC and the
+// schedulers go.
 //
 // The planning stages are retried as a whole on transient failure (a TiKV restarting, a stream
-// aborted by a newer task); flashback is idempotent per region and retries region by region.
+// aborted by a newer task); a store that restarts after its RecoverRegion gets its plan again;
+// flashback is idempotent per region and retries region by region as long as it progresses.
 package restoredata
 
 import (
@@ -24,6 +27,7 @@ import (
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 
+	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/recovery"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -31,6 +35,7 @@ import (
 // PD is what the data phase needs of PD's gRPC API; github.com/tikv/pd/client's Client
 // satisfies it.
 type PD interface {
+	tidb.GCReader
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
 	GetTS(ctx context.Context) (int64, int64, error)
 	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
@@ -39,6 +44,7 @@ type PD interface {
 // PDHTTP is what the data phase needs of PD's HTTP API; github.com/tikv/pd/client/http's Client
 // satisfies it.
 type PDHTTP interface {
+	pause.SchedulePD
 	ResetBaseAllocID(ctx context.Context, id uint64) error
 	SetSnapshotRecoveringMark(ctx context.Context) error
 	DeleteSnapshotRecoveringMark(ctx context.Context) error
@@ -51,11 +57,22 @@ type Dialer func(ctx context.Context, addr string) (*grpc.ClientConn, error)
 type Config struct {
 	// ResolvedTS is the backup's resolved ts: the data is flashed back to it.
 	ResolvedTS uint64
-	// Stores is the number of TiKV stores the backup had; fewer (beyond MaxMissingStores) is an
-	// error, so a restore never silently runs on part of the cluster.
+	// Stores is the number of TiKV stores of the whole cluster the backup had (its backupmeta's
+	// tikv.replicas): the phase waits until PD lists that many (less MaxMissingStores), and
+	// fails when they do not come up, so a restore never silently runs on part of the cluster.
 	Stores int
 	// MaxMissingStores tolerates stores that do not come up (tolerateSingleTiKVOutage: 1).
 	MaxMissingStores int
+	// WaitStoresTimeout bounds the wait for the stores (TiKV in recovery mode takes minutes to
+	// start), and how long flashback goes on without progress — a store that restarted must
+	// come back within it (default 30m).
+	WaitStoresTimeout time.Duration
+	// Poll is how often PD's store list is read while waiting for the stores and while
+	// watching them for restarts (default 2s).
+	Poll time.Duration
+	// HoldTTL bounds the GC hold and the scheduler pause kept over the phase: a killed step
+	// lets both lapse within it (default 5m, BR's).
+	HoldTTL time.Duration
 	// Attempts bounds whole-procedure retries of the planning stages (default 5).
 	Attempts int
 	// Backoff is the wait between attempts and between region retries (default 1s).
@@ -84,6 +101,9 @@ type Unsafe struct {
 	// WorstLeaders asks, for every region, the peer with the shortest log to lead instead of
 	// the planner's choice.
 	WorstLeaders bool
+	// NoReplan does not watch the stores for restarts: a store that restarts after its
+	// RecoverRegion keeps the regions it was to lead leaderless.
+	NoReplan bool
 }
 
 // ErrLeadersNotElected fails the data phase when, after every attempt, some planned leader
@@ -123,6 +143,8 @@ type Status struct {
 const (
 	// PhaseStarting: checking the configuration.
 	PhaseStarting = "Starting"
+	// PhaseWaitingForStores: waiting for the backup's TiKV stores to come up.
+	PhaseWaitingForStores = "WaitingForStores"
 	// PhaseRecoveringRegions: reading region metas, planning leaders, raising PD's id
 	// allocator and making the leaders; retried as a whole (Attempt).
 	PhaseRecoveringRegions = "RecoveringRegions"
@@ -173,7 +195,7 @@ func Run(ctx context.Context, d Deps, cfg Config) (Result, error) {
 }
 
 // runPhases runs the data phase, reporting each phase as it starts.
-func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string, res *Result)) (Result, error) {
+func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string, res *Result)) (_ Result, retErr error) {
 	if cfg.ResolvedTS == 0 {
 		return Result{}, errors.New("resolved ts is 0: read it from the backup's backupmeta")
 	}
@@ -189,6 +211,15 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 	if cfg.LeaderTimeout <= 0 {
 		cfg.LeaderTimeout = 2 * time.Minute
 	}
+	if cfg.WaitStoresTimeout <= 0 {
+		cfg.WaitStoresTimeout = 30 * time.Minute
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.HoldTTL <= 0 {
+		cfg.HoldTTL = 5 * time.Minute
+	}
 	if d.Log == nil {
 		d.Log = func(string, ...any) {}
 	}
@@ -202,7 +233,33 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 	if err := d.HTTP.SetSnapshotRecoveringMark(ctx); err != nil {
 		return Result{}, fmt.Errorf("mark PD snapshot-recovering: %w", err)
 	}
+	report(PhaseWaitingForStores, &Result{})
+	stores, err := r.waitStores(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	// PD must not move a region or its leader away from the planned ones, and GC must keep
+	// every version the flashback reads: at the resolved ts and above.
+	h, err := pause.HoldGCAndSchedules(ctx, pause.HolderDeps{PD: d.PD, HTTP: d.HTTP, Log: d.Log},
+		pause.HolderConfig{TS: cfg.ResolvedTS, TTL: cfg.HoldTTL, Stores: len(stores)})
+	if err != nil {
+		return Result{}, fmt.Errorf("hold GC and PD's schedulers: %w", err)
+	}
+	defer func() {
+		// Lifted on failure and on SIGTERM too: ctx may be done, the lift gets its own bound.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.HoldTTL)
+		defer cancel()
+		retErr = errors.Join(retErr, h.Release(lctx))
+	}()
+	res, err := r.recoverAndFlashBack(h.Context(), report)
+	return res, h.Cause(err)
+}
 
+// recoverAndFlashBack runs the attempts of the planning stages, then the flashback, then lifts
+// PD's snapshot-recovering mark.
+func (r *run) recoverAndFlashBack(ctx context.Context, report func(phase string, res *Result)) (Result, error) {
+	defer r.close() // the watcher stops with the phase, before GC and the schedulers go
+	d, cfg := r.d, r.cfg
 	var res Result
 	var err error
 	for res.Attempts = 1; res.Attempts <= cfg.Attempts; res.Attempts++ {
@@ -254,13 +311,20 @@ type conn struct {
 }
 
 type run struct {
-	d     Deps
-	cfg   Config
-	mu    sync.Mutex
-	conns map[uint64]*conn
+	d   Deps
+	cfg Config
+	// watcher watches the stores of the current attempt's plan for restarts.
+	watcher *watcher
+	mu      sync.Mutex
+	conns   map[uint64]*conn
+	// stores are the TiKV stores as last listed, by id: where each is dialled.
+	stores map[uint64]*metapb.Store
 }
 
+// close stops the watcher and closes every connection (between attempts and at the end).
 func (r *run) close() {
+	r.watcher.close()
+	r.watcher = nil
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for id, c := range r.conns {
@@ -286,7 +350,7 @@ func (r *run) dial(ctx context.Context, s *metapb.Store) (*grpc.ClientConn, erro
 // recoverRegions collects the metas, plans, raises PD's id allocator and makes the planned
 // leaders. Any failure makes the caller start over from fresh metas.
 func (r *run) recoverRegions(ctx context.Context, res *Result) error {
-	stores, err := r.stores(ctx)
+	stores, err := r.listStores(ctx)
 	if err != nil {
 		return err
 	}
@@ -314,6 +378,7 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	if err := r.d.HTTP.ResetBaseAllocID(ctx, plan.MaxAllocID); err != nil {
 		return fmt.Errorf("raise PD's id allocator to %d: %w", plan.MaxAllocID, err)
 	}
+	r.watcher = r.watch(ctx, plan)
 	wait := r.cfg.LeaderTimeout * time.Duration(max(res.Attempts, 1))
 	sctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -326,15 +391,16 @@ func (r *run) recoverRegions(ctx context.Context, res *Result) error {
 	return err
 }
 
-// stores lists the TiKV stores and checks their number against the backup.
-func (r *run) stores(ctx context.Context) ([]*metapb.Store, error) {
+// listStores lists the TiKV stores, checks their number against the backup and records them.
+func (r *run) listStores(ctx context.Context) ([]*metapb.Store, error) {
 	out, err := tidb.TiKVStores(ctx, r.d.PD)
 	if err != nil {
 		return nil, err
 	}
-	if r.cfg.Stores > 0 && len(out) < r.cfg.Stores-r.cfg.MaxMissingStores {
+	if len(out) < r.cfg.Stores-r.cfg.MaxMissingStores {
 		return nil, fmt.Errorf("PD knows %d TiKV stores, the backup had %d (at most %d may be missing)", len(out), r.cfg.Stores, r.cfg.MaxMissingStores)
 	}
+	r.setStores(out)
 	return out, nil
 }
 
@@ -423,7 +489,9 @@ func (r *run) sendPlan(ctx context.Context, stores []*metapb.Store, plan recover
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
+				return
 			}
+			r.watcher.sent(byID[id])
 		}()
 	}
 	wg.Wait()
@@ -461,16 +529,13 @@ func (r *run) flashback(ctx context.Context, restoreTS uint64) error {
 	if err != nil {
 		return fmt.Errorf("list stores: %w", err)
 	}
-	byID := map[uint64]*metapb.Store{}
-	for _, s := range stores {
-		byID[s.GetId()] = s
-	}
+	r.setStores(stores)
 	for _, prepare := range []bool{true, false} {
 		step := "flashback"
 		if prepare {
 			step = "prepare flashback"
 		}
-		if err := r.overKeySpace(ctx, byID, func(ctx context.Context, kv tikvpb.TikvClient, rc *kvrpcpb.Context, start, end []byte) (regionErr string, err error) {
+		if err := r.overKeySpace(ctx, func(ctx context.Context, kv tikvpb.TikvClient, rc *kvrpcpb.Context, start, end []byte) (regionErr string, err error) {
 			if prepare {
 				resp, err := kv.KvPrepareFlashbackToVersion(ctx, &kvrpcpb.PrepareFlashbackToVersionRequest{
 					Context: rc, StartKey: start, EndKey: end, StartTs: restoreTS - 1, Version: r.cfg.ResolvedTS})

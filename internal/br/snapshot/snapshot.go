@@ -29,6 +29,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // TagStore names the TiKV store a snapshot belongs to, next to meta.TagBackup.
@@ -311,6 +312,9 @@ func (s *snapshotter) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := s.clusterStores(ctx, rec); err != nil {
+		return err
+	}
 	reqs, err := s.plan(ctx, rec)
 	if err != nil {
 		return err
@@ -389,6 +393,26 @@ func (s *snapshotter) clusterVersion(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("PD cluster version: %w", err)
 	}
 	return pv.String(), nil
+}
+
+// clusterStores records the whole cluster's TiKV count, as PD lists the stores, in
+// tikv.replicas: restore-data waits for that many stores, whichever plane's backupmeta it
+// reads (tidb-operator's clustermeta counts a plane's stores plus its peer stores the same
+// way). The clustermeta, written by this plane's agent, counts only this plane's. Without PD
+// it stays as the clustermeta has it.
+func (s *snapshotter) clusterStores(ctx context.Context, rec *meta.Record) error {
+	if s.d.PD == nil {
+		return nil
+	}
+	stores, err := tidb.TiKVStores(ctx, s.d.PD)
+	if err != nil {
+		return fmt.Errorf("count the cluster's TiKV stores: %w", err)
+	}
+	if len(stores) < len(rec.TiKV.Stores) {
+		return fmt.Errorf("PD lists %d TiKV stores, fewer than the %d this plane backs up: the clustermeta does not describe this cluster", len(stores), len(rec.TiKV.Stores))
+	}
+	rec.TiKV.Replicas = len(stores)
+	return nil
 }
 
 // clusterInfo fills cluster_info: the backup timestamp and PD's cluster version.

@@ -608,3 +608,34 @@ func TestArmedStepPreparesBeforeTheBackupTS(t *testing.T) {
 		}
 	})
 }
+
+// TestBackupMetaCountsTheWholeCluster: this plane backs up two of the cluster's three TiKV
+// stores; its backupmeta's tikv.replicas is the whole cluster's count, which restore-data
+// waits for whichever plane's backupmeta it reads. A clustermeta listing more stores than PD
+// knows is refused before any snapshot starts.
+func TestBackupMetaCountsTheWholeCluster(t *testing.T) {
+	ctx := testContext(t)
+	d := startCluster(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	d.Cloud, d.Store = l.p, l.store
+	if _, err := snapshot.Run(ctx, d, snapshot.Options{BackupID: backupID, BackupTS: 42, CheckInterval: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	bm, err := l.store.BackupMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bm.TiKV.Replicas != 3 || len(bm.TiKV.Stores) != 2 {
+		t.Errorf("backupmeta tikv.replicas %d with %d stores listed, want the cluster's 3 with this plane's 2", bm.TiKV.Replicas, len(bm.TiKV.Stores))
+	}
+
+	more := newLab(t, 4, awsdouble.Faults{})
+	d.Cloud, d.Store = more.p, more.store
+	_, err = snapshot.Run(ctx, d, snapshot.Options{BackupID: backupID, BackupTS: 42, CheckInterval: 50 * time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "PD lists 3 TiKV stores, fewer than the 4 this plane backs up") {
+		t.Fatalf("a clustermeta of 4 stores on a 3-store cluster: %v, want the refusal", err)
+	}
+	if n := len(more.tagged()); n != 0 {
+		t.Errorf("%d snapshots started for the refused backup", n)
+	}
+}

@@ -97,6 +97,14 @@ type RestoreOptions struct {
 	// defaults).
 	LeaderTimeout time.Duration
 	Attempts      int
+	// Stores is the backup's TiKV count restore-data waits for (0: whatever PD lists), and
+	// WaitStoresTimeout bounds that wait and a flashback without progress (0: its default).
+	Stores            int
+	WaitStoresTimeout time.Duration
+	// Poll spaces restore-data's reads of PD's store list (0: 100ms, the lab's pace).
+	Poll time.Duration
+	// Report receives restore-data's status on every phase change; nil drops it.
+	Report func(restoredata.Status)
 	// ResolveKV ends with the v6.3 data phase (WaitApply, then ResolveKvData on every store)
 	// instead of flashback: it exercises the TiKV double's legacy services, which BR clients
 	// of that era call. fedbr never does.
@@ -122,8 +130,13 @@ func RecoverData(ctx context.Context, pdAddr string, o RestoreOptions) error {
 	dial := func(_ context.Context, addr string) (*grpc.ClientConn, error) {
 		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
-	if _, err := restoredata.Run(ctx, restoredata.Deps{PD: c, HTTP: h, Dial: dial, Log: o.Log}, restoredata.Config{
+	poll := o.Poll
+	if poll <= 0 {
+		poll = 100 * time.Millisecond
+	}
+	if _, err := restoredata.Run(ctx, restoredata.Deps{PD: c, HTTP: h, Dial: dial, Log: o.Log, Report: o.Report}, restoredata.Config{
 		ResolvedTS: o.ResolvedTS, Backoff: 200 * time.Millisecond, LeaderTimeout: o.LeaderTimeout, Attempts: o.Attempts, Unsafe: unsafe,
+		Stores: o.Stores, WaitStoresTimeout: o.WaitStoresTimeout, Poll: poll,
 	}); err != nil {
 		return fmt.Errorf("restore-data: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
@@ -31,6 +32,7 @@ type options struct {
 	resolvedTS uint64
 	stores     int
 	tolerate   bool
+	waitStores time.Duration
 	attempts   int
 	leaderWait time.Duration
 	backoff    time.Duration
@@ -52,18 +54,23 @@ func startSignal(m *unstructured.Unstructured) (string, bool) {
 }
 
 // NewCmd returns `fedbr br restore-data`.
-func NewCmd() *cobra.Command {
-	o := options{}
+func NewCmd() *cobra.Command { return newCmd(&options{}) }
+
+// newCmd is the command with its flags parsed into o.
+func newCmd(o *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restore-data --pd ADDR (--storage PREFIX | --resolved-ts TS)",
 		Short: "Recover regions and flash the whole key space back to the backup's resolved ts",
 		Long: "Run the data phase of a volume-snapshot restore. Every TiKV must run in recovery mode\n" +
-			"(PD marked snapshot-recovering by restore-volumes before the stores started). Reads every\n" +
-			"store's region metadata, picks one leader per region (highest term, then longest log;\n" +
-			"overlapping stale regions lose to newer epochs; leaders balanced over stores), raises PD's id\n" +
-			"allocator past every restored id, makes the leaders (RecoverRegion), flashes every region back\n" +
-			"to the resolved ts, and lifts PD's snapshot-recovering mark. The planning stages are retried\n" +
-			"as a whole on transient failure. Prints a JSON summary on stdout.\n\n" +
+			"(PD marked snapshot-recovering by restore-volumes before the stores started). Waits until PD\n" +
+			"lists the whole cluster's TiKV stores (the backupmeta's tikv.replicas, one fewer with\n" +
+			"--tolerate-single-tikv-outage), then holds GC below the resolved ts and PD's schedulers paused\n" +
+			"until the end, on failure too. Reads every store's region metadata, picks one leader per region\n" +
+			"(highest term, then longest log; overlapping stale regions lose to newer epochs; leaders\n" +
+			"balanced over stores), raises PD's id allocator past every restored id, makes the leaders\n" +
+			"(RecoverRegion; a store that restarts afterwards gets its plan again), flashes every region\n" +
+			"back to the resolved ts, and lifts PD's snapshot-recovering mark. The planning stages are\n" +
+			"retried as a whole on transient failure. Prints a JSON summary on stdout.\n\n" +
 			"With --member (a VolumeRestoreMember) the status ({phase, error}) is server-side applied to\n" +
 			"the member's status.steps entry \"restore-data\" on every change, with the summary as its\n" +
 			"result before exiting 0.\n\n" +
@@ -74,14 +81,15 @@ func NewCmd() *cobra.Command {
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
 		},
-		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return run(cmd, *o) },
 	}
 	f := cmd.Flags()
 	o.session.Register(f)
 	f.StringSliceVar(&o.pd, "pd", nil, "PD address(es), host:port or http://host:port (required)")
 	f.Uint64Var(&o.resolvedTS, "resolved-ts", 0, "ts to flash back to; default: the resolved_ts of the backupmeta in --storage")
-	f.IntVar(&o.stores, "stores", 0, "TiKV stores the backup had; default: the backupmeta's store count")
+	f.IntVar(&o.stores, "stores", 0, "TiKV stores of the whole cluster the backup had; default: the backupmeta's tikv.replicas")
 	f.BoolVar(&o.tolerate, "tolerate-single-tikv-outage", false, "proceed with one TiKV store down")
+	f.DurationVar(&o.waitStores, "wait-stores-timeout", 30*time.Minute, "how long to wait for the backup's TiKV stores to come up in recovery mode, and how long flashback may go without progress while a restarted store comes back")
 	f.IntVar(&o.attempts, "attempts", 5, "whole-procedure retries of the planning stages")
 	f.DurationVar(&o.backoff, "backoff", 2*time.Second, "wait between retries")
 	f.DurationVar(&o.leaderWait, "leader-timeout", 2*time.Minute, "an attempt's wait for its planned leaders, times the attempt's number; then the metas are read and planned again")
@@ -105,8 +113,8 @@ func (o options) validate() error {
 			return err
 		}
 	}
-	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 || o.leaderWait <= 0 {
-		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff, --leader-timeout and --timeout positive")
+	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 || o.leaderWait <= 0 || o.waitStores <= 0 {
+		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff, --leader-timeout, --wait-stores-timeout and --timeout positive")
 	}
 	if o.waitStart && o.report.Member == "" {
 		return errors.New("--wait-start watches --member; give it")
@@ -140,30 +148,43 @@ func run(cmd *cobra.Command, o options) error {
 	return nil
 }
 
+// config is the data phase's configuration: the flags, with the resolved ts and the store count
+// the backupmeta bm (nil without --storage) gives where no flag does.
+func (o options) config(bm *meta.Record) restoredata.Config {
+	cfg := restoredata.Config{ResolvedTS: o.resolvedTS, Stores: o.stores, Attempts: o.attempts, Backoff: o.backoff, Concurrency: o.concurrent,
+		LeaderTimeout: o.leaderWait, WaitStoresTimeout: o.waitStores}
+	if o.tolerate {
+		cfg.MaxMissingStores = 1
+	}
+	if bm == nil {
+		return cfg
+	}
+	if cfg.ResolvedTS == 0 && bm.ClusterInfo != nil {
+		cfg.ResolvedTS = bm.ClusterInfo.ResolvedTS
+	}
+	if cfg.Stores == 0 {
+		// The whole cluster's TiKV count, which every plane's backupmeta records, not this
+		// plane's store list.
+		cfg.Stores = max(bm.TiKV.Replicas, len(bm.TiKV.Stores))
+	}
+	return cfg
+}
+
 // restore runs the data phase and prints its JSON summary.
 func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(string, ...any), report func(restoredata.Status)) (restoredata.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	cfg := restoredata.Config{ResolvedTS: o.resolvedTS, Stores: o.stores, Attempts: o.attempts, Backoff: o.backoff, Concurrency: o.concurrent, LeaderTimeout: o.leaderWait}
-	if o.tolerate {
-		cfg.MaxMissingStores = 1
-	}
+	var bm *meta.Record
 	if o.session.Storage != "" {
 		store, err := o.session.Store(ctx)
 		if err != nil {
 			return restoredata.Result{}, err
 		}
-		bm, err := store.BackupMeta(ctx)
-		if err != nil {
+		if bm, err = store.BackupMeta(ctx); err != nil {
 			return restoredata.Result{}, fmt.Errorf("read backupmeta from %s: %w", o.session.Storage, err)
 		}
-		if cfg.ResolvedTS == 0 {
-			cfg.ResolvedTS = bm.ClusterInfo.ResolvedTS
-		}
-		if cfg.Stores == 0 {
-			cfg.Stores = len(bm.TiKV.Stores)
-		}
 	}
+	cfg := o.config(bm)
 	pc, err := tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
 	if err != nil {
 		return restoredata.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)

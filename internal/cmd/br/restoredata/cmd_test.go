@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fedbr/fedbr/internal/meta"
 )
 
 func TestRestoreDataFlags(t *testing.T) {
@@ -16,7 +18,8 @@ func TestRestoreDataFlags(t *testing.T) {
 		{nil, "--pd is required"},
 		{[]string{"--pd", "pd:2379"}, "give --storage (to read the backupmeta) or --resolved-ts"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--attempts", "0"}, "--attempts and --concurrency >= 1"},
-		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--leader-timeout", "0s"}, "--leader-timeout and --timeout positive"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--leader-timeout", "0s"}, "--leader-timeout, --wait-stores-timeout and --timeout positive"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--wait-stores-timeout", "0s"}, "--leader-timeout, --wait-stores-timeout and --timeout positive"},
 		{[]string{"--pd", "pd:2379", "--storage", "gs://bucket/x"}, "only s3:// and local directories"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--member", "vb/x"}, `--member "vb/x" is not a valid object name`},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--member-namespace", "ns"}, "need --member"},
@@ -41,5 +44,43 @@ func TestStartSignal(t *testing.T) {
 		if _, ok := startSignal(m); ok != want {
 			t.Errorf("phase %q: go = %v, want %v", phase, ok, want)
 		}
+	}
+}
+
+// TestConfigCountsTheWholeCluster: the step waits for the whole cluster's TiKV stores, which the
+// backupmeta records in tikv.replicas, not for this plane's store list; one fewer with
+// --tolerate-single-tikv-outage; --stores overrides it.
+func TestConfigCountsTheWholeCluster(t *testing.T) {
+	plane := &meta.Record{ClusterInfo: &meta.ClusterInfo{ResolvedTS: 42},
+		TiKV: meta.TiKV{Replicas: 6, Stores: []meta.TiKVStore{{ID: 1}, {ID: 4}}}}
+	upstreamLike := &meta.Record{ClusterInfo: &meta.ClusterInfo{ResolvedTS: 42}, TiKV: meta.TiKV{Stores: []meta.TiKVStore{{ID: 1}, {ID: 4}}}}
+	tests := []struct {
+		name        string
+		args        []string
+		bm          *meta.Record
+		wantStores  int
+		wantMissing int
+		wantTS      uint64
+	}{
+		{"backupmeta's tikv.replicas", nil, plane, 6, 0, 42},
+		{"tolerating one store down", []string{"--tolerate-single-tikv-outage"}, plane, 6, 1, 42},
+		{"--stores wins", []string{"--stores", "9", "--resolved-ts", "7"}, plane, 9, 0, 7},
+		{"no replicas recorded: the stores listed", nil, upstreamLike, 2, 0, 42},
+		{"no backupmeta", []string{"--stores", "3"}, nil, 3, 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &options{}
+			if err := newCmd(o).Flags().Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg := o.config(tc.bm)
+			if cfg.Stores != tc.wantStores || cfg.MaxMissingStores != tc.wantMissing || cfg.ResolvedTS != tc.wantTS {
+				t.Errorf("config = stores %d, missing %d, ts %d; want %d, %d, %d", cfg.Stores, cfg.MaxMissingStores, cfg.ResolvedTS, tc.wantStores, tc.wantMissing, tc.wantTS)
+			}
+			if cfg.WaitStoresTimeout.Minutes() != 30 {
+				t.Errorf("--wait-stores-timeout default = %s, want 30m", cfg.WaitStoresTimeout)
+			}
+		})
 	}
 }
