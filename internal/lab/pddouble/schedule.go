@@ -167,6 +167,9 @@ func (s *Server) regionHeartbeat(e *regionEntry) (*pdpb.RegionHeartbeatResponse,
 	} else {
 		s.softDirty = true
 	}
+	if op := s.adminStepLocked(e); op != nil {
+		return op, nil
+	}
 	return s.operatorLocked(e, s.now()), nil
 }
 
