@@ -2,9 +2,11 @@ package pddouble
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/pingcap/kvproto/pkg/eraftpb"
 	"github.com/pingcap/kvproto/pkg/metapb"
@@ -111,5 +113,39 @@ func TestAdminOperatorsIgnoreTheSchedulerPause(t *testing.T) {
 	r.RegionEpoch.ConfVer++
 	if op := beat(2); op != nil {
 		t.Fatalf("remove-peer not done once the peer is gone: %v", op)
+	}
+}
+
+// TestSplitRefusedWhileTiKVSplitIsOff: as PD, no split id is handed out while
+// schedule.enable-tikv-split-region is off (BR's scheduler pause), whoever asks.
+func TestSplitRefusedWhileTiKVSplitIsOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := startPD(t, Config{GCLifeTime: -1})
+	defer func() { _ = s.Close() }()
+	raw := rawClient(t, s)
+	seedCluster(t, ctx, raw, s.ClusterID())
+	ask := func() *pdpb.AskBatchSplitResponse {
+		t.Helper()
+		resp, err := raw.AskBatchSplit(ctx, &pdpb.AskBatchSplitRequest{Header: &pdpb.RequestHeader{ClusterId: s.ClusterID()},
+			Region: region(2, "", "m", 1, 1, 2, 3), SplitCount: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ttl := 60.0
+	if err := s.setConfig(map[string]any{"schedule.enable-tikv-split-region": false}, &ttl); err != nil {
+		t.Fatal(err)
+	}
+	if resp := ask(); resp.GetHeader().GetError() == nil || len(resp.GetIds()) != 0 {
+		t.Fatalf("split asked while TiKV splits are off: %v", resp)
+	}
+	ttl = 0
+	if err := s.setConfig(map[string]any{"schedule.enable-tikv-split-region": false}, &ttl); err != nil {
+		t.Fatal(err)
+	}
+	if resp := ask(); resp.GetHeader().GetError() != nil || len(resp.GetIds()) != 1 {
+		t.Fatalf("split asked once TiKV splits are back on: %v", resp)
 	}
 }
