@@ -218,7 +218,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		}
 	}
 	st.BackupTS = gc.backupTS
-	if err := decideAndRecord(ctx, d, cfg.Unsafe.SchedulersRunning, st, set, gc, sched); err != nil {
+	if err := decideAndRecord(ctx, d, cfg.Unsafe, st, set, gc, sched); err != nil {
 		return err
 	}
 	gc.off = cfg.Unsafe.NoGCPin
@@ -286,10 +286,10 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 // decideAndRecord decides everything the pause places in PD — its service safepoint, the
 // schedulers and config items to pause — and reports it as the pause's identity (st.Hold),
 // recorded (Deps.Record) before any of it is placed: however the pause dies afterwards, a lift
-// can undo exactly what it placed. With schedulersRunning (Unsafe.SchedulersRunning) the plan
-// pauses no scheduler and sets no limit.
-func decideAndRecord(ctx context.Context, d Deps, schedulersRunning bool, st *Status, set func(Phase, error), gc *gcKeeper, sched *scheduleKeeper) error {
-	if schedulersRunning {
+// can undo exactly what it placed. With u.SchedulersRunning the plan pauses no scheduler and
+// sets no limit.
+func decideAndRecord(ctx context.Context, d Deps, u Unsafe, st *Status, set func(Phase, error), gc *gcKeeper, sched *scheduleKeeper) error {
+	if u.SchedulersRunning {
 		d.Log("Leaving PD's schedulers running (negative control)")
 	} else if err := sched.decide(ctx, st.Stores); err != nil {
 		return err
