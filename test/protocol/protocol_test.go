@@ -185,7 +185,7 @@ func TestPauseThenRestoreDataIsExact(t *testing.T) {
 	defer cancel()
 	l := startLive(t, ctx)
 	l.waitCommits(t, ctx, 5)
-	pauseCaptureRestore(t, ctx, l, nil)
+	pauseCaptureRestore(t, ctx, l, pause.Config{TTL: 2 * time.Minute}, nil)
 }
 
 // TestPauseUnderTopologyChurnIsExact is the same backup while PD splits, merges and moves
@@ -198,6 +198,17 @@ func TestPauseThenRestoreDataIsExact(t *testing.T) {
 // before the pause (else it would prove nothing) and that nothing but leaders moved between
 // the first and the last capture.
 func TestPauseUnderTopologyChurnIsExact(t *testing.T) {
+	churnCaptureRestore(t, pause.Config{TTL: 2 * time.Minute}, nil)
+}
+
+// churnCaptureRestore is a backup under `br pause` (cfg) while PD's schedulers reshape the
+// cluster all the time (churnPD): it checks that the topology churned before the pause, that
+// nothing but leaders moved between the first capture and each later one (the baseline is the
+// first shape that holds still: PD learns of a move finished just before the pause from the
+// next region heartbeat), and that the restore is exact. between, if set, runs before each
+// capture once the baseline is taken.
+func churnCaptureRestore(t *testing.T, cfg pause.Config, between func(ctx context.Context, l *liveCluster, i int)) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	l := startLiveWith(t, ctx, churnPD)
@@ -210,12 +221,14 @@ func TestPauseUnderTopologyChurnIsExact(t *testing.T) {
 	}
 	t.Logf("before the pause: %s", strings.Join(waitTopologyChange(t, ctx, h, before), ","))
 	var first shape
-	pauseCaptureRestore(t, ctx, l, func(i int, _ uint64) {
+	pauseCaptureRestore(t, ctx, l, cfg, func(i int, _ uint64) {
 		if i == 0 {
-			// PD learns of a change from the next region heartbeat: a move finished just
-			// before the pause may still be reported now. The baseline is the first shape
-			// that holds still for a few heartbeats.
 			first = settledShape(t, ctx, h)
+		}
+		if between != nil {
+			between(ctx, l, i)
+		}
+		if i == 0 {
 			return
 		}
 		now, err := readShape(ctx, h)
@@ -254,11 +267,11 @@ func settledShape(t *testing.T, ctx context.Context, h pdhttp.Client) shape {
 	return nil
 }
 
-// pauseCaptureRestore captures under `br pause` (pauseCapture) and restores the images, which
+// pauseCaptureRestore captures under `br pause` (cfg; pauseCapture) and restores the images, which
 // must hold exactly the transfers at or below the backup ts.
-func pauseCaptureRestore(t *testing.T, ctx context.Context, l *liveCluster, beforeCapture func(i int, ts uint64)) {
+func pauseCaptureRestore(t *testing.T, ctx context.Context, l *liveCluster, cfg pause.Config, beforeCapture func(i int, ts uint64)) {
 	t.Helper()
-	images, ts := pauseCapture(t, ctx, l, pause.Config{TTL: 2 * time.Minute}, beforeCapture)
+	images, ts := pauseCapture(t, ctx, l, cfg, beforeCapture)
 	l.waitAfter(t, ctx, ts)
 	txns := l.finish()
 	t.Logf("backup ts %d, %d transactions: %+v", ts, len(txns), bank.Count(txns, ts))
@@ -322,19 +335,12 @@ func TestStaggeredCaptureWithoutPauseIsCaught(t *testing.T) {
 			}
 			l.waitCommits(t, ctx, 3)
 		}
-		// The naive tool's ts: PD's min resolved ts once it passed a transfer committed after
-		// every capture. A transfer merely logged after the last capture may have committed
-		// before it (its answer was on the way), and a lagging resolved ts could predate the
-		// first capture and make the staggered images consistent by chance.
-		after, err := l.cl.TS(ctx)
+		// The naive tool's ts, past a transfer committed after every capture.
+		ts, err := labbr.TSAfterCaptures(ctx, l.cl, &l.log, h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		last, err := l.log.WaitAfter(ctx, after, 1)
-		if err != nil {
-			t.Fatalf("a transfer committed after the captures: %v", err)
-		}
-		captures = append(captures, capture{dir, waitResolved(t, ctx, h, last)})
+		captures = append(captures, capture{dir, ts})
 	}
 	l.waitAfter(t, ctx, captures[len(captures)-1].ts)
 	txns := l.finish()

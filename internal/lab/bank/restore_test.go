@@ -222,15 +222,11 @@ func TestStaggeredSnapshotsWithoutProtocolAreDetected(t *testing.T) {
 		}
 		// Nothing held the cluster: the ts a naive tool reads once the
 		// snapshots are done is past a transfer committed after all of them.
-		after, err := cl.TS(ctx)
+		ts, err := labbr.TSAfterCaptures(ctx, cl, &w.log, h)
 		if err != nil {
 			t.Fatal(err)
 		}
-		last, err := w.log.WaitAfter(ctx, after, 1)
-		if err != nil {
-			t.Fatalf("a transfer committed after the snapshots: %v", err)
-		}
-		backups = append(backups, backup{dir, waitResolved(t, ctx, h, last)})
+		backups = append(backups, backup{dir, ts})
 	}
 	w.waitAfter(t, ctx, backups[len(backups)-1].resolved)
 	txns := w.finish()
