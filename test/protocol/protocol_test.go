@@ -131,16 +131,6 @@ func (l *liveCluster) waitAfter(t *testing.T, ctx context.Context, ts uint64) {
 	}
 }
 
-// waitResolved waits until PD's min resolved ts reaches ts and returns it.
-func waitResolved(t *testing.T, ctx context.Context, h pdhttp.Client, ts uint64) uint64 {
-	t.Helper()
-	r, err := labbr.WaitResolved(ctx, h, ts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
-}
-
 func (l *liveCluster) finish() []bank.Txn {
 	l.stop()
 	l.wg.Wait()
