@@ -278,7 +278,11 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		return err
 	}
 	set(PhaseReady, nil)
-	d.Log("Schedulers are paused")
+	if cfg.Unsafe.SchedulersRunning {
+		d.Log("Schedulers left running (negative control)")
+	} else {
+		d.Log("Schedulers are paused")
+	}
 	d.Log("All ready")
 	return k.cause(hold(ctx, prep))
 }
