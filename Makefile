@@ -130,8 +130,8 @@ NEGATIVE_RUNS ?= 10
 .PHONY: negative-controls
 negative-controls: ## Run every negative control of docs/testing.md NEGATIVE_RUNS times (default 10); each must fail as stated every time.
 	rc=0; \
-	go test -v -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestNegativeControl|TestStoresRestartedAfterRecoverRegionAreReplanned' ./test/protocol/ 2>&1 | grep -E '^(--- |ok|FAIL)|_test.go:[0-9]+: ' || rc=1; \
-	go test -v -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestBackupWithProtocolRestoresExactly|TestWrongLeaderChoiceIsDetected' ./internal/lab/bank/ 2>&1 | grep -E '^(--- |ok|FAIL)|_test.go:[0-9]+: ' || rc=1; \
+	go test -v -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestNegativeControl|TestStoresRestartedAfterRecoverRegionAreReplanned|TestStaggeredCaptureWithoutPauseIsCaught' ./test/protocol/ 2>&1 | grep -E '^(--- |ok|FAIL)|_test.go:[0-9]+: ' || rc=1; \
+	go test -v -count=$(NEGATIVE_RUNS) -timeout 120m -run 'TestBackupWithProtocolRestoresExactly|TestWrongLeaderChoiceIsDetected|TestStaggeredSnapshotsWithoutProtocolAreDetected' ./internal/lab/bank/ 2>&1 | grep -E '^(--- |ok|FAIL)|_test.go:[0-9]+: ' || rc=1; \
 	exit $$rc
 
 .PHONY: crash

@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -323,6 +324,11 @@ func resolveOverlapsSlow(regions []region, accepted []bool) []bool {
 	return accepted
 }
 
+// ErrKeySpaceNotCovered fails a plan whose surviving regions leave part of the key space to no
+// region: the stores' images disagree on which region holds it (a split, merge or replica move
+// between two stores' captures), and the restore would lose that range.
+var ErrKeySpaceNotCovered = errors.New("the regions do not cover the key space")
+
 // checkCoverage verifies that the surviving regions, in key order, tile ["", +inf) and none is
 // a tombstone.
 func checkCoverage(metas []RegionMeta, regions []region, order []int32) error {
@@ -336,15 +342,15 @@ func checkCoverage(metas []RegionMeta, regions []region, order []int32) error {
 			return fmt.Errorf("region %d: its best peer (store %d) is a tombstone", r.id, metas[r.best].StoreID)
 		}
 		if k == 0 && len(r.start) != 0 {
-			return fmt.Errorf("no region covers [\"\", %s): the first region %d starts there", hexKey(r.start), r.id)
+			return fmt.Errorf("%w: no region covers [\"\", %s): the first region %d starts there", ErrKeySpaceNotCovered, hexKey(r.start), r.id)
 		}
 		if k > 0 && !bytes.Equal(r.start, prevEnd) {
-			return fmt.Errorf("no region covers [%s, %s): a hole before region %d", hexKey(prevEnd), hexKey(r.start), r.id)
+			return fmt.Errorf("%w: no region covers [%s, %s): a hole before region %d", ErrKeySpaceNotCovered, hexKey(prevEnd), hexKey(r.start), r.id)
 		}
 		prevEnd = r.end
 	}
 	if len(prevEnd) != 0 {
-		return fmt.Errorf("no region covers [%s, +inf): the last region %d ends there", hexKey(prevEnd), regions[order[len(order)-1]].id)
+		return fmt.Errorf("%w: no region covers [%s, +inf): the last region %d ends there", ErrKeySpaceNotCovered, hexKey(prevEnd), regions[order[len(order)-1]].id)
 	}
 	return nil
 }

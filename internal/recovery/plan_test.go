@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -205,6 +206,9 @@ func TestPlan(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error = %v, want %q", err, tc.wantErr)
+				}
+				if hole := strings.Contains(tc.wantErr, "no region covers"); hole != errors.Is(err, ErrKeySpaceNotCovered) {
+					t.Fatalf("error = %v: errors.Is(ErrKeySpaceNotCovered) = %v, want %v", err, !hole, hole)
 				}
 				return
 			}

@@ -73,10 +73,19 @@ type Config struct {
 	Unsafe Unsafe
 }
 
-// Unsafe lists the pause's safeguards that a negative control can remove.
+// Unsafe lists the pause's safeguards that a negative control can remove. Test-only: no fedbr
+// command or flag sets any of them.
 type Unsafe struct {
 	// NoGCPin neither pins GC at the backup ts nor checks that GC stayed below it.
 	NoGCPin bool
+	// NoLease opens no PrepareSnapshotBackup stream: no TiKV store holds a lease (so none
+	// refuses splits, merges, conf changes or leader transfers while the stores are captured)
+	// and no region is waited on to apply. GC is pinned and PD's schedulers are paused as usual.
+	NoLease bool
+	// SchedulersRunning leaves PD's schedulers and schedule limits as they are: the pause
+	// neither plans, records nor places a scheduler pause. GC is pinned and every store is
+	// leased and applied as usual.
+	SchedulersRunning bool
 }
 
 // Deps are the clients a pause uses.
@@ -209,7 +218,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		}
 	}
 	st.BackupTS = gc.backupTS
-	if err := decideAndRecord(ctx, d, st, set, gc, sched); err != nil {
+	if err := decideAndRecord(ctx, d, cfg.Unsafe, st, set, gc, sched); err != nil {
 		return err
 	}
 	gc.off = cfg.Unsafe.NoGCPin
@@ -231,7 +240,12 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	defer k.stop() // before anything is lifted: a late refresh would place it again
 	ctx = k.ctx
 
-	d.Log("Taking PrepareSnapshotBackup leases on %d stores", len(stores))
+	prep.off = cfg.Unsafe.NoLease
+	if prep.off {
+		d.Log("Taking no PrepareSnapshotBackup lease and waiting for no region to apply (negative control)")
+	} else {
+		d.Log("Taking PrepareSnapshotBackup leases on %d stores", len(stores))
+	}
 	// Each lease is kept from the moment it is taken, so those taken are finished even when
 	// connecting to the rest fails.
 	*lifted = append(*lifted, undo{"TiKV leases", prep.finish})
@@ -240,7 +254,9 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	}
 	// Every store holds its lease now, so no region can change hands: PD's schedulers are
 	// paused while the regions apply (as BR does), and the pause is ready when both are done.
-	d.Log("Leases held; waiting for every region to apply and pausing PD schedulers meanwhile")
+	if !prep.off {
+		d.Log("Leases held; waiting for every region to apply and pausing PD schedulers meanwhile")
+	}
 	paused := make(chan error, 1)
 	go func() { paused <- sched.refresh(ctx) }()
 	applyErr := prep.waitApply(ctx)
@@ -262,7 +278,11 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 		return err
 	}
 	set(PhaseReady, nil)
-	d.Log("Schedulers are paused")
+	if cfg.Unsafe.SchedulersRunning {
+		d.Log("Schedulers left running (negative control)")
+	} else {
+		d.Log("Schedulers are paused")
+	}
 	d.Log("All ready")
 	return k.cause(hold(ctx, prep))
 }
@@ -270,9 +290,12 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 // decideAndRecord decides everything the pause places in PD — its service safepoint, the
 // schedulers and config items to pause — and reports it as the pause's identity (st.Hold),
 // recorded (Deps.Record) before any of it is placed: however the pause dies afterwards, a lift
-// can undo exactly what it placed.
-func decideAndRecord(ctx context.Context, d Deps, st *Status, set func(Phase, error), gc *gcKeeper, sched *scheduleKeeper) error {
-	if err := sched.decide(ctx, st.Stores); err != nil {
+// can undo exactly what it placed. With u.SchedulersRunning the plan pauses no scheduler and
+// sets no limit.
+func decideAndRecord(ctx context.Context, d Deps, u Unsafe, st *Status, set func(Phase, error), gc *gcKeeper, sched *scheduleKeeper) error {
+	if u.SchedulersRunning {
+		d.Log("Leaving PD's schedulers running (negative control)")
+	} else if err := sched.decide(ctx, st.Stores); err != nil {
 		return err
 	}
 	st.Hold = tidb.Hold{ServiceSafePoint: gc.id, Schedulers: sched.plan.Schedulers, Config: sched.plan.settings()}

@@ -236,3 +236,20 @@ func WaitTransfersBefore(ctx context.Context, log *bank.Log, h pdhttp.Client) er
 	_, err = WaitResolved(ctx, h, last)
 	return err
 }
+
+// TSAfterCaptures is the backup ts a tool that holds nothing reads once its captures are done:
+// PD's min resolved ts once it passed a transfer of log whose commit ts is above a ts read now,
+// after the last capture. That transfer committed after every capture, so no capture holds it;
+// a transfer merely logged after the last capture may have committed before it (its answer was
+// on the way).
+func TSAfterCaptures(ctx context.Context, cl *bank.Client, log *bank.Log, h pdhttp.Client) (uint64, error) {
+	after, err := cl.TS(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read a ts after the captures: %w", err)
+	}
+	last, err := log.WaitAfter(ctx, after, 1)
+	if err != nil {
+		return 0, fmt.Errorf("a transfer committed after the captures: %w", err)
+	}
+	return WaitResolved(ctx, h, last)
+}

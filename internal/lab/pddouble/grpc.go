@@ -272,6 +272,11 @@ func (p *pdService) AskBatchSplit(_ context.Context, req *pdpb.AskBatchSplitRequ
 	if h := p.check(req.GetHeader()); h != nil {
 		return &pdpb.AskBatchSplitResponse{Header: h}, nil
 	}
+	if !p.s.tikvSplitEnabled() {
+		// As PD: with schedule.enable-tikv-split-region off (BR's scheduler pause turns it
+		// off) no TiKV may split, whoever asked for the split.
+		return &pdpb.AskBatchSplitResponse{Header: p.errHeader(pdpb.ErrorType_UNKNOWN, errTiKVSplitDisabled)}, nil
+	}
 	resp := &pdpb.AskBatchSplitResponse{Header: p.header()}
 	for range req.GetSplitCount() {
 		id := &pdpb.SplitID{}

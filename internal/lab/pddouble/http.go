@@ -55,6 +55,7 @@ func (s *Server) httpHandler() http.Handler {
 	m.HandleFunc("GET "+apiPrefix+"/regions", s.handleRegions)
 	m.HandleFunc("GET "+apiPrefix+"/regions/count", s.handleRegionsCount)
 	m.HandleFunc("GET "+apiPrefix+"/region/id/{id}", s.handleRegionByID)
+	m.HandleFunc("POST "+apiPrefix+"/operators", s.handleAddOperator)
 	m.HandleFunc("GET "+apiPrefix+"/health", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, []map[string]any{{"name": s.cfg.Name, "client_urls": []string{s.url}, "health": true}})
 	})

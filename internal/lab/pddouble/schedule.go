@@ -112,6 +112,16 @@ func (s *Server) configBoolLocked(key string, now time.Time) bool {
 
 var errUnknownConfig = errors.New("config item not found")
 
+// errTiKVSplitDisabled is PD's answer to a split asked while enable-tikv-split-region is off.
+var errTiKVSplitDisabled = errors.New("tikv split region disabled")
+
+// tikvSplitEnabled reports the effective schedule.enable-tikv-split-region.
+func (s *Server) tikvSplitEnabled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.configBoolLocked("enable-tikv-split-region", s.now())
+}
+
 // setConfig sets schedule items (keys with or without the "schedule."
 // prefix). With ttl nil the values are persisted; with *ttl > 0 they override
 // the persisted values until the TTL runs out; with *ttl == 0 the overrides
@@ -166,6 +176,9 @@ func (s *Server) regionHeartbeat(e *regionEntry) (*pdpb.RegionHeartbeatResponse,
 		s.dirty = true
 	} else {
 		s.softDirty = true
+	}
+	if op := s.adminStepLocked(e); op != nil {
+		return op, nil
 	}
 	return s.operatorLocked(e, s.now()), nil
 }

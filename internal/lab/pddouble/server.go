@@ -104,6 +104,9 @@ type Server struct {
 	physical int64
 	logical  int64
 
+	// adminOps are the operators added through PD's operator API, by region (operators.go).
+	adminOps map[uint64]*adminOp
+
 	// gcTarget and gcRuns are the GC worker's last target and run count.
 	gcTarget uint64
 	gcRuns   int
@@ -171,13 +174,14 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 		st = newState(uint64(cfg.Now().UnixNano())>>8 | 1)
 	}
 	s := &Server{
-		cfg:     cfg,
-		now:     cfg.Now,
-		st:      st,
-		regions: newRegionTree(),
-		rng:     rand.New(rand.NewPCG(cfg.Seed, st.ClusterID)),
-		lis:     lis,
-		stop:    make(chan struct{}),
+		cfg:      cfg,
+		now:      cfg.Now,
+		st:       st,
+		regions:  newRegionTree(),
+		adminOps: map[uint64]*adminOp{},
+		rng:      rand.New(rand.NewPCG(cfg.Seed, st.ClusterID)),
+		lis:      lis,
+		stop:     make(chan struct{}),
 
 		clusterID: st.ClusterID,
 	}

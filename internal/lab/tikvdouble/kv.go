@@ -211,12 +211,16 @@ func (s *Store) checkLocked(c *kvrpcpb.Context, keys [][]byte, a access) (*peer,
 				Key: k, RegionId: p.region.GetId(), StartKey: p.region.GetStartKey(), EndKey: p.region.GetEndKey()}}
 		}
 	}
+	// A leader that has not applied its own term's first entry serves nothing yet (TiKV's
+	// leader waits until its applied term is its term): its region state may be older than
+	// entries it already committed — a restarted store's new leader still "in flashback" while
+	// the flashback's finish sits in its log — so the flashback state is judged only after.
+	if p.applied < p.termStart {
+		return nil, &errorpb.Error{Message: "leader has not applied its term yet", ServerIsBusy: &errorpb.ServerIsBusy{Reason: "leader not ready"}}
+	}
 	if p.region.GetIsInFlashback() && a != flashbackOp {
 		return nil, &errorpb.Error{Message: "flashback in progress", FlashbackInProgress: &errorpb.FlashbackInProgress{
 			RegionId: p.region.GetId(), FlashbackStartTs: p.region.GetFlashbackStartTs()}}
-	}
-	if p.applied < p.termStart {
-		return nil, &errorpb.Error{Message: "leader has not applied its term yet", ServerIsBusy: &errorpb.ServerIsBusy{Reason: "leader not ready"}}
 	}
 	return p, nil
 }
