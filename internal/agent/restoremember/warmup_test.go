@@ -1,6 +1,7 @@
 package restoremember
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
 )
 
 func TestPlanWarmup(t *testing.T) {
@@ -69,6 +71,25 @@ func TestPlanWarmup(t *testing.T) {
 		return nil
 	}
 	ensure := []ActionKind{EnsureServiceAccount}
+	const (
+		data0 = "var/lib/fedbr-warmup/tikv-restored-tikv-0"
+		raft0 = "var/lib/fedbr-warmup/tikv-raft-restored-tikv-0"
+		data1 = "var/lib/fedbr-warmup/tikv-restored-tikv-1"
+		raft1 = "var/lib/fedbr-warmup/tikv-raft-restored-tikv-1"
+	)
+	walReport := func(ordinal int, phase, errText, result string) func(*Observed) {
+		return func(o *Observed) {
+			data := map[string]string{job.WarmupKey(ordinal): fmt.Sprintf(`{"phase":%q,"error":%q}`, phase, errText)}
+			if result != "" {
+				data[brreport.ResultKey(job.WarmupKey(ordinal))] = result
+			}
+			o.Report = rreport(data)
+		}
+	}
+	corruptResult := `{"complete":true,"wal":[{"path":"` + raft1 + `","files":3,"corruptions":[{"file":"` + raft1 + `/wal/000007.log","offset":32768,"reason":"checksum mismatch"}]}],"walCorruptions":1}`
+	checkWAL := func(mode fedv1alpha1.RestoreWarmupMode) func(*dpv1alpha1.VolumeRestoreMember) {
+		return warm(mode, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly)
+	}
 	for _, tt := range []struct {
 		name string
 		o    Observed
@@ -81,8 +102,8 @@ func TestPlanWarmup(t *testing.T) {
 				check: func(t *testing.T, r Result) {
 					got := args(t, r)
 					want := map[string]string{
-						w0: "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0",
-						w1: "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-1 --fs var/lib/fedbr-warmup/tikv-restored-tikv-1",
+						w0: "--block " + raft0 + " --wal " + raft0 + " --fs " + data0 + " --wal " + data0,
+						w1: "--block " + raft1 + " --wal " + raft1 + " --fs " + data1 + " --wal " + data1,
 					}
 					for name, a := range want {
 						if got[name] != a {
@@ -123,7 +144,7 @@ func TestPlanWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio), volumesIn,
 				func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "warmer:1" }), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w0]; a != "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-0 --block var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+				if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --block "+data0+" --wal "+data0 {
 					t.Errorf("args %q", a)
 				}
 				if img := firstJob(t, r).Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
@@ -135,7 +156,7 @@ func TestPlanWarmup(t *testing.T) {
 			name: "sync, fsr: only the volumes fast snapshot restore did not initialize",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w1]; a != "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-1" {
+				if a := args(t, r)[w1]; a != "--block "+raft1+" --wal "+raft1 {
 					t.Errorf("args %q", a)
 				}
 			}},
@@ -174,10 +195,64 @@ func TestPlanWarmup(t *testing.T) {
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
-			name: "check-wal-only is refused with the reason",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly), volumesIn),
-				targetTC(2, true), restored),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWarmUpUnsupportedReason}, msg: "check-wal-only", phase: PhaseFailed},
+			name: "sync, a Job found corrupted RocksDB logs: the restore goes on, WarmUpComplete names the file and offset",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded}), walReport(1, job.PhaseCompleted, "", corruptResult)),
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWALCorruptedReason},
+				msg: w1 + ": " + raft1 + "/wal/000007.log at offset 32768: checksum mismatch"},
+		},
+		{
+			name: "check-wal-only: the data volume's logs verified only, the others read whole too; the Job stops at corruption",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
+				check: func(t *testing.T, r Result) {
+					if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --wal "+data0+" --exit-on-corruption" {
+						t.Errorf("args %q", a)
+					}
+					if len(firstJob(t, r).Spec.Template.Spec.Volumes) != 2 {
+						t.Errorf("the Job does not mount both claims")
+					}
+				}},
+		},
+		{
+			name: "check-wal-only, async: TiKV waits for the check all the same",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupAsync), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), phase: PhaseVolumeComplete},
+		},
+		{
+			name: "check-wal-only, running: TiKV waits",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupAsync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Active})),
+			want: rwant{actions: nil, msg: "running: " + w1, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "check-wal-only, every Job passed: TiKV starts",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded})),
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWarmedUpReason},
+				msg: "no corruption"},
+		},
+		{
+			name: "check-wal-only, a Job failed on corruption: the member fails naming the Job, its claims and the log, and TiKV never starts",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Active, w1: job.Failed}),
+				walReport(1, job.PhaseFailed, "RocksDB WAL corrupted: "+raft1+"/wal/000007.log at offset 32768: checksum mismatch", "")),
+			want: rwant{actions: nil, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWALCheckFailedReason}, phase: PhaseFailed,
+				msg: "TiKV member 1 (claims tikv-raft-restored-tikv-1, tikv-restored-tikv-1) failed, so TiKV is not started on its volumes: Job " + w1 + ": RocksDB WAL corrupted: " + raft1 + "/wal/000007.log at offset 32768"},
+		},
+		{
+			name: "check-wal-only, a Job failed without a report: the Job's failure",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Failed, w1: job.Succeeded})),
+			want: rwant{actions: nil, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWALCheckFailedReason}, phase: PhaseFailed,
+				msg: "reading block 42: input/output error"},
+		},
+		{
+			name: "check-wal-only, complete member: no async warm-up after it",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, checkWAL(fedv1alpha1.RestoreWarmupAsync),
+				rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, dpv1alpha1.RestoreMemberWarmedUpReason))...), storesUp(targetTC(2, false), 2),
+				restored, servingPods(true)),
+			want: rwant{actions: nil, phase: PhaseComplete},
 		},
 		{
 			name: "async: TiKV starts at once, no warm-up yet",
