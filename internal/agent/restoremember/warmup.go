@@ -2,6 +2,7 @@ package restoremember
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"sort"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/warmup"
 )
@@ -288,23 +290,60 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 	// One retry by default: a restarted pod resumes from the checkpoint on the volume.
 	s := p.podJob(job.StepWarmup, p.o.Env.ImageOr(p.m.Spec.Template.WarmupImage), args, 1, nil, volumes, mounts)
 	s.Name = name
-	s.Pod.NodeName, s.Pod.Privileged, s.Pod.Affinity = node, privileged, spread(p.m.Name, node)
+	s.Pod.NodeName, s.Pod.Privileged = node, privileged
+	// Placed as TiKV is (tidb-operator's placement of the target's TiKV pods): its nodes,
+	// taints and resources. A pinned (async) pod goes to its TiKV's node anyway.
+	tikv := tidbcluster.TiKVPlacement(p.o.TC)
+	s.Pod.Tolerations = append(append([]corev1.Toleration(nil), s.Pod.Tolerations...), tikv.Tolerations...)
+	s.Pod.Resources = warmupResources(s.Pod.Resources, tikv.Resources)
+	if node == "" {
+		s.Pod.NodeSelector, s.Pod.Affinity = tikv.NodeSelector, spread(tikv.Affinity, p.m.Name)
+	}
 	return s
 }
 
-// spread prefers one warm-up pod per node: an instance's EBS bandwidth is shared by all its
-// volumes, so warm-ups on one node would read at a fraction of the speed they could. A pinned
-// (async) pod goes to its TiKV's node anyway.
-func spread(member, node string) *corev1.Affinity {
-	if node != "" {
-		return nil
+// warmupResources are the template's resources with TiKV's cpu and memory instead of the
+// template's, when the TidbCluster gives TiKV any (a request from one and a limit from the
+// other could contradict each other).
+func warmupResources(template, tikv corev1.ResourceRequirements) corev1.ResourceRequirements {
+	if len(tikv.Requests)+len(tikv.Limits) == 0 {
+		return template
 	}
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+	keep := func(list, with corev1.ResourceList) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for name, q := range list {
+			if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+				out[name] = q
+			}
+		}
+		maps.Copy(out, with)
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	r := *template.DeepCopy()
+	r.Requests, r.Limits = keep(template.Requests, tikv.Requests), keep(template.Limits, tikv.Limits)
+	return r
+}
+
+// spread is TiKV's affinity plus a preference for one warm-up pod per node: an instance's EBS
+// bandwidth is shared by all its volumes, so warm-ups on one node would read at a fraction of
+// the speed they could.
+func spread(tikv *corev1.Affinity, member string) *corev1.Affinity {
+	a := &corev1.Affinity{}
+	if tikv != nil {
+		a = tikv.DeepCopy()
+	}
+	if a.PodAntiAffinity == nil {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+		corev1.WeightedPodAffinityTerm{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{job.LabelMember: job.LabelValue(member), job.LabelStep: job.StepWarmup}},
 			TopologyKey:   corev1.LabelHostname,
-		}}},
-	}}
+		}})
+	return a
 }
 
 // WarmupJobName is the warm-up Job of TiKV member ordinal.

@@ -8,12 +8,14 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
 )
@@ -356,5 +358,76 @@ func TestRestoreVolumesUsesFSRForTheFSRWarmup(t *testing.T) {
 				t.Errorf("--use-fsr %d times in %v, want %d", n, j.Spec.Template.Spec.Containers[0].Args, tt.want)
 			}
 		})
+	}
+}
+
+// TestWarmupPodsArePlacedAsTiKV: warm-up pods take the target TiKV's node selector,
+// tolerations, affinity and cpu/memory (tidb-operator's placement), and still prefer one pod
+// per node; a pinned (async) pod keeps its node and takes no selector.
+func TestWarmupPodsArePlacedAsTiKV(t *testing.T) {
+	zoneB := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}}}}}}
+	placed := func(tc *pcv1alpha1.TidbCluster) *pcv1alpha1.TidbCluster {
+		tc.Spec.NodeSelector = map[string]string{"pool": "tidb"}
+		tc.Spec.TiKV.NodeSelector = map[string]string{"disk": "nvme"}
+		tc.Spec.TiKV.Tolerations = []corev1.Toleration{{Key: "dedicated", Value: "tikv", Effect: corev1.TaintEffectNoSchedule}}
+		tc.Spec.TiKV.Affinity = zoneB
+		tc.Spec.TiKV.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceStorage: resource.MustParse("100Gi")}
+		tc.Spec.TiKV.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}
+		return tc
+	}
+	template := func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.Template.Tolerations = []corev1.Toleration{{Key: "backup", Operator: corev1.TolerationOpExists}}
+		m.Spec.Template.ResourceRequirements = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), "example.com/gpu": resource.MustParse("1")}}
+	}
+	warmJob := func(t *testing.T, r Result) corev1.PodSpec {
+		for _, a := range r.Actions {
+			if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepWarmup {
+				return a.Job.Spec.Template.Spec
+			}
+		}
+		t.Fatalf("no warm-up Job: %v %+v", r.Actions, r.Status.Conditions)
+		return corev1.PodSpec{}
+	}
+	checkCommon := func(t *testing.T, spec corev1.PodSpec) {
+		t.Helper()
+		if len(spec.Tolerations) != 2 || spec.Tolerations[0].Key != "backup" || spec.Tolerations[1].Key != "dedicated" {
+			t.Errorf("tolerations %+v: want the template's and TiKV's", spec.Tolerations)
+		}
+		res := spec.Containers[0].Resources
+		if res.Requests.Cpu().String() != "2" || res.Limits.Memory().String() != "8Gi" || res.Requests.Name("example.com/gpu", resource.DecimalSI).String() != "1" {
+			t.Errorf("resources %+v: want TiKV's cpu and memory, the template's other resources", res)
+		}
+		if _, ok := res.Requests[corev1.ResourceStorage]; ok {
+			t.Errorf("TiKV's storage request reached the pod: %+v", res)
+		}
+	}
+
+	sync := rmember(dpv1alpha1.RestoreMemberRestoreVolume, template, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync },
+		rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason))
+	spec := warmJob(t, planned(t, robs(sync, placed(targetTC(2, true)), func(o *Observed) { o.RestoreMeta = record(t) })))
+	checkCommon(t, spec)
+	if spec.NodeSelector["pool"] != "tidb" || spec.NodeSelector["disk"] != "nvme" || len(spec.NodeSelector) != 2 {
+		t.Errorf("node selector %v", spec.NodeSelector)
+	}
+	if a := spec.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "b" ||
+		a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("affinity %+v: want TiKV's and the one-pod-per-node preference", a)
+	}
+	if zoneB.PodAntiAffinity != nil {
+		t.Errorf("the TidbCluster's affinity was changed: %+v", zoneB)
+	}
+
+	async := rmember(dpv1alpha1.RestoreMemberRestoreFinish, template, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupAsync },
+		rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason),
+		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason),
+		rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason))
+	spec = warmJob(t, planned(t, robs(async, storesUp(placed(targetTC(2, false)), 2), func(o *Observed) {
+		o.RestoreMeta = record(t)
+		o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
+	})))
+	checkCommon(t, spec)
+	if spec.NodeName == "" || spec.NodeSelector != nil || spec.Affinity != nil {
+		t.Errorf("pinned pod: node %q selector %v affinity %+v", spec.NodeName, spec.NodeSelector, spec.Affinity)
 	}
 }
