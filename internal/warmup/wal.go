@@ -110,10 +110,14 @@ type walLog struct {
 }
 
 // walLogs finds the non-empty numbered RocksDB logs (<number>.log) under root, by directory,
-// each directory's in log-number order. Symlinks are not followed.
+// each directory's in log-number order. Symlinks are not followed; lost+found, which fsck
+// owns (root only) and RocksDB never writes to, is not entered.
 func walLogs(ctx context.Context, root string) (map[string][]walLog, error) {
 	dirs := map[string][]walLog{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if path != root && d != nil && d.IsDir() && d.Name() == "lost+found" {
+			return fs.SkipDir
+		}
 		if err != nil {
 			return err
 		}

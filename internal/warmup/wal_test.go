@@ -245,6 +245,13 @@ func TestCheckWALDirectories(t *testing.T) {
 	write("wal/000004.log", good(4))
 	// raft-engine's files are another format: not read.
 	write("raft-engine/0000000000000001.raftlog", []byte("raft engine"))
+	// fsck's directory, root's only on a real volume: never entered.
+	write("lost+found/000001.log", []byte("not RocksDB's"))
+	write("lost+found/000002.log", []byte("not RocksDB's"))
+	if err := os.Chmod(filepath.Join(dir, "lost+found"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(dir, "lost+found"), 0o755) })
 
 	res, err := CheckWAL(context.Background(), dir)
 	if err != nil {
