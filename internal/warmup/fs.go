@@ -20,20 +20,20 @@ type entry struct {
 	MTime int64 // modification time, unix nanoseconds
 }
 
-// fsRoot checks that dir is a directory and returns it with symlinks resolved: the path
-// given may be a link (a volume's mount point behind one), the links under it are not
-// followed.
-func fsRoot(dir string) (string, error) {
+// fsRoot checks that dir, what the caller calls it, is a directory and returns it with
+// symlinks resolved: the path given may be a link (a volume's mount point behind one), the
+// links under it are not followed.
+func fsRoot(what, dir string) (string, error) {
 	root, err := filepath.EvalSymlinks(dir)
 	if err != nil {
-		return "", fmt.Errorf("fs target %s: %w", dir, err)
+		return "", fmt.Errorf("%s %s: %w", what, dir, err)
 	}
 	fi, err := os.Stat(root)
 	if err != nil {
-		return "", fmt.Errorf("fs target %s: %w", dir, err)
+		return "", fmt.Errorf("%s %s: %w", what, dir, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("fs target %s is not a directory (a device is read with --block)", dir)
+		return "", fmt.Errorf("%s %s is not a directory (a device is read with --block)", what, dir)
 	}
 	return filepath.Abs(root)
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -64,6 +65,12 @@ type Options struct {
 	// OnProgress, when set, receives the bytes read so far and the bytes to read over every
 	// target with each progress line (the command reports them in its member's status.steps).
 	OnProgress func(done, total int64)
+	// WAL are directories whose RocksDB logs are verified (CheckWAL) before anything is
+	// warmed up.
+	WAL []string
+	// ExitOnCorruption fails the run at the first WAL check that found corruption, before
+	// anything is warmed up; without it corruption is only recorded in the summary.
+	ExitOnCorruption bool
 }
 
 // Target is the result of one target.
@@ -100,6 +107,10 @@ type Summary struct {
 	Seconds      float64  `json:"seconds"`
 	MBPerSecond  float64  `json:"mbPerSecond"`
 	Complete     bool     `json:"complete"`
+	// WAL are the WAL checks, one per Options.WAL directory, and WALCorruptions the corrupted
+	// logs they found in total.
+	WAL            []WALResult `json:"wal,omitempty"`
+	WALCorruptions int         `json:"walCorruptions,omitempty"`
 }
 
 // system is the I/O the engine does on files and devices, replaced in tests to inject
@@ -127,6 +138,13 @@ func run(ctx context.Context, o Options, sys system) (Summary, error) {
 		return Summary{}, err
 	}
 	start := time.Now()
+	wal, err := checkWALs(ctx, o, log)
+	if err != nil {
+		sum := summarize(nil, time.Since(start))
+		sum.addWAL(wal)
+		sum.Complete = false
+		return sum, err
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -140,7 +158,44 @@ func run(ctx context.Context, o Options, sys system) (Summary, error) {
 	stop := startProgress(targets, o.ProgressInterval, log, o.OnProgress)
 	wg.Wait()
 	stop()
-	return summarize(targets, time.Since(start)), runError(targets)
+	sum := summarize(targets, time.Since(start))
+	sum.addWAL(wal)
+	return sum, runError(targets)
+}
+
+// checkWALs verifies the RocksDB logs of every WAL directory. The error says a check could
+// not finish, or, with ExitOnCorruption, which logs are corrupted (ErrWALCorrupted).
+func checkWALs(ctx context.Context, o Options, log *logger) ([]WALResult, error) {
+	var out []WALResult
+	var corrupted []string
+	for _, dir := range o.WAL {
+		log.logf("Verifying the RocksDB logs under %s", dir)
+		res, err := CheckWAL(ctx, dir)
+		if err != nil {
+			res.Error = err.Error()
+		}
+		out = append(out, res)
+		if err != nil {
+			return out, fmt.Errorf("check the RocksDB logs under %s: %w", dir, err)
+		}
+		for _, c := range res.Corruptions {
+			log.logf("Corruption in RocksDB log %s", c)
+			corrupted = append(corrupted, c.String())
+		}
+		log.logf("Verified %d RocksDB logs (%s) under %s, %d corrupted; the newest of each directory not verified (a snapshot may have torn it): %s",
+			res.Files, formatBytes(res.Bytes), dir, len(res.Corruptions), strings.Join(res.Skipped, ", "))
+		if o.ExitOnCorruption && len(corrupted) > 0 {
+			return out, fmt.Errorf("%w: %s", ErrWALCorrupted, strings.Join(corrupted, "; "))
+		}
+	}
+	return out, nil
+}
+
+func (s *Summary) addWAL(wal []WALResult) {
+	s.WAL = wal
+	for _, w := range wal {
+		s.WALCorruptions += len(w.Corruptions)
+	}
 }
 
 // withDefaults fills the zero fields and rejects the invalid ones.
@@ -155,8 +210,8 @@ func withDefaults(o Options) (Options, error) {
 		o.ProgressInterval = DefaultProgressInterval
 	}
 	switch {
-	case len(o.FS)+len(o.Block) == 0:
-		return o, errors.New("nothing to warm up: give at least one FS directory or Block device")
+	case len(o.FS)+len(o.Block)+len(o.WAL) == 0:
+		return o, errors.New("nothing to warm up: give at least one FS directory, Block device or WAL directory")
 	case o.Workers < 0:
 		return o, fmt.Errorf("workers %d: want at least 1", o.Workers)
 	case o.ChunkSize < 0 || o.ChunkSize%Align != 0:
@@ -180,11 +235,16 @@ func resolve(o Options, sys system) ([]*target, error) {
 		return nil
 	}
 	for _, p := range o.FS {
-		root, err := fsRoot(p)
+		root, err := fsRoot("fs target", p)
 		if err != nil {
 			return nil, err
 		}
 		if err := add(&target{path: p, mode: FS, root: root}, root); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range o.WAL {
+		if _, err := fsRoot("WAL directory", p); err != nil {
 			return nil, err
 		}
 	}

@@ -211,9 +211,10 @@ const (
 	// RestoreMemberRebuildFailedReason: the TiKV PVs and PVCs cannot be rebuilt from the
 	// restoremeta (missing after restore-volumes succeeded, or its claims not rebuildable).
 	RestoreMemberRebuildFailedReason = "RebuildFailed"
-	// RestoreMemberWarmUpUnsupportedReason: a warm-up is asked for with warmupStrategy
-	// check-wal-only.
-	RestoreMemberWarmUpUnsupportedReason = "WarmUpUnsupported"
+	// RestoreMemberWALCheckFailedReason: a warm-up Job of warmupStrategy check-wal-only failed
+	// (a corrupted RocksDB log, or a volume it could not read); the message names the Job and
+	// its error.
+	RestoreMemberWALCheckFailedReason = "WALCheckFailed"
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"
@@ -245,6 +246,10 @@ const (
 	// RestoreMemberWarmUpFailedReason: True once every warm-up Job finished and some failed
 	// (the message names them); the restore goes on.
 	RestoreMemberWarmUpFailedReason = "WarmUpFailed"
+	// RestoreMemberWALCorruptedReason: True once every warm-up Job finished and some found
+	// corrupted RocksDB logs (the message names the Jobs, files and offsets); the restore goes
+	// on (not under check-wal-only, where such a Job fails the member).
+	RestoreMemberWALCorruptedReason = "WALCorrupted"
 )
 
 // Reasons of a VolumeRestoreMember's TikvComplete condition.

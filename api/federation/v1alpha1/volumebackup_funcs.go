@@ -120,6 +120,12 @@ func (t *VolumeRestoreMemberSpec) EffectiveWarmupStrategy() RestoreWarmupStrateg
 	return t.WarmupStrategy
 }
 
+// WarmsUpBeforeTiKV says TiKV waits for the warm-up: a sync warm-up, and any check-wal-only
+// warm-up (TiKV must not start on a log that fails the check).
+func (t *VolumeRestoreMemberSpec) WarmsUpBeforeTiKV() bool {
+	return t.Warmup == RestoreWarmupSync || t.Warmup != RestoreWarmupNone && t.EffectiveWarmupStrategy() == RestoreWarmupStrategyCheckWALOnly
+}
+
 // EffectiveStepTimeout is the bound on one member step.
 func (t *VolumeRestoreMemberSpec) EffectiveStepTimeout() time.Duration {
 	return stepTimeout(t.StepTimeout)

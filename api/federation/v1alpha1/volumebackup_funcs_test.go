@@ -74,3 +74,24 @@ func TestMemberNameAndStarted(t *testing.T) {
 		t.Error("backup with timeStarted reports not started")
 	}
 }
+
+func TestWarmsUpBeforeTiKV(t *testing.T) {
+	for _, tt := range []struct {
+		mode     RestoreWarmupMode
+		strategy RestoreWarmupStrategy
+		want     bool
+	}{
+		{RestoreWarmupNone, "", false},
+		{RestoreWarmupNone, RestoreWarmupStrategyCheckWALOnly, false}, // no warm-up asked for
+		{RestoreWarmupSync, "", true},
+		{RestoreWarmupAsync, "", false},
+		{RestoreWarmupAsync, RestoreWarmupStrategyFio, false},
+		{RestoreWarmupAsync, RestoreWarmupStrategyCheckWALOnly, true},
+		{RestoreWarmupSync, RestoreWarmupStrategyCheckWALOnly, true},
+	} {
+		r := VolumeRestoreMemberSpec{Warmup: tt.mode, WarmupStrategy: tt.strategy}
+		if got := r.WarmsUpBeforeTiKV(); got != tt.want {
+			t.Errorf("warmup %q strategy %q: %v, want %v", tt.mode, tt.strategy, got, tt.want)
+		}
+	}
+}

@@ -55,7 +55,8 @@ const (
 	RestoreWarmupStrategyHybrid RestoreWarmupStrategy = "hybrid"
 	// RestoreWarmupStrategyFsr enables Fast Snapshot Restore on the snapshots instead.
 	RestoreWarmupStrategyFsr RestoreWarmupStrategy = "fsr"
-	// RestoreWarmupStrategyCheckWALOnly checks the raft WAL only.
+	// RestoreWarmupStrategyCheckWALOnly verifies the RocksDB write-ahead logs and reads the
+	// volumes besides the data volume; TiKV waits for it, and a failure fails the restore.
 	RestoreWarmupStrategyCheckWALOnly RestoreWarmupStrategy = "check-wal-only"
 )
 
@@ -100,8 +101,11 @@ type VolumeRestoreMemberSpec struct {
 	// image runs only where the agent's policy allows it (--allowed-images).
 	// +optional
 	WarmupImage string `json:"warmupImage,omitempty"`
-	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only. A strategy that reads
-	// block devices (fio; hybrid and fsr of a TiKV with volumes besides its data volume) runs
+	// WarmupStrategy is fio, hybrid (default), fsr or check-wal-only. Every strategy verifies
+	// the RocksDB write-ahead logs of the volumes it reads; check-wal-only verifies the data
+	// volume's without reading the rest of it, runs before TiKV starts (also with warmup
+	// async), and fails the restore when a warm-up fails. A strategy that reads block devices
+	// (fio; hybrid, fsr and check-wal-only of a TiKV with volumes besides its data volume) runs
 	// privileged, which needs the agent's --allow-privileged-warmup.
 	// +optional
 	WarmupStrategy RestoreWarmupStrategy `json:"warmupStrategy,omitempty"`

@@ -25,9 +25,23 @@ type ComponentSpec struct {
 	// StorageClassName of the component's PVCs.
 	// +optional
 	StorageClassName *string `json:"storageClassName,omitempty"`
-	// Requests holds the storage request of the data volume.
+	// Requests holds the storage request of the data volume, and the cpu and memory requests
+	// of the component's container (warm-up pods take TiKV's).
 	// +optional
 	Requests corev1.ResourceList `json:"requests,omitempty"`
+	// Limits holds the cpu and memory limits of the component's container (warm-up pods take
+	// TiKV's).
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
+	// NodeSelector is added to the TidbCluster's for the component's pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations of the component's pods, instead of the TidbCluster's.
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity of the component's pods, instead of the TidbCluster's.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// StorageVolumes are the component's volumes besides its data volume. tidb-operator mounts
 	// storageVolumes[i] as pod volume <component>-<name>, so TiKV's claims are
 	// tikv-<name>-<tc>-tikv-<ordinal>; a restore checks them against the backup's.
@@ -75,6 +89,14 @@ type TidbClusterSpec struct {
 	// once the volumes are ready; restore-finish sets it back to false.
 	// +optional
 	RecoveryMode bool `json:"recoveryMode,omitempty"`
+	// NodeSelector, Tolerations and Affinity are every component's, unless the component sets
+	// its own (NodeSelector: merged, the component's keys winning).
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// PD is the PD component.
 	// +optional
 	PD *ComponentSpec `json:"pd,omitempty"`

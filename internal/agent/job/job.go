@@ -131,9 +131,10 @@ type PodTemplate struct {
 	// Privileged lets the container read the block device behind a mounted volume (see
 	// securityContexts).
 	Privileged bool
-	// Affinity places the pod (warm-up pods spread over nodes: each node's EBS bandwidth is
-	// its own).
-	Affinity *corev1.Affinity
+	// Affinity and NodeSelector place the pod (warm-up pods where TiKV may run, spread over
+	// nodes: each node's EBS bandwidth is its own).
+	Affinity     *corev1.Affinity
+	NodeSelector map[string]string
 }
 
 // Build returns the Job for s.
@@ -173,6 +174,7 @@ func Build(s Spec) *batchv1.Job {
 					SecurityContext:    podSecurity,
 					NodeName:           s.Pod.NodeName,
 					Affinity:           s.Pod.Affinity,
+					NodeSelector:       s.Pod.NodeSelector,
 					ServiceAccountName: s.Pod.ServiceAccount,
 					Tolerations:        s.Pod.Tolerations,
 					PriorityClassName:  s.Pod.PriorityClassName,

@@ -85,7 +85,7 @@ func blockWarmup(strategy fedv1alpha1.RestoreWarmupStrategy, other []string) str
 	switch {
 	case strategy == fedv1alpha1.RestoreWarmupStrategyFio:
 		return "a fio warm-up reads every TiKV volume block by block"
-	case (strategy == fedv1alpha1.RestoreWarmupStrategyHybrid || strategy == fedv1alpha1.RestoreWarmupStrategyFsr) && len(other) > 0:
+	case len(other) > 0: // hybrid, fsr, check-wal-only
 		return fmt.Sprintf("a %s warm-up reads the TiKV volumes besides the data volume (%s) block by block", strategy, strings.Join(other, ", "))
 	}
 	return ""

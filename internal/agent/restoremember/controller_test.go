@@ -500,7 +500,7 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpStartedCondition)
 	j := &batchv1.Job{}
 	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: WarmupJobName("fed-r1", 0)}, j))
-	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0 --wal var/lib/fedbr-warmup/tikv-restored-tikv-0" {
 		t.Errorf("warm-up args %v", args)
 	}
 	if v := j.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" {

@@ -2,6 +2,7 @@ package restoremember
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"sort"
 	"strconv"
@@ -14,7 +15,9 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/warmup"
 )
 
 // Warm-up reads every block of the restored volumes once, so that TiKV does not pay EBS's
@@ -29,16 +32,23 @@ import (
 // The strategy decides how a volume is read: fio reads every volume's block device; hybrid
 // (default) reads the data volume's files, newest first, and the other volumes' devices; fsr
 // has restore-volumes create the data volumes through fast snapshot restore, so only the other
-// volumes are read. A warm-up that fails does not fail the restore (the data is intact, only
-// slower to read): WarmUpComplete says which Jobs failed, with a Warning event.
+// volumes are read; check-wal-only reads the other volumes' devices and only the RocksDB logs
+// of the data volume. Every volume a Job mounts has its RocksDB write-ahead logs verified
+// (`fedbr warmup --wal`).
+//
+// A warm-up that fails does not fail the restore (the data is intact, only slower to read):
+// WarmUpComplete says which Jobs failed, or which logs are corrupted, with a Warning event.
+// Under check-wal-only the warm-up is a check: it runs before TiKV starts whatever the mode,
+// its Jobs stop at the first corrupted log (--exit-on-corruption), and a Job that fails fails
+// the member.
 
 // warmupMountRoot is where a warm-up pod mounts its claims, one folder per claim.
 const warmupMountRoot = "/var/lib/fedbr-warmup"
 
-// warmupTarget is one claim a warm-up Job reads, and how.
+// warmupTarget is one claim a warm-up Job mounts, and how it reads it.
 type warmupTarget struct {
 	claim string
-	mode  string // "--fs" or "--block"
+	mode  string // "--fs", "--block", or "" to verify its RocksDB logs only
 }
 
 // warmupPlan is the warm-up Job of one TiKV member.
@@ -54,7 +64,7 @@ func WarmupPending(m *dpv1alpha1.VolumeRestoreMember) bool {
 	switch {
 	case isTrue(m, dpv1alpha1.RestoreMemberWarmUpCompleteCondition), isTrue(m, dpv1alpha1.RestoreMemberFailedCondition):
 		return false
-	case t.Warmup == fedv1alpha1.RestoreWarmupSync:
+	case t.WarmsUpBeforeTiKV():
 		return isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition)
 	case t.Warmup == fedv1alpha1.RestoreWarmupAsync:
 		return isTrue(m, dpv1alpha1.RestoreMemberCompleteCondition)
@@ -62,8 +72,8 @@ func WarmupPending(m *dpv1alpha1.VolumeRestoreMember) bool {
 	return false
 }
 
-// planSyncWarmup runs a sync warm-up (or records that none runs before TiKV); it says whether
-// TiKV may start.
+// planSyncWarmup runs a warm-up that TiKV waits for (sync, or check-wal-only), or records
+// that none was asked for; it says whether TiKV may start.
 func (p *plan) planSyncWarmup() bool {
 	if p.isTrue(dpv1alpha1.RestoreMemberWarmUpCompleteCondition) {
 		return true
@@ -73,11 +83,7 @@ func (p *plan) planSyncWarmup() bool {
 		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberNotRequestedReason, "no warm-up was asked for")
 		return true
 	}
-	if t.EffectiveWarmupStrategy() == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly {
-		p.fail(dpv1alpha1.RestoreMemberWarmUpUnsupportedReason, "warmupStrategy check-wal-only is not supported by fedbr (it needs tikv-ctl and never starts TiKV); use fio, hybrid or fsr")
-		return false
-	}
-	if t.Warmup != fedv1alpha1.RestoreWarmupSync {
+	if !t.WarmsUpBeforeTiKV() {
 		return true // async: after restore-finish
 	}
 	return p.runWarmup(nil)
@@ -85,7 +91,8 @@ func (p *plan) planSyncWarmup() bool {
 
 // planAsyncWarmup runs an async warm-up beside the TiKV pods that left recovery mode.
 func (p *plan) planAsyncWarmup() {
-	if p.m.Spec.Template.Warmup != fedv1alpha1.RestoreWarmupAsync || p.isTrue(dpv1alpha1.RestoreMemberWarmUpCompleteCondition) {
+	t := &p.m.Spec.Template
+	if t.Warmup != fedv1alpha1.RestoreWarmupAsync || t.WarmsUpBeforeTiKV() || p.isTrue(dpv1alpha1.RestoreMemberWarmUpCompleteCondition) {
 		return
 	}
 	nodes := map[int]string{}
@@ -100,26 +107,33 @@ func (p *plan) planAsyncWarmup() {
 }
 
 // runWarmup creates the missing warm-up Jobs and turns their outcomes into WarmUpStarted and
-// WarmUpComplete; nodes pins each member's Job to its TiKV pod's node (async). It says
-// whether every Job finished.
+// WarmUpComplete (under check-wal-only a failed Job fails the member); nodes pins each
+// member's Job to its TiKV pod's node (async). It says whether every Job finished.
 func (p *plan) runWarmup(nodes map[int]string) bool {
 	plans, ok := p.warmupPlans()
 	if !ok {
 		return false
 	}
-	var failed, running []string
+	check := p.m.Spec.Template.EffectiveWarmupStrategy() == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly
+	var failed, corrupted, running []string
 	var done, total int64 // bytes, over the Jobs that reported
 	waiting := 0
 	for _, wp := range plans {
 		name := WarmupJobName(p.m.Name, wp.ordinal)
 		st := p.o.Warmups[name]
-		if r, ok := p.o.Report.Step(job.WarmupKey(wp.ordinal)); ok {
+		key := job.WarmupKey(wp.ordinal)
+		if r, ok := p.o.Report.Step(key); ok {
 			done, total = done+int64(r.Done), total+int64(r.Total)
 		}
 		switch {
+		case st.Phase == job.Failed && check:
+			p.fail(dpv1alpha1.RestoreMemberWALCheckFailedReason, fmt.Sprintf("the check-wal-only warm-up of TiKV member %d (claims %s) failed, so TiKV is not started on its volumes: %s",
+				wp.ordinal, wp.claims(), p.warmupFailure(key, st)))
+			return false
 		case st.Phase == job.Failed:
-			failed = append(failed, fmt.Sprintf("%s (%s)", name, st.FailureText()))
-		case st.Done():
+			failed = append(failed, fmt.Sprintf("%s (%s)", name, p.warmupFailure(key, st)))
+		case st.Phase == job.Succeeded:
+			corrupted = append(corrupted, p.walCorruptions(name, key)...)
 		case st.Exists():
 			running = append(running, name)
 		default:
@@ -147,17 +161,53 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 	if len(running) > 0 || waiting > 0 {
 		return false
 	}
-	if len(failed) > 0 {
+	switch {
+	case len(corrupted) > 0:
+		msg := "corrupted RocksDB write-ahead logs (TiKV may refuse to start or lose writes on these volumes): " + strings.Join(corrupted, "; ")
+		if len(failed) > 0 {
+			msg += "; warm-up Jobs failed: " + strings.Join(failed, "; ")
+		}
+		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWALCorruptedReason, msg)
+		return true
+	case len(failed) > 0:
 		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmUpFailedReason,
 			"warm-up Jobs failed, their volumes may still be slow on first reads: "+strings.Join(failed, "; "))
 		return true
 	}
-	msg := fmt.Sprintf("every block of %d TiKV members' volumes was read (%s)", len(plans), p.m.Spec.Template.EffectiveWarmupStrategy())
-	if len(plans) == 0 {
+	msg := fmt.Sprintf("every block of %d TiKV members' volumes was read (%s), their RocksDB logs verified", len(plans), p.m.Spec.Template.EffectiveWarmupStrategy())
+	switch {
+	case len(plans) == 0:
 		msg = "nothing to read: fast snapshot restore initialized the data volumes"
+	case check:
+		msg = fmt.Sprintf("the RocksDB logs of %d TiKV members' volumes verified, no corruption; the volumes besides the data volume read (check-wal-only)", len(plans))
 	}
 	p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmedUpReason, msg)
 	return true
+}
+
+// warmupFailure says why the warm-up Job of step key failed: its own report's error when it
+// reported one (a corrupted log names the file and offset), else the Job's failure.
+func (p *plan) warmupFailure(key string, st job.State) string {
+	if r, ok := p.o.Report.Step(key); ok && r.Phase == job.PhaseFailed && r.Error != "" {
+		return fmt.Sprintf("Job %s: %s", st.Name, r.Error)
+	}
+	return st.FailureText()
+}
+
+// walCorruptions are the corrupted RocksDB logs the succeeded warm-up Job name reported in its
+// result (step key), one "Job: file at offset: reason" each.
+func (p *plan) walCorruptions(name, key string) []string {
+	var sum warmup.Summary
+	if _, err := p.o.Report.Result(key, &sum); err != nil {
+		return []string{fmt.Sprintf("%s: %v", name, err)}
+	}
+	var out []string
+	for _, w := range sum.WAL {
+		for _, c := range w.Corruptions {
+			out = append(out, fmt.Sprintf("%s: %s", name, c))
+		}
+	}
+	return out
 }
 
 // warmupPlans decides, from the rebuilt claims, which claims each TiKV member's Job reads and
@@ -185,6 +235,8 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []w
 			continue // fast snapshot restore initialized it
 		case data && strategy == fedv1alpha1.RestoreWarmupStrategyHybrid:
 			mode = "--fs"
+		case data && strategy == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly:
+			mode = "" // its RocksDB logs only
 		}
 		wp := byOrdinal[c.Ordinal]
 		if wp == nil {
@@ -202,8 +254,19 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []w
 	return out
 }
 
-// warmupJob is the Job that reads one TiKV member's claims, mounted under warmupMountRoot; a
-// block read needs a privileged container to open the device behind the mount.
+// claims names the claims of wp.
+func (wp warmupPlan) claims() string {
+	names := make([]string, 0, len(wp.targets))
+	for _, tg := range wp.targets {
+		names = append(names, tg.claim)
+	}
+	return strings.Join(names, ", ")
+}
+
+// warmupJob is the Job that reads one TiKV member's claims, mounted under warmupMountRoot, and
+// verifies their RocksDB logs (the kv engine's under the data volume's db/, and wherever
+// rocksdb.wal-dir or raftdb put theirs); a block read needs a privileged container to open
+// the device behind the mount. Under check-wal-only the Job stops at the first corrupted log.
 func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 	args := []string{"warmup", "--member", p.m.Name, "--report-as", job.WarmupKey(wp.ordinal)}
 	var volumes []corev1.Volume
@@ -211,33 +274,76 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 	privileged := false
 	for i, tg := range wp.targets {
 		vol := "warmup-" + strconv.Itoa(i)
-		dir := path.Join(warmupMountRoot, tg.claim)
+		dir := job.InPod(path.Join(warmupMountRoot, tg.claim))
 		volumes = append(volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: tg.claim}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: dir})
-		args = append(args, tg.mode, job.InPod(dir))
+		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(warmupMountRoot, tg.claim)})
+		if tg.mode != "" {
+			args = append(args, tg.mode, dir)
+		}
+		args = append(args, "--wal", dir)
 		privileged = privileged || tg.mode == "--block"
+	}
+	if p.m.Spec.Template.EffectiveWarmupStrategy() == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly {
+		args = append(args, "--exit-on-corruption")
 	}
 	// One retry by default: a restarted pod resumes from the checkpoint on the volume.
 	s := p.podJob(job.StepWarmup, p.o.Env.ImageOr(p.m.Spec.Template.WarmupImage), args, 1, nil, volumes, mounts)
 	s.Name = name
-	s.Pod.NodeName, s.Pod.Privileged, s.Pod.Affinity = node, privileged, spread(p.m.Name, node)
+	s.Pod.NodeName, s.Pod.Privileged = node, privileged
+	// Placed as TiKV is (tidb-operator's placement of the target's TiKV pods): its nodes,
+	// taints and resources. A pinned (async) pod goes to its TiKV's node anyway.
+	tikv := tidbcluster.TiKVPlacement(p.o.TC)
+	s.Pod.Tolerations = append(append([]corev1.Toleration(nil), s.Pod.Tolerations...), tikv.Tolerations...)
+	s.Pod.Resources = warmupResources(s.Pod.Resources, tikv.Resources)
+	if node == "" {
+		s.Pod.NodeSelector, s.Pod.Affinity = tikv.NodeSelector, spread(tikv.Affinity, p.m.Name)
+	}
 	return s
 }
 
-// spread prefers one warm-up pod per node: an instance's EBS bandwidth is shared by all its
-// volumes, so warm-ups on one node would read at a fraction of the speed they could. A pinned
-// (async) pod goes to its TiKV's node anyway.
-func spread(member, node string) *corev1.Affinity {
-	if node != "" {
-		return nil
+// warmupResources are the template's resources with TiKV's cpu and memory instead of the
+// template's, when the TidbCluster gives TiKV any (a request from one and a limit from the
+// other could contradict each other).
+func warmupResources(template, tikv corev1.ResourceRequirements) corev1.ResourceRequirements {
+	if len(tikv.Requests)+len(tikv.Limits) == 0 {
+		return template
 	}
-	return &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
+	keep := func(list, with corev1.ResourceList) corev1.ResourceList {
+		out := corev1.ResourceList{}
+		for name, q := range list {
+			if name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+				out[name] = q
+			}
+		}
+		maps.Copy(out, with)
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	r := *template.DeepCopy()
+	r.Requests, r.Limits = keep(template.Requests, tikv.Requests), keep(template.Limits, tikv.Limits)
+	return r
+}
+
+// spread is TiKV's affinity plus a preference for one warm-up pod per node: an instance's EBS
+// bandwidth is shared by all its volumes, so warm-ups on one node would read at a fraction of
+// the speed they could.
+func spread(tikv *corev1.Affinity, member string) *corev1.Affinity {
+	a := &corev1.Affinity{}
+	if tikv != nil {
+		a = tikv.DeepCopy()
+	}
+	if a.PodAntiAffinity == nil {
+		a.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = append(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution,
+		corev1.WeightedPodAffinityTerm{Weight: 100, PodAffinityTerm: corev1.PodAffinityTerm{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{job.LabelMember: job.LabelValue(member), job.LabelStep: job.StepWarmup}},
 			TopologyKey:   corev1.LabelHostname,
-		}}},
-	}}
+		}})
+	return a
 }
 
 // WarmupJobName is the warm-up Job of TiKV member ordinal.

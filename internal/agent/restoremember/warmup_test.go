@@ -1,19 +1,23 @@
 package restoremember
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
 )
 
 func TestPlanWarmup(t *testing.T) {
@@ -69,6 +73,25 @@ func TestPlanWarmup(t *testing.T) {
 		return nil
 	}
 	ensure := []ActionKind{EnsureServiceAccount}
+	const (
+		data0 = "var/lib/fedbr-warmup/tikv-restored-tikv-0"
+		raft0 = "var/lib/fedbr-warmup/tikv-raft-restored-tikv-0"
+		data1 = "var/lib/fedbr-warmup/tikv-restored-tikv-1"
+		raft1 = "var/lib/fedbr-warmup/tikv-raft-restored-tikv-1"
+	)
+	walReport := func(ordinal int, phase, errText, result string) func(*Observed) {
+		return func(o *Observed) {
+			data := map[string]string{job.WarmupKey(ordinal): fmt.Sprintf(`{"phase":%q,"error":%q}`, phase, errText)}
+			if result != "" {
+				data[brreport.ResultKey(job.WarmupKey(ordinal))] = result
+			}
+			o.Report = rreport(data)
+		}
+	}
+	corruptResult := `{"complete":true,"wal":[{"path":"` + raft1 + `","files":3,"corruptions":[{"file":"` + raft1 + `/wal/000007.log","offset":32768,"reason":"checksum mismatch"}]}],"walCorruptions":1}`
+	checkWAL := func(mode fedv1alpha1.RestoreWarmupMode) func(*dpv1alpha1.VolumeRestoreMember) {
+		return warm(mode, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly)
+	}
 	for _, tt := range []struct {
 		name string
 		o    Observed
@@ -81,8 +104,8 @@ func TestPlanWarmup(t *testing.T) {
 				check: func(t *testing.T, r Result) {
 					got := args(t, r)
 					want := map[string]string{
-						w0: "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0",
-						w1: "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-1 --fs var/lib/fedbr-warmup/tikv-restored-tikv-1",
+						w0: "--block " + raft0 + " --wal " + raft0 + " --fs " + data0 + " --wal " + data0,
+						w1: "--block " + raft1 + " --wal " + raft1 + " --fs " + data1 + " --wal " + data1,
 					}
 					for name, a := range want {
 						if got[name] != a {
@@ -123,7 +146,7 @@ func TestPlanWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio), volumesIn,
 				func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "warmer:1" }), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w0]; a != "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-0 --block var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+				if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --block "+data0+" --wal "+data0 {
 					t.Errorf("args %q", a)
 				}
 				if img := firstJob(t, r).Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
@@ -135,7 +158,7 @@ func TestPlanWarmup(t *testing.T) {
 			name: "sync, fsr: only the volumes fast snapshot restore did not initialize",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w1]; a != "--block var/lib/fedbr-warmup/tikv-raft-restored-tikv-1" {
+				if a := args(t, r)[w1]; a != "--block "+raft1+" --wal "+raft1 {
 					t.Errorf("args %q", a)
 				}
 			}},
@@ -174,10 +197,64 @@ func TestPlanWarmup(t *testing.T) {
 			want: rwant{actions: nil, phase: PhaseVolumeComplete},
 		},
 		{
-			name: "check-wal-only is refused with the reason",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly), volumesIn),
-				targetTC(2, true), restored),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWarmUpUnsupportedReason}, msg: "check-wal-only", phase: PhaseFailed},
+			name: "sync, a Job found corrupted RocksDB logs: the restore goes on, WarmUpComplete names the file and offset",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded}), walReport(1, job.PhaseCompleted, "", corruptResult)),
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWALCorruptedReason},
+				msg: w1 + ": " + raft1 + "/wal/000007.log at offset 32768: checksum mismatch"},
+		},
+		{
+			name: "check-wal-only: the data volume's logs verified only, the others read whole too; the Job stops at corruption",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
+				check: func(t *testing.T, r Result) {
+					if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --wal "+data0+" --exit-on-corruption" {
+						t.Errorf("args %q", a)
+					}
+					if len(firstJob(t, r).Spec.Template.Spec.Volumes) != 2 {
+						t.Errorf("the Job does not mount both claims")
+					}
+				}},
+		},
+		{
+			name: "check-wal-only, async: TiKV waits for the check all the same",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupAsync), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), phase: PhaseVolumeComplete},
+		},
+		{
+			name: "check-wal-only, running: TiKV waits",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupAsync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Active})),
+			want: rwant{actions: nil, msg: "running: " + w1, phase: PhaseVolumeComplete},
+		},
+		{
+			name: "check-wal-only, every Job passed: TiKV starts",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Succeeded, w1: job.Succeeded})),
+			want: rwant{actions: []ActionKind{AnnotateTC}, reason: map[string]string{dpv1alpha1.RestoreMemberWarmUpCompleteCondition: dpv1alpha1.RestoreMemberWarmedUpReason},
+				msg: "no corruption"},
+		},
+		{
+			name: "check-wal-only, a Job failed on corruption: the member fails naming the Job, its claims and the log, and TiKV never starts",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Active, w1: job.Failed}),
+				walReport(1, job.PhaseFailed, "RocksDB WAL corrupted: "+raft1+"/wal/000007.log at offset 32768: checksum mismatch", "")),
+			want: rwant{actions: nil, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWALCheckFailedReason}, phase: PhaseFailed,
+				msg: "TiKV member 1 (claims tikv-raft-restored-tikv-1, tikv-restored-tikv-1) failed, so TiKV is not started on its volumes: Job " + w1 + ": RocksDB WAL corrupted: " + raft1 + "/wal/000007.log at offset 32768"},
+		},
+		{
+			name: "check-wal-only, a Job failed without a report: the Job's failure",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored,
+				jobs(map[string]job.Phase{w0: job.Failed, w1: job.Succeeded})),
+			want: rwant{actions: nil, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberWALCheckFailedReason}, phase: PhaseFailed,
+				msg: "reading block 42: input/output error"},
+		},
+		{
+			name: "check-wal-only, complete member: no async warm-up after it",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(complete, checkWAL(fedv1alpha1.RestoreWarmupAsync),
+				rcond(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, dpv1alpha1.RestoreMemberWarmedUpReason))...), storesUp(targetTC(2, false), 2),
+				restored, servingPods(true)),
+			want: rwant{actions: nil, phase: PhaseComplete},
 		},
 		{
 			name: "async: TiKV starts at once, no warm-up yet",
@@ -281,5 +358,76 @@ func TestRestoreVolumesUsesFSRForTheFSRWarmup(t *testing.T) {
 				t.Errorf("--use-fsr %d times in %v, want %d", n, j.Spec.Template.Spec.Containers[0].Args, tt.want)
 			}
 		})
+	}
+}
+
+// TestWarmupPodsArePlacedAsTiKV: warm-up pods take the target TiKV's node selector,
+// tolerations, affinity and cpu/memory (tidb-operator's placement), and still prefer one pod
+// per node; a pinned (async) pod keeps its node and takes no selector.
+func TestWarmupPodsArePlacedAsTiKV(t *testing.T) {
+	zoneB := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"b"}}}}}}}}
+	placed := func(tc *pcv1alpha1.TidbCluster) *pcv1alpha1.TidbCluster {
+		tc.Spec.NodeSelector = map[string]string{"pool": "tidb"}
+		tc.Spec.TiKV.NodeSelector = map[string]string{"disk": "nvme"}
+		tc.Spec.TiKV.Tolerations = []corev1.Toleration{{Key: "dedicated", Value: "tikv", Effect: corev1.TaintEffectNoSchedule}}
+		tc.Spec.TiKV.Affinity = zoneB
+		tc.Spec.TiKV.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceStorage: resource.MustParse("100Gi")}
+		tc.Spec.TiKV.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")}
+		return tc
+	}
+	template := func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.Template.Tolerations = []corev1.Toleration{{Key: "backup", Operator: corev1.TolerationOpExists}}
+		m.Spec.Template.ResourceRequirements = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), "example.com/gpu": resource.MustParse("1")}}
+	}
+	warmJob := func(t *testing.T, r Result) corev1.PodSpec {
+		for _, a := range r.Actions {
+			if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepWarmup {
+				return a.Job.Spec.Template.Spec
+			}
+		}
+		t.Fatalf("no warm-up Job: %v %+v", r.Actions, r.Status.Conditions)
+		return corev1.PodSpec{}
+	}
+	checkCommon := func(t *testing.T, spec corev1.PodSpec) {
+		t.Helper()
+		if len(spec.Tolerations) != 2 || spec.Tolerations[0].Key != "backup" || spec.Tolerations[1].Key != "dedicated" {
+			t.Errorf("tolerations %+v: want the template's and TiKV's", spec.Tolerations)
+		}
+		res := spec.Containers[0].Resources
+		if res.Requests.Cpu().String() != "2" || res.Limits.Memory().String() != "8Gi" || res.Requests.Name("example.com/gpu", resource.DecimalSI).String() != "1" {
+			t.Errorf("resources %+v: want TiKV's cpu and memory, the template's other resources", res)
+		}
+		if _, ok := res.Requests[corev1.ResourceStorage]; ok {
+			t.Errorf("TiKV's storage request reached the pod: %+v", res)
+		}
+	}
+
+	sync := rmember(dpv1alpha1.RestoreMemberRestoreVolume, template, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupSync },
+		rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason))
+	spec := warmJob(t, planned(t, robs(sync, placed(targetTC(2, true)), func(o *Observed) { o.RestoreMeta = record(t) })))
+	checkCommon(t, spec)
+	if spec.NodeSelector["pool"] != "tidb" || spec.NodeSelector["disk"] != "nvme" || len(spec.NodeSelector) != 2 {
+		t.Errorf("node selector %v", spec.NodeSelector)
+	}
+	if a := spec.Affinity; a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "b" ||
+		a.PodAntiAffinity == nil || len(a.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution) != 1 {
+		t.Errorf("affinity %+v: want TiKV's and the one-pod-per-node preference", a)
+	}
+	if zoneB.PodAntiAffinity != nil {
+		t.Errorf("the TidbCluster's affinity was changed: %+v", zoneB)
+	}
+
+	async := rmember(dpv1alpha1.RestoreMemberRestoreFinish, template, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = fedv1alpha1.RestoreWarmupAsync },
+		rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason),
+		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason),
+		rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason))
+	spec = warmJob(t, planned(t, robs(async, storesUp(placed(targetTC(2, false)), 2), func(o *Observed) {
+		o.RestoreMeta = record(t)
+		o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
+	})))
+	checkCommon(t, spec)
+	if spec.NodeName == "" || spec.NodeSelector != nil || spec.Affinity != nil {
+		t.Errorf("pinned pod: node %q selector %v affinity %+v", spec.NodeName, spec.NodeSelector, spec.Affinity)
 	}
 }

@@ -1,11 +1,13 @@
 package tidbcluster
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
@@ -87,5 +89,42 @@ func TestTiKVVolumeNames(t *testing.T) {
 		if got := TiKVVolumeNames(tt.tc); !slices.Equal(got, tt.want) {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestTiKVPlacement(t *testing.T) {
+	tol := func(key string) []corev1.Toleration {
+		return []corev1.Toleration{{Key: key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	aff := func(zone string) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{zone}}}}}}}}
+	}
+	tc := &pcv1alpha1.TidbCluster{Spec: pcv1alpha1.TidbClusterSpec{
+		NodeSelector: map[string]string{"pool": "tidb", "disk": "gp3"}, Tolerations: tol("tidb"), Affinity: aff("a"),
+	}}
+	p := TiKVPlacement(tc)
+	if !maps.Equal(p.NodeSelector, map[string]string{"pool": "tidb", "disk": "gp3"}) || p.Tolerations[0].Key != "tidb" || p.Affinity != tc.Spec.Affinity ||
+		p.Resources.Requests != nil || p.Resources.Limits != nil {
+		t.Errorf("no TiKV spec: the TidbCluster's placement, no resources: %+v", p)
+	}
+
+	tc.Spec.TiKV = &pcv1alpha1.ComponentSpec{
+		NodeSelector: map[string]string{"pool": "tikv"}, Tolerations: tol("tikv"), Affinity: aff("b"),
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceStorage: resource.MustParse("1Ti")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("16Gi")},
+	}
+	p = TiKVPlacement(tc)
+	if !maps.Equal(p.NodeSelector, map[string]string{"pool": "tikv", "disk": "gp3"}) {
+		t.Errorf("node selector %v: want the TidbCluster's with TiKV's keys over it", p.NodeSelector)
+	}
+	if p.Tolerations[0].Key != "tikv" || p.Affinity != tc.Spec.TiKV.Affinity {
+		t.Errorf("TiKV's tolerations and affinity replace the TidbCluster's: %+v %+v", p.Tolerations, p.Affinity)
+	}
+	if _, storage := p.Resources.Requests[corev1.ResourceStorage]; storage || p.Resources.Requests.Cpu().String() != "4" || p.Resources.Limits.Memory().String() != "16Gi" {
+		t.Errorf("resources %+v: want TiKV's cpu and memory, not its storage", p.Resources)
+	}
+	if tc.Spec.NodeSelector["pool"] != "tidb" {
+		t.Errorf("the TidbCluster's node selector was changed: %v", tc.Spec.NodeSelector)
 	}
 }

@@ -24,6 +24,8 @@ import (
 
 type options struct {
 	fs, block  []string
+	wal        []string
+	exitOnWAL  bool
 	workers    int
 	chunk      byteSize
 	direct     bool
@@ -54,7 +56,7 @@ type status struct {
 func NewCmd() *cobra.Command {
 	o := &options{chunk: engine.DefaultChunkSize}
 	cmd := &cobra.Command{
-		Use:   "warmup (--fs DIR | --block PATH)...",
+		Use:   "warmup (--fs DIR | --block PATH | --wal DIR)...",
 		Short: "Read every block of volumes restored from EBS snapshots once, so that TiKV's first reads are fast",
 		Long: `A volume restored from an EBS snapshot is loaded lazily from S3: the first read of each
 block is slow. warmup reads every block once, before TiKV starts or beside it.
@@ -70,7 +72,13 @@ mount point of one (its device is found in /proc/self/mountinfo; in a container 
 must be visible, e.g. privileged). Block mode has no checkpoint: a restarted run reads the
 whole device again.
 
-Both may be given several times; the targets are read concurrently, each with --workers
+--wal DIR verifies the RocksDB write-ahead logs under DIR (TiKV's kv engine: <data-dir>/db, or
+where rocksdb.wal-dir points) before anything is warmed up: every non-empty numbered log
+(<number>.log) of each directory but the newest, which a snapshot may have torn, is read
+whole and every record's checksum verified. Corruption is printed with the file and offset
+and recorded in the summary; with --exit-on-corruption the run stops there and fails.
+
+--fs and --block may be given several times; the targets are read concurrently, each with --workers
 reads in flight. Reads use O_DIRECT so that the page cache is not filled with the whole
 volume; a file system that refuses it is read buffered (logged once per target).
 
@@ -79,8 +87,10 @@ percent) is server-side applied to the member's status.steps entry --report-as a
 progress line, with the summary as its result before exiting 0.
 
 Progress lines go to stderr; the JSON summary (per target and in total: files, bytes, files
-skipped from the checkpoint, seconds, MiB/s, whether O_DIRECT was used) goes to stdout. The
-exit status is 0 only if every target was read completely.`,
+skipped from the checkpoint, seconds, MiB/s, whether O_DIRECT was used; per --wal directory:
+the logs verified, skipped and corrupted) goes to stdout. The exit status is 0 only if every
+target was read completely and every WAL check finished (with --exit-on-corruption: found no
+corruption).`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -93,6 +103,8 @@ exit status is 0 only if every target was read completely.`,
 	f := cmd.Flags()
 	f.StringArrayVar(&o.fs, "fs", nil, "a directory whose files to read (repeatable)")
 	f.StringArrayVar(&o.block, "block", nil, "a block device, or the mount point of one, to read whole (repeatable)")
+	f.StringArrayVar(&o.wal, "wal", nil, "a directory whose RocksDB logs to verify (repeatable)")
+	f.BoolVar(&o.exitOnWAL, "exit-on-corruption", false, "fail the run, before warming anything up, when a --wal directory holds a corrupted RocksDB log")
 	f.IntVar(&o.workers, "workers", engine.DefaultWorkers, "concurrent reads per target")
 	f.Var(&o.chunk, "chunk", "size of one read: bytes, or with a K or M suffix; a multiple of 4K")
 	f.BoolVar(&o.direct, "direct", true, "read with O_DIRECT, bypassing the page cache")
@@ -103,13 +115,16 @@ exit status is 0 only if every target was read completely.`,
 	f.StringVar(&o.reportAs, "report-as", "warmup", "name of this warm-up's entry in --member's status.steps: one per warm-up reporting to the same member")
 	_ = cmd.MarkFlagDirname("fs")
 	_ = cmd.MarkFlagFilename("block")
+	_ = cmd.MarkFlagDirname("wal")
 	return cmd
 }
 
 func (o *options) validate() error {
 	switch {
-	case len(o.fs)+len(o.block) == 0:
-		return fmt.Errorf("nothing to warm up: give at least one --fs DIR or --block PATH")
+	case len(o.fs)+len(o.block)+len(o.wal) == 0:
+		return fmt.Errorf("nothing to warm up: give at least one --fs DIR, --block PATH or --wal DIR")
+	case o.exitOnWAL && len(o.wal) == 0:
+		return fmt.Errorf("--exit-on-corruption needs a --wal DIR to verify")
 	case o.workers < 1:
 		return fmt.Errorf("--workers %d: want at least 1", o.workers)
 	case o.chunk <= 0 || o.chunk%engine.Align != 0:
@@ -123,20 +138,46 @@ func (o *options) validate() error {
 	if errs := validation.IsDNS1123Label(o.reportAs); len(errs) > 0 {
 		return fmt.Errorf("--report-as %q is not a step name (a DNS label): %s", o.reportAs, errs[0])
 	}
-	return checkPaths(o.fs, o.block)
+	return checkPaths(o.fs, o.block, o.wal)
 }
 
 // checkPaths rejects empty paths, a path given twice, and an --fs directory inside another,
-// whose files would be read twice.
-func checkPaths(fs, block []string) error {
-	type given struct{ flag, path string }
-	var all []given
+// whose files would be read twice. A --wal directory may be an --fs or --block one too (its
+// logs are verified, and then warmed up with the rest).
+func checkPaths(fs, block, wal []string) error {
+	var targets, wals []given
 	for _, p := range fs {
-		all = append(all, given{"--fs", p})
+		targets = append(targets, given{"--fs", p})
 	}
 	for _, p := range block {
-		all = append(all, given{"--block", p})
+		targets = append(targets, given{"--block", p})
 	}
+	for _, p := range wal {
+		wals = append(wals, given{"--wal", p})
+	}
+	if err := noRepeats(targets); err != nil {
+		return err
+	}
+	if err := noRepeats(wals); err != nil {
+		return err
+	}
+	for _, outer := range fs {
+		for _, inner := range fs {
+			a, _ := filepath.Abs(outer)
+			b, _ := filepath.Abs(inner)
+			if rel, err := filepath.Rel(a, b); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return fmt.Errorf("--fs %s is inside --fs %s: its files would be read twice", inner, outer)
+			}
+		}
+	}
+	return nil
+}
+
+// given is a path and the flag it was given with.
+type given struct{ flag, path string }
+
+// noRepeats rejects an empty path and a path given twice.
+func noRepeats(all []given) error {
 	seen := map[string]given{}
 	for _, g := range all {
 		if g.path == "" {
@@ -150,15 +191,6 @@ func checkPaths(fs, block []string) error {
 			return fmt.Errorf("%s %s and %s %s are the same path: give it once", prev.flag, prev.path, g.flag, g.path)
 		}
 		seen[abs] = g
-	}
-	for _, outer := range fs {
-		for _, inner := range fs {
-			a, _ := filepath.Abs(outer)
-			b, _ := filepath.Abs(inner)
-			if rel, err := filepath.Rel(a, b); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
-				return fmt.Errorf("--fs %s is inside --fs %s: its files would be read twice", inner, outer)
-			}
-		}
 	}
 	return nil
 }
@@ -187,6 +219,8 @@ func (o *options) run(cmd *cobra.Command) error {
 		ChunkSize:        int64(o.chunk),
 		Direct:           o.direct,
 		Checkpoint:       o.checkpoint,
+		WAL:              o.wal,
+		ExitOnCorruption: o.exitOnWAL,
 		Progress:         logw,
 		ProgressInterval: o.interval,
 		OnProgress:       progress,
@@ -197,7 +231,7 @@ func (o *options) run(cmd *cobra.Command) error {
 			return status{Phase: report.PhaseFailed, Since: &t, Done: sum.Bytes, Error: err.Error()}
 		})
 	}
-	if len(sum.Targets) == 0 {
+	if len(sum.Targets)+len(sum.WAL) == 0 {
 		return err // nothing was started: the error says why
 	}
 	enc := json.NewEncoder(cmd.OutOrStdout())

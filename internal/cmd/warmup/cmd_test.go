@@ -19,7 +19,10 @@ func TestBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "nothing to warm up: give at least one --fs DIR or --block PATH"},
+		{nil, "nothing to warm up: give at least one --fs DIR, --block PATH or --wal DIR"},
+		{[]string{"--fs", "/d", "--exit-on-corruption"}, "--exit-on-corruption needs a --wal DIR to verify"},
+		{[]string{"--wal", "/d", "--wal", "/d/"}, "--wal /d and --wal /d/ are the same path"},
+		{[]string{"--wal", ""}, "--wal: the path is empty"},
 		{[]string{"--fs", "/d", "--workers", "0"}, "--workers 0: want at least 1"},
 		{[]string{"--fs", "/d", "--chunk", "0"}, "--chunk 0: want a positive multiple of 4K"},
 		{[]string{"--fs", "/d", "--chunk", "1000"}, "--chunk 1000: want a positive multiple of 4K"},
@@ -42,7 +45,7 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("%q: err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	for _, name := range []string{"fs", "block", "workers", "chunk", "direct", "checkpoint", "progress-interval"} {
+	for _, name := range []string{"fs", "block", "wal", "exit-on-corruption", "workers", "chunk", "direct", "checkpoint", "progress-interval"} {
 		if f := NewCmd().Flags().Lookup(name); f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
 		}
@@ -53,7 +56,9 @@ func TestGoodFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--fs", "/a", "--fs", "/b", "--fs", "/ab"}, // /ab is not inside /a
 		{"--fs", "/a", "--block", "/dev/xvdb", "--chunk", "4K", "--workers", "1", "--progress-interval", "1ms"},
-		{"--block", "/mnt/a,b", "--chunk", "2m"}, // a comma is part of the path
+		{"--block", "/mnt/a,b", "--chunk", "2m"},                                              // a comma is part of the path
+		{"--fs", "/a", "--wal", "/a", "--block", "/b", "--wal", "/b", "--exit-on-corruption"}, // a warmed path's logs verified too
+		{"--wal", "/a"},
 	} {
 		cmd := NewCmd()
 		if err := cmd.ParseFlags(args); err != nil {
@@ -182,5 +187,46 @@ func TestCancelledRun(t *testing.T) {
 	var sum engine.Summary
 	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.Complete || sum.Targets[0].Complete || sum.Targets[0].Error == "" {
 		t.Errorf("summary %s (%v), want an incomplete target with its error", stdout.String(), err)
+	}
+}
+
+// TestWALCorruption: a corrupted RocksDB log is printed with its file and offset and recorded
+// in the summary; with --exit-on-corruption the command fails with it.
+func TestWALCorruption(t *testing.T) {
+	dir := t.TempDir()
+	// One record whose stored checksum (0) is not its masked CRC32C, in the older log; the
+	// newest log is not verified.
+	record := append([]byte{0, 0, 0, 0, 5, 0, 1}, "hello"...)
+	corrupted := filepath.Join(dir, "000001.log")
+	for path, b := range map[string][]byte{corrupted: record, filepath.Join(dir, "000002.log"): []byte("torn")} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := corrupted + " at offset 0: checksum mismatch"
+	for _, exit := range []bool{false, true} {
+		var stdout, stderr bytes.Buffer
+		cmd := NewCmd()
+		args := []string{"--wal", dir}
+		if exit {
+			args = append(args, "--exit-on-corruption")
+		}
+		cmd.SetArgs(args)
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		err := cmd.Execute()
+		switch {
+		case exit && (!errors.Is(err, engine.ErrWALCorrupted) || !strings.Contains(err.Error(), want)):
+			t.Errorf("--exit-on-corruption: err = %v, want %q", err, want)
+		case !exit && err != nil:
+			t.Errorf("without --exit-on-corruption: %v", err)
+		}
+		if !strings.Contains(stderr.String(), "Corruption in RocksDB log "+want) {
+			t.Errorf("exit %v: the log does not name the corruption:\n%s", exit, stderr.String())
+		}
+		var sum engine.Summary
+		if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.WALCorruptions != 1 || sum.WAL[0].Corruptions[0].File != corrupted {
+			t.Errorf("exit %v: summary %s (%v)", exit, stdout.String(), err)
+		}
 	}
 }

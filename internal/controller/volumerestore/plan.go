@@ -181,7 +181,7 @@ func decide(o Observed, now time.Time) Result {
 	case !all(o, func(m Member) bool { return tikvReady(r, m) }):
 		markData(o, &res)
 		msg := "restoring volumes and starting TiKV in recovery mode"
-		if !warmedUp(o, st, now) && r.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupSync {
+		if !warmedUp(o, st, now) && r.Spec.Template.WarmsUpBeforeTiKV() {
 			msg = "restoring volumes, warming them up, then starting TiKV in recovery mode"
 		}
 		progress(st, now, fedv1alpha1.VolumeRestoreRestoringVolumesReason, msg)
@@ -259,7 +259,7 @@ func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bo
 		switch {
 		case w == nil || w.Status != metav1.ConditionTrue:
 			warming = append(warming, c.K8sClusterName)
-		case w.Reason == dpv1alpha1.RestoreMemberWarmUpFailedReason:
+		case w.Reason == dpv1alpha1.RestoreMemberWarmUpFailedReason, w.Reason == dpv1alpha1.RestoreMemberWALCorruptedReason:
 			failed = append(failed, c.K8sClusterName+": "+w.Message)
 		}
 	}
@@ -273,7 +273,7 @@ func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bo
 	c := metav1.Condition{Type: fedv1alpha1.VolumeRestoreWarmUpCompleteCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.VolumeRestoreWarmedUpReason,
 		Message: "every member read its restored volumes"}
 	if len(failed) > 0 {
-		c.Reason, c.Message = fedv1alpha1.VolumeRestoreWarmUpFailedReason, "warm-up failed on some volumes (they may be slow on first reads): "+strings.Join(failed, "; ")
+		c.Reason, c.Message = fedv1alpha1.VolumeRestoreWarmUpFailedReason, "warm-up failed on some volumes (they may be slow on first reads), or found corrupted RocksDB logs: "+strings.Join(failed, "; ")
 	}
 	setCondition(st, c, now)
 	return true
@@ -316,7 +316,7 @@ func tikvReady(r *fedv1alpha1.VolumeRestore, m Member) bool {
 	if !m.Exists || !memberTrue(m, dpv1alpha1.RestoreMemberTikvCompleteCondition) {
 		return false
 	}
-	return r.Spec.Template.Warmup != fedv1alpha1.RestoreWarmupSync || memberTrue(m, dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
+	return !r.Spec.Template.WarmsUpBeforeTiKV() || memberTrue(m, dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
 }
 
 func all(o Observed, f func(Member) bool) bool {

@@ -113,6 +113,19 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreRunning,
 		},
 		{
+			name: "check-wal-only gates restore-data also with warmup async",
+			mutate: func(r *fedv1alpha1.VolumeRestore) {
+				r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = fedv1alpha1.RestoreWarmupAsync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly
+			},
+			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv, warm), "az2": marked(member(restoreVolume, "100", tikv))},
+			wantPhase: fedv1alpha1.VolumeRestoreRunning,
+			check: func(t *testing.T, r Result) {
+				if c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition); c == nil || !strings.Contains(c.Message, "warming them up") {
+					t.Errorf("Ready %+v", c)
+				}
+			},
+		},
+		{
 			name:      "the data member stays chosen even if another reports a smaller ts later",
 			members:   map[string]Member{"az1": member(restoreData, "200", tikv), "az2": member(restoreVolume, "100", tikv)},
 			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,

@@ -52,6 +52,10 @@ type Options struct {
 	Warmup time.Duration
 	// RestoreWarmup is the restore's warm-up of its volumes: "" (none), sync or async.
 	RestoreWarmup fedv1alpha1.RestoreWarmupMode
+	// RestoreWarmupStrategy is the restore's warmupStrategy ("" is hybrid). The lab's volumes
+	// are directories, so only the strategies that read no block device run here: hybrid and
+	// check-wal-only (the data volume's files, or its RocksDB logs), without raft volumes.
+	RestoreWarmupStrategy fedv1alpha1.RestoreWarmupStrategy
 	// Timeout bounds each wait (cluster ready, backup, restore).
 	Timeout time.Duration
 	// CleanPolicy of the backup; the demo deletes the backup at the end and checks what is left.
@@ -117,6 +121,12 @@ func (o Options) Validate() error {
 		return fmt.Errorf("bank rate %v: want >= 0", o.Rate)
 	case o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone && o.RestoreWarmup != fedv1alpha1.RestoreWarmupSync && o.RestoreWarmup != fedv1alpha1.RestoreWarmupAsync:
 		return fmt.Errorf("restore warm-up %q: want sync, async or none", o.RestoreWarmup)
+	case o.RestoreWarmupStrategy != "" && o.RestoreWarmup == fedv1alpha1.RestoreWarmupNone:
+		return fmt.Errorf("restore warm-up strategy %q without a warm-up mode: set RestoreWarmup too", o.RestoreWarmupStrategy)
+	case o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFio || o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFsr:
+		return fmt.Errorf("restore warm-up strategy %q reads block devices (every volume, or fast snapshot restore and the other volumes), which the lab's volumes (directories) cannot serve; use hybrid or check-wal-only", o.RestoreWarmupStrategy)
+	case o.RestoreWarmupStrategy != "" && o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyHybrid && o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyCheckWALOnly:
+		return fmt.Errorf("restore warm-up strategy %q: want hybrid or check-wal-only", o.RestoreWarmupStrategy)
 	case o.RaftVolumes && o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone:
 		return fmt.Errorf("restore warm-up %q with raft volumes: warm-up reads a raft volume block by block (--block), which the lab's volumes (directories) cannot serve; use no warm-up", o.RestoreWarmup)
 	case o.Namespace == o.RestoreNamespace && o.Namespace != "":

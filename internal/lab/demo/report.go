@@ -66,6 +66,8 @@ type Report struct {
 	// WarmupBytes the bytes they read in total.
 	WarmupResults int
 	WarmupBytes   int64
+	// WarmupWALChecks is how many volumes had their RocksDB logs verified, over those results.
+	WarmupWALChecks int
 	// WarmupIn is each plane's warm-up Jobs' span (kubelet clock, whole seconds); TiKVHandedOver
 	// when each plane's TidbCluster got the restored volumes and TiKVRestarted when its TiKV was
 	// back out of recovery mode (demo samples): a sync warm-up ends before the first, an async
@@ -146,8 +148,8 @@ func (r *Report) Print(w io.Writer) {
 		}
 	}
 	if r.Warmup != "" {
-		p("warm-up of the restored volumes: %s, %d of %d Jobs succeeded, %d reported reading %d B", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal,
-			r.WarmupResults, r.WarmupBytes)
+		p("warm-up of the restored volumes: %s, %d of %d Jobs succeeded, %d reported reading %d B and verifying the RocksDB logs of %d volumes", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal,
+			r.WarmupResults, r.WarmupBytes, r.WarmupWALChecks)
 	}
 	p("bank: %d transfers committed during the run, %d of unknown outcome; at the backup's commit ts %d: %d at or before it, %d after it, %d of unknown outcome at or before it",
 		r.Bank.Committed, r.Bank.Unknown, r.CheckedTS, r.TxnsBeforeCommitTS, r.TxnsAfterCommitTS, r.UnknownBeforeCommitTS)

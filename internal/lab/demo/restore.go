@@ -47,7 +47,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
 	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: controlNamespace,
 		Labels: d.o.RestoreMeta.Labels, Annotations: d.o.RestoreMeta.Annotations}}
-	r.Spec.Template.Warmup = d.o.RestoreWarmup
+	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = d.o.RestoreWarmup, d.o.RestoreWarmupStrategy
 	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
 	for _, dp := range d.lab.DataPlanes {
 		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.RestoreTCName,
@@ -264,13 +264,15 @@ func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
 				continue
 			}
 			var sum struct {
-				Bytes int64 `json:"bytes"`
+				Bytes int64             `json:"bytes"`
+				WAL   []json.RawMessage `json:"wal"`
 			}
 			if err := json.Unmarshal(st.Result.Raw, &sum); err != nil {
 				return s, fmt.Errorf("%s in %s: %w", st.Name, plane, err)
 			}
 			d.report.WarmupResults++
 			d.report.WarmupBytes += sum.Bytes
+			d.report.WarmupWALChecks += len(sum.WAL)
 		}
 		for _, p := range pods.Items {
 			d.report.WarmupJobsTotal++

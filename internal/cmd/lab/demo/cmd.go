@@ -62,6 +62,7 @@ func NewCmd() *cobra.Command {
 	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes, once it committed 100 transfers, before the backup starts")
 	f.BoolVar(&o.RaftVolumes, "raft-volumes", false, "give each TiKV a second volume for its raft log (needs --restore-warmup empty: the lab cannot read a volume block by block)")
 	f.StringVar((*string)(&o.RestoreWarmup), "restore-warmup", "", "warm-up of the restored volumes: sync (before TiKV starts), async (beside the restarted TiKV) or empty for none")
+	f.StringVar((*string)(&o.RestoreWarmupStrategy), "restore-warmup-strategy", "", "warmupStrategy of the restore with --restore-warmup: hybrid (empty: the default) or check-wal-only (verifies the data volume's RocksDB logs before TiKV starts); the lab cannot serve fio or fsr")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each wait (cluster up, backup, restore)")
 	f.BoolVar(&o.KeepBackup, "keep-backup", false, "do not delete the backup at the end")
 	return cmd
