@@ -211,6 +211,13 @@ const (
 	// RestoreMemberRebuildFailedReason: the TiKV PVs and PVCs cannot be rebuilt from the
 	// restoremeta (missing after restore-volumes succeeded, or its claims not rebuildable).
 	RestoreMemberRebuildFailedReason = "RebuildFailed"
+	// RestoreMemberVolumeNotOwnedReason: the restoremeta names a volume that is not this
+	// restore's (it does not carry fedbr.io/restore=<member uid>, or does not exist); no PV is
+	// created for any volume. The message names the volume and the rule.
+	RestoreMemberVolumeNotOwnedReason = "VolumeNotOwned"
+	// RestoreMemberCloudUnreachableReason: False while the restored volumes cannot be
+	// described (to check they are this restore's); retried.
+	RestoreMemberCloudUnreachableReason = "CloudUnreachable"
 	// RestoreMemberWarmUpUnsupportedReason: a warm-up is asked for with warmupStrategy
 	// check-wal-only.
 	RestoreMemberWarmUpUnsupportedReason = "WarmUpUnsupported"
