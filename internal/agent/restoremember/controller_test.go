@@ -470,16 +470,19 @@ func unprotect(ctx context.Context, ns string, stop <-chan struct{}) {
 }
 
 // TestRestoremetaNamingAnotherVolumeIsRefused: a restoremeta that names a volume of the
-// account the restore did not create (here the backed-up cluster's live TiKV volume) fails the
+// account the restore did not create (here another cluster's live TiKV volume) fails the
 // member with VolumeNotOwned naming the volume and the rule, and no PV is ever created, so no
 // TiKV of the restored cluster mounts another cluster's data.
 func TestRestoremetaNamingAnotherVolumeIsRefused(t *testing.T) {
 	f := newFixture(t, "rs-forged")
 	f.createMember()
-	f.restoreVolumesRecording(f.oldVol)
+	other, err := f.lab.Server.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2b", Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}}})
+	must(t, err)
+	victim := other.Volumes[0].ID
+	f.restoreVolumesRecording(victim)
 	f.waitCondition(dpv1alpha1.RestoreMemberFailedCondition)
 	c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
-	if c.Reason != dpv1alpha1.RestoreMemberVolumeNotOwnedReason || !strings.Contains(c.Message, f.oldVol) || !strings.Contains(c.Message, "rule "+meta.RuleRestoreTag) {
+	if c.Reason != dpv1alpha1.RestoreMemberVolumeNotOwnedReason || !strings.Contains(c.Message, victim) || !strings.Contains(c.Message, "rule "+meta.RuleRestoreTag) {
 		t.Errorf("Failed %s: %s", c.Reason, c.Message)
 	}
 	pvs := &corev1.PersistentVolumeList{}

@@ -92,7 +92,7 @@ func TestRestoreUpstreamBackup(t *testing.T) {
 
 // TestRetryRefusesRestoremetaNamingAnotherVolume: a retry returns the volumes restoremeta
 // records only if each carries this restore's identity; one naming any other volume of the
-// account (here a TiKV volume of the backed-up cluster) is refused by id and rule.
+// account (here another cluster's TiKV volume) is refused by id and rule.
 func TestRetryRefusesRestoremetaNamingAnotherVolume(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, awsdouble.Options{})
@@ -103,7 +103,12 @@ func TestRetryRefusesRestoremetaNamingAnotherVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := rm.TiKV.Stores[0].Volumes[0].ID // the source cluster's live volume
+	// another cluster's live TiKV volume in the account
+	other, err := l.srv.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := other.Volumes[0].ID
 	rm.TiKV.Stores[0].Volumes[0].RestoreVolumeID = victim
 	l.overwrite(t, meta.RestoreMetaPrefix+"r1", rm)
 	_, err = restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1"})

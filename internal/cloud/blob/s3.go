@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -71,8 +70,8 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// Get reads key.
-func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
+// Get reads key, at most limit+1 bytes of it.
+func (s *S3) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: awssdk.String(s.bucket), Key: awssdk.String(s.prefix + key)})
 	if err != nil {
 		var nsk *types.NoSuchKey
@@ -83,7 +82,10 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("get s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
 	}
 	defer func() { _ = out.Body.Close() }()
-	b, err := io.ReadAll(out.Body)
+	if n := awssdk.ToInt64(out.ContentLength); n > limit {
+		return nil, fmt.Errorf("get s3://%s/%s%s: %w: %d bytes, more than %d", s.bucket, s.prefix, key, ErrTooLarge, n, limit)
+	}
+	b, err := readLimited(out.Body, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
 	}

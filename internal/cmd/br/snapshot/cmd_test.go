@@ -181,7 +181,7 @@ func TestSnapshotWithPause(t *testing.T) {
 		t.Errorf("logs:\n%s", logs)
 	}
 	for _, key := range []string{meta.ManifestKey("tidb", "TidbCluster", "basic"), meta.ManifestKey("_cluster", "Namespace", "tidb")} {
-		if _, err := d.Get(ctx, key); err != nil {
+		if _, err := d.Get(ctx, key, meta.MaxManifestBytes); err != nil {
 			t.Errorf("manifest %s not stored: %v", key, err)
 		}
 	}
