@@ -333,8 +333,8 @@ func (r *Reconciler) openStore(ctx context.Context, st job.Storage) (*meta.Store
 	return OpenStore(ctx, st, r.Env)
 }
 
-// OpenStore opens a backup's metadata store from the agent: S3 with the agent's region and
-// endpoint, or a local storage's hostPath directory.
+// OpenStore opens a backup's metadata store from the agent: S3 in the storage's region (the
+// agent's by default) through the agent's endpoint, or a local storage's hostPath directory.
 func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, error) {
 	switch {
 	case st.Bucket != "":
@@ -342,7 +342,11 @@ func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, e
 		if prefix != "" {
 			prefix += "/"
 		}
-		b, err := blob.NewS3(ctx, blob.S3Config{Region: env.Region, Bucket: st.Bucket, Prefix: prefix, Endpoint: env.AWSEndpoint})
+		region := st.Region
+		if region == "" {
+			region = env.Region
+		}
+		b, err := blob.NewS3(ctx, blob.S3Config{Region: region, Bucket: st.Bucket, Prefix: prefix, Endpoint: env.AWSEndpoint})
 		if err != nil {
 			return nil, err
 		}
