@@ -37,10 +37,10 @@ type S3StorageProviderType string
 // encryption.
 //
 // +kubebuilder:validation:XValidation:rule="self.provider == 'aws'",message="s3.provider: only aws is supported (other S3 flavours need s3.endpoint, which fedbr does not honour)"
-// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || self.endpoint == ''",message="s3.endpoint is not honoured: fedbr calls Amazon S3's own endpoint for s3.region; remove the field"
-// +kubebuilder:validation:XValidation:rule="!has(self.storageClass) || self.storageClass == ''",message="s3.storageClass is not honoured: metadata objects take the bucket's default storage class; remove the field"
-// +kubebuilder:validation:XValidation:rule="!has(self.acl) || self.acl == ''",message="s3.acl is not honoured: metadata objects take the bucket's default ACL; remove the field"
-// +kubebuilder:validation:XValidation:rule="!has(self.sse) || self.sse == ''",message="s3.sse is not honoured: metadata objects take the bucket's default encryption (set SSE-S3 or SSE-KMS as the bucket's default); remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0",message="s3.endpoint is not honoured: fedbr calls Amazon S3's own endpoint for s3.region; remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.storageClass) || size(self.storageClass) == 0",message="s3.storageClass is not honoured: metadata objects take the bucket's default storage class; remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.acl) || size(self.acl) == 0",message="s3.acl is not honoured: metadata objects take the bucket's default ACL; remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.sse) || size(self.sse) == 0",message="s3.sse is not honoured: metadata objects take the bucket's default encryption (set SSE-S3 or SSE-KMS as the bucket's default); remove the field"
 // +kubebuilder:validation:XValidation:rule="!has(self.options) || size(self.options) == 0",message="s3.options is not honoured: fedbr passes no storage flags through; remove the field"
 type S3StorageProvider struct {
 	// Provider is the flavour of S3 API; only aws (Amazon S3) is accepted.
