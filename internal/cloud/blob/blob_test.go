@@ -104,7 +104,8 @@ func TestS3AgainstDouble(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	s, err := blob.NewS3(context.Background(), blob.S3Config{Region: "us-west-2", Bucket: "meta", Prefix: "fedbr/", Endpoint: hs.URL})
+	s, err := blob.NewS3(context.Background(), blob.S3Config{Region: "us-west-2", Bucket: "meta", Prefix: "fedbr/", Endpoint: hs.URL,
+		AWS: awsdouble.Config("us-west-2")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,8 @@ type S3Config struct {
 	Prefix string
 	// Endpoint overrides the S3 endpoint (the lab double); path-style addressing is used then.
 	Endpoint string
-	// AWS is a pre-loaded SDK configuration; when nil it is loaded from the environment, with
-	// static lab credentials if Endpoint is set.
+	// AWS is a pre-loaded SDK configuration; when nil it is loaded from the environment
+	// (credentials from the SDK's default chain, Endpoint or not).
 	AWS *awssdk.Config
 }
 
@@ -40,7 +40,7 @@ var _ Store = (*S3)(nil)
 
 // NewS3 builds the S3 client.
 func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
-	ac, err := fedaws.LoadConfig(ctx, cfg.AWS, cfg.Region, cfg.Endpoint)
+	ac, err := fedaws.LoadConfig(ctx, cfg.AWS, cfg.Region)
 	if err != nil {
 		return nil, err
 	}
