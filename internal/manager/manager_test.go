@@ -521,7 +521,9 @@ func TestBrokenContextMarksOnlyThatPlaneUnreachable(t *testing.T) {
 	if v := testutil.ToFloat64(metrics.PlaneReachable.WithLabelValues("dp2")); v != 0 {
 		t.Errorf("fedbr_dataplane_reachable{plane=dp2} = %v, want 0", v)
 	}
-	if err := l.control.Client.Create(ctx, backupSpec("dp1-only", "dp1")); err != nil {
+	alone := backupSpec("dp1-only", "dp1")
+	alone.Spec.Clusters[0].TCName = "other" // another TiDB cluster: no pause gate shared with the first
+	if err := l.control.Client.Create(ctx, alone); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "initializer member in dp1", func() error {

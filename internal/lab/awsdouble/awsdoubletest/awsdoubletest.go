@@ -30,10 +30,7 @@ type Lab struct {
 // default chain. Everything stops when the test ends.
 func Serve(t testing.TB, opts awsdouble.Options, retryMode string) Lab {
 	t.Helper()
-	for _, kv := range awsdouble.CredentialsEnv() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	Credentials(t)
 	if opts.VolumeCreateDuration == 0 {
 		opts.VolumeCreateDuration = 5 * time.Millisecond
 	}
@@ -55,4 +52,13 @@ func Serve(t testing.TB, opts awsdouble.Options, retryMode string) Lab {
 	}
 	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
 	return Lab{Server: srv, Provider: p, Endpoint: hs.URL}
+}
+
+// Credentials puts the lab's credentials in the test's environment (t.Setenv, so not from a
+// parallel test), for code run in process against the double with --aws-endpoint.
+func Credentials(t testing.TB) {
+	for _, kv := range awsdouble.CredentialsEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
 }
