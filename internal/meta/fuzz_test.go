@@ -93,7 +93,7 @@ func TestReadsAreBounded(t *testing.T) {
 	if err := d.Put(ctx, BackupMetaKey, append(big, `"}`...)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BackupMetaAsIs(ctx); !errors.Is(err, blob.ErrTooLarge) || !strings.Contains(err.Error(), BackupMetaKey) {
+	if _, err := s.BackupMetaAsIs(ctx); !errors.Is(err, blob.ErrTooLarge) || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), BackupMetaKey) {
 		t.Fatalf("read an oversized backupmeta: err = %v, want ErrTooLarge naming %s", err, BackupMetaKey)
 	}
 	if err := d.Put(ctx, BackupMetaKey, []byte(`{"fedbr":{"version":1,"backup_id":"*"}}`)); err != nil {

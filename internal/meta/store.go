@@ -344,6 +344,10 @@ func (s *Store) stamp(r *Record) *Record {
 
 func (s *Store) get(ctx context.Context, key string) (*Record, error) {
 	b, err := s.blob.Get(ctx, key, MaxRecordBytes)
+	if errors.Is(err, blob.ErrTooLarge) {
+		// too large is invalid, not unreachable: a retry reads the same object
+		return nil, fmt.Errorf("read %s: %w: %w", key, ErrInvalid, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
