@@ -36,7 +36,14 @@ type Snapshot struct {
 	FullSizeBytes int64
 	FullSizeKnown bool
 	Started       time.Time
-	Tags          map[string]string
+	// Tags are the snapshot's tags as this account sees them (a snapshot another account
+	// shares shows none of its owner's).
+	Tags map[string]string
+	// OwnerID is the account that owns the snapshot; Owned says it is the account the
+	// provider acts for (what DescribeSnapshots finds with OwnerIds=self). Only an owned
+	// snapshot is ever fedbr's to restore from or delete (see meta.Record.CheckSnapshots).
+	OwnerID string
+	Owned   bool
 	// StartCall is how long the call that started it took (its set's CreateSnapshots, with
 	// the SDK's retries); zero on snapshots only described. The slowest such call is the
 	// physical floor of a GC pause window.
@@ -163,6 +170,9 @@ type Snapshots interface {
 	// WaitSnapshots waits until all snapshots completed, reporting progress; a snapshot in
 	// error state fails the wait at once.
 	WaitSnapshots(ctx context.Context, ids []string, report func(Progress)) ([]Snapshot, error)
+	// DescribeSnapshots returns the snapshots among ids that this account can see, its own
+	// and those other accounts share with it (Owned tells them apart); missing ones are left
+	// out.
 	DescribeSnapshots(ctx context.Context, ids []string) ([]Snapshot, error)
 	// ListSnapshots finds the account's snapshots carrying all the given tags (the sweeper's
 	// view: what a backup identity left behind).

@@ -21,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -71,11 +73,27 @@ func startManager(t *testing.T) *lab {
 }
 
 func startManagerOver(t *testing.T, planes map[string]*testenv.Env) *lab {
+	return startManagerOn(t, planes, nil)
+}
+
+// startManagerOn is startManagerOver with the kubeconfig changed by edit before the manager
+// reads it.
+func startManagerOn(t *testing.T, planes map[string]*testenv.Env, edit func(*clientcmdapi.Config)) *lab {
 	t.Helper()
 	l := shared
 	l.kubeconfig = filepath.Join(t.TempDir(), "planes")
 	if err := testenv.WriteKubeconfig(l.kubeconfig, planes); err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		cfg, err := clientcmd.LoadFromFile(l.kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edit(cfg)
+		if err := clientcmd.WriteToFile(*cfg, l.kubeconfig); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -469,6 +487,48 @@ func TestRestoreRunsDataOnTheSmallestTSAndFinishesEverywhere(t *testing.T) {
 		}
 		if got.Status.Phase != fedv1alpha1.VolumeRestoreComplete || got.Status.CommitTs != "400" {
 			return fmt.Errorf("phase %s commitTs %s", got.Status.Phase, got.Status.CommitTs)
+		}
+		return nil
+	})
+}
+
+// TestBrokenContextMarksOnlyThatPlaneUnreachable: a kubeconfig whose dp2 context cannot be
+// loaded (certificate data that is no certificate) does not stop the manager: dp2 is reported
+// unreachable — the metric, and ClusterUnreachable naming it on a backup that uses it — while a
+// backup of dp1 alone goes on.
+func TestBrokenContextMarksOnlyThatPlaneUnreachable(t *testing.T) {
+	metrics.PlaneReachable.Reset()
+	l := startManagerOn(t, map[string]*testenv.Env{"dp1": shared.dp1, "dp2": shared.dp2}, func(c *clientcmdapi.Config) {
+		c.Clusters["dp2"].CertificateAuthorityData = []byte("not a certificate")
+	})
+	ctx := context.Background()
+	ensureNamespace(t, l.dp1.Client, "tidb")
+	if err := l.control.Client.Create(ctx, backupSpec("both-planes", "dp1", "dp2")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ClusterUnreachable naming dp2", func() error {
+		var b fedv1alpha1.VolumeBackup
+		if err := l.control.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "both-planes"}, &b); err != nil {
+			return err
+		}
+		for _, c := range b.Status.Conditions {
+			if c.Reason == fedv1alpha1.ClusterUnreachableReason && strings.Contains(c.Message, "dp2") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", b.Status.Conditions)
+	})
+	if v := testutil.ToFloat64(metrics.PlaneReachable.WithLabelValues("dp2")); v != 0 {
+		t.Errorf("fedbr_dataplane_reachable{plane=dp2} = %v, want 0", v)
+	}
+	alone := backupSpec("dp1-only", "dp1")
+	alone.Spec.Clusters[0].TCName = "other" // another TiDB cluster: no pause gate shared with the first
+	if err := l.control.Client.Create(ctx, alone); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "initializer member in dp1", func() error {
+		if m := backupMember(t, l.dp1, "dp1-only"); m == nil || m.Spec.Phase != dpv1alpha1.BackupMemberInitialize {
+			return fmt.Errorf("member %+v", m)
 		}
 		return nil
 	})

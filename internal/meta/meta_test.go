@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -204,8 +205,24 @@ func TestValidateBackup(t *testing.T) {
 		{"other type", func(r *Record) { r.ClusterInfo.FullBackupType = "kv" }, "only aws-ebs"},
 		{"no resolved ts", func(r *Record) { r.ClusterInfo.ResolvedTS = 0 }, "resolved_ts is 0"},
 		{"no stores", func(r *Record) { r.TiKV.Stores = nil }, "store count is 0"},
-		{"store without volumes", func(r *Record) { r.TiKV.Stores[1].Volumes = nil }, "store 2 has no volumes"},
-		{"no snapshot id", func(r *Record) { r.TiKV.Stores[0].Volumes[1].SnapshotID = "" }, "both are required"},
+		{"store without volumes", func(r *Record) { r.TiKV.Stores[1].Volumes = nil }, "tikv.stores[1] (store 2) has no volumes"},
+		{"no snapshot id", func(r *Record) { r.TiKV.Stores[0].Volumes[1].SnapshotID = "" }, "tikv.stores[0].volumes[1].snapshot_id is empty"},
+		{"snapshot id a filter wildcard", func(r *Record) { r.TiKV.Stores[0].Volumes[1].SnapshotID = "snap-*" },
+			`tikv.stores[0].volumes[1].snapshot_id "snap-*": not an EBS snapshot id`},
+		{"volume id not a volume", func(r *Record) { r.TiKV.Stores[1].Volumes[0].ID = "snap-3x" },
+			`tikv.stores[1].volumes[0].volume_id "snap-3x": not an EBS volume id`},
+		{"restore volume id with a comma", func(r *Record) { r.TiKV.Stores[1].Volumes[0].RestoreVolumeID = "vol-1,vol-2" },
+			`tikv.stores[1].volumes[0].restore_volume_id "vol-1,vol-2": not an EBS volume id`},
+		{"one snapshot for two volumes", func(r *Record) { r.TiKV.Stores[1].Volumes[0].SnapshotID = "snap-1" },
+			`tikv.stores[1].volumes[0].snapshot_id "snap-1": listed twice (also tikv.stores[0].volumes[0].snapshot_id)`},
+		{"store listed twice", func(r *Record) { r.TiKV.Stores[1].ID = 1 }, "tikv.stores[1].store_id 1: listed twice"},
+		{"replicas below the stores", func(r *Record) { r.TiKV.Replicas = 1 }, "tikv.replicas 1: want at least the 2 stores"},
+		{"replicas beyond the bound", func(r *Record) { r.TiKV.Replicas = MaxStores + 1 }, "tikv.replicas 10001"},
+		{"too many volumes", func(r *Record) {
+			for i := range MaxVolumesPerStore {
+				r.TiKV.Stores[1].Volumes = append(r.TiKV.Stores[1].Volumes, Volume{ID: fmt.Sprintf("vol-x%d", i), SnapshotID: fmt.Sprintf("snap-x%d", i)})
+			}
+		}, "tikv.stores[1].volumes: 33 volumes, at most 32"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sampleBackup()
@@ -235,7 +252,7 @@ func TestValidateCluster(t *testing.T) {
 	r.TiKV.Stores = append(r.TiKV.Stores, TiKVStore{ID: 2, Volumes: []Volume{{ID: "vol-0a1b2c3d4e5f60001"}}})
 	r.TiKV.Replicas = 1
 	err = r.ValidateCluster()
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "listed twice") || !strings.Contains(err.Error(), "less than") {
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "listed twice") || !strings.Contains(err.Error(), "want at least the 2 stores listed") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -450,7 +467,7 @@ func TestPutManifestKeepsFirstCopy(t *testing.T) {
 	if _, err := s.PutManifest(ctx, "tidb", "TidbCluster", "basic", []byte("v2")); err != nil {
 		t.Fatal(err)
 	}
-	if b, _ := d.Get(ctx, key); string(b) != "v1" {
+	if b, _ := d.Get(ctx, key, MaxManifestBytes); string(b) != "v1" {
 		t.Fatalf("manifest = %q", b)
 	}
 	if _, err := s.PutManifest(ctx, "tidb", "a/b", "basic", nil); err == nil {

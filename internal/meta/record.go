@@ -188,31 +188,121 @@ func (r *Record) Clone() *Record {
 	return c
 }
 
+// Bounds on what a record may list: far above any real cluster, low enough that a forged
+// record cannot make a step plan millions of cloud calls.
+const (
+	// MaxStores bounds tikv.stores and tikv.replicas.
+	MaxStores = 10000
+	// MaxVolumesPerStore bounds tikv.stores[].volumes.
+	MaxVolumesPerStore = 32
+)
+
+// Cloud id syntax: AWS's ids are the prefix and 8 or 17 hex digits; the pattern admits any
+// letters, digits and '-' after the prefix, and nothing else, so an id is never an EC2 filter
+// wildcard ('*', '?'), a list or a path.
+var (
+	volumeIDPattern   = regexp.MustCompile(`^vol-[0-9A-Za-z][0-9A-Za-z-]{0,62}$`)
+	snapshotIDPattern = regexp.MustCompile(`^snap-[0-9A-Za-z][0-9A-Za-z-]{0,62}$`)
+)
+
+// ValidateIDs checks what every reader of a record uses, whatever the record's kind: each
+// volume, snapshot and restored volume id has its syntax and is listed once, the store and
+// volume counts are within MaxStores and MaxVolumesPerStore, and fedbr's backup and restore
+// ids are identities (ValidateID). Every record read from storage passes it before any field
+// is used (Store); each error names its field.
+func (r *Record) ValidateIDs() error {
+	if err := errors.Join(r.validateIDs()...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (r *Record) validateIDs() []error {
+	var errs []error
+	stores := r.TiKV.Stores
+	if len(stores) > MaxStores {
+		return []error{fmt.Errorf("tikv.stores: %d stores, at most %d", len(stores), MaxStores)}
+	}
+	if r.TiKV.Replicas < 0 || r.TiKV.Replicas > MaxStores {
+		errs = append(errs, fmt.Errorf("tikv.replicas %d: want 0 to %d", r.TiKV.Replicas, MaxStores))
+	}
+	if e := r.Fedbr; e != nil {
+		if e.BackupID != "" {
+			if err := ValidateID(e.BackupID); err != nil {
+				errs = append(errs, fmt.Errorf("fedbr.backup_id: %w", err))
+			}
+		}
+		if e.RestoreID != "" {
+			if err := ValidateID(e.RestoreID); err != nil {
+				errs = append(errs, fmt.Errorf("fedbr.restore_id: %w", err))
+			}
+		}
+	}
+	seen := map[string]string{} // id → the field that listed it first
+	id := func(field, v string, pattern *regexp.Regexp, what string) {
+		switch {
+		case v == "":
+		case !pattern.MatchString(v):
+			errs = append(errs, fmt.Errorf("%s %q: not %s id", field, v, what))
+		case seen[v] != "":
+			errs = append(errs, fmt.Errorf("%s %q: listed twice (also %s)", field, v, seen[v]))
+		default:
+			seen[v] = field
+		}
+	}
+	storeIDs := map[uint64]bool{}
+	for si, s := range stores {
+		f := fmt.Sprintf("tikv.stores[%d]", si)
+		if storeIDs[s.ID] && s.ID != 0 {
+			errs = append(errs, fmt.Errorf("%s.store_id %d: listed twice", f, s.ID))
+		}
+		storeIDs[s.ID] = true
+		if len(s.Volumes) > MaxVolumesPerStore {
+			errs = append(errs, fmt.Errorf("%s.volumes: %d volumes, at most %d", f, len(s.Volumes), MaxVolumesPerStore))
+			continue
+		}
+		for vi, v := range s.Volumes {
+			vf := fmt.Sprintf("%s.volumes[%d]", f, vi)
+			id(vf+".volume_id", v.ID, volumeIDPattern, "an EBS volume")
+			id(vf+".snapshot_id", v.SnapshotID, snapshotIDPattern, "an EBS snapshot")
+			id(vf+".restore_volume_id", v.RestoreVolumeID, volumeIDPattern, "an EBS volume")
+		}
+	}
+	return errs
+}
+
+// validateLayout checks what the snapshot step and a restore need beyond ValidateIDs: stores,
+// a volume id for every volume, and (snapshots: a backupmeta) a snapshot id for every volume.
+func (r *Record) validateLayout(snapshots bool) []error {
+	errs := r.validateIDs()
+	stores := r.TiKV.Stores
+	if len(stores) == 0 {
+		errs = append(errs, errors.New("tikv.stores: store count is 0"))
+	}
+	if r.TiKV.Replicas < len(stores) {
+		errs = append(errs, fmt.Errorf("tikv.replicas %d: want at least the %d stores listed", r.TiKV.Replicas, len(stores)))
+	}
+	for si, s := range stores {
+		f := fmt.Sprintf("tikv.stores[%d]", si)
+		if len(s.Volumes) == 0 {
+			errs = append(errs, fmt.Errorf("%s (store %d) has no volumes", f, s.ID))
+		}
+		for vi, v := range s.Volumes {
+			vf := fmt.Sprintf("%s.volumes[%d]", f, vi)
+			if v.ID == "" {
+				errs = append(errs, fmt.Errorf("%s.volume_id is empty", vf))
+			}
+			if snapshots && v.SnapshotID == "" {
+				errs = append(errs, fmt.Errorf("%s.snapshot_id is empty (volume %s)", vf, v.ID))
+			}
+		}
+	}
+	return errs
+}
+
 // ValidateCluster checks a clustermeta: the input of the snapshot step.
 func (r *Record) ValidateCluster() error {
-	var errs []error
-	if len(r.TiKV.Stores) == 0 {
-		errs = append(errs, errors.New("store count is 0"))
-	}
-	seen := map[string]bool{}
-	for _, s := range r.TiKV.Stores {
-		if len(s.Volumes) == 0 {
-			errs = append(errs, fmt.Errorf("store %d has no volumes", s.ID))
-		}
-		for i, v := range s.Volumes {
-			if v.ID == "" {
-				errs = append(errs, fmt.Errorf("store %d volume %d has no volume_id", s.ID, i))
-			}
-			if seen[v.ID] {
-				errs = append(errs, fmt.Errorf("volume %s is listed twice", v.ID))
-			}
-			seen[v.ID] = true
-		}
-	}
-	if r.TiKV.Replicas < len(r.TiKV.Stores) {
-		errs = append(errs, fmt.Errorf("tikv.replicas %d is less than the %d stores listed", r.TiKV.Replicas, len(r.TiKV.Stores)))
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(r.validateLayout(false)...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
@@ -220,7 +310,8 @@ func (r *Record) ValidateCluster() error {
 
 // ValidateBackup checks a backupmeta the way a restore needs it: BR's checks (cluster_info
 // present, semver cluster_version, aws-ebs, resolved_ts set, at least one store) plus a
-// snapshot id for every volume.
+// snapshot id for every volume, the syntax and uniqueness of every volume and snapshot id, and
+// the store and volume counts.
 func (r *Record) ValidateBackup() error {
 	var errs []error
 	if ci := r.ClusterInfo; ci == nil {
@@ -236,19 +327,7 @@ func (r *Record) ValidateBackup() error {
 			errs = append(errs, errors.New("resolved_ts is 0"))
 		}
 	}
-	if len(r.TiKV.Stores) == 0 {
-		errs = append(errs, errors.New("store count is 0"))
-	}
-	for _, s := range r.TiKV.Stores {
-		if len(s.Volumes) == 0 {
-			errs = append(errs, fmt.Errorf("store %d has no volumes", s.ID))
-		}
-		for i, v := range s.Volumes {
-			if v.ID == "" || v.SnapshotID == "" {
-				errs = append(errs, fmt.Errorf("store %d volume %d: volume_id %q snapshot_id %q: both are required", s.ID, i, v.ID, v.SnapshotID))
-			}
-		}
-	}
+	errs = append(errs, r.validateLayout(true)...)
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

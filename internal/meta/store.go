@@ -32,6 +32,19 @@ const (
 	TombstoneKey = "cleaned"
 )
 
+// Size bounds of the objects read from storage: metadata is untrusted, and a reader never
+// reads more than its object's bound plus one byte (blob.ErrTooLarge beyond it). They are far
+// above what a real backup writes (a record of 1,000 stores with their Kubernetes objects is
+// a few MiB).
+const (
+	// MaxRecordBytes bounds clustermeta, backupmeta and restoremeta.
+	MaxRecordBytes = 32 << 20
+	// MaxTombstoneBytes bounds the clean tombstone.
+	MaxTombstoneBytes = 16 << 20
+	// MaxManifestBytes bounds a saved Kubernetes manifest (etcd's own object limit is 1.5 MiB).
+	MaxManifestBytes = 8 << 20
+)
+
 // ErrNotFound is returned (wrapped) for a missing object; it is blob.ErrNotFound.
 var ErrNotFound = blob.ErrNotFound
 
@@ -67,7 +80,7 @@ func (s *Store) PutClusterMeta(ctx context.Context, r *Record) error {
 	if err := r.ValidateCluster(); err != nil {
 		return fmt.Errorf("put %s: %w", ClusterMetaKey, err)
 	}
-	_, err := s.blob.Get(ctx, BackupMetaKey)
+	_, err := s.blob.Get(ctx, BackupMetaKey, MaxRecordBytes)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
 		return s.put(ctx, ClusterMetaKey, s.stamp(r))
@@ -218,7 +231,7 @@ func (s *Store) PutManifest(ctx context.Context, namespace, kind, name string, y
 		}
 	}
 	key := ManifestKey(namespace, kind, name)
-	_, err := s.blob.Get(ctx, key)
+	_, err := s.blob.Get(ctx, key, MaxManifestBytes)
 	switch {
 	case err == nil:
 		return key, nil
@@ -253,13 +266,27 @@ func (s *Store) PutTombstone(ctx context.Context, t Tombstone) error {
 
 // Tombstone reads the tombstone.
 func (s *Store) Tombstone(ctx context.Context) (Tombstone, error) {
-	b, err := s.blob.Get(ctx, TombstoneKey)
+	b, err := s.blob.Get(ctx, TombstoneKey, MaxTombstoneBytes)
 	if err != nil {
 		return Tombstone{}, fmt.Errorf("read %s: %w", TombstoneKey, err)
 	}
+	t, err := ParseTombstone(b)
+	if err != nil {
+		return Tombstone{}, fmt.Errorf("read %s: %w", TombstoneKey, err)
+	}
+	return t, nil
+}
+
+// ParseTombstone reads a tombstone; its snapshot ids must be snapshot ids.
+func ParseTombstone(b []byte) (Tombstone, error) {
 	var t Tombstone
 	if err := json.Unmarshal(b, &t); err != nil {
-		return Tombstone{}, fmt.Errorf("read %s: %w: %w", TombstoneKey, ErrInvalid, err)
+		return Tombstone{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for i, id := range t.Snapshots {
+		if !snapshotIDPattern.MatchString(id) {
+			return Tombstone{}, fmt.Errorf("%w: snapshots[%d] %q: not an EBS snapshot id", ErrInvalid, i, id)
+		}
 	}
 	return t, nil
 }
@@ -316,12 +343,19 @@ func (s *Store) stamp(r *Record) *Record {
 }
 
 func (s *Store) get(ctx context.Context, key string) (*Record, error) {
-	b, err := s.blob.Get(ctx, key)
+	b, err := s.blob.Get(ctx, key, MaxRecordBytes)
+	if errors.Is(err, blob.ErrTooLarge) {
+		// too large is invalid, not unreachable: a retry reads the same object
+		return nil, fmt.Errorf("read %s: %w: %w", key, ErrInvalid, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	r, err := Parse(b)
 	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	if err := r.ValidateIDs(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", key, err)
 	}
 	return r, nil
@@ -341,7 +375,7 @@ func (s *Store) put(ctx context.Context, key string, r *Record) error {
 // putOnce writes key unless it exists; an existing object equal to r apart from its write
 // time is success, anything else ErrExists.
 func (s *Store) putOnce(ctx context.Context, key string, r *Record) error {
-	old, err := s.blob.Get(ctx, key)
+	old, err := s.blob.Get(ctx, key, MaxRecordBytes)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
 		return s.put(ctx, key, r)

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -34,7 +35,8 @@ import (
 // Plane is one data plane.
 type Plane struct {
 	// Name is the kubeconfig context name, which is the k8sClusterName of members.
-	Name    string
+	Name string
+	// Cluster is nil for a plane whose context failed to load (see Set.Get).
 	Cluster cluster.Cluster
 
 	probe     discovery.DiscoveryInterface
@@ -99,17 +101,26 @@ func Load(o Options) (*Set, error) {
 	}
 	s := &Set{o: o, planes: map[string]*Plane{}}
 	for name := range raw.Contexts {
-		cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		p, err := loadPlane(raw, name, o)
 		if err != nil {
-			return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
-		}
-		p, err := newPlane(name, restconfig.Finish(cfg, "manager"), o)
-		if err != nil {
-			return nil, err
+			// One bad context (certificate data, an unknown auth provider, a missing
+			// cluster) is that plane's problem only: it stays known and unreachable with
+			// the load error, and the other planes go on.
+			o.Log.Error(err, "Loading a data plane's context; it stays unreachable", "plane", name)
+			p = &Plane{Name: name, lastErr: err}
 		}
 		s.planes[name] = p
 	}
 	return s, nil
+}
+
+// loadPlane builds the plane of one context.
+func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error) {
+	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
+	}
+	return newPlane(name, restconfig.Finish(cfg, "manager"), o)
 }
 
 func newPlane(name string, cfg *rest.Config, o Options) (*Plane, error) {
@@ -136,10 +147,14 @@ func (s *Set) Names() []string {
 	return names
 }
 
-// Get returns the named plane.
+// Get returns the named plane; a plane whose context failed to load is not returned (it has
+// no client), though Known lists it and Reachable says false.
 func (s *Set) Get(name string) (*Plane, bool) {
 	p, ok := s.planes[name]
-	return p, ok
+	if !ok || p.Cluster == nil {
+		return nil, false
+	}
+	return p, true
 }
 
 // Known is the set of plane names, for the planners.
@@ -198,6 +213,10 @@ func (s *Set) Start(ctx context.Context) error {
 
 func (s *Set) run(ctx context.Context, p *Plane) {
 	log := s.o.Log.WithValues("plane", p.Name)
+	if p.Cluster == nil {
+		p.set(false, p.LastError()) // reported unreachable, with its load error
+		return
+	}
 	go func() {
 		if err := p.Cluster.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error(err, "data plane cache stopped")

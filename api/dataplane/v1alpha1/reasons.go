@@ -215,6 +215,13 @@ const (
 	// (a corrupted RocksDB log, or a volume it could not read); the message names the Job and
 	// its error.
 	RestoreMemberWALCheckFailedReason = "WALCheckFailed"
+	// RestoreMemberVolumeNotOwnedReason: the restoremeta names a volume that is not this
+	// restore's (it does not carry fedbr.io/restore=<member uid>, or does not exist); no PV is
+	// created for any volume. The message names the volume and the rule.
+	RestoreMemberVolumeNotOwnedReason = "VolumeNotOwned"
+	// RestoreMemberCloudUnreachableReason: False while the restored volumes cannot be
+	// described (to check they are this restore's); retried.
+	RestoreMemberCloudUnreachableReason = "CloudUnreachable"
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"

@@ -5,15 +5,20 @@ import corev1 "k8s.io/api/core/v1"
 // StorageProvider says where a backup's metadata lives. Exactly one provider must be set; the
 // snapshots themselves always live in EBS.
 //
+// gcs and azblob are in the schema so that upstream's manifests parse, and refused at
+// admission: fedbr keeps a backup's metadata in S3 or a mounted volume only.
+//
 // +kubebuilder:validation:XValidation:rule="[has(self.s3), has(self.gcs), has(self.azblob), has(self.local)].filter(x, x).size() == 1",message="exactly one storage provider (s3, gcs, azblob or local) must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.gcs)",message="gcs is not supported: volume-snapshot backups keep their metadata in s3 (Amazon S3) or local storage"
+// +kubebuilder:validation:XValidation:rule="!has(self.azblob)",message="azblob is not supported: volume-snapshot backups keep their metadata in s3 (Amazon S3) or local storage"
 type StorageProvider struct {
-	// S3 is an S3-compatible bucket.
+	// S3 is an Amazon S3 bucket.
 	// +optional
 	S3 *S3StorageProvider `json:"s3,omitempty"`
-	// Gcs is a Google Cloud Storage bucket.
+	// Gcs is refused at admission (accepted by upstream; not supported by fedbr).
 	// +optional
 	Gcs *GcsStorageProvider `json:"gcs,omitempty"`
-	// Azblob is an Azure Blob Storage container.
+	// Azblob is refused at admission (accepted by upstream; not supported by fedbr).
 	// +optional
 	Azblob *AzblobStorageProvider `json:"azblob,omitempty"`
 	// Local is a volume mounted into the BR Jobs (used by the lab and for tests).
@@ -25,13 +30,26 @@ type StorageProvider struct {
 // +kubebuilder:validation:Enum=aws;alibaba;ceph;digitalocean;dreamhost;ibmcos;minio;netease;wasabi
 type S3StorageProviderType string
 
-// S3StorageProvider is an S3-compatible bucket.
+// S3StorageProvider is an Amazon S3 bucket. The fields fedbr does not honour (endpoint,
+// storageClass, acl, sse, options, and providers other than aws, which need an endpoint) are
+// refused at admission rather than accepted and ignored: the steps read and write metadata
+// through the SDK with AWS's endpoints, the bucket's default storage class, ACL and
+// encryption.
+//
+// +kubebuilder:validation:XValidation:rule="self.provider == 'aws'",message="s3.provider: only aws is supported (other S3 flavours need s3.endpoint, which fedbr does not honour)"
+// +kubebuilder:validation:XValidation:rule="!has(self.endpoint) || size(self.endpoint) == 0",message="s3.endpoint is not honoured: fedbr calls Amazon S3's own endpoint for s3.region; remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.storageClass) || size(self.storageClass) == 0",message="s3.storageClass is not honoured: metadata objects take the bucket's default storage class; remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.acl) || size(self.acl) == 0",message="s3.acl is not honoured: metadata objects take the bucket's default ACL; remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.sse) || size(self.sse) == 0",message="s3.sse is not honoured: metadata objects take the bucket's default encryption (set SSE-S3 or SSE-KMS as the bucket's default); remove the field"
+// +kubebuilder:validation:XValidation:rule="!has(self.options) || size(self.options) == 0",message="s3.options is not honoured: fedbr passes no storage flags through; remove the field"
 type S3StorageProvider struct {
-	// Provider is the flavour of S3 API (aws for Amazon S3).
+	// Provider is the flavour of S3 API; only aws (Amazon S3) is accepted.
 	Provider S3StorageProviderType `json:"provider"`
-	// Region is the bucket's region.
+	// Region is the bucket's region; the data plane's region (the agent's --region) when
+	// empty.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[a-z]{2}(-[a-z]+)+-[0-9]+$`
 	Region string `json:"region,omitempty"`
 	// Path is the full location, s3://bucket/prefix; an alternative to bucket + prefix.
 	// +optional
@@ -41,14 +59,14 @@ type S3StorageProvider struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
 	Bucket string `json:"bucket,omitempty"`
-	// Endpoint overrides the S3 endpoint URL.
+	// Endpoint is refused at admission (not honoured).
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	Endpoint string `json:"endpoint,omitempty"`
-	// StorageClass is the storage class of written objects.
+	// StorageClass is refused at admission (not honoured).
 	// +optional
 	StorageClass string `json:"storageClass,omitempty"`
-	// Acl is the canned ACL of written objects.
+	// Acl is refused at admission (not honoured).
 	// +optional
 	Acl string `json:"acl,omitempty"`
 	// SecretName names a Secret with access_key and secret_key.
@@ -59,10 +77,10 @@ type S3StorageProvider struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Prefix string `json:"prefix,omitempty"`
-	// SSE is the server-side encryption mode (AES256 or aws:kms).
+	// SSE is refused at admission (not honoured; the bucket's default encryption applies).
 	// +optional
 	SSE string `json:"sse,omitempty"`
-	// Options are extra storage flags passed through to the BR engine.
+	// Options is refused at admission (not honoured).
 	// +optional
 	Options []string `json:"options,omitempty"`
 }

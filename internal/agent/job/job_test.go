@@ -161,6 +161,7 @@ func TestStorageFor(t *testing.T) {
 	}{
 		{"s3 bucket+prefix", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Bucket: "b", Prefix: "/p/q-az1/", SecretName: "s"}}, "s3://b/p/q-az1", "", 2, ""},
 		{"s3 path", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Path: "s3://b/base", Prefix: "az1"}}, "s3://b/base/az1", "", 0, ""},
+		{"s3 in its own region", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Bucket: "b", Prefix: "p", Region: "eu-central-1"}}, "s3://b/p?region=eu-central-1", "", 0, ""},
 		{"s3 no bucket", fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Prefix: "x"}}, "", "", 0, "neither bucket"},
 		{"local hostPath", fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{
 			Volume:      corev1.Volume{Name: "nfs", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}}},

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"path"
 	"strings"
 
@@ -28,8 +29,9 @@ type Storage struct {
 	// HostDir is the directory on the node for a local storage backed by a hostPath volume
 	// (the agent reads metadata there); empty otherwise.
 	HostDir string
-	// Bucket and Prefix locate an S3 storage for the agent's own reads.
-	Bucket, Prefix string
+	// Bucket, Prefix and Region (empty: the agent's region) locate an S3 storage for the
+	// agent's own reads.
+	Bucket, Prefix, Region string
 }
 
 // StorageFor turns a template's storage provider into the step's --storage flag, the volumes
@@ -76,9 +78,14 @@ func s3Storage(s *fedv1alpha1.S3StorageProvider) (Storage, error) {
 		bucket, prefix = b, path.Join(rest, prefix)
 	}
 	prefix = strings.Trim(prefix, "/")
-	st := Storage{Flag: "s3://" + bucket + "/" + prefix, Bucket: bucket, Prefix: prefix}
+	st := Storage{Flag: "s3://" + bucket + "/" + prefix, Bucket: bucket, Prefix: prefix, Region: s.Region}
 	if prefix == "" {
 		st.Flag = "s3://" + bucket
+	}
+	if s.Region != "" {
+		// The bucket's region travels with its location; the steps' --region stays the
+		// data plane's (EC2 and EBS).
+		st.Flag += "?region=" + url.QueryEscape(s.Region)
 	}
 	if s.SecretName != "" {
 		key := func(env, k string) corev1.EnvVar {

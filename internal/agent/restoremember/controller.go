@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -35,9 +37,11 @@ import (
 	"github.com/fedbr/fedbr/internal/ownwrite"
 )
 
-// CloudVolumes is what the agent does with EBS volumes itself: find and delete those of a
+// CloudVolumes is what the agent does with EBS volumes itself: check that the volumes a
+// restoremeta names are the restore's before binding them, and find and delete those of a
 // failed restore (internal/cloud/aws implements it).
 type CloudVolumes interface {
+	DescribeVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error)
 	ListVolumes(ctx context.Context, tags map[string]string) ([]cloud.Volume, error)
 	DeleteVolumes(ctx context.Context, ids []string) error
 }
@@ -171,6 +175,7 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 		if err := r.observeTargetClaims(ctx, m, &o); err != nil {
 			return o, err
 		}
+		r.observeRestoredVolumes(ctx, &o)
 	}
 	running := func(s job.State) bool { return s.Exists() && !s.Done() }
 	if m.DeletionTimestamp != nil && len(o.PVCs) == 0 && len(o.PVs) == 0 && !running(o.RestoreVolumes) && !running(o.RestoreData) &&
@@ -328,8 +333,8 @@ func (r *Reconciler) openStore(ctx context.Context, st job.Storage) (*meta.Store
 	return OpenStore(ctx, st, r.Env)
 }
 
-// OpenStore opens a backup's metadata store from the agent: S3 with the agent's region and
-// endpoint, or a local storage's hostPath directory.
+// OpenStore opens a backup's metadata store from the agent: S3 in the storage's region (the
+// agent's by default) through the agent's endpoint, or a local storage's hostPath directory.
 func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, error) {
 	switch {
 	case st.Bucket != "":
@@ -337,7 +342,11 @@ func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, e
 		if prefix != "" {
 			prefix += "/"
 		}
-		b, err := blob.NewS3(ctx, blob.S3Config{Region: env.Region, Bucket: st.Bucket, Prefix: prefix, Endpoint: env.AWSEndpoint})
+		region := st.Region
+		if region == "" {
+			region = env.Region
+		}
+		b, err := blob.NewS3(ctx, blob.S3Config{Region: region, Bucket: st.Bucket, Prefix: prefix, Endpoint: env.AWSEndpoint})
 		if err != nil {
 			return nil, err
 		}
@@ -350,6 +359,20 @@ func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, e
 		return meta.NewStore(b, nil), nil
 	}
 	return nil, fmt.Errorf("%w: local storage %s is not a hostPath volume; use S3 or a hostPath volume", ErrStorageNotReadable, st.Flag)
+}
+
+// observeRestoredVolumes describes the volumes the restoremeta names, for Plan to check that
+// each is this restore's before a PV binds it.
+func (r *Reconciler) observeRestoredVolumes(ctx context.Context, o *Observed) {
+	if o.RestoreMeta == nil {
+		return
+	}
+	if r.Cloud == nil {
+		o.RestoredVolumesErr = errors.New("the agent has no AWS access configured")
+		return
+	}
+	ids := slices.Sorted(maps.Values(o.RestoreMeta.RestoredVolumes()))
+	o.RestoredVolumes, o.RestoredVolumesErr = r.Cloud.DescribeVolumes(ctx, ids)
 }
 
 func (r *Reconciler) observeCloud(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {

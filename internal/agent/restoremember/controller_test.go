@@ -262,7 +262,11 @@ func (f *fixture) writeReport(data map[string]string) {
 
 // restoreVolumes plays `fedbr br restore-volumes`: a volume from the snapshot tagged with the
 // restore id, restoremeta/<id>, the status and summary.
-func (f *fixture) restoreVolumes() {
+func (f *fixture) restoreVolumes() { f.restoreVolumesRecording("") }
+
+// restoreVolumesRecording is restoreVolumes with a restoremeta that records volume forged
+// instead of the restored one (when not empty), as anyone who can write the storage may.
+func (f *fixture) restoreVolumesRecording(forged string) {
 	var j *batchv1.Job
 	eventually(f.t, "restore-volumes Job", func() (bool, string) { j = f.job(job.StepRestoreVolumes); return j != nil, "none" })
 	m := f.member()
@@ -281,7 +285,11 @@ func (f *fixture) restoreVolumes() {
 	must(f.t, err)
 	f.newVol = v.ID
 	rm := f.backup.Clone()
-	rm.TiKV.Stores[0].Volumes[0].RestoreVolumeID, rm.TiKV.Stores[0].Volumes[0].RestoreAZ = v.ID, "us-west-2b"
+	recorded := v.ID
+	if forged != "" {
+		recorded = forged
+	}
+	rm.TiKV.Stores[0].Volumes[0].RestoreVolumeID, rm.TiKV.Stores[0].Volumes[0].RestoreAZ = recorded, "us-west-2b"
 	must(f.t, f.store().PutRestoreMeta(f.ctx, string(m.UID), rm))
 	f.writeReport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":1,"total":1}`,
 		job.StepRestoreVolumes + ".result": fmt.Sprintf(`{"restoreID":%q,"volumes":[{"storeID":11,"volumeID":%q,"az":"us-west-2b"}]}`, m.UID, v.ID)})
@@ -458,6 +466,29 @@ func unprotect(ctx context.Context, ns string, stop <-chan struct{}) {
 				}
 			}
 		}
+	}
+}
+
+// TestRestoremetaNamingAnotherVolumeIsRefused: a restoremeta that names a volume of the
+// account the restore did not create (here another cluster's live TiKV volume) fails the
+// member with VolumeNotOwned naming the volume and the rule, and no PV is ever created, so no
+// TiKV of the restored cluster mounts another cluster's data.
+func TestRestoremetaNamingAnotherVolumeIsRefused(t *testing.T) {
+	f := newFixture(t, "rs-forged")
+	f.createMember()
+	other, err := f.lab.Server.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2b", Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}}})
+	must(t, err)
+	victim := other.Volumes[0].ID
+	f.restoreVolumesRecording(victim)
+	f.waitCondition(dpv1alpha1.RestoreMemberFailedCondition)
+	c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
+	if c.Reason != dpv1alpha1.RestoreMemberVolumeNotOwnedReason || !strings.Contains(c.Message, victim) || !strings.Contains(c.Message, "rule "+meta.RuleRestoreTag) {
+		t.Errorf("Failed %s: %s", c.Reason, c.Message)
+	}
+	pvs := &corev1.PersistentVolumeList{}
+	must(t, env.Client.List(f.ctx, pvs, client.MatchingLabels{LabelRestore: string(f.member().UID)}))
+	if len(pvs.Items) != 0 {
+		t.Errorf("PVs created on a volume that is not the restore's: %d", len(pvs.Items))
 	}
 }
 

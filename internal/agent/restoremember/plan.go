@@ -38,6 +38,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/policy"
+	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -112,6 +113,11 @@ type Observed struct {
 	TargetClaims map[string]*corev1.PersistentVolumeClaim
 	// Pods are the target TidbCluster's TiKV pods.
 	Pods []TiKVPod
+	// RestoredVolumes are the volumes the restoremeta names, described while their claims
+	// are about to be created (RestoredVolumesErr says why they could not be): each must carry
+	// the restore's identity before a PV binds it (meta.CheckRestoredVolume).
+	RestoredVolumes    []cloud.Volume
+	RestoredVolumesErr error
 	// CloudVolumes are the EBS volumes tagged with the restore id, listed only while deleting
 	// an unfinished restore once its PVs are gone; CloudErr says why they could not be.
 	CloudVolumes []string

@@ -23,6 +23,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -226,6 +227,10 @@ func TestPlanRestoreVolume(t *testing.T) {
 		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
 		o.Report = volumesDone
 		o.RestoreMeta = record(t)
+		o.RestoredVolumes = nil
+		for _, id := range o.RestoreMeta.RestoredVolumes() {
+			o.RestoredVolumes = append(o.RestoredVolumes, cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")})
+		}
 	}
 	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
 	for _, tt := range []struct {
@@ -421,6 +426,42 @@ func TestPlanRestoreVolume(t *testing.T) {
 						t.Errorf("status %+v", r.Status)
 					}
 				}},
+		},
+		{
+			name: "restoremeta naming a volume of another restore: no PV at all, refused by id and rule",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				o.RestoredVolumes[1].Tags = meta.RestoreTags("ruid-other")
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
+				msg: "rule " + meta.RuleRestoreTag},
+		},
+		{
+			name: "restoremeta naming an untagged volume (another cluster's TiKV volume) is refused",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				o.RestoredVolumes[0].Tags = map[string]string{"CSIVolumeName": "pvc-prod"}
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
+				msg: "tagged " + meta.TagRestore + `="", not "ruid-1"`},
+		},
+		{
+			name: "restoremeta naming a volume that does not exist is refused",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				o.RestoredVolumes = o.RestoredVolumes[1:]
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
+				msg: "does not exist in this account"},
+		},
+		{
+			name: "restored volumes not describable: retried, nothing created",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				o.RestoredVolumesErr = errors.New("RequestLimitExceeded")
+			}),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberCloudUnreachableReason},
+				msg: "RequestLimitExceeded", phase: PhaseRestoringVolumes, requeue: true},
 		},
 		{
 			name: "restoremeta renumbered for another TiKV count is refused",

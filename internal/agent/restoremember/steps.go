@@ -15,6 +15,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -279,6 +280,9 @@ func (p *plan) rebuild() bool {
 		p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, err.Error())
 		return false
 	}
+	if !p.volumesOwned(claims) {
+		return false
+	}
 	if n, want := Ordinals(claims), tidbcluster.TiKVReplicas(tc); n != want {
 		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the restored volumes serve %d TiKV members and TidbCluster %s/%s has spec.tikv.replicas %d", n, tc.Namespace, tc.Name, want))
 		return false
@@ -309,6 +313,46 @@ func (p *plan) rebuild() bool {
 	p.res.Status.VolumesTotal, p.res.Status.VolumesReady = int32(len(claims)), int32(len(claims))
 	p.set(dpv1alpha1.RestoreMemberVolumeCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberVolumesRestoredReason,
 		fmt.Sprintf("%d volumes restored and bound to TiKV claims of TidbCluster %s/%s", len(claims), tc.Namespace, tc.Name))
+	return true
+}
+
+// volumesOwned checks, while any PV is still to be created, that every volume the claims bind
+// is this restore's: the restoremeta comes from storage, and a PV on any other volume of the
+// account (another cluster's TiKV volume) would hand its data to the restored cluster.
+func (p *plan) volumesOwned(claims []Claim) bool {
+	pending := false
+	for _, c := range claims {
+		pending = pending || p.o.PVs[c.PV.Name] == nil
+	}
+	if !pending {
+		return true
+	}
+	if err := p.o.RestoredVolumesErr; err != nil {
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
+			fmt.Sprintf("describing the restored volumes: %v; retrying every %s", err, cloudRecheck))
+		p.res.RequeueAfter = cloudRecheck
+		return false
+	}
+	byID := map[string]cloud.Volume{}
+	for _, v := range p.o.RestoredVolumes {
+		byID[v.ID] = v
+	}
+	var errs []error
+	for _, c := range claims {
+		id := c.PV.Spec.CSI.VolumeHandle
+		v, ok := byID[id]
+		if !ok {
+			errs = append(errs, fmt.Errorf("volume %s: it does not exist in this account (rule %s): %w", id, meta.RuleRestoreTag, meta.ErrNotOwned))
+			continue
+		}
+		if err := meta.CheckRestoredVolume(v, string(p.m.UID)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		p.fail(dpv1alpha1.RestoreMemberVolumeNotOwnedReason, fmt.Sprintf("restoremeta/%s: %v", p.m.UID, err))
+		return false
+	}
 	return true
 }
 

@@ -125,7 +125,7 @@ func newWorld(t *testing.T, ns string) *world {
 	t.Helper()
 	ctx := testCtx(t)
 	w := &world{lab: awsdoubletest.Serve(t, awsdouble.Options{Unlimited: true}, ""), ns: ns, rec: &recorder{}, metrics: metrics.New()}
-	ac, err := aws.LoadConfig(ctx, nil, w.lab.Server.Options().Region, w.lab.Endpoint)
+	ac, err := aws.LoadConfig(ctx, awsdouble.Config(w.lab.Server.Options().Region), w.lab.Server.Options().Region)
 	must(t, err)
 	w.ec2 = ec2.NewFromConfig(ac, func(o *ec2.Options) {
 		o.BaseEndpoint = awssdk.String(w.lab.Endpoint)

@@ -194,6 +194,8 @@ type cleaner struct {
 	o     Options
 	out   io.Writer
 	sum   Summary
+	// rec is the backup's backupmeta when found (MetaFound).
+	rec   *meta.Record
 	logMu sync.Mutex
 
 	statusMu sync.Mutex
@@ -222,6 +224,7 @@ func (c *cleaner) run(ctx context.Context) error {
 			break
 		}
 		c.sum.MetaFound = true
+		c.rec = rec
 		c.sum.Listed = append(c.sum.Listed, rec.SnapshotIDs()...)
 		if rec.Fedbr != nil && rec.Fedbr.BackupID != "" {
 			c.sum.BackupID = rec.Fedbr.BackupID
@@ -311,6 +314,9 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("describe the backup's snapshots: %w", err)
 	}
+	if err := c.check(existing); err != nil {
+		return fmt.Errorf("delete snapshots (none deleted; metadata kept): %w", err)
+	}
 	exists := map[string]bool{}
 	for _, s := range existing {
 		exists[s.ID] = true
@@ -375,6 +381,23 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 		return fmt.Errorf("delete snapshots (%d of %d deleted; metadata kept for a retry): %w", len(c.sum.Deleted), len(todo), err)
 	}
 	return nil
+}
+
+// check refuses, before anything is deleted, every existing snapshot that is not this
+// backup's: not the account's, or (with a backup identity) not tagged with it, or (listed by
+// backupmeta) not taken of the volume it lists it for. A backupmeta naming another backup's
+// snapshot must not make clean delete it.
+func (c *cleaner) check(existing []cloud.Snapshot) error {
+	var errs []error
+	if c.rec != nil {
+		errs = append(errs, c.rec.CheckSnapshots(existing, c.sum.BackupID))
+	}
+	for _, s := range existing {
+		if slices.Contains(c.sum.Orphans, s.ID) {
+			errs = append(errs, meta.CheckSnapshot(s, c.sum.BackupID, ""))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // deleteMetadata leaves a tombstone and deletes everything else, backupmeta last.

@@ -387,7 +387,7 @@ func TestCleanDryRunDeletesNothing(t *testing.T) {
 // failingGets is a blob store whose reads fail (S3 unreachable).
 type failingGets struct{ blob.Store }
 
-func (failingGets) Get(context.Context, string) ([]byte, error) {
+func (failingGets) Get(context.Context, string, int64) ([]byte, error) {
 	return nil, errors.New("connection refused")
 }
 

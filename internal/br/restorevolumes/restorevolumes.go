@@ -376,8 +376,13 @@ func (r *restorer) reuse(ctx context.Context, done *meta.Record) error {
 		return fmt.Errorf("volumes recorded in restoremeta of %s: %w", r.o.RestoreID, err)
 	}
 	byID := map[string]cloud.Volume{}
+	var errs []error
 	for _, v := range vols {
 		byID[v.ID] = v
+		errs = append(errs, meta.CheckRestoredVolume(v, r.o.RestoreID))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("volumes recorded in restoremeta of %s: %w", r.o.RestoreID, err)
 	}
 	for _, v := range done.Volumes() {
 		if v.RestoreVolumeID == "" {
@@ -432,6 +437,12 @@ func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
 	snaps, err := r.c.DescribeSnapshots(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("describe the backup's snapshots: %w", err)
+	}
+	// Metadata is untrusted: every snapshot must be the account's and this backup's (its
+	// identity tag, or for an upstream backup its recorded source volume) before anything is
+	// created from it.
+	if err := rec.CheckSnapshots(snaps, rec.BackupID()); err != nil {
+		return nil, fmt.Errorf("plan volumes: %w", err)
 	}
 	byID := map[string]cloud.Snapshot{}
 	for _, s := range snaps {

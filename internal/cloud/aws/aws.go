@@ -20,7 +20,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	"github.com/aws/aws-sdk-go-v2/service/ebs"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -62,7 +61,7 @@ type Config struct {
 	// tolerates a missing resource from its start; default 2m.
 	ConsistencyWindow time.Duration
 	// AWS is a pre-loaded SDK configuration (credentials, HTTP client); when nil it is loaded
-	// from the environment, with static lab credentials if Endpoint is set.
+	// from the environment (LoadConfig), Endpoint or not.
 	AWS *awssdk.Config
 }
 
@@ -106,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	if b == nil {
 		b = budget.Shared(cfg.Account+"/"+cfg.Region, limits)
 	}
-	ac, err := LoadConfig(ctx, cfg.AWS, cfg.Region, cfg.Endpoint)
+	ac, err := LoadConfig(ctx, cfg.AWS, cfg.Region)
 	if err != nil {
 		return nil, err
 	}
@@ -267,18 +266,17 @@ func tagMap[T any](tags []T, kv func(T) (string, string)) map[string]string {
 	return m
 }
 
-// LoadConfig returns base (copied) or else the SDK's default configuration for region. With an
-// endpoint override (the lab's AWS double) it uses static credentials, which the double accepts,
-// instead of looking for real ones.
-func LoadConfig(ctx context.Context, base *awssdk.Config, region, endpoint string) (awssdk.Config, error) {
+// LoadConfig returns base (copied) or else the SDK's default configuration for region:
+// credentials come from the SDK's default chain (environment, shared files, web identity,
+// container or instance role) whether or not an endpoint override is set. An override only
+// says where the calls go; a process that talks to the lab's AWS double is given the double's
+// credentials explicitly (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its environment, or
+// base), never by the mere presence of an endpoint.
+func LoadConfig(ctx context.Context, base *awssdk.Config, region string) (awssdk.Config, error) {
 	if base != nil {
 		return base.Copy(), nil
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(region)}
-	if endpoint != "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("fedbr-lab", "fedbr-lab", "")))
-	}
-	ac, err := config.LoadDefaultConfig(ctx, opts...)
+	ac, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
 	if err != nil {
 		return awssdk.Config{}, fmt.Errorf("load AWS config for region %s: %w", region, err)
 	}

@@ -48,6 +48,7 @@ func newLab(t testing.TB, o labOptions) *lab {
 	p, err := aws.New(context.Background(), aws.Config{
 		Region:       srv.Options().Region,
 		Endpoint:     hs.URL,
+		AWS:          awsdouble.Config(srv.Options().Region),
 		Budget:       budget.New(o.limits, nil),
 		PollInterval: 10 * time.Millisecond,
 		MaxBackoff:   100 * time.Millisecond,

@@ -157,7 +157,7 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 		snaps = append(snaps, cloud.Snapshot{
 			ID: awssdk.ToString(s.SnapshotId), VolumeID: awssdk.ToString(s.VolumeId),
 			State: cloud.SnapshotState(s.State), SizeGiB: awssdk.ToInt32(s.VolumeSize),
-			Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV), StartCall: took,
+			Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV), StartCall: took, Owned: true,
 		})
 		ids = append(ids, awssdk.ToString(s.SnapshotId))
 	}
@@ -227,11 +227,36 @@ func (p *Provider) notPending(ctx context.Context, ids []string) ([]string, erro
 	return done, nil
 }
 
-// DescribeSnapshots returns the snapshots that exist among ids (missing ones are left out).
+// DescribeSnapshots returns the snapshots that exist among ids (missing ones are left out):
+// the account's own (OwnerIds=self, Owned) and, for the ids not among them, whatever else the
+// account can see (shared or public snapshots of other accounts, not Owned). The second call
+// is made only when an id is not the account's, so the common case costs one call per batch.
 func (p *Provider) DescribeSnapshots(ctx context.Context, ids []string) ([]cloud.Snapshot, error) {
 	snaps, err := p.describeSnapshots(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("describe snapshots: %w", err)
+	}
+	own := map[string]bool{}
+	for _, s := range snaps {
+		own[s.ID] = true
+	}
+	var rest []string
+	for _, id := range ids {
+		if !own[id] {
+			rest = append(rest, id)
+		}
+	}
+	if len(rest) == 0 {
+		return snaps, nil
+	}
+	others, err := p.describeSnapshotsOf(ctx, rest, nil)
+	if err != nil {
+		return nil, fmt.Errorf("describe snapshots: %w", err)
+	}
+	for _, s := range others {
+		if !own[s.ID] { // one may have become visible as the account's own in between
+			snaps = append(snaps, s)
+		}
 	}
 	return snaps, nil
 }
@@ -243,7 +268,7 @@ func (p *Provider) ListSnapshots(ctx context.Context, tags map[string]string) ([
 	pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
 	err := eachPage(ctx, p, pager, func(page *ec2.DescribeSnapshotsOutput) {
 		for _, s := range page.Snapshots {
-			out = append(out, fromEC2Snapshot(s))
+			out = append(out, owned(fromEC2Snapshot(s)))
 		}
 	})
 	if err != nil {
@@ -265,16 +290,28 @@ func tagFilters(tags map[string]string) []types.Filter {
 	return fs
 }
 
-// describeSnapshots filters by snapshot-id, so a deleted snapshot is absent rather than an
-// error for the whole batch.
+// describeSnapshots describes the account's own snapshots among ids (OwnerIds=self): what
+// fedbr waits for is always its own.
 func (p *Provider) describeSnapshots(ctx context.Context, ids []string) ([]cloud.Snapshot, error) {
+	return p.describeSnapshotsOf(ctx, ids, []string{"self"})
+}
+
+// describeSnapshotsOf filters by snapshot-id, so a deleted snapshot is absent rather than an
+// error for the whole batch; owners restricts the result to those accounts' snapshots (nil:
+// every snapshot the account can see), and the snapshots found with owners "self" are Owned.
+func (p *Provider) describeSnapshotsOf(ctx context.Context, ids, owners []string) ([]cloud.Snapshot, error) {
+	self := slices.Equal(owners, []string{"self"})
 	var out []cloud.Snapshot
 	for batch := range slices.Chunk(ids, describeBatch) {
-		in := &ec2.DescribeSnapshotsInput{Filters: []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}}}
+		in := &ec2.DescribeSnapshotsInput{OwnerIds: owners, Filters: []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}}}
 		pager := ec2.NewDescribeSnapshotsPaginator(p.ec2, in)
 		err := eachPage(ctx, p, pager, func(page *ec2.DescribeSnapshotsOutput) {
 			for _, s := range page.Snapshots {
-				out = append(out, fromEC2Snapshot(s))
+				snap := fromEC2Snapshot(s)
+				if self {
+					snap = owned(snap)
+				}
+				out = append(out, snap)
 			}
 		})
 		if err != nil {
@@ -291,8 +328,14 @@ func fromEC2Snapshot(s types.Snapshot) cloud.Snapshot {
 		State: cloud.SnapshotState(s.State), Message: awssdk.ToString(s.StateMessage),
 		Progress: min(progress, 100), SizeGiB: awssdk.ToInt32(s.VolumeSize),
 		FullSizeBytes: awssdk.ToInt64(s.FullSnapshotSizeInBytes), FullSizeKnown: s.FullSnapshotSizeInBytes != nil,
-		Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV),
+		Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV), OwnerID: awssdk.ToString(s.OwnerId),
 	}
+}
+
+// owned marks a snapshot found with OwnerIds=self (or created by this account).
+func owned(s cloud.Snapshot) cloud.Snapshot {
+	s.Owned = true
+	return s
 }
 
 // WaitSnapshots polls until every snapshot completed. A snapshot in the error state fails the

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,7 +20,7 @@ import (
 func exercise(t *testing.T, s blob.Store) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := s.Get(ctx, "backupmeta"); !errors.Is(err, blob.ErrNotFound) {
+	if _, err := s.Get(ctx, "backupmeta", 1<<20); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("get missing: err = %v, want ErrNotFound", err)
 	}
 	for key, val := range map[string]string{"backupmeta": `{"a":1}`, "b1/clustermeta": "cm", "b1/restore/out.json": "r"} {
@@ -28,9 +31,22 @@ func exercise(t *testing.T, s blob.Store) {
 	if err := s.Put(ctx, "backupmeta", []byte(`{"a":2}`)); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Get(ctx, "backupmeta")
+	got, err := s.Get(ctx, "backupmeta", 1<<20)
 	if err != nil || string(got) != `{"a":2}` {
 		t.Fatalf("get = %q, %v", got, err)
+	}
+	// Reads are bounded: an object of exactly the limit reads, one byte more is ErrTooLarge.
+	if err := s.Put(ctx, "big", []byte(strings.Repeat("x", 100))); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Get(ctx, "big", 100); err != nil || len(b) != 100 {
+		t.Fatalf("get 100 bytes with limit 100 = %d bytes, %v", len(b), err)
+	}
+	if _, err := s.Get(ctx, "big", 99); !errors.Is(err, blob.ErrTooLarge) || !strings.Contains(err.Error(), "big") {
+		t.Fatalf("get 100 bytes with limit 99: err = %v, want ErrTooLarge naming the key", err)
+	}
+	if err := s.Delete(ctx, "big"); err != nil {
+		t.Fatal(err)
 	}
 	keys, err := s.List(ctx, "b1/")
 	if err != nil || !slices.Equal(keys, []string{"b1/clustermeta", "b1/restore/out.json"}) {
@@ -42,7 +58,7 @@ func exercise(t *testing.T, s blob.Store) {
 	if err := s.Delete(ctx, "b1/clustermeta"); err != nil {
 		t.Fatalf("delete missing: %v", err)
 	}
-	if _, err := s.Get(ctx, "b1/clustermeta"); !errors.Is(err, blob.ErrNotFound) {
+	if _, err := s.Get(ctx, "b1/clustermeta", 1<<20); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("get deleted: err = %v", err)
 	}
 }
@@ -55,6 +71,22 @@ func TestDir(t *testing.T) {
 	exercise(t, s)
 	if err := s.Put(context.Background(), "../escape", nil); err == nil {
 		t.Fatal("a key escaping the root was accepted")
+	}
+}
+
+// TestDirReadsAtMostLimitPlusOne: an endless object (a key that is /dev/zero) is refused after
+// limit+1 bytes; a read that did not stop there would never return.
+func TestDirReadsAtMostLimitPlusOne(t *testing.T) {
+	root := t.TempDir()
+	s, err := blob.NewDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/zero", filepath.Join(root, "backupmeta")); err != nil {
+		t.Skip(err)
+	}
+	if _, err := s.Get(context.Background(), "backupmeta", 1<<20); !errors.Is(err, blob.ErrTooLarge) {
+		t.Fatalf("get an endless object: err = %v, want ErrTooLarge", err)
 	}
 }
 
@@ -72,7 +104,8 @@ func TestS3AgainstDouble(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = resp.Body.Close()
-	s, err := blob.NewS3(context.Background(), blob.S3Config{Region: "us-west-2", Bucket: "meta", Prefix: "fedbr/", Endpoint: hs.URL})
+	s, err := blob.NewS3(context.Background(), blob.S3Config{Region: "us-west-2", Bucket: "meta", Prefix: "fedbr/", Endpoint: hs.URL,
+		AWS: awsdouble.Config("us-west-2")})
 	if err != nil {
 		t.Fatal(err)
 	}

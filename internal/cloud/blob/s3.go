@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -25,8 +24,8 @@ type S3Config struct {
 	Prefix string
 	// Endpoint overrides the S3 endpoint (the lab double); path-style addressing is used then.
 	Endpoint string
-	// AWS is a pre-loaded SDK configuration; when nil it is loaded from the environment, with
-	// static lab credentials if Endpoint is set.
+	// AWS is a pre-loaded SDK configuration; when nil it is loaded from the environment
+	// (credentials from the SDK's default chain, Endpoint or not).
 	AWS *awssdk.Config
 }
 
@@ -41,7 +40,7 @@ var _ Store = (*S3)(nil)
 
 // NewS3 builds the S3 client.
 func NewS3(ctx context.Context, cfg S3Config) (*S3, error) {
-	ac, err := fedaws.LoadConfig(ctx, cfg.AWS, cfg.Region, cfg.Endpoint)
+	ac, err := fedaws.LoadConfig(ctx, cfg.AWS, cfg.Region)
 	if err != nil {
 		return nil, err
 	}
@@ -71,8 +70,8 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 	return nil
 }
 
-// Get reads key.
-func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
+// Get reads key, at most limit+1 bytes of it.
+func (s *S3) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: awssdk.String(s.bucket), Key: awssdk.String(s.prefix + key)})
 	if err != nil {
 		var nsk *types.NoSuchKey
@@ -83,7 +82,10 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, fmt.Errorf("get s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
 	}
 	defer func() { _ = out.Body.Close() }()
-	b, err := io.ReadAll(out.Body)
+	if n := awssdk.ToInt64(out.ContentLength); n > limit {
+		return nil, fmt.Errorf("get s3://%s/%s%s: %w: %d bytes, more than %d", s.bucket, s.prefix, key, ErrTooLarge, n, limit)
+	}
+	b, err := readLimited(out.Body, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read s3://%s/%s%s: %w", s.bucket, s.prefix, key, err)
 	}

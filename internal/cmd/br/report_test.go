@@ -19,6 +19,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/testenv"
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -125,6 +126,7 @@ func TestCommandsReportToOneMember(t *testing.T) {
 	}
 
 	// A second command writes its entry in the same member while the pause holds.
+	awsdoubletest.Credentials(t)
 	aws, err := awsdouble.Open(t.TempDir(), awsdouble.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -103,6 +103,26 @@ func (s *Server) VolumeDir(id string) (string, error) {
 	return v.Dir, nil
 }
 
+// GiveSnapshot hands snapshot id to account ownerID, which shares it back with the double's
+// account: from then on it is another account's snapshot, as one shared with (or made public
+// to) this account is in AWS — visible to DescribeSnapshots unless it asks for OwnerIds=self,
+// restorable, its owner's tags hidden, and DeleteSnapshot or tag changes refused with
+// UnauthorizedOperation. It models a backupmeta naming a snapshot fedbr does not own.
+func (s *Server) GiveSnapshot(id, ownerID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn, ok := s.st.Snapshots[id]
+	if !ok {
+		return fmt.Errorf("snapshot %s does not exist", id)
+	}
+	if ownerID == "" || ownerID == s.opts.AccountID {
+		return fmt.Errorf("owner %q: want another account than %s", ownerID, s.opts.AccountID)
+	}
+	sn.OwnerID = ownerID
+	s.markDirty()
+	return nil
+}
+
 // Inventory lists what exists, for leak checks.
 type Inventory struct {
 	Snapshots []InventoryItem `json:"snapshots"`

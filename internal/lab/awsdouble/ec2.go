@@ -317,9 +317,9 @@ func (s *Server) xsnapshot(sn *Snapshot, forCreate bool) xSnapshot {
 	st, progress := s.state(sn)
 	x := xSnapshot{
 		SnapshotID: sn.ID, VolumeID: sn.VolumeID, StartTime: ts(sn.Started),
-		Progress: fmt.Sprintf("%d%%", int(progress)), OwnerID: s.opts.AccountID,
+		Progress: fmt.Sprintf("%d%%", int(progress)), OwnerID: s.ownerOf(sn),
 		VolumeSize: sn.SizeGiB, Description: sn.Description, Encrypted: sn.Encrypted,
-		KmsKeyID: sn.KMSKeyID, TagSet: tagSet(sn.Tags),
+		KmsKeyID: sn.KMSKeyID, TagSet: tagSet(s.visibleTags(sn)),
 	}
 	if forCreate {
 		x.State = st
@@ -509,6 +509,13 @@ func (s *Server) describeSnapshots(form url.Values) (any, *apiError) {
 		ids = sortedKeys(s.st.Snapshots)
 	}
 	fs := filters(form)
+	// OwnerIds (Owner.N): "self" is the caller's account, anything else an account id.
+	owners := list(form, "Owner")
+	for i, o := range owners {
+		if o == "self" {
+			owners[i] = s.opts.AccountID
+		}
+	}
 	var items []xSnapshot
 	for _, id := range ids {
 		sn, ok := s.snapshotByID(id)
@@ -518,9 +525,12 @@ func (s *Server) describeSnapshots(form url.Values) (any, *apiError) {
 		if !ok {
 			return nil, errf(400, "InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
 		}
+		if len(owners) > 0 && !slices.Contains(owners, s.ownerOf(sn)) {
+			continue
+		}
 		st, _ := s.state(sn)
-		attrs := map[string]string{"snapshot-id": sn.ID, "volume-id": sn.VolumeID, "status": st, "owner-id": s.opts.AccountID}
-		if match(fs, attrs, sn.Tags) {
+		attrs := map[string]string{"snapshot-id": sn.ID, "volume-id": sn.VolumeID, "status": st, "owner-id": s.ownerOf(sn)}
+		if match(fs, attrs, s.visibleTags(sn)) {
 			items = append(items, s.xsnapshot(sn, false))
 		}
 	}
@@ -676,10 +686,38 @@ func okResponse(action string) boolResponse {
 	return boolResponse{XMLName: xml.Name{Local: action + "Response"}, Xmlns: ec2Namespace, RequestID: requestID(), Return: true}
 }
 
+// ownerOf is the account owning sn.
+func (s *Server) ownerOf(sn *Snapshot) string {
+	if sn.OwnerID != "" {
+		return sn.OwnerID
+	}
+	return s.opts.AccountID
+}
+
+// foreign says sn belongs to another account (shared with this one).
+func (s *Server) foreign(sn *Snapshot) bool { return s.ownerOf(sn) != s.opts.AccountID }
+
+// visibleTags are the tags of sn this account sees: tags belong to the account that set them,
+// so a snapshot another account shares shows none of its owner's.
+func (s *Server) visibleTags(sn *Snapshot) map[string]string {
+	if s.foreign(sn) {
+		return nil
+	}
+	return sn.Tags
+}
+
+func unauthorized() *apiError {
+	return errf(403, "UnauthorizedOperation", "You are not authorized to perform this operation.")
+}
+
 func (s *Server) deleteSnapshot(form url.Values) (any, *apiError) {
 	id := form.Get("SnapshotId")
-	if _, ok := s.snapshotByID(id); !ok {
+	sn, ok := s.snapshotByID(id)
+	if !ok {
 		return nil, errf(400, "InvalidSnapshot.NotFound", "The snapshot '%s' does not exist.", id)
+	}
+	if s.foreign(sn) {
+		return nil, unauthorized()
 	}
 	// Volumes keep their own copy of the data, so a snapshot with volumes can be deleted.
 	for _, f := range s.st.FSR {
@@ -931,6 +969,8 @@ func (s *Server) createTags(form url.Values) (any, *apiError) {
 		switch {
 		case isVol:
 			target = &v.Tags
+		case isSnap && s.foreign(sn):
+			return nil, unauthorized()
 		case isSnap:
 			target = &sn.Tags
 		case s.st.Instances[id] != nil:
@@ -987,6 +1027,8 @@ func (s *Server) deleteTags(form url.Values) (any, *apiError) {
 		switch {
 		case isVol:
 			targets[i] = &v.Tags
+		case isSnap && s.foreign(sn):
+			return nil, unauthorized()
 		case isSnap:
 			targets[i] = &sn.Tags
 		case s.st.Instances[id] != nil:

@@ -81,8 +81,12 @@ type Snapshot struct {
 	KMSKeyID    string            `json:"kmsKeyId,omitempty"`
 	Description string            `json:"description,omitempty"`
 	Tags        map[string]string `json:"tags,omitempty"`
-	Started     time.Time         `json:"started"`
-	CompleteAt  time.Time         `json:"completeAt"`
+	// OwnerID is the account owning the snapshot when it is not the double's own (a snapshot
+	// another account shares with it: visible, restorable, but neither deletable nor taggable
+	// here, and its owner's tags are not shown); empty is the double's account.
+	OwnerID    string    `json:"ownerId,omitempty"`
+	Started    time.Time `json:"started"`
+	CompleteAt time.Time `json:"completeAt"`
 	// Failed snapshots stay pending until FailAt, then are in the error state.
 	Failed bool      `json:"failed,omitempty"`
 	FailAt time.Time `json:"failAt,omitzero"`

@@ -19,10 +19,11 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 )
 
-// storage is the backups' S3 location in the AWS double.
+// storage is the backups' S3 location in the AWS double: the agents and steps reach it
+// through their --aws-endpoint (s3.endpoint is refused at admission).
 func (d *run) storage(prefix string) fedv1alpha1.StorageProvider {
 	return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: bucket, Prefix: prefix,
-		Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint}}
+		Region: d.lab.AWS.Region}}
 }
 
 // newBackup is a VolumeBackup of the source cluster named name, cleanPolicy Delete.

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 )
 
 // process is a controller the demo runs: its own process group, output to a log file, and the
@@ -29,6 +31,9 @@ func start(bin, logPath string, args ...string) (*process, error) {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	// The manager and agents call the AWS double with the lab's credentials, given
+	// explicitly: an endpoint override implies none.
+	cmd.Env = append(os.Environ(), awsdouble.CredentialsEnv()...)
 	cmd.Dir = filepath.Dir(logPath)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -24,6 +24,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/operator"
@@ -81,7 +82,8 @@ func newRun(ctx context.Context, o Options) (*run, error) {
 	if d.kube[d.lab.Control] == nil {
 		return nil, fmt.Errorf("the lab kubeconfig has no context %q for the control plane", d.lab.Control)
 	}
-	d.aws, err = aws.New(ctx, aws.Config{Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint, PollInterval: 200 * time.Millisecond})
+	d.aws, err = aws.New(ctx, aws.Config{Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint, AWS: awsdouble.Config(d.lab.AWS.Region),
+		PollInterval: 200 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	fedaws "github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 )
 
 // EBS is what a lab node needs of EC2 to stand in for the EBS CSI driver: create a volume
@@ -51,7 +52,7 @@ type EC2 struct {
 
 // NewEC2 returns an EBS for the AWS double at endpoint, serving region.
 func NewEC2(ctx context.Context, endpoint, region string) (*EC2, error) {
-	cfg, err := fedaws.LoadConfig(ctx, nil, region, endpoint)
+	cfg, err := fedaws.LoadConfig(ctx, awsdouble.Config(region), region)
 	if err != nil {
 		return nil, err
 	}

@@ -71,6 +71,10 @@ type Options struct {
 	// provisioner ebs.csi.aws.com), attaches them to its instance before a pod mounts them
 	// and detaches them once a deleted pod is gone. Optional.
 	EBS EBS
+	// Env is added to every container's environment before the pod's own env (which may
+	// override it): what a real node gives its pods, such as the AWS credentials of its
+	// instance role (the lab's credentials for the AWS double). Optional.
+	Env []corev1.EnvVar
 	// Address is the node's and every pod's IP; default 127.0.0.1 (pods share the host network).
 	Address string
 	// KubeletListen is where the kubelet API (container logs) listens; default Address:0.

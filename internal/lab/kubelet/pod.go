@@ -334,6 +334,7 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 		{Name: "HOSTNAME", Value: r.spec.Name},
 		{Name: RootEnv, Value: root},
 	}
+	base = append(base, r.p.o.Env...)
 	if h, p := r.p.apiHostPort(); h != "" {
 		base = append(base, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: h}, corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: p})
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -73,6 +74,7 @@ func newFixture(t *testing.T) fixture {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{})
+	awsdoubletest.Credentials(t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -109,6 +110,7 @@ func newFixture(t *testing.T) fixture {
 	t.Helper()
 	ctx := testContext(t)
 	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{VolumeCreateDuration: 5 * time.Millisecond})
+	awsdoubletest.Credentials(t)
 	if err != nil {
 		t.Fatal(err)
 	}

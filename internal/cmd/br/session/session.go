@@ -4,10 +4,12 @@
 package session
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -26,8 +28,8 @@ type Flags struct {
 
 // Register adds the flags to fs.
 func (f *Flags) Register(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.Storage, "storage", "s", "", "the backup's storage prefix: s3://BUCKET/PREFIX, or a local directory (path or file:///path) for the lab (required)")
-	fs.StringVar(&f.Region, "region", "", "AWS region of EC2, EBS and S3 (default: from the AWS environment)")
+	fs.StringVarP(&f.Storage, "storage", "s", "", "the backup's storage prefix: s3://BUCKET/PREFIX[?region=REGION] (the bucket's region, default --region), or a local directory (path or file:///path) for the lab (required)")
+	fs.StringVar(&f.Region, "region", "", "AWS region of EC2, EBS and (unless --storage names one) S3 (default: from the AWS environment)")
 	fs.StringVar(&f.Endpoint, "aws-endpoint", "", "endpoint override for every AWS service, e.g. the lab's AWS double http://127.0.0.1:4566")
 }
 
@@ -47,7 +49,12 @@ func (f *Flags) Validate() error {
 
 type location struct {
 	bucket, prefix, dir string
+	// region is the bucket's (?region= of an s3:// storage); empty: --region.
+	region string
 }
+
+// regionPattern is an AWS region name (us-west-2, us-gov-east-1, cn-north-1).
+var regionPattern = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]+$`)
 
 func (f *Flags) location() (location, error) {
 	s := f.Storage
@@ -55,15 +62,29 @@ func (f *Flags) location() (location, error) {
 	case s == "":
 		return location{}, fmt.Errorf("--storage is required")
 	case strings.HasPrefix(s, "s3://"):
-		bucket, prefix, _ := strings.Cut(strings.TrimPrefix(s, "s3://"), "/")
+		loc, query, _ := strings.Cut(strings.TrimPrefix(s, "s3://"), "?")
+		bucket, prefix, _ := strings.Cut(loc, "/")
 		if bucket == "" {
-			return location{}, fmt.Errorf("--storage %q: want s3://BUCKET/PREFIX", s)
+			return location{}, fmt.Errorf("--storage %q: want s3://BUCKET/PREFIX[?region=REGION]", s)
 		}
 		prefix = strings.Trim(prefix, "/")
 		if prefix != "" {
 			prefix += "/"
 		}
-		return location{bucket: bucket, prefix: prefix}, nil
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			return location{}, fmt.Errorf("--storage %q: %w", s, err)
+		}
+		out := location{bucket: bucket, prefix: prefix, region: q.Get("region")}
+		for k, v := range q {
+			switch {
+			case k != "region":
+				return location{}, fmt.Errorf("--storage %q: option %q is not supported (only region)", s, k)
+			case len(v) != 1 || !regionPattern.MatchString(v[0]):
+				return location{}, fmt.Errorf("--storage %q: region %q is not an AWS region name", s, strings.Join(v, ","))
+			}
+		}
+		return out, nil
 	case strings.HasPrefix(s, "file://"):
 		u, err := url.Parse(s)
 		if err != nil || u.Path == "" || (u.Host != "" && u.Host != "localhost") {
@@ -87,7 +108,7 @@ func (f *Flags) Store(ctx context.Context) (*meta.Store, error) {
 		if b, err = blob.NewDir(loc.dir); err != nil {
 			return nil, err
 		}
-	} else if b, err = blob.NewS3(ctx, blob.S3Config{Region: f.Region, Bucket: loc.bucket, Prefix: loc.prefix, Endpoint: f.Endpoint}); err != nil {
+	} else if b, err = blob.NewS3(ctx, blob.S3Config{Region: cmp.Or(loc.region, f.Region), Bucket: loc.bucket, Prefix: loc.prefix, Endpoint: f.Endpoint}); err != nil {
 		return nil, err
 	}
 	return meta.NewStore(b, nil), nil

@@ -14,6 +14,11 @@ func TestLocation(t *testing.T) {
 	}{
 		{"s3://bucket/backups/b1/", location{bucket: "bucket", prefix: "backups/b1/"}, ""},
 		{"s3://bucket", location{bucket: "bucket"}, ""},
+		{"s3://bucket/b1?region=eu-central-1", location{bucket: "bucket", prefix: "b1/", region: "eu-central-1"}, ""},
+		{"s3://bucket/b1?region=us-gov-west-1", location{bucket: "bucket", prefix: "b1/", region: "us-gov-west-1"}, ""},
+		{"s3://bucket/b1?region=evil.example.com", location{}, `region "evil.example.com" is not an AWS region name`},
+		{"s3://bucket/b1?endpoint=http://x", location{}, `option "endpoint" is not supported`},
+		{"s3://bucket/b1?region=eu-west-1&region=us-east-1", location{}, "is not an AWS region name"},
 		{"/data/b1/", location{dir: "/data/b1"}, ""},
 		{"file:///data/b1", location{dir: "/data/b1"}, ""},
 		{"", location{}, "required"},

@@ -16,6 +16,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -50,6 +51,7 @@ func TestSizeCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{})
+	awsdoubletest.Credentials(t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -90,6 +91,7 @@ type fixture struct {
 func newFixture(t *testing.T) fixture {
 	t.Helper()
 	srv, err := awsdouble.Open(t.TempDir(), awsdouble.Options{})
+	awsdoubletest.Credentials(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func TestSnapshotWithPause(t *testing.T) {
 		t.Errorf("logs:\n%s", logs)
 	}
 	for _, key := range []string{meta.ManifestKey("tidb", "TidbCluster", "basic"), meta.ManifestKey("_cluster", "Namespace", "tidb")} {
-		if _, err := d.Get(ctx, key); err != nil {
+		if _, err := d.Get(ctx, key, meta.MaxManifestBytes); err != nil {
 			t.Errorf("manifest %s not stored: %v", key, err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
 )
 
@@ -124,6 +125,12 @@ func (o *options) run(cmd *cobra.Command) error {
 			return err
 		}
 		o.node.EBS = ebs
+		// A node's pods get AWS credentials from the node (its instance role); the lab's
+		// are given explicitly, since an endpoint override implies none.
+		for _, kv := range awsdouble.CredentialsEnv() {
+			k, v, _ := strings.Cut(kv, "=")
+			o.node.Env = append(o.node.Env, corev1.EnvVar{Name: k, Value: v})
+		}
 	}
 	n, err := kubelet.New(o.node)
 	if err != nil {

@@ -5,6 +5,7 @@ package awsdoubletest
 import (
 	"context"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,10 +24,13 @@ type Lab struct {
 
 // Serve opens an AWS double with opts (volumes created in 5ms unless set) in a temporary
 // directory, serves it on 127.0.0.1 and builds a provider with its own budget and fast polls.
-// retryMode is the SDK retry mode ("" for the production default, adaptive). Everything stops
-// when the test ends.
+// retryMode is the SDK retry mode ("" for the production default, adaptive). The test's
+// environment gets the lab's credentials (t.Setenv, so not from a parallel test), as a lab
+// node gives its pods: steps run in process with --aws-endpoint find them through the SDK's
+// default chain. Everything stops when the test ends.
 func Serve(t testing.TB, opts awsdouble.Options, retryMode string) Lab {
 	t.Helper()
+	Credentials(t)
 	if opts.VolumeCreateDuration == 0 {
 		opts.VolumeCreateDuration = 5 * time.Millisecond
 	}
@@ -40,7 +44,7 @@ func Serve(t testing.TB, opts awsdouble.Options, retryMode string) Lab {
 		_ = srv.Close()
 	})
 	p, err := aws.New(context.Background(), aws.Config{
-		Region: srv.Options().Region, Endpoint: hs.URL, Budget: budget.New(budget.ClientLimits(), nil),
+		Region: srv.Options().Region, Endpoint: hs.URL, AWS: awsdouble.Config(srv.Options().Region), Budget: budget.New(budget.ClientLimits(), nil),
 		PollInterval: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, RetryMode: retryMode,
 	})
 	if err != nil {
@@ -48,4 +52,13 @@ func Serve(t testing.TB, opts awsdouble.Options, retryMode string) Lab {
 	}
 	p.Budget().Pending().SetPollInterval(10 * time.Millisecond)
 	return Lab{Server: srv, Provider: p, Endpoint: hs.URL}
+}
+
+// Credentials puts the lab's credentials in the test's environment (t.Setenv, so not from a
+// parallel test), for code run in process against the double with --aws-endpoint.
+func Credentials(t testing.TB) {
+	for _, kv := range awsdouble.CredentialsEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
 }
