@@ -96,6 +96,22 @@ func table() []row {
 
 	return []row{
 		// Refused at admission: values that never make sense, whatever the policy.
+		{name: "backup sends its metadata to another S3 endpoint", outcome: admission, want: "s3.endpoint is not honoured",
+			input: tmpl("team-a", "a-s3-endpoint", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.StorageProvider = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Endpoint: "https://attacker.example.com"}}
+			})},
+		{name: "backup asks for an encryption fedbr would silently not apply", outcome: admission, want: "s3.sse is not honoured",
+			input: tmpl("team-a", "a-s3-sse", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.StorageProvider = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", SSE: "aws:kms"}}
+			})},
+		{name: "restore reads its backup from a MinIO flavour of S3", outcome: admission, want: "s3.provider: only aws is supported",
+			input: restore("team-a", "a-s3-minio", func(r *fedv1alpha1.VolumeRestore) {
+				r.Spec.Clusters[0].Backup = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "minio", Bucket: "backups"}}
+			})},
+		{name: "backup keeps its metadata in GCS (careless)", outcome: admission, want: "gcs is not supported",
+			input: tmpl("team-a", "a-gcs", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.StorageProvider = fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p", Bucket: "backups"}}
+			})},
 		{name: "backup mounts the node's root by hostPath", outcome: admission, want: celHostPath,
 			input: tmpl("team-a", "a-hostpath", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.AdditionalVolumes = []corev1.Volume{hostPath("/")} })},
 		{name: "restore mounts the container runtime's socket", outcome: admission, want: celHostPath,
