@@ -29,6 +29,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // TagStore names the TiKV store a snapshot belongs to, next to meta.TagBackup.
@@ -272,6 +273,8 @@ type snapshotter struct {
 	slowestStart time.Duration
 	conns        map[string]brpb.BackupClient // by store address, for the cluster check
 	closers      []func() error
+	scanOnce     sync.Once
+	regions      *tidb.RegionScanner
 	logMu        sync.Mutex
 }
 
