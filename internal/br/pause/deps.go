@@ -10,14 +10,15 @@ import (
 	"context"
 
 	"github.com/pingcap/kvproto/pkg/metapb"
-	"github.com/tikv/pd/client/clients/router"
 	"github.com/tikv/pd/client/opt"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // PD is what pausing needs of PD's gRPC API; github.com/tikv/pd/client's Client satisfies it.
 type PD interface {
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
-	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+	tidb.RegionPD
 	UpdateGCSafePoint(ctx context.Context, safePoint uint64) (uint64, error)
 	UpdateServiceGCSafePoint(ctx context.Context, serviceID string, ttl int64, safePoint uint64) (uint64, error)
 }
