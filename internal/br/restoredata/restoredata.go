@@ -20,7 +20,6 @@ import (
 	"github.com/pingcap/kvproto/pkg/metapb"
 	recoverdatapb "github.com/pingcap/kvproto/pkg/recoverdatapb"
 	tikvpb "github.com/pingcap/kvproto/pkg/tikvpb"
-	"github.com/tikv/pd/client/clients/router"
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 
@@ -33,7 +32,7 @@ import (
 type PD interface {
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
 	GetTS(ctx context.Context) (int64, int64, error)
-	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+	tidb.RegionPD
 }
 
 // PDHTTP is what the data phase needs of PD's HTTP API; github.com/tikv/pd/client/http's Client
@@ -192,7 +191,7 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 	if d.Log == nil {
 		d.Log = func(string, ...any) {}
 	}
-	r := &run{d: d, cfg: cfg, conns: map[uint64]*conn{}}
+	r := &run{d: d, cfg: cfg, conns: map[uint64]*conn{}, regions: tidb.NewRegionScanner(d.PD, tidb.RegionScanOptions{Log: d.Log})}
 	defer r.close()
 	// restore-volumes marked PD snapshot-recovering; an earlier attempt of this step that got as
 	// far as lifting the mark and was then killed before it reported leaves it lifted, and PD
@@ -258,6 +257,8 @@ type run struct {
 	cfg   Config
 	mu    sync.Mutex
 	conns map[uint64]*conn
+	// regions scans PD's regions in pages.
+	regions *tidb.RegionScanner
 }
 
 func (r *run) close() {
