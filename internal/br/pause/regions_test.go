@@ -41,7 +41,7 @@ func startRegionOnly(t testing.TB, cfg regiononly.Config) *regionOnlyEnv {
 }
 
 // pauseUntilReady runs the pause until Ready (or its end), then stops it; it returns Run's error
-// and when Ready was reported.
+// and when Ready was reported (zero if never).
 func (e *regionOnlyEnv) pauseUntilReady(ctx context.Context, log func(string, ...any)) (time.Time, error) {
 	physical, logical, err := e.pd.GetTS(ctx)
 	if err != nil {

@@ -239,3 +239,10 @@ func (s *store) peerOf(r *region) *metapb.Peer {
 }
 
 var errWrongStore = errors.New("request for another store")
+
+// The scale of the region-only benchmarks: the architecture's target of a million regions over
+// a hundred stores.
+const (
+	BenchRegions = 1_000_000
+	BenchStores  = 100
+)
