@@ -62,31 +62,40 @@ func (s *store) leaseActive() bool {
 	return time.Now().UnixNano() < s.leaseUntil
 }
 
-// PrepareSnapshotBackup holds the lease and answers wait-applies. Requests are read apart from
-// the answers, so a client that sends many WaitApply requests before it reads is never held
-// up by its own unread answers (TiKV answers asynchronously too).
+// PrepareSnapshotBackup holds the lease and answers wait-applies. As in TiKV, every request
+// takes effect when it arrives (a lease renewal is never held up behind wait-apply answers the
+// client has not read yet) and the answers queue for the stream, without bound.
 func (b *backupService) PrepareSnapshotBackup(stream brpb.Backup_PrepareSnapshotBackupServer) error {
 	var (
-		mu     sync.Mutex
-		queue  []*brpb.PrepareSnapshotBackupRequest
-		recvd  = make(chan struct{}, 1)
-		recvEr error
+		mu      sync.Mutex
+		outbox  []*brpb.PrepareSnapshotBackupResponse
+		last    bool  // the outbox ends the stream (Finish answered)
+		recvErr error // the stream's end as read
+		ready   = make(chan struct{}, 1)
 	)
+	post := func(resps []*brpb.PrepareSnapshotBackupResponse, end bool, err error) {
+		mu.Lock()
+		outbox = append(outbox, resps...)
+		last = last || end
+		if err != nil && recvErr == nil {
+			recvErr = err
+		}
+		mu.Unlock()
+		select {
+		case ready <- struct{}{}:
+		default:
+		}
+	}
 	go func() {
 		for {
 			r, err := stream.Recv()
-			mu.Lock()
 			if err != nil {
-				recvEr = err
-			} else {
-				queue = append(queue, r)
+				post(nil, false, err)
+				return
 			}
-			mu.Unlock()
-			select {
-			case recvd <- struct{}{}:
-			default:
-			}
-			if err != nil {
+			resps, end, err := b.handle(r)
+			post(resps, end, err)
+			if end || err != nil {
 				return
 			}
 		}
@@ -95,28 +104,31 @@ func (b *backupService) PrepareSnapshotBackup(stream brpb.Backup_PrepareSnapshot
 		select {
 		case <-stream.Context().Done():
 			return stream.Context().Err()
-		case <-recvd:
+		case <-ready:
 		}
 		mu.Lock()
-		reqs, err := queue, recvEr
-		queue = nil
+		resps, end, err := outbox, last, recvErr
+		outbox = nil
 		mu.Unlock()
-		for _, r := range reqs {
-			if done, err := b.handle(stream, r); done || err != nil {
+		for _, r := range resps {
+			if err := stream.Send(r); err != nil {
 				return err
 			}
 		}
-		if errors.Is(err, io.EOF) {
+		switch {
+		case end:
 			return nil
-		}
-		if err != nil {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
 			return err
 		}
 	}
 }
 
-// handle answers one request; done says the stream ends (Finish).
-func (b *backupService) handle(stream brpb.Backup_PrepareSnapshotBackupServer, r *brpb.PrepareSnapshotBackupRequest) (bool, error) {
+// handle applies one request and returns its answers; end says the stream ends after them
+// (Finish), an error ends it at once.
+func (b *backupService) handle(r *brpb.PrepareSnapshotBackupRequest) ([]*brpb.PrepareSnapshotBackupResponse, bool, error) {
 	s := b.s
 	switch r.GetTy() {
 	case brpb.PrepareSnapshotBackupRequestType_UpdateLease:
@@ -124,11 +136,12 @@ func (b *backupService) handle(stream brpb.Backup_PrepareSnapshotBackupServer, r
 		valid := time.Now().UnixNano() < s.leaseUntil
 		s.leaseUntil = time.Now().Add(time.Duration(r.GetLeaseInSeconds()) * time.Second).UnixNano()
 		s.leaseMu.Unlock()
-		return false, stream.Send(&brpb.PrepareSnapshotBackupResponse{Ty: brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult, LastLeaseIsValid: valid})
+		return []*brpb.PrepareSnapshotBackupResponse{{Ty: brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult, LastLeaseIsValid: valid}}, false, nil
 	case brpb.PrepareSnapshotBackupRequestType_WaitApply:
 		if !s.leaseActive() {
-			return true, status.Error(codes.FailedPrecondition, "the lease has expired, you may not send `wait_apply` because it is no meaning")
+			return nil, false, status.Error(codes.FailedPrecondition, "the lease has expired, you may not send `wait_apply` because it is no meaning")
 		}
+		out := make([]*brpb.PrepareSnapshotBackupResponse, 0, len(r.GetRegions()))
 		for _, region := range r.GetRegions() {
 			s.c.mu.Lock()
 			rg := s.c.byID(region.GetId())
@@ -137,19 +150,17 @@ func (b *backupService) handle(stream brpb.Backup_PrepareSnapshotBackupServer, r
 			if e == nil {
 				rg.waitApplied.Add(1)
 			}
-			if err := stream.Send(&brpb.PrepareSnapshotBackupResponse{Ty: brpb.PrepareSnapshotBackupEventType_WaitApplyDone, Region: region, Error: e}); err != nil {
-				return true, err
-			}
+			out = append(out, &brpb.PrepareSnapshotBackupResponse{Ty: brpb.PrepareSnapshotBackupEventType_WaitApplyDone, Region: region, Error: e})
 		}
-		return false, nil
+		return out, false, nil
 	case brpb.PrepareSnapshotBackupRequestType_Finish:
 		s.leaseMu.Lock()
 		valid := time.Now().UnixNano() < s.leaseUntil
 		s.leaseUntil = 0
 		s.leaseMu.Unlock()
-		return true, stream.Send(&brpb.PrepareSnapshotBackupResponse{Ty: brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult, LastLeaseIsValid: valid})
+		return []*brpb.PrepareSnapshotBackupResponse{{Ty: brpb.PrepareSnapshotBackupEventType_UpdateLeaseResult, LastLeaseIsValid: valid}}, true, nil
 	}
-	return false, nil
+	return nil, false, nil
 }
 
 // CheckPendingAdminOp reports every region the store leads, none with an admin operation
