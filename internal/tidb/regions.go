@@ -122,7 +122,6 @@ func (s *RegionScanner) page(ctx context.Context, rest []router.KeyRange) ([]*ro
 			s.log("PD does not serve BatchScanRegions (PD before v8): scanning regions with ScanRegions from now on")
 		}
 	}
-	//nolint:staticcheck // PD v7.5 has nothing else
 	page, err := s.pd.ScanRegions(ctx, rest[0].StartKey, rest[0].EndKey, s.pageSize)
 	return page, false, err
 }

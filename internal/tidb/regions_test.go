@@ -34,7 +34,7 @@ func (c *countingPD) BatchScanRegions(ctx context.Context, ranges []router.KeyRa
 
 func (c *countingPD) ScanRegions(ctx context.Context, key, endKey []byte, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error) {
 	c.scan.Add(1)
-	return c.RegionPD.ScanRegions(ctx, key, endKey, limit, opts...) //nolint:staticcheck // what the scanner pages with on v7.5
+	return c.RegionPD.ScanRegions(ctx, key, endKey, limit, opts...)
 }
 
 // startRegions starts a region-only cluster and the real PD client on it.
