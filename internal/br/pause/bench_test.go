@@ -26,7 +26,7 @@ func BenchmarkPause1MRegions(b *testing.B) {
 		ready += readyAt.Sub(start)
 	}
 	h.Stop()
-	if n := e.cluster.NotWaitApplied(); n != 0 {
+	if n := e.Cluster.NotWaitApplied(); n != 0 {
 		b.Fatalf("%d regions never wait-applied", n)
 	}
 	b.ReportMetric(ready.Seconds()/float64(b.N), "ready-s")

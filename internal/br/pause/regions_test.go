@@ -7,43 +7,23 @@ import (
 	"testing"
 	"time"
 
-	pd "github.com/tikv/pd/client"
-	pdhttp "github.com/tikv/pd/client/http"
-
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/regiononly"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // regionOnlyEnv is a region-only cluster with the real PD clients on it.
-type regionOnlyEnv struct {
-	cluster *regiononly.Cluster
-	pd      pd.Client
-	http    pdhttp.Client
-}
+type regionOnlyEnv struct{ *regiononly.Env }
 
 func startRegionOnly(t testing.TB, cfg regiononly.Config) *regionOnlyEnv {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
-	c, err := regiononly.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	pc, err := tidb.NewPDClient(t.Context(), []string{c.PDAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	hc := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
-	t.Cleanup(hc.Close)
-	return &regionOnlyEnv{cluster: c, pd: pc, http: hc}
+	return &regionOnlyEnv{regiononly.StartEnv(t, cfg)}
 }
 
 // pauseUntilReady runs the pause until Ready (or its end), then stops it; it returns Run's error
 // and when Ready was reported (zero if never).
 func (e *regionOnlyEnv) pauseUntilReady(ctx context.Context, log func(string, ...any)) (time.Time, error) {
-	physical, logical, err := e.pd.GetTS(ctx)
+	physical, logical, err := e.PD.GetTS(ctx)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -56,7 +36,7 @@ func (e *regionOnlyEnv) pauseUntilReady(ctx context.Context, log func(string, ..
 	)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(runCtx, Deps{PD: e.pd, HTTP: e.http, Dial: tidb.DialBackup, Log: log},
+		done <- Run(runCtx, Deps{PD: e.PD, HTTP: e.HTTP, Dial: tidb.DialBackup, Log: log},
 			Config{TTL: 2 * time.Minute, BackupTS: uint64(physical)<<18 | uint64(logical)}, func(s Status) {
 				if s.Phase == PhaseReady {
 					once.Do(func() { readyAt = time.Now(); close(ready) })
@@ -96,7 +76,7 @@ func TestPauseWaitAppliesOnEveryPD(t *testing.T) {
 			if readyAt.IsZero() {
 				t.Fatal("the pause ended without reporting Ready")
 			}
-			if n := e.cluster.NotWaitApplied(); n != 0 {
+			if n := e.Cluster.NotWaitApplied(); n != 0 {
 				t.Fatalf("%d of %d regions never wait-applied", n, regions)
 			}
 			fell := strings.Contains(strings.Join(lines, "\n"), "ScanRegions")

@@ -41,7 +41,7 @@ func BenchmarkRestoreData1MRegions(b *testing.B) {
 		flashbackD += end.Sub(at[PhaseFlashingBack])
 	}
 	h.Stop()
-	if n := e.cluster.NotFlashedBack(); n != 0 {
+	if n := e.Cluster.NotFlashedBack(); n != 0 {
 		b.Fatalf("%d regions not flashed back", n)
 	}
 	b.ReportMetric(recoverD.Seconds()/float64(b.N), "recover-s")

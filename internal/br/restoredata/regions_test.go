@@ -8,46 +8,26 @@ import (
 	"testing"
 	"time"
 
-	pd "github.com/tikv/pd/client"
-	pdhttp "github.com/tikv/pd/client/http"
-
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/regiononly"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // regionOnlyEnv is a region-only cluster with the real PD clients on it.
-type regionOnlyEnv struct {
-	cluster *regiononly.Cluster
-	pd      pd.Client
-	http    pdhttp.Client
-}
+type regionOnlyEnv struct{ *regiononly.Env }
 
 func startRegionOnly(t testing.TB, cfg regiononly.Config) *regionOnlyEnv {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
-	c, err := regiononly.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	pc, err := tidb.NewPDClient(t.Context(), []string{c.PDAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pc.Close)
-	hc := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
-	t.Cleanup(hc.Close)
-	return &regionOnlyEnv{cluster: c, pd: pc, http: hc}
+	return &regionOnlyEnv{regiononly.StartEnv(t, cfg)}
 }
 
 // run runs the data phase to a resolved ts just below PD's TSO.
 func (e *regionOnlyEnv) run(ctx context.Context, stores int, d Deps, cfg Config) (Result, error) {
-	physical, logical, err := e.pd.GetTS(ctx)
+	physical, logical, err := e.PD.GetTS(ctx)
 	if err != nil {
 		return Result{}, err
 	}
-	d.PD, d.HTTP, d.Dial = e.pd, e.http, tidb.DialTiKV
+	d.PD, d.HTTP, d.Dial = e.PD, e.HTTP, tidb.DialTiKV
 	cfg.ResolvedTS, cfg.Stores = uint64(physical)<<18|uint64(logical), stores
 	return Run(ctx, d, cfg)
 }
@@ -77,7 +57,7 @@ func TestRestoreDataPagesOnEveryPD(t *testing.T) {
 			if res.Regions != regions {
 				t.Errorf("planned %d regions, want %d", res.Regions, regions)
 			}
-			if n := e.cluster.NotFlashedBack(); n != 0 {
+			if n := e.Cluster.NotFlashedBack(); n != 0 {
 				t.Fatalf("%d of %d regions not flashed back", n, regions)
 			}
 			fell := strings.Contains(strings.Join(lines, "\n"), "ScanRegions")

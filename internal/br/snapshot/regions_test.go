@@ -14,19 +14,9 @@ import (
 // it through the real PD client.
 func startRegionOnly(t testing.TB, cfg regiononly.Config) (*snapshotter, *bytes.Buffer) {
 	t.Helper()
-	cfg.DataDir = t.TempDir()
-	c, err := regiononly.Start(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	client, err := tidb.NewPDClient(t.Context(), []string{c.PDAddr()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(client.Close)
+	e := regiononly.StartEnv(t, cfg)
 	var log bytes.Buffer
-	s := &snapshotter{d: Deps{PD: client, Dial: DialInsecure}, o: Options{Progress: &log}}
+	s := &snapshotter{d: Deps{PD: e.PD, Dial: DialInsecure}, o: Options{Progress: &log}}
 	t.Cleanup(s.closeStores)
 	return s, &log
 }
