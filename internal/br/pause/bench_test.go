@@ -11,7 +11,7 @@ import (
 // stores until Ready (every region wait-applied), then lifts it. It reports ready-s (start to
 // Ready), wall-s (with the lifting) and the CPU time and heap (regiononly.Meter).
 func BenchmarkPause1MRegions(b *testing.B) {
-	e := startRegionOnly(b, regiononly.Config{Regions: regiononly.BenchRegions, Stores: regiononly.BenchStores})
+	e := &regionOnlyEnv{regiononly.StartBenchEnv(b)}
 	h := regiononly.StartMeter()
 	var ready time.Duration
 	for b.Loop() {

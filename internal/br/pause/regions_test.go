@@ -36,7 +36,7 @@ func (e *regionOnlyEnv) pauseUntilReady(ctx context.Context, log func(string, ..
 	)
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(runCtx, Deps{PD: e.PD, HTTP: e.HTTP, Dial: tidb.DialBackup, Log: log},
+		done <- Run(runCtx, Deps{PD: e.PD, HTTP: e.HTTP, Dial: e.DialBackup, Log: log},
 			Config{TTL: 2 * time.Minute, BackupTS: uint64(physical)<<18 | uint64(logical)}, func(s Status) {
 				if s.Phase == PhaseReady {
 					once.Do(func() { readyAt = time.Now(); close(ready) })

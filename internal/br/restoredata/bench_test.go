@@ -12,7 +12,7 @@ import (
 // every region flashed back (flashback-s). It reports wall-s and the CPU time and the heap of each phase
 // (regiononly.Meter).
 func BenchmarkRestoreData1MRegions(b *testing.B) {
-	e := startRegionOnly(b, regiononly.Config{Regions: regiononly.BenchRegions, Stores: regiononly.BenchStores})
+	e := &regionOnlyEnv{regiononly.StartBenchEnv(b)}
 	h := regiononly.StartMeter()
 	var at = map[string]time.Time{}
 	var recoverD, flashbackD time.Duration

@@ -27,7 +27,7 @@ func (e *regionOnlyEnv) run(ctx context.Context, stores int, d Deps, cfg Config)
 	if err != nil {
 		return Result{}, err
 	}
-	d.PD, d.HTTP, d.Dial = e.PD, e.HTTP, tidb.DialTiKV
+	d.PD, d.HTTP, d.Dial = e.PD, e.HTTP, e.Dial
 	cfg.ResolvedTS, cfg.Stores = uint64(physical)<<18|uint64(logical), stores
 	return Run(ctx, d, cfg)
 }

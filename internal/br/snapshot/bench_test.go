@@ -10,7 +10,7 @@ import (
 // admin operations, PD's regions tiling the key space) over a region-only cluster of a million
 // regions and a hundred stores. It reports wall-s and the CPU time and heap (regiononly.Meter).
 func BenchmarkClusterCheck1MRegions(b *testing.B) {
-	s, _ := startRegionOnly(b, regiononly.Config{Regions: regiononly.BenchRegions, Stores: regiononly.BenchStores})
+	s, _ := startOn(b, regiononly.StartBenchEnv(b))
 	h := regiononly.StartMeter()
 	for b.Loop() {
 		if err := s.checkClusterStill(b.Context()); err != nil {

@@ -14,9 +14,13 @@ import (
 // it through the real PD client.
 func startRegionOnly(t testing.TB, cfg regiononly.Config) (*snapshotter, *bytes.Buffer) {
 	t.Helper()
-	e := regiononly.StartEnv(t, cfg)
+	return startOn(t, regiononly.StartEnv(t, cfg))
+}
+
+// startOn makes a snapshotter whose cluster check talks to e.
+func startOn(t testing.TB, e *regiononly.Env) (*snapshotter, *bytes.Buffer) {
 	var log bytes.Buffer
-	s := &snapshotter{d: Deps{PD: e.PD, Dial: DialInsecure}, o: Options{Progress: &log}}
+	s := &snapshotter{d: Deps{PD: e.PD, Dial: e.DialBackup}, o: Options{Progress: &log}}
 	t.Cleanup(s.closeStores)
 	return s, &log
 }
