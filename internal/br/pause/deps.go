@@ -10,7 +10,6 @@ import (
 	"context"
 
 	"github.com/pingcap/kvproto/pkg/metapb"
-	"github.com/tikv/pd/client/clients/router"
 	"github.com/tikv/pd/client/opt"
 
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -19,7 +18,7 @@ import (
 // PD is what pausing needs of PD's gRPC API; github.com/tikv/pd/client's Client satisfies it.
 type PD interface {
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
-	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+	tidb.RegionPD
 	tidb.GCReader
 }
 

@@ -150,7 +150,7 @@ func Run(ctx context.Context, d Deps, cfg Config, report func(Status)) error {
 	set(PhaseStarting, nil)
 
 	gc, prep, sched := &gcKeeper{pd: d.PD, id: cfg.ServiceID, ttl: cfg.TTL},
-		&preparer{pd: d.PD, dial: d.Dial, dialTimeout: cfg.DialTimeout, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
+		&preparer{pd: d.PD, regions: tidb.NewRegionScanner(d.PD, tidb.RegionScanOptions{Log: d.Log}), dial: d.Dial, dialTimeout: cfg.DialTimeout, lease: cfg.TTL, backoff: cfg.RetryBackoff, maxRounds: cfg.WaitApplyRounds, log: d.Log},
 		&scheduleKeeper{http: d.HTTP, ttl: cfg.TTL}
 	var lifted []undo // in the order taken
 	holdErr := establishAndHold(ctx, d, cfg, &st, set, gc, prep, sched, &lifted)

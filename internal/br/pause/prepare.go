@@ -48,8 +48,10 @@ type event struct {
 
 // preparer holds the leases and drives the wait-apply.
 type preparer struct {
-	pd   PD
-	dial Dialer
+	pd PD
+	// regions scans PD's regions in pages (made from pd).
+	regions *tidb.RegionScanner
+	dial    Dialer
 	// dialTimeout bounds each attempt to connect to a store: dial, stream, first lease.
 	dialTimeout time.Duration
 	lease       time.Duration
@@ -251,9 +253,9 @@ func (p *preparer) sendRanges(ctx context.Context, w *waitApply, ranges []keyRan
 	for i, r := range ranges {
 		krs[i] = router.KeyRange{StartKey: r.Start, EndKey: r.End}
 	}
-	regions, err := p.pd.BatchScanRegions(ctx, krs, 0)
+	regions, err := p.regions.Scan(ctx, krs)
 	if err != nil {
-		return fmt.Errorf("scan regions: %w", err)
+		return err
 	}
 	var refs []regionRef
 	metas := map[uint64]*metapb.Region{}

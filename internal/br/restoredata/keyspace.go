@@ -83,9 +83,9 @@ func (r *run) overKeySpace(ctx context.Context, call regionCall) error {
 		for i, s := range pending {
 			krs[i] = router.KeyRange{StartKey: r.pdBoundary(s.start), EndKey: r.pdBoundary(s.end)}
 		}
-		regions, err := r.d.PD.BatchScanRegions(ctx, krs, 0)
+		regions, err := r.regions.Scan(ctx, krs)
 		if err != nil {
-			return fmt.Errorf("scan regions: %w", err)
+			return err
 		}
 		if regions, err = r.rawRegions(regions); err != nil {
 			return err

@@ -23,7 +23,6 @@ import (
 	"github.com/pingcap/kvproto/pkg/metapb"
 	recoverdatapb "github.com/pingcap/kvproto/pkg/recoverdatapb"
 	tikvpb "github.com/pingcap/kvproto/pkg/tikvpb"
-	"github.com/tikv/pd/client/clients/router"
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
 
@@ -38,7 +37,7 @@ type PD interface {
 	tidb.GCReader
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
 	GetTS(ctx context.Context) (int64, int64, error)
-	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+	tidb.RegionPD
 }
 
 // PDHTTP is what the data phase needs of PD's HTTP API; github.com/tikv/pd/client/http's Client
@@ -223,7 +222,7 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 	if d.Log == nil {
 		d.Log = func(string, ...any) {}
 	}
-	r := &run{d: d, cfg: cfg, conns: map[uint64]*conn{}}
+	r := &run{d: d, cfg: cfg, conns: map[uint64]*conn{}, regions: tidb.NewRegionScanner(d.PD, tidb.RegionScanOptions{Log: d.Log})}
 	defer r.close()
 	// restore-volumes marked PD snapshot-recovering; an earlier attempt of this step that got as
 	// far as lifting the mark and was then killed before it reported leaves it lifted, and PD
@@ -319,6 +318,8 @@ type run struct {
 	conns   map[uint64]*conn
 	// stores are the TiKV stores as last listed, by id: where each is dialled.
 	stores map[uint64]*metapb.Store
+	// regions scans PD's regions in pages.
+	regions *tidb.RegionScanner
 }
 
 // close stops the watcher and closes every connection (between attempts and at the end).

@@ -25,7 +25,7 @@ import (
 // satisfies it.
 type PD interface {
 	GetAllStores(ctx context.Context, opts ...opt.GetStoreOption) ([]*metapb.Store, error)
-	BatchScanRegions(ctx context.Context, ranges []router.KeyRange, limit int, opts ...opt.GetRegionOption) ([]*router.Region, error)
+	tidb.RegionPD
 }
 
 // ResolvedTS is PD's min-resolved-ts.
@@ -89,9 +89,6 @@ func (p pdHTTP) MinResolvedTS(ctx context.Context) (ResolvedTS, error) {
 	}
 	return ResolvedTS{TS: got.TS, RealTime: got.RealTime}, nil
 }
-
-// scanLimit is the page size of the region scan.
-const scanLimit = 1024
 
 // waitClusterStill waits until no TiKV reports a pending admin operation and PD's regions
 // cover the whole key space, retrying until CheckTimeout.
@@ -230,17 +227,13 @@ func (s *snapshotter) checkAdmin(ctx context.Context, st *metapb.Store) error {
 	}
 }
 
-// checkHoles scans PD's regions and requires them to tile the key space from the first key
-// to the last, with no gap and no overlap.
+// checkHoles scans PD's regions, page by page, and requires them to tile the key space from
+// the first key to the last, with no gap and no overlap.
 func (s *snapshotter) checkHoles(ctx context.Context) error {
-	var next []byte
-	for first := true; first || len(next) > 0; first = false {
-		regions, err := s.d.PD.BatchScanRegions(ctx, []router.KeyRange{{StartKey: next}}, scanLimit)
-		if err != nil {
-			return fmt.Errorf("scan regions: %w", err)
-		}
-		if len(regions) == 0 {
-			return fmt.Errorf("no region covers the key %q", next)
+	next, done := []byte{}, false
+	err := s.regionScanner().Pages(ctx, []router.KeyRange{{}}, func(regions []*router.Region) error {
+		if done {
+			return fmt.Errorf("regions overlap after the end of the key space (region %d starts at %q)", regions[0].Meta.GetId(), regions[0].Meta.GetStartKey())
 		}
 		metas := make([]*metapb.Region, len(regions))
 		for i, r := range regions {
@@ -250,9 +243,23 @@ func (s *snapshotter) checkHoles(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		next = end
+		next, done = end, len(end) == 0
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !done {
+		return fmt.Errorf("no region covers the key %q", next)
 	}
 	return nil
+}
+
+// regionScanner is the step's one scanner of PD's regions, made on first use: it remembers
+// for the step's life whether PD serves BatchScanRegions.
+func (s *snapshotter) regionScanner() *tidb.RegionScanner {
+	s.scanOnce.Do(func() { s.regions = tidb.NewRegionScanner(s.d.PD, tidb.RegionScanOptions{Log: s.logf}) })
+	return s.regions
 }
 
 // tiles checks that regions, sorted by start key, tile the key space from start on without

@@ -273,6 +273,8 @@ type snapshotter struct {
 	slowestStart time.Duration
 	conns        map[string]brpb.BackupClient // by store address, for the cluster check
 	closers      []func() error
+	scanOnce     sync.Once
+	regions      *tidb.RegionScanner
 	logMu        sync.Mutex
 }
 

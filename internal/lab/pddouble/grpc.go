@@ -1,6 +1,7 @@
 package pddouble
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -249,18 +250,37 @@ func (p *pdService) BatchScanRegions(_ context.Context, req *pdpb.BatchScanRegio
 	if h := p.check(req.GetHeader()); h != nil {
 		return &pdpb.BatchScanRegionsResponse{Header: h}, nil
 	}
+	// PD's own checks, in its words: the ranges must come sorted, none starting
+	// before the previous one's end (an empty end counts as the empty key, as
+	// in PD), and none starting after its own end.
+	ranges := req.GetRanges()
+	for i, kr := range ranges {
+		if i > 0 && bytes.Compare(kr.GetStartKey(), ranges[i-1].GetEndKey()) < 0 {
+			return &pdpb.BatchScanRegionsResponse{Header: p.errHeader(pdpb.ErrorType_UNKNOWN, errors.New("invalid key range, ranges overlapped"))}, nil
+		}
+		if len(kr.GetEndKey()) > 0 && bytes.Compare(kr.GetStartKey(), kr.GetEndKey()) > 0 {
+			return &pdpb.BatchScanRegionsResponse{Header: p.errHeader(pdpb.ErrorType_UNKNOWN, errors.New("invalid key range, start key > end key"))}, nil
+		}
+	}
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
 	resp := &pdpb.BatchScanRegionsResponse{Header: p.header()}
-	seen := map[uint64]bool{}
 	limit := int(req.GetLimit())
-	for _, kr := range req.GetRanges() {
-		for _, e := range p.s.regions.scan(kr.GetStartKey(), kr.GetEndKey(), 0) {
-			if limit > 0 && len(resp.Regions) >= limit {
-				return resp, nil
+	var last uint64
+	for _, kr := range ranges {
+		left := 0
+		if limit > 0 {
+			if left = limit - len(resp.Regions); left <= 0 {
+				break
 			}
-			if !seen[e.Region.GetId()] {
-				seen[e.Region.GetId()] = true
+			left++ // the first may be the previous range's last region
+		}
+		for _, e := range p.s.regions.scan(kr.GetStartKey(), kr.GetEndKey(), left) {
+			if limit > 0 && len(resp.Regions) >= limit {
+				break
+			}
+			if e.Region.GetId() != last { // a region spanning two ranges is reported once
+				last = e.Region.GetId()
 				resp.Regions = append(resp.Regions, toPDRegion(e))
 			}
 		}

@@ -138,21 +138,7 @@ func (t *regionTree) remove(es []*regionEntry) {
 
 // overlaps returns the regions intersecting [start, end) (empty end = +inf).
 func (t *regionTree) overlaps(start, end []byte) []*regionEntry {
-	i := t.indexOf(start)
-	if i < 0 {
-		i = 0
-	}
-	var out []*regionEntry
-	for ; i < len(t.sorted); i++ {
-		e := t.sorted[i]
-		if len(end) > 0 && bytes.Compare(e.Region.GetStartKey(), end) >= 0 {
-			break
-		}
-		if endAfter(e.Region.GetEndKey(), start) {
-			out = append(out, e)
-		}
-	}
-	return out
+	return t.scan(start, end, 0)
 }
 
 // indexOf returns the index of the last region whose start key is <= key, or -1.
@@ -198,11 +184,21 @@ func (t *regionTree) next(e *regionEntry) *regionEntry {
 }
 
 // scan returns up to limit regions intersecting [start, end) in key order;
-// limit <= 0 means no limit.
+// limit <= 0 means no limit. It walks only what it returns, so a page of a
+// million regions costs a page.
 func (t *regionTree) scan(start, end []byte, limit int) []*regionEntry {
-	out := t.overlaps(start, end)
-	if limit > 0 && len(out) > limit {
-		out = out[:limit]
+	var out []*regionEntry
+	for i := max(t.indexOf(start), 0); i < len(t.sorted); i++ {
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+		e := t.sorted[i]
+		if len(end) > 0 && bytes.Compare(e.Region.GetStartKey(), end) >= 0 {
+			break
+		}
+		if endAfter(e.Region.GetEndKey(), start) {
+			out = append(out, e)
+		}
 	}
 	return out
 }

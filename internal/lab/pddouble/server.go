@@ -90,6 +90,8 @@ type Server struct {
 	mu      sync.Mutex
 	st      *state
 	regions *regionTree
+	// regionOnly: the regions came from LoadRegions and are not persisted.
+	regionOnly bool
 	// dirty state (a region's shape or leader changed) is saved within
 	// flushEvery; softDirty state (liveness, key counts, resolved ts) at
 	// most every softFlushEvery, so heartbeats do not rewrite the state
@@ -302,7 +304,9 @@ func (s *Server) persistLocked() error {
 // encodeLocked renders the state and numbers the image, so that an older
 // image never overwrites a newer one (see write).
 func (s *Server) encodeLocked() ([]byte, uint64, error) {
-	s.st.Regions = append(s.st.Regions[:0], s.regions.sorted...)
+	if !s.regionOnly {
+		s.st.Regions = append(s.st.Regions[:0], s.regions.sorted...)
+	}
 	b, err := json.Marshal(s.st)
 	s.st.Regions = nil
 	if err != nil {
