@@ -160,7 +160,7 @@ func (p *plan) planClean(complete bool) {
 
 // giveUpClean stops retrying a clean that failed limit times. The last attempt's error stays in
 // the condition once its Job is gone.
-func (p *plan) giveUpClean(attempts, limit int, cj job.State, st job.StepStatus, reported bool) {
+func (p *plan) giveUpClean(attempts, limit int, cj job.State, st dpv1alpha1.StepReport, reported bool) {
 	why := ""
 	switch {
 	case reported && st.Error != "":

@@ -24,7 +24,7 @@ const liftBackoffLimit = 4
 func (p *plan) liftNeeded() bool {
 	st, reported := p.o.Report.Step(job.StepPause)
 	pj := p.o.Pause
-	return reported && st.Identity && st.LiftedAt == nil && st.Phase != job.PhaseStopped &&
+	return reported && dpv1alpha1.HasPauseIdentity(st) && st.LiftedAt == nil && st.Phase != job.PhaseStopped &&
 		(pj.Phase == job.Failed || !pj.Exists()) && !p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition)
 }
 
@@ -54,7 +54,7 @@ func (p *plan) planLift() {
 
 // observeLift sets GCResumed=False while the lift of a pause that ended without lifting is
 // started or runs, and LiftFailed once its Job failed.
-func (p *plan) observeLift(pause, lift job.StepStatus, reported bool) {
+func (p *plan) observeLift(pause, lift dpv1alpha1.StepReport, reported bool) {
 	if p.o.Pause.Exists() && !p.o.Pause.Done() {
 		return // its failure report is in; its Job ends next
 	}
@@ -82,7 +82,7 @@ func (p *plan) liftFailed(msg string) {
 }
 
 // unlifted describes the pause that ended without lifting.
-func (p *plan) unlifted(pause job.StepStatus) string {
+func (p *plan) unlifted(pause dpv1alpha1.StepReport) string {
 	what := "the pause ended without lifting what it placed in PD"
 	if pause.ServiceSafePoint != "" {
 		what += " (service safepoint " + pause.ServiceSafePoint + ", its schedulers and schedule limits)"

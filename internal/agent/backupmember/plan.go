@@ -326,7 +326,7 @@ func (p *plan) observePause() {
 }
 
 // observePauseFailure fails the member when the pause broke while nothing had asked it to stop.
-func (p *plan) observePauseFailure(st job.StepStatus, reported bool) {
+func (p *plan) observePauseFailure(st dpv1alpha1.StepReport, reported bool) {
 	pj := p.o.Pause
 	if p.stopRequested() || pj.Suspended {
 		return
@@ -354,7 +354,7 @@ func (p *plan) observePauseFailure(st job.StepStatus, reported bool) {
 // because the pause Job merely stopped. A pause that ended without lifting and recorded no
 // identity (it placed nothing, or an older fedbr ran it) counts as resumed, as before: nothing
 // can be lifted by identity, and what it may hold lapses within its TTL.
-func (p *plan) observeResume(st job.StepStatus, reported bool) {
+func (p *plan) observeResume(st dpv1alpha1.StepReport, reported bool) {
 	pj := p.o.Pause
 	lift, liftReported := p.o.Report.Step(job.StepLift)
 	stopped := p.stopRequested() || pj.Suspended
@@ -378,7 +378,7 @@ func (p *plan) observeResume(st job.StepStatus, reported bool) {
 		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberLiftedReason,
 			p.unlifted(st)+"; the lift step removed it and PD holds none of it", at)
 	case !ended:
-	case reported && st.Identity:
+	case reported && dpv1alpha1.HasPauseIdentity(st):
 		p.observeLift(st, lift, liftReported)
 	case reported && st.Phase == job.PhaseFailed:
 		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseEndedReason,
@@ -516,11 +516,11 @@ func ownerRef(m *dpv1alpha1.VolumeBackupMember) metav1.OwnerReference {
 		Name: m.Name, UID: m.UID, Controller: ptr.To(true)}
 }
 
-func timeOf(t *time.Time) time.Time {
+func timeOf(t *metav1.MicroTime) time.Time {
 	if t == nil {
 		return time.Time{}
 	}
-	return *t
+	return t.Time
 }
 
 // storageOf is the member's storage.

@@ -135,7 +135,7 @@ func TestReportOf(t *testing.T) {
 		{Name: StepClean, Phase: PhaseCompleted, Result: &runtime.RawExtension{Raw: []byte(`{"deleted":3}`)}},
 	})
 	p, ok := r.Step(StepPause)
-	if !ok || p.Phase != PhaseStopped || p.BackupTS != 470802380936708097 || p.LiftedAt == nil || !p.LiftedAt.Equal(lifted.Time) || p.Stores != 3 {
+	if !ok || p.Phase != PhaseStopped || p.BackupTS != 470802380936708097 || p.LiftedAt == nil || !p.LiftedAt.Equal(&lifted) || p.Stores != 3 {
 		t.Errorf("pause %+v", p)
 	}
 	if _, ok := r.Step(StepSnapshot); ok {
