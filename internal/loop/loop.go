@@ -25,7 +25,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -220,11 +219,4 @@ func requeueOnConflict(ctx context.Context, err error) (reconcile.Result, error)
 		return reconcile.Result{RequeueAfter: ownwrite.Retry}, nil
 	}
 	return reconcile.Result{}, err
-}
-
-// Release takes the planner's own release action out of actions: the loop releases the
-// finalizer after the status (Decision.RemoveFinalizer), never among the actions.
-func Release[A any](actions []A, isRelease func(A) bool) (rest []A, release bool) {
-	release = slices.ContainsFunc(actions, isRelease)
-	return slices.DeleteFunc(slices.Clone(actions), isRelease), release
 }

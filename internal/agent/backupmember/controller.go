@@ -99,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return l.Reconcile(ctx, req)
 }
 
-// decide observes the member and plans. The plan's RemoveFinalizer action is the loop's to
+// decide observes the member and plans. The plan's RemoveFinalizer is the loop's to
 // carry out, after the status; the steps' own entries of status.steps are theirs, never the
 // agent's to write.
 func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMember, now time.Time) (loop.Decision[*dpv1alpha1.VolumeBackupMember, Action], error) {
@@ -109,9 +109,8 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMembe
 	}
 	res := Plan(o, now)
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
-	actions, release := loop.Release(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
 	return loop.Decision[*dpv1alpha1.VolumeBackupMember, Action]{
-		Actions: actions, RemoveFinalizer: release, RequeueAfter: res.RequeueAfter,
+		Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(m *dpv1alpha1.VolumeBackupMember) {
 			steps := m.Status.Steps
 			m.Status = *res.Status.DeepCopy()
@@ -121,7 +120,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMembe
 			for step, s := range map[string]job.State{job.StepPause: o.Pause, job.StepSnapshot: o.Snapshot, job.StepSize: o.Size, job.StepClean: o.Clean, job.StepLift: o.Lift} {
 				r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 			}
-			if !release {
+			if !res.RemoveFinalizer {
 				r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
 			}
 		},

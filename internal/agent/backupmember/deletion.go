@@ -32,11 +32,11 @@ func (p *plan) planDeletion() {
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberForceRemovedReason,
 			fmt.Sprintf("annotation %s=true: the finalizer is removed without cleaning; snapshots tagged %s=%s may remain",
 				ForceRemoveAnnotation, "fedbr.io/backup", p.m.UID), time.Time{})
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	}
 	if p.isTrue(dpv1alpha1.BackupMemberCleanedCondition) {
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	}
 	if sj := p.o.Snapshot; sj.Exists() && !sj.Done() && !p.snapshotsDone() {
@@ -55,12 +55,12 @@ func (p *plan) planDeletion() {
 	case policy == fedv1alpha1.CleanPolicyRetain, policy == fedv1alpha1.CleanPolicyOnFailure && complete:
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberRetainedReason,
 			fmt.Sprintf("cleanPolicy %s: snapshots and metadata are kept", policy), time.Time{})
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	case !p.snapshotEverStarted():
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberNothingToCleanReason,
 			"this member never started a snapshot step", time.Time{})
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	}
 	p.planClean(complete)
@@ -102,7 +102,7 @@ func (p *plan) planClean(complete bool) {
 	case cj.Phase == job.Succeeded || cj.Exists() && reported && st.Phase == job.PhaseCompleted && hasResult:
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberCleanedReason,
 			"snapshots and metadata deleted", cj.Finished)
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	case cj.Exists() && !cj.Done():
 		msg := fmt.Sprintf("clean attempt %d of %d running", attempts, limit)

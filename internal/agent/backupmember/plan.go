@@ -132,8 +132,6 @@ const (
 	StopJob ActionKind = "StopJob"
 	// DeleteJob deletes the Job Name with its pods.
 	DeleteJob ActionKind = "DeleteJob"
-	// RemoveFinalizer drops the agent's finalizer.
-	RemoveFinalizer ActionKind = "RemoveFinalizer"
 )
 
 // Action is one idempotent change.
@@ -162,6 +160,8 @@ type Result struct {
 	Status  dpv1alpha1.VolumeBackupMemberStatus
 	// RequeueAfter is set only when time alone changes the decision (a clean retry's backoff).
 	RequeueAfter time.Duration
+	// RemoveFinalizer releases the agent's finalizer: the loop does it after the status.
+	RemoveFinalizer bool
 }
 
 // plan carries one planning step.

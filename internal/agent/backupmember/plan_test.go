@@ -143,6 +143,7 @@ func obs(m *dpv1alpha1.VolumeBackupMember, mut ...func(*Observed)) Observed {
 
 type want struct {
 	actions   []ActionKind
+	release   bool
 	true      []string
 	notTrue   []string
 	reason    map[string]string
@@ -683,14 +684,14 @@ func TestPlanDeletion(t *testing.T) {
 		{
 			name: "Retain drops the finalizer at once",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyRetain), started, complete)),
-			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberRetainedReason}},
+			want: want{release: true, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberRetainedReason}},
 		},
 		{
 			name: "the pause still running is lifted first",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize, deleting(fedv1alpha1.CleanPolicyRetain)), func(o *Observed) {
 				o.Pause = active(pauseName)
 			}),
-			want: want{actions: []ActionKind{StopJob, RemoveFinalizer}},
+			want: want{actions: []ActionKind{StopJob}, release: true},
 		},
 		{
 			name: "a size step still running is stopped before the clean",
@@ -706,7 +707,7 @@ func TestPlanDeletion(t *testing.T) {
 		{
 			name: "OnFailure keeps a complete backup",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyOnFailure), started, complete)),
-			want: want{actions: []ActionKind{RemoveFinalizer}},
+			want: want{release: true},
 		},
 		{
 			name: "OnFailure cleans a failed backup",
@@ -738,7 +739,7 @@ func TestPlanDeletion(t *testing.T) {
 		{
 			name: "a member that never snapshotted has nothing to clean",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, deleting(fedv1alpha1.CleanPolicyDelete))),
-			want: want{actions: []ActionKind{RemoveFinalizer}, true: []string{dpv1alpha1.BackupMemberCleanedCondition}},
+			want: want{release: true, true: []string{dpv1alpha1.BackupMemberCleanedCondition}},
 		},
 		{
 			name: "a running snapshot is stopped before cleaning",
@@ -841,14 +842,14 @@ func TestPlanDeletion(t *testing.T) {
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
 				o.Clean, o.CleanAttempt = succeeded(clean1), 1
 			}),
-			want: want{actions: []ActionKind{RemoveFinalizer}, true: []string{dpv1alpha1.BackupMemberCleanedCondition}},
+			want: want{release: true, true: []string{dpv1alpha1.BackupMemberCleanedCondition}},
 		},
 		{
 			name: "force-remove drops the finalizer whatever the clean says",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete, func(m *dpv1alpha1.VolumeBackupMember) {
 				m.Annotations[ForceRemoveAnnotation] = "true"
 			}), func(o *Observed) { o.Clean, o.CleanAttempt = failed(clean1, "x"), 1 }),
-			want: want{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberForceRemovedReason}},
+			want: want{release: true, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberForceRemovedReason}},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) { check(t, planned(t, tt.o), tt.want) })
@@ -857,6 +858,9 @@ func TestPlanDeletion(t *testing.T) {
 
 func check(t *testing.T, r Result, w want) {
 	t.Helper()
+	if r.RemoveFinalizer != w.release {
+		t.Errorf("RemoveFinalizer %v, want %v", r.RemoveFinalizer, w.release)
+	}
 	if w.actions != nil || w.check == nil {
 		if got := kinds(r.Actions); !slices.Equal(got, w.actions) {
 			t.Errorf("actions %v, want %v", got, w.actions)

@@ -116,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return l.Reconcile(ctx, req)
 }
 
-// decide observes the member and plans. The plan's RemoveFinalizer action is the loop's to
+// decide observes the member and plans. The plan's RemoveFinalizer is the loop's to
 // carry out, after the status; the steps' own entries of status.steps are theirs, never the
 // agent's to write.
 func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, now time.Time) (loop.Decision[*dpv1alpha1.VolumeRestoreMember, Action], error) {
@@ -126,9 +126,8 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMemb
 	}
 	res := Plan(o, now)
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
-	actions, release := loop.Release(res.Actions, func(a Action) bool { return a.Kind == RemoveFinalizer })
 	return loop.Decision[*dpv1alpha1.VolumeRestoreMember, Action]{
-		Actions: actions, RemoveFinalizer: release, RequeueAfter: res.RequeueAfter,
+		Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(m *dpv1alpha1.VolumeRestoreMember) {
 			steps := m.Status.Steps
 			m.Status = *res.Status.DeepCopy()
@@ -141,7 +140,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMemb
 			for _, s := range o.Warmups {
 				r.Metrics.ObserveStep(Kind, job.StepWarmup, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 			}
-			if !release {
+			if !res.RemoveFinalizer {
 				r.Metrics.SetPhase(Kind, m.Namespace, m.Name, res.Status.Phase)
 			}
 		},

@@ -23,11 +23,11 @@ func (p *plan) planDeletion() {
 		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberForceRemovedReason,
 			fmt.Sprintf("annotation %s=true: the finalizer is removed without cleaning; volumes tagged %s=%s may remain",
 				ForceRemoveAnnotation, meta.TagRestore, p.m.UID))
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	}
 	if p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition) || p.isTrue(dpv1alpha1.RestoreMemberVolumesCleanedCondition) {
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 		return
 	}
 	if !p.stopSteps() || !p.releaseTiKV() || !p.deleteClaims() {
@@ -130,7 +130,7 @@ func (p *plan) deleteCloudVolumes() {
 	default:
 		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberCleanedReason,
 			fmt.Sprintf("no volume tagged %s=%s is left", meta.TagRestore, p.m.UID))
-		p.add(Action{Kind: RemoveFinalizer})
+		p.res.RemoveFinalizer = true
 	}
 }
 

@@ -179,8 +179,7 @@ const (
 	DeletePVC ActionKind = "DeletePVC"
 	DeletePV  ActionKind = "DeletePV"
 	// DeleteVolumes deletes the EBS volumes IDs.
-	DeleteVolumes   ActionKind = "DeleteVolumes"
-	RemoveFinalizer ActionKind = "RemoveFinalizer"
+	DeleteVolumes ActionKind = "DeleteVolumes"
 )
 
 // Action is one idempotent change.
@@ -221,6 +220,8 @@ type Result struct {
 	Status  dpv1alpha1.VolumeRestoreMemberStatus
 	// RequeueAfter is set only for what cannot be watched (storage retries, cloud volumes).
 	RequeueAfter time.Duration
+	// RemoveFinalizer releases the agent's finalizer: the loop does it after the status.
+	RemoveFinalizer bool
 }
 
 type plan struct {

@@ -167,6 +167,7 @@ func argValue(args []string, flag string) string {
 
 type rwant struct {
 	actions []ActionKind
+	release bool
 	true    []string
 	reason  map[string]string
 	phase   string
@@ -180,6 +181,9 @@ func rcheck(t *testing.T, r Result, w rwant) {
 	var got []ActionKind
 	for _, a := range r.Actions {
 		got = append(got, a.Kind)
+	}
+	if r.RemoveFinalizer != w.release {
+		t.Errorf("RemoveFinalizer %v, want %v", r.RemoveFinalizer, w.release)
 	}
 	if w.actions != nil || w.check == nil {
 		if !slices.Equal(got, w.actions) {
@@ -664,7 +668,7 @@ func TestPlanRestoreDeletion(t *testing.T) {
 		{
 			name: "a complete restore deletes nothing",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, del, rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)), targetTC(2, false), claim),
-			want: rwant{actions: []ActionKind{RemoveFinalizer}},
+			want: rwant{release: true},
 		},
 		{
 			name: "a running step is stopped first",
@@ -709,14 +713,14 @@ func TestPlanRestoreDeletion(t *testing.T) {
 		{
 			name: "nothing left: VolumesCleaned and the finalizer goes",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond), targetTC(2, true), func(o *Observed) { o.CloudListed = true }),
-			want: rwant{actions: []ActionKind{RemoveFinalizer}, true: []string{dpv1alpha1.RestoreMemberVolumesCleanedCondition}},
+			want: rwant{release: true, true: []string{dpv1alpha1.RestoreMemberVolumesCleanedCondition}},
 		},
 		{
 			name: "force-remove",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, del, failedCond, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Annotations = map[string]string{ForceRemoveAnnotation: "true"}
 			}), targetTC(2, true), claim),
-			want: rwant{actions: []ActionKind{RemoveFinalizer}, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: dpv1alpha1.RestoreMemberForceRemovedReason}},
+			want: rwant{release: true, reason: map[string]string{dpv1alpha1.RestoreMemberVolumesCleanedCondition: dpv1alpha1.RestoreMemberForceRemovedReason}},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
