@@ -1,9 +1,7 @@
 package chain
 
 import (
-	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/lab/tikvdouble"
 )
 
 // TestSIGKILLedStoresLoseNothing runs the bank workload on five `fedbr-lab lab tikv` processes,
@@ -53,7 +52,9 @@ func TestSIGKILLedStoresLoseNothing(t *testing.T) {
 		c.StopStore(id)
 	}
 	for id := uint64(1); id <= stores; id++ {
-		tearTail(t, filepath.Join(raft[id], "raft.log"))
+		if err := tikvdouble.TearLogTail(filepath.Join(raft[id], "raft.log")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := c.StartStores(ctx); err != nil {
 		t.Fatal(err)
@@ -76,21 +77,5 @@ func TestSIGKILLedStoresLoseNothing(t *testing.T) {
 	t.Logf("judging at ts %d: %+v", ts, bank.Count(txns, ts))
 	if err := bank.Check(ctx, cl, cfg, txns, ts, ts); err != nil {
 		t.Fatalf("after SIGKILLs and torn log tails: %v", err)
-	}
-}
-
-// tearTail appends the start of a frame that claims more bytes than follow, as a write cut by
-// the kill leaves it.
-func tearTail(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = f.Close() }()
-	var h [8]byte
-	binary.LittleEndian.PutUint32(h[:], 4096)
-	if _, err := f.Write(append(h[:], `{"k":"entries"`...)); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -2,10 +2,8 @@ package protocol
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/lab/tikvdouble"
 )
 
 // The negative controls run fedbr's own steps (internal/br/pause, internal/br/restoredata) with
@@ -47,7 +46,9 @@ func TestNegativeControlsOfRestoreData(t *testing.T) {
 	// A crash can tear the write in flight: every store's log ending in a record cut short
 	// (a frame header, then part of its body) restores exactly, the torn record dropped.
 	for id := 1; id <= stores; id++ {
-		tearLogTail(t, filepath.Join(copies["torn"], fmt.Sprintf("tikv-%d", id), "raft.log"))
+		if err := tikvdouble.TearLogTail(filepath.Join(copies["torn"], fmt.Sprintf("tikv-%d", id), "raft.log")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := restoreAndCheck(t, ctx, copies["torn"], ts, txns, restoredata.Unsafe{}); err != nil {
 		t.Fatalf("restore of images whose logs end in a torn record: %v", err)
@@ -131,27 +132,4 @@ func TestNegativeControlOfTheGCPin(t *testing.T) {
 		t.Fatalf("restore of a backup taken without the GC pin after GC passed it: %v, want bank.ErrMismatch", err)
 	}
 	t.Logf("no GC pin: %v", err)
-}
-
-// tearLogTail appends to a store's log what a crash in the middle of an append leaves: the
-// header of a frame of 64 bytes, and 20 of them.
-func tearLogTail(t *testing.T, path string) {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil || st.Size() == 0 {
-		t.Fatalf("store log %s: %v (size %v): nothing to tear", path, err, st)
-	}
-	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h [8]byte
-	binary.LittleEndian.PutUint32(h[:], 64)
-	binary.LittleEndian.PutUint32(h[4:], 0xdeadbeef)
-	if _, err := f.Write(append(h[:], []byte(`{"k":"entries","r":10`)[:20]...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
 }
