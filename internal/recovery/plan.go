@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 )
@@ -183,9 +184,16 @@ func checkStores(in Input, res *Result) error {
 	return nil
 }
 
+// maxMetas bounds the metas Plan takes, so that every region position and every boundary key
+// position (at most two per region) fits the int32 indexes the plan keeps.
+const maxMetas = math.MaxInt32 / 2
+
 // bestPeers groups metas by region and picks each region's best peer. It returns the regions
 // and, for every meta, the position of its region.
 func bestPeers(metas []RegionMeta, res *Result) ([]region, []int32, error) {
+	if len(metas) > maxMetas {
+		return nil, nil, fmt.Errorf("the stores reported %d region peers; at most %d are planned", len(metas), maxMetas)
+	}
 	index := make(map[uint64]int32, len(metas)/3+1)
 	regionOf := make([]int32, len(metas))
 	regions := make([]region, 0, len(metas)/3+1)
@@ -201,8 +209,8 @@ func bestPeers(metas []RegionMeta, res *Result) ([]region, []int32, error) {
 		}
 		pos, ok := index[m.RegionID]
 		if !ok {
-			index[m.RegionID] = int32(len(regions))
-			regionOf[i] = int32(len(regions))
+			index[m.RegionID] = int32(len(regions)) //nolint:gosec // G115: len(regions) <= len(metas) <= maxMetas, checked above
+			regionOf[i] = index[m.RegionID]
 			regions = append(regions, region{id: m.RegionID, best: int32(i)})
 			continue
 		}
@@ -316,7 +324,7 @@ func resolveOverlapsSlow(regions []region, accepted []bool) []bool {
 			continue
 		}
 		accepted[ri] = true
-		for j := find(int32(l)); int(j) < h; j = find(j + 1) {
+		for j := find(int32(l)); int(j) < h; j = find(j + 1) { //nolint:gosec // G115: l indexes keys, at most 2*len(regions) <= MaxInt32 (maxMetas)
 			add(int(j))
 			next[j] = j + 1
 		}

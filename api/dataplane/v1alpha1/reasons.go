@@ -47,7 +47,7 @@ const (
 	// CredentialEnvNotAllowedReason: template env sets a variable that chooses the steps'
 	// credentials or where they send them (AWS_*, KUBECONFIG, proxies, CA files, …) and the
 	// policy does not allow that name.
-	CredentialEnvNotAllowedReason = "CredentialEnvNotAllowed"
+	CredentialEnvNotAllowedReason = "CredentialEnvNotAllowed" //nolint:gosec // G101: a condition reason naming a rule, not a credential
 	// IdentityMountNotAllowedReason: a volume mount (template additionalVolumeMounts, a local
 	// storage's volumeMount) lies over the directory of the pod's Kubernetes or AWS identity
 	// token, which would replace the steps' identity.

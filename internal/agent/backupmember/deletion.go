@@ -2,6 +2,7 @@ package backupmember
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -91,7 +92,7 @@ func (p *plan) planClean(complete bool) {
 	_, hasResult := p.o.Report.Results[job.StepClean]
 	// The attempts are counted in the status, since the Jobs go at their TTL.
 	attempts := max(int(p.res.Status.CleanAttempts), p.o.CleanAttempt)
-	p.res.Status.CleanAttempts = int32(attempts)
+	p.res.Status.CleanAttempts = int32(min(max(attempts, 0), math.MaxInt32))
 	limit := MaxCleanAttempts(p.m)
 	running := cj.Exists() && !cj.Done()
 	if attempts >= limit && !running && cj.Phase != job.Succeeded {

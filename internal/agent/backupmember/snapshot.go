@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -43,9 +44,9 @@ func (p *plan) observeSnapshot() {
 				"the snapshot step runs; it needs nothing but the backup ts", time.Time{})
 		}
 		if st.Total > 0 {
-			p.res.Status.SnapshotsTotal = int32(st.Total)
+			p.res.Status.SnapshotsTotal = int32(min(st.Total, math.MaxInt32))
 		}
-		p.res.Status.SnapshotsCompleted = int32(st.Done)
+		p.res.Status.SnapshotsCompleted = int32(min(max(st.Done, 0), math.MaxInt32))
 		if st.BackupTS > 0 {
 			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
 		}
@@ -79,8 +80,8 @@ func (p *plan) observeSnapshot() {
 
 func (p *plan) complete(sum SnapshotSummary) {
 	s := &p.res.Status
-	s.SnapshotsTotal = int32(len(sum.Snapshots))
-	s.SnapshotsCompleted = int32(len(sum.Snapshots))
+	s.SnapshotsTotal = int32(min(len(sum.Snapshots), math.MaxInt32))
+	s.SnapshotsCompleted = s.SnapshotsTotal
 	if sum.ResolvedTS > 0 {
 		s.CommitTs = strconv.FormatUint(sum.ResolvedTS, 10)
 	}

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"math"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,9 @@ func (e Env) OwnerArgs(namespace string) []string {
 func (e Env) TTLSeconds() int32 {
 	if e.TTL <= 0 {
 		return int32(DefaultTTL / time.Second)
+	}
+	if e.TTL >= math.MaxInt32*time.Second {
+		return math.MaxInt32 // the agent's flag validation refuses more
 	}
 	return int32(e.TTL / time.Second)
 }

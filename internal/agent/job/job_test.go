@@ -2,6 +2,7 @@ package job
 
 import (
 	"maps"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +178,22 @@ func TestStorageFor(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 		case tt.err == "" && (st.Flag != tt.flag || st.HostDir != tt.hostDir || len(st.Env) != tt.env):
 			t.Errorf("%s: %+v", tt.name, st)
+		}
+	}
+}
+
+func TestTTLSecondsBounded(t *testing.T) {
+	for _, tt := range []struct {
+		ttl  time.Duration
+		want int32
+	}{
+		{0, int32(DefaultTTL / time.Second)},
+		{time.Hour, 3600},
+		{math.MaxInt32 * time.Second, math.MaxInt32},
+		{600000 * time.Hour, math.MaxInt32}, // above int32 seconds: the flag refuses it, the Job never wraps
+	} {
+		if got := (Env{TTL: tt.ttl}).TTLSeconds(); got != tt.want {
+			t.Errorf("TTLSeconds(%s) = %d, want %d", tt.ttl, got, tt.want)
 		}
 	}
 }

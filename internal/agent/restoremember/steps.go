@@ -3,6 +3,7 @@ package restoremember
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -89,7 +90,7 @@ func (p *plan) planRestoreVolumes() bool {
 	rv := p.o.RestoreVolumes
 	st, reported := p.o.Report.Step(job.StepRestoreVolumes)
 	if reported && st.Volumes > 0 {
-		p.res.Status.VolumesTotal = int32(st.Volumes)
+		p.res.Status.VolumesTotal = int32(min(st.Volumes, math.MaxInt32))
 	}
 	done, reason, msg := p.stepOutcome(job.StepRestoreVolumes, rv)
 	switch {
@@ -161,7 +162,7 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 		return job.Storage{}, nil, false
 	}
 	p.res.Status.CommitTs = strconv.FormatUint(bm.ClusterInfo.ResolvedTS, 10)
-	p.res.Status.VolumesTotal = int32(len(bm.Volumes()))
+	p.res.Status.VolumesTotal = int32(min(len(bm.Volumes()), math.MaxInt32))
 	if !p.checkTarget(bm, true) {
 		return job.Storage{}, nil, false
 	}
@@ -299,7 +300,7 @@ func (p *plan) rebuild() bool {
 		}
 	}
 	if !volumesSeen {
-		p.res.Status.VolumesTotal = int32(len(claims))
+		p.res.Status.VolumesTotal = int32(min(len(claims), math.MaxInt32))
 		return false // the volumes' watch events bring the claims
 	}
 	for _, c := range claims {
@@ -310,7 +311,8 @@ func (p *plan) rebuild() bool {
 	if ci := p.o.RestoreMeta.ClusterInfo; ci != nil && ci.ResolvedTS > 0 {
 		p.res.Status.CommitTs = strconv.FormatUint(ci.ResolvedTS, 10)
 	}
-	p.res.Status.VolumesTotal, p.res.Status.VolumesReady = int32(len(claims)), int32(len(claims))
+	p.res.Status.VolumesTotal = int32(min(len(claims), math.MaxInt32))
+	p.res.Status.VolumesReady = p.res.Status.VolumesTotal
 	p.set(dpv1alpha1.RestoreMemberVolumeCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberVolumesRestoredReason,
 		fmt.Sprintf("%d volumes restored and bound to TiKV claims of TidbCluster %s/%s", len(claims), tc.Namespace, tc.Name))
 	return true

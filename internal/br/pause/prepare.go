@@ -155,7 +155,7 @@ func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, er
 }
 
 func (p *preparer) leaseRequest() *brpb.PrepareSnapshotBackupRequest {
-	return &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_UpdateLease, LeaseInSeconds: uint64(p.lease / time.Second)}
+	return &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_UpdateLease, LeaseInSeconds: uint64(p.lease / time.Second)} //nolint:gosec // G115: the lease is --ttl, validated to be at least 3s
 }
 
 func (p *preparer) receive(s *storeStream) {
@@ -334,7 +334,7 @@ func waitApplyRequests(regions []*metapb.Region, limit int) []*brpb.PrepareSnaps
 	)
 	for _, r := range regions {
 		n := r.Size()
-		entry := 1 + varintLen(uint64(n)) + n // field tag, length, region
+		entry := 1 + varintLen(uint64(n)) + n //nolint:gosec // G115: a message size is never negative. Field tag, length, region
 		if cur == nil || len(cur.Regions) > 0 && size+entry > limit {
 			cur = &brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_WaitApply}
 			out = append(out, cur)

@@ -194,7 +194,7 @@ func (p *Provider) retry(ctx context.Context, call func() error) error {
 		if !cloud.IsThrottling(err) && !cloud.IsQuotaWait(err) && attempt > outerRetries {
 			return err
 		}
-		d := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
+		d := time.Duration(rand.Int64N(int64(backoff))) + backoff/2 //nolint:gosec // G404: retry jitter, not a secret
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w (gave up: %w)", err, ctx.Err())

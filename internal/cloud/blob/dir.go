@@ -21,7 +21,7 @@ var _ Store = (*Dir)(nil)
 
 // NewDir returns a store rooted at dir, creating it.
 func NewDir(dir string) (*Dir, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create blob dir %s: %w", dir, err)
 	}
 	return &Dir{root: dir}, nil
@@ -43,7 +43,7 @@ func (d *Dir) Put(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 		return fmt.Errorf("put %s: %w", key, err)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(p), ".tmp-*")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -138,6 +139,9 @@ func (o *options) validate() error {
 	}
 	if o.jobTTL < time.Minute {
 		errs = append(errs, errors.New("--job-ttl must be at least 1m, so the agent sees a finished Job before it goes"))
+	}
+	if o.jobTTL > math.MaxInt32*time.Second {
+		errs = append(errs, fmt.Errorf("--job-ttl %s: at most %s (ttlSecondsAfterFinished is an int32)", o.jobTTL, math.MaxInt32*time.Second))
 	}
 	if o.env.AWSEndpoint != "" && !strings.HasPrefix(o.env.AWSEndpoint, "http://") && !strings.HasPrefix(o.env.AWSEndpoint, "https://") {
 		errs = append(errs, fmt.Errorf("--aws-endpoint %q: want an http(s) URL", o.env.AWSEndpoint))

@@ -61,6 +61,7 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"--k8s-cluster-name", "az1", "--dry-run"}, "--image is required"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--aws-endpoint", "localhost:1", "--dry-run"}, "want an http(s) URL"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--job-ttl", "1s", "--dry-run"}, "--job-ttl"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--job-ttl", "600000h", "--dry-run"}, "--job-ttl 600000h0m0s: at most 596523h14m7s"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-sweep-interval", "-1m", "--dry-run"}, "--orphan-sweep-interval must not be negative"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-grace", "-1s", "--dry-run"}, "--orphan-grace must not be negative"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-images", "registry.example.com/[fedbr", "--dry-run"},

@@ -359,7 +359,7 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(args[0], args[1:]...) //nolint:gosec // running the pod's command is the point
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
 	cmd.Dir = wd
 	// Own process group, so signals reach everything the container started; the kernel

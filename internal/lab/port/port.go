@@ -46,7 +46,7 @@ func Free(n int) ([]int, error) {
 		if tries > 100*n {
 			return nil, fmt.Errorf("finding %d free ports in [%d, %d): too many in use or handed out", n, lowest, top)
 		}
-		p := lowest + rand.IntN(top-lowest) //nolint:gosec // a port number, not a secret
+		p := lowest + rand.IntN(top-lowest)
 		if handed[p] {
 			continue
 		}

@@ -84,8 +84,8 @@ func (c *Cluster) startProcess(ctx context.Context, id uint64, listen string, in
 	if err != nil {
 		return nil, fmt.Errorf("store %d log: %w", id, err)
 	}
-	defer func() { _ = logf.Close() }()        // the child holds its own descriptor
-	cmd := exec.Command(c.cfg.Binary, args...) //nolint:gosec // the lab's own binary and flags
+	defer func() { _ = logf.Close() }() // the child holds its own descriptor
+	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1", "GOMAXPROCS=1")
 	cmd.Stderr = logf
 	// The store dies with the test process, as a pod's process dies with its node.

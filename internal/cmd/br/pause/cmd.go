@@ -300,7 +300,7 @@ func (p *publisher) publish(s pause.Status) {
 		return
 	}
 	tmp := filepath.Join(filepath.Dir(p.file), "."+filepath.Base(p.file)+".tmp")
-	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err == nil {
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o600); err == nil {
 		_ = os.Rename(tmp, p.file)
 	}
 }

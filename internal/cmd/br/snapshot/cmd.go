@@ -172,7 +172,7 @@ func (o *options) validate() error {
 
 // readyPause reads the pause's status file and requires it to be Ready.
 func readyPause(file string) (pause.Status, error) {
-	b, err := os.ReadFile(file)
+	b, err := os.ReadFile(file) //nolint:gosec // G304: --pause-status, a path the step's caller chose
 	if err != nil {
 		return pause.Status{}, fmt.Errorf("read the pause status: %w", err)
 	}
@@ -454,7 +454,7 @@ type progressFile struct {
 func (f *progressFile) write(p snapshot.Progress) {
 	data, _ := json.Marshal(p)
 	tmp := filepath.Join(filepath.Dir(f.path), "."+filepath.Base(f.path)+".tmp")
-	err := os.WriteFile(tmp, append(data, '\n'), 0o644)
+	err := os.WriteFile(tmp, append(data, '\n'), 0o600)
 	if err == nil {
 		err = os.Rename(tmp, f.path)
 	}
