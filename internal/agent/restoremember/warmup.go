@@ -123,7 +123,7 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 		st := p.o.Warmups[name]
 		key := job.WarmupKey(wp.ordinal)
 		if r, ok := p.o.Report.Step(key); ok {
-			done, total = done+int64(r.Done), total+int64(r.Total)
+			done, total = done+r.Done, total+r.Total
 		}
 		switch {
 		case st.Phase == job.Failed && check:
