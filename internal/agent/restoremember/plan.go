@@ -415,8 +415,8 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: image, Args: args,
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
-		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  p.m.Labels, Annotations: p.m.Annotations,
+		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
+		Labels: p.m.Labels, Annotations: p.m.Annotations,
 		Pod: job.PodTemplate{
 			Env: append(append([]corev1.EnvVar(nil), env...), t.Env...), Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
