@@ -50,7 +50,7 @@ func (e Exit) finish(code int) {
 		return
 	}
 	if err := writeMarker(marker, code); err != nil {
-		fmt.Fprintf(e.Stderr, "fedbr: exit marker: %v\n", err)
+		_, _ = fmt.Fprintf(e.Stderr, "fedbr: exit marker: %v\n", err)
 	}
 	raw := e.Getenv(EnvExitDelay)
 	if raw == "" {
@@ -58,7 +58,7 @@ func (e Exit) finish(code int) {
 	}
 	d, err := time.ParseDuration(raw)
 	if err != nil || d < 0 {
-		fmt.Fprintf(e.Stderr, "fedbr: %s=%q: want a non-negative duration; not waiting\n", EnvExitDelay, raw)
+		_, _ = fmt.Fprintf(e.Stderr, "fedbr: %s=%q: want a non-negative duration; not waiting\n", EnvExitDelay, raw)
 		return
 	}
 	if d > 0 {
