@@ -597,7 +597,8 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0 --wal var/lib/fedbr-warmup/tikv-restored-tikv-0" {
 		t.Errorf("warm-up args %v", args)
 	}
-	if v := j.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" {
+	// The claim, and the step's exit marker volume (job.ExitVolume).
+	if v := j.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" || v[1].Name != job.ExitVolume {
 		t.Errorf("warm-up volumes %+v", v)
 	}
 	// The Job's progress reports reconcile the member while it runs: TiKV keeps waiting, and
