@@ -455,6 +455,22 @@ func TestPlanRestoreVolume(t *testing.T) {
 				}},
 		},
 		{
+			name: "the PVs seen, a volume described without any tag: tagged, no crash",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+				operatorTagged(o, claims)
+				o.RestoredVolumes[0].Tags = nil
+			}),
+			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true},
+		},
+		{
 			name: "restore-volumes left copied tags out: a Warning as the volumes complete",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)

@@ -349,7 +349,9 @@ func (p *plan) tagVolumes(claims []Claim) bool {
 	for _, c := range claims {
 		v, ok := byID[c.PV.Spec.CSI.VolumeHandle]
 		if !ok {
-			tagged = false // volumesOwned fails a volume that does not exist
+			// volumesOwned fails a volume that does not exist while its PV is to be created;
+			// once it is, a volume not described (yet) is looked at again (tagRecheck).
+			tagged = false
 			continue
 		}
 		want := restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace)
@@ -363,7 +365,8 @@ func (p *plan) tagVolumes(claims []Claim) bool {
 			continue
 		}
 		tagged = false
-		merged := maps.Clone(v.Tags)
+		merged := map[string]string{}
+		maps.Copy(merged, v.Tags)
 		maps.Copy(merged, missing)
 		_, drop, err := restorevolumes.FitTags(merged, cloud.MaxTags)
 		if err != nil {
