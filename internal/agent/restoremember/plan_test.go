@@ -471,6 +471,22 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true},
 		},
 		{
+			name: "the PVs seen, the volumes not describable: claims created, VolumeComplete waits, said and retried",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+				o.RestoredVolumes, o.RestoredVolumesErr = nil, errors.New("RequestLimitExceeded")
+			}),
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true,
+				reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberCloudUnreachableReason}, msg: "RequestLimitExceeded"},
+		},
+		{
 			name: "restore-volumes left copied tags out: a Warning as the volumes complete",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)

@@ -304,6 +304,9 @@ func (p *plan) rebuild() bool {
 	// Once its PV exists (created by the actions before, or seen), each volume gets the
 	// operator tags; the claims do not wait for them, VolumeComplete does.
 	tagged := p.tagVolumes(claims)
+	if p.isTrue(dpv1alpha1.RestoreMemberFailedCondition) {
+		return false
+	}
 	if !volumesSeen {
 		p.res.Status.VolumesTotal = int32(len(claims))
 		return false // the volumes' watch events bring the claims
@@ -315,7 +318,9 @@ func (p *plan) rebuild() bool {
 	}
 	if !tagged {
 		p.res.Status.VolumesTotal = int32(len(claims))
-		p.res.RequeueAfter = tagRecheck
+		if p.res.RequeueAfter == 0 {
+			p.res.RequeueAfter = tagRecheck
+		}
 		return false
 	}
 	p.warnDroppedTags()
@@ -337,9 +342,11 @@ const tagRecheck = 2 * time.Second
 // A volume the tags would take past AWS's limit first loses copied tags
 // (restorevolumes.FitTags); the action names them, and the agent says so in a Warning event.
 func (p *plan) tagVolumes(claims []Claim) bool {
-	if p.o.RestoredVolumesErr != nil {
+	if err := p.o.RestoredVolumesErr; err != nil {
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
+			fmt.Sprintf("describing the restored volumes to tag them: %v; retrying every %s", err, cloudRecheck))
 		p.res.RequeueAfter = cloudRecheck
-		return false // volumesOwned reported it while any PV is missing
+		return false
 	}
 	byID := map[string]cloud.Volume{}
 	for _, v := range p.o.RestoredVolumes {
