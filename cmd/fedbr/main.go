@@ -7,6 +7,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/fedbr/fedbr/internal/cmd/root"
 )
@@ -16,7 +17,7 @@ func main() {
 	if filepath.Base(os.Args[0]) == "kubectl-fedbr" {
 		cmd.Use = "kubectl fedbr"
 	}
-	if err := cmd.Execute(); err != nil {
-		os.Exit(1)
-	}
+	// In a step's pod the agent sets the exit marker and delay (root.EnvExitMarker): whatever
+	// the outcome, the marker is written and the delay waited before the process exits.
+	os.Exit(root.Exit{Getenv: os.Getenv, Sleep: time.Sleep, Stderr: os.Stderr}.Execute(cmd))
 }

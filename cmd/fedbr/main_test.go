@@ -1,7 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -23,6 +27,40 @@ func TestLabIsNotLinked(t *testing.T) {
 			if d == prefix || strings.HasPrefix(d, prefix+"/") {
 				t.Errorf("cmd/fedbr links %s", d)
 			}
+		}
+	}
+}
+
+// TestStepExitMarker runs the built binary as a step pod does: with FEDBR_EXIT_MARKER set, the
+// marker is written with the command's exit code, on success and on failure, and the process
+// exits with that code.
+func TestStepExitMarker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "fedbr")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+	}{{[]string{"version"}, 0}, {[]string{"backup", "manifests"}, 1}} {
+		marker := filepath.Join(dir, strings.Join(c.args, "-"), "main-terminated")
+		cmd := exec.Command(bin, c.args...)
+		cmd.Env = append(os.Environ(), "FEDBR_EXIT_MARKER="+marker, "FEDBR_EXIT_DELAY=0s")
+		err := cmd.Run()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		b, rerr := os.ReadFile(marker)
+		if code != c.code || rerr != nil || !strings.HasPrefix(string(b), fmt.Sprintf("exit-code=%d ", c.code)) {
+			t.Errorf("fedbr %v: exit %d (want %d), marker %q, %v", c.args, code, c.code, b, rerr)
 		}
 	}
 }

@@ -231,6 +231,9 @@ func (s *Store) PutManifest(ctx context.Context, namespace, kind, name string, y
 		}
 	}
 	key := ManifestKey(namespace, kind, name)
+	if len(yaml) > MaxManifestBytes {
+		return "", fmt.Errorf("put manifest %s: %d bytes, more than %d", key, len(yaml), MaxManifestBytes)
+	}
 	_, err := s.blob.Get(ctx, key, MaxManifestBytes)
 	switch {
 	case err == nil:

@@ -430,7 +430,7 @@ func TestAgentChart(t *testing.T) {
 	for _, tt := range []chartCase{{
 		name:   "defaults",
 		values: map[string]any{"clusterName": "dp1"},
-		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--metrics-bind-address=:8080",
+		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--step-exit-delay=0s", "--metrics-bind-address=:8080",
 			"--health-probe-bind-address=:8081", "--leader-elect=true", "--leader-election-namespace=fedbr-system", "--max-concurrent-reconciles=4",
 			"--orphan-sweep-interval=10m", "--orphan-grace=1h", "--v=0"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
@@ -460,6 +460,7 @@ func TestAgentChart(t *testing.T) {
 			"aws":                     map[string]any{"region": "us-west-2", "endpoint": "https://ec2.us-west-2.amazonaws.com"},
 			"watchNamespace":          "tidb",
 			"jobTTL":                  "2h",
+			"stepExitDelay":           "5s",
 			"maxConcurrentReconciles": 8,
 			"orphanSweep":             map[string]any{"interval": "30m", "grace": "2h"},
 			"policy": map[string]any{"sameNamespace": false, "namespaces": []any{"ops=tidb-*", "ci=tidb-ci"},
@@ -474,7 +475,7 @@ func TestAgentChart(t *testing.T) {
 				"subjects": []any{map[string]any{"kind": "User", "name": "fedbr-manager", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}),
 		args: []string{"agent", "--k8s-cluster-name=dp-us-west-2a", "--image=registry.example.com/fedbr-br:v9.9.9", "--kubeconfig=/etc/fedbr/config/kubeconfig",
-			"--context=dp", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com", "--namespace=tidb", "--job-ttl=2h",
+			"--context=dp", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com", "--namespace=tidb", "--job-ttl=2h", "--step-exit-delay=5s",
 			"--metrics-bind-address=:9090", "--health-probe-bind-address=:9091", "--leader-elect=true", "--leader-election-namespace=leases",
 			"--max-concurrent-reconciles=8", "--orphan-sweep-interval=30m", "--orphan-grace=2h",
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",

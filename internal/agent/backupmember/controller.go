@@ -235,6 +235,13 @@ func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 			return err
 		})
 	}
+	g.Go(func() error {
+		objs, err := ObserveOperatorObjects(gctx, c, tc)
+		mu.Lock()
+		out.OperatorObjects = objs
+		mu.Unlock()
+		return err
+	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}

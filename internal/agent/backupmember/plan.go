@@ -494,8 +494,8 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: p.o.Env.ImageOr(t.ToolImage), Args: args,
 		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
-		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  p.m.Labels, Annotations: p.m.Annotations,
+		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
+		Labels: p.m.Labels, Annotations: p.m.Annotations,
 		Pod: job.PodTemplate{
 			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

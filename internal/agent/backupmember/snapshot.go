@@ -168,8 +168,11 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 	args := []string{"br", job.StepSnapshot, "--storage", storage.Flag, "--backup-id", string(p.m.UID),
 		"--cluster", p.m.Spec.K8sClusterName, "--pd", strings.Join(pd, ",")}
 	args = append(args, tsArgs...)
-	args = append(args, "--volumes", job.InPod(inputsMount+"/"+VolumesKey), "--manifest", job.InPod(inputsMount+"/"+TidbClusterKey),
-		"--member", p.m.Name)
+	args = append(args, "--volumes", job.InPod(inputsMount+"/"+VolumesKey), "--manifest", job.InPod(inputsMount+"/"+TidbClusterKey))
+	if p.o.Cluster != nil && len(p.o.Cluster.OperatorObjects) > 0 {
+		args = append(args, "--manifest", job.InPod(inputsMount+"/"+OperatorObjectsKey))
+	}
+	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
 	return append(args, p.o.Env.CloudArgs()...), storage, nil
 }
@@ -192,10 +195,20 @@ func (p *plan) inputsConfigMap() (*corev1.ConfigMap, error) {
 	if err != nil {
 		return nil, err
 	}
+	data := map[string]string{VolumesKey: string(vol), TidbClusterKey: string(tc)}
+	if objs := p.o.Cluster.OperatorObjects; len(objs) > 0 {
+		if data[OperatorObjectsKey], err = operatorManifests(objs); err != nil {
+			return nil, err
+		}
+	}
+	if n := len(data[VolumesKey]) + len(data[TidbClusterKey]) + len(data[OperatorObjectsKey]); n > maxInputsBytes {
+		return nil, fmt.Errorf("%w: the volume file and the manifests of TidbCluster %s/%s and the objects referencing it take %d bytes, more than the %d a ConfigMap holds",
+			ErrVolumeDiscovery, p.m.Spec.TCNamespace, p.m.Spec.TCName, n, maxInputsBytes)
+	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: InputsConfigMapName(p.m.Name), Namespace: p.m.Namespace,
 			Labels: job.Selector(p.m.Name), OwnerReferences: []metav1.OwnerReference{ownerRef(p.m)}},
-		Data: map[string]string{VolumesKey: string(vol), TidbClusterKey: string(tc)},
+		Data: data,
 	}
 	return cm, nil
 }

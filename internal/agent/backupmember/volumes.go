@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
@@ -29,6 +30,8 @@ type Cluster struct {
 	PVCs  map[string]*corev1.PersistentVolumeClaim // by name, in the TC's namespace
 	PVs   map[string]*corev1.PersistentVolume      // by name
 	Nodes map[string]*corev1.Node                  // by name
+	// OperatorObjects are the tidb-operator objects that reference TC (ObserveOperatorObjects).
+	OperatorObjects []unstructured.Unstructured
 }
 
 // Discover builds the clustermeta record (BR's volume file) of a TidbCluster's TiKV stores:

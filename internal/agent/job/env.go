@@ -32,6 +32,9 @@ type Env struct {
 	// that create snapshots or volumes get --owner <ClusterID>/<member namespace>, so what they
 	// create is tagged for this agent's orphan sweeper until it is recorded; none when empty.
 	ClusterID string
+	// StepExitDelay is how long every step waits after writing its exit marker before it
+	// exits (the agent's --step-exit-delay; see sidecarSafe).
+	StepExitDelay time.Duration
 }
 
 // CloudArgs are the AWS flags every step takes.

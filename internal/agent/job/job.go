@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"maps"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -113,6 +114,8 @@ type Spec struct {
 	Labels      map[string]string
 	Annotations map[string]string
 	Pod         PodTemplate
+	// ExitDelay is how long the step waits after writing its exit marker (see sidecarSafe).
+	ExitDelay time.Duration
 }
 
 // PodTemplate is what the member's template says about the pods.
@@ -158,7 +161,7 @@ func Build(s Spec) *batchv1.Job {
 		owners = []metav1.OwnerReference{s.Owner}
 	}
 	podSecurity, containerSecurity := securityContexts(s.Pod.Privileged)
-	return &batchv1.Job{
+	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: s.Namespace, Labels: labels, Annotations: jobAnnotations,
 			OwnerReferences: owners,
@@ -199,6 +202,8 @@ func Build(s Spec) *batchv1.Job {
 			},
 		},
 	}
+	sidecarSafe(&j.Spec.Template.Spec, s.ExitDelay)
+	return j
 }
 
 // NonRootID is the user and group a step runs as (distroless's "nonroot"): any non-root id

@@ -51,7 +51,7 @@ func TestBuild(t *testing.T) {
 	case *j.Spec.BackoffLimit != 1, *j.Spec.ActiveDeadlineSeconds != 60, *j.Spec.TTLSecondsAfterFinished != 30:
 		t.Errorf("limits %+v", j.Spec)
 	case ps.RestartPolicy != corev1.RestartPolicyNever, ps.ServiceAccountName != "sa", ps.PriorityClassName != "high",
-		len(ps.Tolerations) != 1, len(ps.ImagePullSecrets) != 1, len(ps.Volumes) != 1, len(c.VolumeMounts) != 1:
+		len(ps.Tolerations) != 1, len(ps.ImagePullSecrets) != 1, len(ps.Volumes) != 2, len(c.VolumeMounts) != 2:
 		t.Errorf("pod spec %+v", ps)
 	case c.Image != "img", c.Env[len(c.Env)-1].Value != "override":
 		t.Errorf("container %+v", c)
@@ -195,5 +195,39 @@ func TestTTLSecondsBounded(t *testing.T) {
 		if got := (Env{TTL: tt.ttl}).TTLSeconds(); got != tt.want {
 			t.Errorf("TTLSeconds(%s) = %d, want %d", tt.ttl, got, tt.want)
 		}
+	}
+}
+
+// TestBuildIsSidecarSafe: the step container gets the exit marker's emptyDir at ExitDir and
+// the variables that make `fedbr` write the marker (relative to its working directory "/")
+// and wait the delay; the template's volumes and mounts stay, unaliased.
+func TestBuildIsSidecarSafe(t *testing.T) {
+	vols := make([]corev1.Volume, 1, 4)
+	vols[0] = corev1.Volume{Name: "extra"}
+	j := Build(Spec{Member: "m", Step: StepSnapshot, ExitDelay: 3 * time.Second, Pod: PodTemplate{Volumes: vols}})
+	ps := j.Spec.Template.Spec
+	c := ps.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if env[EnvExitMarker] != "var/run/fedbr-exit/main-terminated" || env[EnvExitDelay] != "3s" {
+		t.Errorf("exit variables %v", env)
+	}
+	var emptyDir bool
+	for _, v := range ps.Volumes {
+		emptyDir = emptyDir || v.Name == ExitVolume && v.EmptyDir != nil
+	}
+	if !emptyDir || len(ps.Volumes) != 2 || ps.Volumes[0].Name != "extra" {
+		t.Errorf("volumes %+v", ps.Volumes)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].Name != ExitVolume || c.VolumeMounts[0].MountPath != ExitDir || c.VolumeMounts[0].ReadOnly {
+		t.Errorf("mounts %+v", c.VolumeMounts)
+	}
+	if vols[:2][1].Name != "" {
+		t.Errorf("Build wrote into the caller's volumes: %+v", vols[:2])
+	}
+	if j := Build(Spec{Member: "m", Step: StepSnapshot}); j.Spec.Template.Spec.Containers[0].Env[1].Value != "0s" {
+		t.Errorf("no delay: %+v", j.Spec.Template.Spec.Containers[0].Env)
 	}
 }

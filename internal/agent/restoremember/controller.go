@@ -44,6 +44,10 @@ type CloudVolumes interface {
 	DescribeVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error)
 	ListVolumes(ctx context.Context, tags map[string]string) ([]cloud.Volume, error)
 	DeleteVolumes(ctx context.Context, ids []string) error
+	// TagVolume adds the operator tags to a restored volume once its PV exists; UntagVolumes
+	// first removes copied tags that would take it past AWS's tag limit.
+	TagVolume(ctx context.Context, id string, tags map[string]string) error
+	UntagVolumes(ctx context.Context, ids, keys []string) error
 }
 
 // Reconciler reconciles the VolumeRestoreMembers of this data plane.
@@ -415,7 +419,7 @@ func independentRun(as []Action) int { return apply.Run(as, independent) }
 
 var independent = apply.ByKind(func(a Action) ActionKind { return a.Kind },
 	[]ActionKind{EnsureServiceAccount}, []ActionKind{CreateJob},
-	[]ActionKind{CreatePV}, []ActionKind{CreatePVC},
+	[]ActionKind{CreatePV}, []ActionKind{TagVolume}, []ActionKind{CreatePVC},
 	[]ActionKind{DeletePod}, []ActionKind{DeletePVC}, []ActionKind{DeletePV})
 
 func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alpha1.VolumeRestoreMember, a Action) error {
@@ -457,6 +461,22 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 		pv := &corev1.PersistentVolume{}
 		pv.Name = a.Name
 		return client.IgnoreNotFound(r.Client.Delete(ctx, pv))
+	case TagVolume:
+		if r.Cloud == nil {
+			return errors.New("the agent has no AWS access configured")
+		}
+		if len(a.IDs) > 0 {
+			if err := r.Cloud.UntagVolumes(ctx, []string{a.Name}, a.IDs); err != nil {
+				return err
+			}
+			r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, ReasonTagsDropped, "Tag",
+				"volume %s: removed the tags %s copied from its snapshot, to stay within AWS's %d tags per volume with the operator tags",
+				a.Name, strings.Join(a.IDs, ", "), cloud.MaxTags)
+		}
+		return r.Cloud.TagVolume(ctx, a.Name, a.Tags)
+	case Warn:
+		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, a.Key, "Restore", "%s", a.Value)
+		return nil
 	case DeleteVolumes:
 		if r.Cloud == nil {
 			return errors.New("the agent has no AWS access configured")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,6 +37,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/policy"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
@@ -133,6 +135,8 @@ type fixture struct {
 	newVol  string
 	backup  *meta.Record
 	cluster string
+	// volTags are tags the restored volume carries besides the restore's identity.
+	volTags map[string]string
 	// storeOpens counts the agent's opens of the backup storage.
 	storeOpens *atomic.Int64
 }
@@ -278,8 +282,10 @@ func (f *fixture) restoreVolumesRecording(forged string) {
 		m = f.member()
 		return m.Status.CommitTs == fmt.Sprint(resolvedTS), "commitTs " + m.Status.CommitTs
 	})
+	tags := meta.RestoreTags(string(m.UID))
+	maps.Copy(tags, f.volTags)
 	v, err := f.lab.Provider.CreateVolume(f.ctx, cloud.VolumeSpec{SnapshotID: f.backup.TiKV.Stores[0].Volumes[0].SnapshotID, AZ: "us-west-2b",
-		Tags: meta.RestoreTags(string(m.UID))})
+		Tags: tags})
 	must(f.t, err)
 	_, err = f.lab.Provider.WaitVolumes(f.ctx, []string{v.ID})
 	must(f.t, err)
@@ -345,6 +351,12 @@ func TestRestoreProtocol(t *testing.T) {
 		pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pvc.Labels["tidb.pingcap.com/pod-name"] != "restored-tikv-0" {
 		t.Errorf("PV %s %+v / PVC %+v", pv.Name, pv.Spec, pvc.ObjectMeta)
 	}
+	// The restored volume carries the operator tags of its PV and claim.
+	tagged, err := f.lab.Provider.DescribeVolumes(f.ctx, []string{f.newVol})
+	must(t, err)
+	if want := restorevolumes.OperatorTags(pv.Name, pvc.Name, f.ns); len(tagged) != 1 || !mapContains(tagged[0].Tags, want) {
+		t.Errorf("restored volume tags %v, want %v among them", tagged, want)
+	}
 	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpCompleteCondition)
 	f.startTiKV()
 	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
@@ -383,6 +395,57 @@ func TestRestoreProtocol(t *testing.T) {
 		t.Errorf("restored volumes after deleting a complete member: %v", vols)
 	}
 	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "tikv-restored-tikv-0"}, pvc))
+}
+
+func mapContains(m, sub map[string]string) bool {
+	for k, v := range sub {
+		if got, ok := m[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestOperatorTagsWithinTheTagLimit: a restored volume at 48 tags, 45 of them copied from its
+// snapshot, cannot take the four operator tags (the AWS double answers CreateTags past 50 with
+// TagLimitExceeded); the agent drops the two least useful copied tags, tags the volume, says
+// which in a Warning event, and the volumes complete.
+func TestOperatorTagsWithinTheTagLimit(t *testing.T) {
+	f := newFixture(t, "rs-tags")
+	f.volTags = map[string]string{"team": "db", "snapshot/CSIVolumeName": "pvc-src-4"}
+	for i := len(f.volTags) + 1; len(f.volTags) < 47; i++ {
+		f.volTags[fmt.Sprintf("snapshot/cost-%02d", i)] = "v"
+	}
+	f.createMember()
+	f.restoreVolumes()
+	f.waitCondition(dpv1alpha1.RestoreMemberVolumeCompleteCondition)
+	vols, err := f.lab.Provider.DescribeVolumes(f.ctx, []string{f.newVol})
+	must(t, err)
+	pvc := &corev1.PersistentVolumeClaim{}
+	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "tikv-restored-tikv-0"}, pvc))
+	want := restorevolumes.OperatorTags(pvc.Spec.VolumeName, pvc.Name, f.ns)
+	want["team"], want[meta.TagRestore] = "db", string(f.member().UID)
+	tags := vols[0].Tags
+	if len(tags) != cloud.MaxTags || !mapContains(tags, want) {
+		t.Errorf("volume carries %d tags %v, want %d with %v", len(tags), tags, cloud.MaxTags, want)
+	}
+	for _, k := range []string{"snapshot/CSIVolumeName", "snapshot/cost-47"} {
+		if _, ok := tags[k]; ok {
+			t.Errorf("volume still carries %s", k)
+		}
+	}
+	eventually(t, "a TagsDropped Warning", func() (bool, string) {
+		evs := &corev1.EventList{}
+		must(t, env.Client.List(f.ctx, evs, client.InNamespace(f.ns)))
+		var seen []string
+		for _, e := range evs.Items {
+			seen = append(seen, e.Reason)
+			if e.Reason == ReasonTagsDropped && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "snapshot/CSIVolumeName, snapshot/cost-47") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
 }
 
 // TestFailedRestoreCleansVolumes: the manager deletes the member of a failed restore; the agent
@@ -534,7 +597,8 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0 --wal var/lib/fedbr-warmup/tikv-restored-tikv-0" {
 		t.Errorf("warm-up args %v", args)
 	}
-	if v := j.Spec.Template.Spec.Volumes; len(v) != 1 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" {
+	// The claim, and the step's exit marker volume (job.ExitVolume).
+	if v := j.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" || v[1].Name != job.ExitVolume {
 		t.Errorf("warm-up volumes %+v", v)
 	}
 	// The Job's progress reports reconcile the member while it runs: TiKV keeps waiting, and

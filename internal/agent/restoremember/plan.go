@@ -55,6 +55,10 @@ const ForceRemoveAnnotation = "fedbr.io/force-remove"
 // ran in recovery mode: they are restarted, and the restore completes once none is left.
 const AnnotationRecoveryPods = "dataplane.fedbr.io/recovery-pods"
 
+// ReasonTagsDropped is the Warning event's reason when restored volumes lose tags copied from
+// their snapshots to stay within AWS's 50 tags per volume.
+const ReasonTagsDropped = "TagsDropped"
+
 // Phases of status.phase, derived by phaseOf.
 const (
 	PhasePending          = "Pending"
@@ -178,6 +182,11 @@ const (
 	// DeletePVC and DeletePV delete objects the agent created.
 	DeletePVC ActionKind = "DeletePVC"
 	DeletePV  ActionKind = "DeletePV"
+	// TagVolume adds Tags to the EBS volume Name, after removing the tag keys IDs (copied tags
+	// dropped to stay within AWS's tag limit, with a Warning event naming them).
+	TagVolume ActionKind = "TagVolume"
+	// Warn emits a Warning event with reason Key and message Value.
+	Warn ActionKind = "Warn"
 	// DeleteVolumes deletes the EBS volumes IDs.
 	DeleteVolumes ActionKind = "DeleteVolumes"
 )
@@ -194,6 +203,7 @@ type Action struct {
 	Key       string
 	Value     string
 	IDs       []string
+	Tags      map[string]string
 }
 
 func (a Action) String() string {
@@ -406,8 +416,8 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: image, Args: args,
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
-		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
-		Labels:                  p.m.Labels, Annotations: p.m.Annotations,
+		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
+		Labels: p.m.Labels, Annotations: p.m.Annotations,
 		Pod: job.PodTemplate{
 			Env: append(append([]corev1.EnvVar(nil), env...), t.Env...), Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

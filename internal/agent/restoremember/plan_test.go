@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -220,6 +222,18 @@ func rcheck(t *testing.T, r Result, w rwant) {
 	}
 }
 
+// operatorTagged gives the observed restored volumes the operator tags of their claims.
+func operatorTagged(o *Observed, claims []Claim) {
+	for _, c := range claims {
+		for i := range o.RestoredVolumes {
+			if v := &o.RestoredVolumes[i]; v.ID == c.PV.Spec.CSI.VolumeHandle {
+				v.Tags = maps.Clone(v.Tags)
+				maps.Copy(v.Tags, restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace))
+			}
+		}
+	}
+}
+
 func TestPlanRestoreVolume(t *testing.T) {
 	failed := func(name, reason string) job.State {
 		return job.State{Name: name, Phase: job.Failed, Reason: reason, Message: "boom", Started: t0, Finished: t0}
@@ -383,13 +397,119 @@ func TestPlanRestoreVolume(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
 			}),
-			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV}, phase: PhaseRestoringVolumes,
+			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV, TagVolume, TagVolume, TagVolume, TagVolume}, phase: PhaseRestoringVolumes,
 				check: func(t *testing.T, r Result) {
 					pv := r.Actions[2].PV // tikv-restored-tikv-0
 					if pv.Spec.CSI.VolumeHandle != "vol-new-vol-old-3-tikv" || pv.Spec.CSI.Driver != tidbcluster.EBSCSIDriver ||
 						pv.Spec.ClaimRef.Name != "tikv-restored-tikv-0" || pv.Spec.ClaimRef.Namespace != "dst" ||
 						pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2b" || pv.Labels[LabelRestore] != "ruid-1" {
 						t.Errorf("PV %+v", pv.Spec)
+					}
+					// Each volume is tagged after the PVs are created, as tidb-operator tags it.
+					tag := r.Actions[6] // tikv-restored-tikv-0's volume
+					want := map[string]string{"CSIVolumeName": pv.Name, "kubernetes.io/created-for/pv/name": pv.Name,
+						"kubernetes.io/created-for/pvc/name": "tikv-restored-tikv-0", "kubernetes.io/created-for/pvc/namespace": "dst"}
+					if tag.Name != "vol-new-vol-old-3-tikv" || !maps.Equal(tag.Tags, want) || len(tag.IDs) != 0 {
+						t.Errorf("TagVolume %s %v dropping %v, want %v", tag.Name, tag.Tags, tag.IDs, want)
+					}
+				}},
+		},
+		{
+			name: "the PVs seen, a volume's operator tags not seen yet: claims created, tagged again, VolumeComplete waits",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+				operatorTagged(o, claims[1:])
+			}),
+			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true,
+				check: func(t *testing.T, r Result) {
+					if r.RequeueAfter != tagRecheck || condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) {
+						t.Errorf("requeue %s, conditions %+v", r.RequeueAfter, r.Status.Conditions)
+					}
+				}},
+		},
+		{
+			name: "a volume at AWS's 50 tags: copied tags dropped, least useful first, to make room for the operator tags",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				tags := o.RestoredVolumes[0].Tags
+				tags["snapshot/CSIVolumeName"], tags["snapshot/fedbr.io/backup"], tags["team"] = "pvc-old", "b1", "db"
+				for i := len(tags); i < cloud.MaxTags; i++ {
+					tags[fmt.Sprintf("snapshot/cost-%02d", i)] = "v"
+				}
+			}),
+			want: rwant{actions: []ActionKind{CreatePV, CreatePV, CreatePV, CreatePV, TagVolume, TagVolume, TagVolume, TagVolume}, phase: PhaseRestoringVolumes,
+				check: func(t *testing.T, r Result) {
+					var drops [][]string
+					for _, a := range r.Actions {
+						if a.Kind == TagVolume && len(a.IDs) > 0 {
+							drops = append(drops, a.IDs)
+						}
+					}
+					want := []string{"snapshot/CSIVolumeName", "snapshot/cost-48", "snapshot/cost-49", "snapshot/fedbr.io/backup"}
+					if len(drops) != 1 || !slices.Equal(drops[0], want) {
+						t.Errorf("tags dropped %v, want %v on one volume", drops, want)
+					}
+				}},
+		},
+		{
+			name: "the PVs seen, a volume described without any tag: tagged, no crash",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+				operatorTagged(o, claims)
+				o.RestoredVolumes[0].Tags = nil
+			}),
+			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true},
+		},
+		{
+			name: "the PVs seen, the volumes not describable: claims created, VolumeComplete waits, said and retried",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+				o.RestoredVolumes, o.RestoredVolumesErr = nil, errors.New("RequestLimitExceeded")
+			}),
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true,
+				reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberCloudUnreachableReason}, msg: "RequestLimitExceeded"},
+		},
+		{
+			name: "restore-volumes left copied tags out: a Warning as the volumes complete",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
+				volumesRestored(o)
+				o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
+					job.StepRestoreVolumes + ".result": `{"restoreID":"ruid-1","volumes":[],"droppedTags":["snapshot/cost-1","snapshot/owner"]}`})
+				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, c := range claims {
+					o.PVs[c.PV.Name] = c.PV
+				}
+				operatorTagged(o, claims)
+			}),
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC, Warn, AnnotateTC},
+				true:  []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition},
+				phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
+					if a := r.Actions[4]; a.Key != ReasonTagsDropped || !strings.Contains(a.Value, "snapshot/cost-1, snapshot/owner") {
+						t.Errorf("warning %+v", a)
 					}
 				}},
 		},
@@ -404,6 +524,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				for _, c := range claims {
 					o.PVs[c.PV.Name] = c.PV
 				}
+				operatorTagged(o, claims)
 			}),
 			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC, AnnotateTC},
 				true:  []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition},

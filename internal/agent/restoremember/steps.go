@@ -3,11 +3,13 @@ package restoremember
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -16,6 +18,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -299,6 +302,12 @@ func (p *plan) rebuild() bool {
 			volumesSeen = false
 		}
 	}
+	// Once its PV exists (created by the actions before, or seen), each volume gets the
+	// operator tags; the claims do not wait for them, VolumeComplete does.
+	tagged := p.tagVolumes(claims)
+	if p.isTrue(dpv1alpha1.RestoreMemberFailedCondition) {
+		return false
+	}
 	if !volumesSeen {
 		p.res.Status.VolumesTotal = int32(min(len(claims), math.MaxInt32))
 		return false // the volumes' watch events bring the claims
@@ -308,6 +317,14 @@ func (p *plan) rebuild() bool {
 			p.add(Action{Kind: CreatePVC, PVC: c.PVC})
 		}
 	}
+	if !tagged {
+		p.res.Status.VolumesTotal = int32(len(claims))
+		if p.res.RequeueAfter == 0 {
+			p.res.RequeueAfter = tagRecheck
+		}
+		return false
+	}
+	p.warnDroppedTags()
 	if ci := p.o.RestoreMeta.ClusterInfo; ci != nil && ci.ResolvedTS > 0 {
 		p.res.Status.CommitTs = strconv.FormatUint(ci.ResolvedTS, 10)
 	}
@@ -316,6 +333,71 @@ func (p *plan) rebuild() bool {
 	p.set(dpv1alpha1.RestoreMemberVolumeCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberVolumesRestoredReason,
 		fmt.Sprintf("%d volumes restored and bound to TiKV claims of TidbCluster %s/%s", len(claims), tc.Namespace, tc.Name))
 	return true
+}
+
+// tagRecheck is how soon the member looks again at volumes it tagged whose tags were not
+// seen yet (EC2 shows tags eventually).
+const tagRecheck = 2 * time.Second
+
+// tagVolumes adds a TagVolume action for every restored volume that lacks its operator tags
+// (restorevolumes.OperatorTags: its PV, claim and namespace) and says whether all carry them.
+// A volume the tags would take past AWS's limit first loses copied tags
+// (restorevolumes.FitTags); the action names them, and the agent says so in a Warning event.
+func (p *plan) tagVolumes(claims []Claim) bool {
+	if err := p.o.RestoredVolumesErr; err != nil {
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
+			fmt.Sprintf("describing the restored volumes to tag them: %v; retrying every %s", err, cloudRecheck))
+		p.res.RequeueAfter = cloudRecheck
+		return false
+	}
+	byID := map[string]cloud.Volume{}
+	for _, v := range p.o.RestoredVolumes {
+		byID[v.ID] = v
+	}
+	tagged := true
+	for _, c := range claims {
+		v, ok := byID[c.PV.Spec.CSI.VolumeHandle]
+		if !ok {
+			// volumesOwned fails a volume that does not exist while its PV is to be created;
+			// once it is, a volume not described (yet) is looked at again (tagRecheck).
+			tagged = false
+			continue
+		}
+		want := restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace)
+		missing := map[string]string{}
+		for k, val := range want {
+			if v.Tags[k] != val {
+				missing[k] = val
+			}
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		tagged = false
+		merged := map[string]string{}
+		maps.Copy(merged, v.Tags)
+		maps.Copy(merged, missing)
+		_, drop, err := restorevolumes.FitTags(merged, cloud.MaxTags)
+		if err != nil {
+			p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, fmt.Sprintf("volume %s cannot take the operator tags: %v", v.ID, err))
+			return false
+		}
+		p.add(Action{Kind: TagVolume, Name: v.ID, Tags: missing, IDs: drop})
+	}
+	return tagged
+}
+
+// warnDroppedTags warns, as the volumes are complete, about the tags copied from the
+// snapshots that restore-volumes left out (its result's droppedTags).
+func (p *plan) warnDroppedTags() {
+	var res struct {
+		DroppedTags []string `json:"droppedTags"`
+	}
+	if ok, err := p.o.Report.Result(job.StepRestoreVolumes, &res); !ok || err != nil || len(res.DroppedTags) == 0 {
+		return
+	}
+	p.add(Action{Kind: Warn, Key: ReasonTagsDropped, Value: fmt.Sprintf("restore-volumes created volumes without the tags %s copied from their snapshots, to stay within AWS's %d tags per volume with room for the operator tags",
+		strings.Join(res.DroppedTags, ", "), cloud.MaxTags)})
 }
 
 // volumesOwned checks, while any PV is still to be created, that every volume the claims bind

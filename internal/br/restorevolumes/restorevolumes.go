@@ -207,7 +207,10 @@ type Result struct {
 	// Swept are volumes of an earlier, unfinished attempt deleted before starting.
 	Swept []string `json:"swept"`
 	// Deleted are this attempt's volumes deleted after it failed.
-	Deleted        []string `json:"deleted"`
+	Deleted []string `json:"deleted"`
+	// DroppedTags are the keys of tags copied from the snapshots that some volume was created
+	// without, to stay within AWS's tag limit with room for the operator tags (FitTags).
+	DroppedTags    []string `json:"droppedTags,omitempty"`
 	ElapsedSeconds float64  `json:"elapsedSeconds"`
 }
 
@@ -468,14 +471,21 @@ func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
 			errs = append(errs, fmt.Errorf("volume %s: no target AZ given and none recorded", v.ID))
 			continue
 		}
-		tags := r.tags(s)
-		if len(tags) > cloud.MaxTags {
-			errs = append(errs, fmt.Errorf("volume from %s would carry %d tags: %w", s.ID, len(tags), cloud.ErrTooManyTags))
+		// Room is left for the operator tags the agent adds once the volume's PV exists.
+		tags, dropped, err := FitTags(r.tags(s), cloud.MaxTags-operatorTagCount)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("volume from %s: %w", s.ID, err))
 			continue
+		}
+		if len(dropped) > 0 {
+			r.logf("Volume from %s: dropped %d tags copied from the snapshot to stay within AWS's %d tags per volume: %s", s.ID, len(dropped), cloud.MaxTags, strings.Join(dropped, ", "))
+			r.res.DroppedTags = append(r.res.DroppedTags, dropped...)
 		}
 		plans = append(plans, plan{StoreVolume: v, spec: cloud.VolumeSpec{SnapshotID: s.ID, AZ: az, Type: r.o.VolumeType,
 			IOPS: r.o.IOPS, Throughput: r.o.Throughput, Encrypted: r.o.Encrypted, KMSKeyID: r.o.KMSKeyID, Tags: tags}})
 	}
+	slices.Sort(r.res.DroppedTags)
+	r.res.DroppedTags = slices.Compact(r.res.DroppedTags)
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("plan volumes: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/fedbr/fedbr/internal/cloud"
 )
@@ -269,4 +271,28 @@ func (p *Provider) UntagVolumes(ctx context.Context, ids, keys []string) error {
 		return fmt.Errorf("untag volumes: %w", err)
 	}
 	return nil
+}
+
+// TagVolume adds tags to one volume, overwriting the values of keys it already carries, so a
+// retry is harmless. A volume the tags would take past AWS's 50-tag limit is refused by AWS
+// (TagLimitExceeded), reported as cloud.ErrTooManyTags: the caller removes tags first.
+func (p *Provider) TagVolume(ctx context.Context, id string, tags map[string]string) error {
+	if len(tags) == 0 {
+		return nil
+	}
+	if len(tags) > cloud.MaxTags {
+		return fmt.Errorf("tag volume %s: %d tags: %w", id, len(tags), cloud.ErrTooManyTags)
+	}
+	err := p.retry(ctx, func() error {
+		_, err := p.ec2.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: ec2Tags(tags)})
+		return err
+	})
+	var api smithy.APIError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &api) && api.ErrorCode() == "TagLimitExceeded":
+		return fmt.Errorf("tag volume %s: %w: %w", id, cloud.ErrTooManyTags, err)
+	}
+	return fmt.Errorf("tag volume %s: %w", id, err)
 }

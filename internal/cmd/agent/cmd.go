@@ -95,6 +95,7 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.StringVar(&o.env.Image, "image", "", "image of the step Jobs: the agent's own image, so Jobs run exactly this build (required; a template's toolImage overrides it)")
 	f.StringVar(&o.env.Region, "region", "", "AWS region, passed to the steps as --region and used to delete a failed restore's volumes")
 	f.StringVar(&o.env.AWSEndpoint, "aws-endpoint", "", "AWS endpoint override (the lab's AWS double), passed to the steps as --aws-endpoint")
+	f.DurationVar(&o.env.StepExitDelay, "step-exit-delay", job.DefaultStepExitDelay, "how long every step waits after writing its exit marker ("+job.ExitMarker+", an emptyDir) before it exits, so a mesh or log sidecar can finish first (0: none)")
 	f.DurationVar(&o.jobTTL, "job-ttl", job.DefaultTTL, "how long finished step Jobs are kept (ttlSecondsAfterFinished)")
 	f.StringVar(&o.namespace, "namespace", "", "only reconcile members in this namespace (default: all)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it)")
@@ -145,6 +146,9 @@ func (o *options) validate() error {
 	}
 	if o.env.AWSEndpoint != "" && !strings.HasPrefix(o.env.AWSEndpoint, "http://") && !strings.HasPrefix(o.env.AWSEndpoint, "https://") {
 		errs = append(errs, fmt.Errorf("--aws-endpoint %q: want an http(s) URL", o.env.AWSEndpoint))
+	}
+	if o.env.StepExitDelay < 0 || o.env.StepExitDelay > time.Minute {
+		errs = append(errs, fmt.Errorf("--step-exit-delay %s: want 0 to 1m", o.env.StepExitDelay))
 	}
 	if o.maxConcurrent < 1 {
 		errs = append(errs, errors.New("--max-concurrent-reconciles must be at least 1"))

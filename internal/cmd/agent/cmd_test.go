@@ -64,6 +64,8 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--job-ttl", "600000h", "--dry-run"}, "--job-ttl 600000h0m0s: at most 596523h14m7s"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-sweep-interval", "-1m", "--dry-run"}, "--orphan-sweep-interval must not be negative"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--orphan-grace", "-1s", "--dry-run"}, "--orphan-grace must not be negative"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--step-exit-delay", "-1s", "--dry-run"}, "--step-exit-delay -1s: want 0 to 1m"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--step-exit-delay", "2m", "--dry-run"}, "--step-exit-delay 2m0s: want 0 to 1m"},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-images", "registry.example.com/[fedbr", "--dry-run"},
 			`policy: --allowed-images "registry.example.com/[fedbr": not a glob pattern`},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allow-namespaces", "team-a", "--dry-run"},

@@ -1,5 +1,5 @@
 // Package root is the top of fedbr's command tree: every subcommand a user installs (manager,
-// agent, br, warmup, describe, logs, version). The lab is not among them; cmd/fedbr-lab adds it.
+// agent, br, warmup, describe, logs, backup, version). The lab is not among them; cmd/fedbr-lab adds it.
 package root
 
 import (
@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedbr/fedbr/internal/cmd/agent"
+	"github.com/fedbr/fedbr/internal/cmd/backup"
 	"github.com/fedbr/fedbr/internal/cmd/br"
 	"github.com/fedbr/fedbr/internal/cmd/describe"
 	"github.com/fedbr/fedbr/internal/cmd/manager"
@@ -28,6 +29,6 @@ func NewCmd() *cobra.Command {
 		SilenceErrors: false,
 	}
 	cmd.AddCommand(version.NewCmd(), br.NewCmd(), manager.NewCmd(), agent.NewCmd(), warmup.NewCmd(),
-		describe.NewDescribeCmd(), describe.NewLogsCmd())
+		describe.NewDescribeCmd(), describe.NewLogsCmd(), backup.NewCmd())
 	return cmd
 }
