@@ -93,7 +93,7 @@ func (p *plan) planRestoreVolumes() bool {
 	rv := p.o.RestoreVolumes
 	st, reported := p.o.Report.Step(job.StepRestoreVolumes)
 	if reported && st.Volumes > 0 {
-		p.res.Status.VolumesTotal = int32(min(st.Volumes, math.MaxInt32))
+		p.res.Status.VolumesTotal = st.Volumes
 	}
 	done, reason, msg := p.stepOutcome(job.StepRestoreVolumes, rv)
 	switch {
@@ -318,7 +318,7 @@ func (p *plan) rebuild() bool {
 		}
 	}
 	if !tagged {
-		p.res.Status.VolumesTotal = int32(len(claims))
+		p.res.Status.VolumesTotal = int32(min(len(claims), math.MaxInt32))
 		if p.res.RequeueAfter == 0 {
 			p.res.RequeueAfter = tagRecheck
 		}
