@@ -101,6 +101,8 @@ type Store struct {
 	leaseUntil time.Time
 	prepGen    uint64
 	recoverGen uint64
+	// recoverFault, if set, ends every RecoverRegion with it (FailRecoverRegion).
+	recoverFault error
 	// keepLeading are the regions the last RecoverRegion asked this store
 	// to lead; their peers campaign until they win (TiKV's LeaderKeeper).
 	keepLeading map[uint64]bool
