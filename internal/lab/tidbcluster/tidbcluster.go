@@ -54,6 +54,9 @@ type Config struct {
 	Tick time.Duration
 	// SlowStore, if set, is a store whose followers apply 10x slower.
 	SlowStore uint64
+	// NoLeaseStore, if set, is a store older than the admin-operation lease: it answers
+	// PrepareSnapshotBackup Unimplemented (tikvdouble.Config.NoLease; in-process stores only).
+	NoLeaseStore uint64
 	// CompactBytes is the stores' wal compaction threshold (0: default).
 	CompactBytes int64
 	// Now is the clock of PD and stores; nil means time.Now.
@@ -213,6 +216,7 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 	if id == c.cfg.SlowStore {
 		sc.SlowApply = 10
 	}
+	sc.NoLease = id == c.cfg.NoLeaseStore
 	s, err := tikvdouble.Start(ctx, sc, lis)
 	if err != nil {
 		_ = lis.Close()

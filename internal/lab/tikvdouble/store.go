@@ -63,6 +63,10 @@ type Config struct {
 	// GCPollInterval is how often the store reads PD's GC safe point and
 	// collects garbage at it; 0 means DefaultGCPollInterval.
 	GCPollInterval time.Duration
+	// NoLease serves the Backup service without PrepareSnapshotBackup, as a
+	// TiKV older than the admin-operation lease: the method is answered
+	// Unimplemented ("unknown method ..."), its requests never read.
+	NoLease bool
 }
 
 // Store is a running TiKV double.
@@ -245,7 +249,11 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	// gRPC's default limits (4 MiB received); keepalive pings from clients are accepted every
 	// 5 s (gRPC's default refuses pings more often than every 5 minutes and ends such a
 	// connection, where TiKV takes BR's 10 s pings).
-	s.grpc = grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true})}
+	if cfg.NoLease {
+		opts = append(opts, grpc.InTapHandle(refusePrepareSnapshotBackup))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	tikvpb.RegisterTikvServer(s.grpc, &kvService{s: s})
 	brpb.RegisterBackupServer(s.grpc, &backupService{s: s})
 	import_sstpb.RegisterImportSSTServer(s.grpc, &importService{s: s})
