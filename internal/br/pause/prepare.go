@@ -152,7 +152,11 @@ func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, er
 	}
 	resp, err := stream.Recv()
 	if status.Code(err) == codes.Unimplemented {
-		return fail(fmt.Errorf("%w: store %d at %s (TiKV %s): %w", ErrLeaseUnsupported, st.GetId(), st.GetAddress(), st.GetVersion(), err))
+		version := st.GetVersion()
+		if version == "" {
+			version = "version not reported"
+		}
+		return fail(fmt.Errorf("%w: store %d at %s (TiKV %s): %w", ErrLeaseUnsupported, st.GetId(), st.GetAddress(), version, err))
 	}
 	if err != nil {
 		return fail(err)
