@@ -124,10 +124,15 @@ func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 // pause set (where that differs from the original: an item the pause left as it was holds
 // nothing). Another pause's or service's holds are not looked at. pdURL is PD's HTTP address.
 func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
+	return Plaintext.ReadHeldOf(ctx, pdURL, hold, now)
+}
+
+// ReadHeldOf is the package's ReadHeldOf over t (pdURL https:// with TLS).
+func (t *TLS) ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
 	var h Held
 	pdURL = strings.TrimSuffix(pdURL, "/")
 	if hold.ServiceSafePoint != "" {
-		sps, err := ServiceSafePoints(ctx, pdURL)
+		sps, err := t.ServiceSafePoints(ctx, pdURL)
 		if err != nil {
 			return h, err
 		}
@@ -137,7 +142,7 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	}
 	if len(hold.Schedulers) > 0 {
 		var paused []string
-		if err := getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &paused); err != nil {
+		if err := t.getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &paused); err != nil {
 			return h, err
 		}
 		for _, s := range hold.Schedulers {
@@ -148,7 +153,7 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	}
 	if len(hold.Config) > 0 {
 		var sc map[string]any
-		if err := getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
+		if err := t.getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
 			return h, err
 		}
 		for _, s := range hold.Config {
@@ -172,10 +177,15 @@ type ServiceSafePoint struct {
 // ServiceSafePoints lists PD's service safepoints (GET /gc/safepoint; a deleted one is not
 // listed, an expired one may be until PD prunes it). ExpiredAt is in Unix seconds.
 func ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
+	return Plaintext.ServiceSafePoints(ctx, pdURL)
+}
+
+// ServiceSafePoints is the package's ServiceSafePoints over t (pdURL https:// with TLS).
+func (t *TLS) ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
 	var sps struct {
 		Services []ServiceSafePoint `json:"service_gc_safe_points"`
 	}
-	if err := getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/gc/safepoint", &sps); err != nil {
+	if err := t.getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/gc/safepoint", &sps); err != nil {
 		return nil, fmt.Errorf("read PD's service safepoints: %w", err)
 	}
 	return sps.Services, nil
@@ -239,11 +249,15 @@ func jsonText(raw string) string {
 }
 
 func getJSON(ctx context.Context, url string, v any) error {
+	return Plaintext.getJSON(ctx, url, v)
+}
+
+func (t *TLS) getJSON(ctx context.Context, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := t.HTTPClient().Do(req)
 	if err != nil {
 		return err
 	}

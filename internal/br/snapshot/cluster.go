@@ -285,5 +285,5 @@ func tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
 
 // DialInsecure is a Dialer over plaintext gRPC, with the BR steps' keepalive (tidb.DialBackup).
 func DialInsecure(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
-	return tidb.DialBackup(ctx, addr)
+	return tidb.Plaintext.DialBackup(ctx, addr)
 }
