@@ -7,6 +7,7 @@ package tidbcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +58,10 @@ type Config struct {
 	// NoLeaseStore, if set, is a store older than the admin-operation lease: it answers
 	// PrepareSnapshotBackup Unimplemented (tikvdouble.Config.NoLease; in-process stores only).
 	NoLeaseStore uint64
+	// TLS, if set, makes PD and every store serve and dial over TLS with it (pddouble.Config.TLS,
+	// tikvdouble.Config.TLS; labtls.Set.Node makes one). In-process stores only: with Binary,
+	// Start refuses it.
+	TLS *tls.Config
 	// CompactBytes is the stores' wal compaction threshold (0: default).
 	CompactBytes int64
 	// Now is the clock of PD and stores; nil means time.Now.
@@ -82,6 +87,9 @@ func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Binary != "" && cfg.Now != nil {
 		return nil, errors.New("tidbcluster: a fake clock (Now) cannot reach store processes (Binary)")
 	}
+	if cfg.Binary != "" && cfg.TLS != nil {
+		return nil, errors.New("tidbcluster: TLS does not reach store processes (Binary) yet")
+	}
 	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}, procs: map[uint64]*proc{}, addrs: map[uint64]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -91,6 +99,9 @@ func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
 	pc.DataDir = filepath.Join(cfg.Dir, "pd")
 	if pc.Now == nil {
 		pc.Now = cfg.Now
+	}
+	if pc.TLS == nil {
+		pc.TLS = cfg.TLS
 	}
 	if c.PD, err = pddouble.Start(ctx, pc, lis); err != nil {
 		return nil, err
@@ -217,6 +228,7 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 		sc.SlowApply = 10
 	}
 	sc.NoLease = id == c.cfg.NoLeaseStore
+	sc.TLS = c.cfg.TLS
 	s, err := tikvdouble.Start(ctx, sc, lis)
 	if err != nil {
 		_ = lis.Close()

@@ -3,6 +3,7 @@ package tikvdouble
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	recoverdatapb "github.com/pingcap/kvproto/pkg/recoverdatapb"
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -67,6 +69,10 @@ type Config struct {
 	// TiKV older than the admin-operation lease: the method is answered
 	// Unimplemented ("unknown method ..."), its requests never read.
 	NoLease bool
+	// TLS, if set, is the store's TLS (TiKV's security.ca-path, cert-path, key-path): it serves
+	// gRPC over it (with its ClientCAs and ClientAuth: mutual TLS) and dials PD and the other
+	// stores with it as a client (its RootCAs and Certificates). PD must serve TLS too.
+	TLS *tls.Config
 }
 
 // Store is a running TiKV double.
@@ -253,6 +259,9 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	if cfg.NoLease {
 		opts = append(opts, grpc.InTapHandle(refusePrepareSnapshotBackup))
 	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
 	s.grpc = grpc.NewServer(opts...)
 	tikvpb.RegisterTikvServer(s.grpc, &kvService{s: s})
 	brpb.RegisterBackupServer(s.grpc, &backupService{s: s})
@@ -299,10 +308,19 @@ func (s *Store) Isolate(d time.Duration) {
 	s.isolated = s.now().Add(d)
 }
 
+// clientCreds are the credentials the store dials PD and its peers with: Config.TLS, or
+// plaintext.
+func (s *Store) clientCreds() grpc.DialOption {
+	if s.cfg.TLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS))
+}
+
 func (s *Store) isolatedLocked() bool { return s.now().Before(s.isolated) }
 
 func (s *Store) connectPD(ctx context.Context) error {
-	cc, err := grpc.NewClient(s.cfg.PD, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(s.cfg.PD, s.clientCreds())
 	if err != nil {
 		return fmt.Errorf("dial pd %s: %w", s.cfg.PD, err)
 	}
