@@ -177,7 +177,7 @@ func TestTLSRefusedWithoutTheCA(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		defer cc.Close()
+		defer func() { _ = cc.Close() }()
 		rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
 		defer rcancel()
 		_, err = tikvpb.NewTikvClient(cc).KvGet(rctx, &kvrpcpb.GetRequest{Key: []byte("a"), Version: 1})
