@@ -146,19 +146,19 @@ func (t *TLS) HTTPClient() *http.Client {
 	return &http.Client{Transport: tr}
 }
 
-// PDURLs are PD addresses (host:port or http(s):// URLs) as URLs of PD's HTTP API: https://
-// over TLS, http:// in plaintext.
+// PDURLs are PD addresses (host:port or http(s):// URLs) as URLs of PD's HTTP API: over TLS
+// every one https://; in plaintext a host:port gets http:// and a URL stays as given.
 func (t *TLS) PDURLs(addrs []string) []string {
-	scheme := "http://"
-	if t != nil {
-		scheme = "https://"
-	}
 	out := make([]string, len(addrs))
 	for i, a := range addrs {
-		if _, rest, ok := strings.Cut(a, "://"); ok {
-			a = rest
+		scheme, rest, ok := strings.Cut(a, "://")
+		if !ok {
+			scheme, rest = "http", a
 		}
-		out[i] = scheme + a
+		if t != nil {
+			scheme = "https"
+		}
+		out[i] = scheme + "://" + rest
 	}
 	return out
 }
