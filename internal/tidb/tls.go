@@ -46,27 +46,43 @@ func LoadTLS(caFile, certFile, keyFile string) (*TLS, error) {
 		}
 		return b, nil
 	}
-	t := &TLS{}
-	var err error
-	if t.ca, err = read("ca", caFile); err != nil {
+	ca, err := read("ca", caFile)
+	if err != nil {
 		return nil, err
 	}
-	if t.cert, err = read("cert", certFile); err != nil {
+	cert, err := read("cert", certFile)
+	if err != nil {
 		return nil, err
 	}
-	if t.key, err = read("key", keyFile); err != nil {
+	key, err := read("key", keyFile)
+	if err != nil {
 		return nil, err
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(t.ca) {
+	t, err := ParseTLS(ca, cert, key)
+	if errors.Is(err, errNoCA) {
 		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
 	}
-	pair, err := tls.X509KeyPair(t.cert, t.key)
 	if err != nil {
 		return nil, fmt.Errorf("--cert %s and --key %s: %w", certFile, keyFile, err)
 	}
-	t.config = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	return t, nil
+}
+
+var errNoCA = errors.New("no PEM certificate in the CA")
+
+// ParseTLS is LoadTLS of the files' contents (a cluster client secret's ca.crt, tls.crt and
+// tls.key as read from the API).
+func ParseTLS(ca, cert, key []byte) (*TLS, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, errNoCA
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return nil, err
+	}
+	return &TLS{ca: ca, cert: cert, key: key,
+		config: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}, nil
 }
 
 // Config is a copy of the client tls.Config (nil for plaintext).

@@ -12,6 +12,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -34,8 +35,10 @@ type Set struct {
 	Dir string
 	// CA, Cert and Key are the client's PEM: the secret's data.
 	CA, Cert, Key []byte
-	node          tls.Certificate
-	pool          *x509.CertPool
+	// NodeCert and NodeKey are the node's PEM (PD's and TiKV's certificate and key).
+	NodeCert, NodeKey []byte
+	node              tls.Certificate
+	pool              *x509.CertPool
 }
 
 // New makes a CA, a node certificate valid for hosts (IP addresses or DNS names; 127.0.0.1
@@ -94,6 +97,7 @@ func New(dir string, hosts ...string) (*Set, error) {
 	}
 	s := &Set{Dir: dir, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pool: x509.NewCertPool()}
 	s.pool.AddCert(ca)
+	s.NodeCert, s.NodeKey = nodeCert, nodeKey
 	if s.node, err = tls.X509KeyPair(nodeCert, nodeKey); err != nil {
 		return nil, err
 	}
@@ -103,12 +107,57 @@ func New(dir string, hosts ...string) (*Set, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	for name, b := range map[string][]byte{CAFile: s.CA, CertFile: s.Cert, KeyFile: s.Key} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return nil, fmt.Errorf("write %s: %w", name, err)
-		}
+	if err := write(dir, s.CA, s.Cert, s.Key); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// write puts ca, cert and key into dir as CAFile, CertFile and KeyFile.
+func write(dir string, ca, cert, key []byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{CAFile: ca, CertFile: cert, KeyFile: key} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// WriteNode writes the node side (the CA, the node certificate and key) to dir as CAFile,
+// CertFile and KeyFile: what `fedbr-lab lab pd|tikv` read with --ca, --cert and --key.
+func (s *Set) WriteNode(dir string) error { return write(dir, s.CA, s.NodeCert, s.NodeKey) }
+
+// LoadNode reads a node's PEM files (`fedbr-lab lab pd|tikv` --ca, --cert, --key) into a node's
+// TLS as Set.Node makes it: serve with the certificate, require a client certificate signed by
+// the CA, dial others presenting the certificate and trusting the CA. All empty is plaintext
+// (nil, nil); any other mix, an unreadable file, a CA file without a certificate, or a
+// certificate that does not match its key is an error naming the flag.
+func LoadNode(caFile, certFile, keyFile string) (*tls.Config, error) {
+	if caFile == "" && certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	if caFile == "" || certFile == "" || keyFile == "" {
+		return nil, errors.New("--ca, --cert and --key go together: give all three (serve and dial over TLS) or none (plaintext)")
+	}
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, fmt.Errorf("--ca %s: no PEM certificate in it", caFile)
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--cert %s and --key %s: %w", certFile, keyFile, err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{pair}, RootCAs: pool, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	}, nil
 }
 
 // Paths are the client's CA, certificate and key files (fedbr's --ca, --cert, --key).

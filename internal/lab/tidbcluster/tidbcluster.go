@@ -59,9 +59,12 @@ type Config struct {
 	// PrepareSnapshotBackup Unimplemented (tikvdouble.Config.NoLease; in-process stores only).
 	NoLeaseStore uint64
 	// TLS, if set, makes PD and every store serve and dial over TLS with it (pddouble.Config.TLS,
-	// tikvdouble.Config.TLS; labtls.Set.Node makes one). In-process stores only: with Binary,
-	// Start refuses it.
+	// tikvdouble.Config.TLS; labtls.Set.Node makes one). With Binary, the store processes read
+	// the same from NodeTLSDir, which must then be set.
 	TLS *tls.Config
+	// NodeTLSDir holds the node's labtls.CAFile, CertFile and KeyFile (labtls.Set.WriteNode):
+	// store processes (Binary) get them as --ca, --cert and --key. Only with TLS.
+	NodeTLSDir string
 	// CompactBytes is the stores' wal compaction threshold (0: default).
 	CompactBytes int64
 	// Now is the clock of PD and stores; nil means time.Now.
@@ -87,8 +90,11 @@ func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Binary != "" && cfg.Now != nil {
 		return nil, errors.New("tidbcluster: a fake clock (Now) cannot reach store processes (Binary)")
 	}
-	if cfg.Binary != "" && cfg.TLS != nil {
-		return nil, errors.New("tidbcluster: TLS does not reach store processes (Binary) yet")
+	if cfg.Binary != "" && cfg.TLS != nil && cfg.NodeTLSDir == "" {
+		return nil, errors.New("tidbcluster: TLS reaches store processes (Binary) only through NodeTLSDir")
+	}
+	if cfg.NodeTLSDir != "" && cfg.TLS == nil {
+		return nil, errors.New("tidbcluster: NodeTLSDir without TLS")
 	}
 	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}, procs: map[uint64]*proc{}, addrs: map[uint64]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
