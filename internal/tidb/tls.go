@@ -101,8 +101,8 @@ func (t *TLS) SecurityOption() pd.SecurityOption {
 	return pd.SecurityOption{SSLCABytes: t.ca, SSLCertBytes: t.cert, SSLKEYBytes: t.key}
 }
 
-// transport is the gRPC transport credentials: TLS, or plaintext for nil.
-func (t *TLS) transport() grpc.DialOption {
+// Transport is the gRPC transport credentials: TLS, or plaintext for nil.
+func (t *TLS) Transport() grpc.DialOption {
 	if t == nil {
 		return grpc.WithTransportCredentials(insecure.NewCredentials())
 	}
@@ -111,7 +111,7 @@ func (t *TLS) transport() grpc.DialOption {
 
 // DialOptions are the options of a TiKV connection: t's transport and keepalive k.
 func (t *TLS) DialOptions(k Keepalive) []grpc.DialOption {
-	return []grpc.DialOption{t.transport(), k.DialOption()}
+	return []grpc.DialOption{t.Transport(), k.DialOption()}
 }
 
 // DialTiKV opens a connection to a TiKV store over t with DefaultKeepalive. It connects
