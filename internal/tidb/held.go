@@ -92,6 +92,11 @@ var scheduleLimits = []string{"merge-schedule-limit", "leader-schedule-limit", "
 // minimum over the live ones, or the GC safepoint when there is none), the paused schedulers and
 // the schedule limits. pdURL is PD's HTTP address (http://host:port).
 func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
+	return Plaintext.ReadHeld(ctx, pd, pdURL)
+}
+
+// ReadHeld is the package's ReadHeld over t (pdURL https:// with TLS).
+func (t *TLS) ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 	var h Held
 	gcSP, err := pd.UpdateGCSafePoint(ctx, 0)
 	if err != nil {
@@ -103,11 +108,11 @@ func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 	}
 	h.GC = minSvc != gcSP
 	pdURL = strings.TrimSuffix(pdURL, "/")
-	if err := getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &h.Schedulers); err != nil {
+	if err := t.getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &h.Schedulers); err != nil {
 		return h, err
 	}
 	var sc map[string]any
-	if err := getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
+	if err := t.getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
 		return h, err
 	}
 	for _, k := range scheduleLimits {
@@ -246,10 +251,6 @@ func jsonText(raw string) string {
 		return raw
 	}
 	return ConfigText(v)
-}
-
-func getJSON(ctx context.Context, url string, v any) error {
-	return Plaintext.getJSON(ctx, url, v)
 }
 
 func (t *TLS) getJSON(ctx context.Context, url string, v any) error {
