@@ -577,7 +577,11 @@ func unhealthyStatus(cfg Config, o Observed, st pcv1alpha1.TidbClusterStatus) pc
 	}
 	if len(st.PD.Members) == 0 {
 		name := MemberName(o.Cluster.Name, ComponentPD, 0)
-		st.PD.Members[name] = pcv1alpha1.PDMember{Name: name, ClientURL: "http://" + cfg.Addressing.PD(0)}
+		scheme := "http://"
+		if TLSEnabled(o.Cluster) {
+			scheme = "https://"
+		}
+		st.PD.Members[name] = pcv1alpha1.PDMember{Name: name, ClientURL: scheme + cfg.Addressing.PD(0)}
 	}
 	return st
 }
