@@ -60,13 +60,15 @@ image-push: image ## Build the image and push every platform of it to IMAGE, wit
 	cd hack/image && go run . push --layout $(abspath $(IMAGE_DIR))/oci --ref $(IMAGE)
 
 DEMO_DIR ?= _output/demo
+# DEMO_FLAGS go to `fedbr-lab lab demo`, e.g. `make demo DEMO_FLAGS=--tls`.
+DEMO_FLAGS ?=
 
 .PHONY: demo
 demo: build k8s-bin ## Run the main job in the lab: backup under load, restore into fresh clusters, check, timeline.
 	-bin/fedbr-lab lab down --dir $(DEMO_DIR) >/dev/null 2>&1
 	rm -rf $(DEMO_DIR) # a fresh lab every time: the demo creates fixed names
 	bin/fedbr-lab lab up --dir $(DEMO_DIR)
-	rc=0; bin/fedbr-lab lab demo --dir $(DEMO_DIR) || rc=$$?; bin/fedbr-lab lab down --dir $(DEMO_DIR); exit $$rc
+	rc=0; bin/fedbr-lab lab demo --dir $(DEMO_DIR) $(DEMO_FLAGS) || rc=$$?; bin/fedbr-lab lab down --dir $(DEMO_DIR); exit $$rc
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the charts' copies).

@@ -1,15 +1,9 @@
 package tidb
 
 import (
-	"context"
-	"fmt"
 	"time"
 
-	brpb "github.com/pingcap/kvproto/pkg/brpb"
-	pd "github.com/tikv/pd/client"
-	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -33,33 +27,5 @@ func (k Keepalive) DialOption() grpc.DialOption {
 
 // DialOptions are the options of a plaintext connection with this keepalive.
 func (k Keepalive) DialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), k.DialOption()}
-}
-
-// DialTiKV opens a plaintext connection to a TiKV store with DefaultKeepalive. It connects
-// lazily: ctx bounds nothing here, the first RPC's context bounds connecting.
-func DialTiKV(_ context.Context, addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr, DefaultKeepalive.DialOptions()...)
-	if err != nil {
-		return nil, fmt.Errorf("dial TiKV %s: %w", addr, err)
-	}
-	return conn, nil
-}
-
-// DialBackup opens a Backup client to a TiKV store (DialTiKV), connecting in the background
-// at once rather than at the first RPC; close releases the connection.
-func DialBackup(ctx context.Context, addr string) (client brpb.BackupClient, close func() error, err error) {
-	conn, err := DialTiKV(ctx, addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	conn.Connect()
-	return brpb.NewBackupClient(conn), conn.Close, nil
-}
-
-// NewPDClient connects PD's gRPC client (plaintext) with DefaultKeepalive on its connections.
-// The client keeps ctx as its background context: pass one that outlives the step's
-// cancellation when lifting must still reach PD, and Close it.
-func NewPDClient(ctx context.Context, addrs []string) (pd.Client, error) {
-	return pd.NewClientWithContext(ctx, addrs, pd.SecurityOption{}, opt.WithGRPCDialOptions(DefaultKeepalive.DialOption()))
+	return (*TLS)(nil).DialOptions(k)
 }

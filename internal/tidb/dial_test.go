@@ -125,7 +125,7 @@ func TestKeepaliveConnectionsStayUp(t *testing.T) {
 	t.Run("TiKV", func(t *testing.T) {
 		t.Parallel()
 		addr := cl.Addr(1)
-		client, closeConn, err := tidb.DialBackup(ctx, addr)
+		client, closeConn, err := tidb.Plaintext.DialBackup(ctx, addr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -194,7 +194,7 @@ func TestPDClientKeepalive(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	proxy.backend.Store(cl.PDAddr())
-	pc, err := tidb.NewPDClient(ctx, []string{"http://" + proxy.addr})
+	pc, err := tidb.Plaintext.NewPDClient(ctx, []string{"http://" + proxy.addr})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,11 @@ var scheduleLimits = []string{"merge-schedule-limit", "leader-schedule-limit", "
 // minimum over the live ones, or the GC safepoint when there is none), the paused schedulers and
 // the schedule limits. pdURL is PD's HTTP address (http://host:port).
 func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
+	return Plaintext.ReadHeld(ctx, pd, pdURL)
+}
+
+// ReadHeld is the package's ReadHeld over t (pdURL https:// with TLS).
+func (t *TLS) ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 	var h Held
 	gcSP, err := pd.UpdateGCSafePoint(ctx, 0)
 	if err != nil {
@@ -103,11 +108,11 @@ func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 	}
 	h.GC = minSvc != gcSP
 	pdURL = strings.TrimSuffix(pdURL, "/")
-	if err := getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &h.Schedulers); err != nil {
+	if err := t.getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &h.Schedulers); err != nil {
 		return h, err
 	}
 	var sc map[string]any
-	if err := getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
+	if err := t.getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
 		return h, err
 	}
 	for _, k := range scheduleLimits {
@@ -124,10 +129,15 @@ func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 // pause set (where that differs from the original: an item the pause left as it was holds
 // nothing). Another pause's or service's holds are not looked at. pdURL is PD's HTTP address.
 func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
+	return Plaintext.ReadHeldOf(ctx, pdURL, hold, now)
+}
+
+// ReadHeldOf is the package's ReadHeldOf over t (pdURL https:// with TLS).
+func (t *TLS) ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
 	var h Held
 	pdURL = strings.TrimSuffix(pdURL, "/")
 	if hold.ServiceSafePoint != "" {
-		sps, err := ServiceSafePoints(ctx, pdURL)
+		sps, err := t.ServiceSafePoints(ctx, pdURL)
 		if err != nil {
 			return h, err
 		}
@@ -137,7 +147,7 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	}
 	if len(hold.Schedulers) > 0 {
 		var paused []string
-		if err := getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &paused); err != nil {
+		if err := t.getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &paused); err != nil {
 			return h, err
 		}
 		for _, s := range hold.Schedulers {
@@ -148,7 +158,7 @@ func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (He
 	}
 	if len(hold.Config) > 0 {
 		var sc map[string]any
-		if err := getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
+		if err := t.getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
 			return h, err
 		}
 		for _, s := range hold.Config {
@@ -172,10 +182,15 @@ type ServiceSafePoint struct {
 // ServiceSafePoints lists PD's service safepoints (GET /gc/safepoint; a deleted one is not
 // listed, an expired one may be until PD prunes it). ExpiredAt is in Unix seconds.
 func ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
+	return Plaintext.ServiceSafePoints(ctx, pdURL)
+}
+
+// ServiceSafePoints is the package's ServiceSafePoints over t (pdURL https:// with TLS).
+func (t *TLS) ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
 	var sps struct {
 		Services []ServiceSafePoint `json:"service_gc_safe_points"`
 	}
-	if err := getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/gc/safepoint", &sps); err != nil {
+	if err := t.getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/gc/safepoint", &sps); err != nil {
 		return nil, fmt.Errorf("read PD's service safepoints: %w", err)
 	}
 	return sps.Services, nil
@@ -238,12 +253,12 @@ func jsonText(raw string) string {
 	return ConfigText(v)
 }
 
-func getJSON(ctx context.Context, url string, v any) error {
+func (t *TLS) getJSON(ctx context.Context, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := t.HTTPClient().Do(req)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
@@ -34,18 +35,23 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	t.Run("raft-volumes", func(t *testing.T) { backupAndRestore(t, demo.Options{RaftVolumes: true}) })
 }
 
-// TestCheckWALOnlyRestoreInTheLab runs the main job with warmupStrategy check-wal-only (and
-// warmup async, which check-wal-only runs before TiKV all the same): one warm-up Job per TiKV
-// member verifies the RocksDB logs of its data volume, reads nothing else, and TiKV is handed
-// the volumes only after every Job passed. The lab's TiKV double keeps its own log format
-// (raft.log, kv.ckpt), not RocksDB's numbered logs, so the check finds no log to verify here:
-// this shows the Jobs, their order and the restore's outcome, not the verifier on real logs
-// (internal/warmup's tests do that).
-func TestCheckWALOnlyRestoreInTheLab(t *testing.T) {
+// TestCheckWALOnlyRestoreOverTLSInTheLab runs the main job once for two things, so CI runs
+// no extra lab for either:
+//
+//   - warmupStrategy check-wal-only (and warmup async, which check-wal-only runs before TiKV
+//     all the same): one warm-up Job per TiKV member verifies the RocksDB logs of its data
+//     volume, reads nothing else, and TiKV is handed the volumes only after every Job passed.
+//     The lab's TiKV double keeps its own log format (raft.log, kv.ckpt), not RocksDB's
+//     numbered logs, so the check finds no log to verify here: this shows the Jobs, their order
+//     and the restore's outcome, not the verifier on real logs (internal/warmup's tests do that).
+//   - TLS (demo.Options.TLS): both TiDB clusters have spec.tlsCluster enabled, PD and TiKV serve
+//     mutual TLS only, and every pause, snapshot, restore-volumes and restore-data pod dialed
+//     them with --ca, --cert and --key from the cluster client secret the agent mounted.
+func TestCheckWALOnlyRestoreOverTLSInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
 	}
-	backupAndRestore(t, demo.Options{RestoreWarmup: fedv1alpha1.RestoreWarmupAsync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly})
+	backupAndRestore(t, demo.Options{RestoreWarmup: fedv1alpha1.RestoreWarmupAsync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly, TLS: true})
 }
 
 func backupAndRestore(t *testing.T, o demo.Options) {
@@ -116,12 +122,30 @@ func backupAndRestore(t *testing.T, o demo.Options) {
 	if warmup != fedv1alpha1.RestoreWarmupNone {
 		checkWarmup(t, l, r, o)
 	}
+	checkStepTLS(t, r, o.TLS)
 	if r.OrphanSnapshots != 0 || r.OrphanVolumes != 0 {
 		t.Errorf("left behind: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
 	}
 	checkDescribed(t, l, r)
 	if r.GCPause <= 0 {
 		t.Errorf("no GC pause window measured")
+	}
+}
+
+// checkStepTLS: with TLS every pod of the steps that dial PD or TiKV carried --ca, --cert and
+// --key (and each of pause, snapshot, restore-volumes, restore-data ran); without, none did.
+func checkStepTLS(t *testing.T, r *demo.Report, tls bool) {
+	t.Helper()
+	for _, step := range []string{job.StepPause, job.StepSnapshot, job.StepRestoreVolumes, job.StepRestoreData} {
+		n, withTLS := r.StepPods[step], r.StepPodsTLS[step]
+		switch {
+		case n == 0:
+			t.Errorf("no %s pod found", step)
+		case tls && withTLS != n:
+			t.Errorf("TLS: %d of %d %s pods carried --ca, --cert and --key, want all", withTLS, n, step)
+		case !tls && withTLS != 0:
+			t.Errorf("plaintext: %d of %d %s pods carried --ca, --cert and --key, want none", withTLS, n, step)
+		}
 	}
 }
 

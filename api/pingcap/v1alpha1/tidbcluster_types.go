@@ -62,6 +62,13 @@ type StorageVolume struct {
 	MountPath string `json:"mountPath,omitempty"`
 }
 
+// TLSCluster is tidb-operator's spec.tlsCluster.
+type TLSCluster struct {
+	// Enabled turns TLS between the components on.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+}
+
 // TidbClusterSpec is what fedbr reads and writes of a TidbCluster's spec.
 //
 // +kubebuilder:pruning:PreserveUnknownFields
@@ -85,6 +92,11 @@ type TidbClusterSpec struct {
 	// cluster) whose PD this one joins, by name, namespace and cluster domain.
 	// +optional
 	Cluster *TidbClusterRef `json:"cluster,omitempty"`
+	// TLSCluster turns on TLS between the cluster's components: PD and TiKV then take only
+	// mutual TLS, and a client such as a BR step presents the cluster client certificate of the
+	// Secret <name>-cluster-client-secret (keys ca.crt, tls.crt and tls.key).
+	// +optional
+	TLSCluster *TLSCluster `json:"tlsCluster,omitempty"`
 	// RecoveryMode makes tidb-operator start PD with the snapshot-recovering marker and TiKV only
 	// once the volumes are ready; restore-finish sets it back to false.
 	// +optional

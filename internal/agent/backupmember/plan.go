@@ -490,7 +490,8 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 	if sa == "" {
 		sa = job.ServiceAccountName
 	}
-	return job.Spec{
+	// A step that dials PD or TiKV of a TidbCluster with tlsCluster gets its client secret.
+	return job.WithClusterTLS(job.Spec{
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: p.o.Env.ImageOr(t.ToolImage), Args: args,
 		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
@@ -501,7 +502,7 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,
 			Volumes: append([]corev1.Volume(nil), t.AdditionalVolumes...), VolumeMounts: append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...),
 		},
-	}
+	}, p.o.TC)
 }
 
 // withStorage adds the storage flag, mounts and credentials to a step.

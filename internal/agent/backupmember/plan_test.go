@@ -244,6 +244,30 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
+			// A TidbCluster with tlsCluster: both steps that dial PD and TiKV mount its cluster
+			// client secret and take --ca, --cert and --key from it.
+			name: "a TLS cluster's pause and snapshot get its cluster client secret",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) {
+				o.Cluster = cluster()
+				o.TC.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
+			}),
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhaseArmed,
+				check: func(t *testing.T, r Result) {
+					for _, step := range []string{job.StepPause, job.StepSnapshot} {
+						ps := jobOf(t, r, step).Job.Spec.Template.Spec
+						args := ps.Containers[0].Args
+						if argValue(args, "--ca") != "var/lib/fedbr/cluster-client-tls/ca.crt" || argValue(args, "--key") != "var/lib/fedbr/cluster-client-tls/tls.key" {
+							t.Errorf("%s args %v, want --ca, --cert and --key in the secret", step, args)
+						}
+						if !slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool {
+							return v.Secret != nil && v.Secret.SecretName == "basic-cluster-client-secret"
+						}) {
+							t.Errorf("%s volumes %+v, want basic-cluster-client-secret", step, ps.Volumes)
+						}
+					}
+				}},
+		},
+		{
 			name: "startPause with the armed pause running: the pause reads it off the member, the agent does nothing",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
 			want: want{actions: nil, phase: PhaseInitializing},

@@ -412,7 +412,8 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 	if t.BackoffLimit != nil {
 		backoff = *t.BackoffLimit
 	}
-	return job.Spec{
+	// A step that dials PD or TiKV of a TidbCluster with tlsCluster gets its client secret.
+	return job.WithClusterTLS(job.Spec{
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: image, Args: args,
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
@@ -424,7 +425,7 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 			Volumes:      append(append([]corev1.Volume(nil), t.AdditionalVolumes...), volumes...),
 			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), mounts...),
 		},
-	}
+	}, p.o.TC)
 }
 
 // claims are the TiKV claims the restoremeta rebuilds for the target TidbCluster.

@@ -159,6 +159,24 @@ func robs(m *dpv1alpha1.VolumeRestoreMember, tc *pcv1alpha1.TidbCluster, mut ...
 	return o
 }
 
+// checkClusterTLS fails t unless ps mounts the cluster client secret of TidbCluster
+// "restored" and its step's --ca, --cert and --key point into it.
+func checkClusterTLS(t *testing.T, ps corev1.PodSpec) {
+	t.Helper()
+	args := ps.Containers[0].Args
+	for flag, v := range map[string]string{"--ca": "var/lib/fedbr/cluster-client-tls/ca.crt",
+		"--cert": "var/lib/fedbr/cluster-client-tls/tls.crt", "--key": "var/lib/fedbr/cluster-client-tls/tls.key"} {
+		if got := argValue(args, flag); got != v {
+			t.Errorf("%s = %q, want %q: %v", flag, got, v, args)
+		}
+	}
+	if !slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool {
+		return v.Secret != nil && v.Secret.SecretName == "restored-cluster-client-secret"
+	}) {
+		t.Errorf("volumes %+v, want restored-cluster-client-secret", ps.Volumes)
+	}
+}
+
 func argValue(args []string, flag string) string {
 	i := slices.Index(args, flag)
 	if i < 0 || i+1 >= len(args) {
@@ -278,6 +296,19 @@ func TestPlanRestoreVolume(t *testing.T) {
 				if r.Status.CommitTs != fmt.Sprint(resolvedTS) {
 					t.Errorf("commitTs %q", r.Status.CommitTs)
 				}
+			}},
+		},
+		{
+			// A target TidbCluster with tlsCluster: restore-volumes (it dials PD) mounts its
+			// cluster client secret and takes --ca, --cert and --key from it.
+			name: "a TLS cluster's restore-volumes gets its cluster client secret",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), func() *pcv1alpha1.TidbCluster {
+				tc := targetTC(2, true)
+				tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
+				return tc
+			}(), withBackup),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+				checkClusterTLS(t, r.Actions[1].Job.Spec.Template.Spec)
 			}},
 		},
 		{
@@ -684,6 +715,17 @@ func TestPlanDataAndFinish(t *testing.T) {
 				if !slices.Contains(args, "--tolerate-single-tikv-outage") || argValue(args, "--pd") != "http://pd:2379" || argValue(args, "--storage") != "s3://bk/p-az1" {
 					t.Errorf("args %v", args)
 				}
+			}},
+		},
+		{
+			name: "a TLS cluster's restore-data gets its cluster client secret",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, true), 2)
+				tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
+				return tc
+			}()),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringData, check: func(t *testing.T, r Result) {
+				checkClusterTLS(t, r.Actions[1].Job.Spec.Template.Spec)
 			}},
 		},
 		{

@@ -3,6 +3,8 @@ package pause
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"slices"
@@ -19,7 +21,9 @@ import (
 	pdhttp "github.com/tikv/pd/client/http"
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -72,13 +76,16 @@ type env struct {
 	http    pdhttp.Client
 }
 
-func startEnv(t *testing.T, ctx context.Context) *env {
+func startEnv(t *testing.T, ctx context.Context, tune ...func(*tidbcluster.Config)) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a PD and TiKV double cluster")
 	}
-	cl, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3,
-		SplitKeys: [][]byte{[]byte("b"), []byte("k"), []byte("t")}})
+	cfg := tidbcluster.Config{Dir: t.TempDir(), Stores: 3, SplitKeys: [][]byte{[]byte("b"), []byte("k"), []byte("t")}}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	cl, err := tidbcluster.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +222,44 @@ func TestPauseFailsWhenAStoreDies(t *testing.T) {
 	}
 	if paused := e.pausedSchedulers(t, ctx); len(paused) != 0 {
 		t.Errorf("schedulers %v still paused after the failure", paused)
+	}
+}
+
+// TestPauseFailsAtOnceOnATiKVWithoutTheLease: a TiKV older than PrepareSnapshotBackup answers
+// it Unimplemented; the pause fails with ErrLeaseUnsupported naming the store and its address
+// on the first attempt (a retry cannot make that TiKV grow the method), and lifts the GC pin.
+func TestPauseFailsAtOnceOnATiKVWithoutTheLease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx, func(c *tidbcluster.Config) { c.NoLeaseStore = 2 })
+	var retries []string
+	d := e.deps(t)
+	d.Log = func(format string, args ...any) {
+		line := fmt.Sprintf(format, args...)
+		t.Log(line)
+		if strings.Contains(line, "retrying") {
+			retries = append(retries, line)
+		}
+	}
+	log := newStatusLog()
+	err := Run(ctx, d, Config{TTL: 10 * time.Minute, DialTimeout: time.Hour, CleanupTimeout: 10 * time.Second}, log.report)
+	if !errors.Is(err, ErrLeaseUnsupported) || status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Run with store 2 lacking PrepareSnapshotBackup = %v, want ErrLeaseUnsupported", err)
+	}
+	if want := "store 2 at " + e.cluster.Addr(2); !strings.Contains(err.Error(), want) {
+		t.Errorf("Run = %v, want it to name %q", err, want)
+	}
+	if len(retries) != 0 {
+		t.Errorf("the pause retried an Unimplemented store: %q", retries)
+	}
+	sps, err := tidb.ServiceSafePoints(ctx, e.cluster.PD.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sp := range sps {
+		if strings.HasPrefix(sp.ServiceID, tidb.PauseServicePrefix) {
+			t.Errorf("service safepoint %+v left after the failure", sp)
+		}
 	}
 }
 

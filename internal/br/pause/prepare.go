@@ -79,6 +79,11 @@ func storeByID(ctx context.Context, pd PD, id uint64) (*metapb.Store, error) {
 	return nil, fmt.Errorf("store %d is gone from PD", id)
 }
 
+// ErrLeaseUnsupported fails the pause at once when a TiKV answers PrepareSnapshotBackup with
+// Unimplemented: it is older than the lease, so admin operations cannot be held off on it
+// however long the pause retries.
+var ErrLeaseUnsupported = errors.New("TiKV does not support PrepareSnapshotBackup (the admin-operation lease)")
+
 // connect opens a stream to every store and takes the first lease on each. A store that cannot
 // be reached, or whose coprocessor is not ready yet, is retried until ctx ends.
 func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
@@ -93,6 +98,9 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 			if err == nil {
 				p.keep(s) // from now on, while the other stores connect
 				break
+			}
+			if errors.Is(err, ErrLeaseUnsupported) {
+				return err // no retry makes an older TiKV grow the method
 			}
 			if ctx.Err() != nil {
 				return fmt.Errorf("connect to store %d at %s: %w", st.GetId(), st.GetAddress(), ctx.Err())
@@ -138,10 +146,18 @@ func (p *preparer) open(ctx context.Context, st *metapb.Store) (*storeStream, er
 		return fail(err)
 	}
 	s := &storeStream{id: st.GetId(), addr: st.GetAddress(), stream: stream, close: closeConn, cancel: cancel, done: make(chan struct{})}
-	if err := s.send(p.leaseRequest()); err != nil {
+	// A Send that finds the stream already ended says only io.EOF; the Recv below reads why.
+	if err := s.send(p.leaseRequest()); err != nil && !errors.Is(err, io.EOF) {
 		return fail(err)
 	}
 	resp, err := stream.Recv()
+	if status.Code(err) == codes.Unimplemented {
+		version := st.GetVersion()
+		if version == "" {
+			version = "version not reported"
+		}
+		return fail(fmt.Errorf("%w: store %d at %s (TiKV %s): %w", ErrLeaseUnsupported, st.GetId(), st.GetAddress(), version, err))
+	}
 	if err != nil {
 		return fail(err)
 	}

@@ -12,7 +12,9 @@ import (
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/fedbr/fedbr/internal/br/restoredata"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
@@ -268,4 +270,25 @@ func TestHoldsGCAndSchedulersOverThePhase(t *testing.T) {
 		}
 		lifted("after the phase was stopped")
 	})
+}
+
+// TestFailsWithTheStoresRecoverRegionError: a store that reads its whole plan and then ends
+// its RecoverRegion stream with an error at the close fails the step with that store's error,
+// named, after the planning attempts; nothing reports the phase done.
+func TestFailsWithTheStoresRecoverRegionError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startRecovering(t, ctx)
+	for _, id := range r.c.StoreIDs() {
+		r.c.Store(id).FailRecoverRegion(status.Error(codes.Internal, "raft engine of store is corrupted"))
+	}
+	cfg := r.config()
+	cfg.Attempts = 2
+	_, err := restoredata.Run(ctx, r.deps(t, nil), cfg)
+	if err == nil || !strings.Contains(err.Error(), "raft engine of store is corrupted") || !strings.Contains(err.Error(), "recover regions on store") {
+		t.Fatalf("Run = %v, want the stores' RecoverRegion error, naming the store", err)
+	}
+	if held, herr := r.held(ctx); herr != nil || held.Any() {
+		t.Errorf("PD still holds %s (%v) after the failed phase", held, herr)
+	}
 }

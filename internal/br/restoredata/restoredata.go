@@ -513,15 +513,30 @@ func (r *run) sendStore(ctx context.Context, s *metapb.Store, cmds []recovery.Co
 	}
 	for _, c := range cmds {
 		if err := stream.Send(&recoverdatapb.RecoverRegionRequest{RegionId: c.RegionID, AsLeader: c.AsLeader, Tombstone: c.Tombstone}); err != nil {
+			if errors.Is(err, io.EOF) {
+				// The store ended the stream before reading the whole plan: io.EOF only says
+				// so, the stream's status says why.
+				break
+			}
 			return fmt.Errorf("send recovery plan to store %d: %w", s.GetId(), err)
 		}
 	}
+	return recoverRegionStatus(s.GetId(), stream)
+}
+
+// recoverRegionStatus half-closes a RecoverRegion stream and reads the store's final answer:
+// its gRPC status, or the error in its response. Either fails the store's recovery.
+func recoverRegionStatus(id uint64, stream recoverdatapb.RecoverData_RecoverRegionClient) error {
 	resp, err := stream.CloseAndRecv()
 	if err != nil {
-		return fmt.Errorf("recover regions on store %d: %w", s.GetId(), err)
+		return fmt.Errorf("recover regions on store %d: %w", id, err)
 	}
-	if e := resp.GetError(); e != nil && e.GetMsg() != "" {
-		return fmt.Errorf("recover regions on store %d: %s", s.GetId(), e.GetMsg())
+	if e := resp.GetError(); e != nil {
+		msg := e.GetMsg()
+		if msg == "" {
+			msg = "an error without a message"
+		}
+		return fmt.Errorf("recover regions on store %d: the store answered %s", id, msg)
 	}
 	return nil
 }

@@ -285,5 +285,14 @@ func tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
 
 // DialInsecure is a Dialer over plaintext gRPC, with the BR steps' keepalive (tidb.DialBackup).
 func DialInsecure(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
-	return tidb.DialBackup(ctx, addr)
+	return tidb.Plaintext.DialBackup(ctx, addr)
+}
+
+// CheckCluster is one attempt of the step's cluster check on its own — no TiKV reports a
+// pending admin operation and PD's regions tile the key space — over d's PD and Dial, logging
+// to log. The step repeats it until the cluster settles.
+func CheckCluster(ctx context.Context, d Deps, log io.Writer) error {
+	s := &snapshotter{d: d, o: Options{Progress: log}}
+	defer s.closeStores()
+	return s.checkClusterStill(ctx)
 }

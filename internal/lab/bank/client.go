@@ -15,8 +15,8 @@ import (
 	pd "github.com/tikv/pd/client"
 	"github.com/tikv/pd/client/clients/router"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/fedbr/fedbr/internal/tidb"
 	"github.com/fedbr/fedbr/internal/tidb/codec"
 )
 
@@ -28,6 +28,7 @@ type Client struct {
 	// LockWait bounds how long a read waits for a lock to clear.
 	LockWait time.Duration
 
+	tls   *tidb.TLS
 	mu    sync.Mutex
 	conns map[uint64]*grpc.ClientConn
 }
@@ -38,13 +39,18 @@ var (
 	ErrLocked   = errors.New("key is locked")
 )
 
-// NewClient connects to PD at addrs (host:port).
+// NewClient connects to PD at addrs (host:port) in plaintext.
 func NewClient(ctx context.Context, addrs []string) (*Client, error) {
-	c, err := pd.NewClientWithContext(ctx, addrs, pd.SecurityOption{})
+	return NewClientTLS(ctx, addrs, tidb.Plaintext)
+}
+
+// NewClientTLS connects to PD at addrs (host:port) and to the stores over t (nil: plaintext).
+func NewClientTLS(ctx context.Context, addrs []string, t *tidb.TLS) (*Client, error) {
+	c, err := pd.NewClientWithContext(ctx, addrs, t.SecurityOption())
 	if err != nil {
 		return nil, fmt.Errorf("connect pd %v: %w", addrs, err)
 	}
-	return &Client{pd: c, LockWait: 5 * time.Second, conns: map[uint64]*grpc.ClientConn{}}, nil
+	return &Client{pd: c, tls: t, LockWait: 5 * time.Second, conns: map[uint64]*grpc.ClientConn{}}, nil
 }
 
 // Close releases the connections.
@@ -145,7 +151,7 @@ func (c *Client) store(ctx context.Context, id uint64) (tikvpb.TikvClient, error
 	if err != nil {
 		return nil, fmt.Errorf("get store %d: %w", id, err)
 	}
-	cc, err := grpc.NewClient(st.GetAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(st.GetAddress(), c.tls.Transport())
 	if err != nil {
 		return nil, fmt.Errorf("dial store %d: %w", id, err)
 	}

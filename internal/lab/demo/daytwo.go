@@ -349,7 +349,7 @@ func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (strin
 func (d *run) pauseExpiry(ctx context.Context, pdURL string) (time.Time, error) {
 	var expiry time.Time
 	err := d.poll(ctx, "the pause's GC safepoint in PD", func() (bool, string, error) {
-		sps, err := tidb.ServiceSafePoints(ctx, pdURL)
+		sps, err := d.tls.ServiceSafePoints(ctx, d.pdURL(pdURL))
 		if err != nil {
 			return false, "", err
 		}
@@ -385,7 +385,7 @@ func (d *run) liftedByStep(ctx context.Context, plane, member, pdURL string, exp
 	if err != nil {
 		return err
 	}
-	sps, err := tidb.ServiceSafePoints(ctx, pdURL)
+	sps, err := d.tls.ServiceSafePoints(ctx, d.pdURL(pdURL))
 	if err != nil {
 		return err
 	}

@@ -71,6 +71,13 @@ type Options struct {
 	RestoreDownTiKV       map[string]string
 	// RestoreMeta gives the VolumeRestore labels and annotations.
 	RestoreMeta metav1.ObjectMeta
+	// TLS runs the TiDB clusters with spec.tlsCluster enabled: a lab CA (labtls), the
+	// Secrets a tidb-operator user creates (<tc>-cluster-client-secret,
+	// <tc>-pd-cluster-secret, <tc>-tikv-cluster-secret) in both namespaces, PD and TiKV serving
+	// mutual TLS (the lab operator), and the demo's own bank and checks dialing with the client
+	// certificate. The report's StepTLS says whether every PD/TiKV-dialing step pod carried
+	// --ca.
+	TLS bool
 }
 
 func (o Options) withDefaults() Options {

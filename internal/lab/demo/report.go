@@ -3,7 +3,9 @@ package demo
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +81,10 @@ type Report struct {
 	// Described is what `fedbr describe backup`, `fedbr logs backup` (the snapshot step) and
 	// `fedbr describe restore` printed once both completed, by those keys.
 	Described map[string]string
+	// StepPods counts, by step, the pods of the steps that dial PD or TiKV in the source and
+	// restore namespaces once the restore was checked; StepPodsTLS those that carried --ca,
+	// --cert and --key (all of them with Options.TLS, none without).
+	StepPods, StepPodsTLS map[string]int
 	// Err is the demo's outcome.
 	Err error
 
@@ -154,6 +160,13 @@ func (r *Report) Print(w io.Writer) {
 	p("bank: %d transfers committed during the run, %d of unknown outcome; at the backup's commit ts %d: %d at or before it, %d after it, %d of unknown outcome at or before it",
 		r.Bank.Committed, r.Bank.Unknown, r.CheckedTS, r.TxnsBeforeCommitTS, r.TxnsAfterCommitTS, r.UnknownBeforeCommitTS)
 	p("checker: %s", r.Checker)
+	if len(r.StepPods) > 0 {
+		var parts []string
+		for _, step := range slices.Sorted(maps.Keys(r.StepPods)) {
+			parts = append(parts, fmt.Sprintf("%s %d/%d", step, r.StepPodsTLS[step], r.StepPods[step]))
+		}
+		p("step pods dialing PD/TiKV with --ca/--cert/--key: %s", strings.Join(parts, ", "))
+	}
 	p("left behind after deleting the backup: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
 	if r.Err != nil {
 		p("RESULT: FAIL: %v", r.Err)

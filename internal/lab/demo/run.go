@@ -27,6 +27,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -48,6 +49,10 @@ type run struct {
 	crashBefore map[string]bool
 	report      *Report
 	started     time.Time
+
+	// tlsSet is the lab's CA with Options.TLS (nil without); tls the demo's client side of it.
+	tlsSet *labtls.Set
+	tls    *tidb.TLS
 
 	bankMu   sync.Mutex
 	bankCfg  bank.Config
@@ -81,6 +86,11 @@ func newRun(ctx context.Context, o Options) (*run, error) {
 	}
 	if d.kube[d.lab.Control] == nil {
 		return nil, fmt.Errorf("the lab kubeconfig has no context %q for the control plane", d.lab.Control)
+	}
+	if o.TLS {
+		if err := d.setupTLS(); err != nil {
+			return nil, err
+		}
 	}
 	d.aws, err = aws.New(ctx, aws.Config{Region: d.lab.AWS.Region, Endpoint: d.lab.AWS.Endpoint, AWS: awsdouble.Config(d.lab.AWS.Region),
 		PollInterval: 200 * time.Millisecond})
@@ -120,6 +130,9 @@ func (d *run) run(ctx context.Context) error {
 		return err
 	}
 	if err := d.check(ctx, b, r); err != nil {
+		return err
+	}
+	if err := d.stepTLS(ctx); err != nil {
 		return err
 	}
 	if err := d.sizes(ctx, b); err != nil {
@@ -222,6 +235,9 @@ func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alph
 		if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
 			return fmt.Errorf("namespace %s in %s: %w", ns, cluster, err)
 		}
+		if err := d.withTLS(ctx, cluster, tc); err != nil {
+			return err
+		}
 		if err := c.Create(ctx, tc); err != nil {
 			return fmt.Errorf("TidbCluster %s/%s in %s: %w", ns, tc.Name, cluster, err)
 		}
@@ -284,7 +300,7 @@ func (d *run) pollFor(ctx context.Context, timeout time.Duration, what string, f
 }
 
 func (d *run) pdClient(ctx context.Context, addr string) (*bank.Client, error) {
-	return bank.NewClient(ctx, []string{strings.TrimPrefix(addr, "http://")})
+	return bank.NewClientTLS(ctx, []string{strings.TrimPrefix(addr, "http://")}, d.tls)
 }
 
 func (d *run) startBank(ctx context.Context) error {
@@ -422,7 +438,7 @@ func (d *run) checkLifted(ctx context.Context) error {
 		return err
 	}
 	defer c.Close()
-	h, err := tidb.ReadHeld(ctx, c.PD(), addr)
+	h, err := d.tls.ReadHeld(ctx, c.PD(), d.pdURL(addr))
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // Requeue intervals for what cannot be watched: PD's health and store list.
@@ -77,6 +78,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters;tidbclusters/status,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 
 // Reconcile observes one TidbCluster, plans, and applies the plan.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -148,13 +150,34 @@ func (r *Reconciler) observe(ctx context.Context, tc *pcv1alpha1.TidbCluster) (O
 	}
 	_, pdPod := o.Pods[MemberName(tc.Name, ComponentPD, 0)]
 	if addr := pdAddress(a, tc); addr != "" && (pdPod || !hasLocalPD(tc)) {
-		pd, err := r.PD.Read(ctx, addr)
+		t, err := r.clientTLS(ctx, tc)
+		if err != nil {
+			return o, err
+		}
+		pd, err := r.PD.Read(ctx, addr, t)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("PD not ready", "err", err.Error())
 		}
 		o.PD = pd
 	}
 	return o, nil
+}
+
+// clientTLS is the client side of tc's TLS from its ClientSecret; nil for a TidbCluster
+// without tlsCluster. A missing or unusable secret is an error: PD cannot be read without it.
+func (r *Reconciler) clientTLS(ctx context.Context, tc *pcv1alpha1.TidbCluster) (*tidb.TLS, error) {
+	if !TLSEnabled(tc) {
+		return tidb.Plaintext, nil
+	}
+	var sec corev1.Secret
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: tc.Namespace, Name: ClientSecret(tc.Name)}, &sec); err != nil {
+		return nil, fmt.Errorf("client secret of TidbCluster %s with tlsCluster: %w", klog.KObj(tc), err)
+	}
+	t, err := tidb.ParseTLS(sec.Data["ca.crt"], sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("client secret %s/%s: %w", tc.Namespace, sec.Name, err)
+	}
+	return t, nil
 }
 
 // apply runs the actions; each tolerates having been done already.

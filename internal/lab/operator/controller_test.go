@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
@@ -284,4 +286,60 @@ func assertTiKV(t *testing.T, c client.Client, pods, claims int) {
 	if len(got) != pods || len(pvcs.Items) != claims {
 		t.Errorf("TiKV pods = %d, claims = %d; want %d and %d", len(got), len(pvcs.Items), pods, claims)
 	}
+}
+
+// TestOperatorTLSCluster: a TidbCluster with tlsCluster whose PD serves mutual TLS only: the
+// operator reads PD with the cluster client secret (TiKV starts only once PD answered
+// healthy), publishes PD's https:// client URL, and gives TiKV the tikv cluster secret.
+func TestOperatorTLSCluster(t *testing.T) {
+	env := testenv.Start(t)
+	ctx := t.Context()
+	c := env.Client
+	set, err := labtls.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := freeListener(t)
+	port := ln.Addr().(*net.TCPAddr).Port
+	pd, err := pddouble.Start(ctx, pddouble.Config{DataDir: t.TempDir(), Name: "basic-pd-0", TLS: set.Node()}, ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pd.Close() })
+	startOperator(t, env, Config{Addressing: Addressing{BasePort: port}, Image: "fedbr"})
+
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tidb"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ClientSecret("basic"), Namespace: "tidb"},
+		Data: map[string][]byte{"ca.crt": set.CA, corev1.TLSCertKey: set.Cert, corev1.TLSPrivateKeyKey: set.Key}}); err != nil {
+		t.Fatal(err)
+	}
+	tc := &pcv1alpha1.TidbCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "basic", Namespace: "tidb"},
+		Spec: pcv1alpha1.TidbClusterSpec{PD: &pcv1alpha1.ComponentSpec{Replicas: 1}, TiKV: &pcv1alpha1.ComponentSpec{Replicas: 1},
+			TLSCluster: &pcv1alpha1.TLSCluster{Enabled: true}},
+	}
+	if err := c.Create(ctx, tc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a TiKV pod, PD read over TLS", func() (bool, error) {
+		pods, err := tikvPods(ctx, c)
+		return len(pods) == 1, err
+	})
+	pods, err := tikvPods(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(pods[0].Spec.Containers[0].Args, " "); !strings.Contains(args, "--ca var/lib/tikv-tls/ca.crt") {
+		t.Errorf("TiKV args %q: want --ca in the tikv cluster secret", args)
+	}
+	eventually(t, "PD's https:// client URL in the status", func() (bool, error) {
+		var got pcv1alpha1.TidbCluster
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tc), &got); err != nil {
+			return false, err
+		}
+		m := got.Status.PD.Members["basic-pd-0"]
+		return m.Health && strings.HasPrefix(m.ClientURL, "https://"), nil
+	})
 }

@@ -7,15 +7,18 @@ import (
 
 	pdhttp "github.com/tikv/pd/client/http"
 	sd "github.com/tikv/pd/client/servicediscovery"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // pdRequestTimeout bounds one call to PD's HTTP API; an unreachable PD is "not ready", not an
 // error, so a reconcile never blocks on it.
 const pdRequestTimeout = 2 * time.Second
 
-// PDReader reads PD's view of the cluster. NewPDReader returns the real one.
+// PDReader reads PD's view of the cluster, over t (nil: plaintext). NewPDReader returns the
+// real one.
 type PDReader interface {
-	Read(ctx context.Context, addr string) (PDState, error)
+	Read(ctx context.Context, addr string, t *tidb.TLS) (PDState, error)
 }
 
 // NewPDReader returns a PDReader that uses PD's real HTTP client.
@@ -23,17 +26,21 @@ func NewPDReader() PDReader { return httpPD{} }
 
 type httpPD struct{}
 
-func (httpPD) Read(ctx context.Context, addr string) (PDState, error) {
+func (httpPD) Read(ctx context.Context, addr string, t *tidb.TLS) (PDState, error) {
 	ctx, cancel := context.WithTimeout(ctx, pdRequestTimeout)
 	defer cancel()
 	// The service discovery runs on ctx, so an unreachable PD costs at most pdRequestTimeout
 	// (pdhttp.NewClient would retry on a context of its own).
-	discovery := sd.NewDefaultPDServiceDiscovery(ctx, cancel, []string{"http://" + addr}, nil)
+	discovery := sd.NewDefaultPDServiceDiscovery(ctx, cancel, t.PDURLs([]string{addr}), t.Config())
 	defer discovery.Close()
 	if err := discovery.Init(); err != nil {
 		return PDState{}, fmt.Errorf("pd %s: %w", addr, err)
 	}
-	c := pdhttp.NewClientWithServiceDiscovery("fedbr-lab-operator", discovery)
+	var opts []pdhttp.ClientOption
+	if t != nil {
+		opts = append(opts, pdhttp.WithTLSConfig(t.Config()))
+	}
+	c := pdhttp.NewClientWithServiceDiscovery("fedbr-lab-operator", discovery, opts...)
 	defer c.Close()
 	health, err := c.GetHealthStatus(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -413,6 +414,24 @@ func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int, claim string) *corev1.P
 	}
 }
 
+// TLSEnabled says tc's components serve and dial over mutual TLS (spec.tlsCluster.enabled).
+func TLSEnabled(tc *pcv1alpha1.TidbCluster) bool {
+	return tc.Spec.TLSCluster != nil && tc.Spec.TLSCluster.Enabled
+}
+
+// NodeSecret is the Secret with a component's certificate of a TidbCluster with tlsCluster, as
+// tidb-operator's users create it: <tc>-<component>-cluster-secret, keys ca.crt, tls.crt and
+// tls.key. The operator mounts it into the component's pods and never creates it.
+func NodeSecret(tc, comp string) string { return tc + "-" + comp + "-cluster-secret" }
+
+// ClientSecret is the Secret with the client certificate of a TidbCluster with tlsCluster
+// (<tc>-cluster-client-secret, same keys): the operator reads PD with it, fedbr's steps dial
+// with it.
+func ClientSecret(tc string) string { return tc + "-cluster-client-secret" }
+
+// tlsDir is where a component's certificate is mounted, as tidb-operator mounts it.
+func tlsDir(comp string) string { return "/var/lib/" + comp + "-tls" }
+
 // dataDir is where a component's volume is mounted. Containers run with working directory "/",
 // and the arguments use the path relative to it, so the same pod works on a real node and on a
 // lab node (where "/" is the container's $FEDBR_LAB_ROOT).
@@ -426,8 +445,12 @@ func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int)
 	switch comp {
 	case ComponentPD:
 		addr := cfg.Addressing.PD(i)
+		scheme := "http://"
+		if TLSEnabled(tc) {
+			scheme = "https://"
+		}
 		args = []string{"lab", "pd", "--name", name, "--data-dir", strings.TrimPrefix(dataDir(comp), "/"),
-			"--listen", addr, "--advertise-url", "http://" + addr}
+			"--listen", addr, "--advertise-url", scheme + addr}
 	default:
 		addr := cfg.Addressing.TiKV(i)
 		id := cfg.Addressing.StoreID(i)
@@ -449,6 +472,18 @@ func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int)
 		mounts = append(mounts, corev1.VolumeMount{Name: v.name, MountPath: v.mountPath})
 		volumes = append(volumes, corev1.Volume{Name: v.name, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.claim},
+		}})
+	}
+	if TLSEnabled(tc) {
+		// As tidb-operator: the component's certificate from <tc>-<component>-cluster-secret at
+		// /var/lib/<component>-tls, read-only.
+		dir := tlsDir(comp)
+		args = append(args, "--ca", strings.TrimPrefix(path.Join(dir, "ca.crt"), "/"),
+			"--cert", strings.TrimPrefix(path.Join(dir, corev1.TLSCertKey), "/"),
+			"--key", strings.TrimPrefix(path.Join(dir, corev1.TLSPrivateKeyKey), "/"))
+		mounts = append(mounts, corev1.VolumeMount{Name: comp + "-tls", MountPath: dir, ReadOnly: true})
+		volumes = append(volumes, corev1.Volume{Name: comp + "-tls", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: NodeSecret(tc.Name, comp)},
 		}})
 	}
 	return &corev1.Pod{
@@ -542,7 +577,11 @@ func unhealthyStatus(cfg Config, o Observed, st pcv1alpha1.TidbClusterStatus) pc
 	}
 	if len(st.PD.Members) == 0 {
 		name := MemberName(o.Cluster.Name, ComponentPD, 0)
-		st.PD.Members[name] = pcv1alpha1.PDMember{Name: name, ClientURL: "http://" + cfg.Addressing.PD(0)}
+		scheme := "http://"
+		if TLSEnabled(o.Cluster) {
+			scheme = "https://"
+		}
+		st.PD.Members[name] = pcv1alpha1.PDMember{Name: name, ClientURL: scheme + cfg.Addressing.PD(0)}
 	}
 	return st
 }

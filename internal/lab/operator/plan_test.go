@@ -2,6 +2,7 @@ package operator
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -443,4 +444,50 @@ func TestStorageVolumeIsTheRaftVolume(t *testing.T) {
 		return
 	}
 	t.Fatal("no pod planned")
+}
+
+// TestTLSClusterPods: with spec.tlsCluster enabled PD advertises https:// and each member
+// mounts its component's cluster secret read-only and serves with --ca, --cert and --key in it.
+func TestTLSClusterPods(t *testing.T) {
+	tlsOn := func(tc *pcv1alpha1.TidbCluster) { tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true} }
+	pods := map[string]*corev1.Pod{}
+	for _, o := range []Observed{world(newTC(tlsOn), false), world(newTC(tlsOn), true, "pd-0")} {
+		p, err := ComputePlan(testConfig, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range p.Actions {
+			if a.Pod != nil {
+				pods[a.Pod.Name] = a.Pod
+			}
+		}
+	}
+	for name, comp := range map[string]string{"basic-pd-0": ComponentPD, "basic-tikv-0": ComponentTiKV} {
+		pod := pods[name]
+		if pod == nil {
+			t.Fatalf("no pod %s planned: %v", name, pods)
+		}
+		args := strings.Join(pod.Spec.Containers[0].Args, " ")
+		if want := fmt.Sprintf("--ca var/lib/%[1]s-tls/ca.crt --cert var/lib/%[1]s-tls/tls.crt --key var/lib/%[1]s-tls/tls.key", comp); !strings.Contains(args, want) {
+			t.Errorf("%s args %q, want %q", name, args, want)
+		}
+		if comp == ComponentPD && !strings.Contains(args, "--advertise-url https://127.0.1.10:2379") {
+			t.Errorf("%s args %q, want an https:// advertise URL", name, args)
+		}
+		v := pod.Spec.Volumes[len(pod.Spec.Volumes)-1]
+		m := pod.Spec.Containers[0].VolumeMounts[len(pod.Spec.Containers[0].VolumeMounts)-1]
+		if v.Secret == nil || v.Secret.SecretName != "basic-"+comp+"-cluster-secret" || m.Name != v.Name || m.MountPath != "/var/lib/"+comp+"-tls" || !m.ReadOnly {
+			t.Errorf("%s volume %+v mount %+v, want basic-%[4]s-cluster-secret at /var/lib/%[4]s-tls read-only", name, v, m, comp)
+		}
+	}
+	// Without tlsCluster nothing of it.
+	p, err := ComputePlan(testConfig, world(newTC(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range p.Actions {
+		if a.Pod != nil && strings.Contains(strings.Join(a.Pod.Spec.Containers[0].Args, " "), "--ca") {
+			t.Errorf("%s without tlsCluster has --ca: %v", a.Pod.Name, a.Pod.Spec.Containers[0].Args)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package pddouble
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,11 +11,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/pingcap/kvproto/pkg/pdpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -66,6 +70,11 @@ type Config struct {
 	// GCRunInterval is how often the GC worker runs (tidb_gc_run_interval);
 	// 0 means DefaultGCRunInterval.
 	GCRunInterval time.Duration
+	// TLS, if set, serves gRPC and HTTP over TLS on the one port (with its ClientCAs and
+	// ClientAuth: mutual TLS, as PD with security.cacert-path, cert-path and key-path) and
+	// advertises an https:// URL. gRPC and HTTP are told apart by request, as PD's embedded
+	// etcd does over TLS: HTTP/2 requests of content type application/grpc go to gRPC.
+	TLS *tls.Config
 }
 
 // The gRPC surfaces Config.API selects.
@@ -194,6 +203,9 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 	s.url = cfg.AdvertiseURL
 	if s.url == "" {
 		s.url = "http://" + lis.Addr().String()
+		if cfg.TLS != nil {
+			s.url = "https://" + lis.Addr().String()
+		}
 	}
 	s.nextID = st.NextID
 	// Never reuse a timestamp from before the restart.
@@ -212,11 +224,19 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(opts...)
 	pdpb.RegisterPDServer(s.grpc, &pdService{s: s})
-	s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
-	gl, hl := splitListener(lis)
-	s.wg.Add(3)
-	go func() { defer s.wg.Done(); _ = s.grpc.Serve(gl) }()
-	go func() { defer s.wg.Done(); _ = s.http.Serve(hl) }()
+	if cfg.TLS != nil {
+		tc := cfg.TLS.Clone()
+		tc.NextProtos = []string{"h2", "http/1.1"}
+		s.http = &http.Server{Handler: s.tlsHandler(s.httpHandler(), missingMethods(cfg.API)), ReadHeaderTimeout: 10 * time.Second}
+		s.wg.Add(2)
+		go func() { defer s.wg.Done(); _ = s.http.Serve(tls.NewListener(lis, tc)) }()
+	} else {
+		s.http = &http.Server{Handler: s.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		gl, hl := splitListener(lis)
+		s.wg.Add(3)
+		go func() { defer s.wg.Done(); _ = s.grpc.Serve(gl) }()
+		go func() { defer s.wg.Done(); _ = s.http.Serve(hl) }()
+	}
 	go func() { defer s.wg.Done(); s.flushLoop() }()
 	if cfg.GCLifeTime > 0 {
 		s.wg.Add(1)
@@ -334,6 +354,28 @@ func (s *Server) write(b []byte, seq uint64) error {
 	}
 	s.written = seq
 	return nil
+}
+
+// tlsHandler serves gRPC and HTTP on one TLS port: an HTTP/2 request of content type
+// application/grpc is gRPC (a method of missing answered as by a server without it), anything
+// else PD's HTTP API.
+func (s *Server) tlsHandler(api http.Handler, missing map[string]bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			api.ServeHTTP(w, r)
+			return
+		}
+		if missing[r.URL.Path] {
+			// A trailers-only response: the status in the headers, no message.
+			svc, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+			w.Header().Set("Content-Type", "application/grpc")
+			w.Header().Set("Grpc-Status", strconv.Itoa(int(codes.Unimplemented)))
+			w.Header().Set("Grpc-Message", fmt.Sprintf("unknown method %v for service %v", method, svc))
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		s.grpc.ServeHTTP(w, r)
+	})
 }
 
 // splitListener routes each accepted connection by its first bytes: an

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	tikvcmd "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
+	"github.com/fedbr/fedbr/internal/lab/labtls"
 )
 
 // childEnv marks a store process started by a Cluster in process mode. A test binary given as
@@ -79,6 +80,9 @@ func (c *Cluster) startProcess(ctx context.Context, id uint64, listen string, in
 	}
 	if id == c.cfg.SlowStore {
 		args = append(args, "--slow-apply", "10")
+	}
+	if d := c.cfg.NodeTLSDir; d != "" {
+		args = append(args, "--ca", filepath.Join(d, labtls.CAFile), "--cert", filepath.Join(d, labtls.CertFile), "--key", filepath.Join(d, labtls.KeyFile))
 	}
 	logf, err := os.OpenFile(filepath.Join(c.cfg.Dir, fmt.Sprintf("tikv-%d.log", id)), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

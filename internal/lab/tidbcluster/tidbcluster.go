@@ -7,6 +7,7 @@ package tidbcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,16 @@ type Config struct {
 	Tick time.Duration
 	// SlowStore, if set, is a store whose followers apply 10x slower.
 	SlowStore uint64
+	// NoLeaseStore, if set, is a store older than the admin-operation lease: it answers
+	// PrepareSnapshotBackup Unimplemented (tikvdouble.Config.NoLease; in-process stores only).
+	NoLeaseStore uint64
+	// TLS, if set, makes PD and every store serve and dial over TLS with it (pddouble.Config.TLS,
+	// tikvdouble.Config.TLS; labtls.Set.Node makes one). With Binary, the store processes read
+	// the same from NodeTLSDir, which must then be set.
+	TLS *tls.Config
+	// NodeTLSDir holds the node's labtls.CAFile, CertFile and KeyFile (labtls.Set.WriteNode):
+	// store processes (Binary) get them as --ca, --cert and --key. Only with TLS.
+	NodeTLSDir string
 	// CompactBytes is the stores' wal compaction threshold (0: default).
 	CompactBytes int64
 	// Now is the clock of PD and stores; nil means time.Now.
@@ -79,6 +90,12 @@ func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Binary != "" && cfg.Now != nil {
 		return nil, errors.New("tidbcluster: a fake clock (Now) cannot reach store processes (Binary)")
 	}
+	if cfg.Binary != "" && cfg.TLS != nil && cfg.NodeTLSDir == "" {
+		return nil, errors.New("tidbcluster: TLS reaches store processes (Binary) only through NodeTLSDir")
+	}
+	if cfg.NodeTLSDir != "" && cfg.TLS == nil {
+		return nil, errors.New("tidbcluster: NodeTLSDir without TLS")
+	}
 	c := &Cluster{cfg: cfg, stores: map[uint64]*tikvdouble.Store{}, procs: map[uint64]*proc{}, addrs: map[uint64]string{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,6 +105,9 @@ func StartPD(ctx context.Context, cfg Config) (*Cluster, error) {
 	pc.DataDir = filepath.Join(cfg.Dir, "pd")
 	if pc.Now == nil {
 		pc.Now = cfg.Now
+	}
+	if pc.TLS == nil {
+		pc.TLS = cfg.TLS
 	}
 	if c.PD, err = pddouble.Start(ctx, pc, lis); err != nil {
 		return nil, err
@@ -213,6 +233,8 @@ func (c *Cluster) StartStore(ctx context.Context, id uint64) error {
 	if id == c.cfg.SlowStore {
 		sc.SlowApply = 10
 	}
+	sc.NoLease = id == c.cfg.NoLeaseStore
+	sc.TLS = c.cfg.TLS
 	s, err := tikvdouble.Start(ctx, sc, lis)
 	if err != nil {
 		_ = lis.Close()

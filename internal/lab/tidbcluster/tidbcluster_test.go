@@ -2,8 +2,10 @@ package tidbcluster
 
 import (
 	"context"
+	"crypto/tls"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,5 +62,21 @@ func TestStickyAddrs(t *testing.T) {
 	}
 	if got := c.Store(3).Addr(); got != before {
 		t.Errorf("restarted store 3 at %s, want %s", got, before)
+	}
+}
+
+// TestTLSConfigRefused: store processes get TLS only through NodeTLSDir, and NodeTLSDir means
+// nothing without TLS; both are refused before anything starts.
+func TestTLSConfigRefused(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{Dir: t.TempDir(), Binary: "fedbr-lab", TLS: &tls.Config{MinVersion: tls.VersionTLS12}}, "only through NodeTLSDir"},
+		{Config{Dir: t.TempDir(), NodeTLSDir: t.TempDir()}, "NodeTLSDir without TLS"},
+	} {
+		if _, err := StartPD(t.Context(), tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
 	}
 }

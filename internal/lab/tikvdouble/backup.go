@@ -1,6 +1,7 @@
 package tikvdouble
 
 import (
+	"context"
 	"errors"
 	"io"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 )
 
 // backupService serves backup.Backup: the snapshot-backup preparation.
@@ -67,6 +69,16 @@ func (s *Store) checkWaitersLocked() {
 		s.callbacks = append(s.callbacks, func() { done(res) })
 	}
 	s.waiters = kept
+}
+
+// refusePrepareSnapshotBackup turns PrepareSnapshotBackup away before any
+// handler runs, with the status gRPC gives a method its server does not know
+// (Config.NoLease).
+func refusePrepareSnapshotBackup(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != "/backup.Backup/PrepareSnapshotBackup" {
+		return ctx, nil
+	}
+	return ctx, status.Errorf(codes.Unimplemented, "unknown method PrepareSnapshotBackup for service backup.Backup")
 }
 
 // PrepareSnapshotBackup holds the admin-op lease and answers wait-applies.

@@ -77,6 +77,10 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 		}
 	}
 	s.mu.Lock()
+	if err := s.recoverFault; err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	s.recoverGen++
 	gen := s.recoverGen
 	s.keepLeading = map[uint64]bool{}
@@ -93,6 +97,15 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 		return err
 	}
 	return stream.SendAndClose(&recoverdatapb.RecoverRegionResponse{StoreId: s.cfg.StoreID})
+}
+
+// FailRecoverRegion is a fault injection: from now on every RecoverRegion reads its whole
+// plan and then, at the client's close, ends with err instead of making any leader (a TiKV
+// whose recovery failed); nil lifts it.
+func (s *Store) FailRecoverRegion(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recoverFault = err
 }
 
 // waitApplied waits until every listed region has a local leader that

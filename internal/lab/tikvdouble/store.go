@@ -3,6 +3,7 @@ package tikvdouble
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +23,7 @@ import (
 	recoverdatapb "github.com/pingcap/kvproto/pkg/recoverdatapb"
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
@@ -63,6 +65,14 @@ type Config struct {
 	// GCPollInterval is how often the store reads PD's GC safe point and
 	// collects garbage at it; 0 means DefaultGCPollInterval.
 	GCPollInterval time.Duration
+	// NoLease serves the Backup service without PrepareSnapshotBackup, as a
+	// TiKV older than the admin-operation lease: the method is answered
+	// Unimplemented ("unknown method ..."), its requests never read.
+	NoLease bool
+	// TLS, if set, is the store's TLS (TiKV's security.ca-path, cert-path, key-path): it serves
+	// gRPC over it (with its ClientCAs and ClientAuth: mutual TLS) and dials PD and the other
+	// stores with it as a client (its RootCAs and Certificates). PD must serve TLS too.
+	TLS *tls.Config
 }
 
 // Store is a running TiKV double.
@@ -101,6 +111,8 @@ type Store struct {
 	leaseUntil time.Time
 	prepGen    uint64
 	recoverGen uint64
+	// recoverFault, if set, ends every RecoverRegion with it (FailRecoverRegion).
+	recoverFault error
 	// keepLeading are the regions the last RecoverRegion asked this store
 	// to lead; their peers campaign until they win (TiKV's LeaderKeeper).
 	keepLeading map[uint64]bool
@@ -243,7 +255,14 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	// gRPC's default limits (4 MiB received); keepalive pings from clients are accepted every
 	// 5 s (gRPC's default refuses pings more often than every 5 minutes and ends such a
 	// connection, where TiKV takes BR's 10 s pings).
-	s.grpc = grpc.NewServer(grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}))
+	opts := []grpc.ServerOption{grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true})}
+	if cfg.NoLease {
+		opts = append(opts, grpc.InTapHandle(refusePrepareSnapshotBackup))
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	tikvpb.RegisterTikvServer(s.grpc, &kvService{s: s})
 	brpb.RegisterBackupServer(s.grpc, &backupService{s: s})
 	import_sstpb.RegisterImportSSTServer(s.grpc, &importService{s: s})
@@ -289,10 +308,19 @@ func (s *Store) Isolate(d time.Duration) {
 	s.isolated = s.now().Add(d)
 }
 
+// clientCreds are the credentials the store dials PD and its peers with: Config.TLS, or
+// plaintext.
+func (s *Store) clientCreds() grpc.DialOption {
+	if s.cfg.TLS == nil {
+		return grpc.WithTransportCredentials(insecure.NewCredentials())
+	}
+	return grpc.WithTransportCredentials(credentials.NewTLS(s.cfg.TLS))
+}
+
 func (s *Store) isolatedLocked() bool { return s.now().Before(s.isolated) }
 
 func (s *Store) connectPD(ctx context.Context) error {
-	cc, err := grpc.NewClient(s.cfg.PD, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(s.cfg.PD, s.clientCreds())
 	if err != nil {
 		return fmt.Errorf("dial pd %s: %w", s.cfg.PD, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/pingcap/kvproto/pkg/raft_serverpb"
 	"github.com/pingcap/kvproto/pkg/tikvpb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 // transport ships raft messages to other stores over the real TiKV peer
@@ -75,7 +74,7 @@ func (t *transport) stream(store uint64, ch chan *raft_serverpb.RaftMessage) {
 	if err != nil || resp.GetStore().GetAddress() == "" {
 		return
 	}
-	cc, err := grpc.NewClient(resp.GetStore().GetAddress(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(resp.GetStore().GetAddress(), t.s.clientCreds())
 	if err != nil {
 		return
 	}

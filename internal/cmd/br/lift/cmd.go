@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	pdhttp "github.com/tikv/pd/client/http"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/br/pause"
@@ -31,6 +30,9 @@ type options struct {
 	timeout     time.Duration
 	dryRun      bool
 	report      session.ReportFlags
+	tls         session.TLSFlags
+	// client is --ca/--cert/--key loaded by validate (nil: plaintext).
+	client *tidb.TLS
 }
 
 // NewCmd returns `fedbr br lift`.
@@ -65,6 +67,7 @@ func NewCmd() *cobra.Command {
 	f.DurationVar(&o.timeout, "timeout", 2*time.Minute, "bound on the whole lift")
 	f.BoolVar(&o.dryRun, "dry-run", false, "read the identity and print what PD still holds of it, lifting nothing")
 	o.report.Register(f)
+	o.tls.Register(f)
 	_ = cmd.MarkFlagRequired("pd")
 	return cmd
 }
@@ -73,6 +76,11 @@ func (o *options) validate() error {
 	if len(o.pd) == 0 {
 		return errors.New("--pd is required")
 	}
+	client, err := o.tls.Load()
+	if err != nil {
+		return err
+	}
+	o.client = client
 	if o.pauseStatus == "" && o.report.Member == "" {
 		return errors.New("give the pause's identity: --pause-status, or --member to read its pause entry")
 	}
@@ -130,11 +138,11 @@ func (o *options) lift(ctx context.Context, publish func(pause.LiftStatus), logf
 	if err != nil {
 		return pause.LiftStatus{}, err
 	}
-	urls := session.PDHTTPAddrs(o.pd)
+	urls := o.client.PDURLs(o.pd)
 	readHeld := func(ctx context.Context, h tidb.Hold) (tidb.Held, error) {
 		var errs []error
 		for _, u := range urls { // any PD answers for the cluster
-			held, err := tidb.ReadHeldOf(ctx, u, h, time.Now())
+			held, err := o.client.ReadHeldOf(ctx, u, h, time.Now())
 			if err == nil {
 				return held, nil
 			}
@@ -152,12 +160,12 @@ func (o *options) lift(ctx context.Context, publish func(pause.LiftStatus), logf
 		return pause.LiftStatus{}, enc.Encode(map[string]any{"dryRun": true, "identity": hold, "held": held.String()})
 	}
 	// The PD client keeps its own background context; it is closed once the lift is done.
-	pc, err := tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
+	pc, err := o.client.NewPDClient(context.WithoutCancel(ctx), o.pd)
 	if err != nil {
 		return pause.LiftStatus{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
-	hc := pdhttp.NewClient("fedbr-br-lift", urls)
+	hc := o.client.NewPDHTTPClient("fedbr-br-lift", urls)
 	defer hc.Close()
 	return pause.Lift(ctx, pause.LiftDeps{PD: pc, HTTP: hc, ReadHeld: readHeld, Log: logf}, hold, publish)
 }

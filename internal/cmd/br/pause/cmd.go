@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
-	pdhttp "github.com/tikv/pd/client/http"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -47,6 +46,9 @@ type options struct {
 	cleanup     time.Duration
 	dialTimeout time.Duration
 	report      session.ReportFlags
+	tls         session.TLSFlags
+	// client is --ca/--cert/--key loaded (nil: plaintext).
+	client *tidb.TLS
 	// watchRelease lifts the pause when the member asks for it (releaseSignal).
 	watchRelease bool
 	// waitStart starts the pause only once the member says so (startSignal): the Job and its
@@ -108,6 +110,7 @@ func NewCmd() *cobra.Command {
 	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: connect to PD, then wait until --member's spec.startPause is true before pinning anything")
 	f.BoolVar(&o.watchRelease, "watch-release", false, "also lift everything and exit as soon as --member asks for it (spec.resumeGC, phase teardown, or its deletion), besides SIGTERM: one watch event, faster than stopping the pod")
 	o.report.Register(f)
+	o.tls.Register(f)
 	_ = cmd.MarkFlagRequired("pd")
 	return cmd
 }
@@ -140,6 +143,11 @@ func run(cmd *cobra.Command, o options) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	client, err := o.tls.Load()
+	if err != nil {
+		return err
+	}
+	o.client = client
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// The pause and the member reporter log from their own goroutines.
@@ -214,12 +222,12 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 
 	// The PD client keeps its own background context; it is closed after the pause is lifted.
 	pdCtx := context.WithoutCancel(ctx)
-	pc, err := tidb.NewPDClient(pdCtx, o.pd)
+	pc, err := o.client.NewPDClient(pdCtx, o.pd)
 	if err != nil {
 		return pause.Status{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
-	hc := pdhttp.NewClient("fedbr-br-pause", session.PDHTTPAddrs(o.pd))
+	hc := o.client.NewPDHTTPClient("fedbr-br-pause", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 
 	if o.waitStart {
@@ -235,7 +243,7 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 		defer cancel()
 		return pub.report.Flush(ctx)
 	}
-	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: tidb.DialBackup, Log: logf, Record: record},
+	err = pause.Run(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: o.client.DialBackup, Log: logf, Record: record},
 		pause.Config{TTL: o.ttl, BackupTS: o.backupTS, CleanupTimeout: o.cleanup, DialTimeout: o.dialTimeout}, pub.publish)
 	if err != nil && ctx.Err() == nil {
 		// An exit nobody asked for: leave the goroutines for the post-mortem.

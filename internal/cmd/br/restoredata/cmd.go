@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	pdhttp "github.com/tikv/pd/client/http"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -40,6 +39,9 @@ type options struct {
 	timeout    time.Duration
 	// waitStart starts ahead of time: connected, the step waits for its go.
 	waitStart bool
+	tls       session.TLSFlags
+	// client is --ca/--cert/--key loaded by validate (nil: plaintext).
+	client *tidb.TLS
 }
 
 // errAlreadyDone: an earlier attempt of the step completed the data phase and reported it.
@@ -97,14 +99,20 @@ func newCmd(o *options) *cobra.Command {
 	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase (the wait for --wait-start's go included)")
 	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --member's spec.phase is restore-data")
 	o.report.Register(f)
+	o.tls.Register(f)
 	o.report.Kind = session.KindRestoreMember
 	return cmd
 }
 
-func (o options) validate() error {
+func (o *options) validate() error {
 	if len(o.pd) == 0 {
 		return errors.New("--pd is required")
 	}
+	client, err := o.tls.Load()
+	if err != nil {
+		return err
+	}
+	o.client = client
 	if o.resolvedTS == 0 && o.session.Storage == "" {
 		return errors.New("give --storage (to read the backupmeta) or --resolved-ts")
 	}
@@ -185,12 +193,12 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		}
 	}
 	cfg := o.config(bm)
-	pc, err := tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
+	pc, err := o.client.NewPDClient(context.WithoutCancel(ctx), o.pd)
 	if err != nil {
 		return restoredata.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
-	hc := pdhttp.NewClient("fedbr-br-restore-data", session.PDHTTPAddrs(o.pd))
+	hc := o.client.NewPDHTTPClient("fedbr-br-restore-data", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 	if o.waitStart {
 		logf("Armed: waiting for spec.phase restore-data of member %s", o.report.Member)
@@ -211,7 +219,7 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		}
 	}
 	logf("Restoring data to resolved ts %d (%d stores expected)", cfg.ResolvedTS, cfg.Stores)
-	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: tidb.DialTiKV, Log: logf, Report: report}, cfg)
+	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: o.client.DialTiKV, Log: logf, Report: report}, cfg)
 	if err != nil {
 		return res, err
 	}

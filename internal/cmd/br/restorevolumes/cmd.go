@@ -25,6 +25,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // command is this step's name: its entry in the member's status.steps.
@@ -38,6 +39,9 @@ type options struct {
 	scope      string
 	outputFile string
 	owner      string
+	tls        session.TLSFlags
+	// client is --ca/--cert/--key loaded by validate (nil: plaintext).
+	client *tidb.TLS
 }
 
 // NewCmd returns `fedbr br restore-volumes`.
@@ -96,6 +100,7 @@ before exiting 0.`,
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the volumes after a failure (it runs even after SIGTERM)")
 	f.StringVar(&o.outputFile, "output-file", "", "also write the restoremeta JSON (BR's --output-file) to this local file")
 	o.report.Register(f)
+	o.tls.Register(f)
 	o.report.Kind = session.KindRestoreMember
 	return cmd
 }
@@ -106,6 +111,11 @@ func (o *options) validate() error {
 	if err := o.session.Validate(); err != nil {
 		return err
 	}
+	client, err := o.tls.Load()
+	if err != nil {
+		return err
+	}
+	o.client = client
 	if err := o.report.Validate(); err != nil {
 		return err
 	}
@@ -169,7 +179,9 @@ func (o *options) restore(ctx context.Context, cmd *cobra.Command, logw io.Write
 		return restorevolumes.Result{}, err
 	}
 	store, p := c.Store, c.Provider
-	pd := newLazyPD(func() pdhttp.Client { return pdhttp.NewClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd)) }, logw)
+	pd := newLazyPD(func() pdhttp.Client {
+		return o.client.NewPDHTTPClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd))
+	}, logw)
 	defer pd.close()
 	res, runErr := restorevolumes.Run(ctx, p, pd, store, o.engine)
 	if runErr == nil && o.outputFile != "" {

@@ -46,6 +46,9 @@ type options struct {
 	manifests    []string
 	owner        string
 	parsed       []manifest
+	tls          session.TLSFlags
+	// client is --ca/--cert/--key loaded by validate (nil: plaintext).
+	client *tidb.TLS
 }
 
 // NewCmd returns `fedbr br snapshot`.
@@ -113,6 +116,7 @@ pause may be lifted.`,
 	f.DurationVar(&o.pauseTTL, "pause-ttl", 2*time.Minute, "TTL of the pause this step holds itself when neither --pause-status nor --backup-ts is given")
 	f.StringVar(&o.progressFile, "progress-file", "", "file rewritten atomically with the JSON progress {phase, done, total, percent, backupTS, error}")
 	o.report.Register(f)
+	o.tls.Register(f)
 	return cmd
 }
 
@@ -120,6 +124,11 @@ func (o *options) validate() error {
 	if err := o.session.Validate(); err != nil {
 		return err
 	}
+	client, err := o.tls.Load()
+	if err != nil {
+		return err
+	}
+	o.client = client
 	if err := o.report.Validate(); err != nil {
 		return err
 	}
@@ -264,7 +273,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 	)
 	go func() {
 		defer close(pdDone)
-		pc, pdErr = tidb.NewPDClient(context.WithoutCancel(ctx), o.pd)
+		pc, pdErr = o.client.NewPDClient(context.WithoutCancel(ctx), o.pd)
 		pdTook = time.Since(prep)
 	}()
 	defer func() {
@@ -280,7 +289,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		}
 		return nil
 	}
-	hc := pdhttp.NewClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
+	hc := o.client.NewPDHTTPClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
 	defer hc.Close()
 	var releasePause func()
 	if o.engine.BackupTS == 0 && !o.waitTS {
@@ -338,7 +347,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 			releasePause() // every snapshot has started (or the step is over): GC may run again
 		}
 	}
-	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: snapshot.DialInsecure}, o.engine)
+	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: o.client.DialBackup}, o.engine)
 	if err := pf.err(); err != nil {
 		_, _ = fmt.Fprintf(logw, "Writing the progress file failed: %v\n", err)
 	}
@@ -387,7 +396,7 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 		done  = make(chan error, 1)
 	)
 	go func() {
-		done <- pause.Run(pctx, pause.Deps{PD: pc, HTTP: hc, Dial: snapshot.DialInsecure, Log: logf},
+		done <- pause.Run(pctx, pause.Deps{PD: pc, HTTP: hc, Dial: o.client.DialBackup, Log: logf},
 			pause.Config{TTL: o.pauseTTL}, func(s pause.Status) {
 				mu.Lock()
 				cur = s

@@ -65,5 +65,6 @@ func NewCmd() *cobra.Command {
 	f.StringVar((*string)(&o.RestoreWarmupStrategy), "restore-warmup-strategy", "", "warmupStrategy of the restore with --restore-warmup: hybrid (empty: the default) or check-wal-only (verifies the data volume's RocksDB logs before TiKV starts); the lab cannot serve fio or fsr")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each wait (cluster up, backup, restore)")
 	f.BoolVar(&o.KeepBackup, "keep-backup", false, "do not delete the backup at the end")
+	f.BoolVar(&o.TLS, "tls", false, "run the TiDB clusters with spec.tlsCluster: a lab CA, PD and TiKV serving mutual TLS only, every step dialing them with the cluster client secret")
 	return cmd
 }

@@ -10,12 +10,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 )
 
 type options struct {
 	listen string
 	dryRun bool
+	ca     string
+	cert   string
+	key    string
 	cfg    pddouble.Config
 }
 
@@ -49,6 +53,9 @@ back by service safe points (BR's GC pin), and the TiKV doubles collect garbage 
 		"how far the GC worker keeps the GC safe point behind the TSO (TiDB's tidb_gc_life_time; negative: no automatic GC)")
 	f.DurationVar(&o.cfg.GCRunInterval, "gc-run-interval", pddouble.DefaultGCRunInterval, "how often the GC worker advances the GC safe point")
 	f.StringVar(&o.cfg.API, "api", pddouble.APIv85, "PD API to serve: "+pddouble.APIv85+", or "+pddouble.APIv75+" (no BatchScanRegions)")
+	f.StringVar(&o.ca, "ca", "", "PEM CA file: with --cert and --key, serve over mutual TLS (client certificates signed by it) and dial over TLS (TiDB's tlsCluster)")
+	f.StringVar(&o.cert, "cert", "", "PEM certificate file served and presented (with --ca and --key)")
+	f.StringVar(&o.key, "key", "", "PEM key file of --cert (with --ca and --cert)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without serving")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
@@ -66,6 +73,10 @@ func (o *options) run(cmd *cobra.Command) error {
 	}
 	if o.cfg.GCRunInterval <= 0 {
 		return fmt.Errorf("--gc-run-interval %v: want a positive interval", o.cfg.GCRunInterval)
+	}
+	var err error
+	if o.cfg.TLS, err = labtls.LoadNode(o.ca, o.cert, o.key); err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if o.dryRun {

@@ -3,11 +3,15 @@ package pd
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	pdhttp "github.com/tikv/pd/client/http"
+
+	"github.com/fedbr/fedbr/internal/lab/labtls"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 func TestDryRunAndBadFlags(t *testing.T) {
@@ -67,6 +71,62 @@ func TestServesUntilCancelled(t *testing.T) {
 	c.Close()
 	if err != nil || v == "" {
 		t.Fatalf("version from %s: %q %v", url, v, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServesTLS: with --ca, --cert and --key PD serves https:// and answers a client with the
+// lab's client certificate; a partial set is refused before anything is served.
+func TestServesTLS(t *testing.T) {
+	set, err := labtls.New(filepath.Join(t.TempDir(), "client"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := filepath.Join(t.TempDir(), "node")
+	if err := set.WriteNode(node); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{"--ca", filepath.Join(node, labtls.CAFile), "--cert", filepath.Join(node, labtls.CertFile), "--key", filepath.Join(node, labtls.KeyFile)}
+
+	partial := NewCmd()
+	partial.SetOut(&bytes.Buffer{})
+	partial.SetErr(&bytes.Buffer{})
+	partial.SetArgs(append([]string{"--data-dir", t.TempDir(), "--dry-run"}, files[:4]...))
+	if err := partial.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), "--ca, --cert and --key go together") {
+		t.Fatalf("--ca and --cert without --key: %v", err)
+	}
+
+	cmd := NewCmd()
+	lines := make(lineWriter, 4)
+	cmd.SetOut(lines)
+	cmd.SetArgs(append([]string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"}, files...))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	var line string
+	select {
+	case line = <-lines:
+	case err := <-done:
+		t.Fatalf("exited early: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("no start line")
+	}
+	url := strings.Fields(line)[4]
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("serving on %s, want https://", url)
+	}
+	client, err := tidb.LoadTLS(set.Paths())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewPDHTTPClient("test", []string{strings.TrimPrefix(url, "https://")})
+	v, err := c.GetPDVersion(ctx)
+	c.Close()
+	if err != nil || v == "" {
+		t.Fatalf("version from %s over TLS: %q %v", url, v, err)
 	}
 	cancel()
 	if err := <-done; err != nil {

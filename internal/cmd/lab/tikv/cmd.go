@@ -15,12 +15,16 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/tikvdouble"
 )
 
 type options struct {
 	listen    string
 	dryRun    bool
+	ca        string
+	cert      string
+	key       string
 	splitKeys []string
 	initial   []uint
 	verbose   bool
@@ -63,6 +67,9 @@ that are not one store's at one moment are refused at start. A fresh cluster is 
 		"how often the store reads PD's GC safe point and collects MVCC garbage up to it (TiKV: 10s)")
 	f.BoolVar(&o.verbose, "verbose", false, "log to stderr")
 	f.DurationVar(&o.isolate, "isolate-for", 10*time.Second, "on SIGUSR1, make the store unreachable (raft and client traffic) for this long")
+	f.StringVar(&o.ca, "ca", "", "PEM CA file: with --cert and --key, serve over mutual TLS (client certificates signed by it) and dial over TLS (TiDB's tlsCluster)")
+	f.StringVar(&o.cert, "cert", "", "PEM certificate file served and presented (with --ca and --key)")
+	f.StringVar(&o.key, "key", "", "PEM key file of --cert (with --ca and --cert)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without serving")
 	_ = cmd.MarkFlagRequired("store-id")
 	_ = cmd.MarkFlagRequired("data-dir")
@@ -85,6 +92,10 @@ func (o *options) run(cmd *cobra.Command) error {
 	o.cfg.PD = strings.TrimPrefix(strings.TrimPrefix(o.cfg.PD, "http://"), "https://")
 	for _, k := range o.splitKeys {
 		o.cfg.SplitKeys = append(o.cfg.SplitKeys, []byte(k))
+	}
+	var err error
+	if o.cfg.TLS, err = labtls.LoadNode(o.ca, o.cert, o.key); err != nil {
+		return err
 	}
 	out := cmd.OutOrStdout()
 	if o.dryRun {

@@ -1,0 +1,132 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/lab/labtls"
+	"github.com/fedbr/fedbr/internal/lab/operator"
+	"github.com/fedbr/fedbr/internal/tidb"
+)
+
+// setupTLS makes the lab's CA for Options.TLS (labtls): a node certificate valid for every
+// member address the demo's TidbClusters can have (the source's and the restore's address
+// blocks of every data plane) and a client certificate, written under the demo's log
+// directory; d.tls is the client side the demo itself dials PD and TiKV with.
+func (d *run) setupTLS() error {
+	var hosts []string
+	for _, dp := range d.lab.DataPlanes {
+		restored, err := restoreAddressing(dp)
+		if err != nil {
+			return err
+		}
+		for _, prefix := range []string{dp.IPPrefix, restored} {
+			a := operator.Addressing{IPPrefix: prefix}
+			for i := range 3 {
+				hosts = append(hosts, hostOf(a.PD(i)))
+			}
+			for i := range d.o.TiKVPerPlane {
+				hosts = append(hosts, hostOf(a.TiKV(i)))
+			}
+		}
+	}
+	set, err := labtls.New(filepath.Join(logDir(d.lab), "tls"), hosts...)
+	if err != nil {
+		return fmt.Errorf("lab CA: %w", err)
+	}
+	d.tlsSet = set
+	if d.tls, err = tidb.LoadTLS(set.Paths()); err != nil {
+		return fmt.Errorf("lab client certificate: %w", err)
+	}
+	return nil
+}
+
+func hostOf(hostPort string) string {
+	h, _, _ := net.SplitHostPort(hostPort)
+	return h
+}
+
+// pdURL is PD's HTTP address as the demo reaches it: https:// with Options.TLS.
+func (d *run) pdURL(addr string) string { return d.tls.PDURLs([]string{addr})[0] }
+
+// withTLS turns tlsCluster on in tc (Options.TLS; PD addresses https://, as tidb-operator
+// writes them) and creates in its namespace of cluster the Secrets a tidb-operator user
+// creates for it: the cluster client secret fedbr's steps mount, and each component's
+// certificate the lab operator mounts into its pods. Without Options.TLS it does nothing.
+func (d *run) withTLS(ctx context.Context, cluster string, tc *pcv1alpha1.TidbCluster) error {
+	if d.tlsSet == nil {
+		return nil
+	}
+	tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
+	for i, a := range tc.Spec.PDAddresses {
+		tc.Spec.PDAddresses[i] = "https://" + strings.TrimPrefix(a, "http://")
+	}
+	s := d.tlsSet
+	for name, data := range map[string][3][]byte{
+		job.ClusterClientSecret(tc.Name):                     {s.CA, s.Cert, s.Key},
+		operator.NodeSecret(tc.Name, operator.ComponentPD):   {s.CA, s.NodeCert, s.NodeKey},
+		operator.NodeSecret(tc.Name, operator.ComponentTiKV): {s.CA, s.NodeCert, s.NodeKey},
+	} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tc.Namespace},
+			Data: map[string][]byte{labtls.CAFile: data[0], corev1.TLSCertKey: data[1], corev1.TLSPrivateKeyKey: data[2]}}
+		err := d.kube[cluster].Create(ctx, sec)
+		if apierrors.IsAlreadyExists(err) {
+			err = d.kube[cluster].Update(ctx, sec)
+		}
+		if err != nil {
+			return fmt.Errorf("secret %s/%s in %s: %w", tc.Namespace, name, cluster, err)
+		}
+	}
+	return nil
+}
+
+// tlsSteps are the steps that dial PD or TiKV in every demo run (the lift runs only when a
+// pause could not lift).
+var tlsSteps = []string{job.StepPause, job.StepSnapshot, job.StepRestoreVolumes, job.StepRestoreData}
+
+// stepTLS counts, by step, the step pods of the source and restore namespaces in every data
+// plane (Report.StepPods) and those whose container carried --ca, --cert and --key
+// (Report.StepPodsTLS). With Options.TLS every one of tlsSteps must have run and carried them.
+func (d *run) stepTLS(ctx context.Context) error {
+	d.report.StepPods, d.report.StepPodsTLS = map[string]int{}, map[string]int{}
+	for _, dp := range d.lab.DataPlanes {
+		for _, ns := range []string{d.o.Namespace, d.o.RestoreNamespace} {
+			var pods corev1.PodList
+			if err := d.kube[dp.Cluster].List(ctx, &pods, client.InNamespace(ns), client.HasLabels{job.LabelStep}); err != nil {
+				return fmt.Errorf("step pods in %s/%s: %w", dp.Cluster, ns, err)
+			}
+			for _, p := range pods.Items {
+				step := p.Labels[job.LabelStep]
+				if !job.DialsCluster(step) || len(p.Spec.Containers) == 0 {
+					continue
+				}
+				d.report.StepPods[step]++
+				args := p.Spec.Containers[0].Args
+				if slices.Contains(args, "--ca") && slices.Contains(args, "--cert") && slices.Contains(args, "--key") {
+					d.report.StepPodsTLS[step]++
+				}
+			}
+		}
+	}
+	if !d.o.TLS {
+		return nil
+	}
+	for _, step := range tlsSteps {
+		if n, tls := d.report.StepPods[step], d.report.StepPodsTLS[step]; n == 0 || tls != n {
+			return fmt.Errorf("TLS: %d of %d %s pods carried --ca, --cert and --key, want all of at least one", tls, n, step)
+		}
+	}
+	d.say("TLS: every pause, snapshot, restore-volumes and restore-data pod dialed with --ca, --cert and --key (%v)", d.report.StepPodsTLS)
+	return nil
+}
