@@ -37,11 +37,13 @@ func TestWithClusterTLS(t *testing.T) {
 		ps := j.Spec.Template.Spec
 		c := ps.Containers[0]
 		i := slices.IndexFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == ClusterTLSVolume })
-		if i < 0 || ps.Volumes[i].Secret == nil || ps.Volumes[i].Secret.SecretName != "basic-cluster-client-secret" || len(ps.Volumes) != 2 {
+		if i < 0 || ps.Volumes[i].Secret == nil || ps.Volumes[i].Secret.SecretName != "basic-cluster-client-secret" ||
+			!slices.ContainsFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == "extra" }) {
 			t.Errorf("%s: volumes %+v, want extra and the secret basic-cluster-client-secret", step, ps.Volumes)
 		}
 		m := slices.IndexFunc(c.VolumeMounts, func(v corev1.VolumeMount) bool { return v.Name == ClusterTLSVolume })
-		if m < 0 || !c.VolumeMounts[m].ReadOnly || c.VolumeMounts[m].MountPath != ClusterTLSDir || len(c.VolumeMounts) != 2 {
+		if m < 0 || !c.VolumeMounts[m].ReadOnly || c.VolumeMounts[m].MountPath != ClusterTLSDir ||
+			!slices.ContainsFunc(c.VolumeMounts, func(v corev1.VolumeMount) bool { return v.Name == "extra" }) {
 			t.Errorf("%s: mounts %+v, want extra and the secret read-only at %s", step, c.VolumeMounts, ClusterTLSDir)
 		}
 		want := "br " + step + " --pd basic-pd.tidb:2379 --ca var/lib/fedbr/cluster-client-tls/ca.crt" +
