@@ -203,11 +203,12 @@ const PauseServicePrefix = "fedbr-"
 // pins GC there (the pause lifted it, or its TTL lapsed).
 var ErrPauseGone = errors.New("no fedbr pause holds GC at the backup ts")
 
-// CheckPauseHolds checks that a fedbr pause still holds GC for backupTS: PD lists a live
-// service safepoint named PauseServicePrefix… at backupTS−1, where a pause pins it. It is
-// what a snapshot step in any data plane can see of the pause from the cluster itself.
-func CheckPauseHolds(ctx context.Context, pdURL string, backupTS uint64, now time.Time) error {
-	sps, err := ServiceSafePoints(ctx, pdURL)
+// CheckPauseHolds checks, over t (pdURL https:// with TLS), that a fedbr pause still holds GC
+// for backupTS: PD lists a live service safepoint named PauseServicePrefix… at backupTS−1,
+// where a pause pins it. It is what a snapshot step in any data plane can see of the pause
+// from the cluster itself.
+func (t *TLS) CheckPauseHolds(ctx context.Context, pdURL string, backupTS uint64, now time.Time) error {
+	sps, err := t.ServiceSafePoints(ctx, pdURL)
 	if err != nil {
 		return err
 	}

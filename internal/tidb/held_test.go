@@ -103,7 +103,7 @@ func TestCheckPauseHolds(t *testing.T) {
 		{"a fedbr pause at another ts", 500, true, "fedbr-live at 299"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckPauseHolds(context.Background(), pd.URL, tc.backupTS, now)
+			err := Plaintext.CheckPauseHolds(context.Background(), pd.URL, tc.backupTS, now)
 			if !tc.gone {
 				if err != nil {
 					t.Fatal(err)
@@ -115,7 +115,7 @@ func TestCheckPauseHolds(t *testing.T) {
 			}
 		})
 	}
-	if err := CheckPauseHolds(context.Background(), "http://127.0.0.1:1", 300, now); err == nil || errors.Is(err, ErrPauseGone) {
+	if err := Plaintext.CheckPauseHolds(context.Background(), "http://127.0.0.1:1", 300, now); err == nil || errors.Is(err, ErrPauseGone) {
 		t.Errorf("PD unreachable: %v, want a read error, not ErrPauseGone", err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/lab/labtls"
 )
 
 // pki is one cluster's certificates: its own CA, the API server's serving certificate, a
@@ -46,39 +48,18 @@ func (p pki) ensure() error {
 		return nil // complete: sa.pub is written last
 	}
 	now := time.Now()
-	caK, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := labtls.NewCA("fedbr-lab-ca", 10*365*24*time.Hour)
 	if err != nil {
 		return err
 	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "fedbr-lab-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caK.PublicKey, caK)
-	if err != nil {
+	if err := writeCert(p.path(caCert), ca.DER); err != nil {
 		return err
 	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return err
-	}
-	if err := writeCert(p.path(caCert), caDER); err != nil {
-		return err
-	}
-	if err := writeKey(p.path(caKey), caK); err != nil {
+	if err := writeKey(p.path(caKey), ca.Key); err != nil {
 		return err
 	}
 	issue := func(certFile, keyFile string, tmpl *x509.Certificate) error {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return err
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caK)
+		der, k, err := ca.Issue(tmpl)
 		if err != nil {
 			return err
 		}

@@ -45,29 +45,12 @@ type Set struct {
 // and localhost are always included) and a client certificate, and writes the client side to
 // dir.
 func New(dir string, hosts ...string) (*Set, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := NewCA("fedbr lab CA", 10*24*time.Hour)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fedbr lab CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(10 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
 	issue := func(serial int64, cn string, hosts []string) ([]byte, []byte, error) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, err
-		}
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(9 * 24 * time.Hour),
@@ -81,7 +64,7 @@ func New(dir string, hosts ...string) (*Set, error) {
 				tmpl.DNSNames = append(tmpl.DNSNames, h)
 			}
 		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		der, key, err := ca.Issue(tmpl)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -95,8 +78,8 @@ func New(dir string, hosts ...string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{Dir: dir, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), pool: x509.NewCertPool()}
-	s.pool.AddCert(ca)
+	s := &Set{Dir: dir, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.DER}), pool: x509.NewCertPool()}
+	s.pool.AddCert(ca.Cert)
 	s.NodeCert, s.NodeKey = nodeCert, nodeKey
 	if s.node, err = tls.X509KeyPair(nodeCert, nodeKey); err != nil {
 		return nil, err
@@ -111,6 +94,48 @@ func New(dir string, hosts ...string) (*Set, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// CA is a throwaway certificate authority (an ECDSA P-256 key and its self-signed certificate):
+// the lab's clusters' API servers and TiDB clusters' TLS are issued from one each.
+type CA struct {
+	Cert *x509.Certificate
+	DER  []byte
+	Key  *ecdsa.PrivateKey
+}
+
+// NewCA makes a CA named cn, valid from an hour ago for validity.
+func NewCA(cn string, validity time.Duration) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validity),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	return &CA{Cert: cert, DER: der, Key: key}, nil
+}
+
+// Issue makes a key and a certificate of it from tmpl, signed by the CA.
+func (c *CA) Issue(tmpl *x509.Certificate) (der []byte, key *ecdsa.PrivateKey, err error) {
+	if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, nil, err
+	}
+	if der, err = x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key); err != nil {
+		return nil, nil, err
+	}
+	return der, key, nil
 }
 
 // write puts ca, cert and key into dir as CAFile, CertFile and KeyFile.

@@ -444,7 +444,7 @@ func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, 
 func (o *options) pauseInPD(ctx context.Context, backupTS uint64) error {
 	var errs []error
 	for _, u := range session.PDHTTPAddrs(o.pd) {
-		err := tidb.CheckPauseHolds(ctx, u, backupTS, time.Now())
+		err := o.client.CheckPauseHolds(ctx, u, backupTS, time.Now())
 		if err == nil || errors.Is(err, tidb.ErrPauseGone) {
 			return err
 		}
