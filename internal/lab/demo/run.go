@@ -54,6 +54,12 @@ type run struct {
 	tlsSet *labtls.Set
 	tls    *tidb.TLS
 
+	// seen are the dialing step pods seen in the data planes (recordStepPods), by
+	// plane/namespace/name: teardown deletes the step Jobs, and their pods, before the demo
+	// counts them.
+	seenMu sync.Mutex
+	seen   map[string]seenPod
+
 	bankMu   sync.Mutex
 	bankCfg  bank.Config
 	bankLog  *bank.Log
@@ -78,7 +84,7 @@ func newRun(ctx context.Context, o Options) (*run, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 		if err != nil {
 			return nil, fmt.Errorf("client for %s: %w", name, err)
 		}
@@ -105,6 +111,7 @@ func (d *run) say(format string, args ...any) {
 }
 
 func (d *run) run(ctx context.Context) error {
+	d.recordStepPods(ctx)
 	if err := d.startSuite(ctx); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -95,30 +96,87 @@ func (d *run) withTLS(ctx context.Context, cluster string, tc *pcv1alpha1.TidbCl
 // pause could not lift).
 var tlsSteps = []string{job.StepPause, job.StepSnapshot, job.StepRestoreVolumes, job.StepRestoreData}
 
+// seenPod is what the demo keeps of a step pod: its step and its container's arguments.
+type seenPod struct {
+	step string
+	args []string
+}
+
+// recordStepPods watches, until ctx ends, the step pods of the source and restore namespaces
+// in every data plane and keeps those of steps that dial PD or TiKV in d.seen. A watch opened
+// without a resourceVersion starts with the pods that exist, so one opened again after a drop
+// misses only a pod created and deleted in between.
+func (d *run) recordStepPods(ctx context.Context) {
+	d.seenMu.Lock()
+	d.seen = map[string]seenPod{}
+	d.seenMu.Unlock()
+	for _, dp := range d.lab.DataPlanes {
+		w, ok := d.kube[dp.Cluster].(client.WithWatch)
+		if !ok {
+			continue
+		}
+		for _, ns := range []string{d.o.Namespace, d.o.RestoreNamespace} {
+			go func() {
+				for ctx.Err() == nil {
+					wi, err := w.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.HasLabels{job.LabelStep})
+					if err != nil {
+						select {
+						case <-ctx.Done():
+						case <-time.After(time.Second):
+						}
+						continue
+					}
+					for ev := range wi.ResultChan() {
+						if p, ok := ev.Object.(*corev1.Pod); ok {
+							d.sawStepPod(dp.Cluster, p)
+						}
+					}
+					wi.Stop()
+				}
+			}()
+		}
+	}
+}
+
+// sawStepPod keeps p in d.seen if its step dials PD or TiKV.
+func (d *run) sawStepPod(plane string, p *corev1.Pod) {
+	step := p.Labels[job.LabelStep]
+	if !job.DialsCluster(step) || len(p.Spec.Containers) == 0 {
+		return
+	}
+	d.seenMu.Lock()
+	defer d.seenMu.Unlock()
+	if d.seen == nil {
+		d.seen = map[string]seenPod{}
+	}
+	d.seen[plane+"/"+p.Namespace+"/"+p.Name] = seenPod{step: step, args: slices.Clone(p.Spec.Containers[0].Args)}
+}
+
 // stepTLS counts, by step, the step pods of the source and restore namespaces in every data
-// plane (Report.StepPods) and those whose container carried --ca, --cert and --key
-// (Report.StepPodsTLS). With Options.TLS every one of tlsSteps must have run and carried them.
+// plane — those that exist and those recordStepPods saw — (Report.StepPods) and those whose
+// container carried --ca, --cert and --key (Report.StepPodsTLS). With Options.TLS every one of
+// tlsSteps must have run and carried them.
 func (d *run) stepTLS(ctx context.Context) error {
-	d.report.StepPods, d.report.StepPodsTLS = map[string]int{}, map[string]int{}
 	for _, dp := range d.lab.DataPlanes {
 		for _, ns := range []string{d.o.Namespace, d.o.RestoreNamespace} {
 			var pods corev1.PodList
 			if err := d.kube[dp.Cluster].List(ctx, &pods, client.InNamespace(ns), client.HasLabels{job.LabelStep}); err != nil {
 				return fmt.Errorf("step pods in %s/%s: %w", dp.Cluster, ns, err)
 			}
-			for _, p := range pods.Items {
-				step := p.Labels[job.LabelStep]
-				if !job.DialsCluster(step) || len(p.Spec.Containers) == 0 {
-					continue
-				}
-				d.report.StepPods[step]++
-				args := p.Spec.Containers[0].Args
-				if slices.Contains(args, "--ca") && slices.Contains(args, "--cert") && slices.Contains(args, "--key") {
-					d.report.StepPodsTLS[step]++
-				}
+			for i := range pods.Items {
+				d.sawStepPod(dp.Cluster, &pods.Items[i])
 			}
 		}
 	}
+	d.report.StepPods, d.report.StepPodsTLS = map[string]int{}, map[string]int{}
+	d.seenMu.Lock()
+	for _, p := range d.seen {
+		d.report.StepPods[p.step]++
+		if slices.Contains(p.args, "--ca") && slices.Contains(p.args, "--cert") && slices.Contains(p.args, "--key") {
+			d.report.StepPodsTLS[p.step]++
+		}
+	}
+	d.seenMu.Unlock()
 	if !d.o.TLS {
 		return nil
 	}
