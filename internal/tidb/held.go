@@ -91,11 +91,8 @@ var scheduleLimits = []string{"merge-schedule-limit", "leader-schedule-limit", "
 // ReadHeld reads what PD holds: the service safepoints (deleting a probe service answers the
 // minimum over the live ones, or the GC safepoint when there is none), the paused schedulers and
 // the schedule limits. pdURL is PD's HTTP address (http://host:port).
-func ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
-	return Plaintext.ReadHeld(ctx, pd, pdURL)
-}
-
-// ReadHeld is the package's ReadHeld over t (pdURL https:// with TLS).
+//
+// Over TLS (every production caller) pdURL is https://; tidb.Plaintext is for the lab and tests.
 func (t *TLS) ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
 	var h Held
 	gcSP, err := pd.UpdateGCSafePoint(ctx, 0)
@@ -128,11 +125,8 @@ func (t *TLS) ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, er
 // schedulers of the hold still paused, and the config items whose value is still the one the
 // pause set (where that differs from the original: an item the pause left as it was holds
 // nothing). Another pause's or service's holds are not looked at. pdURL is PD's HTTP address.
-func ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
-	return Plaintext.ReadHeldOf(ctx, pdURL, hold, now)
-}
-
-// ReadHeldOf is the package's ReadHeldOf over t (pdURL https:// with TLS).
+//
+// Over TLS pdURL is https://.
 func (t *TLS) ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
 	var h Held
 	pdURL = strings.TrimSuffix(pdURL, "/")
@@ -181,11 +175,8 @@ type ServiceSafePoint struct {
 
 // ServiceSafePoints lists PD's service safepoints (GET /gc/safepoint; a deleted one is not
 // listed, an expired one may be until PD prunes it). ExpiredAt is in Unix seconds.
-func ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
-	return Plaintext.ServiceSafePoints(ctx, pdURL)
-}
-
-// ServiceSafePoints is the package's ServiceSafePoints over t (pdURL https:// with TLS).
+//
+// Over TLS pdURL is https://.
 func (t *TLS) ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSafePoint, error) {
 	var sps struct {
 		Services []ServiceSafePoint `json:"service_gc_safe_points"`

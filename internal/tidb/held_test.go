@@ -59,7 +59,7 @@ func TestReadHeldOf(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ReadHeldOf(context.Background(), pd.URL+"/", tc.hold, now)
+			got, err := Plaintext.ReadHeldOf(context.Background(), pd.URL+"/", tc.hold, now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func TestReadHeldOf(t *testing.T) {
 	if h := (Held{GC: true, Settings: []string{"schedule.x"}}); h.String() != "the GC service safepoint; schedule config schedule.x" {
 		t.Errorf("String = %q", h.String())
 	}
-	if _, err := ReadHeldOf(context.Background(), pd.URL+"/nope", Hold{ServiceSafePoint: "x"}, now); err == nil {
+	if _, err := Plaintext.ReadHeldOf(context.Background(), pd.URL+"/nope", Hold{ServiceSafePoint: "x"}, now); err == nil {
 		t.Error("a PD error was swallowed")
 	}
 }

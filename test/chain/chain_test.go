@@ -17,6 +17,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 const (
@@ -82,7 +83,7 @@ func TestBackupRestoreChain(t *testing.T) {
 	w.waitCommits(t, ctx, 3)
 	var once sync.Once
 	var lifted time.Time
-	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: al.Provider, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(h), Dial: snapshot.DialInsecure},
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: al.Provider, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(h), Dial: tidb.Plaintext.DialBackup},
 		snapshot.Options{BackupID: backupID, Cluster: "lab", BackupTS: st.BackupTS, CheckInterval: 50 * time.Millisecond,
 			StillPaused: func(context.Context, uint64) error {
 				if ph := p.phase(); ph != pause.PhaseReady {

@@ -41,7 +41,7 @@ func (h deadHTTP) SetConfig(ctx context.Context, cfg map[string]any, ttl ...floa
 }
 
 func (e *env) readHeld(ctx context.Context, h tidb.Hold) (tidb.Held, error) {
-	return tidb.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	return tidb.Plaintext.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
 }
 
 func (e *env) liftDeps(t *testing.T) LiftDeps {

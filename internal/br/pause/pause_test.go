@@ -252,7 +252,7 @@ func TestPauseFailsAtOnceOnATiKVWithoutTheLease(t *testing.T) {
 	if len(retries) != 0 {
 		t.Errorf("the pause retried an Unimplemented store: %q", retries)
 	}
-	sps, err := tidb.ServiceSafePoints(ctx, e.cluster.PD.URL())
+	sps, err := tidb.Plaintext.ServiceSafePoints(ctx, e.cluster.PD.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func slowDial(addr string, delay time.Duration) Dialer {
 // heldOf reads what PD holds of a pause's identity.
 func (e *env) heldOf(t *testing.T, ctx context.Context, h tidb.Hold) tidb.Held {
 	t.Helper()
-	held, err := tidb.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	held, err := tidb.Plaintext.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestPauseKeepsGCWhileAStoreIsSlow(t *testing.T) {
 	}
 	// Still held through a refresh after Ready: PD's expiry moves past Ready + TTL.
 	for {
-		sps, err := tidb.ServiceSafePoints(ctx, e.cluster.PD.URL())
+		sps, err := tidb.Plaintext.ServiceSafePoints(ctx, e.cluster.PD.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,7 +110,7 @@ func (r *recovering) config() restoredata.Config {
 
 // held reads what PD holds: a service safepoint, paused schedulers, zeroed limits.
 func (r *recovering) held(ctx context.Context) (tidb.Held, error) {
-	return tidb.ReadHeld(ctx, r.pd, r.c.PD.URL())
+	return tidb.Plaintext.ReadHeld(ctx, r.pd, r.c.PD.URL())
 }
 
 // lines collects log lines and tells when one containing a text was logged.
@@ -229,7 +229,7 @@ func TestHoldsGCAndSchedulersOverThePhase(t *testing.T) {
 			if err != nil || !held.GC || len(held.Schedulers) == 0 || len(held.ZeroLimits) == 0 {
 				t.Errorf("%s: PD holds %+v (%v), want a GC safepoint, paused schedulers and zeroed limits", phase, held, err)
 			}
-			sps, err := tidb.ServiceSafePoints(ctx, r.c.PD.URL())
+			sps, err := tidb.Plaintext.ServiceSafePoints(ctx, r.c.PD.URL())
 			if err != nil || len(sps) != 1 || sps[0].SafePoint != ts-1 || !strings.HasPrefix(sps[0].ServiceID, tidb.PauseServicePrefix) {
 				t.Errorf("%s: service safepoints %+v (%v), want one fedbr- safepoint at %d", phase, sps, err, ts-1)
 			}

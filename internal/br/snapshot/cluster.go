@@ -283,11 +283,6 @@ func tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
 	return at, nil
 }
 
-// DialInsecure is a Dialer over plaintext gRPC, with the BR steps' keepalive (tidb.DialBackup).
-func DialInsecure(ctx context.Context, addr string) (brpb.BackupClient, func() error, error) {
-	return tidb.Plaintext.DialBackup(ctx, addr)
-}
-
 // CheckCluster is one attempt of the step's cluster check on its own — no TiKV reports a
 // pending admin operation and PD's regions tile the key space — over d's PD and Dial, logging
 // to log. The step repeats it until the cluster settles.

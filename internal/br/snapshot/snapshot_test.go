@@ -109,7 +109,7 @@ func startCluster(t *testing.T) snapshot.Deps {
 	t.Cleanup(pc.Close)
 	hc := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
 	t.Cleanup(hc.Close)
-	return snapshot.Deps{PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: snapshot.DialInsecure}
+	return snapshot.Deps{PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: tidb.Plaintext.DialBackup}
 }
 
 // TestSnapshot: with the cluster settled, every listed volume gets exactly one snapshot, one

@@ -97,7 +97,7 @@ func TestLiftUndoesWhatADeadPauseHolds(t *testing.T) {
 	if err := hc.SetConfig(ctx, paused, 300); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := tidb.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || !held.GC || len(held.Schedulers) == 0 || len(held.Settings) == 0 {
+	if held, err := tidb.Plaintext.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || !held.GC || len(held.Schedulers) == 0 || len(held.Settings) == 0 {
 		t.Fatalf("PD holds %+v (%v), want what the dead pause placed", held, err)
 	}
 
@@ -105,7 +105,7 @@ func TestLiftUndoesWhatADeadPauseHolds(t *testing.T) {
 		if stderr, err := execute(ctx, append([]string{"lift", "--pd", cl.PDAddr()}, reportFlags...)...); err != nil {
 			t.Fatalf("lift %d: %v\n%s", attempt, err, stderr)
 		}
-		if held, err := tidb.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || held.Any() {
+		if held, err := tidb.Plaintext.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || held.Any() {
 			t.Fatalf("PD holds %s (%v) after lift %d", held, err, attempt)
 		}
 		s, ok := step(ctx, t, env, m, dpv1alpha1.StepLift)
