@@ -261,6 +261,19 @@ func TestHoldsGCAndSchedulersOverThePhase(t *testing.T) {
 		}
 		lifted("after the phase failed")
 	})
+	t.Run("invalid TSO", func(t *testing.T) {
+		// PD's answer is untrusted input: a TSO that does not fit (negative, or a logical part
+		// of more than 18 bits) is refused by name, never shifted into a restore ts.
+		for _, bad := range [][2]int64{{-1, 0}, {1, -1}, {1, 1 << 18}} {
+			d := r.deps(t, nil)
+			d.PD = badTSO{PD: d.PD, physical: bad[0], logical: bad[1]}
+			_, err := restoredata.Run(ctx, d, r.config())
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("PD answered an invalid TSO (physical %d, logical %d)", bad[0], bad[1])) {
+				t.Fatalf("Run with TSO %v = %v, want the invalid TSO refusal", bad, err)
+			}
+			lifted(fmt.Sprintf("after the TSO %v was refused", bad))
+		}
+	})
 	t.Run("stopped", func(t *testing.T) {
 		sctx, stop := context.WithCancel(ctx)
 		defer stop()
@@ -292,3 +305,11 @@ func TestFailsWithTheStoresRecoverRegionError(t *testing.T) {
 		t.Errorf("PD still holds %s (%v) after the failed phase", held, herr)
 	}
 }
+
+// badTSO is a PD whose TSO answer is the one given.
+type badTSO struct {
+	restoredata.PD
+	physical, logical int64
+}
+
+func (b badTSO) GetTS(context.Context) (int64, int64, error) { return b.physical, b.logical, nil }
