@@ -10,12 +10,12 @@ import (
 )
 
 // planned is Plan at t0, checking the property every result has: its phase is the one phaseOf
-// derives from the rest of its status, the member and the step Jobs that run, so no step of
+// derives from the rest of its status, the member and the steps' reports, so no step of
 // Plan sets the phase. The Plan tables run through it.
 func planned(t *testing.T, o Observed) Result {
 	t.Helper()
 	r := Plan(o, t0)
-	if want := phaseOf(&r.Status, o.Member, runningOf(o, r.Actions)); r.Status.Phase != want {
+	if want := phaseOf(&r.Status, o.Member, runningOf(o.Report)); r.Status.Phase != want {
 		t.Errorf("phase %q, but the rest of the status gives %q", r.Status.Phase, want)
 	}
 	return r
@@ -54,16 +54,16 @@ func TestPhaseOf(t *testing.T) {
 		want  string
 	}{
 		{"a new member whose steps cannot start yet", nil, spec(dpv1alpha1.BackupMemberExecute, false, ""), none, PhasePending},
-		{"an initializer whose armed pause runs, before the go", nil, spec(dpv1alpha1.BackupMemberInitialize, false, ""), pause, PhasePending},
-		{"an initializer whose armed pause runs, its go given", nil, spec(dpv1alpha1.BackupMemberInitialize, true, ""), pause, PhaseInitializing},
-		{"the go given, the pause Job not started", nil, spec(dpv1alpha1.BackupMemberInitialize, true, ""), none, PhasePending},
-		{"the armed snapshot Job runs", nil, spec(dpv1alpha1.BackupMemberExecute, false, ""), snap, PhaseArmed},
+		{"an initializer whose armed pause reported, before the go", nil, spec(dpv1alpha1.BackupMemberInitialize, false, ""), pause, PhasePending},
+		{"an initializer whose armed pause reported, its go given", nil, spec(dpv1alpha1.BackupMemberInitialize, true, ""), pause, PhaseInitializing},
+		{"the go given, the pause step not reported (its Job may exist)", nil, spec(dpv1alpha1.BackupMemberInitialize, true, ""), none, PhasePending},
+		{"the armed snapshot step reported", nil, spec(dpv1alpha1.BackupMemberExecute, false, ""), snap, PhaseArmed},
 		{"the armed snapshot reports Armed", []metav1.Condition{armed}, spec(dpv1alpha1.BackupMemberInitialize, false, ""), both, PhaseArmed},
 		{"both armed, the go given: the pause is taken", []metav1.Condition{armed}, spec(dpv1alpha1.BackupMemberInitialize, true, ""), both, PhaseInitializing},
 		{"the pause holds", []metav1.Condition{armed, initialized}, spec(dpv1alpha1.BackupMemberInitialize, true, ""), both, PhasePaused},
-		{"the pause holds, the snapshot Job not started", []metav1.Condition{initialized}, spec(dpv1alpha1.BackupMemberInitialize, true, ""), pause, PhasePaused},
-		{"the backup ts given, the snapshot Job runs", []metav1.Condition{armed, initialized}, spec(dpv1alpha1.BackupMemberExecute, true, "1"), both, PhaseSnapshotting},
-		{"the backup ts given, no snapshot Job", nil, spec(dpv1alpha1.BackupMemberExecute, false, "1"), none, PhasePending},
+		{"the pause holds, the snapshot step not reported", []metav1.Condition{initialized}, spec(dpv1alpha1.BackupMemberInitialize, true, ""), pause, PhasePaused},
+		{"the backup ts given, the snapshot step reported", []metav1.Condition{armed, initialized}, spec(dpv1alpha1.BackupMemberExecute, true, "1"), both, PhaseSnapshotting},
+		{"the backup ts given, no snapshot report", nil, spec(dpv1alpha1.BackupMemberExecute, false, "1"), none, PhasePending},
 		{"every snapshot started", []metav1.Condition{armed, created, resumed}, spec(dpv1alpha1.BackupMemberExecute, false, "1"), snap, PhaseSnapshotsCreated},
 		{"every snapshot completed, sizing", []metav1.Condition{armed, created, complete, sizing}, spec(dpv1alpha1.BackupMemberTeardown, false, "1"), none, PhaseComplete},
 		{"failed", []metav1.Condition{armed, created, failed}, spec(dpv1alpha1.BackupMemberTeardown, false, "1"), snap, PhaseFailed},

@@ -195,18 +195,20 @@ func Plan(o Observed, now time.Time) Result {
 		}
 		p.planSize()
 	}
-	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, runningOf(o, p.res.Actions))
+	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, runningOf(o.Report))
 	p.res.Actions = prerequisitesFirst(p.res.Actions)
 	return p.res
 }
 
-// running says which step Jobs the agent runs for the member: observed, or created by this
-// plan. No status field records it before the step reports.
+// running says which steps run for the member, by their own reports in status.steps: a step
+// counts once it reported itself (its first report is before it does anything), never by its
+// Job, so the phase is a function of the member alone and reads the same after any restart.
 type running struct{ pause, snapshot bool }
 
-func runningOf(o Observed, actions []Action) running {
-	return running{pause: o.Pause.Exists() || hasAction(actions, job.StepPause),
-		snapshot: o.Snapshot.Exists() || hasAction(actions, job.StepSnapshot)}
+func runningOf(r job.Report) running {
+	_, pause := r.Step(job.StepPause)
+	_, snapshot := r.Step(job.StepSnapshot)
+	return running{pause: pause, snapshot: snapshot}
 }
 
 // phaseOf is the one-word phase of member m with status st, for print columns and the
@@ -217,10 +219,10 @@ func runningOf(o Observed, actions []Action) running {
 //	Failed=True                                         Failed
 //	Complete=True                                       Complete
 //	SnapshotsCreated=True                               SnapshotsCreated
-//	the snapshot Job runs and spec.backupTS is set      Snapshotting
+//	the snapshot step reported, spec.backupTS is set    Snapshotting
 //	Initialized=True                                    Paused
-//	the pause Job runs and spec.startPause is set       Initializing
-//	the snapshot Job runs                               Armed (waiting for the backup ts)
+//	the pause step reported, spec.startPause is set     Initializing
+//	the snapshot step reported                          Armed (waiting for the backup ts)
 //	otherwise                                           Pending
 func phaseOf(st *dpv1alpha1.VolumeBackupMemberStatus, m *dpv1alpha1.VolumeBackupMember, run running) string {
 	is := func(t string) bool { return condition.IsTrue(st.Conditions, t) }

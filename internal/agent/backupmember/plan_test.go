@@ -202,7 +202,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "initialize starts the pause after the steps' service account",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause)),
-			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseInitializing,
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending, // until the pause reports itself
 				check: func(t *testing.T, r Result) {
 					j := jobOf(t, r, job.StepPause).Job
 					args := j.Spec.Template.Spec.Containers[0].Args
@@ -225,7 +225,7 @@ func TestPlan(t *testing.T) {
 			// snapshot step) must never sit inside the GC pause window.
 			name: "initialize without startPause starts the pause armed, without the go",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Snapshot = active(snapName) }),
-			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseArmed,
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending,
 				notTrue: []string{dpv1alpha1.BackupMemberArmedCondition}, check: func(t *testing.T, r Result) {
 					if a := jobOf(t, r, job.StepPause).Job.Spec.Template.Spec.Containers[0].Args; !slices.Contains(a, "--wait-start") {
 						t.Errorf("pause args %v, want --wait-start", a)
@@ -237,7 +237,7 @@ func TestPlan(t *testing.T) {
 			// and first: the controller creates the two Jobs at once.
 			name: "a new initializer starts its pause and its armed snapshot together",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize), func(o *Observed) { o.Cluster = cluster() }),
-			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhaseArmed,
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhasePending,
 				check: func(t *testing.T, r Result) {
 					jobOf(t, r, job.StepPause)
 					jobOf(t, r, job.StepSnapshot)
@@ -251,7 +251,7 @@ func TestPlan(t *testing.T) {
 				o.Cluster = cluster()
 				o.TC.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
 			}),
-			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhaseArmed,
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob, CreateJob}, phase: PhasePending,
 				check: func(t *testing.T, r Result) {
 					for _, step := range []string{job.StepPause, job.StepSnapshot} {
 						ps := jobOf(t, r, step).Job.Spec.Template.Spec
@@ -269,7 +269,10 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "startPause with the armed pause running: the pause reads it off the member, the agent does nothing",
-			o:    obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) { o.Pause = active(pauseName) }),
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = report(map[string]string{job.StepPause: `{"phase":"Starting"}`})
+			}),
 			want: want{actions: nil, phase: PhaseInitializing},
 		},
 		{
@@ -330,6 +333,7 @@ func TestPlan(t *testing.T) {
 			name: "pause running and not ready yet: wait",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
 				o.Pause = active(pauseName)
+				o.Report = report(map[string]string{job.StepPause: `{"phase":"Starting"}`})
 			}),
 			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberInitializedCondition}, phase: PhaseInitializing},
 		},
@@ -411,7 +415,7 @@ func TestPlan(t *testing.T) {
 				o.Report = pauseReady
 				o.Cluster = cluster()
 			}),
-			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseSnapshotting,
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhasePaused, // Snapshotting once the snapshot step reports
 				check: func(t *testing.T, r Result) {
 					a := jobOf(t, r, job.StepSnapshot).Job
 					args := a.Spec.Template.Spec.Containers[0].Args
@@ -447,6 +451,7 @@ func TestPlan(t *testing.T) {
 			name: "the initializer arms its snapshot beside its pause once the cluster is observed",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize, startPause), func(o *Observed) {
 				o.Cluster, o.Pause = cluster(), active(pauseName)
+				o.Report = report(map[string]string{job.StepPause: `{"phase":"Starting"}`})
 			}),
 			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhaseInitializing,
 				check: func(t *testing.T, r Result) {

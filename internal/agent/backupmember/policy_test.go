@@ -36,7 +36,7 @@ func TestPlanPolicy(t *testing.T) {
 		{
 			name: "the manager's member within policy starts its pause as before",
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, owned, startPause), judged(strict)),
-			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseInitializing},
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending},
 		},
 		{
 			name: "a foreign image fails the member in its first reconcile, before any Job",

@@ -15,7 +15,7 @@ import (
 func planned(t *testing.T, o Observed) Result {
 	t.Helper()
 	r := Plan(o, t0)
-	if want := phaseOf(&r.Status, o.Member, workingOf(o, r.Actions)); r.Status.Phase != want {
+	if want := phaseOf(&r.Status, o.Member, workingOf(o.Report)); r.Status.Phase != want {
 		t.Errorf("phase %q, but the rest of the status gives %q", r.Status.Phase, want)
 	}
 	return r

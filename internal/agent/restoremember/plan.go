@@ -273,18 +273,20 @@ func Plan(o Observed, now time.Time) Result {
 			}
 		}
 	}
-	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, workingOf(o, p.res.Actions))
+	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, workingOf(o.Report))
 	return p.res
 }
 
-// workingOf says the agent has begun restoring volumes: the restore-volumes Job exists, or this
-// plan acts. No status field records it before the step reports.
-func workingOf(o Observed, actions []Action) bool {
-	return o.RestoreVolumes.Exists() || len(actions) > 0
+// workingOf says restoring volumes has begun: the restore-volumes step reported itself (its first
+// report is before it creates anything). A step's report, never its Job, so the phase is a
+// function of the member alone and reads the same after any restart.
+func workingOf(r job.Report) bool {
+	_, reported := r.Step(job.StepRestoreVolumes)
+	return reported
 }
 
 // phaseOf is the one-word phase of member m with status st, for print columns and the members
-// metric; working says the agent has begun restoring volumes (workingOf). The first row that
+// metric; working says restore-volumes reported itself (workingOf). The first row that
 // holds wins:
 //
 //	deleted, VolumesCleaned=False CleanFailed         CleanFailed
@@ -296,7 +298,7 @@ func workingOf(o Observed, actions []Action) bool {
 //	spec.phase restore-data, TikvComplete=True        RestoringData
 //	TikvComplete=True                                 TikvComplete
 //	VolumeComplete=True                               VolumeComplete
-//	working                                           RestoringVolumes
+//	restore-volumes reported                          RestoringVolumes
 //	otherwise                                         Pending
 func phaseOf(st *dpv1alpha1.VolumeRestoreMemberStatus, m *dpv1alpha1.VolumeRestoreMember, working bool) string {
 	is := func(t string) bool { return condition.IsTrue(st.Conditions, t) }

@@ -280,7 +280,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--volume-type", "io2", "--volume-iops=4000", "--volume-encrypted", "--kms-key-id", "alias/k"}}
 				m.Spec.Template.BackoffLimit = ptr.To[int32](2)
 			}), targetTC(2, true), withBackup),
-			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending, check: func(t *testing.T, r Result) {
 				j := r.Actions[1].Job
 				args := j.Spec.Template.Spec.Containers[0].Args
 				for flag, v := range map[string]string{"--restore-id": "ruid-1", "--target-az": "us-west-2b", "--storage": "s3://bk/p-az1", "--pd": "http://pd:2379",
@@ -307,7 +307,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
 				return tc
 			}(), withBackup),
-			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes, check: func(t *testing.T, r Result) {
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending, check: func(t *testing.T, r Result) {
 				checkClusterTLS(t, r.Actions[1].Job.Spec.Template.Spec)
 			}},
 		},

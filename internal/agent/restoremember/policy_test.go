@@ -52,7 +52,7 @@ func TestPlanPolicy(t *testing.T) {
 		{
 			name: "within policy: restore-volumes starts as before",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned), targetTC(2, true), withBackup, judged(strict)),
-			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes},
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending},
 		},
 		{
 			name: "a hybrid warm-up of a TiKV with a raft volume needs a privileged warm-up: refused before any volume",
@@ -63,7 +63,7 @@ func TestPlanPolicy(t *testing.T) {
 		{
 			name: "the same warm-up with --allow-privileged-warmup starts restore-volumes",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, warm(fedv1alpha1.RestoreWarmupSync, "")), targetTC(2, true), withBackup, judged(privileged)),
-			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringVolumes},
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending},
 		},
 		{
 			name: "a hybrid warm-up of a data volume alone reads files: allowed",
