@@ -5,7 +5,9 @@
 // deleted, or SIGKILLed) before the snapshots start fails its backup, and a killed pause's hold
 // is lifted before its TTL; a backup deleted with its CreateSnapshots calls in flight leaves
 // nothing under either clean policy. After every scenario the source holds no pause and the AWS
-// double holds nothing the scenario made.
+// double holds nothing the scenario made. The TiDB clusters run with TLS (spec.tlsCluster), so
+// every day-2 path dials PD and TiKV as a TLS cluster needs; the demo and the crash suite run
+// them in plaintext.
 package daytwo
 
 import (
@@ -38,7 +40,7 @@ func TestDayTwo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	l := labtest.Up(ctx, t)
-	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}}, names)
+	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}, TLS: true}, names)
 	if err != nil {
 		t.Fatal(err)
 	}
