@@ -93,11 +93,11 @@ func TestInstall(t *testing.T) {
 	}
 	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))
 
-	t.Run("RestrictedEnforced", func(t *testing.T) { testRestrictedEnforced(t, ctx, k, l) })
+	t.Run("RestrictedEnforced", func(t *testing.T) { testRestrictedEnforced(t, ctx, k.with(t), l) })
 	if t.Failed() {
 		return
 	}
-	t.Run("BackupRestore", func(t *testing.T) { testPlaygroundBackupRestore(t, ctx, k, l) })
+	t.Run("BackupRestore", func(t *testing.T) { testPlaygroundBackupRestore(t, ctx, k.with(t), l) })
 }
 
 // testRestrictedEnforced: a pod with no security context (root allowed, privilege escalation,
@@ -263,6 +263,12 @@ type kubectl struct {
 	t          *testing.T
 	bin        string
 	kubeconfig string
+}
+
+// with is k for the (sub)test t: its failures end t.
+func (k kubectl) with(t *testing.T) kubectl {
+	k.t = t
+	return k
 }
 
 func (k kubectl) run(ctx context.Context, context string, stdin []byte, args ...string) (string, error) {
