@@ -3,6 +3,7 @@ package lab
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
@@ -203,6 +207,38 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	k.waitComplete(ctx, l.Control, restored, "volumerestore", "restore-"+name, 6*time.Minute)
 	t.Logf("VolumeRestore %s/restore-%s Complete after %s", restored, name, time.Since(started).Round(time.Millisecond))
 	k.waitStores(ctx, l, restored)
+	k.stepPodsRestricted(ctx, l, source, restored)
+}
+
+// stepPodsRestricted submits, as a server-side dry run in fedbr-system (where restricted is
+// enforced), a copy of every step pod fedbr ran in namespaces (Job pods: the operator's own
+// pods are bare): Pod Security Admission must admit each.
+func (k kubectl) stepPodsRestricted(ctx context.Context, l *env.Lab, namespaces ...string) {
+	k.t.Helper()
+	steps := 0
+	for _, d := range l.DataPlanes {
+		for _, ns := range namespaces {
+			var pods corev1.PodList
+			out := k.must(ctx, d.Cluster, nil, "get", "pods", "-n", ns, "-l", batchv1.JobNameLabel, "-o", "json")
+			if err := json.Unmarshal([]byte(out), &pods); err != nil {
+				k.t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				cp := corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+					ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: env.InstallNamespace}, Spec: p.Spec}
+				cp.Spec.NodeName, cp.Spec.ServiceAccountName, cp.Spec.DeprecatedServiceAccount = "", "default", ""
+				if out, err := k.run(ctx, d.Cluster, toYAML(k.t, cp), "create", "--dry-run=server", "-f", "-"); err != nil {
+					k.t.Errorf("%s: step pod %s/%s (%s) is refused under restricted: %v: %s", d.Cluster, ns, p.Name,
+						p.Labels[batchv1.JobNameLabel], err, out)
+				}
+				steps++
+			}
+		}
+	}
+	if steps == 0 {
+		k.t.Fatalf("no step pod found in %v", namespaces)
+	}
+	k.t.Logf("%d step pods of the backup and the restore pass Pod Security restricted (server-side dry run in %s)", steps, env.InstallNamespace)
 }
 
 // subst replaces old (a string, which must occur, or a *regexp.Regexp) with new in a sample.
