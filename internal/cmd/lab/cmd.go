@@ -11,6 +11,7 @@ import (
 	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
 	labdemo "github.com/fedbr/fedbr/internal/cmd/lab/demo"
 	"github.com/fedbr/fedbr/internal/cmd/lab/down"
+	labinstall "github.com/fedbr/fedbr/internal/cmd/lab/install"
 	lablogs "github.com/fedbr/fedbr/internal/cmd/lab/logs"
 	labnode "github.com/fedbr/fedbr/internal/cmd/lab/node"
 	labop "github.com/fedbr/fedbr/internal/cmd/lab/operator"
@@ -29,7 +30,7 @@ func NewCmd() *cobra.Command {
 		// commands that drowns their own progress lines.
 		PersistentPreRun: func(*cobra.Command, []string) { pingcaplog.SetLevel(zapcore.WarnLevel) },
 	}
-	cmd.AddCommand(up.NewCmd(), down.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
+	cmd.AddCommand(up.NewCmd(), down.NewCmd(), labinstall.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
 		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labdemo.NewCmd())
 	return cmd
 }

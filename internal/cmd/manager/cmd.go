@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/fedbr/fedbr/internal/manager"
+	"github.com/fedbr/fedbr/internal/podenv"
 	"github.com/fedbr/fedbr/internal/restconfig"
 )
 
@@ -91,14 +92,30 @@ func (o *options) validate() error {
 	case o.verbosity < 0:
 		return fmt.Errorf("--v %d: want 0 or more", o.verbosity)
 	}
+	// In a pod on a lab node the Secret's files are under $FEDBR_LAB_ROOT (podenv.Path); elsewhere
+	// the paths are used as given.
+	o.run.Kubeconfig = podenv.Path(o.run.Kubeconfig)
+	if o.controlConfig != "" {
+		o.controlConfig = podenv.Path(o.controlConfig)
+	}
 	if _, err := os.Stat(o.run.Kubeconfig); err != nil {
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
 	return nil
 }
 
-// control is the control plane's rest config.
+// control is the control plane's rest config: --control-kubeconfig, else $KUBECONFIG, else the
+// pod's service account (found the lab's way too, podenv.RESTConfig).
 func (o *options) control() (*rest.Config, error) {
+	if o.controlConfig == "" && os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
+		cfg, err := podenv.RESTConfig()
+		if err == nil {
+			return restconfig.Finish(cfg, "manager"), nil
+		}
+		if !errors.Is(err, podenv.ErrNotInPod) {
+			return nil, fmt.Errorf("control plane: %w", err)
+		}
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if o.controlConfig != "" {
 		rules.ExplicitPath = o.controlConfig

@@ -97,6 +97,9 @@ type Lab struct {
 	Fedbr      string      `json:"fedbr"`
 	AWS        AWS         `json:"aws"`
 	DataPlanes []DataPlane `json:"dataPlanes"`
+	// ControlNodes are the control cluster's nodes: none after Up, one once Install ran (it
+	// runs the manager's pod; no AWS instance).
+	ControlNodes []Node `json:"controlNodes,omitempty"`
 }
 
 // AWS is the lab's AWS double.
@@ -153,6 +156,11 @@ func (l *Lab) processes() []ProcessStatus {
 	var out []ProcessStatus
 	if l.AWS.Process.PID != 0 {
 		out = append(out, ProcessStatus{Component: ComponentAWS, Name: ComponentAWS, Process: l.AWS.Process})
+	}
+	for _, n := range l.ControlNodes {
+		if n.Process.PID != 0 {
+			out = append(out, ProcessStatus{Cluster: l.Control, Component: ComponentNode, Name: n.Name, Process: n.Process})
+		}
 	}
 	for _, d := range l.DataPlanes {
 		if d.Operator.PID != 0 {

@@ -42,6 +42,11 @@ func (l *Lab) LogFile(target []string, previous bool) (string, error) {
 		}
 		return d.Operator.Log, nil
 	case len(target) == 2 && target[0] == ComponentNode:
+		for _, n := range l.ControlNodes {
+			if n.Name == target[1] {
+				return n.Process.Log, nil
+			}
+		}
 		for _, d := range l.DataPlanes {
 			for _, n := range d.Nodes {
 				if n.Name == target[1] {
@@ -75,12 +80,15 @@ func (l *Lab) podLogFile(ref string, previous bool) (string, error) {
 	if len(parts) < 3 || len(parts) > 4 || slices.Contains(parts, "") {
 		return "", fmt.Errorf("pod %q: want CLUSTER/NAMESPACE/POD[/CONTAINER]", ref)
 	}
-	d, ok := l.DataPlane(parts[0])
-	if !ok {
-		return "", fmt.Errorf("pod %s: no data-plane cluster %q (pods run only there: %s)", ref, parts[0], strings.Join(l.dataPlaneNames(), ", "))
+	nodes := l.ControlNodes
+	if d, ok := l.DataPlane(parts[0]); ok {
+		nodes = d.Nodes
+	} else if parts[0] != l.Control || len(nodes) == 0 {
+		return "", fmt.Errorf("pod %s: no cluster %q with nodes (pods run in the data planes %s, and in %s once fedbr is installed)",
+			ref, parts[0], strings.Join(l.dataPlaneNames(), ", "), l.Control)
 	}
 	var nodeDirs []string
-	for _, n := range d.Nodes {
+	for _, n := range nodes {
 		nodeDirs = append(nodeDirs, n.Dir)
 	}
 	container := ""

@@ -63,6 +63,12 @@ func TestPodLog(t *testing.T) {
 	}
 }
 
+type logFileCase struct {
+	target        []string
+	previous      bool
+	want, wantErr string
+}
+
 func TestLogFile(t *testing.T) {
 	dir := t.TempDir()
 	node := filepath.Join(dir, "dp1", "nodes", "dp1-node-0")
@@ -72,11 +78,7 @@ func TestLogFile(t *testing.T) {
 		DataPlanes: []DataPlane{{Cluster: "dp1", Operator: procLog("/l/op.log"),
 			Nodes: []Node{{Name: "dp1-node-0", Dir: node, Process: procLog("/l/node.log")}}}},
 	}
-	tests := []struct {
-		target        []string
-		previous      bool
-		want, wantErr string
-	}{
+	tests := []logFileCase{
 		{target: []string{"aws"}, want: "/l/aws.log"},
 		{target: []string{"operator", "dp1"}, want: "/l/op.log"},
 		{target: []string{"node", "dp1-node-0"}, want: "/l/node.log"},
@@ -85,24 +87,38 @@ func TestLogFile(t *testing.T) {
 		{target: []string{"operator", "control"}, wantErr: `no data-plane cluster "control" (have dp1)`},
 		{target: []string{"node", "dp9-node-0"}, wantErr: `no node "dp9-node-0"`},
 		{target: []string{"etcd", "dp9"}, wantErr: `no cluster "dp9"`},
-		{target: []string{"control/default/x"}, wantErr: "pods run only there: dp1"},
+		{target: []string{"control/default/x"}, wantErr: `no cluster "control" with nodes (pods run in the data planes dp1, and in control once fedbr is installed)`},
 		{target: []string{"dp1/default"}, wantErr: "want CLUSTER/NAMESPACE/POD[/CONTAINER]"},
 		{target: []string{"dp1//x"}, wantErr: "want CLUSTER/NAMESPACE/POD[/CONTAINER]"},
 		{target: []string{"aws"}, previous: true, wantErr: "--previous applies to pod containers only"},
 		{target: []string{"scheduler"}, wantErr: `unknown log "scheduler"`},
 	}
-	for _, tt := range tests {
-		got, err := l.LogFile(tt.target, tt.previous)
-		if tt.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("LogFile(%q) = %q, %v; want error %q", tt.target, got, err, tt.wantErr)
+	check := func(l *Lab, tests []logFileCase) {
+		t.Helper()
+		for _, tt := range tests {
+			got, err := l.LogFile(tt.target, tt.previous)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("LogFile(%q) = %q, %v; want error %q", tt.target, got, err, tt.wantErr)
+				}
+				continue
 			}
-			continue
-		}
-		if err != nil || got != tt.want {
-			t.Errorf("LogFile(%q) = %q, %v; want %q", tt.target, got, err, tt.want)
+			if err != nil || got != tt.want {
+				t.Errorf("LogFile(%q) = %q, %v; want %q", tt.target, got, err, tt.want)
+			}
 		}
 	}
+	check(l, tests)
+
+	// Once installed, the control cluster's node runs the manager's pod.
+	cnode := filepath.Join(dir, "control", "nodes", "control-node-0")
+	touch(t, cnode, "logs/fedbr-system_fedbr-manager-x_u/manager/0.log")
+	l.ControlNodes = []Node{{Name: "control-node-0", Dir: cnode, Process: procLog("/l/cnode.log")}}
+	check(l, []logFileCase{
+		{target: []string{"node", "control-node-0"}, want: "/l/cnode.log"},
+		{target: []string{"control/fedbr-system/fedbr-manager-x"}, want: filepath.Join(cnode, "logs/fedbr-system_fedbr-manager-x_u/manager/0.log")},
+		{target: []string{"dp9/default/x"}, wantErr: `no cluster "dp9" with nodes`},
+	})
 }
 
 func procLog(path string) controlplane.Process { return controlplane.Process{Log: path} }

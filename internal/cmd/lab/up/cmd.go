@@ -14,15 +14,18 @@ import (
 
 	"github.com/spf13/cobra"
 
+	labinstall "github.com/fedbr/fedbr/internal/cmd/lab/install"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
 type options struct {
-	o       env.Options
-	zones   []string
-	dryRun  bool
-	repoDir string
+	o          env.Options
+	zones      []string
+	dryRun     bool
+	repoDir    string
+	install    bool
+	installing labinstall.Flags
 }
 
 // NewCmd returns `fedbr-lab lab up`.
@@ -43,7 +46,8 @@ func NewCmd() *cobra.Command {
     StorageClass gp3 (provisioner ebs.csi.aws.com, provisioned by the nodes in the AWS double).
 
 The processes keep running after this command exits; DIR/lab.json says where everything is.
-Stop them with ` + "`fedbr-lab lab down --dir DIR`" + `.`,
+Stop them with ` + "`fedbr-lab lab down --dir DIR`" + `. With --install, fedbr is then installed
+through its Helm charts, as ` + "`fedbr-lab lab install`" + ` does (its flags prefixed --install-).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -65,6 +69,8 @@ Stop them with ` + "`fedbr-lab lab down --dir DIR`" + `.`,
 		"fixed time the AWS double adds to every snapshot's completion (EBS takes minutes; an instant one puts the completion's work inside the GC pause window)")
 	f.DurationVar(&o.o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for each part to be ready")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the plan")
+	f.BoolVar(&o.install, "install", false, "then install fedbr through its Helm charts, as `fedbr-lab lab install` (flags --install-*)")
+	o.installing.Register(cmd, "install-")
 	_ = cmd.MarkFlagRequired("dir")
 	return cmd
 }
@@ -126,7 +132,12 @@ func (o *options) run(cmd *cobra.Command) error {
 	_, err = fmt.Fprintf(out, "lab up in %s: clusters %v (control %s)\nexport KUBECONFIG=%s\nAWS endpoint: %s (region %s)\nlab description: %s\n",
 		time.Since(start).Round(time.Millisecond), l.Contexts, l.Control, l.Kubeconfig, l.AWS.Endpoint, l.AWS.Region,
 		filepath.Join(l.Dir, env.File))
-	return err
+	if err != nil || !o.install {
+		return err
+	}
+	cmd.SetContext(ctx)
+	o.installing.Repo = o.repoDir
+	return o.installing.Run(cmd, l)
 }
 
 func printPlan(w io.Writer, o env.Options) error {

@@ -1,0 +1,383 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/operator"
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+// TestInstall is the playground's Done-when: a lab with fedbr installed through its Helm charts
+// (env.Install: the real helm, namespace fedbr-system under the restricted Pod Security
+// Standard) backs up a TiDB cluster spread over three data planes and restores it into fresh
+// clusters in another namespace, driven only by `kubectl apply -f` of config/samples' YAML
+// (adapted to the lab) and watched with kubectl. The API server refuses, in fedbr-system, a pod
+// the restricted policy forbids: the charts' pods were admitted by the enforcing policy.
+func TestInstall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("brings up four Kubernetes clusters and installs fedbr with helm")
+	}
+	if bins.err != nil {
+		t.Fatal(bins.err)
+	}
+	helm, err := env.DefaultHelm(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(helm); err != nil {
+		if os.Getenv("FEDBR_HELM") != "" {
+			t.Fatalf("FEDBR_HELM=%s: %v", helm, err)
+		}
+		t.Skipf("no helm at %s: run `make helm`, or set FEDBR_HELM", helm)
+	}
+	binDir, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
+		if err := os.RemoveAll(keep); err != nil {
+			t.Fatal(err)
+		}
+		dir = keep
+	}
+	start := time.Now()
+	testenv.LabDownAfterExit(t, bins.fedbr, dir)
+	l, err := env.Up(ctx, env.Options{
+		Dir: dir, Fedbr: bins.fedbr, BinDir: binDir, CRDDirs: controlplane.DefaultCRDDirs(testenv.RepoRoot()),
+		// A block of its own (and room for the restore's block at +100 below 255).
+		IPBase: 20 + os.Getpid()%100,
+		Log:    t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lab up took %s", time.Since(start).Round(time.Millisecond))
+	k := kubectl{t: t, bin: filepath.Join(binDir, "kubectl"), kubeconfig: l.Kubeconfig}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, c := range l.Contexts {
+				name := env.AgentRelease
+				if c == l.Control {
+					name = env.ManagerRelease
+				}
+				out, _ := k.run(context.Background(), c, nil, "logs", "-n", env.InstallNamespace, "deploy/"+name, "--tail", "40")
+				t.Logf("---- %s: %s (tail) ----\n%s", c, name, out)
+			}
+		}
+		if err := env.Down(context.Background(), dir, 10*time.Second); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+
+	installed := time.Now()
+	if err := env.Install(ctx, l, env.InstallOptions{Helm: helm, Log: t.Logf}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))
+
+	t.Run("RestrictedEnforced", func(t *testing.T) { testRestrictedEnforced(t, ctx, k.with(t), l) })
+	if t.Failed() {
+		return
+	}
+	t.Run("BackupRestore", func(t *testing.T) { testPlaygroundBackupRestore(t, ctx, k.with(t), l) })
+}
+
+// testRestrictedEnforced: a pod with no security context (root allowed, privilege escalation,
+// no seccomp profile) is refused in fedbr-system by Pod Security Admission.
+func testRestrictedEnforced(t *testing.T, ctx context.Context, k kubectl, l *env.Lab) {
+	pod := `apiVersion: v1
+kind: Pod
+metadata:
+  name: not-restricted
+  namespace: ` + env.InstallNamespace + `
+spec:
+  containers:
+    - name: c
+      image: ghcr.io/fedbr/fedbr:v0.1.0
+      args: [version]
+`
+	for _, c := range []string{l.Control, l.DataPlanes[0].Cluster} {
+		out, err := k.run(ctx, c, []byte(pod), "apply", "-f", "-")
+		if err == nil {
+			t.Fatalf("%s: a pod violating the restricted policy was admitted in %s: %s", c, env.InstallNamespace, out)
+		}
+		if !strings.Contains(out, `violates PodSecurity "restricted`) {
+			t.Fatalf("%s: refused, but not by Pod Security Admission: %v: %s", c, err, out)
+		}
+	}
+}
+
+// testPlaygroundBackupRestore creates a TiDB cluster over the three data planes, then drives a
+// VolumeBackup and a VolumeRestore with kubectl apply of the samples, as docs/lab.md's
+// playground does.
+func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l *env.Lab) {
+	const (
+		source, restored = "tidb", "tidb-restored"
+		bucket           = "fedbr-demo"
+		name             = "nightly-2026-11-29"
+	)
+	for _, c := range l.Contexts {
+		for _, ns := range []string{source, restored} {
+			k.must(ctx, c, nil, "create", "namespace", ns)
+		}
+	}
+	// The TiDB cluster: one TiKV per data plane, PD in the first.
+	tcs := env.FederatedTidbClusters(l, "basic", source, 1, false, nil)
+	for c, tc := range tcs {
+		k.must(ctx, c, toYAML(t, tc), "apply", "-f", "-")
+	}
+	k.waitStores(ctx, l, source)
+	t.Logf("TiDB cluster %s/basic up: 3 TiKV over %d data planes", source, len(l.DataPlanes))
+
+	// The bucket, in the AWS double's S3.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, l.AWS.Endpoint+"/"+bucket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("create bucket %s: %s", bucket, resp.Status)
+	}
+
+	clusters := func(s string) string {
+		for i, d := range l.DataPlanes {
+			s = strings.ReplaceAll(s, "eks-use1-az"+strconv.Itoa(i+1), d.Cluster)
+		}
+		return s
+	}
+	backup := adapt(t, "federation_v1alpha1_volumebackup.yaml", clusters,
+		subst{"namespace: default", "namespace: " + source},
+		subst{"region: us-east-1", "region: " + l.AWS.Region},
+		subst{"acme-tidb-backups", bucket},
+		// The lab's nodes give every pod the lab's AWS credentials.
+		subst{"      secretName: s3-credentials\n", ""})
+	started := time.Now()
+	k.must(ctx, l.Control, backup, "apply", "-f", "-")
+	k.waitComplete(ctx, l.Control, source, "volumebackup", name, 5*time.Minute)
+	t.Logf("VolumeBackup %s/%s Complete after %s", source, name, time.Since(started).Round(time.Millisecond))
+
+	// Fresh TidbClusters in recovery mode, on each plane's restore address block.
+	rtcs := env.FederatedTidbClusters(l, "basic", restored, 1, false, nil)
+	first := restoreBlock(t, l.DataPlanes[0])
+	for c, tc := range rtcs {
+		dp, _ := l.DataPlane(c)
+		tc.Spec.RecoveryMode = true
+		tc.Annotations = map[string]string{operator.AnnotationIPPrefix: restoreBlock(t, dp)}
+		if len(tc.Spec.PDAddresses) > 0 {
+			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
+		}
+		k.must(ctx, c, toYAML(t, tc), "apply", "-f", "-")
+	}
+	restore := adapt(t, "federation_v1alpha1_volumerestore.yaml", clusters,
+		subst{"namespace: default", "namespace: " + restored},
+		subst{"tcNamespace: tidb\n", "tcNamespace: " + restored + "\n"},
+		subst{"region: us-east-1", "region: " + l.AWS.Region},
+		subst{"acme-tidb-backups", bucket},
+		// Each data plane's nodes are in one zone: the volumes stay in it.
+		subst{"crossAZ: true", "crossAZ: false"},
+		subst{regexp.MustCompile(`(?m)^ *azName: .*\n`), ""})
+	started = time.Now()
+	k.must(ctx, l.Control, restore, "apply", "-f", "-")
+	k.waitComplete(ctx, l.Control, restored, "volumerestore", "restore-"+name, 6*time.Minute)
+	t.Logf("VolumeRestore %s/restore-%s Complete after %s", restored, name, time.Since(started).Round(time.Millisecond))
+	k.waitStores(ctx, l, restored)
+	k.stepPodsRestricted(ctx, l, source, restored)
+}
+
+// stepPodsRestricted submits, as a server-side dry run in fedbr-system (where restricted is
+// enforced), a copy of every step pod fedbr ran in namespaces (Job pods: the operator's own
+// pods are bare): Pod Security Admission must admit each.
+func (k kubectl) stepPodsRestricted(ctx context.Context, l *env.Lab, namespaces ...string) {
+	k.t.Helper()
+	steps := 0
+	for _, d := range l.DataPlanes {
+		for _, ns := range namespaces {
+			var pods corev1.PodList
+			out := k.must(ctx, d.Cluster, nil, "get", "pods", "-n", ns, "-l", batchv1.JobNameLabel, "-o", "json")
+			if err := json.Unmarshal([]byte(out), &pods); err != nil {
+				k.t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				cp := corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+					ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: env.InstallNamespace}, Spec: p.Spec}
+				cp.Spec.NodeName, cp.Spec.ServiceAccountName, cp.Spec.DeprecatedServiceAccount = "", "default", ""
+				if out, err := k.run(ctx, d.Cluster, toYAML(k.t, cp), "create", "--dry-run=server", "-f", "-"); err != nil {
+					k.t.Errorf("%s: step pod %s/%s (%s) is refused under restricted: %v: %s", d.Cluster, ns, p.Name,
+						p.Labels[batchv1.JobNameLabel], err, out)
+				}
+				steps++
+			}
+		}
+	}
+	if steps == 0 {
+		k.t.Fatalf("no step pod found in %v", namespaces)
+	}
+	k.t.Logf("%d step pods of the backup and the restore pass Pod Security restricted (server-side dry run in %s)", steps, env.InstallNamespace)
+}
+
+// subst replaces old (a string, which must occur, or a *regexp.Regexp) with new in a sample.
+type subst struct {
+	old any
+	new string
+}
+
+// adapt reads config/samples/file and applies clusters and the substitutions; a substitution
+// whose text the sample no longer has fails the test, so the samples cannot drift unnoticed.
+func adapt(t *testing.T, file string, clusters func(string) string, subs ...subst) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := clusters(string(b))
+	for _, sub := range subs {
+		switch old := sub.old.(type) {
+		case string:
+			if !strings.Contains(s, old) {
+				t.Fatalf("config/samples/%s has no %q any more", file, old)
+			}
+			s = strings.ReplaceAll(s, old, sub.new)
+		case *regexp.Regexp:
+			if !old.MatchString(s) {
+				t.Fatalf("config/samples/%s has nothing matching %s any more", file, old)
+			}
+			s = old.ReplaceAllString(s, sub.new)
+		}
+	}
+	return []byte(s)
+}
+
+// restoreBlock is data plane d's address block for the restored cluster, 127.0.(N+100) (as
+// the demo's).
+func restoreBlock(t *testing.T, d env.DataPlane) string {
+	t.Helper()
+	parts := strings.Split(d.IPPrefix, ".")
+	n, err := strconv.Atoi(parts[len(parts)-1])
+	if err != nil || n+100 > 254 {
+		t.Fatalf("data plane %s: ip prefix %q has no room for a restore block", d.Cluster, d.IPPrefix)
+	}
+	return strings.Join(parts[:len(parts)-1], ".") + "." + strconv.Itoa(n+100)
+}
+
+func toYAML(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := yaml.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// kubectl runs the real kubectl against one context of the lab's kubeconfig.
+type kubectl struct {
+	t          *testing.T
+	bin        string
+	kubeconfig string
+}
+
+// with is k for the (sub)test t: its failures end t.
+func (k kubectl) with(t *testing.T) kubectl {
+	k.t = t
+	return k
+}
+
+func (k kubectl) run(ctx context.Context, context string, stdin []byte, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, k.bin, append([]string{"--kubeconfig", k.kubeconfig, "--context", context}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func (k kubectl) must(ctx context.Context, context string, stdin []byte, args ...string) string {
+	k.t.Helper()
+	out, err := k.run(ctx, context, stdin, args...)
+	if err != nil {
+		k.t.Fatalf("kubectl --context %s %s: %v: %s", context, strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// waitComplete watches kind/name's status.phase until Complete; Failed ends the test with the
+// object's conditions.
+func (k kubectl) waitComplete(ctx context.Context, context, ns, kind, name string, timeout time.Duration) {
+	k.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		phase := k.must(ctx, context, nil, "get", kind, name, "-n", ns, "-o", "jsonpath={.status.phase}")
+		if phase != last {
+			k.t.Logf("%s %s/%s: phase %q", kind, ns, name, phase)
+			last = phase
+		}
+		switch phase {
+		case "Complete":
+			return
+		case "Failed":
+			k.t.Fatalf("%s %s/%s failed: %s", kind, ns, name,
+				k.must(ctx, context, nil, "get", kind, name, "-n", ns, "-o", "jsonpath={.status.conditions}"))
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("%s %s/%s not Complete after %s: phase %q, conditions %s", kind, ns, name, timeout, phase,
+				k.must(ctx, context, nil, "get", kind, name, "-n", ns, "-o", "jsonpath={.status.conditions}"))
+		}
+		select {
+		case <-ctx.Done():
+			k.t.Fatal(ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// waitStores waits until the TidbCluster basic in ns of every data plane reports its TiKV Up.
+func (k kubectl) waitStores(ctx context.Context, l *env.Lab, ns string) {
+	k.t.Helper()
+	deadline := time.Now().Add(4 * time.Minute)
+	for {
+		var waiting []string
+		for _, d := range l.DataPlanes {
+			states := k.must(ctx, d.Cluster, nil, "get", "tidbcluster", "basic", "-n", ns, "-o", "jsonpath={.status.tikv.stores.*.state}")
+			if states != "Up" {
+				waiting = append(waiting, fmt.Sprintf("%s: stores %q", d.Cluster, states))
+			}
+		}
+		if len(waiting) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("TiKV of %s/basic not Up: %v", ns, waiting)
+		}
+		select {
+		case <-ctx.Done():
+			k.t.Fatal(ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
