@@ -53,6 +53,9 @@ type Options struct {
 	BackupID string
 	// Cluster is the data plane's k8sClusterName, recorded in backupmeta.
 	Cluster string
+	// Manifests are the keys of the Kubernetes manifests saved next to the backup
+	// (meta.Store.PutManifest), recorded in backupmeta as fedbr.manifests.
+	Manifests []string
 	// Input lists the stores and volumes to snapshot (BR's volume file); nil reads the
 	// clustermeta from the store.
 	Input *meta.Record
@@ -495,6 +498,9 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 	rec.Fedbr.BackupID, rec.Fedbr.Snapshots = s.o.BackupID, meta.SnapshotsPending
 	if s.o.Cluster != "" {
 		rec.Fedbr.Cluster = s.o.Cluster
+	}
+	if len(s.o.Manifests) > 0 {
+		rec.Fedbr.Manifests = slices.Sorted(slices.Values(s.o.Manifests))
 	}
 	if err := s.d.Store.PutBackupMeta(ctx, rec); err != nil {
 		return fmt.Errorf("record the started snapshots: %w", err)

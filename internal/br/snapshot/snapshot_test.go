@@ -129,7 +129,8 @@ func TestSnapshot(t *testing.T) {
 	startedSeen := -1   // snapshots existing when Started was reported
 	markedPending := -1 // snapshots marked pending while backupmeta was pending
 	owner := &meta.Owner{Cluster: "3c5d3f0e-kube-system-uid", Namespace: "tidb"}
-	o := snapshot.Options{BackupID: backupID, Cluster: "east", Owner: owner, Progress: &progress, CheckInterval: 50 * time.Millisecond,
+	manifests := []string{"manifests/tidb/TidbMonitor/mon.yaml", "manifests/tidb/TidbCluster/basic.yaml"}
+	o := snapshot.Options{BackupID: backupID, Cluster: "east", Owner: owner, Manifests: manifests, Progress: &progress, CheckInterval: 50 * time.Millisecond,
 		StillPaused: func(context.Context, uint64) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -191,6 +192,9 @@ func TestSnapshot(t *testing.T) {
 	}
 	if e := rec.Fedbr; e.BackupID != backupID || e.Cluster != "east" || e.Snapshots != meta.SnapshotsCompleted {
 		t.Errorf("fedbr = %+v", e)
+	}
+	if got, want := rec.Fedbr.Manifests, slices.Sorted(slices.Values(manifests)); !slices.Equal(got, want) {
+		t.Errorf("fedbr.manifests = %v, want %v", got, want)
 	}
 	snaps, err := l.p.DescribeSnapshots(ctx, rec.SnapshotIDs())
 	if err != nil || len(snaps) != 6 {

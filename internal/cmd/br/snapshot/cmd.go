@@ -309,7 +309,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		return snapshot.Result{}, err
 	}
 	store, p := c.Store, c.Provider
-	if err := putManifests(ctx, store, o.parsed); err != nil {
+	if o.engine.Manifests, err = putManifests(ctx, store, o.parsed); err != nil {
 		return snapshot.Result{}, err
 	}
 	storageTook := time.Since(prep)
