@@ -2,9 +2,9 @@ package size_test
 
 import (
 	"bytes"
-	"fmt"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
