@@ -693,7 +693,7 @@ func TestPlanSize(t *testing.T) {
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizeFailedReason))),
 			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeFailedReason}}},
 		{name: "a failed member is not sized by a size Job",
-			o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason))),
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason))),
 			want: want{check: noSizedCondition}},
 
 		// A failed member reports what its snapshot step measured before deleting its snapshots.
