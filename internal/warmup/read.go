@@ -25,7 +25,7 @@ type file interface {
 type fileState struct {
 	entry
 	path string
-	base int64 // where the entry starts in the file: a Block target's segment offset
+	base int64        // where the entry starts in the file: a Block target's segment offset
 	left atomic.Int64 // chunks not read yet
 
 	mu     sync.Mutex
