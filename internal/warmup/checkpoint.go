@@ -18,9 +18,9 @@ const CheckpointName = ".fedbr-warmup-checkpoint"
 
 // BlockCheckpointName is the file that records the segments of a Block target fully read: at
 // the root of the mount point given, or in Options.CheckpointDir for a device or a regular
-// file given itself, suffixed with that path (slashes as '_'). A segment's entry is keyed
-// "segment@OFFSET" and stamped with its length and the device's size in place of a
-// modification time, so that a device of another size is read whole again.
+// file given itself, suffixed with that path as given, cleaned (slashes as '_'). A segment's
+// entry is keyed "segment@OFFSET" and stamped with its length and the device's size in place
+// of a modification time, so that a device of another size is read whole again.
 const BlockCheckpointName = ".fedbr-warmup-block-checkpoint"
 
 // tempSuffix starts the name of a checkpoint being written, renamed over CheckpointName when

@@ -267,11 +267,9 @@ func resolve(o Options, sys system) ([]*target, error) {
 		case dev != p: // a mount point: its checkpoint at its root, as an FS target's
 			t.cpDir = p
 		case o.CheckpointDir != "":
-			abs, err := filepath.Abs(p)
-			if err != nil {
-				return nil, fmt.Errorf("resolve %s: %w", p, err)
-			}
-			t.cpDir, t.cpName = o.CheckpointDir, BlockCheckpointName+strings.ReplaceAll(abs, "/", "_")
+			// Named by the path as given, which a restarted pod is given again (an absolute
+			// path could differ between two runs' roots).
+			t.cpDir, t.cpName = o.CheckpointDir, BlockCheckpointName+strings.ReplaceAll(filepath.Clean(p), "/", "_")
 		}
 		if err := add(t, real); err != nil {
 			return nil, err

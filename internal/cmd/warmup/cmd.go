@@ -74,8 +74,8 @@ mount point of one (its device is found in /proc/self/mountinfo; in a container 
 must be visible, e.g. privileged). A regular file is read as a device would be. With
 --checkpoint the device is read in segments of 256 chunks, and the segments fully read are
 recorded in ` + engine.BlockCheckpointName + `: at the root of the mount point given, or, for
-a device or file given itself, in --checkpoint-dir (the file's name suffixed with the path,
-slashes as '_'; without --checkpoint-dir no checkpoint is kept for it). A restarted run over a
+a device or file given itself, in --checkpoint-dir (the file's name suffixed with the path as
+given, slashes as '_'; without --checkpoint-dir no checkpoint is kept for it). A restarted run over a
 device of the same size skips those segments; another size is read whole.
 
 --wal DIR verifies the RocksDB write-ahead logs under DIR (TiKV's kv engine: <data-dir>/db, or
