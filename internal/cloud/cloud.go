@@ -141,6 +141,10 @@ type Size struct {
 	// IncrementalBytes is the size of the blocks changed since the previous snapshot, or
 	// FullBytes when there is none.
 	IncrementalBytes int64
+	// Elapsed is how long this snapshot's sizing took once its turn came (its block listings
+	// and their throttling retries; near zero when the describe gave the full size and no
+	// incremental size was asked).
+	Elapsed time.Duration
 }
 
 // PreparedSnapshots is what starting snapshot sets needs, read ahead of time.

@@ -223,6 +223,28 @@ func TestValidateBackup(t *testing.T) {
 				r.TiKV.Stores[1].Volumes = append(r.TiKV.Stores[1].Volumes, Volume{ID: fmt.Sprintf("vol-x%d", i), SnapshotID: fmt.Sprintf("snap-x%d", i)})
 			}
 		}, "tikv.stores[1].volumes: 33 volumes, at most 32"},
+		{"manifests listed", func(r *Record) {
+			r.Fedbr.Manifests = []string{"manifests/tidb/TidbCluster/basic.yaml", "manifests/_cluster/StorageClass/gp3.yaml"}
+		}, ""},
+		{"manifest key outside manifests/", func(r *Record) { r.Fedbr.Manifests = []string{"backupmeta"} },
+			`fedbr.manifests[0]: manifest key "backupmeta"`},
+		{"manifest key climbing out", func(r *Record) { r.Fedbr.Manifests = []string{"manifests/../TidbCluster/x.yaml"} },
+			`fedbr.manifests[0]: manifest key "manifests/../TidbCluster/x.yaml"`},
+		{"manifest key too deep", func(r *Record) { r.Fedbr.Manifests = []string{"manifests/tidb/a/TidbCluster/x.yaml"} },
+			`fedbr.manifests[0]: manifest key`},
+		{"manifest key without .yaml", func(r *Record) { r.Fedbr.Manifests = []string{"manifests/tidb/TidbCluster/x"} },
+			`fedbr.manifests[0]: manifest key`},
+		{"manifest key too long", func(r *Record) {
+			r.Fedbr.Manifests = []string{"manifests/tidb/TidbCluster/" + strings.Repeat("x", 1024) + ".yaml"}
+		}, `fedbr.manifests[0]: manifest key`},
+		{"manifest listed twice", func(r *Record) {
+			r.Fedbr.Manifests = []string{"manifests/tidb/TidbCluster/basic.yaml", "manifests/tidb/TidbCluster/basic.yaml"}
+		}, `fedbr.manifests[1] "manifests/tidb/TidbCluster/basic.yaml": listed twice`},
+		{"too many manifests", func(r *Record) {
+			for i := range MaxManifests + 1 {
+				r.Fedbr.Manifests = append(r.Fedbr.Manifests, fmt.Sprintf("manifests/tidb/TidbMonitor/m%d.yaml", i))
+			}
+		}, "fedbr.manifests: 257 keys, at most 256"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sampleBackup()

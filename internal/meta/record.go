@@ -207,8 +207,9 @@ var (
 
 // ValidateIDs checks what every reader of a record uses, whatever the record's kind: each
 // volume, snapshot and restored volume id has its syntax and is listed once, the store and
-// volume counts are within MaxStores and MaxVolumesPerStore, and fedbr's backup and restore
-// ids are identities (ValidateID). Every record read from storage passes it before any field
+// volume counts are within MaxStores and MaxVolumesPerStore, fedbr's backup and restore
+// ids are identities (ValidateID), and fedbr.manifests lists at most MaxManifests well-formed
+// manifest keys, each once. Every record read from storage passes it before any field
 // is used (Store); each error names its field.
 func (r *Record) ValidateIDs() error {
 	if err := errors.Join(r.validateIDs()...); err != nil {
@@ -237,6 +238,7 @@ func (r *Record) validateIDs() []error {
 				errs = append(errs, fmt.Errorf("fedbr.restore_id: %w", err))
 			}
 		}
+		errs = append(errs, validateManifestKeys(e.Manifests)...)
 	}
 	seen := map[string]string{} // id → the field that listed it first
 	id := func(field, v string, pattern *regexp.Regexp, what string) {

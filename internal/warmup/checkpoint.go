@@ -16,6 +16,13 @@ import (
 // read. It is never read as data.
 const CheckpointName = ".fedbr-warmup-checkpoint"
 
+// BlockCheckpointName is the file that records the segments of a Block target fully read: at
+// the root of the mount point given, or in Options.CheckpointDir for a device or a regular
+// file given itself, suffixed with that path as given, cleaned (slashes as '_'). A segment's
+// entry is keyed "segment@OFFSET" and stamped with its length and the device's size in place
+// of a modification time, so that a device of another size is read whole again.
+const BlockCheckpointName = ".fedbr-warmup-block-checkpoint"
+
 // tempSuffix starts the name of a checkpoint being written, renamed over CheckpointName when
 // complete.
 const tempSuffix = ".tmp"
@@ -38,7 +45,12 @@ type stamp struct {
 // loadCheckpoint returns the files recorded in root's checkpoint: none if there is no
 // checkpoint, and an error (the caller reads every file) if it cannot be used.
 func loadCheckpoint(root string) (map[string]stamp, error) {
-	data, err := os.ReadFile(filepath.Join(root, CheckpointName)) //nolint:gosec // G304: the checkpoint in the warm-up's own --fs target
+	return loadCheckpointFile(root, CheckpointName)
+}
+
+// loadCheckpointFile is loadCheckpoint of the checkpoint called name in dir.
+func loadCheckpointFile(dir, name string) (map[string]stamp, error) {
+	data, err := os.ReadFile(filepath.Join(dir, name)) //nolint:gosec // G304: the checkpoint in the warm-up's own target or --checkpoint-dir
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -62,11 +74,16 @@ func parseCheckpoint(data []byte) (map[string]stamp, error) {
 // writeCheckpoint replaces root's checkpoint atomically: a reader (the next run, after a
 // kill at any point) sees the previous checkpoint or this one, never a partial file.
 func writeCheckpoint(root string, files map[string]stamp) (err error) {
+	return writeCheckpointFile(root, CheckpointName, files)
+}
+
+// writeCheckpointFile is writeCheckpoint of the checkpoint called name in dir.
+func writeCheckpointFile(dir, name string, files map[string]stamp) (err error) {
 	data, err := json.Marshal(checkpointFile{Version: checkpointVersion, Files: files})
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(root, CheckpointName+tempSuffix+"*")
+	tmp, err := os.CreateTemp(dir, name+tempSuffix+"*")
 	if err != nil {
 		return err
 	}
@@ -85,13 +102,14 @@ func writeCheckpoint(root string, files map[string]stamp) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(root, CheckpointName))
+	return os.Rename(tmp.Name(), filepath.Join(dir, name))
 }
 
-// checkpointer collects the files fully read by one FS target and saves them.
+// checkpointer collects the files (FS) or segments (Block) fully read by one target and saves
+// them in name under root.
 type checkpointer struct {
-	root string
-	log  *logger
+	root, name string
+	log        *logger
 
 	mu    sync.Mutex
 	files map[string]stamp
@@ -104,7 +122,7 @@ type checkpointer struct {
 // newCheckpointer starts from the files an earlier run read; dirty says that the
 // checkpoint on disk records others (files changed or removed since) and must be rewritten.
 func newCheckpointer(root string, read []entry, dirty bool, log *logger) *checkpointer {
-	c := &checkpointer{root: root, log: log, files: map[string]stamp{}, dirty: dirty}
+	c := &checkpointer{root: root, name: CheckpointName, log: log, files: map[string]stamp{}, dirty: dirty}
 	for _, e := range read {
 		c.files[e.Rel] = stamp{Size: e.Size, MTime: e.MTime}
 	}
@@ -134,9 +152,9 @@ func (c *checkpointer) save() {
 	files := maps.Clone(c.files)
 	c.dirty = false
 	c.mu.Unlock()
-	if err := writeCheckpoint(c.root, files); err != nil {
+	if err := writeCheckpointFile(c.root, c.name, files); err != nil {
 		c.broken = true
-		c.log.logf("Not writing the checkpoint of %s any more, a restarted run will read every file again: %v", c.root, err)
+		c.log.logf("Not writing the checkpoint %s any more, a restarted run will read everything again: %v", filepath.Join(c.root, c.name), err)
 	}
 }
 

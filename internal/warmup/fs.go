@@ -75,7 +75,8 @@ func list(ctx context.Context, root string, found *atomic.Int64) ([]entry, error
 
 // isCheckpoint tells a checkpoint file, or one being written, from data.
 func isCheckpoint(name string) bool {
-	return name == CheckpointName || strings.HasPrefix(name, CheckpointName+tempSuffix)
+	return name == CheckpointName || strings.HasPrefix(name, CheckpointName+tempSuffix) ||
+		strings.HasPrefix(name, BlockCheckpointName)
 }
 
 // order sorts files newest first, ties by path: TiKV reads its newest SST and WAL files

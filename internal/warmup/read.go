@@ -25,6 +25,7 @@ type file interface {
 type fileState struct {
 	entry
 	path string
+	base int64        // where the entry starts in the file: a Block target's segment offset
 	left atomic.Int64 // chunks not read yet
 
 	mu     sync.Mutex
@@ -123,7 +124,7 @@ func (r *reader) produce(ctx context.Context, files []*fileState, jobs chan<- jo
 		for i := range n {
 			off, l := chunkAt(s.Size, r.chunk, i)
 			select {
-			case jobs <- job{s: s, off: off, n: l}:
+			case jobs <- job{s: s, off: s.base + off, n: l}:
 			case <-ctx.Done():
 				return
 			}

@@ -24,6 +24,8 @@ type target struct {
 	mode   Mode
 	root   string // FS: the directory, symlinks resolved
 	device string // Block: the device or file read
+	// cpDir and cpName are where a Block target's checkpoint is kept (cpDir empty: nowhere).
+	cpDir, cpName string
 
 	direct   bool        // reads start with O_DIRECT
 	buffered atomic.Bool // some file fell back to buffered reads
@@ -103,6 +105,13 @@ func (t *target) runFS(ctx context.Context, o Options, sys system, log *logger) 
 	return r.run(ctx, o.Workers, files)
 }
 
+// segmentChunks is the length of a Block target's segment in chunks: the unit its checkpoint
+// records (256 MiB with the default chunk).
+const segmentChunks = 256
+
+// runBlock reads the device in segments of segmentChunks chunks, in order; with a checkpoint,
+// the segments fully read are recorded and a later run over a device of the same size skips
+// them.
 func (t *target) runBlock(ctx context.Context, o Options, sys system, log *logger) error {
 	f, err := sys.open(t.device, 0)
 	if err != nil {
@@ -113,11 +122,48 @@ func (t *target) runBlock(ctx context.Context, o Options, sys system, log *logge
 	if err != nil {
 		return fmt.Errorf("size of %s: %w", t.device, err)
 	}
-	t.total.Store(size)
-	log.logf("Reading %s (%s) of %s", t.device, formatBytes(size), t.path)
-	s := newFileState(entry{Size: size}, t.device, o.ChunkSize)
+	seg := o.ChunkSize * segmentChunks
+	var prev map[string]stamp
+	useCP := o.Checkpoint && t.cpDir != ""
+	if o.Checkpoint && !useCP {
+		log.logf("No checkpoint for %s: a device given itself keeps its checkpoint in --checkpoint-dir, which is not set", t.path)
+	}
+	if useCP {
+		if prev, err = loadCheckpointFile(t.cpDir, t.cpName); err != nil {
+			log.logf("Ignoring the checkpoint of %s, the whole device is read: %v", t.path, err)
+		}
+	}
+	var todo []*fileState
+	var done []entry
+	for off := int64(0); off < size; off += seg {
+		e := entry{Rel: fmt.Sprintf("segment@%d", off), Size: min(seg, size-off), MTime: size}
+		if st, ok := prev[e.Rel]; ok && st == (stamp{Size: e.Size, MTime: e.MTime}) {
+			done = append(done, e)
+			continue
+		}
+		s := newFileState(e, t.device, o.ChunkSize)
+		s.base = off
+		todo = append(todo, s)
+	}
+	t.skipped, t.skippedBytes = len(done), totalSize(done)
+	t.total.Store(size - t.skippedBytes)
+	log.logf("Reading %s (%s) of %s in %d segments; %d segments (%s) were read by an earlier run",
+		t.device, formatBytes(size-t.skippedBytes), t.path, len(todo), len(done), formatBytes(t.skippedBytes))
 	r := &reader{t: t, sys: sys, log: log, chunk: o.ChunkSize}
-	return r.run(ctx, o.Workers, []*fileState{s})
+	if useCP {
+		cp := newCheckpointer(t.cpDir, done, len(prev) != len(done), log)
+		cp.name = t.cpName
+		defer cp.save()
+		defer cp.every(o.ProgressInterval)()
+		r.onDone = func(s *fileState) { cp.add(s.entry) }
+	}
+	err = r.run(ctx, o.Workers, todo)
+	// A device read is one file, however many segments: counted once, when it is all read.
+	t.doneFiles.Store(0)
+	if err == nil {
+		t.doneFiles.Store(1)
+	}
+	return err
 }
 
 func (t *target) result() Target {

@@ -55,8 +55,13 @@ type Options struct {
 	// Direct reads with O_DIRECT. A file whose file system refuses it is read buffered.
 	Direct bool
 	// Checkpoint records the fully read files of each FS target in CheckpointName at its root,
-	// and skips them when they are unchanged in the next run (a restarted pod resumes).
+	// and skips them when they are unchanged in the next run (a restarted pod resumes). A Block
+	// target records its segments read the same way (BlockCheckpointName): at the root of a
+	// mount point, in CheckpointDir for a device or regular file given itself.
 	Checkpoint bool
+	// CheckpointDir keeps the checkpoints of the Block targets given as a device or a regular
+	// file (a directory that outlives the run); empty keeps none for them.
+	CheckpointDir string
 	// Progress receives the log lines, one per Write; nil discards them.
 	Progress io.Writer
 	// ProgressInterval is the period of progress lines and checkpoint writes; 0 means
@@ -257,7 +262,16 @@ func resolve(o Options, sys system) ([]*target, error) {
 		if err != nil {
 			return nil, fmt.Errorf("resolve %s: %w", dev, err)
 		}
-		if err := add(&target{path: p, mode: Block, device: dev}, real); err != nil {
+		t := &target{path: p, mode: Block, device: dev, cpName: BlockCheckpointName}
+		switch {
+		case dev != p: // a mount point: its checkpoint at its root, as an FS target's
+			t.cpDir = p
+		case o.CheckpointDir != "":
+			// Named by the path as given, which a restarted pod is given again (an absolute
+			// path could differ between two runs' roots).
+			t.cpDir, t.cpName = o.CheckpointDir, BlockCheckpointName+strings.ReplaceAll(filepath.Clean(p), "/", "_")
+		}
+		if err := add(t, real); err != nil {
 			return nil, err
 		}
 	}

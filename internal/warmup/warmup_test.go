@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -620,5 +621,107 @@ func TestFailureStopsOtherTargets(t *testing.T) {
 	}
 	if tg := sum.Targets[1]; tg.Complete || tg.Bytes >= 64*Align || !strings.Contains(tg.Error, "context canceled") {
 		t.Errorf("device target %+v, want it stopped", tg)
+	}
+}
+
+// TestBlockCheckpointResumes: a Block target (a regular file standing for the device) keeps
+// its checkpoint in CheckpointDir by segment; a run stopped in the third segment leaves the
+// first two recorded, the next run reads only from the third on, a run after a complete one
+// reads nothing, and a device of another size is read whole again.
+func TestBlockCheckpointResumes(t *testing.T) {
+	seg := int64(Align * segmentChunks)
+	size := 3*seg + 5*Align + 100 // four segments, the last one short and unaligned
+	dev := filepath.Join(t.TempDir(), "xvdf")
+	writeFile(t, dev, size, base)
+	cpDir := t.TempDir()
+	o := Options{Block: []string{dev}, Workers: 1, ChunkSize: Align, Direct: true, Checkpoint: true, CheckpointDir: cpDir}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := newRecorder()
+	rec.readErr = func(_ string, off int64, _ bool) error {
+		if off == 2*seg {
+			cancel() // as SIGTERM would, at the start of the third segment
+		}
+		return nil
+	}
+	first, err := run(ctx, o, rec.system())
+	if !errors.Is(err, context.Canceled) || first.Targets[0].Complete {
+		t.Fatalf("stopped run: %v, %+v", err, first.Targets[0])
+	}
+	name := BlockCheckpointName + strings.ReplaceAll(dev, "/", "_")
+	cp, err := loadCheckpointFile(cpDir, name)
+	if err != nil || len(cp) != 2 || cp["segment@0"] != (stamp{Size: seg, MTime: size}) || cp[fmt.Sprintf("segment@%d", seg)] != (stamp{Size: seg, MTime: size}) {
+		t.Fatalf("checkpoint after the stop: %v, %v; want the first two segments", cp, err)
+	}
+
+	rec = newRecorder()
+	second, err := run(context.Background(), o, rec.system())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := second.Targets[0]
+	if !tg.Complete || tg.Files != 1 || tg.SkippedFiles != 2 || tg.SkippedBytes != 2*seg || tg.Bytes != size-2*seg {
+		t.Errorf("resumed run: %+v, want the first two segments skipped and the rest read", tg)
+	}
+	rec.mu.Lock()
+	reads := slices.Clone(rec.reads[dev])
+	rec.mu.Unlock()
+	for _, rd := range reads {
+		if rd[0] < 2*seg {
+			t.Errorf("resumed run read [%d, %d) again", rd[0], rd[1])
+		}
+	}
+	rec.checkReadOnceFrom(t, dev, 2*seg, size)
+
+	rec = newRecorder()
+	third, err := run(context.Background(), o, rec.system())
+	if err != nil || third.Targets[0].Bytes != 0 || third.Targets[0].SkippedBytes != size || len(rec.reads[dev]) != 0 {
+		t.Errorf("run after a complete one: %v, %+v, %d reads; want nothing read", err, third.Targets[0], len(rec.reads[dev]))
+	}
+
+	writeFile(t, dev, size+Align, base) // another device (size) under the same path
+	rec = newRecorder()
+	fourth, err := run(context.Background(), o, rec.system())
+	if err != nil || fourth.Targets[0].SkippedBytes != 0 || fourth.Targets[0].Bytes != size+Align {
+		t.Errorf("a device of another size: %v, %+v; want it read whole", err, fourth.Targets[0])
+	}
+	rec.checkReadOnce(t, dev, size+Align)
+}
+
+// TestBlockWithoutCheckpointDir: a device given itself without CheckpointDir keeps no
+// checkpoint (said in the log); a mount point would keep it at its root.
+func TestBlockWithoutCheckpointDir(t *testing.T) {
+	dir := t.TempDir()
+	dev := filepath.Join(dir, "xvdg")
+	writeFile(t, dev, 3*Align, base)
+	var log strings.Builder
+	if _, err := run(context.Background(), Options{Block: []string{dev}, ChunkSize: Align, Checkpoint: true, Progress: &log}, newRecorder().system()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "No checkpoint for "+dev) {
+		t.Errorf("log does not say there is no checkpoint:\n%s", log.String())
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, BlockCheckpointName+"*")); len(names) != 0 {
+		t.Errorf("checkpoints written: %v", names)
+	}
+}
+
+// checkReadOnceFrom checks that the reads of path cover [from, size) without gap or overlap.
+func (r *recorder) checkReadOnceFrom(t *testing.T, path string, from, size int64) {
+	t.Helper()
+	r.mu.Lock()
+	reads := slices.Clone(r.reads[path])
+	r.mu.Unlock()
+	slices.SortFunc(reads, func(a, b [2]int64) int { return int(a[0] - b[0]) })
+	at := from
+	for _, rd := range reads {
+		if rd[0] != at {
+			t.Errorf("%s: read [%d, %d) after [%d, %d): a gap or an overlap", path, rd[0], rd[1], from, at)
+		}
+		at = rd[1]
+	}
+	if at != size {
+		t.Errorf("%s: read up to %d, want its size %d", path, at, size)
 	}
 }

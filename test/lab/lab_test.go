@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +31,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/testenv"
+	"github.com/fedbr/fedbr/internal/warmup"
 )
 
 // bins holds the binaries TestMain builds: fedbr-lab (what every lab process runs) and the probe
@@ -80,8 +82,10 @@ type world struct {
 // TestLab is the lab's Done-when: four clusters come up in one call; a Job runs to completion
 // on a process node with its exit code and logs visible; deleting a pod sends its process
 // SIGTERM; a StatefulSet runs on claims the nodes provision in the AWS double and attach to
-// their instances; one TiDB cluster with three TiKV in each of three data planes serves the
-// bank workload, whose checker passes; and Down leaves no process behind.
+// their instances; `fedbr warmup --block` over a regular file standing for the device resumes
+// in a second pod from the checkpoint the first, deleted mid-read, left; one TiDB cluster with
+// three TiKV in each of three data planes serves the bank workload, whose checker passes; and
+// Down leaves no process behind.
 func TestLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("brings up four Kubernetes clusters, nodes, operators and the AWS double")
@@ -115,6 +119,7 @@ func TestLab(t *testing.T) {
 	checkDescription(t, w, dir)
 	t.Run("Job", func(t *testing.T) { testJob(t, ctx, w) })
 	t.Run("SIGTERM", func(t *testing.T) { testSIGTERM(t, ctx, w) })
+	t.Run("BlockWarmup", func(t *testing.T) { testBlockWarmup(t, ctx, w) })
 	t.Run("StatefulSet", func(t *testing.T) { testStatefulSet(t, ctx, w) })
 	t.Run("TiDB", func(t *testing.T) { testTiDB(t, ctx, w) })
 
@@ -335,6 +340,99 @@ func testSIGTERM(t *testing.T, ctx context.Context, w *world) {
 		if pod == ns+"/term" && slices.Contains(env.Leftovers(w.lab.Dir), pid) {
 			t.Errorf("process %d of the deleted pod still exists", pid)
 		}
+	}
+}
+
+// testBlockWarmup: a lab volume is a directory, so a regular file in it stands for the block
+// device. A first warm-up pod is deleted (SIGTERM) once its checkpoint recorded some segments;
+// a second pod given the same arguments skips exactly those and reads the rest, and the
+// checkpoint then records every segment.
+func testBlockWarmup(t *testing.T, ctx context.Context, w *world) {
+	const cluster, ns = "dp1", "warmup"
+	const chunk, segment = 4096, 4096 * 256 // --chunk 4K: segments of 1 MiB
+	cs := w.kube[cluster]
+	namespace(t, ctx, w, cluster, ns)
+	host := t.TempDir()
+	dev := filepath.Join(host, "xvdf.img")
+	// Sparse: 4 GiB of zeros read 4 KiB at a time by one worker, long enough to be stopped.
+	const size = 4<<30 + 3*chunk + 100
+	if err := os.WriteFile(dev, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(dev, size); err != nil {
+		t.Fatal(err)
+	}
+	segments := (size + segment - 1) / segment
+	cpFile := filepath.Join(host, warmup.BlockCheckpointName+"vol_xvdf.img")
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			TerminationGracePeriodSeconds: ptr.To[int64](30),
+			Containers: []corev1.Container{{Name: "warmup", Image: "fedbr",
+				// In-pod paths are relative to the container's root in the lab (job.InPod).
+				Args: []string{"warmup", "--block", "vol/xvdf.img", "--checkpoint-dir", "vol", "--chunk", "4K", "--workers", "1",
+					"--direct=false", "--progress-interval", "50ms"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "vol", MountPath: "/vol"}}}},
+			Volumes: []corev1.Volume{{Name: "vol", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: host}}}},
+		}}
+	}
+	recorded := func() map[string]any {
+		b, err := os.ReadFile(cpFile)
+		if err != nil {
+			return nil
+		}
+		var cp struct {
+			Files map[string]any `json:"files"`
+		}
+		if err := json.Unmarshal(b, &cp); err != nil {
+			t.Fatalf("checkpoint %s: %v", cpFile, err)
+		}
+		return cp.Files
+	}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod("first"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "the first warm-up recorded a segment", func() (bool, error) { return len(recorded()) > 0, nil })
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "first", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, ctx, "pod first gone", func() (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "first", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	// SIGTERM saved the checkpoint on the way out: what it holds now is what the second skips.
+	first := len(recorded())
+	if first == 0 || first >= segments {
+		t.Fatalf("after the first pod: %d of %d segments recorded; want some but not all (a larger device stops it in time)", first, segments)
+	}
+
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod("second"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var done *corev1.Pod
+	eventually(t, ctx, "pod second ended", func() (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "second", metav1.GetOptions{})
+		done = p
+		return err == nil && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed), nil
+	})
+	w.record(done)
+	logs, err := cs.CoreV1().Pods(ns).GetLogs("second", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("the second warm-up failed:\n%s", logs)
+	}
+	want := fmt.Sprintf("in %d segments; %d segments (", segments-first, first)
+	if !strings.Contains(string(logs), want) {
+		t.Errorf("the second warm-up's log lacks %q (the first's %d segments skipped):\n%s", want, first, logs)
+	}
+	skipped := fmt.Sprintf(`"skippedBytes": %d,`, first*segment)
+	if !strings.Contains(string(logs), skipped) || !strings.Contains(string(logs), fmt.Sprintf(`"bytes": %d,`, size-first*segment)) {
+		t.Errorf("the second warm-up's summary does not skip %d bytes and read the rest:\n%s", first*segment, logs)
+	}
+	if n := len(recorded()); n != segments {
+		t.Errorf("the checkpoint records %d segments after the second warm-up, want all %d", n, segments)
 	}
 }
 

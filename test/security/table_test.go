@@ -16,6 +16,8 @@ const (
 	celMount    = "additionalVolumeMounts cannot mount over /var/run/secrets/kubernetes.io"
 	celEnv      = "env cannot set POD_NAMESPACE, POD_NAME, KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT or FEDBR_* variables"
 	celPriority = "priorityClassName cannot be a system- priority class"
+	celExitVol  = "additionalVolumes cannot be named fedbr-exit"
+	celExitDir  = "additionalVolumeMounts cannot mount at or under /var/run/fedbr-exit"
 )
 
 // table is the proof: every hostile or careless input the API can express that touches what
@@ -144,6 +146,15 @@ func table() []row {
 		{name: "forged restore member preempts the cluster's critical pods", outcome: admission, want: celPriority,
 			input: restoreMember("team-a", "a-member-priority", "team-a", func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Template.PriorityClassName = "system-cluster-critical"
+			})},
+		{name: "backup replaces the exit marker's volume a sidecar waits on", outcome: admission, want: celExitVol,
+			input: tmpl("team-a", "a-exit-volume", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "fedbr-exit", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+			})},
+		{name: "restore hides the exit marker under its own mount", outcome: admission, want: celExitDir,
+			input: rtmpl("team-a", "a-exit-dir", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{emptyDir}
+				t.AdditionalVolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/var/run/fedbr-exit"}}
 			})},
 
 		// Refused by the agent's policy, with the rule's name.

@@ -153,6 +153,10 @@ const (
 	BackupMemberSizeFailedReason = "SizeFailed"
 	// BackupMemberSizeNotWantedReason: False when calcSizeLevel is none.
 	BackupMemberSizeNotWantedReason = "SizeNotWanted"
+	// BackupMemberSizedBeforeCleanupReason: True on a Failed member whose snapshot step sized
+	// the snapshots it had completed before deleting them; backupSize is their full size (no
+	// incremental size), and the Failed condition keeps the failure's reason.
+	BackupMemberSizedBeforeCleanupReason = "SizedBeforeCleanup"
 )
 
 // Reasons of a VolumeBackupMember's Cleaned condition, set while the member is deleted.

@@ -60,6 +60,13 @@ type StepReport struct {
 	// SlowestStartSeconds is the snapshot step's slowest CreateSnapshots call.
 	// +optional
 	SlowestStartSeconds float64 `json:"slowestStartSeconds,omitempty"`
+	// Sized and SizedBytes are a failed snapshot step's measure of what it had snapshotted,
+	// taken just before it deleted its snapshots: how many completed snapshots it sized and
+	// their full size in bytes (pending or failed snapshots are not sized).
+	// +optional
+	Sized int32 `json:"sized,omitempty"`
+	// +optional
+	SizedBytes int64 `json:"sizedBytes,omitempty"`
 	// Done, Total and Percent are a long step's progress (snapshots started or completed,
 	// bytes read).
 	// +optional

@@ -112,11 +112,13 @@ type VolumeRestoreMemberSpec struct {
 	// AdditionalVolumes are added to the Jobs' pods.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.all(v, !has(v.hostPath))",message="additionalVolumes cannot be hostPath volumes: a step reads a node's directory only through a local storage, where the agent's policy allows hostPath"
+	// +kubebuilder:validation:XValidation:rule="self.all(v, v.name != 'fedbr-exit')",message="additionalVolumes cannot be named fedbr-exit: the agent adds that volume to every step pod for the exit marker a sidecar waits for"
 	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumes []corev1.Volume `json:"additionalVolumes,omitempty"`
 	// AdditionalVolumeMounts are added to the Jobs' containers.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self.all(m, !['/var/run/secrets/kubernetes.io', '/var/run/secrets/eks.amazonaws.com', '/var/run/secrets/pods.eks.amazonaws.com', '/run/secrets/kubernetes.io', '/run/secrets/eks.amazonaws.com', '/run/secrets/pods.eks.amazonaws.com'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="additionalVolumeMounts cannot mount over /var/run/secrets/kubernetes.io, /var/run/secrets/eks.amazonaws.com or /var/run/secrets/pods.eks.amazonaws.com: those hold the identity tokens the steps run with"
+	// +kubebuilder:validation:XValidation:rule="self.all(m, !['/var/run/fedbr-exit', '/run/fedbr-exit'].exists(p, m.mountPath == p || m.mountPath.startsWith(p + '/')))",message="additionalVolumeMounts cannot mount at or under /var/run/fedbr-exit: the step writes its exit marker there for a sidecar to see"
 	// +kubebuilder:validation:MaxItems=64
 	AdditionalVolumeMounts []corev1.VolumeMount `json:"additionalVolumeMounts,omitempty"`
 	// TolerateSingleTiKVOutage lets restore-data proceed with one TiKV store down (fedbr exposes

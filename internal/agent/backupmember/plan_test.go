@@ -625,7 +625,8 @@ func TestPlan(t *testing.T) {
 }
 
 // TestPlanSize covers the size step after completion: every calcSizeLevel, its result, its
-// failures (never the backup's), and that it runs once.
+// failures (never the backup's), and that it runs once; and a failed member's size, what its
+// snapshot step measured before deleting its snapshots.
 func TestPlanSize(t *testing.T) {
 	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)
 	level := func(l fedv1alpha1.CalcSizeLevel) func(*dpv1alpha1.VolumeBackupMember) {
@@ -649,6 +650,14 @@ func TestPlanSize(t *testing.T) {
 	}
 	start := []ActionKind{EnsureServiceAccount, CreateJob}
 	sizing := map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason}
+	execute := func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = tsText; m.Status.SnapshotsTotal = 6 }
+	failedSized := `{"phase":"Failed","error":"wait for snapshots: snapshot snap-6 failed","total":6,"sized":5,"sizedBytes":5242880}`
+	noSizedCondition := func(t *testing.T, r Result) {
+		t.Helper()
+		if apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition) != nil {
+			t.Error("the member got a Sized condition")
+		}
+	}
 	for _, tt := range []struct {
 		name string
 		o    Observed
@@ -688,13 +697,55 @@ func TestPlanSize(t *testing.T) {
 		{name: "a failed sizing is not retried once its Job is gone",
 			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizeFailedReason))),
 			want: want{reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizeFailedReason}}},
-		{name: "a failed member is not sized",
-			o: obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason))),
-			want: want{check: func(t *testing.T, r Result) {
-				if apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition) != nil {
-					t.Error("a failed member got a Sized condition")
-				}
-			}}},
+		{name: "a failed member is not sized by a size Job",
+			o:    obs(member(dpv1alpha1.BackupMemberTeardown, complete, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason))),
+			want: want{check: noSizedCondition}},
+
+		// A failed member reports what its snapshot step measured before deleting its snapshots.
+		{name: "the snapshot step failed after sizing what completed: Sized=True SizedBeforeCleanup, backupSize, the failure's reason kept",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
+				o.Report = report(map[string]string{job.StepSnapshot: failedSized})
+			}),
+			want: want{actions: nil, phase: PhaseFailed, true: []string{dpv1alpha1.BackupMemberFailedCondition, dpv1alpha1.BackupMemberSizedCondition},
+				reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotFailedReason,
+					dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizedBeforeCleanupReason},
+				check: func(t *testing.T, r Result) {
+					sizes(5242880, 0)(t, r)
+					c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition)
+					if want := "full 5.0 MiB over the 5 snapshots that had completed (of 6)"; !strings.Contains(c.Message, want) {
+						t.Errorf("Sized message %q lacks %q", c.Message, want)
+					}
+					if f := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberFailedCondition); !strings.Contains(f.Message, "snap-6 failed") {
+						t.Errorf("Failed message %q lost the failure", f.Message)
+					}
+				}}},
+		{name: "at level incremental the failed member's full size is not reported",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, level(fedv1alpha1.CalcSizeIncremental)), func(o *Observed) {
+				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
+				o.Report = report(map[string]string{job.StepSnapshot: failedSized})
+			}),
+			want: want{phase: PhaseFailed, true: []string{dpv1alpha1.BackupMemberFailedCondition}, check: func(t *testing.T, r Result) { noSizedCondition(t, r); sizes(0, 0)(t, r) }}},
+		{name: "calcSizeLevel none: the failed member's measure is not reported",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, level(fedv1alpha1.CalcSizeNone)), func(o *Observed) {
+				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
+				o.Report = report(map[string]string{job.StepSnapshot: failedSized})
+			}),
+			want: want{phase: PhaseFailed, check: func(t *testing.T, r Result) { noSizedCondition(t, r); sizes(0, 0)(t, r) }}},
+		{name: "the snapshot step failed before any snapshot completed: no size",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = failed(snapName, job.ReasonBackoffLimitExceeded)
+				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Failed","error":"the pause no longer holds","total":6}`})
+			}),
+			want: want{phase: PhaseFailed, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotFailedReason},
+				check: func(t *testing.T, r Result) { noSizedCondition(t, r); sizes(0, 0)(t, r) }}},
+		{name: "the failed member's size is set once and kept",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason),
+				withCond(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSizedBeforeCleanupReason),
+				func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupSize = 5242880 }), func(o *Observed) {
+				o.Report = report(map[string]string{job.StepSnapshot: failedSized})
+			}),
+			want: want{actions: nil, phase: PhaseFailed, check: sizes(5242880, 0)}},
 	} {
 		t.Run(tt.name, func(t *testing.T) { check(t, planned(t, tt.o), tt.want) })
 	}

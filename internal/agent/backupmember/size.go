@@ -28,12 +28,17 @@ func sizeLevel(l fedv1alpha1.CalcSizeLevel) (level size.Level, full, incremental
 	return size.All, true, true
 }
 
-// planSize computes the snapshots' sizes once the member is Complete, with `fedbr br size`,
+// planSize computes the snapshots' sizes once the member is Complete, with `fedbr br size`
+// (a Failed member reports what its snapshot step measured instead: sizeFailedMember),
 // off the backup's critical path: the backup is Complete (and the pause long lifted) before
 // the size Job starts, and a failed sizing leaves the backup Complete with Sized=False. The
 // volumes' capacity is never reported as the backup's size.
 func (p *plan) planSize() {
-	if !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
+	if p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
+		p.sizeFailedMember()
+		return
+	}
+	if !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
 		return
 	}
 	if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); c != nil && c.Reason != dpv1alpha1.BackupMemberSizingReason {
@@ -92,6 +97,25 @@ func (p *plan) planSize() {
 	}
 	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberSizingReason,
 		fmt.Sprintf("computing the %s of %d snapshots", sizesWanted(full, incremental), p.res.Status.SnapshotsTotal), time.Time{})
+}
+
+// sizeFailedMember gives a Failed member the full size of what its snapshot step had
+// completed before it deleted it (the sized and sizedBytes of its Failed report): Sized=True
+// SizedBeforeCleanup, backupSize set, no incremental size, and the Failed condition untouched.
+// Nothing is said when the step sized nothing (no snapshot had completed, it was stopped, or
+// it never ran) or calcSizeLevel does not ask for the full size.
+func (p *plan) sizeFailedMember() {
+	st, reported := p.o.Report.Step(job.StepSnapshot)
+	if !reported || st.Phase != job.PhaseFailed || st.Sized <= 0 || findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition) != nil {
+		return
+	}
+	if _, full, _ := sizeLevel(p.m.Spec.Template.EffectiveCalcSizeLevel()); !full {
+		return
+	}
+	p.res.Status.BackupSize = st.SizedBytes
+	p.set(dpv1alpha1.BackupMemberSizedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSizedBeforeCleanupReason,
+		fmt.Sprintf("full %s over the %d snapshots that had completed (of %d), measured before the failed snapshot step deleted them",
+			size.Readable(st.SizedBytes), st.Sized, p.res.Status.SnapshotsTotal), time.Time{})
 }
 
 func sizesWanted(full, incremental bool) string {

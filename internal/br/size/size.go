@@ -12,6 +12,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
@@ -59,6 +60,8 @@ type VolumeSize struct {
 	PreviousSnapshotID string `json:"previousSnapshotID,omitempty"`
 	FullBytes          int64  `json:"fullBytes"`
 	IncrementalBytes   int64  `json:"incrementalBytes"`
+	// ElapsedSeconds is how long this snapshot's sizing took (cloud.Size.Elapsed).
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
 }
 
 // Summary is the result, printed as JSON.
@@ -157,15 +160,17 @@ func Run(ctx context.Context, c Cloud, store *meta.Store, o Options) (Summary, e
 	}
 	for i, v := range vols {
 		vs := VolumeSize{StoreID: v.StoreID, VolumeID: v.ID, Type: v.Type, SnapshotID: v.SnapshotID,
-			PreviousSnapshotID: reqs[i].PreviousID, FullBytes: sizes[i].FullBytes, IncrementalBytes: sizes[i].IncrementalBytes}
+			PreviousSnapshotID: reqs[i].PreviousID, FullBytes: sizes[i].FullBytes, IncrementalBytes: sizes[i].IncrementalBytes,
+			ElapsedSeconds: sizes[i].Elapsed.Seconds()}
 		sum.Volumes = append(sum.Volumes, vs)
 		sum.FullBytes += vs.FullBytes
 		sum.IncrementalBytes += vs.IncrementalBytes
-		logf("Volume %s of store %d: full %s, incremental %s", v.ID, v.StoreID, Readable(vs.FullBytes), Readable(vs.IncrementalBytes))
+		logf("Volume %s of store %d (snapshot %s): full %s, incremental %s, sized in %s", v.ID, v.StoreID, v.SnapshotID,
+			Readable(vs.FullBytes), Readable(vs.IncrementalBytes), sizes[i].Elapsed.Round(time.Millisecond))
 	}
 	sum.Full, sum.Incremental = Readable(sum.FullBytes), Readable(sum.IncrementalBytes)
 	sum.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
-	logf("Backup size: full %s, incremental %s, in %.1fs", sum.Full, sum.Incremental, sum.ElapsedSeconds)
+	logf("Backup size: full %s, incremental %s, %d snapshots sized in %.1fs in all", sum.Full, sum.Incremental, len(sum.Volumes), sum.ElapsedSeconds)
 	return sum, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -147,8 +148,14 @@ func TestSizeMatchesBlocksWritten(t *testing.T) {
 				if sum.FullBytes != 12*bs || sum.IncrementalBytes != 2*bs || sum.Full != "6.0 MiB" || sum.Incremental != "1.0 MiB" {
 					t.Errorf("totals = %d (%s) and %d (%s)", sum.FullBytes, sum.Full, sum.IncrementalBytes, sum.Incremental)
 				}
-				if !strings.Contains(progress.String(), "Backup size: full 6.0 MiB") {
+				if !strings.Contains(progress.String(), "Backup size: full 6.0 MiB, incremental 1.0 MiB, 4 snapshots sized in ") {
 					t.Errorf("progress = %q", progress.String())
+				}
+				// Each snapshot's own sizing time is logged (how long is not asserted).
+				for _, v := range sum.Volumes {
+					if want := fmt.Sprintf("(snapshot %s): full %s, incremental %s, sized in ", v.SnapshotID, size.Readable(v.FullBytes), size.Readable(v.IncrementalBytes)); !strings.Contains(progress.String(), want) {
+						t.Errorf("no line %q in the progress:\n%s", want, progress.String())
+					}
 				}
 			}
 

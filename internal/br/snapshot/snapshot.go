@@ -53,6 +53,9 @@ type Options struct {
 	BackupID string
 	// Cluster is the data plane's k8sClusterName, recorded in backupmeta.
 	Cluster string
+	// Manifests are the keys of the Kubernetes manifests saved next to the backup
+	// (meta.Store.PutManifest), recorded in backupmeta as fedbr.manifests.
+	Manifests []string
 	// Input lists the stores and volumes to snapshot (BR's volume file); nil reads the
 	// clustermeta from the store.
 	Input *meta.Record
@@ -116,6 +119,10 @@ type Progress struct {
 	// SlowestStartSeconds is the slowest CreateSnapshots call of this step (from Waiting on):
 	// the floor a GC pause window is measured against.
 	SlowestStartSeconds float64 `json:"slowestStartSeconds,omitempty"`
+	// Sized and SizedBytes are Result.FailedSize in the Failed report: how many completed
+	// snapshots were sized before the failed attempt deleted them, and their full size.
+	Sized      int   `json:"sized,omitempty"`
+	SizedBytes int64 `json:"sizedBytes,omitempty"`
 }
 
 // Phases reported in Progress, in the order they happen.
@@ -186,6 +193,10 @@ type Deps struct {
 	PDHTTP PDHTTP
 	// Dial opens TiKV Backup clients for the admin-operation check.
 	Dial Dialer
+	// Sizer lists the blocks of a completed snapshot whose full size the describe does not
+	// give, when a failed attempt measures what it snapshotted before deleting it (FailedSize);
+	// nil sizes only what the describe gives.
+	Sizer cloud.Sizer
 }
 
 // Snapshot is one recorded snapshot.
@@ -218,7 +229,28 @@ type Result struct {
 	// completed.
 	Strays         []string `json:"strays"`
 	ElapsedSeconds float64  `json:"elapsedSeconds"`
+	// FailedSize is what a failed attempt had snapshotted, measured before it deleted its
+	// snapshots; nil when it measured nothing (no snapshot, or stopped by a signal).
+	FailedSize *FailedSize `json:"failedSize,omitempty"`
 }
+
+// FailedSize is the full size of the snapshots a failed attempt had completed, measured just
+// before they were deleted, so that a failed backup still says what it had copied (upstream
+// reports sizes for failed backups too). Snapshots still pending or in error are not sized:
+// their size is not known yet.
+type FailedSize struct {
+	// Snapshots is how many snapshots the attempt was deleting; Sized how many of them had
+	// completed and were sized, together FullBytes.
+	Snapshots int   `json:"snapshots"`
+	Sized     int   `json:"sized"`
+	FullBytes int64 `json:"fullBytes"`
+	// ElapsedSeconds is how long the measure took (it delays the deletion by that much).
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
+}
+
+// sizeBeforeDeleteTimeout bounds FailedSize's measure (at most half of the CleanupTimeout):
+// the deletion waits for it.
+const sizeBeforeDeleteTimeout = time.Minute
 
 // Run takes the backup's snapshots.
 func Run(ctx context.Context, d Deps, o Options) (Result, error) {
@@ -250,7 +282,11 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 	err := s.run(ctx)
 	s.res.ElapsedSeconds = o.Clock.Now().Sub(start).Seconds()
 	if err != nil {
-		s.report(Progress{Phase: PhaseFailed, Error: err.Error()})
+		p := Progress{Phase: PhaseFailed, Error: err.Error()}
+		if fs := s.res.FailedSize; fs != nil {
+			p.Sized, p.SizedBytes = fs.Sized, fs.FullBytes
+		}
+		s.report(p)
 	}
 	return s.res, err
 }
@@ -496,6 +532,9 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 	if s.o.Cluster != "" {
 		rec.Fedbr.Cluster = s.o.Cluster
 	}
+	if len(s.o.Manifests) > 0 {
+		rec.Fedbr.Manifests = slices.Sorted(slices.Values(s.o.Manifests))
+	}
 	if err := s.d.Store.PutBackupMeta(ctx, rec); err != nil {
 		return fmt.Errorf("record the started snapshots: %w", err)
 	}
@@ -740,6 +779,7 @@ func (s *snapshotter) cleanup(ctx context.Context) {
 	}
 	slices.Sort(ids)
 	if len(ids) > 0 {
+		s.sizeBeforeDelete(ctx, ids)
 		s.logf("Deleting the %d snapshots of the failed attempt: %v", len(ids), ids)
 		if err := s.d.Cloud.DeleteSnapshots(cctx, ids); err != nil {
 			s.logf("Deleting snapshots failed; they carry %s=%s for `fedbr br clean --backup-id %s`: %v", meta.TagBackup, s.o.BackupID, s.o.BackupID, err)
@@ -752,6 +792,52 @@ func (s *snapshotter) cleanup(ctx context.Context) {
 		return
 	}
 	s.logf("Deleted %d snapshots; no snapshot of backup %s is left", len(ids), s.o.BackupID)
+}
+
+// sizeBeforeDelete measures the full size of the snapshots among ids that completed
+// (Result.FailedSize), within sizeBeforeDeleteTimeout; a step stopped by a signal (ctx done)
+// deletes at once without measuring. A measure that fails is logged and left out: it never
+// keeps the snapshots from being deleted.
+func (s *snapshotter) sizeBeforeDelete(ctx context.Context, ids []string) {
+	if ctx.Err() != nil {
+		s.logf("Stopped: deleting the snapshots without sizing them")
+		return
+	}
+	start := s.o.Clock.Now()
+	sctx, cancel := context.WithTimeout(ctx, min(sizeBeforeDeleteTimeout, s.o.CleanupTimeout/2))
+	defer cancel()
+	snaps, err := s.d.Cloud.DescribeSnapshots(sctx, ids)
+	if err != nil {
+		s.logf("Sizing the failed attempt's snapshots before deleting them failed: %v", err)
+		return
+	}
+	fs := &FailedSize{Snapshots: len(ids)}
+	var listed []cloud.SizeRequest
+	for _, sn := range snaps {
+		switch {
+		case sn.State != cloud.SnapshotCompleted:
+		case sn.FullSizeKnown:
+			fs.Sized++
+			fs.FullBytes += sn.FullSizeBytes
+			s.logf("Snapshot %s of volume %s completed before the failure: full size %d bytes", sn.ID, sn.VolumeID, sn.FullSizeBytes)
+		case s.d.Sizer != nil:
+			listed = append(listed, cloud.SizeRequest{SnapshotID: sn.ID})
+		}
+	}
+	if len(listed) > 0 {
+		sizes, err := s.d.Sizer.SnapshotSizes(sctx, listed)
+		if err != nil {
+			s.logf("Listing the blocks of %d completed snapshots failed; they are left out of the size: %v", len(listed), err)
+		}
+		for i, sz := range sizes {
+			fs.Sized++
+			fs.FullBytes += sz.FullBytes
+			s.logf("Snapshot %s completed before the failure: full size %d bytes (blocks listed in %s)", listed[i].SnapshotID, sz.FullBytes, sz.Elapsed.Round(time.Millisecond))
+		}
+	}
+	fs.ElapsedSeconds = s.o.Clock.Now().Sub(start).Seconds()
+	s.res.FailedSize = fs
+	s.logf("Sized before deleting: %d of the %d snapshots had completed, full size %d bytes, measured in %.1fs", fs.Sized, fs.Snapshots, fs.FullBytes, fs.ElapsedSeconds)
 }
 
 func snapshotIDs(snaps []cloud.Snapshot) []string {

@@ -25,6 +25,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/lab/volumelock"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -38,6 +39,8 @@ type lab struct {
 	// extra is a volume attached to store 1's instance that is not TiKV's; instance0 is that
 	// instance and endpoint the double's URL.
 	extra, instance0, endpoint string
+	// dirs are the TiKV volumes' data directories by volume id.
+	dirs map[string]string
 }
 
 func testContext(t *testing.T) context.Context {
@@ -57,7 +60,7 @@ func newLab(t *testing.T, stores int, faults awsdouble.Faults) *lab {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lab{srv: srv, p: p, store: meta.NewStore(d, nil), endpoint: al.Endpoint}
+	l := &lab{srv: srv, p: p, store: meta.NewStore(d, nil), endpoint: al.Endpoint, dirs: map[string]string{}}
 	rec := &meta.Record{TiKV: meta.TiKV{Replicas: stores}, PD: meta.Component{Replicas: 1}}
 	for i := range stores {
 		vols := []awsdouble.VolumeSpec{
@@ -74,6 +77,7 @@ func newLab(t *testing.T, stores int, faults awsdouble.Faults) *lab {
 		if i == 0 {
 			l.extra, l.instance0 = in.Volumes[2].ID, in.ID
 		}
+		l.dirs[in.Volumes[0].ID], l.dirs[in.Volumes[1].ID] = in.Volumes[0].Dir, in.Volumes[1].Dir
 		rec.TiKV.Stores = append(rec.TiKV.Stores, meta.TiKVStore{ID: uint64(i + 1), Volumes: []meta.Volume{
 			{ID: in.Volumes[0].ID, Type: meta.DataDirType, MountPath: "/var/lib/tikv"},
 			{ID: in.Volumes[1].ID, Type: "raft-engine.dir", MountPath: "/var/lib/raft"},
@@ -129,7 +133,8 @@ func TestSnapshot(t *testing.T) {
 	startedSeen := -1   // snapshots existing when Started was reported
 	markedPending := -1 // snapshots marked pending while backupmeta was pending
 	owner := &meta.Owner{Cluster: "3c5d3f0e-kube-system-uid", Namespace: "tidb"}
-	o := snapshot.Options{BackupID: backupID, Cluster: "east", Owner: owner, Progress: &progress, CheckInterval: 50 * time.Millisecond,
+	manifests := []string{"manifests/tidb/TidbMonitor/mon.yaml", "manifests/tidb/TidbCluster/basic.yaml"}
+	o := snapshot.Options{BackupID: backupID, Cluster: "east", Owner: owner, Manifests: manifests, Progress: &progress, CheckInterval: 50 * time.Millisecond,
 		StillPaused: func(context.Context, uint64) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -192,6 +197,9 @@ func TestSnapshot(t *testing.T) {
 	if e := rec.Fedbr; e.BackupID != backupID || e.Cluster != "east" || e.Snapshots != meta.SnapshotsCompleted {
 		t.Errorf("fedbr = %+v", e)
 	}
+	if got, want := rec.Fedbr.Manifests, slices.Sorted(slices.Values(manifests)); !slices.Equal(got, want) {
+		t.Errorf("fedbr.manifests = %v, want %v", got, want)
+	}
 	snaps, err := l.p.DescribeSnapshots(ctx, rec.SnapshotIDs())
 	if err != nil || len(snaps) != 6 {
 		t.Fatalf("snapshots = %v, %v", snaps, err)
@@ -253,10 +261,23 @@ func TestSnapshotErrorCleansUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.srv.SetFaults(awsdouble.Faults{SnapshotErrorVolumes: []string{cm.TiKV.Stores[2].Volumes[1].ID}})
+	// Store 1's data volume holds 3 blocks, store 2's raft volume 2; store 3's raft volume's
+	// snapshot fails 3 s after its start, the others complete within a few tens of ms.
+	for id, blocks := range map[string]int{cm.TiKV.Stores[0].Volumes[0].ID: 3, cm.TiKV.Stores[1].Volumes[1].ID: 2} {
+		if err := volumelock.NewWriter(l.dirs[id]).Append("data", bytes.Repeat([]byte{0x5a}, blocks*awsdouble.BlockSize)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.srv.SetFaults(awsdouble.Faults{SnapshotErrorVolumes: []string{cm.TiKV.Stores[2].Volumes[1].ID}, SnapshotErrorAfter: awsdouble.Duration(3 * time.Second)})
 	var progress bytes.Buffer
+	var failed []snapshot.Progress
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store},
-		snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true, Progress: &progress})
+		snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true, Progress: &progress,
+			Report: func(p snapshot.Progress) {
+				if p.Phase == snapshot.PhaseFailed {
+					failed = append(failed, p)
+				}
+			}})
 	if !errors.Is(err, cloud.ErrSnapshotFailed) {
 		t.Fatalf("err = %v, want ErrSnapshotFailed\n%s", err, progress.String())
 	}
@@ -271,6 +292,44 @@ func TestSnapshotErrorCleansUp(t *testing.T) {
 	}
 	if !strings.Contains(progress.String(), "Deleted 6 snapshots") {
 		t.Errorf("progress lines:\n%s", progress.String())
+	}
+	// What it had snapshotted was measured before the deletion: the 5 completed snapshots,
+	// 5 blocks in all; the failed one is not sized. The Failed report carries it.
+	if fs := res.FailedSize; fs == nil || fs.Snapshots != 6 || fs.Sized != 5 || fs.FullBytes != 5*awsdouble.BlockSize {
+		t.Errorf("failed size = %+v, want 5 of 6 snapshots sized, %d bytes", fs, 5*awsdouble.BlockSize)
+	}
+	if len(failed) != 1 || failed[0].Sized != 5 || failed[0].SizedBytes != 5*awsdouble.BlockSize || failed[0].Error == "" {
+		t.Errorf("Failed reports = %+v, want one with the error, 5 sized, %d bytes", failed, 5*awsdouble.BlockSize)
+	}
+	if sized, deleting := strings.Index(progress.String(), "Sized before deleting: 5 of the 6"), strings.Index(progress.String(), "Deleting the 6 snapshots"); sized < 0 || deleting < sized {
+		t.Errorf("want the size measured before the deletion:\n%s", progress.String())
+	}
+}
+
+// TestStoppedStepDeletesWithoutSizing: a step stopped by a signal (its context cancelled)
+// deletes its snapshots at once and measures nothing.
+func TestStoppedStepDeletesWithoutSizing(t *testing.T) {
+	l := newLab(t, 1, awsdouble.Faults{})
+	cm, err := l.store.ClusterMeta(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first snapshot fails only after a while: the step waits, and is stopped meanwhile.
+	l.srv.SetFaults(awsdouble.Faults{SnapshotErrorVolumes: []string{cm.TiKV.Stores[0].Volumes[1].ID}, SnapshotErrorAfter: awsdouble.Duration(time.Hour)})
+	ctx, cancel := context.WithCancel(testContext(t))
+	var progress bytes.Buffer
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store},
+		snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true, Progress: &progress,
+			Report: func(p snapshot.Progress) {
+				if p.Phase == snapshot.PhaseWaiting {
+					cancel()
+				}
+			}})
+	if err == nil {
+		t.Fatal("a stopped step succeeded")
+	}
+	if res.FailedSize != nil || len(res.Deleted) != 2 || !strings.Contains(progress.String(), "Stopped: deleting the snapshots without sizing them") {
+		t.Errorf("failed size %+v, deleted %v, want none measured and both deleted:\n%s", res.FailedSize, res.Deleted, progress.String())
 	}
 }
 

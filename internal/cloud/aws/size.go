@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ebs"
@@ -37,6 +38,8 @@ func (p *Provider) SnapshotSizes(ctx context.Context, reqs []cloud.SizeRequest) 
 	}
 	err = forEach(ctx, p.cfg.Concurrency, idx, func(ctx context.Context, i int) error {
 		r := reqs[i]
+		began := time.Now()
+		defer func() { sizes[i].Elapsed = time.Since(began) }()
 		s, ok := byID[r.SnapshotID]
 		if !ok {
 			return fmt.Errorf("size snapshot %s: it does not exist", r.SnapshotID)

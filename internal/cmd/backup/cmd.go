@@ -39,9 +39,14 @@ TidbInitializer and TidbNGMonitoring in its namespace that referenced it when th
 taken. They are printed as one multi-document YAML stream (the TidbCluster first), ready to edit
 and apply for a restore; --list prints their keys only.
 
+The manifests read are those the backupmeta lists (fedbr.manifests); a storage without a
+backupmeta, or whose backupmeta lists none (an older fedbr, or a backup that failed before
+recording its snapshots), is listed under manifests/ instead.
+
 --storage is a member's backup path (status.backupPath of its VolumeBackupMember, or the
 VolumeBackup's storage prefix and the data plane's name). Every manifest is checked as it is
-read: a storage holding a malformed or oversized one fails with "invalid metadata".`,
+read: a storage holding a malformed or oversized one, or a backupmeta whose list is malformed,
+fails with "invalid metadata".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}

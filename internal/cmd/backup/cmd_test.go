@@ -23,7 +23,8 @@ func run(t *testing.T, args ...string) (string, error) {
 
 // TestManifestsPrintsTheSavedObjects: the TidbCluster first, then the objects that reference
 // it, as one YAML stream; --kind narrows, --list prints keys; a malformed manifest in the
-// storage fails with "invalid metadata".
+// storage fails with "invalid metadata"; once the backupmeta lists its manifests
+// (fedbr.manifests), only those are read.
 func TestManifestsPrintsTheSavedObjects(t *testing.T) {
 	dir := t.TempDir()
 	d, err := blob.NewDir(dir)
@@ -58,5 +59,19 @@ func TestManifestsPrintsTheSavedObjects(t *testing.T) {
 	}
 	if _, err := run(t); err == nil || !strings.Contains(err.Error(), "--storage is required") {
 		t.Errorf("no storage: %v", err)
+	}
+
+	// A backupmeta that records its manifests: exactly those are printed, whatever else the
+	// storage holds under manifests/ (the forged one above is never read).
+	rec := &meta.Record{Fedbr: &meta.Extension{BackupID: "b1", Manifests: []string{"manifests/tidb/TidbCluster/basic.yaml"}}}
+	b, err := rec.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Put(ctx, meta.BackupMetaKey, b); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "--storage", dir, "--list"); err != nil || out != "manifests/tidb/TidbCluster/basic.yaml\n" {
+		t.Errorf("recorded list: %q, %v; want the one key recorded", out, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -30,6 +31,7 @@ type options struct {
 	chunk      byteSize
 	direct     bool
 	checkpoint bool
+	cpDir      string
 	interval   time.Duration
 	report     session.ReportFlags
 	reportAs   string
@@ -69,8 +71,12 @@ also after SIGTERM: a restarted run skips them, and reads a changed file again.
 
 --block PATH reads a whole block device from offset 0 to its size: PATH is the device, or the
 mount point of one (its device is found in /proc/self/mountinfo; in a container the device
-must be visible, e.g. privileged). Block mode has no checkpoint: a restarted run reads the
-whole device again.
+must be visible, e.g. privileged). A regular file is read as a device would be. With
+--checkpoint the device is read in segments of 256 chunks, and the segments fully read are
+recorded in ` + engine.BlockCheckpointName + `: at the root of the mount point given, or, for
+a device or file given itself, in --checkpoint-dir (the file's name suffixed with the path as
+given, slashes as '_'; without --checkpoint-dir no checkpoint is kept for it). A restarted run over a
+device of the same size skips those segments; another size is read whole.
 
 --wal DIR verifies the RocksDB write-ahead logs under DIR (TiKV's kv engine: <data-dir>/db, or
 where rocksdb.wal-dir points) before anything is warmed up: every non-empty numbered log
@@ -108,7 +114,8 @@ corruption).`,
 	f.IntVar(&o.workers, "workers", engine.DefaultWorkers, "concurrent reads per target")
 	f.Var(&o.chunk, "chunk", "size of one read: bytes, or with a K or M suffix; a multiple of 4K")
 	f.BoolVar(&o.direct, "direct", true, "read with O_DIRECT, bypassing the page cache")
-	f.BoolVar(&o.checkpoint, "checkpoint", true, "record the files read in each --fs DIR, and skip them in the next run (not for --block)")
+	f.BoolVar(&o.checkpoint, "checkpoint", true, "record the files read in each --fs DIR (the segments read of each --block PATH), and skip them in the next run")
+	f.StringVar(&o.cpDir, "checkpoint-dir", "", "directory keeping the checkpoints of the --block devices (or files) given themselves rather than as a mount point")
 	f.DurationVar(&o.interval, "progress-interval", engine.DefaultProgressInterval, "period of the progress lines and checkpoint writes")
 	o.report.Register(f)
 	o.report.Kind = session.KindRestoreMember
@@ -116,6 +123,7 @@ corruption).`,
 	_ = cmd.MarkFlagDirname("fs")
 	_ = cmd.MarkFlagFilename("block")
 	_ = cmd.MarkFlagDirname("wal")
+	_ = cmd.MarkFlagDirname("checkpoint-dir")
 	return cmd
 }
 
@@ -131,6 +139,15 @@ func (o *options) validate() error {
 		return fmt.Errorf("--chunk %s: want a positive multiple of 4K (%d bytes)", o.chunk.String(), engine.Align)
 	case o.interval <= 0:
 		return fmt.Errorf("--progress-interval %s: want a positive duration", o.interval)
+	case o.cpDir != "" && len(o.block) == 0:
+		return fmt.Errorf("--checkpoint-dir keeps the checkpoints of --block devices: give a --block PATH")
+	case o.cpDir != "" && !o.checkpoint:
+		return fmt.Errorf("--checkpoint-dir with --checkpoint=false: no checkpoint would be kept there")
+	}
+	if o.cpDir != "" {
+		if fi, err := os.Stat(o.cpDir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--checkpoint-dir %s: want an existing directory", o.cpDir)
+		}
 	}
 	if err := o.report.Validate(); err != nil {
 		return err
@@ -219,6 +236,7 @@ func (o *options) run(cmd *cobra.Command) error {
 		ChunkSize:        int64(o.chunk),
 		Direct:           o.direct,
 		Checkpoint:       o.checkpoint,
+		CheckpointDir:    o.cpDir,
 		WAL:              o.wal,
 		ExitOnCorruption: o.exitOnWAL,
 		Progress:         logw,

@@ -36,6 +36,9 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--fs", "/d/sub", "--fs", "/d"}, "--fs /d/sub is inside --fs /d"},
 		{[]string{"--fs", ""}, "--fs: the path is empty"},
 		{[]string{"--fs", "/d", "extra"}, "unknown command"},
+		{[]string{"--fs", "/d", "--checkpoint-dir", "/tmp"}, "--checkpoint-dir keeps the checkpoints of --block devices: give a --block PATH"},
+		{[]string{"--block", "/dev/xvdb", "--checkpoint-dir", "/tmp", "--checkpoint=false"}, "--checkpoint-dir with --checkpoint=false"},
+		{[]string{"--block", "/dev/xvdb", "--checkpoint-dir", "/nonexistent/fedbr"}, "--checkpoint-dir /nonexistent/fedbr: want an existing directory"},
 	} {
 		cmd := NewCmd()
 		cmd.SetArgs(tc.args)
@@ -45,7 +48,7 @@ func TestBadFlags(t *testing.T) {
 			t.Errorf("%q: err = %v, want %q", tc.args, err, tc.want)
 		}
 	}
-	for _, name := range []string{"fs", "block", "wal", "exit-on-corruption", "workers", "chunk", "direct", "checkpoint", "progress-interval"} {
+	for _, name := range []string{"fs", "block", "wal", "exit-on-corruption", "workers", "chunk", "direct", "checkpoint", "checkpoint-dir", "progress-interval"} {
 		if f := NewCmd().Flags().Lookup(name); f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
 		}
@@ -228,5 +231,37 @@ func TestWALCorruption(t *testing.T) {
 		if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil || sum.WALCorruptions != 1 || sum.WAL[0].Corruptions[0].File != corrupted {
 			t.Errorf("exit %v: summary %s (%v)", exit, stdout.String(), err)
 		}
+	}
+}
+
+// TestBlockCommandResumes: --block over a regular file standing for the device, with
+// --checkpoint-dir: the first run reads it whole and records its segments, the second skips
+// them all.
+func TestBlockCommandResumes(t *testing.T) {
+	dev := filepath.Join(t.TempDir(), "xvdf")
+	size := int64(3<<20 + 4096 + 7) // with --chunk 4K: four segments of 1 MiB, the last short
+	if err := os.WriteFile(dev, bytes.Repeat([]byte{'b'}, int(size)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cpDir := t.TempDir()
+	for i, want := range []struct{ bytes, skipped int64 }{{size, 0}, {0, size}} {
+		var stdout, stderr bytes.Buffer
+		cmd := NewCmd()
+		cmd.SetArgs([]string{"--block", dev, "--checkpoint-dir", cpDir, "--chunk", "4K", "--workers", "2"})
+		cmd.SetOut(&stdout)
+		cmd.SetErr(&stderr)
+		if err := cmd.Execute(); err != nil {
+			t.Fatalf("run %d: %v\n%s", i, err, stderr.String())
+		}
+		var sum engine.Summary
+		if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if tg := sum.Targets[0]; !tg.Complete || tg.Mode != engine.Block || tg.Bytes != want.bytes || tg.SkippedBytes != want.skipped {
+			t.Errorf("run %d: target %+v, want %d bytes read and %d skipped", i, tg, want.bytes, want.skipped)
+		}
+	}
+	if names, _ := filepath.Glob(filepath.Join(cpDir, engine.BlockCheckpointName+"*")); len(names) != 1 {
+		t.Errorf("checkpoints in --checkpoint-dir: %v, want one", names)
 	}
 }

@@ -54,11 +54,15 @@ const (
 	// ScenarioTolerated restores a backup with tolerateSingleTiKVOutage while one TiKV of the
 	// restored cluster never starts (its node is lost): the restore completes, exactly.
 	ScenarioTolerated = "restore with one TiKV down, tolerateSingleTiKVOutage"
+	// ScenarioFailedSized fails one snapshot after its plane's others completed: the backup
+	// fails with the member's reason, and that member still reports the full size of what it
+	// had snapshotted, measured before its snapshot step deleted it (#19).
+	ScenarioFailedSized = "a snapshot fails after the others completed: the failed backup has a size"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioTolerated, ScenarioSchedule}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -125,6 +129,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 			res.Outcome, res.Err = d.toleratedOutage(ctx, fmt.Sprintf(dayTwoName, i))
 		case ScenarioSchedule:
 			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf(dayTwoName, i))
+		case ScenarioFailedSized:
+			res.Outcome, res.Err = d.failedSized(ctx, fmt.Sprintf(dayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -446,6 +452,63 @@ func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha
 		return "", err
 	}
 	return "deleted; no snapshot or metadata left", nil
+}
+
+// failedSized runs ScenarioFailedSized: the next snapshot AWS creates turns error 20 s after its
+// start, long after the others of its plane completed (the lab's snapshots take 5 s). The
+// backup must fail naming the snapshot step, the failed member must say Sized=True
+// SizedBeforeCleanup with a backupSize, and the VolumeBackup's entry for it must carry that size
+// with the failure's reason; then the backup is deleted and leaves nothing.
+func (d *run) failedSized(ctx context.Context, name string) (string, error) {
+	if err := d.setFaults(ctx, awsdouble.Faults{SnapshotErrors: 1, SnapshotErrorAfter: awsdouble.Duration(20 * time.Second)}); err != nil {
+		return "", err
+	}
+	b := d.newBackup(name)
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, b); err != nil {
+		return "", fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	uids, err := d.memberUIDs(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if err := d.ended(ctx, b); err != nil {
+		return "", err
+	}
+	failed := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
+	if b.Status.Phase != fedv1alpha1.VolumeBackupFailed || failed == nil || !strings.Contains(failed.Message, dpv1alpha1.BackupMemberSnapshotFailedReason) {
+		return string(b.Status.Phase), fmt.Errorf("backup %s ended %s (%v) with one snapshot in error; want Failed naming %s", b.Name, b.Status.Phase, failed, dpv1alpha1.BackupMemberSnapshotFailedReason)
+	}
+	var entry fedv1alpha1.VolumeBackupMemberStatus
+	err = d.poll(ctx, "the failed member's size on "+b.Name, func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		for _, e := range b.Status.Backups {
+			if e.Reason == dpv1alpha1.BackupMemberSnapshotFailedReason {
+				entry = e
+				return e.BackupSize > 0, fmt.Sprintf("member in %s failed, backupSize %d", e.K8sClusterName, e.BackupSize), nil
+			}
+		}
+		return false, "no failed member entry yet", nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var m dpv1alpha1.VolumeBackupMember
+	if err := d.kube[entry.K8sClusterName].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+		return "", err
+	}
+	sized := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition)
+	if sized == nil || sized.Status != metav1.ConditionTrue || sized.Reason != dpv1alpha1.BackupMemberSizedBeforeCleanupReason || m.Status.BackupSize != entry.BackupSize {
+		return "", fmt.Errorf("failed member in %s: Sized %+v, backupSize %d; want True %s with the entry's %d", entry.K8sClusterName, sized,
+			m.Status.BackupSize, dpv1alpha1.BackupMemberSizedBeforeCleanupReason, entry.BackupSize)
+	}
+	outcome := fmt.Sprintf("Failed (%s); the failed member in %s reports %d bytes: %s", failed.Reason, entry.K8sClusterName, entry.BackupSize, sized.Message)
+	if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return outcome, err
+	}
+	return outcome, d.gone(ctx, b, uids)
 }
 
 // nothingLeft checks the AWS double holds no snapshot but those of backups that still exist,

@@ -309,7 +309,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		return snapshot.Result{}, err
 	}
 	store, p := c.Store, c.Provider
-	if err := putManifests(ctx, store, o.parsed); err != nil {
+	if o.engine.Manifests, err = putManifests(ctx, store, o.parsed); err != nil {
 		return snapshot.Result{}, err
 	}
 	storageTook := time.Since(prep)
@@ -347,7 +347,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 			releasePause() // every snapshot has started (or the step is over): GC may run again
 		}
 	}
-	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: o.client.DialBackup}, o.engine)
+	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Sizer: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: o.client.DialBackup}, o.engine)
 	if err := pf.err(); err != nil {
 		_, _ = fmt.Fprintf(logw, "Writing the progress file failed: %v\n", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 
@@ -57,12 +58,23 @@ func readManifests(paths []string) ([]manifest, error) {
 	return out, nil
 }
 
-// putManifests stores the manifests under manifests/<ns>/<Kind>/<name>.yaml in the backup.
-func putManifests(ctx context.Context, store *meta.Store, ms []manifest) error {
+// putManifests stores the manifests under manifests/<ns>/<Kind>/<name>.yaml in the backup and
+// returns their keys, each once, for the backupmeta's fedbr.manifests. More than
+// meta.MaxManifests is refused here, as every reader would refuse the record.
+func putManifests(ctx context.Context, store *meta.Store, ms []manifest) ([]string, error) {
+	var keys []string
 	for _, m := range ms {
-		if _, err := store.PutManifest(ctx, m.namespace, m.kind, m.name, m.yaml); err != nil {
-			return err
+		if key := meta.ManifestKey(m.namespace, m.kind, m.name); !slices.Contains(keys, key) {
+			keys = append(keys, key)
 		}
 	}
-	return nil
+	if len(keys) > meta.MaxManifests {
+		return nil, fmt.Errorf("--manifest: %d objects, at most %d are recorded", len(keys), meta.MaxManifests)
+	}
+	for _, m := range ms {
+		if _, err := store.PutManifest(ctx, m.namespace, m.kind, m.name, m.yaml); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
 }

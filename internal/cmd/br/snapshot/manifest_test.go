@@ -2,9 +2,11 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fedbr/fedbr/internal/cloud/blob"
@@ -13,7 +15,7 @@ import (
 
 // TestManifestsRoundTrip: the agent's inputs (the TidbCluster as JSON, the objects that
 // reference it as JSON documents separated by ---) are saved under manifests/ and read back
-// valid by meta.Store.Manifests, TidbCluster first.
+// valid by meta.Store.Manifests, TidbCluster first; putManifests returns their keys once each.
 func TestManifestsRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	tc := filepath.Join(dir, "tidbcluster.json")
@@ -35,8 +37,16 @@ func TestManifestsRoundTrip(t *testing.T) {
 	}
 	store := meta.NewStore(d, nil)
 	ctx := context.Background()
-	if err := putManifests(ctx, store, ms); err != nil {
+	saved, err := putManifests(ctx, store, ms)
+	if err != nil {
 		t.Fatal(err)
+	}
+	// The keys recorded in backupmeta: each once, in --manifest order.
+	if want := []string{"manifests/tidb/TidbMonitor/mon.yaml", "manifests/tidb/TidbInitializer/init.yaml", "manifests/tidb/TidbCluster/basic.yaml"}; !slices.Equal(saved, want) {
+		t.Errorf("saved keys %v, want %v", saved, want)
+	}
+	if again, err := putManifests(ctx, store, append(ms, ms...)); err != nil || len(again) != 3 {
+		t.Errorf("the same objects twice: keys %v, err %v; want the 3 keys once", again, err)
 	}
 	read, err := store.Manifests(ctx)
 	if err != nil {
@@ -49,5 +59,25 @@ func TestManifestsRoundTrip(t *testing.T) {
 	want := []string{"manifests/tidb/TidbCluster/basic.yaml", "manifests/tidb/TidbMonitor/mon.yaml", "manifests/tidb/TidbInitializer/init.yaml"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("read back %v, want %v", keys, want)
+	}
+}
+
+// TestManifestsOverTheBound: more objects than a reader accepts are refused before any is
+// written, as the backupmeta listing them would be refused.
+func TestManifestsOverTheBound(t *testing.T) {
+	ms := make([]manifest, meta.MaxManifests+1)
+	for i := range ms {
+		ms[i] = manifest{namespace: "tidb", kind: "TidbMonitor", name: fmt.Sprintf("m%d", i), yaml: []byte("kind: TidbMonitor\n")}
+	}
+	d, err := blob.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := putManifests(ctx, meta.NewStore(d, nil), ms); err == nil || !strings.Contains(err.Error(), "at most 256") {
+		t.Fatalf("err = %v, want the bound named", err)
+	}
+	if keys, err := d.List(ctx, meta.ManifestsPrefix); err != nil || len(keys) != 0 {
+		t.Errorf("written before the refusal: %v, %v", keys, err)
 	}
 }
