@@ -375,7 +375,15 @@ func (r *Reconciler) observeRestoredVolumes(ctx context.Context, o *Observed) {
 		return
 	}
 	ids := slices.Sorted(maps.Values(o.RestoreMeta.RestoredVolumes()))
-	o.RestoredVolumes, o.RestoredVolumesErr = r.Cloud.DescribeVolumes(ctx, ids)
+	vols, err := r.Cloud.DescribeVolumes(ctx, ids)
+	if err != nil {
+		o.RestoredVolumesErr = err
+		return
+	}
+	o.RestoredVolumes = make(map[string]cloud.Volume, len(vols))
+	for _, v := range vols {
+		o.RestoredVolumes[v.ID] = v
+	}
 }
 
 func (r *Reconciler) observeCloud(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {

@@ -117,10 +117,11 @@ type Observed struct {
 	TargetClaims map[string]*corev1.PersistentVolumeClaim
 	// Pods are the target TidbCluster's TiKV pods.
 	Pods []TiKVPod
-	// RestoredVolumes are the volumes the restoremeta names, described while their claims
-	// are about to be created (RestoredVolumesErr says why they could not be): each must carry
-	// the restore's identity before a PV binds it (meta.CheckRestoredVolume).
-	RestoredVolumes    []cloud.Volume
+	// RestoredVolumes are the volumes the restoremeta names, by id, described while their
+	// claims are about to be created (RestoredVolumesErr says why they could not be): each must
+	// carry the restore's identity before a PV binds it (meta.CheckRestoredVolume), and the
+	// operator tags before the volumes are complete. A volume EC2 did not describe is absent.
+	RestoredVolumes    map[string]cloud.Volume
 	RestoredVolumesErr error
 	// CloudVolumes are the EBS volumes tagged with the restore id, listed only while deleting
 	// an unfinished restore once its PVs are gone; CloudErr says why they could not be.

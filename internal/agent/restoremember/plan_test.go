@@ -243,13 +243,29 @@ func rcheck(t *testing.T, r Result, w rwant) {
 // operatorTagged gives the observed restored volumes the operator tags of their claims.
 func operatorTagged(o *Observed, claims []Claim) {
 	for _, c := range claims {
-		for i := range o.RestoredVolumes {
-			if v := &o.RestoredVolumes[i]; v.ID == c.PV.Spec.CSI.VolumeHandle {
-				v.Tags = maps.Clone(v.Tags)
-				maps.Copy(v.Tags, restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace))
-			}
+		if v, ok := o.RestoredVolumes[c.PV.Spec.CSI.VolumeHandle]; ok {
+			v.Tags = maps.Clone(v.Tags)
+			maps.Copy(v.Tags, restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace))
+			o.RestoredVolumes[v.ID] = v
 		}
 	}
+}
+
+// describeRestored gives o the restored volumes its restoremeta names, tagged for restore
+// ruid-1, as EC2 describes them.
+func describeRestored(o *Observed) {
+	o.RestoredVolumes = map[string]cloud.Volume{}
+	for _, id := range o.RestoreMeta.RestoredVolumes() {
+		o.RestoredVolumes[id] = cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")}
+	}
+}
+
+// restoredVolume edits the i-th restored volume of o (in id order) with f.
+func restoredVolume(o *Observed, i int, f func(v *cloud.Volume)) {
+	id := slices.Sorted(maps.Keys(o.RestoredVolumes))[i]
+	v := o.RestoredVolumes[id]
+	f(&v)
+	o.RestoredVolumes[id] = v
 }
 
 func TestPlanRestoreVolume(t *testing.T) {
@@ -263,10 +279,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
 		o.Report = volumesDone
 		o.RestoreMeta = record(t)
-		o.RestoredVolumes = nil
-		for _, id := range o.RestoreMeta.RestoredVolumes() {
-			o.RestoredVolumes = append(o.RestoredVolumes, cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")})
-		}
+		describeRestored(o)
 	}
 	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
 	for _, tt := range []struct {
@@ -469,7 +482,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "a volume at AWS's 50 tags: copied tags dropped, least useful first, to make room for the operator tags",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				tags := o.RestoredVolumes[0].Tags
+				var tags map[string]string
+				restoredVolume(o, 0, func(v *cloud.Volume) { tags = v.Tags })
 				tags["snapshot/CSIVolumeName"], tags["snapshot/fedbr.io/backup"], tags["team"] = "pvc-old", "b1", "db"
 				for i := len(tags); i < cloud.MaxTags; i++ {
 					tags[fmt.Sprintf("snapshot/cost-%02d", i)] = "v"
@@ -501,7 +515,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 					o.PVs[c.PV.Name] = c.PV
 				}
 				operatorTagged(o, claims)
-				o.RestoredVolumes[0].Tags = nil
+				restoredVolume(o, 0, func(v *cloud.Volume) { v.Tags = nil })
 			}),
 			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true},
 		},
@@ -587,7 +601,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "restoremeta naming a volume of another restore: no PV at all, refused by id and rule",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				o.RestoredVolumes[1].Tags = meta.RestoreTags("ruid-other")
+				restoredVolume(o, 1, func(v *cloud.Volume) { v.Tags = meta.RestoreTags("ruid-other") })
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
 				msg: "rule " + meta.RuleRestoreTag},
@@ -596,7 +610,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "restoremeta naming an untagged volume (another cluster's TiKV volume) is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				o.RestoredVolumes[0].Tags = map[string]string{"CSIVolumeName": "pvc-prod"}
+				restoredVolume(o, 0, func(v *cloud.Volume) { v.Tags = map[string]string{"CSIVolumeName": "pvc-prod"} })
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
 				msg: "tagged " + meta.TagRestore + `="", not "ruid-1"`},
@@ -605,7 +619,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "restoremeta naming a volume that does not exist is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				o.RestoredVolumes = o.RestoredVolumes[1:]
+				delete(o.RestoredVolumes, slices.Sorted(maps.Keys(o.RestoredVolumes))[0])
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
 				msg: "does not exist in this account"},

@@ -13,7 +13,6 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
-	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -231,9 +230,7 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 				for _, c := range claims {
 					o.PVs[c.PV.Name], o.PVCs[c.PVC.Name], o.TargetClaims[c.PVC.Name] = c.PV, c.PVC, c.PVC
 				}
-				for _, id := range o.RestoreMeta.RestoredVolumes() {
-					o.RestoredVolumes = append(o.RestoredVolumes, cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")})
-				}
+				describeRestored(o)
 				operatorTagged(o, claims)
 			}),
 			want: rwant{actions: []ActionKind{AnnotateTC}, true: []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition}, phase: PhaseVolumeComplete},

@@ -344,15 +344,9 @@ const tagRecheck = 2 * time.Second
 // A volume the tags would take past AWS's limit first loses copied tags
 // (restorevolumes.FitTags); the action names them, and the agent says so in a Warning event.
 func (p *plan) tagVolumes(claims []Claim) bool {
-	if err := p.o.RestoredVolumesErr; err != nil {
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
-			fmt.Sprintf("describing the restored volumes to tag them: %v; retrying every %s", err, cloudRecheck))
-		p.res.RequeueAfter = cloudRecheck
+	byID, ok := p.describedVolumes("to tag them")
+	if !ok {
 		return false
-	}
-	byID := map[string]cloud.Volume{}
-	for _, v := range p.o.RestoredVolumes {
-		byID[v.ID] = v
 	}
 	tagged := true
 	for _, c := range claims {
@@ -387,6 +381,22 @@ func (p *plan) tagVolumes(claims []Claim) bool {
 	return tagged
 }
 
+// describedVolumes is the restored volumes as EC2 described them (Observed.RestoredVolumes,
+// by id); when they could not be described it says so (Failed=False CloudUnreachable, the
+// purpose why in the message), asks for a recheck and returns false.
+func (p *plan) describedVolumes(why string) (map[string]cloud.Volume, bool) {
+	if err := p.o.RestoredVolumesErr; err != nil {
+		if why != "" {
+			why = " " + why
+		}
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
+			fmt.Sprintf("describing the restored volumes%s: %v; retrying every %s", why, err, cloudRecheck))
+		p.res.RequeueAfter = cloudRecheck
+		return nil, false
+	}
+	return p.o.RestoredVolumes, true
+}
+
 // warnDroppedTags warns, as the volumes are complete, about the tags copied from the
 // snapshots that restore-volumes left out (its result's droppedTags).
 func (p *plan) warnDroppedTags() {
@@ -411,15 +421,9 @@ func (p *plan) volumesOwned(claims []Claim) bool {
 	if !pending {
 		return true
 	}
-	if err := p.o.RestoredVolumesErr; err != nil {
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
-			fmt.Sprintf("describing the restored volumes: %v; retrying every %s", err, cloudRecheck))
-		p.res.RequeueAfter = cloudRecheck
+	byID, ok := p.describedVolumes("")
+	if !ok {
 		return false
-	}
-	byID := map[string]cloud.Volume{}
-	for _, v := range p.o.RestoredVolumes {
-		byID[v.ID] = v
 	}
 	var errs []error
 	for _, c := range claims {
