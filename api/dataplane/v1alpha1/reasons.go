@@ -222,6 +222,11 @@ const (
 	// RestoreMemberCloudUnreachableReason: False while the restored volumes cannot be
 	// described (to check they are this restore's); retried.
 	RestoreMemberCloudUnreachableReason = "CloudUnreachable"
+	// RestoreMemberRestoredVolumeMissingReason: a restored volume whose PV exists (so the agent
+	// had described it as this restore's) is gone: EC2 describes it deleting or deleted, or no
+	// longer describes it at all for longer than EC2's eventual consistency explains. The
+	// message names the volume and its PV.
+	RestoreMemberRestoredVolumeMissingReason = "RestoredVolumeMissing"
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"

@@ -281,6 +281,24 @@ func TestPlanRestoreVolume(t *testing.T) {
 		o.RestoreMeta = record(t)
 		describeRestored(o)
 	}
+	// pvsSeen: the volumes restored, their PVs created at created and in the cache, every
+	// volume described with its operator tags, then edit.
+	pvsSeen := func(t *testing.T, created time.Time, edit func(o *Observed)) func(o *Observed) {
+		return func(o *Observed) {
+			volumesRestored(o)
+			claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range claims {
+				pv := c.PV.DeepCopy()
+				pv.CreationTimestamp = metav1.NewTime(created)
+				o.PVs[c.PV.Name] = pv
+			}
+			operatorTagged(o, claims)
+			edit(o)
+		}
+	}
 	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
 	for _, tt := range []struct {
 		name string
@@ -518,6 +536,36 @@ func TestPlanRestoreVolume(t *testing.T) {
 				restoredVolume(o, 0, func(v *cloud.Volume) { v.Tags = nil })
 			}),
 			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true},
+		},
+		{
+			name: "the PVs just created, a volume not described (EC2's eventual consistency): tagged again, nothing failed",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), pvsSeen(t, t0.Add(-missingGrace+time.Second), func(o *Observed) {
+				delete(o.RestoredVolumes, slices.Sorted(maps.Keys(o.RestoredVolumes))[0])
+			})),
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true,
+				check: func(t *testing.T, r Result) {
+					if r.RequeueAfter != tagRecheck || condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition) {
+						t.Errorf("requeue %s, conditions %+v", r.RequeueAfter, r.Status.Conditions)
+					}
+				}},
+		},
+		{
+			name: "a volume no longer described a grace after its PV was created: failed, the volume named",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), pvsSeen(t, t0.Add(-missingGrace), func(o *Observed) {
+				delete(o.RestoredVolumes, "vol-new-vol-old-3-tikv")
+			})),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoredVolumeMissingReason},
+				msg: "volume vol-new-vol-old-3-tikv of PV fedbr-ruid-1-dst-tikv-restored-tikv-0: EC2 no longer describes it", phase: PhaseFailed},
+		},
+		{
+			name: "a volume described deleting after its PV was created: failed at once, the volume named",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), pvsSeen(t, t0, func(o *Observed) {
+				v := o.RestoredVolumes["vol-new-vol-old-3-tikv"]
+				v.State = "deleting"
+				o.RestoredVolumes[v.ID] = v
+			})),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoredVolumeMissingReason},
+				msg: "volume vol-new-vol-old-3-tikv of PV fedbr-ruid-1-dst-tikv-restored-tikv-0 is deleting", phase: PhaseFailed},
 		},
 		{
 			name: "the PVs seen, the volumes not describable: claims created, VolumeComplete waits, said and retried",

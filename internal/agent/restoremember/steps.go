@@ -349,8 +349,13 @@ func (p *plan) tagVolumes(claims []Claim) bool {
 		return false
 	}
 	tagged := true
+	var missing []string
 	for _, c := range claims {
 		v, ok := byID[c.PV.Spec.CSI.VolumeHandle]
+		if gone := p.volumeGone(c, v, ok); gone != "" {
+			missing = append(missing, gone)
+			continue
+		}
 		if !ok {
 			// volumesOwned fails a volume that does not exist while its PV is to be created;
 			// once it is, a volume not described (yet) is looked at again (tagRecheck).
@@ -378,7 +383,43 @@ func (p *plan) tagVolumes(claims []Claim) bool {
 		}
 		p.add(Action{Kind: TagVolume, Name: v.ID, Tags: missing, IDs: drop})
 	}
+	if len(missing) > 0 {
+		p.fail(dpv1alpha1.RestoreMemberRestoredVolumeMissingReason, "restored volumes are gone after their PVs were created: "+strings.Join(missing, "; "))
+		return false
+	}
 	return tagged
+}
+
+// missingGrace is how long after its PV was created a restored volume EC2 does not describe
+// is still taken for EC2's eventual consistency, not for a volume that is gone. The agent
+// described the volume as this restore's before it created the PV (volumesOwned), and the
+// step had waited until the volume was available, so this bounds a rare stale answer.
+const missingGrace = time.Minute
+
+// EC2's states of a volume on its way out.
+const (
+	volumeDeleting = "deleting"
+	volumeDeleted  = "deleted"
+)
+
+// volumeGone says why the volume of claim c, whose PV exists, is gone ("" when it is not, or
+// its PV does not exist yet: volumesOwned judges that). v is EC2's description (described
+// false when EC2 left it out): a volume deleting, deleted or in error is gone at once; one not described
+// is gone once its PV is older than missingGrace, and looked at again until then.
+func (p *plan) volumeGone(c Claim, v cloud.Volume, described bool) string {
+	pv := p.o.PVs[c.PV.Name]
+	if pv == nil {
+		return ""
+	}
+	id := c.PV.Spec.CSI.VolumeHandle
+	switch {
+	case described && (v.State == volumeDeleting || v.State == volumeDeleted || v.State == cloud.VolumeError):
+		return fmt.Sprintf("volume %s of PV %s is %s", id, pv.Name, v.State)
+	case !described && p.now.Sub(pv.CreationTimestamp.Time) >= missingGrace:
+		return fmt.Sprintf("volume %s of PV %s: EC2 no longer describes it (InvalidVolume.NotFound), %s after the PV was created", id, pv.Name,
+			p.now.Sub(pv.CreationTimestamp.Time).Round(time.Second))
+	}
+	return ""
 }
 
 // describedVolumes is the restored volumes as EC2 described them (Observed.RestoredVolumes,
