@@ -16,7 +16,8 @@ const (
 	// backup, spec.backup of a restore, or a storage the agent itself cannot read).
 	InvalidStorageReason = "InvalidStorage"
 	// InvalidReportReason: a step's Job succeeded without reporting its result in the member's
-	// status.steps, or the result it reported cannot be read.
+	// status.steps, or the result it reported cannot be read or is out of bounds (restore-volumes'
+	// backup and result: sizes, counts, names, ids).
 	InvalidReportReason = "InvalidReport"
 	// DeadlineExceededReason: a step's Job was stopped at its active deadline (stepTimeout; for
 	// the pause, volumeBackupInitJobMaxActiveSeconds).
@@ -233,6 +234,13 @@ const (
 	// RestoreMemberStorageUnreachableReason: False while reading the backupmeta or restoremeta
 	// fails with an error not mapped to a reason above; the read is retried.
 	RestoreMemberStorageUnreachableReason = "StorageUnreachable"
+)
+
+// Reasons of a VolumeRestoreMember's TargetChecked condition.
+const (
+	// RestoreMemberTargetMatchesReason: True once the target TidbCluster matches the backup
+	// restore-volumes reported (TiKV count, volume layout, no conflicting claim).
+	RestoreMemberTargetMatchesReason = "TargetMatches"
 )
 
 // Reasons of a VolumeRestoreMember's VolumeComplete condition.
