@@ -276,7 +276,7 @@ func observeReport(o *Observed) {
 }
 
 // needsCheck says Plan is about to check the target against the backup restore-volumes
-// reported (NeedsCheck; a TidbCluster out of recovery mode is refused before).
+// reported (NeedsCheck; a TidbCluster out of recovery mode is refused first).
 func needsCheck(m *dpv1alpha1.VolumeRestoreMember, o *Observed) bool {
 	return NeedsCheck(m, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
 }

@@ -419,6 +419,11 @@ func TestPlanRestoreVolume(t *testing.T) {
 				}},
 		},
 		{
+			name: "the target left recovery mode before the check: refused, the step not let go on",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false), backupReported(awaiting)),
+			want: failedReport(dpv1alpha1.RestoreMemberNotInRecoveryModeReason, "left recovery mode"),
+		},
+		{
 			name: "the target checked already: the step goes on, nothing checked again",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Status.Conditions = []metav1.Condition{{Type: dpv1alpha1.RestoreMemberTargetCheckedCondition, Status: metav1.ConditionTrue, Reason: dpv1alpha1.RestoreMemberTargetMatchesReason}}

@@ -166,6 +166,10 @@ func (p *plan) checkBackup() {
 		return
 	}
 	tc, bm := p.o.TC, p.o.BackupMeta
+	if !tc.Spec.RecoveryMode {
+		p.fail(dpv1alpha1.RestoreMemberNotInRecoveryModeReason, fmt.Sprintf("TidbCluster %s/%s left recovery mode before the restore created its volumes: set spec.recoveryMode: true (and no TiKV data) before restoring into it", tc.Namespace, tc.Name))
+		return
+	}
 	if want, have := len(bm.TiKV.Stores), tidbcluster.TiKVReplicas(tc); want != have {
 		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the backup restore-volumes read has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
 			want, tc.Namespace, tc.Name, have))
