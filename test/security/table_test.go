@@ -214,7 +214,7 @@ func table() []row {
 		{name: "backup stores its metadata on the node's root (local storage, hostPath)", outcome: refused, want: dpv1alpha1.HostPathNotAllowedReason,
 			names: `spec.template.local.volume.hostPath.path "/"`,
 			input: tmpl("team-a", "p-local-root", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.StorageProvider = local(hostPath("/"), "/backup") })},
-		{name: "restore reads its backup from the kubelet's directory (the agent would read it too)", outcome: refused, want: dpv1alpha1.HostPathNotAllowedReason,
+		{name: "restore reads its backup from the kubelet's directory (its steps would mount it)", outcome: refused, want: dpv1alpha1.HostPathNotAllowedReason,
 			names: `spec.backup.local.volume.hostPath.path "/var/lib/kubelet"`,
 			input: restore("team-a", "p-local-kubelet", func(r *fedv1alpha1.VolumeRestore) {
 				r.Spec.Clusters[0].Backup = local(hostPath("/var/lib/kubelet"), "/backup")

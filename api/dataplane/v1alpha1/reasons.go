@@ -13,10 +13,11 @@ const (
 	// spec.pdAddresses when the pause, snapshot or restore-data step is about to start.
 	NoPDAddressReason = "NoPDAddress"
 	// InvalidStorageReason: the storage a step needs cannot be used (the template's storage of a
-	// backup, spec.backup of a restore, or a storage the agent itself cannot read).
+	// backup, spec.backup of a restore).
 	InvalidStorageReason = "InvalidStorage"
 	// InvalidReportReason: a step's Job succeeded without reporting its result in the member's
-	// status.steps, or the result it reported cannot be read.
+	// status.steps, or the result it reported cannot be read or is out of bounds (restore-volumes'
+	// backup and result: sizes, counts, names, ids).
 	InvalidReportReason = "InvalidReport"
 	// DeadlineExceededReason: a step's Job was stopped at its active deadline (stepTimeout; for
 	// the pause, volumeBackupInitJobMaxActiveSeconds).
@@ -190,12 +191,15 @@ const (
 	// RestoreMemberNotInRecoveryModeReason: the TidbCluster's spec.recoveryMode is not true when
 	// restore-volumes is about to start.
 	RestoreMemberNotInRecoveryModeReason = "NotInRecoveryMode"
-	// RestoreMemberBackupNotFoundReason: spec.backup holds no backupmeta.
+	// RestoreMemberBackupNotFoundReason: spec.backup holds no backupmeta. Set by agents that read
+	// the backup themselves; now the restore-volumes step fails (RestoreVolumesFailed, its error
+	// says so).
 	RestoreMemberBackupNotFoundReason = "BackupNotFound"
-	// RestoreMemberBackupIncompleteReason: the backupmeta's snapshots have not all completed.
+	// RestoreMemberBackupIncompleteReason: the backupmeta's snapshots have not all completed. As
+	// BackupNotFound, no longer set: restore-volumes refuses such a backup itself.
 	RestoreMemberBackupIncompleteReason = "BackupIncomplete"
-	// RestoreMemberInvalidBackupReason: the backupmeta is invalid, or the backup's TiKV claims
-	// cannot be rebuilt for the target TidbCluster.
+	// RestoreMemberInvalidBackupReason: the backup restore-volumes reported is not a valid
+	// backupmeta, or its TiKV claims cannot be rebuilt for the target TidbCluster.
 	RestoreMemberInvalidBackupReason = "InvalidBackup"
 	// RestoreMemberTiKVCountMismatchReason: the backup's TiKV stores, or the TiKV members the
 	// restored volumes serve, differ in number from the TidbCluster's spec.tikv.replicas.
@@ -226,12 +230,24 @@ const (
 	// RestoreMemberCloudUnreachableReason: False while the restored volumes cannot be
 	// described (to check they are this restore's); retried.
 	RestoreMemberCloudUnreachableReason = "CloudUnreachable"
+	// RestoreMemberRestoredVolumeMissingReason: a restored volume whose PV exists (so the agent
+	// had described it as this restore's) is gone: EC2 describes it deleting or deleted, or no
+	// longer describes it at all for longer than EC2's eventual consistency explains. The
+	// message names the volume and its PV.
+	RestoreMemberRestoredVolumeMissingReason = "RestoredVolumeMissing"
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"
-	// RestoreMemberStorageUnreachableReason: False while reading the backupmeta or restoremeta
-	// fails with an error not mapped to a reason above; the read is retried.
+	// RestoreMemberStorageUnreachableReason: False while an agent that read the backup itself
+	// could not (retried). No longer set: the agent reads no storage.
 	RestoreMemberStorageUnreachableReason = "StorageUnreachable"
+)
+
+// Reasons of a VolumeRestoreMember's TargetChecked condition.
+const (
+	// RestoreMemberTargetMatchesReason: True once the target TidbCluster matches the backup
+	// restore-volumes reported (TiKV count, volume layout, no conflicting claim).
+	RestoreMemberTargetMatchesReason = "TargetMatches"
 )
 
 // Reasons of a VolumeRestoreMember's VolumeComplete condition.

@@ -94,6 +94,16 @@ type StepReport struct {
 	// +optional
 	// +listType=atomic
 	ScheduleConfig []ScheduleConfigItem `json:"scheduleConfig,omitempty"`
+	// Backup is restore-volumes' report of the backup it restores, once it read and validated
+	// the backupmeta and before it creates any volume: the part of the record the agent checks
+	// the target against and rebuilds the TiKV claims from (the TiKV stores and volumes, the
+	// resolved ts, each volume's PV and PVC stripped to what a rebuild uses). The agent bounds
+	// and validates it as untrusted input.
+	// +optional
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	Backup *runtime.RawExtension `json:"backup,omitempty"`
 	// Result is the step's final summary (the JSON it prints), written before it exits 0.
 	// +optional
 	// +kubebuilder:pruning:PreserveUnknownFields

@@ -62,6 +62,11 @@ type VolumeRestoreMemberSpec struct {
 
 // Condition types of a VolumeRestoreMember, written by the agent.
 const (
+	// RestoreMemberTargetCheckedCondition is True once the agent checked the target TidbCluster
+	// against the backup as the restore-volumes step reported it (its status.steps entry's
+	// backup): TiKV count, volume layout, claims. The step creates no volume before it sees
+	// it True, and exits when the member's Failed is True instead.
+	RestoreMemberTargetCheckedCondition = "TargetChecked"
 	// RestoreMemberVolumeCompleteCondition is True once every volume is created and bound.
 	RestoreMemberVolumeCompleteCondition = "VolumeComplete"
 	// RestoreMemberWarmUpStartedCondition is True once warm-up Jobs run.

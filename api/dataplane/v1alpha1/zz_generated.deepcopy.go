@@ -69,6 +69,11 @@ func (in *StepReport) DeepCopyInto(out *StepReport) {
 		*out = make([]ScheduleConfigItem, len(*in))
 		copy(*out, *in)
 	}
+	if in.Backup != nil {
+		in, out := &in.Backup, &out.Backup
+		*out = new(runtime.RawExtension)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Result != nil {
 		in, out := &in.Result, &out.Result
 		*out = new(runtime.RawExtension)

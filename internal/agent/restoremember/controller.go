@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -31,14 +30,13 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cloud"
-	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/loop"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/ownwrite"
 )
 
-// CloudVolumes is what the agent does with EBS volumes itself: check that the volumes a
-// restoremeta names are the restore's before binding them, and find and delete those of a
+// CloudVolumes is what the agent does with EBS volumes itself: check that the volumes
+// restore-volumes reported are the restore's before binding them, and find and delete those of a
 // failed restore (internal/cloud/aws implements it).
 type CloudVolumes interface {
 	DescribeVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error)
@@ -68,13 +66,7 @@ type Reconciler struct {
 	// Policy is the operator's policy over what a member may make the agent run; nil is
 	// policy.Default for Env.Image.
 	Policy *policy.Policy
-	// OpenStore opens a backup's metadata store; nil uses OpenStore with Env.
-	OpenStore func(ctx context.Context, st job.Storage) (*meta.Store, error)
-	Now       func() time.Time
-	// restoreMetas holds restoremeta/<uid> by member uid while the member needs it: written
-	// once by restore-volumes and never changed, it is read from storage once per restore, not
-	// on every warm-up progress report that wakes the member.
-	restoreMetas sync.Map
+	Now    func() time.Time
 }
 
 // +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumerestoremembers,verbs=get;list;watch;update;patch
@@ -168,13 +160,13 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 		return o, err
 	}
 	if Refused(m, o.Refusals) {
-		return o, nil // Plan fails it; the storage and claims it names are not read
+		return o, nil // Plan fails it; the claims it names are not read
 	}
 	if err := r.observeKubernetes(ctx, m, &o); err != nil {
 		return o, err
 	}
-	r.observeStorage(ctx, m, &o)
-	if o.TC != nil && NeedsTargetClaims(m, needsBackupMeta(m, &o), volumesRestored(&o)) {
+	observeReport(&o)
+	if o.TC != nil && NeedsTargetClaims(m, needsCheck(m, &o), volumesRestored(&o)) {
 		if err := r.observeTargetClaims(ctx, m, &o); err != nil {
 			return o, err
 		}
@@ -261,46 +253,32 @@ func (r *Reconciler) observeKubernetes(ctx context.Context, m *dpv1alpha1.Volume
 	return nil
 }
 
-// observeStorage reads the backupmeta before restore-volumes and the restoremeta after it.
-// Errors are observations: Plan decides whether they fail the member or are retried.
-func (r *Reconciler) observeStorage(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {
-	needBackup := needsBackupMeta(m, o)
-	needRestore := NeedsRestoreMeta(m) && (WarmupPending(m) || !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
-		volumesRestored(o))
-	switch cached, ok := r.restoreMetas.Load(m.UID); {
-	case !needRestore:
-		r.restoreMetas.Delete(m.UID)
-	case ok:
-		o.RestoreMeta, needRestore = cached.(*meta.Record), false
-	}
-	if !needBackup && !needRestore {
+// observeReport reads what restore-volumes reported of the backup (its entry's backup) and,
+// once it succeeded, the restoremeta that backup and its result make: the agent reads no
+// storage itself. Errors are observations: Plan fails the member with them.
+func observeReport(o *Observed) {
+	st, reported := o.Report.Step(job.StepRestoreVolumes)
+	if !reported {
 		return
 	}
-	storage, err := job.StorageFor(m.Spec.Backup)
-	if err != nil {
-		o.BackupMetaErr = err // Plan reports the storage itself
+	o.BackupMeta, o.BackupMetaErr = ReportedBackup(st)
+	if !volumesRestored(o) {
 		return
 	}
-	store, err := r.openStore(ctx, storage)
-	if err != nil {
-		o.BackupMetaErr, o.RestoreMetaErr = err, err
-		return
-	}
-	if needBackup {
-		o.BackupMeta, o.BackupMetaErr = store.BackupMeta(ctx)
-	}
-	if needRestore {
-		o.RestoreMeta, o.RestoreMetaErr = store.RestoreMeta(ctx, string(m.UID))
-		if o.RestoreMetaErr == nil && o.RestoreMeta != nil {
-			r.restoreMetas.Store(m.UID, o.RestoreMeta)
-		}
+	switch {
+	case o.BackupMetaErr != nil:
+		o.RestoreMetaErr = o.BackupMetaErr
+	case o.BackupMeta == nil:
+		o.RestoreMetaErr = fmt.Errorf("%w: restore-volumes succeeded without reporting the backup", ErrReport)
+	default:
+		o.RestoreMeta, o.RestoreMetaErr = ReportedRestore(o.BackupMeta, o.Report)
 	}
 }
 
-// needsBackupMeta says Plan is about to validate and start restore-volumes (a TidbCluster out of
-// recovery mode is refused before the backup is read).
-func needsBackupMeta(m *dpv1alpha1.VolumeRestoreMember, o *Observed) bool {
-	return NeedsBackupMeta(m, o.RestoreVolumes, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
+// needsCheck says Plan is about to check the target against the backup restore-volumes
+// reported (NeedsCheck; a TidbCluster out of recovery mode is refused first).
+func needsCheck(m *dpv1alpha1.VolumeRestoreMember, o *Observed) bool {
+	return NeedsCheck(m, o.Report) && o.TC != nil && o.TC.Spec.RecoveryMode
 }
 
 // volumesRestored says the restore-volumes step succeeded with its summary.
@@ -329,41 +307,6 @@ func (r *Reconciler) observeTargetClaims(ctx context.Context, m *dpv1alpha1.Volu
 	return nil
 }
 
-func (r *Reconciler) openStore(ctx context.Context, st job.Storage) (*meta.Store, error) {
-	if r.OpenStore != nil {
-		return r.OpenStore(ctx, st)
-	}
-	return OpenStore(ctx, st, r.Env)
-}
-
-// OpenStore opens a backup's metadata store from the agent: S3 in the storage's region (the
-// agent's by default) through the agent's endpoint, or a local storage's hostPath directory.
-func OpenStore(ctx context.Context, st job.Storage, env job.Env) (*meta.Store, error) {
-	switch {
-	case st.Bucket != "":
-		prefix := st.Prefix
-		if prefix != "" {
-			prefix += "/"
-		}
-		region := st.Region
-		if region == "" {
-			region = env.Region
-		}
-		b, err := blob.NewS3(ctx, blob.S3Config{Region: region, Bucket: st.Bucket, Prefix: prefix, Endpoint: env.AWSEndpoint})
-		if err != nil {
-			return nil, err
-		}
-		return meta.NewStore(b, nil), nil
-	case st.HostDir != "":
-		b, err := blob.NewDir(st.HostDir)
-		if err != nil {
-			return nil, err
-		}
-		return meta.NewStore(b, nil), nil
-	}
-	return nil, fmt.Errorf("%w: local storage %s is not a hostPath volume; use S3 or a hostPath volume", ErrStorageNotReadable, st.Flag)
-}
-
 // observeRestoredVolumes describes the volumes the restoremeta names, for Plan to check that
 // each is this restore's before a PV binds it.
 func (r *Reconciler) observeRestoredVolumes(ctx context.Context, o *Observed) {
@@ -375,7 +318,15 @@ func (r *Reconciler) observeRestoredVolumes(ctx context.Context, o *Observed) {
 		return
 	}
 	ids := slices.Sorted(maps.Values(o.RestoreMeta.RestoredVolumes()))
-	o.RestoredVolumes, o.RestoredVolumesErr = r.Cloud.DescribeVolumes(ctx, ids)
+	vols, err := r.Cloud.DescribeVolumes(ctx, ids)
+	if err != nil {
+		o.RestoredVolumesErr = err
+		return
+	}
+	o.RestoredVolumes = make(map[string]cloud.Volume, len(vols))
+	for _, v := range vols {
+		o.RestoredVolumes[v.ID] = v
+	}
 }
 
 func (r *Reconciler) observeCloud(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) {

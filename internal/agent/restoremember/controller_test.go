@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/util/retry"
@@ -40,6 +40,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/blob"
+	rvcmd "github.com/fedbr/fedbr/internal/cmd/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -72,7 +73,7 @@ func TestMain(m *testing.M) {
 
 // startAgent runs a restore controller for one test, against the AWS double of lab; each test
 // has its own controller name so they can run in one manager process each.
-func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *atomic.Int64) {
+func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) {
 	t.Helper()
 	if env == nil {
 		t.Skip("needs a real API server; skipped in -short mode")
@@ -90,11 +91,6 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 		t.Fatal(err)
 	}
 	r.Policy = pol
-	storeOpens = &atomic.Int64{}
-	r.OpenStore = func(ctx context.Context, st job.Storage) (*meta.Store, error) {
-		storeOpens.Add(1)
-		return OpenStore(ctx, st, r.Env)
-	}
 	if err := r.SetupWithManager(mgr, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +103,6 @@ func startAgent(t *testing.T, lab awsdoubletest.Lab, name string) (storeOpens *a
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	return storeOpens
 }
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -137,14 +132,12 @@ type fixture struct {
 	cluster string
 	// volTags are tags the restored volume carries besides the restore's identity.
 	volTags map[string]string
-	// storeOpens counts the agent's opens of the backup storage.
-	storeOpens *atomic.Int64
 }
 
 func newFixture(t *testing.T, ns string) *fixture {
 	f := &fixture{t: t, ctx: context.Background(), ns: ns, cluster: "az-" + ns}
 	f.lab = awsdoubletest.Serve(t, awsdouble.Options{}, "")
-	f.storeOpens = startAgent(t, f.lab, f.cluster)
+	startAgent(t, f.lab, f.cluster)
 	c := env.Client
 	must(t, c.Create(f.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	tc := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "restored", Namespace: ns},
@@ -187,12 +180,6 @@ func newFixture(t *testing.T, ns string) *fixture {
 	must(t, err)
 	must(t, meta.NewStore(b, nil).PutBackupMeta(f.ctx, rec))
 	return f
-}
-
-func (f *fixture) store() *meta.Store {
-	b, err := blob.NewDir(f.dir)
-	must(f.t, err)
-	return meta.NewStore(b, nil)
 }
 
 func (f *fixture) createMember() {
@@ -264,24 +251,38 @@ func (f *fixture) writeReport(data map[string]string) {
 	}
 }
 
-// restoreVolumes plays `fedbr br restore-volumes`: a volume from the snapshot tagged with the
-// restore id, restoremeta/<id>, the status and summary.
+// restoreVolumes plays `fedbr br restore-volumes`: the backup reported, the agent's go
+// awaited, a volume from the snapshot tagged with the restore id, the status and summary.
 func (f *fixture) restoreVolumes() { f.restoreVolumesRecording("") }
 
-// restoreVolumesRecording is restoreVolumes with a restoremeta that records volume forged
-// instead of the restored one (when not empty), as anyone who can write the storage may.
-func (f *fixture) restoreVolumesRecording(forged string) {
+// reportBackup plays restore-volumes up to its wait for the agent's check: the Job's args, and
+// the backup reported in phase AwaitingCheck (restorevolumes.BackupReport); it returns the
+// status document, which every later report of the step repeats.
+func (f *fixture) reportBackup() string {
 	var j *batchv1.Job
 	eventually(f.t, "restore-volumes Job", func() (bool, string) { j = f.job(job.StepRestoreVolumes); return j != nil, "none" })
-	m := f.member()
 	args := j.Spec.Template.Spec.Containers[0].Args
-	if argValue(args, "--restore-id") != string(m.UID) || argValue(args, "--target-az") != "us-west-2b" || argValue(args, "--storage") != "backup/p-az1" {
+	if argValue(args, "--restore-id") != string(f.member().UID) || argValue(args, "--target-az") != "us-west-2b" || argValue(args, "--storage") != "backup/p-az1" {
 		f.t.Errorf("restore-volumes args %v", args)
 	}
-	eventually(f.t, "commitTs from the backupmeta", func() (bool, string) {
-		m = f.member()
-		return m.Status.CommitTs == fmt.Sprint(resolvedTS), "commitTs " + m.Status.CommitTs
-	})
+	sub, err := restorevolumes.BackupReport(f.backup)
+	must(f.t, err)
+	doc, err := json.Marshal(restorevolumes.Status{Phase: restorevolumes.PhaseAwaitingCheck, ResolvedTS: resolvedTS, Backup: sub})
+	must(f.t, err)
+	f.writeReport(map[string]string{job.StepRestoreVolumes: string(doc)})
+	return string(doc)
+}
+
+// restoreVolumesRecording is restoreVolumes with a result that names volume forged instead of
+// the restored one (when not empty), as the tenant's identity, which may write the step's
+// entry, may.
+func (f *fixture) restoreVolumesRecording(forged string) {
+	doc := f.reportBackup()
+	f.waitCondition(dpv1alpha1.RestoreMemberTargetCheckedCondition)
+	m := f.member()
+	if m.Status.CommitTs != fmt.Sprint(resolvedTS) {
+		f.t.Errorf("commitTs %s, want the reported backup's %d", m.Status.CommitTs, resolvedTS)
+	}
 	tags := meta.RestoreTags(string(m.UID))
 	maps.Copy(tags, f.volTags)
 	v, err := f.lab.Provider.CreateVolume(f.ctx, cloud.VolumeSpec{SnapshotID: f.backup.TiKV.Stores[0].Volumes[0].SnapshotID, AZ: "us-west-2b",
@@ -290,15 +291,13 @@ func (f *fixture) restoreVolumesRecording(forged string) {
 	_, err = f.lab.Provider.WaitVolumes(f.ctx, []string{v.ID})
 	must(f.t, err)
 	f.newVol = v.ID
-	rm := f.backup.Clone()
 	recorded := v.ID
 	if forged != "" {
 		recorded = forged
 	}
-	rm.TiKV.Stores[0].Volumes[0].RestoreVolumeID, rm.TiKV.Stores[0].Volumes[0].RestoreAZ = recorded, "us-west-2b"
-	must(f.t, f.store().PutRestoreMeta(f.ctx, string(m.UID), rm))
-	f.writeReport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":1,"total":1}`,
-		job.StepRestoreVolumes + ".result": fmt.Sprintf(`{"restoreID":%q,"volumes":[{"storeID":11,"volumeID":%q,"az":"us-west-2b"}]}`, m.UID, v.ID)})
+	doc = strings.Replace(doc, `"phase":"`+restorevolumes.PhaseAwaitingCheck+`"`, `"phase":"Completed"`, 1)
+	f.writeReport(map[string]string{job.StepRestoreVolumes: doc,
+		job.StepRestoreVolumes + ".result": fmt.Sprintf(`{"restoreID":%q,"volumes":[{"storeID":11,"backupVolumeID":%q,"volumeID":%q,"az":"us-west-2b"}]}`, m.UID, f.oldVol, recorded)})
 }
 
 // startTiKV plays tidb-operator: once the volumes are ready, TiKV runs and its store is up.
@@ -532,8 +531,8 @@ func unprotect(ctx context.Context, ns string, stop <-chan struct{}) {
 	}
 }
 
-// TestRestoremetaNamingAnotherVolumeIsRefused: a restoremeta that names a volume of the
-// account the restore did not create (here another cluster's live TiKV volume) fails the
+// TestRestoremetaNamingAnotherVolumeIsRefused: a restore-volumes result that names a volume of
+// the account the restore did not create (here another cluster's live TiKV volume) fails the
 // member with VolumeNotOwned naming the volume and the rule, and no PV is ever created, so no
 // TiKV of the restored cluster mounts another cluster's data.
 func TestRestoremetaNamingAnotherVolumeIsRefused(t *testing.T) {
@@ -557,7 +556,8 @@ func TestRestoremetaNamingAnotherVolumeIsRefused(t *testing.T) {
 
 // TestSameNameClaimIsRefusedBeforeAnyVolume: a claim in the target namespace with the name the
 // restored data volume needs, bound to another volume, fails the member with a reason naming
-// the claim, and restore-volumes (which creates the volumes) is never started.
+// the claim as soon as restore-volumes reported the backup, and the step, which creates no
+// volume before the target is checked, reads the refusal off the member and ends.
 func TestSameNameClaimIsRefusedBeforeAnyVolume(t *testing.T) {
 	f := newFixture(t, "rs-taken")
 	taken := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "tikv-restored-tikv-0", Namespace: f.ns},
@@ -565,14 +565,19 @@ func TestSameNameClaimIsRefusedBeforeAnyVolume(t *testing.T) {
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}}}}
 	must(t, env.Client.Create(f.ctx, taken))
 	f.createMember()
+	f.reportBackup()
 	f.waitCondition(dpv1alpha1.RestoreMemberFailedCondition)
 	c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
 	if c.Reason != dpv1alpha1.RestoreMemberClaimConflictReason || !strings.Contains(c.Message, f.ns+"/tikv-restored-tikv-0 (bound to volume pvc-someone-elses)") {
 		t.Errorf("Failed %s: %s", c.Reason, c.Message)
 	}
-	// Failed is terminal and was decided before any Job: the plan that failed created none.
-	if j := f.job(job.StepRestoreVolumes); j != nil {
-		t.Errorf("restore-volumes started for a refused target: %s", j.Name)
+	// The step reads the refusal, never a go, off the member.
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(dpv1alpha1.GroupVersion.WithKind(Kind))
+	must(t, env.Client.Get(f.ctx, f.key, u))
+	if v, given := rvcmd.TargetChecked(u); !given || !strings.HasPrefix(v, dpv1alpha1.RestoreMemberClaimConflictReason+": ") ||
+		apimeta.IsStatusConditionTrue(f.member().Status.Conditions, dpv1alpha1.RestoreMemberTargetCheckedCondition) {
+		t.Errorf("the step reads %q (given %v); conditions %+v", v, given, f.member().Status.Conditions)
 	}
 	pvs := &corev1.PersistentVolumeList{}
 	must(t, env.Client.List(f.ctx, pvs, client.MatchingLabels{LabelRestore: string(f.member().UID)}))
@@ -601,9 +606,7 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	if v := j.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" || v[1].Name != job.ExitVolume {
 		t.Errorf("warm-up volumes %+v", v)
 	}
-	// The Job's progress reports reconcile the member while it runs: TiKV keeps waiting, and
-	// the restoremeta is not read from storage again for each of them.
-	opens := f.storeOpens.Load()
+	// The Job's progress reports reconcile the member while it runs: TiKV keeps waiting.
 	for _, done := range []int{1, 2, 3} {
 		f.writeReport(map[string]string{job.WarmupKey(0): fmt.Sprintf(`{"phase":"Reading","done":%d,"total":%d}`, done<<20, 4<<20)})
 		want := fmt.Sprintf("read %dMi of 4Mi", done)
@@ -611,9 +614,6 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 			c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberWarmUpStartedCondition)
 			return c != nil && strings.Contains(c.Message, want), fmt.Sprintf("%+v", c)
 		})
-	}
-	if n := f.storeOpens.Load() - opens; n != 0 {
-		t.Errorf("the storage was opened %d times while the warm-up reported progress", n)
 	}
 	if a := f.tc().Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation]; a != "" {
 		t.Fatalf("TiKV handed the volumes (%q) while the warm-up runs", a)

@@ -40,7 +40,7 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason), rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)}
 	scenarios := []Observed{
 		// a new member: restore-volumes
-		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta), targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }),
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta), targetTC(2, true)),
 		// volumes restored, sync warm-up: one Job per TiKV member
 		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta, warm(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
 		// the data member, volumes restored: restore-data armed

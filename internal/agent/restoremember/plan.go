@@ -2,14 +2,17 @@
 // of a federated volume-snapshot restore.
 //
 // As for backups, the decisions are one pure function, Plan, over what the reconciler
-// observed: the member, the target TidbCluster and its TiKV pods, the backup's metadata, the
-// step Jobs and their reports in status.steps, and the PVs/PVCs the agent created.
+// observed: the member, the target TidbCluster and its TiKV pods, the step Jobs and their
+// reports in status.steps (restore-volumes' report is all the agent learns of the backup: it
+// reads no storage), and the PVs/PVCs the agent created.
 //
 // The member's protocol:
-//   - restore-volume: validate (TidbCluster exists in recovery mode, TiKV count equals the
-//     backup's store count, BR options sane), run `fedbr br restore-volumes`, rebuild the TiKV
-//     PVs/PVCs from restoremeta/<restore id> for the target TidbCluster (VolumeComplete), warm
-//     up (WarmUpComplete), annotate the TidbCluster tikv-volumes-ready and wait until its
+//   - restore-volume: validate (TidbCluster exists in recovery mode, BR options sane), run
+//     `fedbr br restore-volumes`, which reads the backup with the operation's identity and
+//     reports it; check the target against that report (TiKV count equals the backup's store
+//     count, volume layout, claims: TargetChecked, which the step waits for before it creates
+//     any volume); rebuild the TiKV PVs/PVCs from the reported backup and the step's result
+//     for the target TidbCluster (VolumeComplete), warm up (WarmUpComplete), annotate the TidbCluster tikv-volumes-ready and wait until its
 //     stores are up (TikvComplete);
 //   - restore-data (one member): run `fedbr br restore-data` for the whole cluster
 //     (DataComplete). The manager marks that member (spec.dataMember) early; its step is then
@@ -74,11 +77,8 @@ const (
 	PhaseCleanFailed      = "CleanFailed"
 )
 
-// Waits for what cannot be watched.
-const (
-	storageRetry = 30 * time.Second
-	cloudRecheck = 10 * time.Second
-)
+// cloudRecheck is how soon what cannot be watched (EC2) is looked at again.
+const cloudRecheck = 10 * time.Second
 
 // TiKVPod is what Plan needs of one TiKV pod.
 type TiKVPod struct {
@@ -97,11 +97,14 @@ type Observed struct {
 	Member *dpv1alpha1.VolumeRestoreMember
 	// TC is the target TidbCluster; nil when it does not exist.
 	TC *pcv1alpha1.TidbCluster
-	// BackupMeta is the backup's backupmeta, read before restore-volumes starts; BackupMetaErr
-	// says why it could not be.
+	// BackupMeta is the backup as the restore-volumes step reported it in its entry
+	// (ReportedBackup: bounded and validated), before it creates any volume; BackupMetaErr
+	// says why the report was refused. The agent reads no backup storage itself.
 	BackupMeta    *meta.Record
 	BackupMetaErr error
-	// RestoreMeta is restoremeta/<restore id>, read once restore-volumes succeeded.
+	// RestoreMeta is the restoremeta the claims are rebuilt from: BackupMeta with the restored
+	// volumes of the step's result (ReportedRestore), once restore-volumes succeeded;
+	// RestoreMetaErr says why it was refused.
 	RestoreMeta    *meta.Record
 	RestoreMetaErr error
 	// RestoreVolumes and RestoreData are the step Jobs; Warmups the warm-up Jobs by name.
@@ -117,10 +120,11 @@ type Observed struct {
 	TargetClaims map[string]*corev1.PersistentVolumeClaim
 	// Pods are the target TidbCluster's TiKV pods.
 	Pods []TiKVPod
-	// RestoredVolumes are the volumes the restoremeta names, described while their claims
-	// are about to be created (RestoredVolumesErr says why they could not be): each must carry
-	// the restore's identity before a PV binds it (meta.CheckRestoredVolume).
-	RestoredVolumes    []cloud.Volume
+	// RestoredVolumes are the volumes the restoremeta names, by id, described while their
+	// claims are about to be created (RestoredVolumesErr says why they could not be): each must
+	// carry the restore's identity before a PV binds it (meta.CheckRestoredVolume), and the
+	// operator tags before the volumes are complete. A volume EC2 did not describe is absent.
+	RestoredVolumes    map[string]cloud.Volume
 	RestoredVolumesErr error
 	// CloudVolumes are the EBS volumes tagged with the restore id, listed only while deleting
 	// an unfinished restore once its PVs are gone; CloudErr says why they could not be.
@@ -137,11 +141,12 @@ type Observed struct {
 	Policy *policy.Policy
 }
 
-// NeedsBackupMeta says Plan is about to validate and start restore-volumes.
-func NeedsBackupMeta(m *dpv1alpha1.VolumeRestoreMember, rv job.State, r job.Report) bool {
-	_, reported := r.Step(job.StepRestoreVolumes)
-	return m.DeletionTimestamp == nil && !rv.Exists() && !reported && !isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition) &&
-		!isTrue(m, dpv1alpha1.RestoreMemberFailedCondition)
+// NeedsCheck says Plan is about to check the target against the backup restore-volumes
+// reported (its entry's backup, in phase AwaitingCheck): the step waits for TargetChecked.
+func NeedsCheck(m *dpv1alpha1.VolumeRestoreMember, r job.Report) bool {
+	st, reported := r.Step(job.StepRestoreVolumes)
+	return reported && st.Backup != nil && m.DeletionTimestamp == nil && !isTrue(m, dpv1alpha1.RestoreMemberTargetCheckedCondition) &&
+		!isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition) && !isTrue(m, dpv1alpha1.RestoreMemberFailedCondition)
 }
 
 // NeedsRestoreMeta says Plan is about to rebuild the PVs and PVCs.
@@ -149,11 +154,11 @@ func NeedsRestoreMeta(m *dpv1alpha1.VolumeRestoreMember) bool {
 	return m.DeletionTimestamp == nil && !isTrue(m, dpv1alpha1.RestoreMemberFailedCondition)
 }
 
-// NeedsTargetClaims says Plan is about to start restore-volumes (needsBackupMeta) or to
-// create the claims of the restored volumes (volumesRestored): it then checks that none of
-// the claims it needs exists already.
-func NeedsTargetClaims(m *dpv1alpha1.VolumeRestoreMember, needsBackupMeta, volumesRestored bool) bool {
-	return needsBackupMeta || volumesRestored && NeedsRestoreMeta(m) && !isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition)
+// NeedsTargetClaims says Plan is about to check the target against the reported backup
+// (needsCheck) or to create the claims of the restored volumes (volumesRestored): it then
+// checks that none of the claims it needs exists already.
+func NeedsTargetClaims(m *dpv1alpha1.VolumeRestoreMember, needsCheck, volumesRestored bool) bool {
+	return needsCheck || volumesRestored && NeedsRestoreMeta(m) && !isTrue(m, dpv1alpha1.RestoreMemberVolumeCompleteCondition)
 }
 
 func isTrue(m *dpv1alpha1.VolumeRestoreMember, t string) bool {
@@ -228,7 +233,7 @@ func (a Action) String() string {
 type Result struct {
 	Actions []Action
 	Status  dpv1alpha1.VolumeRestoreMemberStatus
-	// RequeueAfter is set only for what cannot be watched (storage retries, cloud volumes).
+	// RequeueAfter is set only for what cannot be watched (cloud volumes).
 	RequeueAfter time.Duration
 	// RemoveFinalizer releases the agent's finalizer: the loop does it after the status.
 	RemoveFinalizer bool

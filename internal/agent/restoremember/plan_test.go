@@ -150,6 +150,55 @@ func rreport(data map[string]string) job.Report {
 	return job.ReportOf(steps)
 }
 
+// reportedBackup is the status document of restore-volumes waiting for the check, with rec
+// as BackupReport trims it (phase is the document's phase).
+func reportedBackup(t testing.TB, rec *meta.Record, phase string) string {
+	sub, err := restorevolumes.BackupReport(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(restorevolumes.Status{Phase: phase, ResolvedTS: resolvedTS, Backup: sub})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// backupReported plays restore-volumes up to its wait for the check: its Job runs, its entry
+// reports the status document doc (reportedBackup, or any forged one); the agent reads the
+// report as observe does.
+func backupReported(doc string) func(*Observed) {
+	return func(o *Observed) {
+		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Active}
+		o.Report = rreport(map[string]string{job.StepRestoreVolumes: doc})
+		observeReport(o)
+	}
+}
+
+// restoredResult is restore-volumes' result for rec's restored volumes.
+func restoredResult(t testing.TB, rec *meta.Record) string {
+	res := restorevolumes.Result{RestoreID: "ruid-1", ResolvedTS: resolvedTS}
+	for _, v := range rec.Volumes() {
+		res.Volumes = append(res.Volumes, restorevolumes.Volume{StoreID: v.StoreID, Type: v.Type, BackupVolumeID: v.ID, SnapshotID: v.SnapshotID,
+			VolumeID: v.RestoreVolumeID, AZ: v.RestoreAZ, SizeGiB: 100})
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// stepSucceeded plays restore-volumes to its end: its Job succeeded, its entry holds doc (the
+// backup) in phase Completed and result; the agent reads the report as observe does.
+func stepSucceeded(doc, result string) func(*Observed) {
+	return func(o *Observed) {
+		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
+		o.Report = rreport(map[string]string{job.StepRestoreVolumes: doc, job.StepRestoreVolumes + ".result": result})
+		observeReport(o)
+	}
+}
+
 func robs(m *dpv1alpha1.VolumeRestoreMember, tc *pcv1alpha1.TidbCluster, mut ...func(*Observed)) Observed {
 	o := Observed{Member: m, TC: tc, Env: testEnv, RestoreVolumes: job.StateOf(nil), RestoreData: job.StateOf(nil), Report: job.ReportOf(nil),
 		PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}, TargetClaims: map[string]*corev1.PersistentVolumeClaim{}}
@@ -243,32 +292,93 @@ func rcheck(t *testing.T, r Result, w rwant) {
 // operatorTagged gives the observed restored volumes the operator tags of their claims.
 func operatorTagged(o *Observed, claims []Claim) {
 	for _, c := range claims {
-		for i := range o.RestoredVolumes {
-			if v := &o.RestoredVolumes[i]; v.ID == c.PV.Spec.CSI.VolumeHandle {
-				v.Tags = maps.Clone(v.Tags)
-				maps.Copy(v.Tags, restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace))
-			}
+		if v, ok := o.RestoredVolumes[c.PV.Spec.CSI.VolumeHandle]; ok {
+			v.Tags = maps.Clone(v.Tags)
+			maps.Copy(v.Tags, restorevolumes.OperatorTags(c.PV.Name, c.PVC.Name, c.PVC.Namespace))
+			o.RestoredVolumes[v.ID] = v
 		}
 	}
+}
+
+// describeRestored gives o the restored volumes its restoremeta names, tagged for restore
+// ruid-1, as EC2 describes them.
+func describeRestored(o *Observed) {
+	o.RestoredVolumes = map[string]cloud.Volume{}
+	for _, id := range o.RestoreMeta.RestoredVolumes() {
+		o.RestoredVolumes[id] = cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")}
+	}
+}
+
+// restoredVolume edits the i-th restored volume of o (in id order) with f.
+func restoredVolume(o *Observed, i int, f func(v *cloud.Volume)) {
+	id := slices.Sorted(maps.Keys(o.RestoredVolumes))[i]
+	v := o.RestoredVolumes[id]
+	f(&v)
+	o.RestoredVolumes[id] = v
 }
 
 func TestPlanRestoreVolume(t *testing.T) {
 	failed := func(name, reason string) job.State {
 		return job.State{Name: name, Phase: job.Failed, Reason: reason, Message: "boom", Started: t0, Finished: t0}
 	}
-	volumesDone := rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
-		job.StepRestoreVolumes + ".result": `{"restoreID":"ruid-1","volumes":[]}`})
-	// A member whose restore-volumes step succeeded and whose restoremeta reads.
+	done := reportedBackup(t, record(t), restorevolumes.PhaseCompleted)
+	// A member whose restore-volumes step succeeded and reported the backup and the volumes.
 	volumesRestored := func(o *Observed) {
-		o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
-		o.Report = volumesDone
-		o.RestoreMeta = record(t)
-		o.RestoredVolumes = nil
-		for _, id := range o.RestoreMeta.RestoredVolumes() {
-			o.RestoredVolumes = append(o.RestoredVolumes, cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")})
+		stepSucceeded(done, restoredResult(t, record(t)))(o)
+		if o.RestoreMetaErr != nil {
+			t.Fatal(o.RestoreMetaErr)
+		}
+		describeRestored(o)
+	}
+	awaiting := reportedBackup(t, record(t), restorevolumes.PhaseAwaitingCheck)
+	// forged is the status document of a step awaiting the check with the reported backup
+	// edited by f.
+	forged := func(f func(rec map[string]any)) string {
+		var doc map[string]any
+		if err := json.Unmarshal([]byte(awaiting), &doc); err != nil {
+			t.Fatal(err)
+		}
+		f(doc["backup"].(map[string]any))
+		b, err := json.Marshal(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	// forgedResult is the result of the succeeded step with its volumes edited by f.
+	forgedResult := func(f func(vols []any) []any) string {
+		var res map[string]any
+		if err := json.Unmarshal([]byte(restoredResult(t, record(t))), &res); err != nil {
+			t.Fatal(err)
+		}
+		res["volumes"] = f(res["volumes"].([]any))
+		b, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	failedReport := func(reason, msg string) rwant {
+		return rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: reason}, msg: msg, phase: PhaseFailed}
+	}
+	// pvsSeen: the volumes restored, their PVs created at created and in the cache, every
+	// volume described with its operator tags, then edit.
+	pvsSeen := func(t *testing.T, created time.Time, edit func(o *Observed)) func(o *Observed) {
+		return func(o *Observed) {
+			volumesRestored(o)
+			claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range claims {
+				pv := c.PV.DeepCopy()
+				pv.CreationTimestamp = metav1.NewTime(created)
+				o.PVs[c.PV.Name] = pv
+			}
+			operatorTagged(o, claims)
+			edit(o)
 		}
 	}
-	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
 	for _, tt := range []struct {
 		name string
 		o    Observed
@@ -279,7 +389,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--volume-type", "io2", "--volume-iops=4000", "--volume-encrypted", "--kms-key-id", "alias/k"}}
 				m.Spec.Template.BackoffLimit = ptr.To[int32](2)
-			}), targetTC(2, true), withBackup),
+			}), targetTC(2, true)),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending, check: func(t *testing.T, r Result) {
 				j := r.Actions[1].Job
 				args := j.Spec.Template.Spec.Containers[0].Args
@@ -293,10 +403,128 @@ func TestPlanRestoreVolume(t *testing.T) {
 				if *j.Spec.BackoffLimit != 2 || *j.Spec.ActiveDeadlineSeconds != int64(fedv1alpha1.DefaultStepTimeout/time.Second) {
 					t.Errorf("backoff %d deadline %d", *j.Spec.BackoffLimit, *j.Spec.ActiveDeadlineSeconds)
 				}
-				if r.Status.CommitTs != fmt.Sprint(resolvedTS) {
-					t.Errorf("commitTs %q", r.Status.CommitTs)
+				if r.Status.CommitTs != "" || condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberTargetCheckedCondition) {
+					t.Errorf("commitTs %q, conditions %+v before the backup was reported", r.Status.CommitTs, r.Status.Conditions)
 				}
 			}},
+		},
+		{
+			name: "the backup reported: the target checked (TargetChecked), commitTs and volumesTotal from the report, nothing else",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(awaiting)),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberTargetCheckedCondition}, phase: PhaseRestoringVolumes, msg: "4 volumes",
+				check: func(t *testing.T, r Result) {
+					if r.Status.CommitTs != fmt.Sprint(resolvedTS) || r.Status.VolumesTotal != 4 {
+						t.Errorf("status %+v", r.Status)
+					}
+				}},
+		},
+		{
+			name: "the target left recovery mode before the check: refused, the step not let go on",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false), backupReported(awaiting)),
+			want: failedReport(dpv1alpha1.RestoreMemberNotInRecoveryModeReason, "left recovery mode"),
+		},
+		{
+			name: "the target checked already: the step goes on, nothing checked again",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
+				m.Status.Conditions = []metav1.Condition{{Type: dpv1alpha1.RestoreMemberTargetCheckedCondition, Status: metav1.ConditionTrue, Reason: dpv1alpha1.RestoreMemberTargetMatchesReason}}
+			}), targetTC(3, true), backupReported(awaiting)),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberTargetCheckedCondition}, phase: PhaseRestoringVolumes},
+		},
+		{
+			name: "a reported backup that is not a valid backupmeta (resolved ts 0) is refused InvalidBackup",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(forged(func(rec map[string]any) {
+				rec["cluster_info"].(map[string]any)["resolved_ts"] = 0
+			}))),
+			want: failedReport(dpv1alpha1.RestoreMemberInvalidBackupReason, "resolved_ts is 0"),
+		},
+		{
+			name: "a reported backup over the size bound is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(forged(func(rec map[string]any) {
+				rec["padding"] = strings.Repeat("x", MaxBackupReportBytes)
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, fmt.Sprintf("at most %d", MaxBackupReportBytes)),
+		},
+		{
+			name: "a reported backup with more volumes than the bound is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(forged(func(rec map[string]any) {
+				var stores []any
+				for i := range MaxReportVolumes/meta.MaxVolumesPerStore + 1 {
+					var vols []any
+					for j := range meta.MaxVolumesPerStore {
+						vols = append(vols, map[string]any{"volume_id": fmt.Sprintf("vol-%d-%d", i, j), "snapshot_id": fmt.Sprintf("snap-%d-%d", i, j)})
+					}
+					stores = append(stores, map[string]any{"store_id": i + 1, "volumes": vols})
+				}
+				rec["tikv"] = map[string]any{"replicas": len(stores), "stores": stores}
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, fmt.Sprintf("volumes, at most %d", MaxReportVolumes)),
+		},
+		{
+			name: "a reported claim with more labels than the bound is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(forged(func(rec map[string]any) {
+				pvc := rec["kubernetes"].(map[string]any)["pvcs"].([]any)[0].(map[string]any)
+				labels := map[string]any{}
+				for i := range MaxClaimLabels + 1 {
+					labels[fmt.Sprintf("l%d", i)] = "v"
+				}
+				pvc["metadata"].(map[string]any)["labels"] = labels
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, fmt.Sprintf("labels, at most %d", MaxClaimLabels)),
+		},
+		{
+			name: "a reported claim whose name is not an object name is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(forged(func(rec map[string]any) {
+				rec["kubernetes"].(map[string]any)["pvcs"].([]any)[0].(map[string]any)["metadata"].(map[string]any)["name"] = "../tikv-src-tikv-3"
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, `name "../tikv-src-tikv-3"`),
+		},
+		{
+			name: "a reported backup that is not a record is refused InvalidReport",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(`{"phase":"AwaitingCheck","backup":{"tikv":"many"}}`)),
+			want: failedReport(dpv1alpha1.InvalidReportReason, "the backup"),
+		},
+		{
+			name: "a result naming a volume the reported backup does not list is refused InvalidReport, nothing created",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), stepSucceeded(done, forgedResult(func(vols []any) []any {
+				vols[0].(map[string]any)["backupVolumeID"] = "vol-elsewhere"
+				return vols
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, "vol-elsewhere"),
+		},
+		{
+			name: "a result listing a backed-up volume twice is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), stepSucceeded(done, forgedResult(func(vols []any) []any {
+				return append(vols[:1], vols[:3]...)
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, "twice"),
+		},
+		{
+			name: "a result with a volume id that is no EBS id is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), stepSucceeded(done, forgedResult(func(vols []any) []any {
+				vols[0].(map[string]any)["volumeID"] = "vol-*"
+				return vols
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, "not an EBS volume id"),
+		},
+		{
+			name: "a result with an AZ that is no zone name is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), stepSucceeded(done, forgedResult(func(vols []any) []any {
+				vols[0].(map[string]any)["az"] = "us-west-2a; zone"
+				return vols
+			}))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, "is not a zone name"),
+		},
+		{
+			name: "a result over the size bound is refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), stepSucceeded(done,
+				`{"restoreID":"ruid-1","swept":["`+strings.Repeat("x", MaxResultBytes)+`"]}`)),
+			want: failedReport(dpv1alpha1.InvalidReportReason, fmt.Sprintf("at most %d", MaxResultBytes)),
+		},
+		{
+			name: "restore-volumes succeeded without reporting the backup: refused InvalidReport",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true),
+				stepSucceeded(`{"phase":"Completed"}`, restoredResult(t, record(t)))),
+			want: failedReport(dpv1alpha1.InvalidReportReason, "without reporting the backup"),
 		},
 		{
 			// A target TidbCluster with tlsCluster: restore-volumes (it dials PD) mounts its
@@ -306,7 +534,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				tc := targetTC(2, true)
 				tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
 				return tc
-			}(), withBackup),
+			}()),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending, check: func(t *testing.T, r Result) {
 				checkClusterTLS(t, r.Actions[1].Job.Spec.Template.Spec)
 			}},
@@ -322,7 +550,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 				tc := targetTC(2, true)
 				tc.Status.PD.Members = nil
 				return tc
-			}(), withBackup),
+			}()),
 			want: rwant{check: func(t *testing.T, r Result) {
 				for _, a := range r.Actions {
 					if a.Kind == CreateJob {
@@ -336,48 +564,33 @@ func TestPlanRestoreVolume(t *testing.T) {
 		},
 		{
 			name: "TidbCluster not in recovery mode",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false), withBackup),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, false)),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberNotInRecoveryModeReason}, msg: "spec.recoveryMode: true"},
 		},
 		{
 			name: "TiKV count differs from the backup's store count",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), withBackup),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}, msg: "has 2 TiKV stores"},
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), backupReported(awaiting)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}, msg: "has 2 TiKV stores", phase: PhaseFailed},
 		},
 		{
 			name: "a KMS key without encryption is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--kms-key-id", "alias/k"}}
-			}), targetTC(2, true), withBackup),
+			}), targetTC(2, true)),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberInvalidOptionsReason}, msg: "--volume-encrypted"},
 		},
 		{
 			name: "an unknown BR option is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--check-requirements=false"}}
-			}), targetTC(2, true), withBackup),
+			}), targetTC(2, true)),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberInvalidOptionsReason}},
-		},
-		{
-			name: "backup not found",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = fmt.Errorf("get backupmeta: %w", meta.ErrNotFound) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberBackupNotFoundReason}},
-		},
-		{
-			name: "backup still pending",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = fmt.Errorf("read: %w", meta.ErrIncomplete) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberBackupIncompleteReason}},
-		},
-		{
-			name: "unreachable storage is retried and said so",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.BackupMetaErr = errors.New("dial tcp: connection refused") }),
-			want: rwant{actions: nil, requeue: true, reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberStorageUnreachableReason}, msg: "connection refused"},
 		},
 		{
 			name: "gcs backup storage is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Backup = fedv1alpha1.StorageProvider{Gcs: &fedv1alpha1.GcsStorageProvider{ProjectId: "p"}}
-			}), targetTC(2, true), withBackup),
+			}), targetTC(2, true)),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.InvalidStorageReason}},
 		},
 		{
@@ -469,7 +682,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "a volume at AWS's 50 tags: copied tags dropped, least useful first, to make room for the operator tags",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				tags := o.RestoredVolumes[0].Tags
+				var tags map[string]string
+				restoredVolume(o, 0, func(v *cloud.Volume) { tags = v.Tags })
 				tags["snapshot/CSIVolumeName"], tags["snapshot/fedbr.io/backup"], tags["team"] = "pvc-old", "b1", "db"
 				for i := len(tags); i < cloud.MaxTags; i++ {
 					tags[fmt.Sprintf("snapshot/cost-%02d", i)] = "v"
@@ -501,9 +715,39 @@ func TestPlanRestoreVolume(t *testing.T) {
 					o.PVs[c.PV.Name] = c.PV
 				}
 				operatorTagged(o, claims)
-				o.RestoredVolumes[0].Tags = nil
+				restoredVolume(o, 0, func(v *cloud.Volume) { v.Tags = nil })
 			}),
 			want: rwant{actions: []ActionKind{TagVolume, CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true},
+		},
+		{
+			name: "the PVs just created, a volume not described (EC2's eventual consistency): tagged again, nothing failed",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), pvsSeen(t, t0.Add(-missingGrace+time.Second), func(o *Observed) {
+				delete(o.RestoredVolumes, slices.Sorted(maps.Keys(o.RestoredVolumes))[0])
+			})),
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC}, phase: PhaseRestoringVolumes, requeue: true,
+				check: func(t *testing.T, r Result) {
+					if r.RequeueAfter != tagRecheck || condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition) {
+						t.Errorf("requeue %s, conditions %+v", r.RequeueAfter, r.Status.Conditions)
+					}
+				}},
+		},
+		{
+			name: "a volume no longer described a grace after its PV was created: failed, the volume named",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), pvsSeen(t, t0.Add(-missingGrace), func(o *Observed) {
+				delete(o.RestoredVolumes, "vol-new-vol-old-3-tikv")
+			})),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoredVolumeMissingReason},
+				msg: "volume vol-new-vol-old-3-tikv of PV fedbr-ruid-1-dst-tikv-restored-tikv-0: EC2 no longer describes it", phase: PhaseFailed},
+		},
+		{
+			name: "a volume described deleting after its PV was created: failed at once, the volume named",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), pvsSeen(t, t0, func(o *Observed) {
+				v := o.RestoredVolumes["vol-new-vol-old-3-tikv"]
+				v.State = "deleting"
+				o.RestoredVolumes[v.ID] = v
+			})),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoredVolumeMissingReason},
+				msg: "volume vol-new-vol-old-3-tikv of PV fedbr-ruid-1-dst-tikv-restored-tikv-0 is deleting", phase: PhaseFailed},
 		},
 		{
 			name: "the PVs seen, the volumes not describable: claims created, VolumeComplete waits, said and retried",
@@ -587,7 +831,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "restoremeta naming a volume of another restore: no PV at all, refused by id and rule",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				o.RestoredVolumes[1].Tags = meta.RestoreTags("ruid-other")
+				restoredVolume(o, 1, func(v *cloud.Volume) { v.Tags = meta.RestoreTags("ruid-other") })
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
 				msg: "rule " + meta.RuleRestoreTag},
@@ -596,7 +840,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "restoremeta naming an untagged volume (another cluster's TiKV volume) is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				o.RestoredVolumes[0].Tags = map[string]string{"CSIVolumeName": "pvc-prod"}
+				restoredVolume(o, 0, func(v *cloud.Volume) { v.Tags = map[string]string{"CSIVolumeName": "pvc-prod"} })
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
 				msg: "tagged " + meta.TagRestore + `="", not "ruid-1"`},
@@ -605,7 +849,7 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "restoremeta naming a volume that does not exist is refused",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
-				o.RestoredVolumes = o.RestoredVolumes[1:]
+				delete(o.RestoredVolumes, slices.Sorted(maps.Keys(o.RestoredVolumes))[0])
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberVolumeNotOwnedReason},
 				msg: "does not exist in this account"},
@@ -625,15 +869,6 @@ func TestPlanRestoreVolume(t *testing.T) {
 				volumesRestored(o)
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}},
-		},
-		{
-			name: "restoremeta missing after success",
-			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
-				o.RestoreVolumes = job.State{Name: rvName, Phase: job.Succeeded}
-				o.Report = volumesDone
-				o.RestoreMetaErr = fmt.Errorf("get: %w", meta.ErrNotFound)
-			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRebuildFailedReason}},
 		},
 		{
 			name: "annotated, stores not up yet: wait",

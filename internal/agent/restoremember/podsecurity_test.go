@@ -43,7 +43,7 @@ func TestEveryStepPodIsRestricted(t *testing.T) {
 	// dataOnly is a TidbCluster, and a restoremeta, whose TiKV has only its data volume.
 	dataOnlyTC := func() *pcv1alpha1.TidbCluster { tc := targetTC(2, true); tc.Spec.TiKV.StorageVolumes = nil; return tc }
 	scenarios := map[string]Observed{
-		"new member": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync("")), targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }),
+		"new member": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync("")), targetTC(2, true)),
 		"sync hybrid, data and raft volumes": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyHybrid), volumesIn),
 			targetTC(2, true), restored(record(t))),
 		"sync hybrid, data volume only": robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, sync(fedv1alpha1.RestoreWarmupStrategyHybrid), volumesIn),

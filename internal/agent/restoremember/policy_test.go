@@ -41,7 +41,6 @@ func TestPlanPolicy(t *testing.T) {
 		tc.Spec.TiKV.StorageVolumes = nil
 		return tc
 	}
-	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
 	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason)
 	failedReason := func(r string) map[string]string { return map[string]string{dpv1alpha1.RestoreMemberFailedCondition: r} }
 	for _, tt := range []struct {
@@ -51,31 +50,31 @@ func TestPlanPolicy(t *testing.T) {
 	}{
 		{
 			name: "within policy: restore-volumes starts as before",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned), targetTC(2, true), withBackup, judged(strict)),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned), targetTC(2, true), judged(strict)),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending},
 		},
 		{
 			name: "a hybrid warm-up of a TiKV with a raft volume needs a privileged warm-up: refused before any volume",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, warm(fedv1alpha1.RestoreWarmupSync, "")), targetTC(2, true), withBackup, judged(strict)),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, warm(fedv1alpha1.RestoreWarmupSync, "")), targetTC(2, true), judged(strict)),
 			want: rwant{actions: nil, phase: PhaseFailed, reason: failedReason(dpv1alpha1.PrivilegedNotAllowedReason),
 				msg: `spec.template.warmupStrategy "hybrid": a hybrid warm-up reads the TiKV volumes besides the data volume (tikv-raft) block by block`},
 		},
 		{
 			name: "the same warm-up with --allow-privileged-warmup starts restore-volumes",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, warm(fedv1alpha1.RestoreWarmupSync, "")), targetTC(2, true), withBackup, judged(privileged)),
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, warm(fedv1alpha1.RestoreWarmupSync, "")), targetTC(2, true), judged(privileged)),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending},
 		},
 		{
 			name: "a hybrid warm-up of a data volume alone reads files: allowed",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, warm(fedv1alpha1.RestoreWarmupSync, "")), dataOnly(), judged(strict)),
-			want: rwant{requeue: true /* the backupmeta is not read here */, check: func(t *testing.T, r Result) {
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhasePending, check: func(t *testing.T, r Result) {
 				if c := findCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition); c != nil && c.Reason == dpv1alpha1.PrivilegedNotAllowedReason {
 					t.Errorf("refused: %s", c.Message)
 				}
 			}},
 		},
 		{
-			name: "a hostPath backup storage is refused before the agent reads it",
+			name: "a hostPath backup storage is refused before any step mounts it",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned, func(m *dpv1alpha1.VolumeRestoreMember) {
 				m.Spec.Backup = fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{
 					Volume:      corev1.Volume{Name: "b", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc"}}},

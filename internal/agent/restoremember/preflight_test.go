@@ -12,8 +12,9 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
-	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -147,10 +148,10 @@ func TestCheckClaims(t *testing.T) {
 }
 
 // TestPlanRefusesAnUnsafeTarget: a target whose TiKV would not run on the restored volumes is
-// refused with its reason, before the restore-volumes Job (which creates the volumes) or, when
-// it shows up later, before any PV or claim.
+// refused with its reason as soon as restore-volumes reported the backup, before it creates any
+// volume (it waits for TargetChecked) or, when it shows up later, before any PV or claim.
 func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
-	withBackup := func(o *Observed) { o.BackupMeta = record(t) }
+	withBackup := backupReported(reportedBackup(t, record(t), restorevolumes.PhaseAwaitingCheck))
 	foreign := func(name string) func(*Observed) {
 		return func(o *Observed) {
 			o.TargetClaims[name] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "dst"},
@@ -168,6 +169,9 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 			if a.Kind == CreateJob || a.Kind == CreatePV || a.Kind == CreatePVC {
 				t.Errorf("%s planned for an unsafe target", a)
 			}
+		}
+		if condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberTargetCheckedCondition) {
+			t.Errorf("the step was let go on into an unsafe target: %+v", r.Status.Conditions)
 		}
 	}
 	member := func() *dpv1alpha1.VolumeRestoreMember { return rmember(dpv1alpha1.RestoreMemberRestoreVolume) }
@@ -196,8 +200,9 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 		{
 			name: "a backup whose claims cannot be rebuilt is refused before its volumes are made",
 			o: robs(member(), targetTC(2, true), func(o *Observed) {
-				o.BackupMeta = record(t)
-				o.BackupMeta.Kubernetes.PVs = nil
+				rec := record(t)
+				rec.Kubernetes.PVs = nil
+				backupReported(reportedBackup(t, rec, restorevolumes.PhaseAwaitingCheck))(o)
 			}),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberInvalidBackupReason}, msg: "cannot be rebuilt", check: noJob},
 		},
@@ -231,9 +236,7 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 				for _, c := range claims {
 					o.PVs[c.PV.Name], o.PVCs[c.PVC.Name], o.TargetClaims[c.PVC.Name] = c.PV, c.PVC, c.PVC
 				}
-				for _, id := range o.RestoreMeta.RestoredVolumes() {
-					o.RestoredVolumes = append(o.RestoredVolumes, cloud.Volume{ID: id, Tags: meta.RestoreTags("ruid-1")})
-				}
+				describeRestored(o)
 				operatorTagged(o, claims)
 			}),
 			want: rwant{actions: []ActionKind{AnnotateTC}, true: []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition}, phase: PhaseVolumeComplete},

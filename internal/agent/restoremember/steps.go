@@ -23,10 +23,6 @@ import (
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
-// ErrStorageNotReadable marks a backup storage the agent itself cannot read (a local volume
-// that is not a hostPath): PV rebuild needs the restoremeta.
-var ErrStorageNotReadable = errors.New("the agent cannot read this storage")
-
 // volumeOptions are the BR options (template.br.options) restore-volumes accepts: they choose
 // the new volumes' type, performance and encryption.
 var volumeOptions = []string{"--volume-type", "--volume-iops", "--volume-throughput", "--volume-encrypted", "--kms-key-id",
@@ -105,6 +101,9 @@ func (p *plan) planRestoreVolumes() bool {
 		return false
 	case done:
 		return p.rebuild()
+	case reported && st.Backup != nil && !p.isTrue(dpv1alpha1.RestoreMemberTargetCheckedCondition):
+		p.checkBackup()
+		return false
 	case rv.Exists() || reported:
 		return false
 	}
@@ -155,21 +154,35 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 		p.fail(dpv1alpha1.RestoreMemberInvalidOptionsReason, err.Error())
 		return job.Storage{}, nil, false
 	}
+	return storage, pd, true
+}
+
+// checkBackup checks the target against the backup restore-volumes reported, before the step
+// creates any volume: a usable report, TiKV replicas equal to the backup's store count, and a
+// target TiKV would run on (checkTarget). TargetChecked=True lets the step go on; a refusal
+// fails the member, which ends the step.
+func (p *plan) checkBackup() {
 	if !p.backupUsable() {
-		return job.Storage{}, nil, false
+		return
 	}
-	bm := p.o.BackupMeta
+	tc, bm := p.o.TC, p.o.BackupMeta
+	if !tc.Spec.RecoveryMode {
+		p.fail(dpv1alpha1.RestoreMemberNotInRecoveryModeReason, fmt.Sprintf("TidbCluster %s/%s left recovery mode before the restore created its volumes: set spec.recoveryMode: true (and no TiKV data) before restoring into it", tc.Namespace, tc.Name))
+		return
+	}
 	if want, have := len(bm.TiKV.Stores), tidbcluster.TiKVReplicas(tc); want != have {
-		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the backup in %s has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
-			storage.Flag, want, tc.Namespace, tc.Name, have))
-		return job.Storage{}, nil, false
+		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the backup restore-volumes read has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
+			want, tc.Namespace, tc.Name, have))
+		return
 	}
 	p.res.Status.CommitTs = strconv.FormatUint(bm.ClusterInfo.ResolvedTS, 10)
 	p.res.Status.VolumesTotal = int32(min(len(bm.Volumes()), math.MaxInt32))
 	if !p.checkTarget(bm, true) {
-		return job.Storage{}, nil, false
+		return
 	}
-	return storage, pd, true
+	p.set(dpv1alpha1.RestoreMemberTargetCheckedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberTargetMatchesReason,
+		fmt.Sprintf("TidbCluster %s/%s matches the backup restore-volumes read: %d TiKV stores, %d volumes, their claims free", tc.Namespace, tc.Name,
+			len(bm.TiKV.Stores), len(bm.Volumes())))
 }
 
 // checkTarget refuses a target whose TiKV would not run on the restored volumes: a TiKV
@@ -201,29 +214,20 @@ func (p *plan) checkTarget(rec *meta.Record, beforeVolumes bool) bool {
 	return true
 }
 
-// backupUsable turns the backupmeta read into a verdict: unreadable storage is retried (and
-// said so), a missing, incomplete or invalid backup fails the member.
+// backupUsable turns restore-volumes' report of the backup into a verdict: a report out of
+// bounds or unreadable fails the member InvalidReport, one that is not a valid backupmeta
+// InvalidBackup.
 func (p *plan) backupUsable() bool {
 	err := p.o.BackupMetaErr
 	switch {
 	case err == nil && p.o.BackupMeta != nil:
 		return true
 	case err == nil:
-		err = errors.New("the backupmeta was not read")
-	}
-	switch {
-	case errors.Is(err, meta.ErrNotFound):
-		p.fail(dpv1alpha1.RestoreMemberBackupNotFoundReason, "no backupmeta in spec.backup: "+err.Error())
-	case errors.Is(err, meta.ErrIncomplete):
-		p.fail(dpv1alpha1.RestoreMemberBackupIncompleteReason, err.Error())
-	case errors.Is(err, meta.ErrInvalid):
-		p.fail(dpv1alpha1.RestoreMemberInvalidBackupReason, err.Error())
-	case errors.Is(err, ErrStorageNotReadable):
-		p.fail(dpv1alpha1.InvalidStorageReason, err.Error())
+		return false // not reported yet
+	case errors.Is(err, meta.ErrInvalid) && !errors.Is(err, ErrReport):
+		p.fail(dpv1alpha1.RestoreMemberInvalidBackupReason, "the backup restore-volumes read: "+err.Error())
 	default:
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberStorageUnreachableReason,
-			fmt.Sprintf("reading the backupmeta: %v; retrying every %s", err, storageRetry))
-		p.res.RequeueAfter = storageRetry
+		p.fail(dpv1alpha1.InvalidReportReason, err.Error())
 	}
 	return false
 }
@@ -260,13 +264,8 @@ func validateOptions(br *fedv1alpha1.BRConfig) error {
 // rebuild creates the TiKV PVs and PVCs of the restored volumes.
 func (p *plan) rebuild() bool {
 	switch err := p.o.RestoreMetaErr; {
-	case err != nil && errors.Is(err, meta.ErrNotFound):
-		p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, fmt.Sprintf("restore-volumes succeeded but restoremeta/%s is missing: %v", p.m.UID, err))
-		return false
 	case err != nil:
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberStorageUnreachableReason,
-			fmt.Sprintf("reading restoremeta/%s: %v; retrying every %s", p.m.UID, err, storageRetry))
-		p.res.RequeueAfter = storageRetry
+		p.fail(dpv1alpha1.InvalidReportReason, "restore-volumes succeeded, but its report cannot be rebuilt from: "+err.Error())
 		return false
 	case p.o.RestoreMeta == nil:
 		return false
@@ -344,19 +343,18 @@ const tagRecheck = 2 * time.Second
 // A volume the tags would take past AWS's limit first loses copied tags
 // (restorevolumes.FitTags); the action names them, and the agent says so in a Warning event.
 func (p *plan) tagVolumes(claims []Claim) bool {
-	if err := p.o.RestoredVolumesErr; err != nil {
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
-			fmt.Sprintf("describing the restored volumes to tag them: %v; retrying every %s", err, cloudRecheck))
-		p.res.RequeueAfter = cloudRecheck
+	byID, ok := p.describedVolumes("to tag them")
+	if !ok {
 		return false
 	}
-	byID := map[string]cloud.Volume{}
-	for _, v := range p.o.RestoredVolumes {
-		byID[v.ID] = v
-	}
 	tagged := true
+	var missing []string
 	for _, c := range claims {
 		v, ok := byID[c.PV.Spec.CSI.VolumeHandle]
+		if gone := p.volumeGone(c, v, ok); gone != "" {
+			missing = append(missing, gone)
+			continue
+		}
 		if !ok {
 			// volumesOwned fails a volume that does not exist while its PV is to be created;
 			// once it is, a volume not described (yet) is looked at again (tagRecheck).
@@ -384,7 +382,59 @@ func (p *plan) tagVolumes(claims []Claim) bool {
 		}
 		p.add(Action{Kind: TagVolume, Name: v.ID, Tags: missing, IDs: drop})
 	}
+	if len(missing) > 0 {
+		p.fail(dpv1alpha1.RestoreMemberRestoredVolumeMissingReason, "restored volumes are gone after their PVs were created: "+strings.Join(missing, "; "))
+		return false
+	}
 	return tagged
+}
+
+// missingGrace is how long after its PV was created a restored volume EC2 does not describe
+// is still taken for EC2's eventual consistency, not for a volume that is gone. The agent
+// described the volume as this restore's before it created the PV (volumesOwned), and the
+// step had waited until the volume was available, so this bounds a rare stale answer.
+const missingGrace = time.Minute
+
+// EC2's states of a volume on its way out.
+const (
+	volumeDeleting = "deleting"
+	volumeDeleted  = "deleted"
+)
+
+// volumeGone says why the volume of claim c, whose PV exists, is gone ("" when it is not, or
+// its PV does not exist yet: volumesOwned judges that). v is EC2's description (described
+// false when EC2 left it out): a volume deleting, deleted or in error is gone at once; one not described
+// is gone once its PV is older than missingGrace, and looked at again until then.
+func (p *plan) volumeGone(c Claim, v cloud.Volume, described bool) string {
+	pv := p.o.PVs[c.PV.Name]
+	if pv == nil {
+		return ""
+	}
+	id := c.PV.Spec.CSI.VolumeHandle
+	switch {
+	case described && (v.State == volumeDeleting || v.State == volumeDeleted || v.State == cloud.VolumeError):
+		return fmt.Sprintf("volume %s of PV %s is %s", id, pv.Name, v.State)
+	case !described && p.now.Sub(pv.CreationTimestamp.Time) >= missingGrace:
+		return fmt.Sprintf("volume %s of PV %s: EC2 no longer describes it (InvalidVolume.NotFound), %s after the PV was created", id, pv.Name,
+			p.now.Sub(pv.CreationTimestamp.Time).Round(time.Second))
+	}
+	return ""
+}
+
+// describedVolumes is the restored volumes as EC2 described them (Observed.RestoredVolumes,
+// by id); when they could not be described it says so (Failed=False CloudUnreachable, the
+// purpose why in the message), asks for a recheck and returns false.
+func (p *plan) describedVolumes(why string) (map[string]cloud.Volume, bool) {
+	if err := p.o.RestoredVolumesErr; err != nil {
+		if why != "" {
+			why = " " + why
+		}
+		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
+			fmt.Sprintf("describing the restored volumes%s: %v; retrying every %s", why, err, cloudRecheck))
+		p.res.RequeueAfter = cloudRecheck
+		return nil, false
+	}
+	return p.o.RestoredVolumes, true
 }
 
 // warnDroppedTags warns, as the volumes are complete, about the tags copied from the
@@ -401,8 +451,9 @@ func (p *plan) warnDroppedTags() {
 }
 
 // volumesOwned checks, while any PV is still to be created, that every volume the claims bind
-// is this restore's: the restoremeta comes from storage, and a PV on any other volume of the
-// account (another cluster's TiKV volume) would hand its data to the restored cluster.
+// is this restore's: the volume ids come from restore-volumes' result, which the tenant's
+// identity may write, and a PV on any other volume of the account (another cluster's TiKV
+// volume) would hand its data to the restored cluster.
 func (p *plan) volumesOwned(claims []Claim) bool {
 	pending := false
 	for _, c := range claims {
@@ -411,15 +462,9 @@ func (p *plan) volumesOwned(claims []Claim) bool {
 	if !pending {
 		return true
 	}
-	if err := p.o.RestoredVolumesErr; err != nil {
-		p.set(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason,
-			fmt.Sprintf("describing the restored volumes: %v; retrying every %s", err, cloudRecheck))
-		p.res.RequeueAfter = cloudRecheck
+	byID, ok := p.describedVolumes("")
+	if !ok {
 		return false
-	}
-	byID := map[string]cloud.Volume{}
-	for _, v := range p.o.RestoredVolumes {
-		byID[v.ID] = v
 	}
 	var errs []error
 	for _, c := range claims {
@@ -434,7 +479,7 @@ func (p *plan) volumesOwned(claims []Claim) bool {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		p.fail(dpv1alpha1.RestoreMemberVolumeNotOwnedReason, fmt.Sprintf("restoremeta/%s: %v", p.m.UID, err))
+		p.fail(dpv1alpha1.RestoreMemberVolumeNotOwnedReason, fmt.Sprintf("restore-volumes reported volumes that are not this restore's: %v", err))
 		return false
 	}
 	return true

@@ -340,7 +340,7 @@ func TestRestoreVolumesUsesFSRForTheFSRWarmup(t *testing.T) {
 				m.Spec.Template.Warmup, m.Spec.Template.WarmupStrategy = tt.mode, fedv1alpha1.RestoreWarmupStrategyFsr
 				m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: tt.options}
 			})
-			r := planned(t, robs(m, targetTC(2, true), func(o *Observed) { o.BackupMeta = record(t) }))
+			r := planned(t, robs(m, targetTC(2, true)))
 			var j *batchv1.Job
 			for _, a := range r.Actions {
 				if a.Kind == CreateJob {

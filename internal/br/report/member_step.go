@@ -100,6 +100,8 @@ type stepDocument struct {
 	ServiceSafePoint string                          `json:"serviceSafePoint"`
 	Schedulers       []string                        `json:"pausedSchedulers"`
 	ScheduleConfig   []dpv1alpha1.ScheduleConfigItem `json:"scheduleConfig"`
+	// Backup is restore-volumes' report of the backup it restores.
+	Backup json.RawMessage `json:"backup"`
 }
 
 // StepEntry turns a step's status document and its final summary (either may be empty) into
@@ -118,6 +120,9 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		e.Since, e.GCPausedAt, e.LiftedAt, e.ReadyAt = micro(d.Since), micro(d.GCPausedAt), micro(d.LiftedAt), micro(d.ReadyAt)
 		e.BackupTSAt, e.StartedAt, e.CompletedAt = micro(d.BackupTSAt), micro(d.StartedAt), micro(d.CompletedAt)
 		e.ServiceSafePoint, e.PausedSchedulers, e.ScheduleConfig = d.ServiceSafePoint, d.Schedulers, d.ScheduleConfig
+		if len(d.Backup) > 0 && string(d.Backup) != "null" {
+			e.Backup = &runtime.RawExtension{Raw: d.Backup}
+		}
 	}
 	if result != "" {
 		if !json.Valid([]byte(result)) {

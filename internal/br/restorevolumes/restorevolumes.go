@@ -105,6 +105,11 @@ type Options struct {
 	Progress io.Writer
 	// Report receives the machine-readable status on every phase change; nil drops it.
 	Report func(Status)
+	// Check, when set, is called once the backup was read, validated and reported
+	// (PhaseAwaitingCheck, Status.Backup), before PD is touched or any volume created: it
+	// returns once whoever checks the target against the backup (the agent, through the
+	// member's TargetChecked condition) let the restore go on, or with why not. Nil goes on.
+	Check func(ctx context.Context) error
 	// Clock measures elapsed time; nil is the wall clock.
 	Clock budget.Clock
 }
@@ -116,6 +121,9 @@ type Status struct {
 	ResolvedTS uint64 `json:"resolvedTS,omitempty"`
 	// Volumes is the number of volumes to create, once planned.
 	Volumes int `json:"volumes,omitempty"`
+	// Backup is the backup's report (BackupReport), once the backupmeta was read: kept in
+	// every later status, so the member's entry holds it until the step's end.
+	Backup *meta.Record `json:"backup,omitempty"`
 	// Error says why the phase failed (phase Failed only).
 	Error string `json:"error,omitempty"`
 	// StartedAt and CompletedAt bound the step's own work (PD, cloud calls and waits), so
@@ -128,6 +136,9 @@ type Status struct {
 const (
 	// PhaseStarting: reading backupmeta.
 	PhaseStarting = "Starting"
+	// PhaseAwaitingCheck: the backup is read and reported (Status.Backup); waiting until the
+	// target was checked against it (Options.Check). Nothing was changed yet.
+	PhaseAwaitingCheck = "AwaitingCheck"
 	// PhasePreparingPD: reading the backup; PD is marked snapshot-recovering and its TSO
 	// raised from here on, while the volumes are created.
 	PhasePreparingPD = "PreparingPD"
@@ -303,6 +314,9 @@ func (r *restorer) run(ctx context.Context) error {
 		return fmt.Errorf("restore volumes: %w", err)
 	}
 	r.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
+	if err := r.check(ctx, rec); err != nil {
+		return err
+	}
 	r.report(PhasePreparingPD)
 	// PD is prepared while the volumes are created: a fresh cluster's PD is often still
 	// starting when the restore begins, and the mark only has to be in place before TiKV
@@ -322,6 +336,25 @@ func (r *restorer) run(ctx context.Context) error {
 		err = perr
 	}
 	return err
+}
+
+// check reports the backup (BackupReport) and waits for the go of Options.Check.
+func (r *restorer) check(ctx context.Context, rec *meta.Record) error {
+	sub, err := BackupReport(rec)
+	if err != nil {
+		return fmt.Errorf("restore volumes: %w", err)
+	}
+	r.status.Backup = sub
+	if r.o.Check == nil {
+		return nil
+	}
+	r.report(PhaseAwaitingCheck)
+	r.logf("Backup reported (%d TiKV stores, %d volumes); waiting until the target is checked against it", len(sub.TiKV.Stores), len(sub.Volumes()))
+	if err := r.o.Check(ctx); err != nil {
+		return fmt.Errorf("restore volumes: the target was not checked: %w", err)
+	}
+	r.logf("Target checked; restoring")
+	return nil
 }
 
 // preparePD marks PD snapshot-recovering and raises its TSO to ts.

@@ -340,7 +340,10 @@ func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 	}
 	steps := union(stepSets...)
 
-	// The agent calls the provider only through these interfaces, and reads metadata (Get).
+	// The agent calls the provider only through these interfaces, and reads no storage (the
+	// restore-volumes step reports what the agent needs of a backup): no agent package imports
+	// the blob stores, the one route to S3.
+	agentReadsNoStorage(t)
 	var agentSets []map[string]bool
 	for _, m := range append(methodsOf((*sweeper.Cloud)(nil)), methodsOf((*restoremember.CloudVolumes)(nil))...) {
 		acts, ok := awsFuncs[m]
@@ -349,7 +352,6 @@ func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 		}
 		agentSets = append(agentSets, acts)
 	}
-	agentSets = append(agentSets, blobFuncs["Get"])
 	agent := union(agentSets...)
 
 	for _, c := range []struct {
@@ -380,6 +382,35 @@ func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 	for _, a := range union(map[string]bool{}, setOf(steps), setOf(agent)) {
 		if !strings.Contains(string(doc), "`"+a+"`") {
 			t.Errorf("docs/aws.md does not explain %s", a)
+		}
+	}
+}
+
+// blobPackage is the blob stores' import path: the only code that reaches S3.
+const blobPackage = "github.com/fedbr/fedbr/internal/cloud/blob"
+
+// agentReadsNoStorage fails when a package of the agent (internal/agent/..., its command)
+// imports the blob stores: the agent's IAM policy has no S3 action.
+func agentReadsNoStorage(t *testing.T) {
+	t.Helper()
+	for _, root := range []string{"../../agent", "../../cmd/agent"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			for _, im := range f.Imports {
+				if p, _ := strconv.Unquote(im.Path.Value); p == blobPackage {
+					t.Errorf("%s imports %s: the agent reads no storage, and its IAM policy allows no S3 action", path, p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
 	}
 }

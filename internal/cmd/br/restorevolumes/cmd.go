@@ -21,7 +21,11 @@ import (
 
 	"github.com/spf13/cobra"
 	pdhttp "github.com/tikv/pd/client/http"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -70,9 +74,13 @@ restore id; a retry first deletes what a killed attempt left, and a retry after 
 returns the recorded volumes.
 
 Progress lines go to stderr; the JSON summary goes to stdout. With --member (a
-VolumeRestoreMember) the status ({phase, volumes, error}) is server-side applied to the member's
-status.steps entry "restore-volumes" on every phase change, with the summary as its result
-before exiting 0.`,
+VolumeRestoreMember) the status ({phase, volumes, backup, error}) is server-side applied to the
+member's status.steps entry "restore-volumes" on every phase change, with the summary as its
+result before exiting 0. With --member the step also reports the backup (the part of the
+backupmeta the agent checks the target against and rebuilds the TiKV claims from) in phase
+AwaitingCheck, before PD is touched or any volume created, and waits until the member's
+TargetChecked condition is True; it exits with the agent's reason when the member's Failed
+condition is True instead.`,
 		Args: cobra.NoArgs,
 		PreRunE: func(*cobra.Command, []string) error {
 			return o.validate()
@@ -158,6 +166,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	o.engine.Report = func(st restorevolumes.Status) { rep.Update(st.Phase, st) }
+	if o.report.Member != "" {
+		o.engine.Check = func(ctx context.Context) error { return o.awaitCheck(ctx, rep, session.Logf(logw)) }
+	}
 	o.engine.Progress = logw
 	res, err := o.restore(ctx, cmd, logw)
 	if err != nil {
@@ -170,6 +181,51 @@ func (o *options) run(cmd *cobra.Command) error {
 		return fmt.Errorf("the volumes are restored, but the result could not be reported: %w", err)
 	}
 	return nil
+}
+
+// awaitCheck writes the backup's report to the member's status.steps, then waits until the
+// agent checked the target against it: the member's TargetChecked condition True goes on, its
+// Failed condition True (the agent refused the target) ends the step with the agent's reason.
+func (o *options) awaitCheck(ctx context.Context, rep *report.Reporter, logf func(string, ...any)) error {
+	if err := rep.Flush(ctx); err != nil {
+		return err
+	}
+	v, err := o.report.WaitSignal(ctx, TargetChecked, logf)
+	if err != nil {
+		return err
+	}
+	if v != checked {
+		return fmt.Errorf("the agent refused the target: %s", v)
+	}
+	return nil
+}
+
+// checked is TargetChecked's value for a target the agent let the restore go on into.
+const checked = "checked"
+
+// TargetChecked reads the agent's verdict on the target off a VolumeRestoreMember:
+// "<reason>: <message>" of its Failed condition once that is True (a failed member is
+// terminal), else "checked" once its TargetChecked condition is True; not given while neither
+// is.
+func TargetChecked(member *unstructured.Unstructured) (string, bool) {
+	conds, _, _ := unstructured.NestedSlice(member.Object, "status", "conditions")
+	ok := false
+	for _, raw := range conds {
+		c, isMap := raw.(map[string]any)
+		if !isMap || c["status"] != string(metav1.ConditionTrue) {
+			continue
+		}
+		switch c["type"] {
+		case dpv1alpha1.RestoreMemberFailedCondition:
+			return fmt.Sprintf("%v: %v", c["reason"], c["message"]), true // terminal, whatever else holds
+		case dpv1alpha1.RestoreMemberTargetCheckedCondition:
+			ok = true
+		}
+	}
+	if ok {
+		return checked, true
+	}
+	return "", false
 }
 
 // restore runs the phase and prints its JSON summary once the engine ran.
