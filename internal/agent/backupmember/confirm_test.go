@@ -58,10 +58,14 @@ func TestConfirm(t *testing.T) {
 	}{
 		{name: "everything matches", mut: func(*dpv1alpha1.VolumeBackupMember, *Confirmation, *uint64, *SnapshotSummary) {}},
 		{name: "a snapshot AWS does not have",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) { c.Snapshots = c.Snapshots[:1] },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				c.Snapshots = c.Snapshots[:1]
+			},
 			want: []string{`snapshot "snap-2": not found in AWS`, "TiKV volume vol-2: 0 snapshots, want exactly one"}},
 		{name: "a snapshot of another account",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) { c.Snapshots[1].Owned = false },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				c.Snapshots[1].Owned = false
+			},
 			want: []string{"snapshot snap-2: owned by account", "rule owner=self", "TiKV volume vol-2: 0 snapshots"}},
 		{name: "a snapshot of another backup",
 			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
@@ -69,13 +73,19 @@ func TestConfirm(t *testing.T) {
 			},
 			want: []string{`snapshot snap-1: tagged fedbr.io/backup="uid-other", not "uid-1" (rule tag fedbr.io/backup)`, "TiKV volume vol-1: 0 snapshots"}},
 		{name: "a snapshot without fedbr's tags",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) { c.Snapshots[0].Tags = nil },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				c.Snapshots[0].Tags = nil
+			},
 			want: []string{"rule tag fedbr.io/backup"}},
 		{name: "a snapshot of another volume than the result says",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) { sum.Snapshots[0].VolumeID = "vol-2" },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+				sum.Snapshots[0].VolumeID = "vol-2"
+			},
 			want: []string{"rule source volume"}},
 		{name: "a snapshot still pending",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) { c.Snapshots[1].State = cloud.SnapshotPending },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				c.Snapshots[1].State = cloud.SnapshotPending
+			},
 			want: []string{"snapshot snap-2: pending, not completed"}},
 		{name: "a snapshot of a volume that is not the TidbCluster's TiKV",
 			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, sum *SnapshotSummary) {
@@ -83,7 +93,9 @@ func TestConfirm(t *testing.T) {
 			},
 			want: []string{"snapshot snap-2: of volume vol-9, which is not a TiKV volume of TidbCluster tidb/basic", "TiKV volume vol-2: 0 snapshots"}},
 		{name: "a TiKV volume without a snapshot",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) { c.Volumes = append(c.Volumes, "vol-3") },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				c.Volumes = append(c.Volumes, "vol-3")
+			},
 			want: []string{"TiKV volume vol-3: 0 snapshots, want exactly one"}},
 		{name: "two snapshots of one TiKV volume",
 			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, sum *SnapshotSummary) {
@@ -117,16 +129,24 @@ func TestConfirm(t *testing.T) {
 				c.Snapshots[0].Started = tsAt.Add(-confirmSkew + time.Second)
 			}},
 		{name: "a result of another backup",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) { sum.BackupID = "uid-other" },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+				sum.BackupID = "uid-other"
+			},
 			want: []string{`the result names backup "uid-other", not this member's uid-1`}},
 		{name: "a report at another ts than the manager's",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, ts *uint64, _ *SnapshotSummary) { *ts = backupTS - 1 },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, ts *uint64, _ *SnapshotSummary) {
+				*ts = backupTS - 1
+			},
 			want: []string{fmt.Sprintf("the step reports backup ts %d (result %d), the member's spec.backupTS is %d", backupTS-1, backupTS, backupTS)}},
 		{name: "a result at another ts than the manager's",
-			mut:  func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) { sum.ResolvedTS = 7 },
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+				sum.ResolvedTS = 7
+			},
 			want: []string{"(result 7)"}},
 		{name: "no backup ts in the spec",
-			mut:  func(m *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, _ *SnapshotSummary) { m.Spec.BackupTS = "" },
+			mut: func(m *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				m.Spec.BackupTS = ""
+			},
 			want: []string{`spec.backupTS "" is not the TSO the manager asked for`}},
 		{name: "many mismatches: the first ten are named",
 			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {

@@ -566,7 +566,7 @@ func TestPlan(t *testing.T) {
 				o.Confirm = &Confirmation{Volumes: []string{"vol-1"}}
 			}),
 			want: want{notTrue: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseFailed,
-				reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotsNotConfirmedReason},
+				reason:    map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotsNotConfirmedReason},
 				failMatch: `snapshot "snap-1": not found in AWS`},
 		},
 		{
