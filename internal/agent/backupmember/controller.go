@@ -59,7 +59,7 @@ type Reconciler struct {
 }
 
 // +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/status,verbs=get;update;patch;confirm
 // +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
