@@ -55,8 +55,8 @@ var agentPolicy = policy.Config{AgentImage: agentImage, StepServiceAccount: job.
 	Namespaces: []string{"ops=team-b"}, Images: []string{"registry.example.com/fedbr:*"}}
 
 // startFederation runs the manager over dp1 and the agent's member controllers with
-// agentPolicy, until the test ends.
-func startFederation(t *testing.T) {
+// agentPolicy, until the test ends; cloud describes snapshots for the agent (nil: none).
+func startFederation(t *testing.T, cloud backupmember.Snapshots) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	kubeconfig := filepath.Join(t.TempDir(), "planes")
@@ -79,7 +79,7 @@ func startFederation(t *testing.T) {
 	agentEnv := job.Env{Image: agentImage, Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:9"}
 	rec, m := mgr.GetEventRecorder("fedbr-agent"), metrics.New()
 	b := &backupmember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m, Env: agentEnv,
-		ClusterName: plane, Policy: pol}
+		ClusterName: plane, Policy: pol, Cloud: cloud}
 	r := &restoremember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m, Env: agentEnv,
 		ClusterName: plane, Policy: pol}
 	if err := b.SetupWithManager(mgr, 4); err != nil {
@@ -134,7 +134,7 @@ func TestHostileInputs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startFederation(t)
+	startFederation(t, nil)
 	rows := table()
 	if len(rows) < 25 {
 		t.Fatalf("%d rows; the proof wants at least 25", len(rows))
