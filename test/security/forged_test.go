@@ -138,7 +138,7 @@ func TestForgedStepResults(t *testing.T) {
 			t.Fatalf("the step identity reports %s: %v", s, err)
 		}
 	}
-	ts := uint64(time.Now().UnixMilli()) << 18 //nolint:gosec // G115: now in ms fits
+	ts := uint64(time.Now().UnixMilli()) << 18
 	report(job.StepSnapshot, map[string]string{job.StepSnapshot: `{"phase":"Armed"}`})
 	report(job.StepPause, map[string]string{job.StepPause: fmt.Sprintf(`{"phase":"Ready","backupTS":%d,"stores":1}`, ts)})
 	testenv.Eventually(t, "the member asked to execute at the forged pause's ts", time.Minute, func() (bool, string) {

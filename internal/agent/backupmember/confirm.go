@@ -165,7 +165,7 @@ func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64,
 	}
 	if ts != 0 {
 		// A TSO is physical milliseconds << 18 | logical.
-		physical := time.UnixMilli(int64(ts >> 18)).UTC() //nolint:gosec // G115: a uint64 shifted right by 18 fits an int64
+		physical := time.UnixMilli(int64(ts >> 18)).UTC()
 		if earliest.ID != "" && physical.After(earliest.Started.Add(confirmSkew)) {
 			bad = append(bad, fmt.Sprintf("backup ts %d (%s) is after snapshot %s started (%s): the snapshots were not taken at it",
 				ts, physical.Format(time.RFC3339Nano), earliest.ID, earliest.Started.UTC().Format(time.RFC3339Nano)))

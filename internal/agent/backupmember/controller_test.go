@@ -285,7 +285,7 @@ func TestBackupProtocol(t *testing.T) {
 	ns := "bk-proto"
 	// The backup ts is taken now (the agent checks it against the member's creation and the
 	// snapshots' start), and the AWS double holds the snapshot the step will report.
-	backupTS := uint64(time.Now().UnixMilli()) << 18 //nolint:gosec // G115: now in ms fits
+	backupTS := uint64(time.Now().UnixMilli()) << 18
 	tsText := strconv.FormatUint(backupTS, 10)
 	seedCluster(t, ctx, ns)
 	c := env.Client
