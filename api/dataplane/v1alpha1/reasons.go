@@ -111,7 +111,8 @@ const (
 // Reasons of a VolumeBackupMember's Complete condition.
 const (
 	// BackupMemberSnapshotsCompletedReason: True once the snapshot step's result is read and
-	// every snapshot completed.
+	// the agent found every snapshot it names completed in AWS (see
+	// BackupMemberSnapshotsNotConfirmedReason for what it checks).
 	BackupMemberSnapshotsCompletedReason = "SnapshotsCompleted"
 )
 
@@ -138,8 +139,19 @@ const (
 	// BackupMemberNoBackupTSReason: spec.backupTS is not a positive TSO.
 	BackupMemberNoBackupTSReason = "NoBackupTS"
 	// BackupMemberVolumeDiscoveryFailedReason: the TiKV volumes could not be discovered or
-	// written into the snapshot step's inputs.
+	// written into the snapshot step's inputs. Also False while the agent cannot discover them
+	// to confirm a completion report (retried).
 	BackupMemberVolumeDiscoveryFailedReason = "VolumeDiscoveryFailed"
+	// BackupMemberSnapshotsNotConfirmedReason: the snapshot step reported every snapshot
+	// completed, but what the agent found in AWS does not match: a snapshot missing, not owned
+	// by the account, not completed, not tagged fedbr.io/backup=<member uid>, not of a TiKV
+	// volume of the TidbCluster, a TiKV volume without exactly one snapshot, or a backup ts
+	// that does not fit the snapshots' start times or the member's creation. The message names
+	// each mismatch.
+	BackupMemberSnapshotsNotConfirmedReason = "SnapshotsNotConfirmed"
+	// BackupMemberCloudUnreachableReason: False while the snapshots a completion report names
+	// cannot be described in AWS (to confirm them); retried.
+	BackupMemberCloudUnreachableReason = "CloudUnreachable"
 )
 
 // Reasons of a VolumeBackupMember's Sized condition.

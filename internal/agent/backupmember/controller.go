@@ -51,12 +51,15 @@ type Reconciler struct {
 	// Policy is the operator's policy over what a member may make the agent run; nil is
 	// policy.Default for Env.Image.
 	Policy *policy.Policy
+	// Cloud describes the snapshots a completion report names, to confirm them before the
+	// member is Complete; nil confirms nothing (the member waits, CloudUnreachable).
+	Cloud Snapshots
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
 
 // +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/status,verbs=get;update;patch;confirm
 // +kubebuilder:rbac:groups=dataplane.fedbr.io,resources=volumebackupmembers/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
@@ -156,6 +159,13 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMemb
 		}
 		o.Cluster = c
 	}
+	if len(o.Refusals) == 0 && NeedsConfirmation(m, o.Snapshot, o.Report) {
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		o.Confirm = ObserveConfirmation(ctx, reader, r.Cloud, o)
+	}
 	return o, nil
 }
 
@@ -186,6 +196,12 @@ func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batch
 // The reads after the pod list go out at once (with a reader that is not a cache they are one
 // API round trip each, and they sit before the snapshot step's start).
 func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) (*Cluster, error) {
+	return observeCluster(ctx, c, tc, true)
+}
+
+// observeCluster is ObserveCluster; withObjects says whether to read the operator objects
+// referencing tc too (only the snapshot step keeps them).
+func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster, withObjects bool) (*Cluster, error) {
 	pods := &corev1.PodList{}
 	if err := c.List(ctx, pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
 		return nil, fmt.Errorf("list TiKV pods of %s/%s: %w", tc.Namespace, tc.Name, err)
@@ -236,6 +252,9 @@ func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 		})
 	}
 	g.Go(func() error {
+		if !withObjects {
+			return nil
+		}
 		objs, err := ObserveOperatorObjects(gctx, c, tc)
 		mu.Lock()
 		out.OperatorObjects = objs

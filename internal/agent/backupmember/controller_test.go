@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,8 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/cloud"
+	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -88,7 +91,8 @@ func startAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: metrics.New(),
-			Env: job.Env{Image: "fedbr:test", AWSEndpoint: "http://127.0.0.1:4566", Region: "us-west-2"}, ClusterName: "az1", Now: testClock.Now}
+			Env: job.Env{Image: "fedbr:test", AWSEndpoint: "http://127.0.0.1:4566", Region: "us-west-2"}, ClusterName: "az1", Now: testClock.Now,
+			Cloud: testSnapshots}
 		if err := r.SetupWithManager(mgr, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -103,6 +107,32 @@ func startAgent(t *testing.T) {
 		stopAgent = func() { cancel(); <-done }
 	})
 }
+
+// snapshotsDouble stands in for AWS's DescribeSnapshots: the snapshots a test put there.
+type snapshotsDouble struct {
+	mu    sync.Mutex
+	snaps map[string]cloud.Snapshot
+}
+
+func (d *snapshotsDouble) put(s cloud.Snapshot) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.snaps[s.ID] = s
+}
+
+func (d *snapshotsDouble) DescribeSnapshots(_ context.Context, ids []string) ([]cloud.Snapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []cloud.Snapshot
+	for _, id := range ids {
+		if s, ok := d.snaps[id]; ok {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+var testSnapshots = &snapshotsDouble{snaps: map[string]cloud.Snapshot{}}
 
 // eventually retries cond until it holds; the failure names what was last seen.
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
@@ -253,6 +283,10 @@ func TestBackupProtocol(t *testing.T) {
 	startAgent(t)
 	ctx := context.Background()
 	ns := "bk-proto"
+	// The backup ts is taken now (the agent checks it against the member's creation and the
+	// snapshots' start), and the AWS double holds the snapshot the step will report.
+	backupTS := uint64(time.Now().UnixMilli()) << 18
+	tsText := strconv.FormatUint(backupTS, 10)
 	seedCluster(t, ctx, ns)
 	c := env.Client
 	m := newMember(ns, dpv1alpha1.BackupMemberInitialize, fedv1alpha1.CleanPolicyDelete)
@@ -349,11 +383,14 @@ func TestBackupProtocol(t *testing.T) {
 		t.Errorf("GCResumed at %v, want liftedAt %v", c.LastTransitionTime, liftedAt)
 	}
 
-	// Snapshots completed.
+	// Snapshots completed: the agent finds snap-1 in AWS, of the TiKV volume, tagged for this
+	// backup, and only then completes the member.
+	testSnapshots.put(cloud.Snapshot{ID: "snap-1", VolumeID: "vol-" + ns, State: cloud.SnapshotCompleted, Owned: true,
+		Started: time.Now().Add(time.Second), Tags: map[string]string{meta.TagBackup: uid}})
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{
 		job.StepSnapshot: map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS},
 		job.StepSnapshot + ".result": map[string]any{"backupID": uid, "resolvedTS": backupTS, "sizeGiB": 10,
-			"snapshots": []map[string]any{{"storeID": 7, "snapshotID": "snap-1", "sizeGiB": 10}}},
+			"snapshots": []map[string]any{{"storeID": 7, "volumeID": "vol-" + ns, "snapshotID": "snap-1", "sizeGiB": 10}}},
 	})
 	eventually(t, "Complete", func() (bool, string) {
 		got := getMember(t, ctx, key)

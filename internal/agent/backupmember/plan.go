@@ -102,6 +102,9 @@ type Observed struct {
 	CleanAttempt                       int
 	// Report is what the member's steps reported (its status.steps).
 	Report job.Report
+	// Confirm is what the agent found itself of the snapshots a completion report names,
+	// observed only when NeedsConfirmation says so; the member completes only on it.
+	Confirm *Confirmation
 	// Env is the agent's configuration.
 	Env job.Env
 	// Refusals are the agent's policy's verdict on the member (policy.Policy.Check): a member

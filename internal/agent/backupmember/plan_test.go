@@ -2,6 +2,7 @@ package backupmember
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -186,11 +187,7 @@ func TestPlan(t *testing.T) {
 	ready := withCond(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason)
 	execute := func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = tsText }
 	summary := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, SizeGiB: 30}
-	summary.Snapshots = append(summary.Snapshots, struct {
-		StoreID    uint64 `json:"storeID"`
-		SnapshotID string `json:"snapshotID"`
-		SizeGiB    int32  `json:"sizeGiB"`
-	}{1, "snap-1", 30})
+	summary.Snapshots = append(summary.Snapshots, ReportedSnapshot{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-1", SizeGiB: 30})
 	snapDone := map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS}),
 		job.StepSnapshot + ".result": mustJSON(summary)}
 
@@ -544,10 +541,11 @@ func TestPlan(t *testing.T) {
 				reason: map[string]string{dpv1alpha1.BackupMemberGCResumedCondition: dpv1alpha1.BackupMemberPauseEndedReason}},
 		},
 		{
-			name: "snapshots completed: Complete with commit ts, and the size step starts (never the volumes' capacity as size)",
+			name: "snapshots completed and confirmed: Complete with commit ts, and the size step starts (never the volumes' capacity as size)",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
 				o.Snapshot = succeeded(snapName)
 				o.Report = report(snapDone)
+				o.Confirm = confirmation()
 			}),
 			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob},
 				true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
@@ -560,6 +558,56 @@ func TestPlan(t *testing.T) {
 					if !slices.Equal(args[:2], []string{"br", "size"}) || argValue(args, "--level") != "all" ||
 						argValue(args, "--storage") != "s3://bk/nightly-az1" || argValue(args, "--member") != "fed-b1" {
 						t.Errorf("size args %v", args)
+					}
+				}},
+		},
+		{
+			// The report is the step's, writable by whoever can act as its service account: a
+			// Completed report naming snapshots AWS does not have fails the member.
+			name: "snapshots completed but not found in AWS: SnapshotsNotConfirmed, never Complete",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = succeeded(snapName)
+				o.Report = report(snapDone)
+				o.Confirm = &Confirmation{Volumes: []string{"vol-1"}}
+			}),
+			want: want{notTrue: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseFailed,
+				reason:    map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotsNotConfirmedReason},
+				failMatch: `snapshot "snap-1": not found in AWS`},
+		},
+		{
+			name: "snapshots completed, AWS unreachable: not Complete, Failed=False CloudUnreachable, retried",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = succeeded(snapName)
+				o.Report = report(snapDone)
+				o.Confirm = &Confirmation{Volumes: []string{"vol-1"}, CloudErr: errors.New("connection refused")}
+			}),
+			want: want{notTrue: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberFailedCondition}, requeue: true,
+				reason:    map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberCloudUnreachableReason},
+				failMatch: "connection refused"},
+		},
+		{
+			name: "snapshots completed, the TiKV volumes not discoverable now: not Complete, retried",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+				o.Snapshot = succeeded(snapName)
+				o.Report = report(snapDone)
+				o.Confirm = &Confirmation{DiscoveryErr: errors.New("claim tikv-basic-tikv-0 not found")}
+			}),
+			want: want{notTrue: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberFailedCondition}, requeue: true,
+				reason:    map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberVolumeDiscoveryFailedReason},
+				failMatch: "tikv-basic-tikv-0"},
+		},
+		{
+			name: "a confirmation after a retry leaves no Failed=False behind",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute,
+				withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCloudUnreachableReason)), func(o *Observed) {
+				o.Snapshot = succeeded(snapName)
+				o.Report = report(snapDone)
+				o.Confirm = confirmation()
+			}),
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, true: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseComplete,
+				check: func(t *testing.T, r Result) {
+					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberFailedCondition); c != nil {
+						t.Errorf("Failed = %+v, want none", c)
 					}
 				}},
 		},
@@ -598,9 +646,10 @@ func TestPlan(t *testing.T) {
 			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberTornDownReason}},
 		},
 		{
-			// The manager completed the backup on the step's own report and tore the member
-			// down before this agent planned on it or saw the step's Job finish: the step is
-			// exiting and must not be stopped (it would delete the snapshots it completed).
+			// The manager tore the member down (another member failed) after the step reported
+			// its snapshots completed, before this agent confirmed them or saw the step's Job
+			// finish: the step is exiting and must not be stopped (it would delete the
+			// snapshots it completed).
 			name: "teardown on the step's completion report does not stop the step",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, execute, func(m *dpv1alpha1.VolumeBackupMember) {
 				at := metav1.NewMicroTime(t0)

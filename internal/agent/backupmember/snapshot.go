@@ -20,14 +20,19 @@ import (
 
 // SnapshotSummary is the part of `fedbr br snapshot`'s final JSON summary the agent reads.
 type SnapshotSummary struct {
-	BackupID   string `json:"backupID"`
-	ResolvedTS uint64 `json:"resolvedTS"`
-	Snapshots  []struct {
-		StoreID    uint64 `json:"storeID"`
-		SnapshotID string `json:"snapshotID"`
-		SizeGiB    int32  `json:"sizeGiB"`
-	} `json:"snapshots"`
-	SizeGiB int64 `json:"sizeGiB"`
+	BackupID   string             `json:"backupID"`
+	ResolvedTS uint64             `json:"resolvedTS"`
+	Snapshots  []ReportedSnapshot `json:"snapshots"`
+	SizeGiB    int64              `json:"sizeGiB"`
+}
+
+// ReportedSnapshot is one snapshot of a SnapshotSummary: the step's claim, which the agent
+// confirms in AWS before the member is Complete (confirm.go).
+type ReportedSnapshot struct {
+	StoreID    uint64 `json:"storeID"`
+	VolumeID   string `json:"volumeID"`
+	SnapshotID string `json:"snapshotID"`
+	SizeGiB    int32  `json:"sizeGiB"`
 }
 
 // InputsConfigMapName is the ConfigMap holding the snapshot step's volume file and manifests.
@@ -64,7 +69,10 @@ func (p *plan) observeSnapshot() {
 	case err != nil:
 		p.fail(dpv1alpha1.InvalidReportReason, err.Error())
 	case hasResult && (sj.Phase == job.Succeeded || st.Phase == job.PhaseCompleted):
-		p.complete(sum)
+		// Complete only once the agent itself confirmed the report in AWS (confirm.go).
+		if !p.isTrue(dpv1alpha1.BackupMemberFailedCondition) && p.confirmed(sum) {
+			p.complete(sum)
+		}
 	case reported && st.Phase == job.PhaseFailed:
 		p.fail(dpv1alpha1.BackupMemberSnapshotFailedReason, "the snapshot step failed: "+st.Error)
 	case sj.Phase == job.Failed && sj.Reason == job.ReasonDeadlineExceeded:
@@ -82,16 +90,14 @@ func (p *plan) complete(sum SnapshotSummary) {
 	s := &p.res.Status
 	s.SnapshotsTotal = int32(min(len(sum.Snapshots), math.MaxInt32))
 	s.SnapshotsCompleted = s.SnapshotsTotal
-	if sum.ResolvedTS > 0 {
-		s.CommitTs = strconv.FormatUint(sum.ResolvedTS, 10)
-	}
+	s.CommitTs = p.m.Spec.BackupTS // confirmed equal to the step's ts
 	if s.TimeCompleted == nil {
 		s.TimeCompleted = ptr.To(metav1.NewTime(p.now.UTC().Truncate(time.Second)))
 	}
 	p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsStartedReason,
 		fmt.Sprintf("%d snapshots started and backupmeta written", len(sum.Snapshots)), time.Time{})
 	p.set(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason,
-		fmt.Sprintf("%d snapshots of %d GiB of volumes completed at commit ts %s", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
+		fmt.Sprintf("%d snapshots of %d GiB of volumes completed at commit ts %s (confirmed in AWS)", len(sum.Snapshots), sum.SizeGiB, s.CommitTs), time.Time{})
 }
 
 // snapshotsDone says every snapshot completed: this agent's condition, or the step's own report

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fedbr/fedbr/internal/agent/backupmember"
 	"github.com/fedbr/fedbr/internal/agent/restoremember"
 	"github.com/fedbr/fedbr/internal/agent/sweeper"
 )
@@ -345,7 +346,7 @@ func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 	// the blob stores, the one route to S3.
 	agentReadsNoStorage(t)
 	var agentSets []map[string]bool
-	for _, m := range append(methodsOf((*sweeper.Cloud)(nil)), methodsOf((*restoremember.CloudVolumes)(nil))...) {
+	for _, m := range slices.Concat(methodsOf((*sweeper.Cloud)(nil)), methodsOf((*restoremember.CloudVolumes)(nil)), methodsOf((*backupmember.Snapshots)(nil))) {
 		acts, ok := awsFuncs[m]
 		if !ok {
 			t.Fatalf("the agent calls %s, which internal/cloud/aws does not define", m)

@@ -301,7 +301,7 @@ func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 	rec := mgr.GetEventRecorder("fedbr-agent")
 	provider, err := aws.New(ctx, aws.Config{Region: o.env.Region, Endpoint: o.env.AWSEndpoint})
 	if err != nil {
-		return fmt.Errorf("AWS provider (to delete the volumes of failed restores and orphans): %w", err)
+		return fmt.Errorf("AWS provider (to confirm backups' snapshots, delete the volumes of failed restores and orphans): %w", err)
 	}
 	// The steps tag what they create with this cluster's id until they record it, whether or
 	// not this agent sweeps, so a sweeper enabled later finds it.
@@ -318,7 +318,7 @@ func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 		}
 	}
 	b := &backupmember.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, Metrics: m,
-		Env: o.env, ClusterName: o.clusterName, Policy: o.policy}
+		Env: o.env, ClusterName: o.clusterName, Policy: o.policy, Cloud: provider}
 	if err := b.SetupWithManager(mgr, o.maxConcurrent); err != nil {
 		return fmt.Errorf("set up the VolumeBackupMember controller: %w", err)
 	}

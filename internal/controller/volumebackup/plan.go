@@ -296,9 +296,25 @@ func snapshotStep(m Member) dpv1alpha1.StepReport {
 	return s
 }
 
-// snapshotsComplete says every snapshot of the member completed, with backupmeta final: its
-// snapshot step's own report.
-func snapshotsComplete(m Member) bool { return dpv1alpha1.SnapshotsCompleted(snapshotStep(m)) }
+// snapshotsComplete says every snapshot of the member completed, with backupmeta final: the
+// agent's Complete condition, which it sets only after it found every snapshot its step
+// reports completed in AWS, owned by the account, tagged for this backup and taken of this
+// cluster's TiKV volumes. The step's own report is writable by anyone who can act as the
+// step's service account, so it never completes a backup.
+// A member without a backup ts in its spec has snapshotted nothing the manager asked for.
+func snapshotsComplete(m Member) bool {
+	return memberTrue(m, dpv1alpha1.BackupMemberCompleteCondition) && memberTS(m) > 0
+}
+
+// memberTS is the backup ts of a member: the one the manager itself handed it in its spec
+// (every member gets the initializer's); 0 when it has none.
+func memberTS(m Member) uint64 {
+	ts, err := strconv.ParseUint(m.BackupTS, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return ts
+}
 
 // planExecute runs the snapshot part once the initializer holds the pause.
 func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS string) {
@@ -512,13 +528,13 @@ func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
 		st.Backups = append(st.Backups, ms)
 		st.BackupSize += m.Status.BackupSize
 		st.IncrementalBackupSize += m.Status.IncrementalBackupSize
-		// The backup's commit ts is its members' snapshot steps' own: the fact it completes on.
-		sn := snapshotStep(m)
-		if !dpv1alpha1.SnapshotsCompleted(sn) {
+		// The backup's commit ts is the ts the manager handed its members (spec.backupTS), once
+		// each member's agent confirmed its snapshots: never a value a step reported.
+		ts := memberTS(m)
+		if !snapshotsComplete(m) {
 			allTS = false
 			continue
 		}
-		ts := sn.BackupTS
 		if minTS == 0 || ts < minTS {
 			minTS = ts
 		}

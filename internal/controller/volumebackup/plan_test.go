@@ -99,9 +99,10 @@ func stepCompleted(m Member, ts string) Member {
 	return withStep(m, s)
 }
 
-// withTS is m with commit ts ts, as its agent reports it and, once its snapshots completed, as
-// its snapshot step does.
+// withTS is m with backup ts ts in its spec and as its agent reports it and, once its
+// snapshots completed, as its snapshot step does.
 func withTS(m Member, ts string) Member {
+	m.BackupTS = ts
 	m.Status.CommitTs = ts
 	m.Status.BackupSize = 1500
 	if s, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); ok && s.CompletedAt != nil {
@@ -300,23 +301,26 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
-			name: "two members complete by their steps' own stamps: the backup completes at the minimum commit ts",
+			// A step's report is writable by whoever can act as the step's service account: a
+			// Completed report the agent has not confirmed (no Complete condition) completes
+			// nothing, and its ts is not the backup's.
+			name: "two members' steps report Completed, unconfirmed by their agents: the backup does not complete",
 			members: map[string]Member{
 				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
 				"az2": stepCompleted(member(exec, started), "200"), "az3": stepCompleted(member(exec, started), "250")},
-			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
-			wantPhase: fedv1alpha1.VolumeBackupComplete,
+			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
 			check: func(t *testing.T, r Result) {
-				if r.Status.CommitTs != "200" {
-					t.Errorf("commit ts %s, want 200", r.Status.CommitTs)
+				if r.Status.CommitTs != "" || cond(r.Status, fedv1alpha1.VolumeBackupCompleteCondition) != nil {
+					t.Errorf("commit ts %q, Complete %v: want neither", r.Status.CommitTs, cond(r.Status, fedv1alpha1.VolumeBackupCompleteCondition))
 				}
 			},
 		},
 		{
-			name: "a completion report without the commit ts does not complete the member",
+			name: "a Complete member without a backup ts in its spec does not complete the backup",
 			members: map[string]Member{
 				"az1": withTS(func() Member { m := member(exec, inited, started, done); m.ResumeGC = true; return m }(), "300"),
-				"az2": stepCompleted(member(exec, started), ""), "az3": withTS(member(exec, started, done), "250")},
+				"az2": func() Member { m := member(exec, started, done); m.BackupTS = ""; return m }(), "az3": withTS(member(exec, started, done), "250")},
+			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: exec, BackupTS: "100"}},
 			wantPhase: fedv1alpha1.VolumeBackupSnapshotsCreated,
 		},
 		{
@@ -657,7 +661,7 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 		case started:
 			m = stepStarted(m)
 		case done:
-			m = stepCompleted(m, ts)
+			m = stepCompleted(m, ts) // the agent confirmed it: the Complete condition above
 		}
 		if ts != "" {
 			m.Status.CommitTs = ts
@@ -682,7 +686,8 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 		report(c, done, []string{"30", "10", "20"}[i])
 	}
 	step()
-	if b.Status.Phase != fedv1alpha1.VolumeBackupComplete || b.Status.CommitTs != "10" {
+	// The commit ts is the one the manager handed every member, whatever their steps reported.
+	if b.Status.Phase != fedv1alpha1.VolumeBackupComplete || b.Status.CommitTs != "30" {
 		t.Fatalf("final status %s %s", b.Status.Phase, b.Status.CommitTs)
 	}
 	for c, m := range o.Members {

@@ -134,7 +134,10 @@ func TestPlanWithoutOverlayOnlyRepeatsWrites(t *testing.T) {
 	step("snapshots started")
 	step("resume asked")
 	for i, c := range []string{"az1", "az2", "az3"} {
-		report(c, func(m Member) Member { return stepCompleted(m, []string{"30", "10", "20"}[i]) })
+		report(c, func(m Member) Member {
+			m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.BackupMemberCompleteCondition, Status: metav1.ConditionTrue, Reason: "R"})
+			return stepCompleted(m, []string{"30", "10", "20"}[i])
+		})
 	}
 	step("snapshots complete")
 	step("teardown")

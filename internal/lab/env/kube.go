@@ -54,7 +54,8 @@ func (l *Lab) Config(cluster string) (*rest.Config, error) {
 }
 
 // install applies every CRD manifest of crdDir (server-side: they are too large for the
-// last-applied annotation) and the lab StorageClass, and waits until the CRDs are established.
+// last-applied annotation), the members' status guard and the lab StorageClass, and waits
+// until the CRDs are established.
 func install(ctx context.Context, cfg *rest.Config, crdDirs []string, storageClass string) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -78,6 +79,9 @@ func install(ctx context.Context, cfg *rest.Config, crdDirs []string, storageCla
 		})
 	}
 	if err := parallel(applies...); err != nil {
+		return err
+	}
+	if err := applyStatusGuard(ctx, dyn); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
