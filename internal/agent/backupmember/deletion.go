@@ -180,16 +180,6 @@ func (p *plan) giveUpClean(attempts, limit int, cj job.State, st dpv1alpha1.Step
 			attempts, limit, why, MaxCleanAttemptsAnnotation, attempts+DefaultMaxCleanAttempts, ForceRemoveAnnotation), time.Time{})
 }
 
-// hasAction says the plan creates the Job of step.
-func hasAction(actions []Action, step string) bool {
-	for _, a := range actions {
-		if a.Kind == CreateJob && a.Job != nil && a.Job.Labels[job.LabelStep] == step {
-			return true
-		}
-	}
-	return false
-}
-
 func findCondition(conds []metav1.Condition, t string) *metav1.Condition {
 	for i := range conds {
 		if conds[i].Type == t {
