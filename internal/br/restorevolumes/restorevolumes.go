@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/backoff"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -112,7 +113,16 @@ type Options struct {
 	Check func(ctx context.Context) error
 	// Clock measures elapsed time; nil is the wall clock.
 	Clock budget.Clock
+	// StorageRetry bounds how long a backupmeta read that may pass (the storage unreachable,
+	// throttled, a network error) is retried, waiting 1 s, 2 s, … up to 15 s between attempts;
+	// 0 means DefaultStorageRetry. A missing, incomplete or invalid backup is never retried.
+	StorageRetry time.Duration
 }
+
+// DefaultStorageRetry is Options.StorageRetry's default: the agent no longer reads the
+// storage, so a storage that is briefly unreachable is waited for here rather than failing
+// the restore.
+const DefaultStorageRetry = 2 * time.Minute
 
 // Status is the state of the phase, for the member's status.steps.
 type Status struct {
@@ -300,6 +310,32 @@ func (r *restorer) logf(format string, args ...any) {
 	_, _ = fmt.Fprintf(r.out, format+"\n", args...)
 }
 
+// backupMeta reads the backupmeta, retrying for Options.StorageRetry what may pass; a missing,
+// incomplete or invalid backup, or ctx ending, is final at once.
+func (r *restorer) backupMeta(ctx context.Context) (*meta.Record, error) {
+	limit := r.o.StorageRetry
+	if limit <= 0 {
+		limit = DefaultStorageRetry
+	}
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		rec, err := r.store.BackupMeta(ctx)
+		if err == nil || errors.Is(err, meta.ErrNotFound) || errors.Is(err, meta.ErrIncomplete) || errors.Is(err, meta.ErrInvalid) || ctx.Err() != nil {
+			return rec, err
+		}
+		wait := backoff.Doubling(time.Second, 15*time.Second, attempt)
+		if time.Since(start)+wait > limit {
+			return nil, fmt.Errorf("%w (read %d times over %s)", err, attempt, time.Since(start).Round(time.Second))
+		}
+		r.logf("Reading the backupmeta failed (attempt %d): %v; retrying in %s", attempt, err, wait)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 // plan is one volume to create.
 type plan struct {
 	meta.StoreVolume
@@ -309,7 +345,7 @@ type plan struct {
 }
 
 func (r *restorer) run(ctx context.Context) error {
-	rec, err := r.store.BackupMeta(ctx)
+	rec, err := r.backupMeta(ctx)
 	if err != nil {
 		return fmt.Errorf("restore volumes: %w", err)
 	}

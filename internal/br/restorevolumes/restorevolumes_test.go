@@ -465,3 +465,66 @@ func TestCancelledRestoreLeavesZeroVolumes(t *testing.T) {
 		t.Fatalf("deleted %v; %d volumes now, %d before", res.Deleted, l.volumeCount(), before)
 	}
 }
+
+// flakyGets fails the first fails reads of the backupmeta with an error that may pass, and
+// counts every read of it.
+type flakyGets struct {
+	blob.Store
+	fails, reads *atomic.Int32
+}
+
+func (f flakyGets) Get(ctx context.Context, key string, limit int64) ([]byte, error) {
+	if key == meta.BackupMetaKey {
+		f.reads.Add(1)
+		if f.fails.Add(-1) >= 0 {
+			return nil, errors.New("injected: connection reset by peer")
+		}
+	}
+	return f.Store.Get(ctx, key, limit)
+}
+
+// TestBackupMetaReadRetried: the step, not the agent, reads the backup, so a storage error
+// that may pass is retried within Options.StorageRetry; a missing backup is final at once.
+func TestBackupMetaReadRetried(t *testing.T) {
+	read := func(t *testing.T, l *lab, fails int32, store blob.Store, retry time.Duration) (restorevolumes.Result, error, string, int32) {
+		t.Helper()
+		var reads, left atomic.Int32
+		left.Store(fails)
+		var log bytes.Buffer
+		res, err := restorevolumes.Run(testContext(t), l.p, &fakePD{}, meta.NewStore(flakyGets{Store: store, fails: &left, reads: &reads}, nil),
+			restorevolumes.Options{RestoreID: "r1", StorageRetry: retry, Progress: &log})
+		return res, err, log.String(), reads.Load()
+	}
+	t.Run("an error that passes", func(t *testing.T) {
+		l := newLab(t, awsdouble.Options{})
+		res, err, log, reads := read(t, l, 1, l.dir, 0)
+		if err != nil || len(res.Volumes) != 4 || reads != 2 {
+			t.Fatalf("Run = %d volumes, %v after %d reads, want 4 volumes after 2", len(res.Volumes), err, reads)
+		}
+		if !strings.Contains(log, "Reading the backupmeta failed (attempt 1): read backupmeta: injected: connection reset by peer; retrying in 1s") {
+			t.Errorf("progress %q, want the retried read", log)
+		}
+	})
+	t.Run("an error that lasts", func(t *testing.T) {
+		l := newLab(t, awsdouble.Options{})
+		before := l.volumeCount()
+		_, err, _, reads := read(t, l, 1000, l.dir, 1500*time.Millisecond)
+		if err == nil || !strings.Contains(err.Error(), "injected: connection reset by peer (read 2 times over 1s)") || reads != 2 {
+			t.Fatalf("Run = %v after %d reads, want the storage error after 2 reads (1 s, then 2 s would pass 1.5 s)", err, reads)
+		}
+		if n := l.volumeCount(); n != before {
+			t.Errorf("%d volumes, %d before", n, before)
+		}
+	})
+	t.Run("a missing backup", func(t *testing.T) {
+		l := newLab(t, awsdouble.Options{})
+		empty, err := blob.NewDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err, _, reads := read(t, l, 0, empty, 0)
+		if !errors.Is(err, meta.ErrNotFound) || reads != 1 {
+			t.Fatalf("Run = %v after %d reads, want ErrNotFound after 1", err, reads)
+		}
+	})
+}
