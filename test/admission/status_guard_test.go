@@ -115,9 +115,14 @@ func TestMemberStatusGuard(t *testing.T) {
 		"phase":    {"phase": "Complete"},
 		"commitTs": {"commitTs": "7"},
 	}
-	// The policy is loaded asynchronously: wait until it refuses the step's forged condition.
+	// The policy is loaded asynchronously: wait, by dry runs (admission runs, nothing is
+	// stored), until it refuses the step's forged condition, so no forgery lands before it.
 	testenv.Eventually(t, "the guard refuses the step's forged Complete condition", time.Minute, func() (bool, string) {
-		err := statusPatch(ctx, stepClient, m, forged["conditions"])
+		body, err := json.Marshal(map[string]any{"status": forged["conditions"]})
+		if err != nil {
+			return false, err.Error()
+		}
+		err = stepClient.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, body), client.DryRunAll)
 		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), "patch: " + errString(err)
 	})
 	want := "only the agent (RBAC verb confirm on volumebackupmembers/status) may change a VolumeBackupMember's status other than status.steps"

@@ -113,6 +113,12 @@ func TestForgedStepResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The policy is loaded asynchronously: wait, by dry runs (admission runs, nothing is
+	// stored), until the guard refuses the step identity, so no forgery below lands before it.
+	testenv.Eventually(t, "the members' status guard refuses the step identity", time.Minute, func() (bool, string) {
+		err := step.Status().Patch(ctx, m, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Complete"}}`)), client.DryRunAll)
+		return err != nil && strings.Contains(err.Error(), "only the agent"), fmt.Sprint(err)
+	})
 	for field, value := range map[string]any{
 		"conditions": []any{map[string]any{"type": dpv1alpha1.BackupMemberCompleteCondition, "status": "True", "reason": "SnapshotsCompleted",
 			"message": "forged", "lastTransitionTime": time.Now().UTC().Format(time.RFC3339)}},
