@@ -26,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -204,7 +203,7 @@ func (s *Sweeper) observe(ctx context.Context) (Observed, error) {
 	}
 	o.Bound = map[string]string{}
 	for i := range pvs.Items {
-		if id := volumeID(&pvs.Items[i]); id != "" {
+		if id := meta.PVVolumeID(&pvs.Items[i]); id != "" {
 			o.Bound[id] = pvs.Items[i].Name
 		}
 	}
@@ -231,20 +230,6 @@ func recordedSnapshots(m *dpv1alpha1.VolumeBackupMember) ([]string, error) {
 		ids = append(ids, sn.SnapshotID)
 	}
 	return ids, nil
-}
-
-// volumeID is the cloud volume a PV names: a CSI volume handle (any driver: a handle that is
-// not an EBS volume id matches nothing) or an in-tree awsElasticBlockStore id
-// (aws://ZONE/vol-… or vol-…); "" for neither.
-func volumeID(pv *corev1.PersistentVolume) string {
-	switch {
-	case pv.Spec.CSI != nil:
-		return pv.Spec.CSI.VolumeHandle
-	case pv.Spec.AWSElasticBlockStore != nil:
-		id := pv.Spec.AWSElasticBlockStore.VolumeID
-		return id[strings.LastIndex(id, "/")+1:]
-	}
-	return ""
 }
 
 // delete deletes one orphan (one already gone counts as deleted), counts it and records an

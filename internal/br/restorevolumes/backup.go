@@ -3,7 +3,6 @@ package restorevolumes
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +43,7 @@ func BackupReport(rec *meta.Record) (*meta.Record, error) {
 		if err := json.Unmarshal(raw, pv); err != nil {
 			return nil, fmt.Errorf("backupmeta kubernetes.pvs[%d]: %w", i, err)
 		}
-		if !volumes[ebsVolumeID(pv)] {
+		if !volumes[meta.PVVolumeID(pv)] {
 			continue // not a TiKV volume of this backup
 		}
 		pvNames[pv.Name] = true
@@ -89,19 +88,6 @@ func BackupReport(rec *meta.Record) (*meta.Record, error) {
 		}
 	}
 	return out, nil
-}
-
-// ebsVolumeID is the EBS volume a PV is ("" for any other PV): a CSI volume handle, or an
-// in-tree volume id (aws://zone/vol-…).
-func ebsVolumeID(pv *corev1.PersistentVolume) string {
-	switch {
-	case pv.Spec.CSI != nil:
-		return pv.Spec.CSI.VolumeHandle
-	case pv.Spec.AWSElasticBlockStore != nil:
-		id := pv.Spec.AWSElasticBlockStore.VolumeID
-		return id[strings.LastIndex(id, "/")+1:]
-	}
-	return ""
 }
 
 // stripPV keeps of pv what a rebuild uses.
