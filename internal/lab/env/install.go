@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -260,6 +261,17 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 		values["policy"] = map[string]any{"namespaces": in.o.AllowNamespaces}
 	}
 	t := time.Now()
+	cfg, err := in.l.Config(d.Cluster)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := adoptStatusGuard(ctx, dyn, AgentRelease, InstallNamespace); err != nil {
+		return err
+	}
 	if err := in.helm(ctx, d.Cluster, AgentRelease, values); err != nil {
 		return err
 	}
