@@ -486,18 +486,18 @@ func (f flakyGets) Get(ctx context.Context, key string, limit int64) ([]byte, er
 // TestBackupMetaReadRetried: the step, not the agent, reads the backup, so a storage error
 // that may pass is retried within Options.StorageRetry; a missing backup is final at once.
 func TestBackupMetaReadRetried(t *testing.T) {
-	read := func(t *testing.T, l *lab, fails int32, store blob.Store, retry time.Duration) (restorevolumes.Result, error, string, int32) {
+	read := func(t *testing.T, l *lab, fails int32, store blob.Store, retry time.Duration) (restorevolumes.Result, string, int32, error) {
 		t.Helper()
 		var reads, left atomic.Int32
 		left.Store(fails)
 		var log bytes.Buffer
 		res, err := restorevolumes.Run(testContext(t), l.p, &fakePD{}, meta.NewStore(flakyGets{Store: store, fails: &left, reads: &reads}, nil),
 			restorevolumes.Options{RestoreID: "r1", StorageRetry: retry, Progress: &log})
-		return res, err, log.String(), reads.Load()
+		return res, log.String(), reads.Load(), err
 	}
 	t.Run("an error that passes", func(t *testing.T) {
 		l := newLab(t, awsdouble.Options{})
-		res, err, log, reads := read(t, l, 1, l.dir, 0)
+		res, log, reads, err := read(t, l, 1, l.dir, 0)
 		if err != nil || len(res.Volumes) != 4 || reads != 2 {
 			t.Fatalf("Run = %d volumes, %v after %d reads, want 4 volumes after 2", len(res.Volumes), err, reads)
 		}
@@ -508,7 +508,7 @@ func TestBackupMetaReadRetried(t *testing.T) {
 	t.Run("an error that lasts", func(t *testing.T) {
 		l := newLab(t, awsdouble.Options{})
 		before := l.volumeCount()
-		_, err, _, reads := read(t, l, 1000, l.dir, 1500*time.Millisecond)
+		_, _, reads, err := read(t, l, 1000, l.dir, 1500*time.Millisecond)
 		if err == nil || !strings.Contains(err.Error(), "injected: connection reset by peer (read 2 times over 1s)") || reads != 2 {
 			t.Fatalf("Run = %v after %d reads, want the storage error after 2 reads (1 s, then 2 s would pass 1.5 s)", err, reads)
 		}
@@ -522,7 +522,7 @@ func TestBackupMetaReadRetried(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err, _, reads := read(t, l, 0, empty, 0)
+		_, _, reads, err := read(t, l, 0, empty, 0)
 		if !errors.Is(err, meta.ErrNotFound) || reads != 1 {
 			t.Fatalf("Run = %v after %d reads, want ErrNotFound after 1", err, reads)
 		}
