@@ -127,7 +127,7 @@ func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64,
 	for _, v := range c.Volumes {
 		tikv[v] = 0
 	}
-	var earliest cloud.Snapshot
+	var earliest, latest cloud.Snapshot
 	seen := map[string]bool{}
 	for _, claimed := range sum.Snapshots {
 		id := claimed.SnapshotID
@@ -157,6 +157,9 @@ func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64,
 		if earliest.ID == "" || s.Started.Before(earliest.Started) {
 			earliest = s
 		}
+		if latest.ID == "" || s.Started.After(latest.Started) {
+			latest = s
+		}
 	}
 	for _, v := range c.Volumes {
 		if n := tikv[v]; n != 1 {
@@ -170,9 +173,13 @@ func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64,
 			bad = append(bad, fmt.Sprintf("backup ts %d (%s) is after snapshot %s started (%s): the snapshots were not taken at it",
 				ts, physical.Format(time.RFC3339Nano), earliest.ID, earliest.Started.UTC().Format(time.RFC3339Nano)))
 		}
-		if created := m.CreationTimestamp.Time; !created.IsZero() && physical.Before(created.Add(-confirmSkew)) {
-			bad = append(bad, fmt.Sprintf("backup ts %d (%s) is before the member was created (%s)",
-				ts, physical.Format(time.RFC3339Nano), created.UTC().Format(time.RFC3339)))
+		// The pause takes its ts after its Job started, and every snapshot starts while it holds,
+		// so before the Job's deadline: no snapshot starts more than that deadline after the ts.
+		// (Not the member's creation: a member whose plane answered late is created with the ts
+		// already chosen.)
+		if hold := m.Spec.Template.EffectiveInitJobDeadline(); latest.ID != "" && physical.Before(latest.Started.Add(-hold-confirmSkew)) {
+			bad = append(bad, fmt.Sprintf("backup ts %d (%s) is more than the pause's deadline (%s) before snapshot %s started (%s): no pause held the snapshots at it",
+				ts, physical.Format(time.RFC3339Nano), hold, latest.ID, latest.Started.UTC().Format(time.RFC3339Nano)))
 		}
 	}
 	if len(bad) > maxMismatches {

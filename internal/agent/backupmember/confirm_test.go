@@ -10,6 +10,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -118,15 +119,23 @@ func TestConfirm(t *testing.T) {
 				c.Snapshots[1].Started = tsAt.Add(-time.Minute)
 			},
 			want: []string{"is after snapshot snap-2 started"}},
-		{name: "a backup ts from before the member existed",
-			mut: func(m *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, _ *SnapshotSummary) {
-				m.CreationTimestamp = metav1.NewTime(tsAt.Add(time.Hour))
+		{name: "a backup ts older than any pause holds",
+			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				m.Spec.Template.VolumeBackupInitJobMaxActiveSeconds = ptr.To[int32](90)
+				c.Snapshots[1].Started = tsAt.Add(90*time.Second + confirmSkew + time.Second)
 			},
-			want: []string{"is before the member was created"}},
+			want: []string{"is more than the pause's deadline (1m30s) before snapshot snap-2 started"}},
+		{name: "a member created after the backup ts (its plane answered late)",
+			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+				m.CreationTimestamp = metav1.NewTime(tsAt.Add(time.Minute))
+				c.Snapshots[0].Started = tsAt.Add(2 * time.Minute)
+				c.Snapshots[1].Started = tsAt.Add(2 * time.Minute)
+			}},
 		{name: "within the clock skew both ways",
 			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
-				m.CreationTimestamp = metav1.NewTime(tsAt.Add(confirmSkew - time.Second))
+				m.Spec.Template.VolumeBackupInitJobMaxActiveSeconds = ptr.To[int32](90)
 				c.Snapshots[0].Started = tsAt.Add(-confirmSkew + time.Second)
+				c.Snapshots[1].Started = tsAt.Add(90*time.Second + confirmSkew - time.Second)
 			}},
 		{name: "a result of another backup",
 			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
