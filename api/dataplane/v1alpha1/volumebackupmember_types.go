@@ -131,6 +131,14 @@ type VolumeBackupMemberStatus struct {
 	// deletion). It numbers them and bounds the retries; it outlives the Jobs' TTL.
 	// +optional
 	CleanAttempts int32 `json:"cleanAttempts,omitempty"`
+	// TiKVVolumes are the EBS volumes of the TidbCluster's TiKV the agent discovered and handed
+	// the snapshot step, recorded when it started that step: the set the step's completion
+	// report is confirmed against, whatever TiKV became since (a scale-out, a store replaced).
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=20000
+	// +kubebuilder:validation:items:MaxLength=64
+	TiKVVolumes []string `json:"tikvVolumes,omitempty"`
 	// Conditions are the API of progress.
 	// +listType=map
 	// +listMapKey=type

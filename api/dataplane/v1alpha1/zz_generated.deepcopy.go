@@ -177,6 +177,11 @@ func (in *VolumeBackupMemberStatus) DeepCopyInto(out *VolumeBackupMemberStatus) 
 		in, out := &in.TimeCompleted, &out.TimeCompleted
 		*out = (*in).DeepCopy()
 	}
+	if in.TiKVVolumes != nil {
+		in, out := &in.TiKVVolumes, &out.TiKVVolumes
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

@@ -65,15 +65,19 @@ func NeedsConfirmation(m *dpv1alpha1.VolumeBackupMember, snapshot job.State, r j
 	return hasResult && (snapshot.Phase == job.Succeeded || reported && st.Phase == job.PhaseCompleted)
 }
 
-// ObserveConfirmation rediscovers the TidbCluster's TiKV volumes and describes the snapshots a
-// completion report names. Errors are recorded in it, for Plan to retry.
+// ObserveConfirmation takes the TiKV volumes the agent handed the snapshot step (the member's
+// status.tikvVolumes; rediscovered from the TidbCluster for a member that has none recorded)
+// and describes the snapshots a completion report names. Errors are recorded in it, for Plan to
+// retry.
 func ObserveConfirmation(ctx context.Context, reader client.Reader, snaps Snapshots, o Observed) *Confirmation {
 	c := &Confirmation{}
 	var sum SnapshotSummary
 	if _, err := o.Report.Result(job.StepSnapshot, &sum); err != nil {
 		return c // Plan fails the member on the unreadable result
 	}
-	if o.TC == nil {
+	if recorded := o.Member.Status.TiKVVolumes; len(recorded) > 0 {
+		c.Volumes = slices.Clone(recorded) // what the step was handed, whatever TiKV became since
+	} else if o.TC == nil {
 		m := o.Member
 		c.DiscoveryErr = fmt.Errorf("TidbCluster %s/%s not found", m.Spec.TCNamespace, m.Spec.TCName)
 	} else if cl, err := observeCluster(ctx, reader, o.TC, false); err != nil {

@@ -3,6 +3,7 @@ package backupmember
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -244,5 +245,43 @@ func TestForgedCompletionNeverCompletes(t *testing.T) {
 	m.Status = r.Status
 	if NeedsConfirmation(m, o.Snapshot, o.Report) {
 		t.Error("a failed member is confirmed again")
+	}
+}
+
+// describedAll describes every id asked for as a completed snapshot of this backup.
+type describedAll struct{}
+
+func (describedAll) DescribeSnapshots(_ context.Context, ids []string) ([]cloud.Snapshot, error) {
+	out := make([]cloud.Snapshot, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, snapshot(id, "vol-"+strings.TrimPrefix(id, "snap-")))
+	}
+	return out, nil
+}
+
+// TestConfirmationUsesTheVolumesHandedTheStep: a member that recorded the TiKV volumes it handed
+// its snapshot step is confirmed against those, not against what TiKV has become since (a
+// store added or replaced while the snapshots completed; here the TidbCluster is even gone);
+// one without a record rediscovers them.
+func TestConfirmationUsesTheVolumesHandedTheStep(t *testing.T) {
+	sum := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, Snapshots: []ReportedSnapshot{
+		{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-1"}, {StoreID: 2, VolumeID: "vol-2", SnapshotID: "snap-2"}}}
+	o := obs(member(dpv1alpha1.BackupMemberExecute, func(m *dpv1alpha1.VolumeBackupMember) {
+		m.Spec.BackupTS = tsText
+		m.Status.TiKVVolumes = []string{"vol-1", "vol-2"}
+	}), func(o *Observed) {
+		o.TC = nil
+		o.Report = report(map[string]string{job.StepSnapshot + ".result": mustJSON(sum)})
+	})
+	c := ObserveConfirmation(context.Background(), nil, describedAll{}, o)
+	if c.DiscoveryErr != nil || c.CloudErr != nil || !slices.Equal(c.Volumes, []string{"vol-1", "vol-2"}) || len(c.Snapshots) != 2 {
+		t.Fatalf("confirmation %+v, want the recorded volumes and both snapshots described", c)
+	}
+	if bad := confirm(o.Member, c, backupTS, sum); len(bad) != 0 {
+		t.Errorf("mismatches %v, want none", bad)
+	}
+	o.Member.Status.TiKVVolumes = nil
+	if c := ObserveConfirmation(context.Background(), nil, describedAll{}, o); c.DiscoveryErr == nil {
+		t.Errorf("without a record and without the TidbCluster: %+v, want a discovery error", c)
 	}
 }

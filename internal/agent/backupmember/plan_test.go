@@ -426,6 +426,9 @@ func TestPlan(t *testing.T) {
 					if r.Status.BackupPath != "s3://bk/nightly-az1" {
 						t.Errorf("backupPath %q", r.Status.BackupPath)
 					}
+					if !slices.Contains(r.Status.TiKVVolumes, "vol-1") {
+						t.Errorf("tikvVolumes %v, want the volumes handed the step (vol-1)", r.Status.TiKVVolumes)
+					}
 					inputs := r.Actions[1].ConfigMap
 					rec := inputs.Data[VolumesKey]
 					if !strings.Contains(rec, `"vol-1"`) || !strings.Contains(rec, `"i-0abc"`) || !strings.Contains(rec, `"storage.data-dir"`) {

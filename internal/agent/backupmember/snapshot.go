@@ -128,7 +128,7 @@ func (p *plan) planSnapshot() {
 	if err != nil {
 		return // p.snapshotArgs failed the member with the reason
 	}
-	inputs, err := p.inputsConfigMap()
+	inputs, volumes, err := p.inputsConfigMap()
 	if err != nil {
 		p.fail(dpv1alpha1.BackupMemberVolumeDiscoveryFailedReason, err.Error())
 		return
@@ -140,6 +140,9 @@ func (p *plan) planSnapshot() {
 	spec.Pod.VolumeMounts = append(spec.Pod.VolumeMounts, corev1.VolumeMount{Name: inputsVolume, MountPath: inputsMount, ReadOnly: true})
 	if p.createJob(spec, Action{Kind: EnsureConfigMap, ConfigMap: inputs}) {
 		p.res.Status.BackupPath = storage.Flag
+		if len(p.res.Status.TiKVVolumes) == 0 {
+			p.res.Status.TiKVVolumes = volumes // confirmed against at completion (confirm.go)
+		}
 	}
 }
 
@@ -184,31 +187,31 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 }
 
 // inputsConfigMap discovers the TiKV volumes and writes them, with the TidbCluster, into the
-// ConfigMap the snapshot step reads.
-func (p *plan) inputsConfigMap() (*corev1.ConfigMap, error) {
+// ConfigMap the snapshot step reads; it returns the volumes' ids too.
+func (p *plan) inputsConfigMap() (*corev1.ConfigMap, []string, error) {
 	if p.o.Cluster == nil {
-		return nil, fmt.Errorf("TiKV volumes of TidbCluster %s/%s were not observed", p.m.Spec.TCNamespace, p.m.Spec.TCName)
+		return nil, nil, fmt.Errorf("TiKV volumes of TidbCluster %s/%s were not observed", p.m.Spec.TCNamespace, p.m.Spec.TCName)
 	}
 	rec, err := Discover(*p.o.Cluster, p.m.Spec.K8sClusterName, string(p.m.UID))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	vol, err := rec.Marshal()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tc, err := tidbClusterManifest(p.o.Cluster.TC)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	data := map[string]string{VolumesKey: string(vol), TidbClusterKey: string(tc)}
 	if objs := p.o.Cluster.OperatorObjects; len(objs) > 0 {
 		if data[OperatorObjectsKey], err = operatorManifests(objs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	if n := len(data[VolumesKey]) + len(data[TidbClusterKey]) + len(data[OperatorObjectsKey]); n > maxInputsBytes {
-		return nil, fmt.Errorf("%w: the volume file and the manifests of TidbCluster %s/%s and the objects referencing it take %d bytes, more than the %d a ConfigMap holds",
+		return nil, nil, fmt.Errorf("%w: the volume file and the manifests of TidbCluster %s/%s and the objects referencing it take %d bytes, more than the %d a ConfigMap holds",
 			ErrVolumeDiscovery, p.m.Spec.TCNamespace, p.m.Spec.TCName, n, maxInputsBytes)
 	}
 	cm := &corev1.ConfigMap{
@@ -216,7 +219,11 @@ func (p *plan) inputsConfigMap() (*corev1.ConfigMap, error) {
 			Labels: job.Selector(p.m.Name), OwnerReferences: []metav1.OwnerReference{ownerRef(p.m)}},
 		Data: data,
 	}
-	return cm, nil
+	ids := make([]string, 0, len(rec.Volumes()))
+	for _, v := range rec.Volumes() {
+		ids = append(ids, v.ID)
+	}
+	return cm, ids, nil
 }
 
 // tidbClusterManifest is the TidbCluster as a manifest the snapshot step keeps next to the
