@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/operator"
@@ -152,17 +152,8 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	t.Logf("TiDB cluster %s/basic up: 3 TiKV over %d data planes", source, len(l.DataPlanes))
 
 	// The bucket, in the AWS double's S3.
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, l.AWS.Endpoint+"/"+bucket, nil)
-	if err != nil {
+	if err := awsdouble.CreateBucket(ctx, l.AWS.Endpoint, bucket); err != nil {
 		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create bucket %s: %s", bucket, resp.Status)
 	}
 
 	clusters := func(s string) string {

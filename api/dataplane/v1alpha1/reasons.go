@@ -198,18 +198,11 @@ const (
 )
 
 // Reasons of a VolumeRestoreMember's Failed condition, beside the shared ones above: True,
-// except RestoreMemberStorageUnreachableReason (False).
+// except RestoreMemberCloudUnreachableReason (False).
 const (
 	// RestoreMemberNotInRecoveryModeReason: the TidbCluster's spec.recoveryMode is not true when
 	// restore-volumes is about to start.
 	RestoreMemberNotInRecoveryModeReason = "NotInRecoveryMode"
-	// RestoreMemberBackupNotFoundReason: spec.backup holds no backupmeta. Set by agents that read
-	// the backup themselves; now the restore-volumes step fails (RestoreVolumesFailed, its error
-	// says so).
-	RestoreMemberBackupNotFoundReason = "BackupNotFound"
-	// RestoreMemberBackupIncompleteReason: the backupmeta's snapshots have not all completed. As
-	// BackupNotFound, no longer set: restore-volumes refuses such a backup itself.
-	RestoreMemberBackupIncompleteReason = "BackupIncomplete"
 	// RestoreMemberInvalidBackupReason: the backup restore-volumes reported is not a valid
 	// backupmeta, or its TiKV claims cannot be rebuilt for the target TidbCluster.
 	RestoreMemberInvalidBackupReason = "InvalidBackup"
@@ -250,9 +243,6 @@ const (
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"
-	// RestoreMemberStorageUnreachableReason: False while an agent that read the backup itself
-	// could not (retried). No longer set: the agent reads no storage.
-	RestoreMemberStorageUnreachableReason = "StorageUnreachable"
 )
 
 // Reasons of a VolumeRestoreMember's TargetChecked condition.

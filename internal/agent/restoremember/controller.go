@@ -101,7 +101,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Changed: func(ctx context.Context, before, after *dpv1alpha1.VolumeRestoreMember) {
 			for _, t := range condition.Transitions(before.Status.Conditions, after.Status.Conditions) {
 				apply.ConditionEvent(ctx, r.Recorder, after, t, t.Type == dpv1alpha1.RestoreMemberFailedCondition && t.Status == "True" || t.Reason == dpv1alpha1.RestoreMemberCleanFailedReason ||
-					t.Reason == dpv1alpha1.RestoreMemberStorageUnreachableReason || t.Reason == dpv1alpha1.RestoreMemberWarmUpFailedReason || t.Reason == dpv1alpha1.RestoreMemberWALCorruptedReason)
+					t.Reason == dpv1alpha1.RestoreMemberCloudUnreachableReason || t.Reason == dpv1alpha1.RestoreMemberWarmUpFailedReason || t.Reason == dpv1alpha1.RestoreMemberWALCorruptedReason)
 			}
 		},
 		Released: func(_ context.Context, m *dpv1alpha1.VolumeRestoreMember) {

@@ -34,7 +34,7 @@ func TestPhaseOf(t *testing.T) {
 		data     = c(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberDataRestoredReason)
 		complete = c(dpv1alpha1.RestoreMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberRecoveryModeOffReason)
 		failed   = c(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberRestoreVolumesFailedReason)
-		storage  = c(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberStorageUnreachableReason)
+		cloud    = c(dpv1alpha1.RestoreMemberFailedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberCloudUnreachableReason)
 	)
 	cleaned := func(s metav1.ConditionStatus, reason string) metav1.Condition {
 		return c(dpv1alpha1.RestoreMemberVolumesCleanedCondition, s, reason)
@@ -49,9 +49,9 @@ func TestPhaseOf(t *testing.T) {
 		want    string
 	}{
 		{"a new member, nothing to do yet (PD has no address)", nil, volume, false, PhasePending},
-		{"the storage cannot be read yet", []metav1.Condition{storage}, volume, false, PhasePending},
+		{"AWS cannot be reached yet", []metav1.Condition{cloud}, volume, false, PhasePending},
 		{"restore-volumes starts", nil, volume, true, PhaseRestoringVolumes},
-		{"restore-volumes runs", []metav1.Condition{storage}, volume, true, PhaseRestoringVolumes},
+		{"restore-volumes runs", []metav1.Condition{cloud}, volume, true, PhaseRestoringVolumes},
 		{"volumes restored, warming up", []metav1.Condition{volumes, warming}, volume, true, PhaseVolumeComplete},
 		{"volumes restored, waiting for the stores", []metav1.Condition{volumes, warm}, volume, false, PhaseVolumeComplete},
 		{"every store up", []metav1.Condition{volumes, warm, tikv}, volume, false, PhaseTikvComplete},

@@ -1,6 +1,7 @@
 package awsdouble
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -44,6 +45,8 @@ type VolumeInfo struct {
 	Device     string `json:"device,omitempty"`
 	InstanceID string `json:"instanceId,omitempty"`
 	Dir        string `json:"dir"`
+	// SizeGiB is the volume's capacity: the length of the device a lab node shows for it.
+	SizeGiB int32 `json:"sizeGiB"`
 }
 
 // CreateInstance creates a running instance with a root volume and the given data volumes
@@ -85,7 +88,7 @@ func (s *Server) CreateInstance(spec InstanceSpec) (InstanceInfo, error) {
 			info.RootVolumeID = v.ID
 			continue
 		}
-		info.Volumes = append(info.Volumes, VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: in.ID, Dir: v.Dir})
+		info.Volumes = append(info.Volumes, VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: in.ID, Dir: v.Dir, SizeGiB: v.SizeGiB})
 	}
 	s.st.Instances[in.ID] = in
 	s.markDirty()
@@ -205,7 +208,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		v, ok := s.st.Volumes[id]
 		var info VolumeInfo
 		if ok {
-			info = VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: v.InstanceID, Dir: v.Dir}
+			info = VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: v.InstanceID, Dir: v.Dir, SizeGiB: v.SizeGiB}
 		}
 		s.mu.Unlock()
 		if !ok {
@@ -281,4 +284,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// CreateBucket creates bucket in the S3 of the double served at endpoint (PUT /{bucket}, as an
+// S3 client does; creating it again succeeds).
+func CreateBucket(ctx context.Context, endpoint, bucket string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimSuffix(endpoint, "/")+"/"+bucket, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", bucket, err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("create bucket %s: %s", bucket, resp.Status)
+	}
+	return nil
 }

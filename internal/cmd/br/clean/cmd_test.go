@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -166,19 +165,10 @@ func TestCleanCommandMissingMetaFails(t *testing.T) {
 // TestCleanCommandOnS3: the backup's metadata is in S3 (the double's), under a prefix.
 func TestCleanCommandOnS3(t *testing.T) {
 	f := newFixture(t)
-	req, err := http.NewRequest(http.MethodPut, f.url+"/backups", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("create bucket: %s", resp.Status)
-	}
 	ctx := context.Background()
+	if err := awsdouble.CreateBucket(ctx, f.url, "backups"); err != nil {
+		t.Fatal(err)
+	}
 	rec, err := f.store.BackupMeta(ctx)
 	if err != nil {
 		t.Fatal(err)
