@@ -64,11 +64,11 @@ DEMO_DIR ?= _output/demo
 DEMO_FLAGS ?=
 
 .PHONY: demo
-demo: build k8s-bin ## Run the main job in the lab: backup under load, restore into fresh clusters, check, timeline.
+demo: build k8s-bin $(HELM) ## Run the main job in the lab, fedbr installed through its charts: backup under load, restore into fresh clusters, check, timeline.
 	-bin/fedbr-lab lab down --dir $(DEMO_DIR) >/dev/null 2>&1
 	rm -rf $(DEMO_DIR) # a fresh lab every time: the demo creates fixed names
 	bin/fedbr-lab lab up --dir $(DEMO_DIR)
-	rc=0; bin/fedbr-lab lab demo --dir $(DEMO_DIR) $(DEMO_FLAGS) || rc=$$?; bin/fedbr-lab lab down --dir $(DEMO_DIR); exit $$rc
+	rc=0; FEDBR_HELM="$(abspath $(HELM))" bin/fedbr-lab lab demo --dir $(DEMO_DIR) --install $(DEMO_FLAGS) || rc=$$?; bin/fedbr-lab lab down --dir $(DEMO_DIR); exit $$rc
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the charts' copies).

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/fedbr/fedbr/internal/podenv"
 )
 
 // blockDevice returns what to read for a Block target: path itself when it is a block
@@ -46,12 +48,15 @@ func isBlockDevice(m fs.FileMode) bool {
 }
 
 // mountedDevice finds the node of a mount's device: its source or, as a container has its
-// own /dev where the host's name may be missing, /dev/block/MAJOR:MINOR.
+// own /dev where the host's name may be missing, /dev/block/MAJOR:MINOR. Both are in-container
+// paths (podenv.Path: under the container's root on a lab node, where a regular file stands
+// for the device, as it may for a --block target given itself).
 func mountedDevice(m mount, path string) (string, error) {
 	var errs []error
-	for _, dev := range []string{m.Source, "/dev/block/" + m.Dev} {
+	for _, name := range []string{m.Source, "/dev/block/" + m.Dev} {
+		dev := podenv.Path(name)
 		fi, err := os.Stat(dev)
-		if err == nil && isBlockDevice(fi.Mode()) {
+		if err == nil && (isBlockDevice(fi.Mode()) || fi.Mode().IsRegular()) {
 			return dev, nil
 		}
 		if err == nil {

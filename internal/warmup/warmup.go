@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/podenv"
 )
 
 // Mode is how a target is read.
@@ -129,7 +131,7 @@ type system struct {
 // others are stopped), or ctx ends. The summary describes what was read even when the error
 // is not nil; the error is nil only if every target was read completely.
 func Run(ctx context.Context, o Options) (Summary, error) {
-	return run(ctx, o, system{open: openFile, mountinfo: "/proc/self/mountinfo"})
+	return run(ctx, o, system{open: openFile, mountinfo: podenv.Path("/proc/self/mountinfo")})
 }
 
 func run(ctx context.Context, o Options, sys system) (Summary, error) {

@@ -23,8 +23,8 @@ import (
 // TestFederatedBackupAndRestoreInTheLab runs the main job once per warm-up mode, each in its own
 // lab (the benchmark restores without warm-up), and once with two volumes per TiKV (data, and
 // the raft log apart), which the backup must capture in one CreateSnapshots call per instance
-// and the restore must bring back to the right claims; the lab cannot warm a raft volume up
-// (block reads), so that run restores without warm-up.
+// and the restore must bring back to the right claims; that run warms up with fio, which reads
+// every block of both volumes through the devices the lab's nodes show privileged pods.
 func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
@@ -32,7 +32,12 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	for _, mode := range []fedv1alpha1.RestoreWarmupMode{fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupAsync} {
 		t.Run("warmup="+string(mode), func(t *testing.T) { backupAndRestore(t, demo.Options{RestoreWarmup: mode}) })
 	}
-	t.Run("raft-volumes", func(t *testing.T) { backupAndRestore(t, demo.Options{RaftVolumes: true}) })
+	// fio reads every volume's device, the raft volumes' too: the agents, installed through the
+	// charts with policy.privilegedWarmup, allow the privileged warm-up pods, and the lab's nodes
+	// show those pods a device per volume.
+	t.Run("raft-volumes,warmup=fio,install", func(t *testing.T) {
+		backupAndRestore(t, demo.Options{RaftVolumes: true, RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio, Install: true})
+	})
 }
 
 // TestCheckWALOnlyRestoreOverTLSInTheLab runs the main job once for two things, so CI runs
@@ -159,16 +164,22 @@ func checkWarmup(t *testing.T, l *env.Lab, r *demo.Report, o demo.Options) {
 	if check {
 		warmup = fedv1alpha1.RestoreWarmupSync // TiKV waits for the check
 	}
-	want := 3 * len(l.DataPlanes)
+	want, volumes := 3*len(l.DataPlanes), 1
+	if o.RaftVolumes {
+		volumes = 2
+	}
 	if r.Warmup != "WarmedUp" || r.WarmupJobs != want || r.WarmupJobsTotal != want {
 		t.Errorf("warm-up %q, %d of %d Jobs succeeded; want WarmedUp, %d of %d", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal, want, want)
 	}
-	if r.WarmupResults != want || r.WarmupWALChecks != want {
-		t.Errorf("%d warm-up Jobs reported, verifying the RocksDB logs of %d volumes; want %d and %d", r.WarmupResults, r.WarmupWALChecks, want, want)
+	if r.WarmupResults != want || r.WarmupWALChecks != want*volumes {
+		t.Errorf("%d warm-up Jobs reported, verifying the RocksDB logs of %d volumes; want %d and %d", r.WarmupResults, r.WarmupWALChecks, want, want*volumes)
 	}
-	switch {
+	// fio reads every block of every volume: the lab's devices are the volumes' capacity (1 GiB).
+	switch fio := int64(want*volumes) << 30; {
 	case check && r.WarmupBytes != 0:
 		t.Errorf("check-wal-only Jobs read %d B; want none (they verify the data volume's logs only)", r.WarmupBytes)
+	case o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFio && r.WarmupBytes != fio:
+		t.Errorf("fio Jobs read %d B; want every block of %d volumes of 1 GiB, %d B", r.WarmupBytes, want*volumes, fio)
 	case !check && r.WarmupBytes <= 0:
 		t.Errorf("warm-up Jobs read %d B; want more than nothing", r.WarmupBytes)
 	}

@@ -86,6 +86,9 @@ func RunCrash(ctx context.Context, o Options, points []KillPoint) ([]CrashResult
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	if o.Install {
+		return nil, errors.New("the crash suite SIGKILLs the manager and the agents as processes of its own: it cannot run with Install")
+	}
 	o = o.withDefaults()
 	d, err := newRun(ctx, o)
 	if err != nil {
@@ -130,7 +133,7 @@ func (d *run) startSuite(ctx context.Context) error {
 	if err := ensureDir(logDir(d.lab)); err != nil {
 		return err
 	}
-	if err := d.startControllers(); err != nil {
+	if err := d.startControllers(ctx); err != nil {
 		return err
 	}
 	if err := d.sourceCluster(ctx); err != nil {

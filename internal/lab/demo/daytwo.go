@@ -736,7 +736,7 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	claim := "tikv-" + tc + "-tikv-0"
 	for _, dp := range d.lab.DataPlanes {
 		kc := d.kube[dp.Cluster]
-		if err := client.IgnoreAlreadyExists(kc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+		if err := client.IgnoreAlreadyExists(kc.Create(ctx, d.tenantNamespace(ns))); err != nil {
 			return "", err
 		}
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},

@@ -52,9 +52,10 @@ type Options struct {
 	Warmup time.Duration
 	// RestoreWarmup is the restore's warm-up of its volumes: "" (none), sync or async.
 	RestoreWarmup fedv1alpha1.RestoreWarmupMode
-	// RestoreWarmupStrategy is the restore's warmupStrategy ("" is hybrid). The lab's volumes
-	// are directories, so only the strategies that read no block device run here: hybrid and
-	// check-wal-only (the data volume's files, or its RocksDB logs), without raft volumes.
+	// RestoreWarmupStrategy is the restore's warmupStrategy ("" is hybrid): hybrid, fio or
+	// check-wal-only (fsr is refused). A warm-up that reads a block device (fio, or a raft
+	// volume under any strategy) reads the device a lab node shows a privileged pod for the
+	// volume (docs/lab.md); the demo then starts the agents with --allow-privileged-warmup.
 	RestoreWarmupStrategy fedv1alpha1.RestoreWarmupStrategy
 	// Timeout bounds each wait (cluster ready, backup, restore).
 	Timeout time.Duration
@@ -64,6 +65,10 @@ type Options struct {
 	Out io.Writer
 	// AgentArgs are added to every `fedbr agent` command line.
 	AgentArgs []string
+	// Install installs fedbr through its Helm charts (env.Install: Deployments in namespace
+	// fedbr-system under the restricted Pod Security Standard) instead of running the manager
+	// and the agents as processes of the demo. The crash suite kills processes: it refuses it.
+	Install bool
 	// RestoreTolerateOutage sets the restore's tolerateSingleTiKVOutage; RestoreDownTiKV keeps
 	// TiKV ordinals of the restored TidbCluster down, by data plane (the lab operator's
 	// lab.fedbr.io/down-tikv: their node is lost).
@@ -130,16 +135,22 @@ func (o Options) Validate() error {
 		return fmt.Errorf("restore warm-up %q: want sync, async or none", o.RestoreWarmup)
 	case o.RestoreWarmupStrategy != "" && o.RestoreWarmup == fedv1alpha1.RestoreWarmupNone:
 		return fmt.Errorf("restore warm-up strategy %q without a warm-up mode: set RestoreWarmup too", o.RestoreWarmupStrategy)
-	case o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFio || o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFsr:
-		return fmt.Errorf("restore warm-up strategy %q reads block devices (every volume, or fast snapshot restore and the other volumes), which the lab's volumes (directories) cannot serve; use hybrid or check-wal-only", o.RestoreWarmupStrategy)
-	case o.RestoreWarmupStrategy != "" && o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyHybrid && o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyCheckWALOnly:
-		return fmt.Errorf("restore warm-up strategy %q: want hybrid or check-wal-only", o.RestoreWarmupStrategy)
-	case o.RaftVolumes && o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone:
-		return fmt.Errorf("restore warm-up %q with raft volumes: warm-up reads a raft volume block by block (--block), which the lab's volumes (directories) cannot serve; use no warm-up", o.RestoreWarmup)
+	case o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFsr:
+		return fmt.Errorf("restore warm-up strategy %q is not run in the lab (its fast snapshot restores are not exercised end to end); use hybrid, fio or check-wal-only", o.RestoreWarmupStrategy)
+	case o.RestoreWarmupStrategy != "" && o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyHybrid &&
+		o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyFio && o.RestoreWarmupStrategy != fedv1alpha1.RestoreWarmupStrategyCheckWALOnly:
+		return fmt.Errorf("restore warm-up strategy %q: want hybrid, fio or check-wal-only", o.RestoreWarmupStrategy)
 	case o.Namespace == o.RestoreNamespace && o.Namespace != "":
 		return fmt.Errorf("restore namespace %q must differ from the source namespace", o.RestoreNamespace)
 	}
 	return nil
+}
+
+// blockWarmup is whether the restore's warm-up reads a block device, which the agents must
+// allow (--allow-privileged-warmup).
+func (o Options) blockWarmup() bool {
+	return o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone &&
+		(o.RaftVolumes || o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFio)
 }
 
 // Run runs the demo and returns its report. The error is nil only if the backup and the

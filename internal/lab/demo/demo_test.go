@@ -20,11 +20,12 @@ func TestWarmupOptions(t *testing.T) {
 		{"sync, default strategy", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync}, ""},
 		{"check-wal-only", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly}, ""},
 		{"hybrid, async", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupAsync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyHybrid}, ""},
-		{"fio", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio}, `strategy "fio" reads block devices`},
-		{"fsr", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFsr}, `strategy "fsr" reads block devices`},
+		{"fio", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio}, ""},
+		{"fio with raft volumes", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio, RaftVolumes: true}, ""},
+		{"fsr", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFsr}, `strategy "fsr" is not run in the lab`},
 		{"a strategy without a mode", Options{RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly}, "without a warm-up mode"},
-		{"unknown strategy", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: "dd"}, `"dd": want hybrid or check-wal-only`},
-		{"check-wal-only with raft volumes", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly, RaftVolumes: true}, "with raft volumes"},
+		{"unknown strategy", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: "dd"}, `"dd": want hybrid, fio or check-wal-only`},
+		{"check-wal-only with raft volumes", Options{RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly, RaftVolumes: true}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.o.Lab = lab

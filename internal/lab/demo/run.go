@@ -154,8 +154,19 @@ func (d *run) run(ctx context.Context) error {
 	return d.deleteBackup(ctx, b)
 }
 
-// startControllers runs `fedbr manager` and one `fedbr agent` per data plane.
-func (d *run) startControllers() error {
+// startControllers runs `fedbr manager` and one `fedbr agent` per data plane: as processes, or
+// with Options.Install as the Deployments of fedbr's charts (env.Install).
+func (d *run) startControllers(ctx context.Context) error {
+	if d.o.Install {
+		err := env.Install(ctx, d.lab, env.InstallOptions{AllowNamespaces: []string{d.namespaceMapping()},
+			PrivilegedWarmup: d.o.blockWarmup(), AgentArgs: d.o.AgentArgs,
+			Log: func(format string, args ...any) { d.say("install: "+format, args...) }})
+		if err != nil {
+			return fmt.Errorf("install fedbr through its charts: %w", err)
+		}
+		d.say("fedbr installed through its charts: the manager and %d agents run as pods (`fedbr-lab lab logs`)", len(d.lab.DataPlanes))
+		return nil
+	}
 	kc := d.lab.Kubeconfig
 	mgr := []string{"manager", "--kubeconfig", kc, "--control-kubeconfig", kc, "--control-context", d.lab.Control,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--probe-interval", "1s", "--log-development", "--v", "1"}
@@ -168,6 +179,9 @@ func (d *run) startControllers() error {
 			"--image", "fedbr", "--aws-endpoint", d.lab.AWS.Endpoint, "--region", d.lab.AWS.Region,
 			"--allow-namespaces", d.namespaceMapping(),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--v", "1"}
+		if d.o.blockWarmup() {
+			args = append(args, "--allow-privileged-warmup")
+		}
 		args = append(args, d.o.AgentArgs...)
 		if err := d.startController("agent-"+dp.Cluster, args); err != nil {
 			return err
@@ -236,10 +250,21 @@ func (d *run) sourceCluster(ctx context.Context) error {
 	return d.waitStores(ctx, d.o.Namespace, tcs)
 }
 
+// tenantNamespace is a namespace of the demo's TiDB clusters: under the restricted Pod Security
+// Standard, which the stand-in operator's pods and every step pod fedbr creates pass; a
+// restore's namespace is privileged when its warm-up reads block devices (privileged pods).
+func (d *run) tenantNamespace(name string) *corev1.Namespace {
+	level := "restricted"
+	if d.o.blockWarmup() && name != d.o.Namespace {
+		level = "privileged"
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{env.PodSecurityEnforce: level}}}
+}
+
 func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
 	for cluster, tc := range tcs {
 		c := d.kube[cluster]
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, d.tenantNamespace(ns))); err != nil {
 			return fmt.Errorf("namespace %s in %s: %w", ns, cluster, err)
 		}
 		if err := d.withTLS(ctx, cluster, tc); err != nil {

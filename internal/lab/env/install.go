@@ -2,6 +2,7 @@ package env
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,11 @@ type InstallOptions struct {
 	// the chart's policy.namespaces); the chart's default policy lets a member act on the
 	// data-plane namespace named like its control-plane namespace.
 	AllowNamespaces []string
+	// PrivilegedWarmup sets the agent chart's policy.privilegedWarmup (--allow-privileged-warmup:
+	// warm-ups that read block devices).
+	PrivilegedWarmup bool
+	// AgentArgs are the agent chart's extraArgs: flags added to every agent's command line.
+	AgentArgs []string
 	// Timeout bounds each wait; default 2 minutes.
 	Timeout time.Duration
 	// Log receives progress lines; nil discards them.
@@ -257,8 +263,18 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 		// The manager's kubeconfig for this plane authenticates as this account's token.
 		"managerAccess": map[string]any{"serviceAccount": map[string]any{"create": true, "name": managerRemote}},
 	}
+	policy := map[string]any{}
 	if len(in.o.AllowNamespaces) > 0 {
-		values["policy"] = map[string]any{"namespaces": in.o.AllowNamespaces}
+		policy["namespaces"] = in.o.AllowNamespaces
+	}
+	if in.o.PrivilegedWarmup {
+		policy["privilegedWarmup"] = true
+	}
+	if len(policy) > 0 {
+		values["policy"] = policy
+	}
+	if len(in.o.AgentArgs) > 0 {
+		values["extraArgs"] = in.o.AgentArgs
 	}
 	t := time.Now()
 	cfg, err := in.l.Config(d.Cluster)
@@ -323,7 +339,10 @@ func (in *installer) helm(ctx context.Context, cluster, chart string, values map
 		return err
 	}
 	cmd := exec.CommandContext(ctx, in.o.Helm, "upgrade", "--install", chart, filepath.Join(in.o.Charts, chart),
-		"--kubeconfig", in.l.Kubeconfig, "--kube-context", cluster, "--namespace", InstallNamespace, "--values", file)
+		"--kubeconfig", in.l.Kubeconfig, "--kube-context", cluster, "--namespace", InstallNamespace, "--values", "-")
+	// Through stdin: helm splits --values at commas, which a lab's path may hold. The file
+	// stays as the record of what was installed.
+	cmd.Stdin = bytes.NewReader(data)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(in.helmHome, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(in.helmHome, "config"), "HELM_DATA_HOME="+filepath.Join(in.helmHome, "data"))
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -57,9 +57,12 @@ type podRun struct {
 	volumes map[string]string
 	// ebsVolumes are the EBS volumes the pod uses, attached to the node's instance.
 	ebsVolumes []string
-	stopping   bool
-	deleting   bool
-	killAt     time.Time
+	// devices are the EBS volumes of the pod's claims by directory: what the mount table of
+	// each container lists as mounted from a device (mounttable.go).
+	devices  map[string]Volume
+	stopping bool
+	deleting bool
+	killAt   time.Time
 	// wake is closed and replaced whenever killAt moves or stopping starts.
 	wake     chan struct{}
 	deadline *time.Timer
@@ -343,6 +346,12 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 		return nil, err
 	}
 	if err := linkMounts(root, c.VolumeMounts, volumes, env); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	devices := r.devices
+	r.mu.Unlock()
+	if err := writeMountTable(root, c, volumes, devices); err != nil {
 		return nil, err
 	}
 	args, err := argv(exe, expandAll(c.Command, env), expandAll(c.Args, env))

@@ -32,6 +32,10 @@ type Volume struct {
 	// InstanceID is the instance the volume is attached to; empty when detached.
 	InstanceID string `json:"instanceId,omitempty"`
 	AZ         string `json:"az,omitempty"`
+	// Device is the name the volume is attached under (/dev/xvdba); empty when detached.
+	Device string `json:"device,omitempty"`
+	// SizeGiB is the volume's capacity.
+	SizeGiB int32 `json:"sizeGiB"`
 }
 
 // VolumeResolver finds the directory of a volume named by a CSI volume handle.
@@ -326,13 +330,22 @@ func (r *podRun) claimDir(ctx context.Context, claim string) (string, error) {
 			if err := r.p.o.EBS.AttachVolume(ctx, v.ID, r.p.o.InstanceID); err != nil {
 				return "", err
 			}
-			v.InstanceID = r.p.o.InstanceID
+			// Again, for the device name the attachment chose.
+			if v, err = r.p.o.Volumes.Volume(ctx, v.ID); err != nil {
+				return "", err
+			}
 		}
 		if v.InstanceID == r.p.o.InstanceID && r.p.o.EBS != nil {
 			r.mu.Lock()
 			r.ebsVolumes = append(r.ebsVolumes, v.ID)
 			r.mu.Unlock()
 		}
+		r.mu.Lock()
+		if r.devices == nil {
+			r.devices = map[string]Volume{}
+		}
+		r.devices[v.Dir] = v
+		r.mu.Unlock()
 		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
 			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
 		}

@@ -503,11 +503,16 @@ func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int)
 					},
 				}},
 			}},
+			// The restricted Pod Security Standard: the lab's tenant namespaces enforce it.
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name:       comp,
 				Image:      cfg.Image,
 				Args:       args,
 				WorkingDir: "/",
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 				// One Go P per double: the lab runs a score of them on two cores, where
 				// more Ps only add thread wakeups (a third of an idle store's CPU).
 				Env:          []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}},

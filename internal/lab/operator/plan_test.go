@@ -13,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	psaapi "k8s.io/pod-security-admission/api"
 	"k8s.io/utils/ptr"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/podsecurity"
 )
 
 var testConfig = Config{Addressing: Addressing{IPPrefix: "127.0.1"}, Image: "fedbr"}
@@ -302,6 +304,14 @@ func TestComputePlanObjects(t *testing.T) {
 	}
 	if len(claim1.OwnerReferences) != 0 {
 		t.Errorf("claims must outlive the TidbCluster, got owners %+v", claim1.OwnerReferences)
+	}
+	// The lab's tenant namespaces enforce the restricted Pod Security Standard.
+	for _, a := range p.Actions {
+		if a.Pod != nil {
+			if err := podsecurity.Check(psaapi.LevelRestricted, &a.Pod.ObjectMeta, &a.Pod.Spec); err != nil {
+				t.Errorf("pod %s: %v", a.Pod.Name, err)
+			}
+		}
 	}
 }
 

@@ -60,11 +60,12 @@ func NewCmd() *cobra.Command {
 	f.IntVar(&o.Workers, "workers", 4, "bank workers")
 	f.Float64Var(&o.Rate, "rate", 0, "bank transfers per second (0: as fast as it goes)")
 	f.DurationVar(&o.Warmup, "warmup", 3*time.Second, "how long the bank writes, once it committed 100 transfers, before the backup starts")
-	f.BoolVar(&o.RaftVolumes, "raft-volumes", false, "give each TiKV a second volume for its raft log (needs --restore-warmup empty: the lab cannot read a volume block by block)")
+	f.BoolVar(&o.RaftVolumes, "raft-volumes", false, "give each TiKV a second volume for its raft log (a warm-up reads it block by block: the agents then run with --allow-privileged-warmup)")
 	f.StringVar((*string)(&o.RestoreWarmup), "restore-warmup", "", "warm-up of the restored volumes: sync (before TiKV starts), async (beside the restarted TiKV) or empty for none")
-	f.StringVar((*string)(&o.RestoreWarmupStrategy), "restore-warmup-strategy", "", "warmupStrategy of the restore with --restore-warmup: hybrid (empty: the default) or check-wal-only (verifies the data volume's RocksDB logs before TiKV starts); the lab cannot serve fio or fsr")
+	f.StringVar((*string)(&o.RestoreWarmupStrategy), "restore-warmup-strategy", "", "warmupStrategy of the restore with --restore-warmup: hybrid (empty: the default), fio (reads every volume's device; the agents then run with --allow-privileged-warmup) or check-wal-only (verifies the data volume's RocksDB logs before TiKV starts); fsr is not run in the lab")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "bound on each wait (cluster up, backup, restore)")
 	f.BoolVar(&o.KeepBackup, "keep-backup", false, "do not delete the backup at the end")
+	f.BoolVar(&o.Install, "install", false, "install fedbr through its Helm charts (the manager and agents as Deployments in fedbr-system, restricted pod security; needs helm: `make helm` or $FEDBR_HELM) rather than run them as processes")
 	f.BoolVar(&o.TLS, "tls", false, "run the TiDB clusters with spec.tlsCluster: a lab CA, PD and TiKV serving mutual TLS only, every step dialing them with the cluster client secret")
 	return cmd
 }

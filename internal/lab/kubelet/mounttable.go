@@ -1,0 +1,88 @@
+package kubelet
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// MountTable is where, under a container's root ($FEDBR_LAB_ROOT), the lab writes the
+// container's /proc/self/mountinfo: a program that looks up the device mounted at a directory
+// (fedbr warmup --block) reads it through podenv.Path as it reads the real one in a pod.
+const MountTable = "proc/self/mountinfo"
+
+// ebsMajor is the major number of NVMe block devices, as EBS volumes appear on Nitro instances.
+const ebsMajor = 259
+
+// writeMountTable writes the container's mount table and, for a privileged container, its
+// devices. A lab container shares the host's mount namespace, so a mount point is listed where
+// the process finds it: the directory its volumeMount's link resolves to. A mount of an EBS
+// volume is listed as mounted from /dev/<attachment device> (ext4); every other volume as
+// mounted from no device, as a kubelet binds a directory or mounts a tmpfs. Only a privileged
+// container sees the host's devices, so only there is /dev/<device> created under the root: a
+// sparse file of the volume's capacity standing for the device (its blocks read as zeros, as a
+// fresh EBS volume's do; a warm-up discards what it reads, so the data TiKV sees comes from
+// the volume's directory either way).
+func writeMountTable(root string, c corev1.Container, volumes map[string]string, devices map[string]Volume) error {
+	privileged := c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
+	var b strings.Builder
+	fmt.Fprintf(&b, "1 0 0:1 / / rw - overlay overlay rw\n")
+	for i, m := range c.VolumeMounts {
+		point, err := filepath.EvalSymlinks(filepath.Join(root, filepath.Clean("/"+m.MountPath)))
+		if err != nil {
+			return fmt.Errorf("mount table: mount %s: %w", m.MountPath, err)
+		}
+		id, sub := i+2, "/"+strings.TrimPrefix(filepath.Clean("/"+m.SubPath), "/")
+		v, ebs := devices[volumes[m.Name]]
+		if !ebs || v.Device == "" {
+			fmt.Fprintf(&b, "%d 1 0:%d %s %s rw - none lab rw\n", id, id+100, mountEscape(sub), mountEscape(point))
+			continue
+		}
+		dev := "/dev/" + filepath.Base(v.Device)
+		fmt.Fprintf(&b, "%d 1 %d:%d %s %s rw,relatime - ext4 %s rw\n", id, ebsMajor, i+1, mountEscape(sub), mountEscape(point), dev)
+		if privileged {
+			if err := sparseDevice(filepath.Join(root, dev), int64(max(v.SizeGiB, 1))<<30); err != nil {
+				return fmt.Errorf("mount table: device of volume %s: %w", v.ID, err)
+			}
+		}
+	}
+	p := filepath.Join(root, MountTable)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, []byte(b.String()), 0o444)
+}
+
+// sparseDevice creates the file standing for a device of size bytes; reading it costs no disk.
+func sparseDevice(p string, size int64) error {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// mountEscape escapes a path as the kernel does in mountinfo: space, tab, newline and
+// backslash as three-digit octal.
+func mountEscape(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		switch r {
+		case ' ', '\t', '\n', '\\':
+			fmt.Fprintf(&b, "\\%03o", r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
