@@ -22,12 +22,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/port"
 )
 
 // lab is the shared test environment: one real control plane, the AWS double and one lab
@@ -686,4 +688,47 @@ func TestInitContainers(t *testing.T) {
 			t.Errorf("init container %s: %+v, want terminated with 0", cs.Name, cs.State)
 		}
 	}
+}
+
+// TestReadinessProbe: a container with an httpGet readiness probe is Ready only once the probe
+// succeeds, and not Ready again after failureThreshold failures in a row, as with the kubelet;
+// the probe dials the container's named port on the node's network.
+func TestReadinessProbe(t *testing.T) {
+	l := getLab(t)
+	ctx := testCtx(t)
+	ns := l.namespace(ctx, t)
+	ports, err := port.Free(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isReady := func(p *corev1.Pod) bool {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+		return false
+	}
+	_, marker := l.runningPod(ctx, t, ns, "ready", "serve", 30, func(p *corev1.Pod) {
+		c := &p.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "PROBE_PORT", Value: strconv.Itoa(ports[0])})
+		c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: int32(ports[0])}}
+		c.ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2,
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}}
+	})
+	// The probe was answered 503: the pod runs and is not Ready (it has never been).
+	got := l.waitPod(ctx, t, ns, "ready", "probed and refused", func(*corev1.Pod) bool {
+		return strings.Contains(l.logsQuiet(ctx, ns, "ready"), "readyz 503")
+	})
+	if isReady(got) {
+		t.Fatalf("pod Ready although its readiness probe only ever failed: %+v", got.Status.Conditions)
+	}
+	if err := os.WriteFile(filepath.Join(marker, "ready"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.waitPod(ctx, t, ns, "ready", "Ready once the probe succeeds", isReady)
+	if err := os.Remove(filepath.Join(marker, "ready")); err != nil {
+		t.Fatal(err)
+	}
+	l.waitPod(ctx, t, ns, "ready", "not Ready after the probe failed twice", func(p *corev1.Pod) bool { return !isReady(p) })
 }

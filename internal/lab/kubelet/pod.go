@@ -408,7 +408,7 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 		cs.ContainerID = term.ContainerID
 		cs.ImageID = "lab://" + cmd.Path
 		cs.Started = new(true)
-		cs.Ready = k == regular
+		cs.Ready = k == regular && r.readinessProbe(name) == nil
 		cs.RestartCount = int32(restarts)
 	})
 	exited := make(chan struct{})
@@ -416,6 +416,9 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 		_ = cmd.Wait()
 		close(exited)
 	}()
+	if p := r.readinessProbe(name); k == regular && p != nil {
+		go r.probeReadiness(log, name, p, exited)
+	}
 	r.await(exited, pid)
 	// Like a container's pid namespace, the group ends with its main process.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)

@@ -6,12 +6,17 @@
 //	probe term              run until SIGTERM, then write $FEDBR_LAB_ROOT/marker/term and exit 0
 //	probe ignore            write $FEDBR_LAB_ROOT/marker/ignored on SIGTERM and keep running
 //	probe flaky             exit 1 on the first run, 0 on the next (counts in $FEDBR_LAB_ROOT/marker)
+//	probe serve             serve GET /readyz on 127.0.0.1:$PROBE_PORT: 200 while
+//	                        $FEDBR_LAB_ROOT/marker/ready exists, else 503, each answer logged
+//	                        ("readyz 503"); then as term
 //
 // Every run records its pid in $PROBE_PIDS so the test can check no process outlives it.
 package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -58,6 +63,27 @@ func main() {
 			fmt.Println("write data:", err)
 			os.Exit(1)
 		}
+	case "serve":
+		ln, err := net.Listen("tcp", "127.0.0.1:"+os.Getenv("PROBE_PORT"))
+		if err != nil {
+			fmt.Println("listen:", err)
+			os.Exit(1)
+		}
+		go func() {
+			_ = http.Serve(ln, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				code := http.StatusServiceUnavailable
+				if _, err := os.Stat(filepath.Join(root, "marker", "ready")); err == nil {
+					code = http.StatusOK
+				}
+				fmt.Println("readyz", code)
+				w.WriteHeader(code)
+			}))
+		}()
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, syscall.SIGTERM)
+		fmt.Println("waiting for SIGTERM")
+		<-c
+		os.Exit(0)
 	case "term", "ignore":
 		c := make(chan os.Signal, 1)
 		signal.Notify(c, syscall.SIGTERM)
