@@ -31,9 +31,14 @@ func writeMountTable(root string, c corev1.Container, volumes map[string]string,
 	var b strings.Builder
 	fmt.Fprintf(&b, "1 0 0:1 / / rw - overlay overlay rw\n")
 	for i, m := range c.VolumeMounts {
-		point, err := filepath.EvalSymlinks(filepath.Join(root, filepath.Clean("/"+m.MountPath)))
+		link := filepath.Join(root, filepath.Clean("/"+m.MountPath))
+		point, err := filepath.EvalSymlinks(link)
 		if err != nil {
-			return fmt.Errorf("mount table: mount %s: %w", m.MountPath, err)
+			// A volume whose directory does not exist (yet): a hostPath of no type. The
+			// container still starts, as before; its mount is listed where the link points.
+			if point, err = os.Readlink(link); err != nil {
+				return fmt.Errorf("mount table: mount %s: %w", m.MountPath, err)
+			}
 		}
 		id, sub := i+2, "/"+strings.TrimPrefix(filepath.Clean("/"+m.SubPath), "/")
 		v, ebs := devices[volumes[m.Name]]

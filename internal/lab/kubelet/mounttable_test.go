@@ -61,6 +61,21 @@ func TestMountTableServesBlockWarmup(t *testing.T) {
 			t.Errorf("err = %v, want the device not visible", err)
 		}
 	})
+	t.Run("a volume whose directory does not exist", func(t *testing.T) {
+		root := filepath.Join(t.TempDir(), "root")
+		missing := filepath.Join(dir, "missing")
+		c := corev1.Container{Name: "x", VolumeMounts: []corev1.VolumeMount{{Name: "host", MountPath: "/host"}}}
+		if err := linkMounts(root, c.VolumeMounts, map[string]string{"host": missing}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeMountTable(root, c, map[string]string{"host": missing}, nil); err != nil {
+			t.Fatalf("the container would not start: %v", err)
+		}
+		b, err := os.ReadFile(filepath.Join(root, MountTable))
+		if err != nil || !strings.Contains(string(b), " "+missing+" ") {
+			t.Errorf("mount table %q, %v: want the mount listed at %s", b, err, missing)
+		}
+	})
 	t.Run("no device", func(t *testing.T) {
 		_, err := run(t, true, "etc/creds")
 		if err == nil || !strings.Contains(err.Error(), "not from a block device") {
