@@ -204,7 +204,8 @@ const (
 // VolumeRestores live in the control plane's namespace default and act on the source and
 // restore namespaces of the data planes, the crash suite's restores on crash-<n>
 // (crashNamespace), and the day-2 suite's on day2-<n>-… (dayTwoName). Nothing else the agent's policy allows by default is widened: the lab's
-// members run the agent's own image as fedbr-br, with an S3 storage and no privileged warm-up.
+// members run the agent's own image as fedbr-br, with an S3 storage, and a privileged warm-up
+// only when the demo's warm-up reads block devices (Options.blockWarmup).
 func (d *run) namespaceMapping() string {
 	return controlNamespace + "=" + d.o.Namespace + "," + d.o.RestoreNamespace + "," + fmt.Sprintf(crashNamespace, "*") + "," +
 		fmt.Sprintf(dayTwoName, "*")
