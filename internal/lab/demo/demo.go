@@ -41,8 +41,8 @@ type Options struct {
 	// TiKVPerPlane is the number of TiKV stores in each data plane.
 	TiKVPerPlane int
 	// RaftVolumes gives each TiKV a second volume for its raft log (spec.tikv.storageVolumes
-	// "raft"), snapshotted with its data volume in one call. The lab cannot read a volume block
-	// by block, which warm-up does for every volume but the data volume, so it needs no warm-up.
+	// "raft"), snapshotted with its data volume in one call. A warm-up reads it block by block
+	// (every strategy), through the device a lab node shows a privileged pod (blockWarmup).
 	RaftVolumes bool
 	// Accounts, Workers and Rate shape the bank workload (Rate 0: as fast as it goes).
 	Accounts, Workers int
