@@ -557,7 +557,11 @@ func TestKubeconfigChangeAddsAPlaneWithoutRestart(t *testing.T) {
 		}
 		return nil
 	})
-	if err := l.control.Client.Create(ctx, backupSpec("after-reload", "dp2")); err != nil {
+	// A TidbCluster of its own: an earlier test's backup of "basic" in dp2 (both-planes) is not
+	// failed as naming an unknown plane if the reload comes first, and would hold the pause gate.
+	reloaded := backupSpec("after-reload", "dp2")
+	reloaded.Spec.Clusters[0].TCName = "reloaded"
+	if err := l.control.Client.Create(ctx, reloaded); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "initializer member in dp2", func() error {
