@@ -19,10 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/env"
-	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -129,32 +127,28 @@ spec:
 	}
 }
 
-// testPlaygroundBackupRestore creates a TiDB cluster over the three data planes, then drives a
-// VolumeBackup and a VolumeRestore with kubectl apply of the samples, as docs/lab.md's
-// playground does.
+// testPlaygroundBackupRestore drives the playground as docs/lab.md walks through it:
+// `fedbr-lab lab tidb --bank` (a TiDB cluster over the three data planes, the bank writing), a
+// VolumeBackup and, after `lab tidb --recovery`, a VolumeRestore with kubectl apply of the
+// samples, then `lab bank check` of the restored cluster at the backup's commit ts.
 func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l *env.Lab) {
 	const (
 		source, restored = "tidb", "tidb-restored"
 		bucket           = "fedbr-demo"
 		name             = "nightly-2026-11-29"
+		accounts         = "200"
 	)
-	for _, c := range l.Contexts {
-		for _, ns := range []string{source, restored} {
-			k.must(ctx, c, nil, "create", "namespace", ns)
-		}
-	}
-	// The TiDB cluster: one TiKV per data plane, PD in the first.
-	tcs := env.FederatedTidbClusters(l, "basic", source, 1, false, nil)
-	for c, tc := range tcs {
-		k.must(ctx, c, toYAML(t, tc), "apply", "-f", "-")
-	}
-	k.waitStores(ctx, l, source)
-	t.Logf("TiDB cluster %s/basic up: 3 TiKV over %d data planes", source, len(l.DataPlanes))
-
-	// The bucket, in the AWS double's S3.
-	if err := awsdouble.CreateBucket(ctx, l.AWS.Endpoint, bucket); err != nil {
+	started := time.Now()
+	labCmd(t, ctx, "lab", "tidb", "--dir", l.Dir, "--namespace", source, "--bank", "--accounts", accounts, "--bucket", bucket)
+	t.Logf("lab tidb --bank took %s", time.Since(started).Round(time.Millisecond))
+	l, err := env.Load(l.Dir)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if len(l.Banks) != 1 || !l.Banks[0].Process.Running() {
+		t.Fatalf("lab tidb --bank: banks %+v, want one running", l.Banks)
+	}
+	t.Logf("TiDB cluster %s/basic up: 3 TiKV over %d data planes, the bank writing", source, len(l.DataPlanes))
 
 	clusters := func(s string) string {
 		for i, d := range l.DataPlanes {
@@ -168,23 +162,20 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 		subst{"acme-tidb-backups", bucket},
 		// The lab's nodes give every pod the lab's AWS credentials.
 		subst{"      secretName: s3-credentials\n", ""})
-	started := time.Now()
+	started = time.Now()
 	k.must(ctx, l.Control, backup, "apply", "-f", "-")
 	k.waitComplete(ctx, l.Control, source, "volumebackup", name, 5*time.Minute)
 	t.Logf("VolumeBackup %s/%s Complete after %s", source, name, time.Since(started).Round(time.Millisecond))
-
-	// Fresh TidbClusters in recovery mode, on each plane's restore address block.
-	rtcs := env.FederatedTidbClusters(l, "basic", restored, 1, false, nil)
-	first := restoreBlock(t, l.DataPlanes[0])
-	for c, tc := range rtcs {
-		dp, _ := l.DataPlane(c)
-		tc.Spec.RecoveryMode = true
-		tc.Annotations = map[string]string{operator.AnnotationIPPrefix: restoreBlock(t, dp)}
-		if len(tc.Spec.PDAddresses) > 0 {
-			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
+	// What an SRE reads: one view across the data planes, the manager's data-plane kubeconfig
+	// read from the chart's Secret.
+	view := labCmd(t, ctx, "describe", "backup", name, "-n", source, "--kubeconfig", l.Kubeconfig, "--context", l.Control)
+	for _, want := range []string{name, "Complete", l.DataPlanes[0].Cluster, l.DataPlanes[1].Cluster, l.DataPlanes[2].Cluster} {
+		if !strings.Contains(view, want) {
+			t.Fatalf("fedbr describe backup %s does not show %q:\n%s", name, want, view)
 		}
-		k.must(ctx, c, toYAML(t, tc), "apply", "-f", "-")
 	}
+
+	labCmd(t, ctx, "lab", "tidb", "--dir", l.Dir, "--namespace", restored, "--recovery", "--bucket", "")
 	restore := adapt(t, "federation_v1alpha1_volumerestore.yaml", clusters,
 		subst{"namespace: default", "namespace: " + restored},
 		subst{"tcNamespace: tidb\n", "tcNamespace: " + restored + "\n"},
@@ -198,7 +189,27 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	k.waitComplete(ctx, l.Control, restored, "volumerestore", "restore-"+name, 6*time.Minute)
 	t.Logf("VolumeRestore %s/restore-%s Complete after %s", restored, name, time.Since(started).Round(time.Millisecond))
 	k.waitStores(ctx, l, restored)
+
+	// The restored cluster holds exactly the bank's state at the backup's commit ts.
+	ts := k.must(ctx, l.Control, nil, "get", "-n", source, "volumebackup", name, "-o", "jsonpath={.status.commitTs}")
+	block, err := env.RestoreBlock(l.DataPlanes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := labCmd(t, ctx, "lab", "bank", "check", "--pd", block+".10:2379", "--accounts", accounts, "--log", l.Banks[0].Log, "--ts", ts)
+	t.Logf("lab bank check: %s", strings.TrimSpace(out))
 	k.stepPodsRestricted(ctx, l, source, restored)
+}
+
+// labCmd runs the fedbr-lab binary, as a playground user does, and returns its output.
+func labCmd(t *testing.T, ctx context.Context, args ...string) string {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bins.fedbr, args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fedbr-lab %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
 }
 
 // stepPodsRestricted submits, as a server-side dry run in fedbr-system (where restricted is
@@ -262,18 +273,6 @@ func adapt(t *testing.T, file string, clusters func(string) string, subs ...subs
 		}
 	}
 	return []byte(s)
-}
-
-// restoreBlock is data plane d's address block for the restored cluster, 127.0.(N+100) (as
-// the demo's).
-func restoreBlock(t *testing.T, d env.DataPlane) string {
-	t.Helper()
-	parts := strings.Split(d.IPPrefix, ".")
-	n, err := strconv.Atoi(parts[len(parts)-1])
-	if err != nil || n+100 > 254 {
-		t.Fatalf("data plane %s: ip prefix %q has no room for a restore block", d.Cluster, d.IPPrefix)
-	}
-	return strings.Join(parts[:len(parts)-1], ".") + "." + strconv.Itoa(n+100)
 }
 
 func toYAML(t *testing.T, v any) []byte {

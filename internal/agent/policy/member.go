@@ -73,15 +73,16 @@ func ForRestore(m *dpv1alpha1.VolumeRestoreMember, otherTiKVVolumes []string) Me
 	out.image("spec.template.toolImage", t.ToolImage)
 	if t.Warmup != fedv1alpha1.RestoreWarmupNone {
 		out.image("spec.template.warmupImage", t.WarmupImage)
-		out.WarmupStrategy, out.BlockWarmup = string(t.EffectiveWarmupStrategy()), blockWarmup(t.EffectiveWarmupStrategy(), otherTiKVVolumes)
+		out.WarmupStrategy, out.BlockWarmup = string(t.EffectiveWarmupStrategy()), WarmupReadsBlocks(t.EffectiveWarmupStrategy(), otherTiKVVolumes)
 	}
 	out.template(t.AdditionalVolumes, t.AdditionalVolumeMounts)
 	out.storage("spec.backup", m.Spec.Backup)
 	return out
 }
 
-// blockWarmup says why a warm-up with strategy reads block devices; "" when it reads none.
-func blockWarmup(strategy fedv1alpha1.RestoreWarmupStrategy, other []string) string {
+// WarmupReadsBlocks says why a warm-up with strategy, of a TiKV with the pod volumes other
+// besides its data volume, reads block devices; "" when it reads none.
+func WarmupReadsBlocks(strategy fedv1alpha1.RestoreWarmupStrategy, other []string) string {
 	switch {
 	case strategy == fedv1alpha1.RestoreWarmupStrategyFio:
 		return "a fio warm-up reads every TiKV volume block by block"

@@ -17,6 +17,7 @@ import (
 	labop "github.com/fedbr/fedbr/internal/cmd/lab/operator"
 	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
 	"github.com/fedbr/fedbr/internal/cmd/lab/status"
+	labtidb "github.com/fedbr/fedbr/internal/cmd/lab/tidb"
 	labtikv "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
 	"github.com/fedbr/fedbr/internal/cmd/lab/up"
 )
@@ -31,6 +32,6 @@ func NewCmd() *cobra.Command {
 		PersistentPreRun: func(*cobra.Command, []string) { pingcaplog.SetLevel(zapcore.WarnLevel) },
 	}
 	cmd.AddCommand(up.NewCmd(), down.NewCmd(), labinstall.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
-		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labdemo.NewCmd())
+		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labtidb.NewCmd(), labdemo.NewCmd())
 	return cmd
 }

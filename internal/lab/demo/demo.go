@@ -23,6 +23,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
@@ -147,10 +148,13 @@ func (o Options) Validate() error {
 }
 
 // blockWarmup is whether the restore's warm-up reads a block device, which the agents must
-// allow (--allow-privileged-warmup).
+// allow (--allow-privileged-warmup): the agents' policy decides it.
 func (o Options) blockWarmup() bool {
-	return o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone &&
-		(o.RaftVolumes || o.RestoreWarmupStrategy == fedv1alpha1.RestoreWarmupStrategyFio)
+	var other []string
+	if o.RaftVolumes {
+		other = []string{"raft"}
+	}
+	return o.RestoreWarmup != fedv1alpha1.RestoreWarmupNone && policy.WarmupReadsBlocks(o.RestoreWarmupStrategy, other) != ""
 }
 
 // Run runs the demo and returns its report. The error is nil only if the backup and the

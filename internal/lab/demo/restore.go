@@ -24,21 +24,13 @@ import (
 
 // restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
 func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
-	tcs := env.FederatedTidbClusters(d.lab, d.o.RestoreTCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, d.o.RaftVolumes, nil)
+	tcs, err := env.RecoveryTidbClusters(d.lab, d.o.RestoreTCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, d.o.RaftVolumes)
+	if err != nil {
+		return nil, err
+	}
 	for cluster, tc := range tcs {
-		dp, _ := d.lab.DataPlane(cluster)
-		prefix, err := restoreAddressing(dp)
-		if err != nil {
-			return nil, err
-		}
-		tc.Spec.RecoveryMode = true
-		tc.Annotations = map[string]string{operator.AnnotationIPPrefix: prefix}
 		if down := d.o.RestoreDownTiKV[cluster]; down != "" {
 			tc.Annotations[operator.AnnotationDownTiKV] = down
-		}
-		if len(tc.Spec.PDAddresses) > 0 {
-			first, _ := restoreAddressing(d.lab.DataPlanes[0])
-			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
 		}
 	}
 	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
@@ -60,7 +52,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	created := time.Now()
 	d.say("VolumeRestore %s/%s created", controlNamespace, r.Name)
 	w := newTiKVWatch(d.lab.DataPlanes)
-	err := d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
+	err = d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
 		if err := w.sample(ctx, d, tcs); err != nil {
 			return false, "", err
 		}

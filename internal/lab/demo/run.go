@@ -265,8 +265,15 @@ func (d *run) tenantNamespace(name string) *corev1.Namespace {
 func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
 	for cluster, tc := range tcs {
 		c := d.kube[cluster]
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, d.tenantNamespace(ns))); err != nil {
+		tenant := d.tenantNamespace(ns)
+		if err := client.IgnoreAlreadyExists(c.Create(ctx, tenant)); err != nil {
 			return fmt.Errorf("namespace %s in %s: %w", ns, cluster, err)
+		}
+		// The negative control of the label: every step pod admitted there passed restricted.
+		if tenant.Labels[env.PodSecurityEnforce] == "restricted" {
+			if err := env.CheckEnforced(ctx, c, ns, d.o.Timeout); err != nil {
+				return fmt.Errorf("%s: %w", cluster, err)
+			}
 		}
 		if err := d.withTLS(ctx, cluster, tc); err != nil {
 			return err
@@ -405,19 +412,6 @@ func parseCommitTS(kind, name, s string) (uint64, error) {
 	return ts, nil
 }
 
-// restoreAddressing gives a restored TidbCluster its own loopback block beside the source's.
-func restoreAddressing(dp env.DataPlane) (string, error) {
-	parts := strings.Split(dp.IPPrefix, ".")
-	if len(parts) != 3 {
-		return "", fmt.Errorf("data plane %s: ip prefix %q", dp.Cluster, dp.IPPrefix)
-	}
-	n, err := strconv.Atoi(parts[2])
-	if err != nil || n+100 > 254 {
-		return "", fmt.Errorf("data plane %s: ip prefix %q has no room for a restore block", dp.Cluster, dp.IPPrefix)
-	}
-	return parts[0] + "." + parts[1] + "." + strconv.Itoa(n+100), nil
-}
-
 // check runs the bank checker on the restored cluster at the backup's commit ts, as the
 // VolumeBackup in the control plane states it (not the restore's, which must equal it: a restore
 // reporting the ts it flashed back to would otherwise grade itself).
@@ -436,7 +430,7 @@ func (d *run) check(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1al
 		d.report.Checker = err.Error()
 		return err
 	}
-	prefix, err := restoreAddressing(d.lab.DataPlanes[0])
+	prefix, err := env.RestoreBlock(d.lab.DataPlanes[0])
 	if err != nil {
 		return err
 	}

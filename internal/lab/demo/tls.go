@@ -16,6 +16,7 @@ import (
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -28,7 +29,7 @@ import (
 func (d *run) setupTLS() error {
 	var hosts []string
 	for _, dp := range d.lab.DataPlanes {
-		restored, err := restoreAddressing(dp)
+		restored, err := env.RestoreBlock(dp)
 		if err != nil {
 			return err
 		}

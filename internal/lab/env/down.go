@@ -15,12 +15,12 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 )
 
-// Down stops every process of the lab in dir and checks that none is left. Operators stop
-// first (so they do not react), then the nodes (which stop their pods: SIGTERM, SIGKILL after
-// the pods' grace, at most a few seconds), then the AWS double, then the control planes. Each
-// group gets grace after SIGTERM before SIGKILL. Last, any process still running from inside
-// the lab directory (a pod process that escaped its node, say) is killed and reported: Down
-// then returns an error naming it, because something leaked.
+// Down stops every process of the lab in dir and checks that none is left. Operators and bank
+// workloads stop first (so they neither react nor write), then the nodes (which stop their
+// pods: SIGTERM, SIGKILL after the pods' grace, at most a few seconds), then the AWS double,
+// then the control planes. Each group gets grace after SIGTERM before SIGKILL. Last, any
+// process still running from inside the lab directory (a pod process that escaped its node,
+// say) is killed and reported: Down then returns an error naming it, because something leaked.
 func Down(ctx context.Context, dir string, grace time.Duration) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -33,7 +33,7 @@ func Down(ctx context.Context, dir string, grace time.Duration) error {
 		var ops, nodes, aws []controlplane.Process
 		for _, p := range l.processes() {
 			switch p.Component {
-			case ComponentOperator:
+			case ComponentOperator, ComponentBank:
 				ops = append(ops, p.Process)
 			case ComponentNode:
 				nodes = append(nodes, p.Process)

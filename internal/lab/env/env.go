@@ -101,6 +101,8 @@ type Lab struct {
 	// ControlNodes are the control cluster's nodes: none after Up, one once Install ran (it
 	// runs the manager's pod; no AWS instance).
 	ControlNodes []Node `json:"controlNodes,omitempty"`
+	// Banks are the bank workloads `lab tidb --bank` started (TiDB with Bank).
+	Banks []Bank `json:"banks,omitempty"`
 }
 
 // AWS is the lab's AWS double.
@@ -161,6 +163,11 @@ func (l *Lab) processes() []ProcessStatus {
 	for _, n := range l.ControlNodes {
 		if n.Process.PID != 0 {
 			out = append(out, ProcessStatus{Cluster: l.Control, Component: ComponentNode, Name: n.Name, Process: n.Process})
+		}
+	}
+	for _, b := range l.Banks {
+		if b.Process.PID != 0 {
+			out = append(out, ProcessStatus{Component: ComponentBank, Name: ComponentBank + "-" + b.Namespace, Process: b.Process})
 		}
 	}
 	for _, d := range l.DataPlanes {

@@ -15,12 +15,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
@@ -216,30 +216,16 @@ func (in *installer) namespaces(ctx context.Context) func() error {
 		var fns []func() error
 		for _, cluster := range in.l.Contexts {
 			fns = append(fns, func() error {
-				cs, err := in.client(cluster)
+				cfg, err := in.l.Config(cluster)
 				if err != nil {
 					return err
 				}
-				ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: InstallNamespace,
-					Labels: map[string]string{PodSecurityEnforce: "restricted"}}}
-				_, err = cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-				if apierrors.IsAlreadyExists(err) {
-					cur, gerr := cs.CoreV1().Namespaces().Get(ctx, InstallNamespace, metav1.GetOptions{})
-					if gerr != nil {
-						return gerr
-					}
-					if cur.Labels[PodSecurityEnforce] != "restricted" {
-						if cur.Labels == nil {
-							cur.Labels = map[string]string{}
-						}
-						cur.Labels[PodSecurityEnforce] = "restricted"
-						_, err = cs.CoreV1().Namespaces().Update(ctx, cur, metav1.UpdateOptions{})
-					} else {
-						err = nil
-					}
-				}
+				c, err := client.New(cfg, client.Options{})
 				if err != nil {
-					return fmt.Errorf("%s: namespace %s: %w", cluster, InstallNamespace, err)
+					return err
+				}
+				if err := ensureNamespace(ctx, c, InstallNamespace, "restricted"); err != nil {
+					return fmt.Errorf("%s: %w", cluster, err)
 				}
 				return nil
 			})

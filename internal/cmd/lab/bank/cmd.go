@@ -4,13 +4,9 @@
 package bank
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -30,10 +26,13 @@ type options struct {
 	dur     time.Duration
 	// transfers stops a run once this many transfers committed (0: no limit).
 	transfers int
-	ts        uint64
-	readTS    uint64
-	seed      uint64
-	dryRun    bool
+	// load writes the opening balances before the run's transfers (run --load).
+	load   bool
+	flush  time.Duration
+	ts     uint64
+	readTS uint64
+	seed   uint64
+	dryRun bool
 }
 
 // NewCmd returns `lab bank` with load, run and check.
@@ -63,6 +62,8 @@ func NewCmd() *cobra.Command {
 	run.Flags().DurationVar(&o.dur, "duration", 0, "stop after this long (0: until interrupted)")
 	run.Flags().IntVar(&o.transfers, "transfers", 0, "stop once this many transfers committed (0: no limit)")
 	run.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the random transfers")
+	run.Flags().BoolVar(&o.load, "load", false, "write every account's opening balance first (as load does)")
+	run.Flags().DurationVar(&o.flush, "flush-every", time.Second, "append the committed transactions to --log this often while running (and once more on exit)")
 	check := &cobra.Command{
 		Use: "check --ts TS", Short: "Verify the cluster holds exactly the state as of TS", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.runCheck(cmd) },
@@ -80,6 +81,9 @@ func (o *options) validate() error {
 	}
 	if o.workers < 0 || o.rate < 0 || o.transfers < 0 {
 		return errors.New("--workers, --rate and --transfers must not be negative")
+	}
+	if o.flush <= 0 {
+		return fmt.Errorf("--flush-every %s: must be positive", o.flush)
 	}
 	o.pd = strings.TrimPrefix(o.pd, "http://")
 	return nil
@@ -100,7 +104,7 @@ func (o *options) runLoad(cmd *cobra.Command) error {
 	defer c.Close()
 	var l bank.Log
 	err = bank.Load(cmd.Context(), c, o.cfg, &l)
-	if werr := appendLog(o.log, l.Txns()); werr != nil && err == nil {
+	if werr := bank.AppendLog(o.log, l.Txns()); werr != nil && err == nil {
 		err = werr
 	}
 	if err != nil {
@@ -135,6 +139,17 @@ func (o *options) runRun(cmd *cobra.Command) error {
 		defer cancel()
 	}
 	var l bank.Log
+	if o.load {
+		err := bank.Load(ctx, c, o.cfg, &l)
+		if werr := bank.AppendLog(o.log, l.Txns()); werr != nil && err == nil {
+			err = werr
+		}
+		if err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintf(cmd.OutOrStdout(), "loaded %d accounts\n", o.cfg.Accounts)
+	}
+	written := len(l.Txns())
 	if o.transfers > 0 {
 		var cancel func()
 		runCtx, cancel = context.WithCancel(runCtx)
@@ -144,8 +159,39 @@ func (o *options) runRun(cmd *cobra.Command) error {
 			cancel()
 		}()
 	}
+	// The log grows on disk as the transfers commit, so a checker can read it while this runs.
+	flush := func() error {
+		txns, n := l.Since(written)
+		if len(txns) == 0 {
+			return nil
+		}
+		if err := bank.AppendLog(o.log, txns); err != nil {
+			return err
+		}
+		written = n
+		return nil
+	}
+	flushed := make(chan error, 1)
+	flushCtx, stopFlush := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(o.flush)
+		defer t.Stop()
+		for {
+			select {
+			case <-flushCtx.Done():
+				flushed <- nil
+				return
+			case <-t.C:
+				if err := flush(); err != nil {
+					flushed <- err
+					return
+				}
+			}
+		}
+	}()
 	st := bank.Run(runCtx, c, o.cfg, &l, o.workers, o.rate, o.seed)
-	if err := appendLog(o.log, l.Txns()); err != nil {
+	stopFlush()
+	if err := errors.Join(<-flushed, flush()); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "committed %d transfers in %v (%.1f txn/s), %d conflicts, %d of unknown outcome, %d failed\n",
@@ -164,7 +210,7 @@ func (o *options) runCheck(cmd *cobra.Command) error {
 		_, err := fmt.Fprintf(cmd.OutOrStdout(), "would check %d accounts at ts %d via PD %s against %s\n", o.cfg.Accounts, o.ts, o.pd, o.log)
 		return err
 	}
-	txns, err := readLog(o.log)
+	txns, err := bank.ReadLog(o.log)
 	if err != nil {
 		return err
 	}
@@ -184,49 +230,4 @@ func (o *options) runCheck(cmd *cobra.Command) error {
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "bank consistent at ts %d (%d transactions in the log: %+v)\n", o.ts, len(txns), bank.Count(txns, o.ts))
 	return err
-}
-
-func appendLog(path string, txns []bank.Txn) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return fmt.Errorf("open bank log: %w", err)
-	}
-	w := bufio.NewWriter(f)
-	enc := json.NewEncoder(w)
-	for _, t := range txns {
-		if err := enc.Encode(t); err != nil {
-			_ = f.Close()
-			return fmt.Errorf("write bank log: %w", err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write bank log: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("sync bank log: %w", err)
-	}
-	return f.Close()
-}
-
-func readLog(path string) ([]bank.Txn, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("bank log %s: %w (run load first)", path, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open bank log: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	var out []bank.Txn
-	dec := json.NewDecoder(f)
-	for dec.More() {
-		var t bank.Txn
-		if err := dec.Decode(&t); err != nil {
-			return nil, fmt.Errorf("read bank log %s: %w", path, err)
-		}
-		out = append(out, t)
-	}
-	return out, nil
 }

@@ -90,7 +90,7 @@ func TestLoadRunCheckAgainstCluster(t *testing.T) {
 		}
 	}
 	short := filepath.Join(t.TempDir(), "short.jsonl")
-	if err := appendLog(short, txns); err != nil {
+	if err := labbank.AppendLog(short, txns); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := run(t, ctx, "check", "--ts", fmt.Sprint(ts), "--read-ts", fmt.Sprint(ts), "--pd", c.PDAddr(), "--accounts", "40", "--log", short); !errors.Is(err, labbank.ErrMismatch) {
@@ -103,7 +103,7 @@ func TestLoadRunCheckAgainstCluster(t *testing.T) {
 
 func readTxns(t *testing.T, path string) []labbank.Txn {
 	t.Helper()
-	txns, err := readLog(path)
+	txns, err := labbank.ReadLog(path)
 	if err != nil {
 		t.Fatal(err)
 	}
