@@ -118,7 +118,9 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if l.Now != nil {
 		now = l.Now()
 	}
+	start := time.Now()
 	dec, err := l.Decide(ctx, o, now)
+	planned := time.Since(start)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -126,6 +128,7 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if dec.Done != nil {
 		dec.Done(err)
 	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "actions", len(dec.Actions), "planned", planned, "took", time.Since(start), "err", err)
 	return res, err
 }
 

@@ -502,3 +502,75 @@ func TestPauseConnectsToALeaderItHadNoStreamTo(t *testing.T) {
 		t.Fatalf("Run = %v after a clean stop", err)
 	}
 }
+
+// barrierDial lets a dial through only once n dials are in flight at the same time; a dial
+// whose attempt ends first fails with errDialedAlone and is recorded in alone.
+func barrierDial(n int, alone chan<- error) Dialer {
+	var mu sync.Mutex
+	inFlight := 0
+	all := make(chan struct{})
+	return func(ctx context.Context, a string) (brpb.BackupClient, func() error, error) {
+		mu.Lock()
+		if inFlight++; inFlight == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			return grpcDial(ctx, a)
+		case <-ctx.Done():
+			mu.Lock()
+			inFlight--
+			mu.Unlock()
+			err := fmt.Errorf("%w: %s", errDialedAlone, a)
+			select {
+			case alone <- err:
+			default:
+			}
+			return nil, nil, err
+		}
+	}
+}
+
+var errDialedAlone = errors.New("dialled while not every store was being dialled")
+
+// TestPauseConnectsToEveryStoreAtOnce: the pause takes its leases on every store at the same
+// time (the GC pin is already placed, so the window grows with the slowest store, not with their
+// sum). The dialer lets no store through until all three are dialled; one store at a time would
+// see every attempt end alone.
+func TestPauseConnectsToEveryStoreAtOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	alone := make(chan error, 1)
+	d := e.deps(t)
+	d.Dial = barrierDial(3, alone)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	log := newStatusLog()
+	done := make(chan error, 1)
+	go func() { done <- Run(runCtx, d, Config{TTL: time.Minute, DialTimeout: 5 * time.Second}, log.report) }()
+	for {
+		select {
+		case err := <-alone:
+			t.Fatalf("the stores were connected one at a time: %v", err)
+		case s := <-log.ch:
+			if s.Phase == PhaseFailed {
+				t.Fatalf("pause failed: %s", s.Error)
+			}
+			if s.Phase != PhaseReady {
+				continue
+			}
+			if s.Stores != 3 {
+				t.Fatalf("ready with %d stores, want 3", s.Stores)
+			}
+			stop()
+			if err := <-done; err != nil {
+				t.Fatalf("Run returned %v after a clean stop", err)
+			}
+			return
+		case <-ctx.Done():
+			t.Fatal("no Ready before the deadline")
+		}
+	}
+}

@@ -84,39 +84,68 @@ func storeByID(ctx context.Context, pd PD, id uint64) (*metapb.Store, error) {
 // however long the pause retries.
 var ErrLeaseUnsupported = errors.New("TiKV does not support PrepareSnapshotBackup (the admin-operation lease)")
 
-// connect opens a stream to every store and takes the first lease on each. A store that cannot
-// be reached, or whose coprocessor is not ready yet, is retried until ctx ends.
+// connect opens a stream to every store and takes the first lease on each, all stores at once:
+// the pause takes hold in the time of the slowest store, not of their sum (the GC pin is already
+// placed). A store that cannot be reached, or whose coprocessor is not ready yet, is retried
+// until ctx ends. The first store that fails for good (an older TiKV, or ctx ended) ends the
+// others' attempts; every lease taken by then is kept, so Finish ends it.
 func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 	p.streams = map[uint64]*storeStream{}
 	p.events = make(chan event, 1024)
 	if p.off {
 		return nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type opened struct {
+		s   *storeStream
+		err error
+	}
+	results := make(chan opened, len(stores))
 	for _, st := range stores {
-		for attempt := 1; ; attempt++ {
-			s, err := p.open(ctx, st)
-			if err == nil {
-				p.keep(s) // from now on, while the other stores connect
-				break
+		go func() {
+			s, err := p.connectStore(ctx, st)
+			results <- opened{s, err}
+		}()
+	}
+	var first error
+	for range stores {
+		r := <-results
+		if r.err != nil {
+			if first == nil {
+				first = r.err
+				cancel()
 			}
-			if errors.Is(err, ErrLeaseUnsupported) {
-				return err // no retry makes an older TiKV grow the method
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("connect to store %d at %s: %w", st.GetId(), st.GetAddress(), ctx.Err())
-			}
-			p.log("Connecting to store %d at %s failed (attempt %d), retrying: %v", st.GetId(), st.GetAddress(), attempt, err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(min(time.Duration(attempt)*time.Second, 10*time.Second)):
-			}
-			// A restarted TiKV may come back at another address: ask PD again.
-			if fresh, err := storeByID(ctx, p.pd, st.GetId()); err == nil {
-				st = fresh
-			}
+			continue
+		}
+		p.keep(r.s) // from now on, while the other stores connect
+	}
+	return first
+}
+
+// connectStore takes the first lease on one store, retrying until ctx ends.
+func (p *preparer) connectStore(ctx context.Context, st *metapb.Store) (*storeStream, error) {
+	for attempt := 1; ; attempt++ {
+		s, err := p.open(ctx, st)
+		if err == nil {
+			return s, nil
+		}
+		if errors.Is(err, ErrLeaseUnsupported) {
+			return nil, err // no retry makes an older TiKV grow the method
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("connect to store %d at %s: %w", st.GetId(), st.GetAddress(), ctx.Err())
+		}
+		p.log("Connecting to store %d at %s failed (attempt %d), retrying: %v", st.GetId(), st.GetAddress(), attempt, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(time.Duration(attempt)*time.Second, 10*time.Second)):
+		}
+		// A restarted TiKV may come back at another address: ask PD again.
+		if fresh, err := storeByID(ctx, p.pd, st.GetId()); err == nil {
+			st = fresh
 		}
 	}
-	return nil
 }
 
 // open dials one store, opens its stream and takes the first lease, all within dialTimeout

@@ -2,7 +2,7 @@
 // reconcile loop (Driver: finalizer, observe and plan, apply, status, Events) and what they know
 // about the member objects they drive in the data planes — the labels that tie a member to its
 // owner (a member lives in another cluster, so no owner reference can), the start time of its
-// current step, and the merge patches that move it.
+// current step, and the patches that move it.
 package federation
 
 import (
@@ -10,11 +10,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -95,27 +100,26 @@ func SetSpec(ctx context.Context, c client.Client, obj client.Object, spec map[s
 	return c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw))
 }
 
-// MovePhase moves the member obj (name and namespace set) to the next step: it merge-patches
-// the spec fields and restarts the step clock at now, locked to version, the member's
-// resourceVersion the move was planned from. A move planned from a copy older than the stored
-// member (a cache behind, or a pass repeated after a crash) is refused by the API server, and the
-// member is read again: when done (reading obj as stored) says it is already there or further,
-// the move is done and the clock keeps its time; otherwise it is made against the stored
-// version. So a member's phase moves once, never backwards (the member's CEL rules refuse that
-// too), and its step clock starts once per step.
-func MovePhase(ctx context.Context, c client.Client, r client.Reader, obj client.Object, version string, spec map[string]any, now time.Time, done func() bool) error {
+// MovePhase moves the member obj (name and namespace set) from the spec phase from to the next
+// step: one JSON patch that tests that spec.phase is still from, sets the spec fields and
+// restarts the step clock at now. The test is on the phase alone, not on the member's
+// resourceVersion: the steps and the agent write the member's status all along (inside the GC
+// pause window too), and a lock on the version would make every move that races them a conflict,
+// a read and a second patch. A move planned from a copy whose phase is no longer the stored one
+// (a cache behind, or a pass repeated after a crash) is refused by the API server, and the member
+// is read again: when done (reading obj as stored) says it is already there or further, the move
+// is done and the clock keeps its time; otherwise it is made from the stored phase. So a
+// member's phase moves once, never backwards (the member's CEL rules refuse that too), and its
+// step clock starts once per step.
+func MovePhase(ctx context.Context, c client.Client, r client.Reader, obj client.Object, from string, spec map[string]any, now time.Time, done func() bool) error {
+	annotations := true // every member is created with its step clock (NewMeta)
 	for range 3 {
-		body := map[string]any{"spec": spec, "metadata": map[string]any{
-			"annotations": map[string]string{dpv1alpha1.AnnotationPhaseSince: now.UTC().Format(time.RFC3339)}}}
-		if version != "" {
-			body["metadata"].(map[string]any)["resourceVersion"] = version
-		}
-		raw, err := json.Marshal(body)
+		raw, err := movePatch(from, spec, now, annotations)
 		if err != nil {
 			return err
 		}
-		err = c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, raw))
-		if err == nil || !apierrors.IsConflict(err) && !apierrors.IsInvalid(err) {
+		err = c.Patch(ctx, obj, client.RawPatch(types.JSONPatchType, raw))
+		if err == nil || !apierrors.IsInvalid(err) && !apierrors.IsConflict(err) {
 			return err
 		}
 		if gerr := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); gerr != nil {
@@ -124,12 +128,45 @@ func MovePhase(ctx context.Context, c client.Client, r client.Reader, obj client
 		if done() {
 			return nil
 		}
-		if !apierrors.IsConflict(err) {
-			return err
+		stored, _, ferr := unstructuredPhase(obj)
+		if ferr != nil {
+			return errors.Join(err, ferr)
 		}
-		version = obj.GetResourceVersion()
+		if stored == from && obj.GetAnnotations() != nil {
+			return err // refused for another reason than a moved phase: the rules said no
+		}
+		from, annotations = stored, obj.GetAnnotations() != nil
 	}
 	return fmt.Errorf("member %s/%s kept changing while its phase was moved", obj.GetNamespace(), obj.GetName())
+}
+
+// movePatch is MovePhase's JSON patch: test spec.phase, set the spec fields and the step clock
+// (creating the annotations first on a member that has none).
+func movePatch(from string, spec map[string]any, now time.Time, annotations bool) ([]byte, error) {
+	ops := []map[string]any{{"op": "test", "path": "/spec/phase", "value": from}}
+	for _, k := range slices.Sorted(maps.Keys(spec)) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/" + jsonPointerEscape(k), "value": spec[k]})
+	}
+	if !annotations {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations", "value": map[string]string{}})
+	}
+	ops = append(ops, map[string]any{"op": "add", "path": "/metadata/annotations/" + jsonPointerEscape(dpv1alpha1.AnnotationPhaseSince),
+		"value": now.UTC().Format(time.RFC3339)})
+	return json.Marshal(ops)
+}
+
+// jsonPointerEscape escapes one JSON pointer reference token (RFC 6901).
+func jsonPointerEscape(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// unstructuredPhase reads spec.phase of a member of either kind.
+func unstructuredPhase(obj client.Object) (string, bool, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return "", false, err
+	}
+	return unstructured.NestedString(u, "spec", "phase")
 }
 
 // Delete deletes a member; one already gone is success.

@@ -49,8 +49,6 @@ type Member struct {
 	PhaseSince time.Time
 	// Status is the member's reported status.
 	Status dpv1alpha1.VolumeBackupMemberStatus
-	// Version is the resourceVersion observed: a phase move is locked to it.
-	Version string
 }
 
 // Observed is everything Plan decides from.
@@ -92,8 +90,8 @@ type Action struct {
 	Phase   dpv1alpha1.BackupMemberPhase
 	// BackupTS goes with execute: the initializer's backup ts, shared by every member.
 	BackupTS string
-	// Version is the member's resourceVersion the SetPhase was planned from.
-	Version string
+	// From is the member's spec phase the SetPhase was planned from: the move tests it.
+	From dpv1alpha1.BackupMemberPhase
 }
 
 // Result is Plan's decision.
@@ -326,7 +324,7 @@ func planExecute(o Observed, res *Result, now time.Time, initializer, backupTS s
 		case !m.Exists:
 			res.add(o, Action{Kind: CreateMember, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS})
 		case m.Phase == dpv1alpha1.BackupMemberInitialize || (m.Phase == dpv1alpha1.BackupMemberExecute && m.BackupTS == ""):
-			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS, Version: m.Version})
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberExecute, BackupTS: backupTS, From: m.Phase})
 		}
 		started := dpv1alpha1.SnapshotsStarted(snapshotStep(m))
 		allStarted = allStarted && m.Exists && started
@@ -430,7 +428,7 @@ func teardownAll(o Observed, res *Result) {
 	}
 	for _, c := range o.Backup.Spec.Clusters {
 		if m := o.Members[c.K8sClusterName]; m.Exists && m.Phase != dpv1alpha1.BackupMemberTeardown {
-			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberTeardown, Version: m.Version})
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberTeardown, From: m.Phase})
 		}
 	}
 }

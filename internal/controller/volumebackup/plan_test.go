@@ -607,6 +607,7 @@ func TestPlan(t *testing.T) {
 			}
 			r := Plan(o, now)
 			checkPhase(t, r)
+			checkFrom(t, o, r.Actions)
 			if !reflect.DeepEqual(r.Actions, tc.want) {
 				t.Errorf("actions = %+v\nwant      %+v", r.Actions, tc.want)
 			}
@@ -697,5 +698,21 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 	}
 	if r := step(); len(r.Actions) != 0 {
 		t.Errorf("a complete backup still acts: %+v", r.Actions)
+	}
+}
+
+// checkFrom: every phase move is planned from the phase the member was observed in (the move
+// tests it, so a plan from a stale copy is refused), then clears From for the comparison of
+// the rows.
+func checkFrom(t *testing.T, o Observed, actions []Action) {
+	t.Helper()
+	for i, a := range actions {
+		if a.Kind != SetPhase {
+			continue
+		}
+		if want := o.Members[a.Cluster].Phase; a.From != want {
+			t.Errorf("%s moves %s from %q, want the observed phase %q", a.Kind, a.Cluster, a.From, want)
+		}
+		actions[i].From = ""
 	}
 }

@@ -129,7 +129,7 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 			return o, err
 		}
 		o.Members[c.K8sClusterName] = w.overlay(b, c.K8sClusterName, Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
-			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status, Version: m.ResourceVersion})
+			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status})
 	}
 	return o, nil
 }
@@ -180,7 +180,7 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 		if a.BackupTS != "" {
 			spec["backupTS"] = a.BackupTS
 		}
-		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, a.Version, spec, now, func() bool {
+		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, string(a.From), spec, now, func() bool {
 			return phaseOrder[ref.Spec.Phase] > phaseOrder[a.Phase] || ref.Spec.Phase == a.Phase && (a.BackupTS == "" || ref.Spec.BackupTS == a.BackupTS)
 		})
 	case StartPause:

@@ -12,7 +12,7 @@ import (
 // written remembers the member specs this manager wrote that a plane's cache may not show yet.
 // It is an optimisation only: without it, a reconcile started by another event before the cache
 // caught up plans the same write again, which is harmless (the spec fields only turn on, and a
-// phase move is locked to the member version it was planned from, so a repeated one is refused
+// phase move tests the member phase it was planned from, so a repeated one is refused
 // and found done) but costs round trips while the backup's reconcile is busy with them: seen
 // in the lab, a repeated move of one member took 1.3 s on the pause window's path, delaying
 // ResumeGC by as much. TestPlanWithoutOverlayOnlyRepeatsWrites shows the plans agree.

@@ -36,8 +36,6 @@ type Member struct {
 	DataMember bool
 	PhaseSince time.Time
 	Status     dpv1alpha1.VolumeRestoreMemberStatus
-	// Version is the resourceVersion observed: a phase move is locked to it.
-	Version string
 }
 
 // Observed is everything Plan decides from.
@@ -67,8 +65,8 @@ type Action struct {
 	Kind    ActionKind
 	Cluster string
 	Phase   dpv1alpha1.RestoreMemberPhase
-	// Version is the member's resourceVersion a SetPhase was planned from.
-	Version string
+	// From is the member's spec phase a SetPhase was planned from: the move tests it.
+	From dpv1alpha1.RestoreMemberPhase
 }
 
 // Result is Plan's decision.
@@ -210,7 +208,7 @@ func planData(o Observed, res *Result, now time.Time) {
 	data := o.Members[chosen]
 	if !memberTrue(data, dpv1alpha1.RestoreMemberDataCompleteCondition) {
 		if data.Phase == restoreVolume {
-			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData, Version: data.Version})
+			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData, From: data.Phase})
 		}
 		progress(st, now, fedv1alpha1.VolumeRestoreRestoringDataReason, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
 		step(st, "RestoreData", now, false)
@@ -222,7 +220,7 @@ func planData(o Observed, res *Result, now time.Time) {
 	step(st, "RestoreData", now, true)
 	for _, c := range o.Restore.Spec.Clusters {
 		if m := o.Members[c.K8sClusterName]; m.Phase != restoreFinish {
-			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: restoreFinish, Version: m.Version})
+			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: restoreFinish, From: m.Phase})
 		}
 	}
 	if !all(o, func(m Member) bool { return memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) }) {

@@ -329,6 +329,7 @@ func TestPlan(t *testing.T) {
 			}
 			res := Plan(o, now)
 			checkPhase(t, res)
+			checkFrom(t, o, res.Actions)
 			if !reflect.DeepEqual(res.Actions, tc.want) {
 				t.Errorf("actions = %+v\nwant      %+v", res.Actions, tc.want)
 			}
@@ -339,5 +340,21 @@ func TestPlan(t *testing.T) {
 				tc.check(t, res)
 			}
 		})
+	}
+}
+
+// checkFrom: every phase move is planned from the phase the member was observed in (the move
+// tests it, so a plan from a stale copy is refused), then clears From for the comparison of
+// the rows.
+func checkFrom(t *testing.T, o Observed, actions []Action) {
+	t.Helper()
+	for i, a := range actions {
+		if a.Kind != SetPhase {
+			continue
+		}
+		if want := o.Members[a.Cluster].Phase; a.From != want {
+			t.Errorf("%s moves %s from %q, want the observed phase %q", a.Kind, a.Cluster, a.From, want)
+		}
+		actions[i].From = ""
 	}
 }

@@ -87,7 +87,7 @@ func observe(ctx context.Context, planes *plane.Set, vr *fedv1alpha1.VolumeResto
 		if err := federation.CheckOwner(&m, vr, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(&m), Status: m.Status, Version: m.ResourceVersion}
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil
 }
@@ -110,7 +110,7 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 		rec.Eventf(vr, nil, "Normal", "MemberCreated", "Create", "member %s/%s in %s, phase %s", cl.TCNamespace, name, a.Cluster, a.Phase)
 		return nil
 	case SetPhase:
-		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, a.Version, map[string]any{"phase": a.Phase}, now, func() bool {
+		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, string(a.From), map[string]any{"phase": a.Phase}, now, func() bool {
 			return phaseOrder[ref.Spec.Phase] >= phaseOrder[a.Phase]
 		})
 	case MarkDataMember:
