@@ -87,31 +87,35 @@ var ErrLeaseUnsupported = errors.New("TiKV does not support PrepareSnapshotBacku
 // connect opens a stream to every store and takes the first lease on each, all stores at once:
 // the pause takes hold in the time of the slowest store, not of their sum (the GC pin is already
 // placed). A store that cannot be reached, or whose coprocessor is not ready yet, is retried
-// until ctx ends. The first store that fails for good (an older TiKV, or ctx ended) ends the
-// others' attempts; every lease taken by then is kept, so Finish ends it.
-func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
+// until ctx ends. The first store that fails for good (an older TiKV) ends the others' attempts
+// and is the error; when ctx ends first, the error names every store not connected by then.
+// Every lease taken is kept either way, so Finish ends it.
+func (p *preparer) connect(parent context.Context, stores []*metapb.Store) error {
 	p.streams = map[uint64]*storeStream{}
 	p.events = make(chan event, 1024)
 	if p.off {
 		return nil
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	type opened struct {
+		i   int
 		s   *storeStream
 		err error
 	}
 	results := make(chan opened, len(stores))
-	for _, st := range stores {
+	for i, st := range stores {
 		go func() {
 			s, err := p.connectStore(ctx, st)
-			results <- opened{s, err}
+			results <- opened{i, s, err}
 		}()
 	}
 	var first error
+	failed := make([]error, len(stores))
 	for range stores {
 		r := <-results
 		if r.err != nil {
+			failed[r.i] = r.err
 			if first == nil {
 				first = r.err
 				cancel()
@@ -119,6 +123,9 @@ func (p *preparer) connect(ctx context.Context, stores []*metapb.Store) error {
 			continue
 		}
 		p.keep(r.s) // from now on, while the other stores connect
+	}
+	if first != nil && parent.Err() != nil {
+		return errors.Join(failed...) // in the stores' order; nil entries are dropped
 	}
 	return first
 }
