@@ -8,7 +8,9 @@
 // still reports the size of what its failed member had snapshotted. After every scenario the
 // source holds no pause and the AWS double holds nothing the scenario made. The TiDB clusters run
 // with TLS (spec.tlsCluster), so every day-2 path dials PD and TiKV as a TLS cluster needs; the
-// demo and the crash suite run them in plaintext.
+// demo and the crash suite run them in plaintext. fedbr is installed through its charts
+// (demo.Options.Install) as in `make demo`: the agents' day-2 flags reach them through the
+// chart's extraArgs.
 package daytwo
 
 import (
@@ -41,7 +43,7 @@ func TestDayTwo(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	l := labtest.Up(ctx, t)
-	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}, TLS: true}, names)
+	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}, TLS: true, Install: true}, names)
 	if err != nil {
 		t.Fatal(err)
 	}
