@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -29,28 +31,34 @@ const maxInputsBytes = 1000 << 10
 // TidbCluster (meta.OperatorKinds: TidbMonitor, TidbDashboard, TidbInitializer,
 // TidbNGMonitoring) that reference tc: spec.clusters[] (spec.cluster for a TidbInitializer)
 // naming it, in tc's namespace (a reference without a namespace is to the object's own). A kind
-// whose CRD is not installed has none. Sorted by kind, then name.
+// whose CRD is not installed has none. Sorted by kind, then name. The kinds are listed at once.
 func ObserveOperatorObjects(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) ([]unstructured.Unstructured, error) {
-	var out []unstructured.Unstructured
-	for _, kind := range meta.OperatorKinds[1:] {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(pcv1alpha1.GroupVersion.WithKind(kind + "List"))
-		if err := c.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
-			if apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
-				continue
+	kinds := meta.OperatorKinds[1:]
+	found := make([][]unstructured.Unstructured, len(kinds))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, kind := range kinds {
+		g.Go(func() error { // one round trip each, at once (they sit before the snapshot step's start)
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(pcv1alpha1.GroupVersion.WithKind(kind + "List"))
+			if err := c.List(gctx, list, client.InNamespace(tc.Namespace)); err != nil {
+				if apimeta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+					return nil
+				}
+				return fmt.Errorf("list %ss in %s: %w", kind, tc.Namespace, err)
 			}
-			return nil, fmt.Errorf("list %ss in %s: %w", kind, tc.Namespace, err)
-		}
-		var found []unstructured.Unstructured
-		for _, o := range list.Items {
-			if references(o, tc) {
-				found = append(found, o)
+			for _, o := range list.Items {
+				if references(o, tc) {
+					found[i] = append(found[i], o)
+				}
 			}
-		}
-		sort.Slice(found, func(i, j int) bool { return found[i].GetName() < found[j].GetName() })
-		out = append(out, found...)
+			sort.Slice(found[i], func(a, b int) bool { return found[i][a].GetName() < found[i][b].GetName() })
+			return nil
+		})
 	}
-	return out, nil
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return slices.Concat(found...), nil
 }
 
 // references says o's spec names tc, as tidb-operator's TidbClusterRef does.
