@@ -4,7 +4,10 @@
 // system go on; each must end Complete (a completed backup restores exactly) or Failed with a
 // reason, no phase may move backwards, GC and PD scheduling must be lifted within the pause's
 // TTL, and nothing may be left in the AWS double. Kill points are reached by observing the
-// objects, never by sleeping.
+// objects, never by sleeping. fedbr is installed through its charts (demo.Options.Install): a
+// killed manager or agent is every replica of its Deployment, whose containers the lab's
+// kubelet starts again after its restart back-off (10 s), and the restarted replicas then wait
+// out the dead leader's Lease, as after a real crash.
 //
 // A CI run runs a rotating subset chosen by seed (FEDBR_CRASH_SEED, default the day of the
 // year); `make crash` runs every point (FEDBR_CRASH_POINTS=all) and prints the table that
@@ -138,7 +141,7 @@ func TestCrashAnywhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	defer cancel()
 	l := labtest.Up(ctx, t)
-	results, err := demo.RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: labtest.Log{T: t}}, points)
+	results, err := demo.RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: labtest.Log{T: t}, Install: true}, points)
 	t.Logf("crash suite results:\n%s", demo.CrashLog(results))
 	if err != nil {
 		t.Fatal(err)

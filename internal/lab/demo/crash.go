@@ -11,25 +11,30 @@ import (
 	"syscall"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
 // Target is what a kill point kills.
 type Target string
 
 const (
-	// KillManager SIGKILLs `fedbr manager` and starts it again.
+	// KillManager SIGKILLs `fedbr manager` and starts it again (with Options.Install: every
+	// replica of its Deployment, which the lab's kubelet restarts).
 	KillManager Target = "manager"
-	// KillAgent SIGKILLs the agent of the point's data plane and starts it again.
+	// KillAgent SIGKILLs the agent of the point's data plane and starts it again (with
+	// Options.Install: every replica of its Deployment, which the lab's kubelet restarts).
 	KillAgent Target = "agent"
 	// KillStep SIGKILLs the running pod of the point's step in its data plane (its container's
 	// process group, exit 137); the Job and the agent decide what follows.
@@ -85,9 +90,6 @@ type CrashResult struct {
 func RunCrash(ctx context.Context, o Options, points []KillPoint) ([]CrashResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
-	}
-	if o.Install {
-		return nil, errors.New("the crash suite SIGKILLs the manager and the agents as processes of its own: it cannot run with Install")
 	}
 	o = o.withDefaults()
 	d, err := newRun(ctx, o)
@@ -303,8 +305,14 @@ func (d *run) strike(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBack
 	plane := planes[0]
 	switch p.Target {
 	case KillManager:
+		if d.o.Install {
+			return d.restartPods(ctx, d.lab.Control, env.ManagerRelease)
+		}
 		return d.restartController("manager")
 	case KillAgent:
+		if d.o.Install {
+			return d.restartPods(ctx, plane, env.AgentRelease)
+		}
 		return d.restartController("agent-" + plane)
 	case KillStep:
 		ns := d.o.Namespace
@@ -351,6 +359,71 @@ func (d *run) restartController(name string) error {
 	return nil
 }
 
+// restartPods SIGKILLs the container of every pod of the Deployment name in fedbr-system of
+// cluster (installed through the charts: every replica, so the leader is among them, whichever
+// it is) and waits until the lab's kubelet has started each again (its restart count grew).
+// The restarted replicas then wait out the dead leader's Lease, as after a node's crash.
+func (d *run) restartPods(ctx context.Context, cluster, name string) error {
+	c := d.kube[cluster]
+	var dep appsv1.Deployment
+	if err := c.Get(ctx, client.ObjectKey{Namespace: env.InstallNamespace, Name: name}, &dep); err != nil {
+		return fmt.Errorf("%s: Deployment %s/%s: %w", cluster, env.InstallNamespace, name, err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	pods := func() ([]corev1.Pod, error) {
+		var list corev1.PodList
+		err := c.List(ctx, &list, client.InNamespace(env.InstallNamespace), client.MatchingLabelsSelector{Selector: sel})
+		return list.Items, err
+	}
+	running, err := pods()
+	if err != nil {
+		return err
+	}
+	restarts := map[types.UID]int32{}
+	for _, pod := range running {
+		pid, ok := containerPID(pod)
+		if !ok {
+			continue
+		}
+		if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
+			return fmt.Errorf("SIGKILL pod %s (pid %d): %w", pod.Name, pid, err)
+		}
+		restarts[pod.UID] = pod.Status.ContainerStatuses[0].RestartCount
+	}
+	if len(restarts) == 0 {
+		return fmt.Errorf("no running pod of Deployment %s/%s in %s", env.InstallNamespace, name, cluster)
+	}
+	d.say("  %s: %d pod(s) of %s SIGKILLed; the kubelet starts them again", cluster, len(restarts), name)
+	return d.poll(ctx, fmt.Sprintf("%s: %s's pods started again", cluster, name), func() (bool, string, error) {
+		now, err := pods()
+		if err != nil {
+			return false, "", err
+		}
+		waiting := 0
+		for _, pod := range now {
+			before, killed := restarts[pod.UID]
+			if _, ok := containerPID(pod); killed && (!ok || pod.Status.ContainerStatuses[0].RestartCount <= before) {
+				waiting++
+			}
+		}
+		return waiting == 0, fmt.Sprintf("%d of %d not restarted yet", waiting, len(restarts)), nil
+	})
+}
+
+// containerPID is the pid of a running pod's first container: the lab's kubelet reports it in
+// the container id (lab://PID).
+func containerPID(pod corev1.Pod) (int, bool) {
+	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || len(pod.Status.ContainerStatuses) == 0 ||
+		pod.Status.ContainerStatuses[0].State.Running == nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "lab://"))
+	return pid, err == nil && pid > 0
+}
+
 // killStep SIGKILLs the container of the running pod of step for member in one of planes: its
 // pid is in the container id the lab's kubelet reports (lab://PID). It waits for such a pod to
 // run.
@@ -367,11 +440,8 @@ func (d *run) killStep(ctx context.Context, planes []string, ns, member, step st
 			pods = append(pods, list.Items...)
 		}
 		for _, pod := range pods {
-			if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || len(pod.Status.ContainerStatuses) == 0 {
-				continue
-			}
-			pid, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "lab://"))
-			if err != nil || pid <= 0 {
+			pid, ok := containerPID(pod)
+			if !ok {
 				continue
 			}
 			if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {

@@ -28,6 +28,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
@@ -736,8 +737,8 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	claim := "tikv-" + tc + "-tikv-0"
 	for _, dp := range d.lab.DataPlanes {
 		kc := d.kube[dp.Cluster]
-		if err := client.IgnoreAlreadyExists(kc.Create(ctx, d.tenantNamespace(ns))); err != nil {
-			return "", err
+		if err := env.EnsureNamespace(ctx, kc, ns, d.tenantLevel(ns)); err != nil {
+			return "", fmt.Errorf("%s: %w", dp.Cluster, err)
 		}
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
 			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

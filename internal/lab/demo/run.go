@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -251,26 +249,25 @@ func (d *run) sourceCluster(ctx context.Context) error {
 	return d.waitStores(ctx, d.o.Namespace, tcs)
 }
 
-// tenantNamespace is a namespace of the demo's TiDB clusters: under the restricted Pod Security
-// Standard, which the stand-in operator's pods and every step pod fedbr creates pass; a
+// tenantLevel is the Pod Security Standard of a namespace of the demo's TiDB clusters:
+// restricted, which the stand-in operator's pods and every step pod fedbr creates pass; a
 // restore's namespace is privileged when its warm-up reads block devices (privileged pods).
-func (d *run) tenantNamespace(name string) *corev1.Namespace {
-	level := "restricted"
+func (d *run) tenantLevel(name string) string {
 	if d.o.blockWarmup() && name != d.o.Namespace {
-		level = "privileged"
+		return "privileged"
 	}
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{env.PodSecurityEnforce: level}}}
+	return "restricted"
 }
 
 func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
 	for cluster, tc := range tcs {
 		c := d.kube[cluster]
-		tenant := d.tenantNamespace(ns)
-		if err := client.IgnoreAlreadyExists(c.Create(ctx, tenant)); err != nil {
-			return fmt.Errorf("namespace %s in %s: %w", ns, cluster, err)
+		level := d.tenantLevel(ns)
+		if err := env.EnsureNamespace(ctx, c, ns, level); err != nil {
+			return fmt.Errorf("%s: %w", cluster, err)
 		}
 		// The negative control of the label: every step pod admitted there passed restricted.
-		if tenant.Labels[env.PodSecurityEnforce] == "restricted" {
+		if level == "restricted" {
 			if err := env.CheckEnforced(ctx, c, ns, d.o.Timeout); err != nil {
 				return fmt.Errorf("%s: %w", cluster, err)
 			}
@@ -288,24 +285,8 @@ func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alph
 // waitStores waits until every TidbCluster reports all its TiKV stores Up.
 func (d *run) waitStores(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
 	return d.poll(ctx, "TiKV stores up in "+ns, func() (bool, string, error) {
-		var waiting []string
-		for cluster, want := range tcs {
-			var tc pcv1alpha1.TidbCluster
-			if err := d.kube[cluster].Get(ctx, client.ObjectKey{Namespace: ns, Name: want.Name}, &tc); err != nil {
-				return false, "", err
-			}
-			up := 0
-			for _, s := range tc.Status.TiKV.Stores {
-				if s.State == "Up" {
-					up++
-				}
-			}
-			if up < int(want.Spec.TiKV.Replicas) {
-				waiting = append(waiting, fmt.Sprintf("%s %d/%d", cluster, up, want.Spec.TiKV.Replicas))
-			}
-		}
-		sort.Strings(waiting) // a stable line: printed only when it changes
-		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+		waiting, err := env.StoresWaiting(ctx, d.kube, tcs)
+		return waiting == "", waiting, err
 	})
 }
 

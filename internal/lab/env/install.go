@@ -224,7 +224,7 @@ func (in *installer) namespaces(ctx context.Context) func() error {
 				if err != nil {
 					return err
 				}
-				if err := ensureNamespace(ctx, c, InstallNamespace, "restricted"); err != nil {
+				if err := EnsureNamespace(ctx, c, InstallNamespace, "restricted"); err != nil {
 					return fmt.Errorf("%s: %w", cluster, err)
 				}
 				return nil

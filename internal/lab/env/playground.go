@@ -146,7 +146,7 @@ func TiDB(ctx context.Context, l *Lab, o TiDBOptions) error {
 		if kube[c], err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 			return err
 		}
-		if err := ensureNamespace(ctx, kube[c], o.Namespace, o.PodSecurity); err != nil {
+		if err := EnsureNamespace(ctx, kube[c], o.Namespace, o.PodSecurity); err != nil {
 			return fmt.Errorf("%s: %w", c, err)
 		}
 		if o.PodSecurity == "restricted" {
@@ -189,23 +189,8 @@ func TiDB(ctx context.Context, l *Lab, o TiDBOptions) error {
 	o.Log("TidbClusters %s/%s: %d TiKV over %d data planes, PD %s; waiting for every store", o.Namespace, o.Name,
 		o.TiKVPerPlane*len(l.DataPlanes), len(l.DataPlanes), l.DataPlanes[0].PDAddress())
 	if err := poll(ctx, o.Timeout, func() (bool, string, error) {
-		var waiting []string
-		for _, c := range sortedKeys(tcs) {
-			var tc pcv1alpha1.TidbCluster
-			if err := kube[c].Get(ctx, client.ObjectKeyFromObject(tcs[c]), &tc); err != nil {
-				return false, "", err
-			}
-			up := 0
-			for _, s := range tc.Status.TiKV.Stores {
-				if s.State == "Up" {
-					up++
-				}
-			}
-			if up < o.TiKVPerPlane {
-				waiting = append(waiting, fmt.Sprintf("%s: %d/%d stores Up", c, up, o.TiKVPerPlane))
-			}
-		}
-		return len(waiting) == 0, strings.Join(waiting, ", "), nil
+		waiting, err := StoresWaiting(ctx, kube, tcs)
+		return waiting == "", waiting, err
 	}); err != nil {
 		return fmt.Errorf("TiKV stores of %s/%s: %w", o.Namespace, o.Name, err)
 	}
@@ -256,9 +241,32 @@ func startBank(ctx context.Context, l *Lab, o TiDBOptions) error {
 	})
 }
 
-// ensureNamespace creates namespace name with pod-security.kubernetes.io/enforce: level, or
+// StoresWaiting reads every TidbCluster of tcs (by context; kube has a client for each) and
+// names those with fewer TiKV stores Up than their spec.tikv.replicas ("dp1: 1/3 stores Up",
+// sorted); empty when every store is Up.
+func StoresWaiting(ctx context.Context, kube map[string]client.Client, tcs map[string]*pcv1alpha1.TidbCluster) (string, error) {
+	var waiting []string
+	for _, c := range sortedKeys(tcs) {
+		var tc pcv1alpha1.TidbCluster
+		if err := kube[c].Get(ctx, client.ObjectKeyFromObject(tcs[c]), &tc); err != nil {
+			return "", fmt.Errorf("%s: TidbCluster %s/%s: %w", c, tcs[c].Namespace, tcs[c].Name, err)
+		}
+		up := 0
+		for _, s := range tc.Status.TiKV.Stores {
+			if s.State == "Up" {
+				up++
+			}
+		}
+		if want := tcs[c].Spec.TiKV.Replicas; up < int(want) {
+			waiting = append(waiting, fmt.Sprintf("%s: %d/%d stores Up", c, up, want))
+		}
+	}
+	return strings.Join(waiting, ", "), nil
+}
+
+// EnsureNamespace creates namespace name with pod-security.kubernetes.io/enforce: level, or
 // sets the label on the namespace that exists.
-func ensureNamespace(ctx context.Context, c client.Client, name, level string) error {
+func EnsureNamespace(ctx context.Context, c client.Client, name, level string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{PodSecurityEnforce: level}}}
 	err := c.Create(ctx, ns)
 	if !apierrors.IsAlreadyExists(err) {

@@ -25,8 +25,8 @@ const ebsMajor = 259
 // container sees the host's devices, so only there is /dev/<device> created under the root: a
 // sparse file of the volume's capacity standing for the device (its blocks read as zeros, as a
 // fresh EBS volume's do; a warm-up discards what it reads, so the data TiKV sees comes from
-// the volume's directory either way).
-func writeMountTable(root string, c corev1.Container, volumes map[string]string, devices map[string]Volume) error {
+// the volume's directory either way). devices are the pod's EBS volumes by the pod's volume name.
+func writeMountTable(root string, c corev1.Container, devices map[string]Volume) error {
 	privileged := c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 	var b strings.Builder
 	fmt.Fprintf(&b, "1 0 0:1 / / rw - overlay overlay rw\n")
@@ -41,7 +41,7 @@ func writeMountTable(root string, c corev1.Container, volumes map[string]string,
 			}
 		}
 		id, sub := i+2, "/"+strings.TrimPrefix(filepath.Clean("/"+m.SubPath), "/")
-		v, ebs := devices[volumes[m.Name]]
+		v, ebs := devices[m.Name]
 		if !ebs || v.Device == "" {
 			fmt.Fprintf(&b, "%d 1 0:%d %s %s rw - none lab rw\n", id, id+100, mountEscape(sub), mountEscape(point))
 			continue

@@ -27,7 +27,7 @@ func TestMountTableServesBlockWarmup(t *testing.T) {
 		}
 	}
 	volumes := map[string]string{"data": ebsDir, "creds": secretDir}
-	devices := map[string]Volume{ebsDir: {ID: "vol-1", Dir: ebsDir, Device: "/dev/xvdba", SizeGiB: 1}}
+	devices := map[string]Volume{"data": {ID: "vol-1", Dir: ebsDir, Device: "/dev/xvdba", SizeGiB: 1}}
 	c := corev1.Container{Name: "warmup", VolumeMounts: []corev1.VolumeMount{
 		{Name: "data", MountPath: "/var/lib/warm/data"}, {Name: "creds", MountPath: "/etc/creds"}}}
 
@@ -39,7 +39,7 @@ func TestMountTableServesBlockWarmup(t *testing.T) {
 		if err := linkMounts(root, c.VolumeMounts, volumes, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeMountTable(root, c, volumes, devices); err != nil {
+		if err := writeMountTable(root, c, devices); err != nil {
 			t.Fatal(err)
 		}
 		t.Setenv(podenv.LabRootEnv, root)
@@ -68,7 +68,7 @@ func TestMountTableServesBlockWarmup(t *testing.T) {
 		if err := linkMounts(root, c.VolumeMounts, map[string]string{"host": missing}, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := writeMountTable(root, c, map[string]string{"host": missing}, nil); err != nil {
+		if err := writeMountTable(root, c, nil); err != nil {
 			t.Fatalf("the container would not start: %v", err)
 		}
 		b, err := os.ReadFile(filepath.Join(root, MountTable))

@@ -57,7 +57,7 @@ type podRun struct {
 	volumes map[string]string
 	// ebsVolumes are the EBS volumes the pod uses, attached to the node's instance.
 	ebsVolumes []string
-	// devices are the EBS volumes of the pod's claims by directory: what the mount table of
+	// devices are the EBS volumes of the pod's claims by the pod's volume name: what the mount table of
 	// each container lists as mounted from a device (mounttable.go).
 	devices  map[string]Volume
 	stopping bool
@@ -351,7 +351,7 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	r.mu.Lock()
 	devices := r.devices
 	r.mu.Unlock()
-	if err := writeMountTable(root, c, volumes, devices); err != nil {
+	if err := writeMountTable(root, c, devices); err != nil {
 		return nil, err
 	}
 	args, err := argv(exe, expandAll(c.Command, env), expandAll(c.Args, env))
@@ -402,13 +402,14 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 	log.Info("Started container", "pid", pid, "sinceSeen", time.Since(r.seen).Round(time.Millisecond),
 		"volumes", r.prepared.Sub(r.seen).Round(time.Millisecond), "restarts", restarts)
 	log.V(1).Info("Container command", "argv", cmd.Args)
+	probe := r.readinessProbe(name)
 	r.set(func(st *corev1.PodStatus) {
 		cs := r.container(st, name, k)
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: term.StartedAt}}
 		cs.ContainerID = term.ContainerID
 		cs.ImageID = "lab://" + cmd.Path
 		cs.Started = new(true)
-		cs.Ready = k == regular && r.readinessProbe(name) == nil
+		cs.Ready = k == regular && probe == nil
 		cs.RestartCount = int32(restarts)
 	})
 	exited := make(chan struct{})
@@ -416,8 +417,8 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	if p := r.readinessProbe(name); k == regular && p != nil {
-		go r.probeReadiness(log, name, p, exited)
+	if k == regular && probe != nil {
+		go r.probeReadiness(log, name, probe, exited)
 	}
 	r.await(exited, pid)
 	// Like a container's pid namespace, the group ends with its main process.

@@ -172,7 +172,7 @@ func (r *podRun) prepareVolume(ctx context.Context, v corev1.Volume) (string, er
 		}
 		return local, writeFiles(local, files, src.Projected.DefaultMode)
 	case src.PersistentVolumeClaim != nil:
-		return r.claimDir(ctx, src.PersistentVolumeClaim.ClaimName)
+		return r.claimDir(ctx, v.Name, src.PersistentVolumeClaim.ClaimName)
 	}
 	return "", errors.New("unsupported volume type in the lab (emptyDir, hostPath, secret, configMap, downwardAPI, projected and persistentVolumeClaim are)")
 }
@@ -301,8 +301,9 @@ func (r *podRun) tokenFiles(ctx context.Context, p *corev1.ServiceAccountTokenPr
 	return []file{{path: p.Path, data: []byte(got.Status.Token)}}, nil
 }
 
-// claimDir resolves a PVC to its PV's directory.
-func (r *podRun) claimDir(ctx context.Context, claim string) (string, error) {
+// claimDir resolves a PVC, the pod's volume name, to its PV's directory (and records an EBS
+// volume's device under name).
+func (r *podRun) claimDir(ctx context.Context, name, claim string) (string, error) {
 	core := r.p.o.Client.CoreV1()
 	pvc, err := core.PersistentVolumeClaims(r.spec.Namespace).Get(ctx, claim, metav1.GetOptions{})
 	if err != nil {
@@ -344,7 +345,7 @@ func (r *podRun) claimDir(ctx context.Context, claim string) (string, error) {
 		if r.devices == nil {
 			r.devices = map[string]Volume{}
 		}
-		r.devices[v.Dir] = v
+		r.devices[name] = v
 		r.mu.Unlock()
 		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
 			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
