@@ -27,8 +27,9 @@ import (
 // TestInstall is the playground's Done-when: a lab with fedbr installed through its Helm charts
 // (env.Install: the real helm, namespace fedbr-system under the restricted Pod Security
 // Standard) backs up a TiDB cluster spread over three data planes and restores it into fresh
-// clusters in another namespace, driven only by `kubectl apply -f` of config/samples' YAML
-// (adapted to the lab) and watched with kubectl. The API server refuses, in fedbr-system, a pod
+// clusters in another namespace, then lets the schedule sample take its first backup, driven
+// only by `kubectl apply -f` of config/samples' YAML (adapted to the lab) and watched with
+// kubectl and `fedbr describe`. The API server refuses, in fedbr-system, a pod
 // the restricted policy forbids: the charts' pods were admitted by the enforcing policy.
 func TestInstall(t *testing.T) {
 	if testing.Short() {
@@ -198,6 +199,27 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	}
 	out := labCmd(t, ctx, "lab", "bank", "check", "--pd", block+".10:2379", "--accounts", accounts, "--log", l.Banks[0].Log, "--ts", ts)
 	t.Logf("lab bank check: %s", strings.TrimSpace(out))
+
+	// The schedule sample, ticking every minute instead of every six hours: its first backup
+	// completes, and `fedbr describe schedule` shows it.
+	const schedule = "every-6h"
+	sched := adapt(t, "federation_v1alpha1_volumebackupschedule.yaml", clusters,
+		subst{"namespace: default", "namespace: " + source},
+		subst{`schedule: "0 */6 * * *"`, `schedule: "* * * * *"`},
+		subst{"region: us-east-1", "region: " + l.AWS.Region},
+		subst{"acme-tidb-backups", bucket})
+	started = time.Now()
+	k.must(ctx, l.Control, sched, "apply", "-f", "-")
+	first := k.waitField(ctx, l.Control, source, "volumebackupschedule", schedule, "{.status.lastBackup}", 3*time.Minute)
+	k.waitComplete(ctx, l.Control, source, "volumebackup", first, 5*time.Minute)
+	t.Logf("VolumeBackupSchedule %s/%s: its first backup %s Complete after %s", source, schedule, first, time.Since(started).Round(time.Millisecond))
+	view = labCmd(t, ctx, "describe", "schedule", schedule, "-n", source, "--kubeconfig", l.Kubeconfig, "--context", l.Control)
+	for _, want := range []string{schedule, first} {
+		if !strings.Contains(view, want) {
+			t.Fatalf("fedbr describe schedule %s does not show %q:\n%s", schedule, want, view)
+		}
+	}
+	k.must(ctx, l.Control, nil, "delete", "volumebackupschedule", schedule, "-n", source)
 	k.stepPodsRestricted(ctx, l, source, restored)
 }
 
@@ -337,6 +359,25 @@ func (k kubectl) waitComplete(ctx context.Context, context, ns, kind, name strin
 		if time.Now().After(deadline) {
 			k.t.Fatalf("%s %s/%s not Complete after %s: phase %q, conditions %s", kind, ns, name, timeout, phase,
 				k.must(ctx, context, nil, "get", kind, name, "-n", ns, "-o", "jsonpath={.status.conditions}"))
+		}
+		select {
+		case <-ctx.Done():
+			k.t.Fatal(ctx.Err())
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// waitField waits until the jsonpath field of kind ns/name is not empty, and returns it.
+func (k kubectl) waitField(ctx context.Context, context, ns, kind, name, field string, timeout time.Duration) string {
+	k.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if v := k.must(ctx, context, nil, "get", kind, name, "-n", ns, "-o", "jsonpath="+field); v != "" {
+			return v
+		}
+		if time.Now().After(deadline) {
+			k.t.Fatalf("%s %s/%s: %s still empty after %s", kind, ns, name, field, timeout)
 		}
 		select {
 		case <-ctx.Done():
