@@ -9,13 +9,17 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/fedbr/fedbr/internal/cmd/root"
 )
 
 func main() {
 	cmd := root.NewCmd()
 	if filepath.Base(os.Args[0]) == "kubectl-fedbr" {
-		cmd.Use = "kubectl fedbr"
+		// Help and usage then say `kubectl fedbr describe …` (a Use of two words would name the
+		// command "kubectl").
+		cmd.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl fedbr"}
 	}
 	// In a step's pod the agent sets the exit marker and delay (root.EnvExitMarker): whatever
 	// the outcome, the marker is written and the delay waited before the process exits.

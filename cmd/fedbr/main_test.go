@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -31,18 +32,70 @@ func TestLabIsNotLinked(t *testing.T) {
 	}
 }
 
+// binary is cmd/fedbr built once for the tests that run it (removed by TestMain).
+var binary struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		_ = os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// built builds the binary on first use; skipped in -short mode.
+func built(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	binary.once.Do(func() {
+		if binary.dir, binary.err = os.MkdirTemp("", "fedbr-main-test-"); binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "fedbr")
+		if out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput(); err != nil {
+			binary.err = fmt.Errorf("go build: %w\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+// TestKubectlPlugin: linked as kubectl-fedbr, the binary's help names its commands as kubectl
+// runs them (`kubectl fedbr describe …`); as fedbr, as `fedbr describe …`.
+func TestKubectlPlugin(t *testing.T) {
+	bin := built(t)
+	plugin := filepath.Join(t.TempDir(), "kubectl-fedbr")
+	if err := os.Symlink(bin, plugin); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ path, want string }{
+		{plugin, "kubectl fedbr describe backup|restore|schedule NAME"},
+		{bin, "fedbr describe backup|restore|schedule NAME"},
+	} {
+		out, err := exec.Command(c.path, "describe", "--help").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s describe --help: %v\n%s", filepath.Base(c.path), err, out)
+		}
+		if !strings.Contains(string(out), "Usage:\n  "+c.want) {
+			t.Errorf("%s describe --help does not show the usage %q:\n%s", filepath.Base(c.path), c.want, out)
+		}
+	}
+}
+
 // TestStepExitMarker runs the built binary as a step pod does: with FEDBR_EXIT_MARKER set, the
 // marker is written with the command's exit code, on success and on failure, and the process
 // exits with that code.
 func TestStepExitMarker(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	bin := built(t)
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "fedbr")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	for _, c := range []struct {
 		args []string
 		code int
