@@ -68,7 +68,8 @@ type Options struct {
 	AgentArgs []string
 	// Install installs fedbr through its Helm charts (env.Install: Deployments in namespace
 	// fedbr-system under the restricted Pod Security Standard) instead of running the manager
-	// and the agents as processes of the demo. The crash suite kills processes: it refuses it.
+	// and the agents as processes of the demo. The crash suite then kills the Deployments'
+	// containers, which the lab's kubelet restarts, instead of processes of its own.
 	Install bool
 	// RestoreTolerateOutage sets the restore's tolerateSingleTiKVOutage; RestoreDownTiKV keeps
 	// TiKV ordinals of the restored TidbCluster down, by data plane (the lab operator's
