@@ -20,6 +20,11 @@ HELM := .cache/bin/helm-$(HELM_VERSION)
 HELM_LDFLAGS := -s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
 	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
 	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37
+# promtool checks and unit-tests the alerting rules in test/charts; its version is the one
+# hack/tools/promtool pins, built without Prometheus' service-discovery plugins (promtool's rule
+# commands do not use them; the build takes half as long).
+PROMTOOL_VERSION := $(shell awk '$$1 == "github.com/prometheus/prometheus" {print $$2}' hack/tools/promtool/go.mod)
+PROMTOOL := .cache/bin/promtool-$(PROMTOOL_VERSION)
 # Generated files, checked by verify-generated.
 GENERATED := api config test/fixtures/crd charts/fedbr-manager/crds charts/fedbr-agent/crds \
 	charts/fedbr-manager/files/manager_role.yaml charts/fedbr-agent/files/agent_role.yaml \
@@ -117,6 +122,17 @@ $(HELM):
 	cd hack/tools/helm && go build -trimpath -ldflags '$(HELM_LDFLAGS)' -o ../../../$(HELM).tmp helm.sh/helm/v3/cmd/helm
 	mv $(HELM).tmp $(HELM)
 
+# The chart tests (test/charts) run this promtool on the alerting rules; without it they skip,
+# unless FEDBR_PROMTOOL names it.
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build (once) the pinned promtool the chart tests check the alerting rules with.
+
+$(PROMTOOL):
+	@echo "building promtool $(PROMTOOL_VERSION) (first time only)"
+	@mkdir -p .cache/bin
+	cd hack/tools/promtool && go build -trimpath -tags remove_all_sd -ldflags '-s -w -X github.com/prometheus/common/version.Version=$(PROMTOOL_VERSION)' -o ../../../$(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool
+	mv $(PROMTOOL).tmp $(PROMTOOL)
+
 $(GOLANGCI_LINT):
 	@echo "building golangci-lint $(GOLANGCI_LINT_VERSION) (first time only)"
 	@mkdir -p .cache/bin
@@ -145,12 +161,12 @@ crash: k8s-bin ## Run every point of the crash suite (test/crash; CI runs a rota
 IMAGE_TEST := cd hack/image && go test -count=1 -timeout 30m ./...
 
 .PHONY: unit
-unit: $(HELM) ## Run the unit tests only (no API server).
-	FEDBR_HELM="$(abspath $(HELM))" go test -short $(GOTEST_FLAGS) ./...
+unit: $(HELM) $(PROMTOOL) ## Run the unit tests only (no API server).
+	FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" go test -short $(GOTEST_FLAGS) ./...
 	$(IMAGE_TEST)
 
 .PHONY: test
-test: vet lint verify-generated k8s-bin $(HELM) ## Vet, lint, check generated files, run unit and envtest tests.
+test: vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Vet, lint, check generated files, run unit and envtest tests.
 	go test $(GOTEST_FLAGS) -exec true ./... >/dev/null
-	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" go test -p 1 $(GOTEST_FLAGS) ./...
+	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" go test -p 1 $(GOTEST_FLAGS) ./...
 	$(IMAGE_TEST)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -711,7 +712,8 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		t.Fatalf("the newest complete backup is gone: %+v", b)
 	}
 
-	// The schedule's metrics describe its newest complete backup, the third (completed 3rd).
+	// The schedule's metrics describe its newest complete backup, the third (completed 3rd),
+	// and its latest closed window: four ticks passed, so it starts at the third.
 	thirdDone := byName(third).Status.TimeCompleted.Unix()
 	for _, m := range []struct {
 		name string
@@ -721,6 +723,7 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		{"last success", testutil.ToFloat64(metrics.ScheduleLastSuccess.WithLabelValues("default", "hourly")), float64(thirdDone)},
 		{"last duration", testutil.ToFloat64(metrics.ScheduleLastDuration.WithLabelValues("default", "hourly")), 180},
 		{"last size", testutil.ToFloat64(metrics.ScheduleLastSize.WithLabelValues("default", "hourly")), 3000},
+		{"window start", testutil.ToFloat64(metrics.ScheduleWindowStart.WithLabelValues("default", "hourly")), float64(tick1.Add(2 * time.Hour).Unix())},
 	} {
 		if m.got != m.want {
 			t.Errorf("%s = %v, want %v", m.name, m.got, m.want)
@@ -730,7 +733,9 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick(time.Minute)
-	if n := testutil.CollectAndCount(metrics.ScheduleLastSuccess); n != 0 {
-		t.Errorf("%d last-success series after the schedule was deleted", n)
+	for name, m := range map[string]*prometheus.GaugeVec{"last-success": metrics.ScheduleLastSuccess, "window": metrics.ScheduleWindowStart} {
+		if n := testutil.CollectAndCount(m); n != 0 {
+			t.Errorf("%d %s series after the schedule was deleted", n, name)
+		}
 	}
 }

@@ -57,6 +57,12 @@ var (
 		Help:    "Time from a VolumeRestore's start to its completion or failure.",
 		Buckets: prometheus.ExponentialBuckets(5, 2, 14),
 	}, []string{"outcome"})
+	// ScheduleWindowStart is the start of each schedule's latest closed window (its second-latest
+	// tick): a backup should have completed since. Absent while paused or before two ticks.
+	ScheduleWindowStart = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_window_start_timestamp_seconds",
+		Help: "The schedule's second-latest tick (Unix seconds): a backup completed since then, or the schedule missed a window. Absent while paused.",
+	}, []string{"namespace", "schedule"})
 	// ScheduleLastSuccess is when each schedule's newest complete backup completed.
 	ScheduleLastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fedbr_volumebackupschedule_last_success_timestamp_seconds",
@@ -90,7 +96,7 @@ var (
 // All are the manager's metrics.
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince}
+		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince}
 }
 
 func init() {

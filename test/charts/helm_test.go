@@ -23,30 +23,43 @@ import (
 // module does not build.
 func helmBinary(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("FEDBR_HELM"); p != "" {
+	return toolBinary(t, "FEDBR_HELM", "helm", "helm.sh/helm/v3")
+}
+
+// promtoolBinary is $FEDBR_PROMTOOL, else the promtool `make promtool` builds, as helmBinary.
+func promtoolBinary(t *testing.T) string {
+	t.Helper()
+	return toolBinary(t, "FEDBR_PROMTOOL", "promtool", "github.com/prometheus/prometheus")
+}
+
+// toolBinary is the tool hack/tools/<name> pins: $env if set (then it must exist), else
+// .cache/bin/<name>-<the version of module its go.mod requires>; the test is skipped without it.
+func toolBinary(t *testing.T, env, name, module string) string {
+	t.Helper()
+	if p := os.Getenv(env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			t.Fatalf("FEDBR_HELM=%s: %v (run `make helm`)", p, err)
+			t.Fatalf("%s=%s: %v (run `make %s`)", env, p, err, name)
 		}
 		return p
 	}
 	root := testenv.RepoRoot()
-	f, err := os.Open(filepath.Join(root, "hack", "tools", "helm", "go.mod"))
+	f, err := os.Open(filepath.Join(root, "hack", "tools", name, "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = f.Close() }()
 	version := ""
 	for s := bufio.NewScanner(f); s.Scan(); {
-		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == "helm.sh/helm/v3" {
+		if fields := strings.Fields(s.Text()); len(fields) >= 2 && fields[0] == module {
 			version = fields[1]
 		}
 	}
 	if version == "" {
-		t.Fatal("hack/tools/helm/go.mod requires no helm.sh/helm/v3")
+		t.Fatalf("hack/tools/%s/go.mod requires no %s", name, module)
 	}
-	p := filepath.Join(root, ".cache", "bin", "helm-"+version)
+	p := filepath.Join(root, ".cache", "bin", name+"-"+version)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("no helm %s at %s: run `make helm` (make test and make unit build it), or set FEDBR_HELM", version, p)
+		t.Skipf("no %s %s at %s: run `make %s` (make test and make unit build it), or set %s", name, version, p, name, env)
 	}
 	return p
 }

@@ -65,6 +65,11 @@ type Result struct {
 	RequeueAfter time.Duration
 	// Last is what the schedule's metrics report.
 	Last LastSuccess
+	// Window is the start of the schedule's latest closed window: its second-latest tick at or
+	// before now, counted from its creation or its latest resume. A backup of that tick should
+	// have completed by the latest tick. Zero while paused, invalid, or before a window closed.
+	// The "no recent backup" alert compares it with Last.At.
+	Window time.Time
 }
 
 // LastSuccess describes the schedule's newest complete backup, for its metrics.
@@ -105,6 +110,7 @@ func Plan(o Observed, now time.Time) Result {
 		t := metav1.NewTime(now)
 		st.ResumeTime = &t
 	}
+	res.Window = closedWindow(sched, s.CreationTimestamp.Time, st.ResumeTime, now)
 	anchor := s.CreationTimestamp.Time
 	for _, t := range []*metav1.Time{st.LastBackupTime, st.AllBackupCleanTime, st.ResumeTime} {
 		if t != nil && t.After(anchor) {
@@ -130,6 +136,21 @@ func Plan(o Observed, now time.Time) Result {
 		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleScheduledReason, "created "+res.Create, now)
 	}
 	return res
+}
+
+// closedWindow is the second-latest tick of sched in (start, now], where start is the schedule's
+// creation or, if later, its resume; zero if fewer than two ticks passed. Ticks skipped while a
+// backup ran still count: a backup longer than the schedule's interval is a missed window.
+func closedWindow(sched cron.Schedule, created time.Time, resumed *metav1.Time, now time.Time) time.Time {
+	start := created
+	if resumed != nil && resumed.After(start) {
+		start = resumed.Time
+	}
+	latest := latestTick(sched, start, now)
+	if latest.IsZero() {
+		return time.Time{}
+	}
+	return latestTick(sched, start, latest.Add(-time.Nanosecond))
 }
 
 // latestTick is the latest tick of sched in (anchor, now], zero if none. A cron expression's

@@ -469,3 +469,46 @@ func TestLastSuccess(t *testing.T) {
 		})
 	}
 }
+
+// TestWindow: the window the "no recent backup" alert checks is the schedule's second-latest
+// tick since its creation or resume; none while paused or invalid.
+func TestWindow(t *testing.T) {
+	resumedAt := func(at time.Time) func(*fedv1alpha1.VolumeBackupSchedule) {
+		return func(s *fedv1alpha1.VolumeBackupSchedule) {
+			r := metav1.NewTime(at)
+			s.Status.ResumeTime = &r
+		}
+	}
+	friday := time.Date(2026, 11, 6, 0, 0, 0, 0, time.UTC) // 2026-11-06 is a Friday
+	tests := []struct {
+		name  string
+		sched *fedv1alpha1.VolumeBackupSchedule
+		now   time.Time
+		want  time.Time
+	}{
+		{name: "before the first tick", sched: schedule(nil), now: created.Add(5 * time.Hour)},
+		{name: "one tick passed: its window is still open", sched: schedule(nil), now: created.Add(6*time.Hour + time.Minute)},
+		{name: "at the second tick the first window closes", sched: schedule(nil), now: created.Add(12 * time.Hour), want: created.Add(6 * time.Hour)},
+		{name: "days later: the tick before the latest", sched: schedule(nil), now: created.Add(73 * time.Hour), want: created.Add(66 * time.Hour)},
+		{name: "paused: no window", sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Pause = true }), now: created.Add(73 * time.Hour)},
+		{name: "invalid: no window", sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Schedule = "0 10-5 * * *" }), now: created.Add(73 * time.Hour)},
+		{name: "resumed: ticks count from the resume", sched: schedule(resumedAt(created.Add(63 * time.Hour))), now: created.Add(70 * time.Hour)},
+		{name: "resumed: two ticks after it", sched: schedule(resumedAt(created.Add(63 * time.Hour))), now: created.Add(73 * time.Hour), want: created.Add(66 * time.Hour)},
+		{
+			name: "weekdays only: on Monday the window is Friday's", now: friday.Add(3*24*time.Hour + 3*time.Hour), want: friday.Add(2 * time.Hour),
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Schedule = "0 2 * * 1-5" }),
+		},
+		{
+			name: "weekdays only: over the weekend Thursday's", now: friday.Add(2*24*time.Hour + 12*time.Hour), want: friday.Add(-22 * time.Hour),
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Schedule = "0 2 * * 1-5" }),
+		},
+		{name: "@every counts from the creation", sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Schedule = "@every 90m" }), now: created.Add(5 * time.Hour), want: created.Add(3 * time.Hour)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Plan(Observed{Schedule: tc.sched}, tc.now).Window; !got.Equal(tc.want) {
+				t.Errorf("Window = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

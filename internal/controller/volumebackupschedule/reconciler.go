@@ -98,7 +98,7 @@ func (r *Reconciler) decide(ctx context.Context, s *fedv1alpha1.VolumeBackupSche
 		o.Backups = append(o.Backups, ob)
 	}
 	res := Plan(o, now)
-	report(s, res.Last)
+	report(s, res)
 	// The plan is the one action: its deletion and creation, each idempotent.
 	return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{Actions: []Result{res}, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(s *fedv1alpha1.VolumeBackupSchedule) { s.Status = res.Status }}, nil
@@ -138,9 +138,16 @@ func cleanFailure(b *fedv1alpha1.VolumeBackup) string {
 	return c.Message
 }
 
-// report sets the schedule's metrics from its newest complete backup. A schedule without one
-// has no series yet; a size is reported once one is known.
-func report(s *fedv1alpha1.VolumeBackupSchedule, last LastSuccess) {
+// report sets the schedule's metrics: its latest closed window (none while paused or before
+// its second tick) and its newest complete backup. A schedule without one has no last-success
+// series yet; a size is reported once one is known.
+func report(s *fedv1alpha1.VolumeBackupSchedule, res Result) {
+	if res.Window.IsZero() {
+		metrics.ScheduleWindowStart.DeleteLabelValues(s.Namespace, s.Name)
+	} else {
+		metrics.ScheduleWindowStart.WithLabelValues(s.Namespace, s.Name).Set(float64(res.Window.Unix()))
+	}
+	last := res.Last
 	if !last.Found {
 		return
 	}
@@ -153,6 +160,7 @@ func report(s *fedv1alpha1.VolumeBackupSchedule, last LastSuccess) {
 
 // forget drops a deleted schedule's series.
 func forget(namespace, name string) {
+	metrics.ScheduleWindowStart.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastSuccess.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastDuration.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastSize.DeleteLabelValues(namespace, name)
