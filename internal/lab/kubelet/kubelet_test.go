@@ -732,3 +732,32 @@ func TestReadinessProbe(t *testing.T) {
 	}
 	l.waitPod(ctx, t, ns, "ready", "not Ready after the probe failed twice", func(p *corev1.Pod) bool { return !isReady(p) })
 }
+
+// TestLivenessProbe: a container whose httpGet liveness probe fails failureThreshold times in a
+// row gets SIGTERM, as from the kubelet, and its pod's restart policy restarts it.
+func TestLivenessProbe(t *testing.T) {
+	l := getLab(t)
+	ctx := testCtx(t)
+	ns := l.namespace(ctx, t)
+	ports, err := port.Free(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.runningPod(ctx, t, ns, "live", "serve", 30, func(p *corev1.Pod) {
+		p.Spec.RestartPolicy = corev1.RestartPolicyAlways
+		c := &p.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "PROBE_PORT", Value: strconv.Itoa(ports[0])})
+		c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: int32(ports[0])}}
+		// /readyz answers 503 until the marker exists, which it never does here.
+		c.LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2,
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}}
+	})
+	got := l.waitPod(ctx, t, ns, "live", "restarted after its liveness probe failed", func(p *corev1.Pod) bool {
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+	})
+	last := got.Status.ContainerStatuses[0].LastTerminationState.Terminated
+	// serve exits 0 on SIGTERM: a SIGKILL would read 137, a crash 1.
+	if last == nil || last.ExitCode != 0 {
+		t.Fatalf("last termination %+v, want the run ended by SIGTERM (exit 0)", last)
+	}
+}

@@ -402,7 +402,7 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 	log.Info("Started container", "pid", pid, "sinceSeen", time.Since(r.seen).Round(time.Millisecond),
 		"volumes", r.prepared.Sub(r.seen).Round(time.Millisecond), "restarts", restarts)
 	log.V(1).Info("Container command", "argv", cmd.Args)
-	probe := r.readinessProbe(name)
+	probe, liveness := r.httpProbes(name)
 	r.set(func(st *corev1.PodStatus) {
 		cs := r.container(st, name, k)
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: term.StartedAt}}
@@ -419,6 +419,9 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 	}()
 	if k == regular && probe != nil {
 		go r.probeReadiness(log, name, probe, exited)
+	}
+	if k == regular && liveness != nil {
+		go r.probeLiveness(log, name, liveness, exited, pid)
 	}
 	r.await(exited, pid)
 	// Like a container's pid namespace, the group ends with its main process.
