@@ -213,16 +213,40 @@ const firstPoll = 500 * time.Millisecond
 // to when the state changed, instead of up to a whole interval later on the restore's or the
 // backup's path; a long one costs a handful of calls more than a fixed interval.
 type poller struct {
-	n   int
-	max time.Duration
+	n     int
+	max   time.Duration
+	start time.Time
 }
 
-func (p *Provider) poller() *poller { return &poller{max: p.cfg.PollInterval} }
+func (p *Provider) poller() *poller { return &poller{max: p.cfg.PollInterval, start: time.Now()} }
 
 // wait sleeps the next interval.
 func (w *poller) wait(ctx context.Context) error {
 	w.n++
 	return sleep(ctx, backoff.Doubling(firstPoll, w.max, w.n))
+}
+
+// waitProgress sleeps the next interval of a wait whose progress is known (percent of the work
+// done since the wait began): no longer than pollInterval's estimate of the time left.
+func (w *poller) waitProgress(ctx context.Context, percent float64) error {
+	w.n++
+	return sleep(ctx, pollInterval(w.n, w.max, time.Since(w.start), percent))
+}
+
+// pollInterval is the interval before poll n+1 of a wait that has run for elapsed and done
+// percent of its work: the doubling interval, shortened to the time left at the rate so far, so
+// the poll after the work ends comes soon after it (a snapshot completing 1 s after a poll is
+// seen then, not at the next doubled interval 4 s later). It is never shorter than firstPoll or a
+// tenth of elapsed, so a wait stuck near 100 % costs no more calls than the doubling's first
+// ones: waits of minutes poll at the configured interval as before. Without progress (0 or
+// unknown) it is the doubling interval.
+func pollInterval(n int, ceiling, elapsed time.Duration, percent float64) time.Duration {
+	d := backoff.Doubling(firstPoll, ceiling, n)
+	if percent <= 0 || percent >= 100 || elapsed <= 0 {
+		return d
+	}
+	left := time.Duration(float64(elapsed) * (100 - percent) / percent)
+	return min(d, max(left, firstPoll, elapsed/10))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

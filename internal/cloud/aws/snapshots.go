@@ -380,8 +380,9 @@ func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(
 			}
 		}
 		sum += 100 * float64(len(done))
+		percent := sum / float64(max(len(ids), 1))
 		if report != nil && len(ids) > 0 {
-			report(cloud.Progress{Done: len(done), Total: len(ids), Percent: sum / float64(len(ids))})
+			report(cloud.Progress{Done: len(done), Total: len(ids), Percent: percent})
 		}
 		if len(done) == len(ids) {
 			out := make([]cloud.Snapshot, len(ids))
@@ -390,7 +391,7 @@ func (p *Provider) WaitSnapshots(ctx context.Context, ids []string, report func(
 			}
 			return out, nil
 		}
-		if err := poll.wait(ctx); err != nil {
+		if err := poll.waitProgress(ctx, percent); err != nil {
 			return nil, fmt.Errorf("wait for snapshots (%d of %d done): %w", len(done), len(ids), err)
 		}
 	}
