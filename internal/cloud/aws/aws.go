@@ -44,7 +44,7 @@ type Config struct {
 	// Budget, when set, is used instead of the process-wide budget of Account/Region.
 	Budget *budget.Budget
 	// PollInterval is the longest interval between a wait's polls (they start at 500 ms and
-	// double); default 5s.
+	// double; a snapshot wait's are shortened to the time its progress says is left); default 5s.
 	PollInterval time.Duration
 	// MaxAttempts is the SDK's attempts per call; default 10.
 	MaxAttempts int
