@@ -36,6 +36,9 @@ type Snapshot struct {
 	FullSizeBytes int64
 	FullSizeKnown bool
 	Started       time.Time
+	// Completed is when AWS completed it (completionTime); zero while it is pending, or when
+	// the answer leaves the field out.
+	Completed time.Time
 	// Tags are the snapshot's tags as this account sees them (a snapshot another account
 	// shares shows none of its owner's).
 	Tags map[string]string

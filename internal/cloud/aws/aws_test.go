@@ -92,6 +92,10 @@ func TestSnapshotGroupIsOneInstant(t *testing.T) {
 			if s.Tags["fedbr.io/backup"] != "b1" || s.Tags["role"] == "" {
 				t.Fatalf("snapshot %s tags = %v, want source tags plus identity", s.ID, s.Tags)
 			}
+			// Completed carries EC2's completionTime: after the start, no later than now.
+			if s.Completed.Before(s.Started) || s.Completed.After(l.srv.Now()) {
+				t.Fatalf("snapshot %s started %v, completed %v", s.ID, s.Started, s.Completed)
+			}
 			v, err := l.p.CreateVolume(ctx, cloud.VolumeSpec{SnapshotID: s.ID, AZ: "us-west-2a", Tags: identity})
 			if err != nil {
 				t.Fatal(err)

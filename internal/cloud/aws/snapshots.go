@@ -328,7 +328,7 @@ func fromEC2Snapshot(s types.Snapshot) cloud.Snapshot {
 		State: cloud.SnapshotState(s.State), Message: awssdk.ToString(s.StateMessage),
 		Progress: min(progress, 100), SizeGiB: awssdk.ToInt32(s.VolumeSize),
 		FullSizeBytes: awssdk.ToInt64(s.FullSnapshotSizeInBytes), FullSizeKnown: s.FullSnapshotSizeInBytes != nil,
-		Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV), OwnerID: awssdk.ToString(s.OwnerId),
+		Started: awssdk.ToTime(s.StartTime), Completed: awssdk.ToTime(s.CompletionTime), Tags: tagMap(s.Tags, ec2TagKV), OwnerID: awssdk.ToString(s.OwnerId),
 	}
 }
 

@@ -251,21 +251,31 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func ts(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
+// latest is the later of two times.
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 type xSnapshot struct {
-	SnapshotID    string   `xml:"snapshotId"`
-	VolumeID      string   `xml:"volumeId"`
-	State         string   `xml:"state,omitempty"`
-	Status        string   `xml:"status,omitempty"`
-	StatusMessage string   `xml:"statusMessage,omitempty"`
-	StartTime     string   `xml:"startTime"`
-	Progress      string   `xml:"progress"`
-	OwnerID       string   `xml:"ownerId"`
-	VolumeSize    int32    `xml:"volumeSize"`
-	Description   string   `xml:"description,omitempty"`
-	Encrypted     bool     `xml:"encrypted"`
-	KmsKeyID      string   `xml:"kmsKeyId,omitempty"`
-	FullSize      *int64   `xml:"fullSnapshotSizeInBytes,omitempty"`
-	TagSet        *xTagSet `xml:"tagSet,omitempty"`
+	SnapshotID    string `xml:"snapshotId"`
+	VolumeID      string `xml:"volumeId"`
+	State         string `xml:"state,omitempty"`
+	Status        string `xml:"status,omitempty"`
+	StatusMessage string `xml:"statusMessage,omitempty"`
+	StartTime     string `xml:"startTime"`
+	// CompletionTime is set once the snapshot completed, as EC2 sets it.
+	CompletionTime string   `xml:"completionTime,omitempty"`
+	Progress       string   `xml:"progress"`
+	OwnerID        string   `xml:"ownerId"`
+	VolumeSize     int32    `xml:"volumeSize"`
+	Description    string   `xml:"description,omitempty"`
+	Encrypted      bool     `xml:"encrypted"`
+	KmsKeyID       string   `xml:"kmsKeyId,omitempty"`
+	FullSize       *int64   `xml:"fullSnapshotSizeInBytes,omitempty"`
+	TagSet         *xTagSet `xml:"tagSet,omitempty"`
 }
 
 type xSnapshotSet struct {
@@ -328,6 +338,10 @@ func (s *Server) xsnapshot(sn *Snapshot, forCreate bool) xSnapshot {
 	}
 	if st == "error" {
 		x.StatusMessage = "Snapshot failed (injected fault)"
+	}
+	if st == "completed" && !forCreate {
+		// Completed once its time came and its block map was ready (see state).
+		x.CompletionTime = ts(latest(sn.CompleteAt, s.blockSetFor(sn).doneAt))
 	}
 	if st == "completed" && !s.opts.OmitFullSnapshotSize && !forCreate {
 		if bs := s.blockSetFor(sn); bs.err == nil {

@@ -346,6 +346,8 @@ type blockSet struct {
 	done   chan struct{}
 	blocks []block
 	err    error
+	// doneAt is the double's time when it was computed (set before done is closed).
+	doneAt time.Time
 }
 
 // blockSetFor returns the snapshot's block set, starting its computation; s.mu is held.
@@ -360,6 +362,7 @@ func (s *Server) blockSetFor(sn *Snapshot) *blockSet {
 		s.hashing <- struct{}{} // bound the CPU spent hashing at once
 		bs.blocks, bs.err = s.computeBlocks(&snap)
 		<-s.hashing
+		bs.doneAt = s.Now()
 		close(bs.done)
 	}()
 	return bs

@@ -186,7 +186,7 @@ func timesOf(steps []dpv1alpha1.StepReport, step string) (stepTimes, bool) {
 // the armed snapshot steps, the snapshots starting, and the pause being released.
 func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	var pause stepTimes
-	var lastTS, firstTS, lastStarted, lastCompleted time.Time
+	var lastTS, firstTS, lastStarted, lastCompleted, awsCompleted time.Time
 	for _, dp := range d.lab.DataPlanes {
 		var m dpv1alpha1.VolumeBackupMember
 		key := client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}
@@ -213,17 +213,32 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 			lastCompleted = snap.CompletedAt
 		}
 		d.report.SlowestCreateSnapshots = max(d.report.SlowestCreateSnapshots, time.Duration(snap.SlowestStartSeconds*float64(time.Second)))
+		// When AWS completed the member's last snapshot: the end of the snapshots' own work.
+		snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": string(m.UID)})
+		if err != nil {
+			return fmt.Errorf("snapshots of the backup member in %s: %w", dp.Cluster, err)
+		}
+		for _, s := range snaps {
+			if s.Completed.IsZero() {
+				return fmt.Errorf("snapshot %s of the backup member in %s has no completion time", s.ID, dp.Cluster)
+			}
+			if s.Completed.After(awsCompleted) {
+				awsCompleted = s.Completed
+			}
+		}
 	}
 	r := d.report
 	// The work of the backup proper: the pause taking hold on PD and TiKV, and the snapshot
-	// steps' cluster check, cloud calls and waits (first ts received → last step completed).
-	// The rest of the wall time is orchestration: Jobs, pods, hops between the controllers.
-	if !pause.ReadyAt.IsZero() && !firstTS.IsZero() && !lastCompleted.IsZero() {
+	// steps' cluster check and cloud calls until AWS completed the last snapshot (first ts
+	// received → last completionTime). The rest of the wall time is orchestration: Jobs, pods,
+	// hops between the controllers, and how late the steps saw the snapshots complete.
+	if !pause.ReadyAt.IsZero() && !firstTS.IsZero() && !awsCompleted.IsZero() {
 		r.BackupWork = []Step{
 			{Name: "pause takes hold (PD, TiKV)", Start: pause.GCPausedAt, End: pause.ReadyAt},
-			{Name: "snapshot steps (check, cloud calls and waits)", Start: firstTS, End: lastCompleted},
+			{Name: "snapshots (check, cloud calls, AWS completing them)", Start: firstTS, End: awsCompleted},
 		}
 	}
+	r.SnapshotsSeenLate = lastCompleted.Sub(awsCompleted)
 	r.PauseBreakdown = []Step{
 		{Name: "pause takes hold (GC pinned → ready)", Start: pause.GCPausedAt, End: pause.ReadyAt},
 		{Name: "backup ts reaches every armed step", Start: pause.ReadyAt, End: lastTS},

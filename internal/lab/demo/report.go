@@ -37,6 +37,10 @@ type Report struct {
 	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
 	BackupWall time.Duration
 	BackupWork []Step
+	// SnapshotsSeenLate is from AWS completing the backup's last snapshot (its completionTime)
+	// to the snapshot step that waited for it reporting completion: the wait's polling and the
+	// step's completing of the backupmeta.
+	SnapshotsSeenLate time.Duration
 	// RestoreWall is from creating the VolumeRestore to seeing it Complete (100 ms polls);
 	// RestoreWork the parts of it spent in the steps (their own clocks) and in the operator
 	// starting TiKV (100 ms samples).
@@ -130,6 +134,9 @@ func (r *Report) Print(w io.Writer) {
 	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
 		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)
 	p("snapshot steps that told their members of start and completion themselves: %d of %d", r.SelfReported, len(r.backupMembers))
+	if r.SnapshotsSeenLate != 0 {
+		p("the last snapshot completed in AWS %s before its step reported it", r.SnapshotsSeenLate.Round(time.Millisecond))
+	}
 	for _, o := range []struct {
 		what string
 		wall time.Duration
