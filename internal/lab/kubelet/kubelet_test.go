@@ -697,10 +697,6 @@ func TestReadinessProbe(t *testing.T) {
 	l := getLab(t)
 	ctx := testCtx(t)
 	ns := l.namespace(ctx, t)
-	ports, err := port.Free(1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	isReady := func(p *corev1.Pod) bool {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady {
@@ -709,12 +705,8 @@ func TestReadinessProbe(t *testing.T) {
 		}
 		return false
 	}
-	_, marker := l.runningPod(ctx, t, ns, "ready", "serve", 30, func(p *corev1.Pod) {
-		c := &p.Spec.Containers[0]
-		c.Env = append(c.Env, corev1.EnvVar{Name: "PROBE_PORT", Value: strconv.Itoa(ports[0])})
-		c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: int32(ports[0])}}
-		c.ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2,
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}}
+	_, marker := l.servingPod(ctx, t, ns, "ready", func(p *corev1.Pod, probe *corev1.Probe) {
+		p.Spec.Containers[0].ReadinessProbe = probe
 	})
 	// The probe was answered 503: the pod runs and is not Ready (it has never been).
 	got := l.waitPod(ctx, t, ns, "ready", "probed and refused", func(*corev1.Pod) bool {
@@ -739,18 +731,10 @@ func TestLivenessProbe(t *testing.T) {
 	l := getLab(t)
 	ctx := testCtx(t)
 	ns := l.namespace(ctx, t)
-	ports, err := port.Free(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.runningPod(ctx, t, ns, "live", "serve", 30, func(p *corev1.Pod) {
+	// /readyz answers 503 until the marker exists, which it never does here.
+	l.servingPod(ctx, t, ns, "live", func(p *corev1.Pod, probe *corev1.Probe) {
 		p.Spec.RestartPolicy = corev1.RestartPolicyAlways
-		c := &p.Spec.Containers[0]
-		c.Env = append(c.Env, corev1.EnvVar{Name: "PROBE_PORT", Value: strconv.Itoa(ports[0])})
-		c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: int32(ports[0])}}
-		// /readyz answers 503 until the marker exists, which it never does here.
-		c.LivenessProbe = &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2,
-			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}}
+		p.Spec.Containers[0].LivenessProbe = probe
 	})
 	got := l.waitPod(ctx, t, ns, "live", "restarted after its liveness probe failed", func(p *corev1.Pod) bool {
 		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
@@ -760,4 +744,22 @@ func TestLivenessProbe(t *testing.T) {
 	if last == nil || last.ExitCode != 0 {
 		t.Fatalf("last termination %+v, want the run ended by SIGTERM (exit 0)", last)
 	}
+}
+
+// servingPod runs the probe program's serve mode on a free port named "health" (its /readyz
+// answers 200 while the marker file "ready" exists, else 503); set puts the httpGet probe of
+// /readyz on that port (every second, failureThreshold 2) where the test wants it.
+func (l *lab) servingPod(ctx context.Context, t *testing.T, ns, name string, set func(*corev1.Pod, *corev1.Probe)) (*corev1.Pod, string) {
+	t.Helper()
+	ports, err := port.Free(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.runningPod(ctx, t, ns, name, "serve", 30, func(p *corev1.Pod) {
+		c := &p.Spec.Containers[0]
+		c.Env = append(c.Env, corev1.EnvVar{Name: "PROBE_PORT", Value: strconv.Itoa(ports[0])})
+		c.Ports = []corev1.ContainerPort{{Name: "health", ContainerPort: int32(ports[0])}}
+		set(p, &corev1.Probe{PeriodSeconds: 1, FailureThreshold: 2,
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}}})
+	})
 }
