@@ -181,6 +181,8 @@ func reportStep(st *dpv1alpha1.VolumeBackupMemberStatus, c string, at time.Time)
 	}
 	mt := metav1.NewMicroTime(at)
 	switch c {
+	case dpv1alpha1.BackupMemberArmedCondition:
+		upsert(dpv1alpha1.StepSnapshot, func(s *dpv1alpha1.StepReport) { s.Phase = "Armed" })
 	case dpv1alpha1.BackupMemberInitializedCondition:
 		upsert(dpv1alpha1.StepPause, func(s *dpv1alpha1.StepReport) {
 			s.Phase, s.BackupTS, s.GCPausedAt = dpv1alpha1.PausePhaseReady, ts, &mt
@@ -240,7 +242,17 @@ func TestBackupWalksTheProtocolWithAgentsPlayedByTheTest(t *testing.T) {
 	t0 := time.Now().Truncate(time.Second)
 	// The pause waits for every snapshot step to be armed.
 	reportBackup(t, l.dp1, "nightly", t0, nil, dpv1alpha1.BackupMemberArmedCondition)
-	time.Sleep(300 * time.Millisecond) // a reconcile that could wrongly start the pause now
+	eventually(t, "the backup waits for dp2 alone to be armed", func() error {
+		var b fedv1alpha1.VolumeBackup
+		if err := l.control.Client.Get(ctx, types.NamespacedName{Namespace: "default", Name: "nightly"}, &b); err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition); c == nil ||
+			c.Reason != fedv1alpha1.VolumeBackupArmingReason || !strings.HasSuffix(c.Message, "waiting for [dp2]") {
+			return fmt.Errorf("Ready %+v", c)
+		}
+		return nil
+	})
 	if m := backupMember(t, l.dp1, "nightly"); m == nil || m.Spec.StartPause {
 		t.Fatalf("the pause was started with dp2 not armed: %+v", m)
 	}

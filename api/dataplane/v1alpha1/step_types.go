@@ -161,6 +161,13 @@ func PauseHeld(s StepReport) uint64 {
 	return 0
 }
 
+// StepPhaseFailed is the phase of a step that failed.
+const StepPhaseFailed = "Failed"
+
+// SnapshotArmed says a snapshot report comes from a step that runs and has not failed: armed
+// (waiting for the backup ts) or further, so no pod start is left before it can snapshot.
+func SnapshotArmed(s StepReport) bool { return s.Name == StepSnapshot && s.Phase != StepPhaseFailed }
+
 // SnapshotsStarted says a snapshot report has every snapshot started: the pause may be lifted.
 func SnapshotsStarted(s StepReport) bool { return s.StartedAt != nil }
 

@@ -544,19 +544,34 @@ func TestPlan(t *testing.T) {
 				reason: map[string]string{dpv1alpha1.BackupMemberGCResumedCondition: dpv1alpha1.BackupMemberPauseEndedReason}},
 		},
 		{
-			name: "snapshots completed and confirmed: Complete with commit ts, and the size step starts (never the volumes' capacity as size)",
+			// Complete is written without waiting for a Job: the manager completes the backup on it.
+			name: "snapshots completed and confirmed: Complete with commit ts, the size step not yet (never the volumes' capacity as size)",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
 				o.Snapshot = succeeded(snapName)
 				o.Report = report(snapDone)
 				o.Confirm = confirmation()
 			}),
-			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob},
+			want: want{actions: nil,
 				true: []string{dpv1alpha1.BackupMemberCompleteCondition, dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, phase: PhaseComplete, commitTs: tsText,
-				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason},
 				check: func(t *testing.T, r Result) {
 					if r.Status.BackupSize != 0 || r.Status.SnapshotsCompleted != 1 || r.Status.TimeCompleted == nil {
 						t.Errorf("status %+v", r.Status)
 					}
+					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); c != nil {
+						t.Errorf("Sized = %+v before Complete was recorded", c)
+					}
+				}},
+		},
+		{
+			name: "Complete recorded: the size step starts",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, execute, withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)),
+				func(o *Observed) {
+					o.Snapshot = succeeded(snapName)
+					o.Report = report(snapDone)
+				}),
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseComplete,
+				reason: map[string]string{dpv1alpha1.BackupMemberSizedCondition: dpv1alpha1.BackupMemberSizingReason},
+				check: func(t *testing.T, r Result) {
 					args := jobOf(t, r, job.StepSize).Job.Spec.Template.Spec.Containers[0].Args
 					if !slices.Equal(args[:2], []string{"br", "size"}) || argValue(args, "--level") != "all" ||
 						argValue(args, "--storage") != "s3://bk/nightly-az1" || argValue(args, "--member") != "fed-b1" {
@@ -607,7 +622,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(snapDone)
 				o.Confirm = confirmation()
 			}),
-			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, true: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseComplete,
+			want: want{actions: nil, true: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseComplete,
 				check: func(t *testing.T, r Result) {
 					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberFailedCondition); c != nil {
 						t.Errorf("Failed = %+v, want none", c)

@@ -8,6 +8,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/br/size"
 )
@@ -38,7 +39,10 @@ func (p *plan) planSize() {
 		p.sizeFailedMember()
 		return
 	}
-	if !p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
+	// The size step waits for a Complete the stored status holds: the pass that completes the
+	// member writes Complete without waiting for a Job to be created (the manager completes
+	// the backup on it), and its own write starts the next pass, which starts the size step.
+	if !condition.IsTrue(p.m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition) {
 		return
 	}
 	if c := findCondition(p.res.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition); c != nil && c.Reason != dpv1alpha1.BackupMemberSizingReason {

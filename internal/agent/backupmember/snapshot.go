@@ -44,7 +44,7 @@ func (p *plan) observeSnapshot() {
 	st, reported := p.o.Report.Step(job.StepSnapshot)
 	sj := p.o.Snapshot
 	if reported {
-		if st.Phase != job.PhaseFailed && !p.isTrue(dpv1alpha1.BackupMemberArmedCondition) {
+		if dpv1alpha1.SnapshotArmed(st) && !p.isTrue(dpv1alpha1.BackupMemberArmedCondition) {
 			p.set(dpv1alpha1.BackupMemberArmedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotArmedReason,
 				"the snapshot step runs; it needs nothing but the backup ts", time.Time{})
 		}

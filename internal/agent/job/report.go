@@ -15,7 +15,7 @@ const (
 	PhaseReady      = "Ready"
 	PhaseStopping   = "Stopping"
 	PhaseStopped    = "Stopped"
-	PhaseFailed     = "Failed"
+	PhaseFailed     = dpv1alpha1.StepPhaseFailed
 	PhaseChecking   = "Checking"
 	PhaseStarted    = "Started"
 	PhaseWaiting    = "Waiting"

@@ -238,7 +238,7 @@ func decide(o Observed, now time.Time) Result {
 		// pod start (the slowest part of a step on a busy node).
 		var waiting []string
 		for _, c := range clusters {
-			if !memberTrue(o.Members[c.K8sClusterName], dpv1alpha1.BackupMemberArmedCondition) {
+			if !snapshotArmed(o.Members[c.K8sClusterName]) {
 				waiting = append(waiting, c.K8sClusterName)
 			}
 		}
@@ -287,6 +287,11 @@ func pausedTS(init Member) uint64 {
 	s, _ := dpv1alpha1.Step(init.Status.Steps, dpv1alpha1.StepPause)
 	return dpv1alpha1.PauseHeld(s)
 }
+
+// snapshotArmed says the member's snapshot step runs (waiting for the backup ts, or further)
+// and has not failed: its own report, which the agent's Armed condition repeats one hop later.
+// A forged one only starts the pause early (docs/security.md).
+func snapshotArmed(m Member) bool { return dpv1alpha1.SnapshotArmed(snapshotStep(m)) }
 
 // snapshotStep is the member's snapshot step's own report.
 func snapshotStep(m Member) dpv1alpha1.StepReport {
@@ -645,9 +650,16 @@ func hiddenMembers(o Observed) []string {
 // status before they run: the data plane that holds the pause (a pass repeated after a crash
 // between creating its member and writing the status could choose another one, when
 // reachability changed meanwhile), and that the pause was asked for (the pause gate of every
-// other backup of the TiDB cluster reads it).
+// other backup of the TiDB cluster reads it). A completion is recorded first too: it is
+// what the user waits for, the members' teardown that follows changes nothing about it, and a
+// Complete backup keeps tearing its members down (planTeardown) if the pass ends between the
+// two.
 func RecordFirst(before fedv1alpha1.VolumeBackupStatus, res Result) bool {
 	if before.Initializer == "" && res.Status.Initializer != "" && len(res.Actions) > 0 {
+		return true
+	}
+	if !meta.IsStatusConditionTrue(before.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) &&
+		meta.IsStatusConditionTrue(res.Status.Conditions, fedv1alpha1.VolumeBackupCompleteCondition) && len(res.Actions) > 0 {
 		return true
 	}
 	return slices.ContainsFunc(res.Actions, func(a Action) bool { return a.Kind == StartPause })

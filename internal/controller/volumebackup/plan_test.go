@@ -44,6 +44,10 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
 		// The agent's conditions come from the steps' reports, which the manager reads.
 		switch c {
+		case armedC:
+			if _, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); !ok {
+				m = withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"})
+			}
 		case inited:
 			m.Status.CommitTs = "100" // an initialized pause always reports its backup ts
 			m = withPauseReady(m, 100)
@@ -174,6 +178,22 @@ func TestPlan(t *testing.T) {
 			name:      "every snapshot step armed: the initializer starts its pause",
 			members:   map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC), "az3": armedWith(armedC)},
 			want:      []Action{{Kind: StartPause, Cluster: "az1"}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			// The manager reads the snapshot steps' own entries, not the agents' Armed
+			// condition, which repeats them one hop later.
+			name: "every snapshot step reports itself, no agent has said Armed yet: the initializer starts its pause",
+			members: map[string]Member{"az1": withStep(member(init_), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"}),
+				"az2": withStep(armed(), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"}),
+				"az3": withStep(armed(), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Checking"})},
+			want:      []Action{{Kind: StartPause, Cluster: "az1"}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
+			name: "a snapshot step that reports Failed is not armed: the pause waits",
+			members: map[string]Member{"az1": member(init_, armedC), "az2": armedWith(armedC),
+				"az3": withStep(armed(), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: dpv1alpha1.StepPhaseFailed})},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
 		},
 		{
@@ -496,6 +516,19 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 		},
 		{
+			// The completion is recorded before the teardown (RecordFirst): a pass that ended
+			// between the two leaves a Complete backup whose members still run.
+			name: "a backup recorded Complete tears down the members that have not yet",
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				b.Status.Phase, b.Status.Initializer = fedv1alpha1.VolumeBackupComplete, "az1"
+				b.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupCompleteCondition, Status: metav1.ConditionTrue, Reason: "X"}}
+			},
+			members: map[string]Member{"az1": func() Member { m := withTS(member(exec, inited, started, done), "300"); m.ResumeGC = true; return m }(),
+				"az2": withTS(member(exec, started, done), "300"), "az3": withTS(member(tear, started, done), "300")},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}},
+			wantPhase: fedv1alpha1.VolumeBackupComplete,
+		},
+		{
 			name: "deletion deletes the members that exist",
 			mutate: func(b *fedv1alpha1.VolumeBackup) {
 				now := metav1.NewTime(t0)
@@ -657,6 +690,10 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
 		n, _ := strconv.ParseUint(ts, 10, 64)
 		switch c {
+		case armedC:
+			if _, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); !ok {
+				m = withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"})
+			}
 		case inited:
 			m = withPauseReady(m, n)
 		case started:
