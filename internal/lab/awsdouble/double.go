@@ -151,10 +151,15 @@ type Server struct {
 	dir  string
 	opts Options
 
-	mu          sync.Mutex
-	st          *state
-	realBase    time.Time
-	virtBase    time.Time
+	mu sync.Mutex
+	st *state
+	// The clock (now): started is the host's wall clock when the double started, elapsed the
+	// monotonic time since, wall the host's wall clock, ahead how far Advance (and a restart
+	// that found the saved clock ahead) moved the double's clock.
+	started     time.Time
+	elapsed     func() time.Duration
+	wall        func() time.Time
+	ahead       time.Duration
 	faults      Faults
 	downUntil   time.Time
 	buckets     map[string]*limiter
@@ -182,17 +187,20 @@ func Open(dir string, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		dir:      dir,
-		opts:     opts,
-		st:       st,
-		realBase: time.Now(),
-		virtBase: st.VirtualNow,
-		buckets:  map[string]*limiter{},
-		blocks:   map[string]*blockSet{},
-		hashing:  make(chan struct{}, 2),
+		dir:     dir,
+		opts:    opts,
+		st:      st,
+		wall:    func() time.Time { return time.Now().Round(0) },
+		buckets: map[string]*limiter{},
+		blocks:  map[string]*blockSet{},
+		hashing: make(chan struct{}, 2),
 	}
-	if s.virtBase.IsZero() {
-		s.virtBase = s.realBase
+	begun := time.Now()
+	s.started = begun.Round(0)
+	s.elapsed = func() time.Duration { return time.Since(begun) }
+	// AWS's clock kept running while the double was down; it never goes back.
+	if d := st.VirtualNow.Sub(s.started); d > 0 {
+		s.ahead = d
 	}
 	return s, nil
 }
@@ -285,10 +293,23 @@ func (s *Server) Close() error {
 	return s.flush()
 }
 
-// now is the virtual clock; s.mu is held (Advance moves it).
+// now is the double's clock; s.mu is held (Advance moves it). It runs TimeFactor times as
+// fast as the monotonic clock from the host's wall clock at the start, plus what Advance
+// moved it, and it follows a step of the host's wall clock (more than clockStep), which PD,
+// TiKV and the steps read too: AWS and PD both keep to NTP time, and the agent holds a
+// snapshot's startTime against the backup ts.
 func (s *Server) now() time.Time {
-	return s.virtBase.Add(time.Duration(float64(time.Since(s.realBase)) * s.opts.TimeFactor))
+	elapsed := s.elapsed()
+	v := s.started.Add(s.ahead + time.Duration(float64(elapsed)*s.opts.TimeFactor))
+	if step := s.wall().Sub(s.started) - elapsed; step > clockStep || step < -clockStep {
+		v = v.Add(step)
+	}
+	return v
 }
+
+// clockStep is the least difference between the host's wall clock and the monotonic clock
+// that now counts as a step of the wall clock (reading the two is never exactly in step).
+const clockStep = time.Second
 
 // Now is the double's virtual time.
 func (s *Server) Now() time.Time {
@@ -303,7 +324,7 @@ func (s *Server) Advance(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d > 0 {
-		s.virtBase = s.virtBase.Add(d)
+		s.ahead += d
 	}
 }
 
