@@ -45,9 +45,7 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 		// The agent's conditions come from the steps' reports, which the manager reads.
 		switch c {
 		case armedC:
-			if _, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); !ok {
-				m = withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"})
-			}
+			m = stepArmed(m)
 		case inited:
 			m.Status.CommitTs = "100" // an initialized pause always reports its backup ts
 			m = withPauseReady(m, 100)
@@ -80,6 +78,15 @@ func armedWith(conds ...string) Member {
 	m := member(exec, conds...)
 	m.BackupTS = ""
 	return m
+}
+
+// stepArmed is a member whose snapshot step reports itself, armed (unless it reported
+// already).
+func stepArmed(m Member) Member {
+	if _, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); ok {
+		return m
+	}
+	return withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"})
 }
 
 // stepStarted is a member whose snapshot step reports every snapshot started (before the
@@ -184,8 +191,7 @@ func TestPlan(t *testing.T) {
 			// The manager reads the snapshot steps' own entries, not the agents' Armed
 			// condition, which repeats them one hop later.
 			name: "every snapshot step reports itself, no agent has said Armed yet: the initializer starts its pause",
-			members: map[string]Member{"az1": withStep(member(init_), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"}),
-				"az2": withStep(armed(), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"}),
+			members: map[string]Member{"az1": stepArmed(member(init_)), "az2": stepArmed(armed()),
 				"az3": withStep(armed(), dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Checking"})},
 			want:      []Action{{Kind: StartPause, Cluster: "az1"}},
 			wantPhase: fedv1alpha1.VolumeBackupRunning,
@@ -691,9 +697,7 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 		n, _ := strconv.ParseUint(ts, 10, 64)
 		switch c {
 		case armedC:
-			if _, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot); !ok {
-				m = withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"})
-			}
+			m = stepArmed(m)
 		case inited:
 			m = withPauseReady(m, n)
 		case started:

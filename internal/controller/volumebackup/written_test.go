@@ -118,7 +118,7 @@ func TestPlanWithoutOverlayOnlyRepeatsWrites(t *testing.T) {
 	}
 	armed := func(m Member) Member {
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.BackupMemberArmedCondition, Status: metav1.ConditionTrue, Reason: "R"})
-		return withStep(m, dpv1alpha1.StepReport{Name: dpv1alpha1.StepSnapshot, Phase: "Armed"})
+		return stepArmed(m)
 	}
 	step("start")
 	for _, c := range []string{"az1", "az2", "az3"} {

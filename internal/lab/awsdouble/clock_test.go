@@ -15,7 +15,7 @@ func TestClockFollowsTheHostsWallClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	var step time.Duration // how far the host's wall clock was stepped
-	s.wall = func() time.Time { return s.started.Add(s.elapsed() + step) }
+	s.wall = func() time.Time { return s.begun.Round(0).Add(time.Since(s.begun) + step) }
 	host := func() time.Time { return time.Now().Add(step) }
 	near := func(what string, got, want time.Time) {
 		t.Helper()

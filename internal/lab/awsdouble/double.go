@@ -153,11 +153,10 @@ type Server struct {
 
 	mu sync.Mutex
 	st *state
-	// The clock (now): started is the host's wall clock when the double started, elapsed the
-	// monotonic time since, wall the host's wall clock, ahead how far Advance (and a restart
-	// that found the saved clock ahead) moved the double's clock.
-	started     time.Time
-	elapsed     func() time.Duration
+	// The clock (now): begun is when the double started (with the monotonic reading), wall
+	// the host's wall clock, ahead how far Advance (and a restart that found the saved clock
+	// ahead) moved the double's clock.
+	begun       time.Time
 	wall        func() time.Time
 	ahead       time.Duration
 	faults      Faults
@@ -195,11 +194,9 @@ func Open(dir string, opts Options) (*Server, error) {
 		blocks:  map[string]*blockSet{},
 		hashing: make(chan struct{}, 2),
 	}
-	begun := time.Now()
-	s.started = begun.Round(0)
-	s.elapsed = func() time.Duration { return time.Since(begun) }
+	s.begun = time.Now()
 	// AWS's clock kept running while the double was down; it never goes back.
-	if d := st.VirtualNow.Sub(s.started); d > 0 {
+	if d := st.VirtualNow.Sub(s.begun.Round(0)); d > 0 {
 		s.ahead = d
 	}
 	return s, nil
@@ -299,9 +296,9 @@ func (s *Server) Close() error {
 // TiKV and the steps read too: AWS and PD both keep to NTP time, and the agent holds a
 // snapshot's startTime against the backup ts.
 func (s *Server) now() time.Time {
-	elapsed := s.elapsed()
-	v := s.started.Add(s.ahead + time.Duration(float64(elapsed)*s.opts.TimeFactor))
-	if step := s.wall().Sub(s.started) - elapsed; step > clockStep || step < -clockStep {
+	start, elapsed := s.begun.Round(0), time.Since(s.begun)
+	v := start.Add(s.ahead + time.Duration(float64(elapsed)*s.opts.TimeFactor))
+	if step := s.wall().Sub(start) - elapsed; step > clockStep || step < -clockStep {
 		v = v.Add(step)
 	}
 	return v
