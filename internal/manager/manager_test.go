@@ -725,7 +725,8 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 	}
 
 	// The schedule's metrics describe its newest complete backup, the third (completed 3rd),
-	// and its latest closed window: four ticks passed, so it starts at the third.
+	// and its latest closed window, which starts at the second-latest hourly tick before the
+	// clock (the third tick, or the fourth when the minutes ticked since crossed an hour).
 	thirdDone := byName(third).Status.TimeCompleted.Unix()
 	for _, m := range []struct {
 		name string
@@ -735,7 +736,7 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 		{"last success", testutil.ToFloat64(metrics.ScheduleLastSuccess.WithLabelValues("default", "hourly")), float64(thirdDone)},
 		{"last duration", testutil.ToFloat64(metrics.ScheduleLastDuration.WithLabelValues("default", "hourly")), 180},
 		{"last size", testutil.ToFloat64(metrics.ScheduleLastSize.WithLabelValues("default", "hourly")), 3000},
-		{"window start", testutil.ToFloat64(metrics.ScheduleWindowStart.WithLabelValues("default", "hourly")), float64(tick1.Add(2 * time.Hour).Unix())},
+		{"window start", testutil.ToFloat64(metrics.ScheduleWindowStart.WithLabelValues("default", "hourly")), float64(clock.Truncate(time.Hour).Add(-time.Hour).Unix())},
 	} {
 		if m.got != m.want {
 			t.Errorf("%s = %v, want %v", m.name, m.got, m.want)
