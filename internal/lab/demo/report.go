@@ -15,6 +15,16 @@ import (
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
+// WarmupPod is one warm-up pod (Started: its container's start) and the TiKV pod of its
+// member's ordinal at the end of the restore: whether it replaced the pods seen in recovery
+// mode, and when it last became ready. Both times are the kubelets', in whole seconds, so
+// their order is kept.
+type WarmupPod struct {
+	Plane, Pod, TiKVPod string
+	Started, TiKVReady  time.Time
+	TiKVFresh           bool
+}
+
 // Step is one line of the timeline.
 type Step struct {
 	Name       string
@@ -75,11 +85,13 @@ type Report struct {
 	// WarmupWALChecks is how many volumes had their RocksDB logs verified, over those results.
 	WarmupWALChecks int
 	// WarmupIn is each plane's warm-up Jobs' span (kubelet clock, whole seconds); TiKVHandedOver
-	// when each plane's TidbCluster got the restored volumes and TiKVRestarted when its TiKV was
-	// back out of recovery mode (demo samples): a sync warm-up ends before the first, an async
-	// one starts after the second, in each plane.
-	WarmupIn                      map[string]Step
-	TiKVHandedOver, TiKVRestarted map[string]time.Time
+	// when each plane's TidbCluster got the restored volumes (demo sample): a sync warm-up ends
+	// before it, in each plane.
+	WarmupIn       map[string]Step
+	TiKVHandedOver map[string]time.Time
+	// WarmupPods pairs every warm-up pod with the TiKV pod it warms up: an async one starts
+	// after that TiKV pod, out of recovery mode, became ready.
+	WarmupPods []WarmupPod
 	// OrphanSnapshots and OrphanVolumes are counted after the backup was deleted.
 	OrphanSnapshots, OrphanVolumes int
 	// Described is what `fedbr describe backup`, `fedbr logs backup` (the snapshot step) and

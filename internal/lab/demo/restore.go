@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/restoremember"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/operator"
@@ -108,15 +110,15 @@ type tiKVWatch struct {
 	// all its TiKV pods replaced and ready.
 	finish, restarted time.Time
 	upIn, restartedIn map[string]bool
-	// handoverAt and restartedAt are the same per plane.
-	handoverAt, restartedAt map[string]time.Time
+	// handoverAt is handover per plane.
+	handoverAt map[string]time.Time
 	// recoveryPods are the TiKV pods last seen in recovery mode, per plane.
 	recoveryPods map[string]map[types.UID]bool
 }
 
 func newTiKVWatch(planes []env.DataPlane) *tiKVWatch {
 	w := &tiKVWatch{upIn: map[string]bool{}, restartedIn: map[string]bool{}, recoveryPods: map[string]map[types.UID]bool{},
-		handoverAt: map[string]time.Time{}, restartedAt: map[string]time.Time{}}
+		handoverAt: map[string]time.Time{}}
 	for _, dp := range planes {
 		w.planes = append(w.planes, dp.Cluster)
 	}
@@ -171,7 +173,6 @@ func (w *tiKVWatch) sample(ctx context.Context, d *run, tcs map[string]*pcv1alph
 		}
 		if !w.restartedIn[plane] && fresh >= replicas && tidbcluster.StoresUp(&tc) >= replicas {
 			w.restartedIn[plane] = true
-			w.restartedAt[plane] = now
 			if len(w.restartedIn) == len(w.planes) {
 				w.restarted = now
 			}
@@ -223,12 +224,12 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 	if d.o.RestoreWarmup == fedv1alpha1.RestoreWarmupNone {
 		return nil
 	}
-	warm, err := d.warmupWork(ctx, w.planes)
+	warm, err := d.warmupWork(ctx, w)
 	if err != nil {
 		return err
 	}
 	d.report.RestoreWork = append(d.report.RestoreWork, warm)
-	d.report.TiKVHandedOver, d.report.TiKVRestarted = w.handoverAt, w.restartedAt
+	d.report.TiKVHandedOver = w.handoverAt
 	if c := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition); c != nil && c.Status == metav1.ConditionTrue {
 		d.report.Warmup = c.Reason
 	}
@@ -237,19 +238,31 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 
 // warmupWork counts the warm-up Jobs and times their containers (reading the volumes is work;
 // starting their pods is orchestration). The times have the kubelet's one-second resolution.
-func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
+// Each warm-up pod is also paired with the TiKV pod of its member's ordinal as it is now.
+func (d *run) warmupWork(ctx context.Context, w *tiKVWatch) (Step, error) {
 	s := Step{Name: "warm-up Jobs reading the volumes (kubelet clock)"}
 	d.report.WarmupIn = map[string]Step{}
-	for _, plane := range planes {
+	for _, plane := range w.planes {
 		in := Step{Name: plane}
-		var pods corev1.PodList
+		var pods, tikv corev1.PodList
 		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(d.o.RestoreNamespace), client.MatchingLabels{job.LabelStep: job.StepWarmup}); err != nil {
 			return s, fmt.Errorf("warm-up pods in %s: %w", plane, err)
+		}
+		if err := d.kube[plane].List(ctx, &tikv, client.InNamespace(d.o.RestoreNamespace), client.MatchingLabels(tidbcluster.TiKVSelector(d.o.RestoreTCName))); err != nil {
+			return s, fmt.Errorf("TiKV pods in %s: %w", plane, err)
 		}
 		var m dpv1alpha1.VolumeRestoreMember
 		key := client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: fedv1alpha1.MemberName(d.report.Restore.Name)}
 		if err := d.kube[plane].Get(ctx, key, &m); err != nil {
 			return s, fmt.Errorf("restore member in %s: %w", plane, err)
+		}
+		tikvOf := map[string]*corev1.Pod{} // by the name of its warm-up Job
+		for i, p := range tikv.Items {
+			ord, err := strconv.Atoi(strings.TrimPrefix(p.Name, d.o.RestoreTCName+"-tikv-"))
+			if err != nil {
+				return s, fmt.Errorf("TiKV pod %s in %s: not %s-tikv-<ordinal>", p.Name, plane, d.o.RestoreTCName)
+			}
+			tikvOf[restoremember.WarmupJobName(m.Name, ord)] = &tikv.Items[i]
 		}
 		for _, st := range m.Status.Steps {
 			if !strings.HasPrefix(st.Name, job.StepWarmup+"-") || st.Result == nil {
@@ -271,11 +284,22 @@ func (d *run) warmupWork(ctx context.Context, planes []string) (Step, error) {
 			if p.Status.Phase == corev1.PodSucceeded {
 				d.report.WarmupJobs++
 			}
+			wp := WarmupPod{Plane: plane, Pod: p.Name}
 			for _, cs := range p.Status.ContainerStatuses {
 				if t := cs.State.Terminated; t != nil {
 					in = in.span(t.StartedAt.Time, t.FinishedAt.Time)
+					wp.Started = t.StartedAt.Time
 				}
 			}
+			if t := tikvOf[p.Labels["batch.kubernetes.io/job-name"]]; t != nil {
+				wp.TiKVPod, wp.TiKVFresh = t.Name, !w.recoveryPods[plane][t.UID]
+				for _, c := range t.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						wp.TiKVReady = c.LastTransitionTime.Time
+					}
+				}
+			}
+			d.report.WarmupPods = append(d.report.WarmupPods, wp)
 		}
 		d.report.WarmupIn[plane] = in
 		s = s.span(in.Start, in.End)
