@@ -193,8 +193,10 @@ func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batch
 }
 
 // ObserveCluster reads a TidbCluster's TiKV pods and the claims, volumes and nodes they use.
-// The reads after the pod list go out at once (with a reader that is not a cache they are one
-// API round trip each, and they sit before the snapshot step's start).
+// With a reader that is not a cache each read is one API round trip, and they sit before the
+// snapshot step's start, so they go out in two rounds: the pods, the TiKV claims (by
+// tidb-operator's labels) and the operator objects at once; then the nodes, the volumes of the
+// claims the pods use, and any such claim the labels missed.
 func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) (*Cluster, error) {
 	return observeCluster(ctx, c, tc, true)
 }
@@ -202,13 +204,39 @@ func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 // observeCluster is ObserveCluster; withObjects says whether to read the operator objects
 // referencing tc too (only the snapshot step keeps them).
 func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster, withObjects bool) (*Cluster, error) {
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
-		return nil, fmt.Errorf("list TiKV pods of %s/%s: %w", tc.Namespace, tc.Name, err)
-	}
-	out := &Cluster{TC: tc, Pods: pods.Items, PVCs: map[string]*corev1.PersistentVolumeClaim{},
+	pods, labelled := &corev1.PodList{}, &corev1.PersistentVolumeClaimList{}
+	out := &Cluster{TC: tc, PVCs: map[string]*corev1.PersistentVolumeClaim{},
 		PVs: map[string]*corev1.PersistentVolume{}, Nodes: map[string]*corev1.Node{}}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := c.List(gctx, pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
+			return fmt.Errorf("list TiKV pods of %s/%s: %w", tc.Namespace, tc.Name, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if err := c.List(gctx, labelled, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
+			return fmt.Errorf("list TiKV claims of %s/%s: %w", tc.Namespace, tc.Name, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		if !withObjects {
+			return nil
+		}
+		objs, err := ObserveOperatorObjects(gctx, c, tc)
+		out.OperatorObjects = objs
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	out.Pods = pods.Items
 	sort.Slice(out.Pods, func(i, j int) bool { return out.Pods[i].Name < out.Pods[j].Name })
+	listed := map[string]*corev1.PersistentVolumeClaim{}
+	for i := range labelled.Items {
+		listed[labelled.Items[i].Name] = &labelled.Items[i]
+	}
 	nodes, claims := map[string]bool{}, map[string]bool{}
 	for _, p := range out.Pods {
 		if n := p.Spec.NodeName; n != "" {
@@ -221,7 +249,7 @@ func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 		}
 	}
 	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx = errgroup.WithContext(ctx)
 	for n := range nodes {
 		g.Go(func() error {
 			node := &corev1.Node{}
@@ -239,7 +267,7 @@ func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 	}
 	for name := range claims {
 		g.Go(func() error {
-			pvc, pv, err := observeClaim(gctx, c, tc.Namespace, name)
+			pvc, pv, err := observeClaim(gctx, c, tc.Namespace, name, listed[name])
 			mu.Lock()
 			defer mu.Unlock()
 			if pvc != nil {
@@ -251,31 +279,24 @@ func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 			return err
 		})
 	}
-	g.Go(func() error {
-		if !withObjects {
-			return nil
-		}
-		objs, err := ObserveOperatorObjects(gctx, c, tc)
-		mu.Lock()
-		out.OperatorObjects = objs
-		mu.Unlock()
-		return err
-	})
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// observeClaim reads a claim and its volume; either is nil when missing (Discover names
-// what is missing).
-func observeClaim(ctx context.Context, c client.Reader, ns, name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume, error) {
-	pvc := &corev1.PersistentVolumeClaim{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pvc); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, nil
+// observeClaim reads a claim (unless listed already has it) and its volume; either is nil
+// when missing (Discover names what is missing).
+func observeClaim(ctx context.Context, c client.Reader, ns, name string, listed *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume, error) {
+	pvc := listed
+	if pvc == nil {
+		pvc = &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, nil, nil
+			}
+			return nil, nil, fmt.Errorf("get claim %s/%s: %w", ns, name, err)
 		}
-		return nil, nil, fmt.Errorf("get claim %s/%s: %w", ns, name, err)
 	}
 	if pvc.Spec.VolumeName == "" {
 		return pvc, nil, nil

@@ -2,13 +2,18 @@ package backupmember
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
@@ -108,5 +113,61 @@ func TestSnapshotSavesTheOperatorObjects(t *testing.T) {
 		case !with && (has || len(manifests) != 1):
 			t.Errorf("without: inputs %v, --manifest %v", inputs.Data, manifests)
 		}
+	}
+}
+
+// countingReader counts the claims read one by one.
+type countingReader struct {
+	client.Reader
+	mu        sync.Mutex
+	claimGets []string
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	if _, ok := o.(*corev1.PersistentVolumeClaim); ok {
+		r.mu.Lock()
+		r.claimGets = append(r.claimGets, key.Name)
+		r.mu.Unlock()
+	}
+	return r.Reader.Get(ctx, key, o, opts...)
+}
+
+// TestObserveClusterReadsUnlabelledClaimsToo: the TiKV claims come from one list by
+// tidb-operator's labels, beside the pods; a claim a TiKV pod uses without those labels is still
+// read, by name, and only it. Each claim's volume is read either way.
+func TestObserveClusterReadsUnlabelledClaimsToo(t *testing.T) {
+	if env == nil {
+		t.Skip("needs a real API server; skipped in -short mode")
+	}
+	ctx := context.Background()
+	c, ns := env.Client, "observe-claims"
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
+	tikv := map[string]string{"app.kubernetes.io/instance": "basic", "app.kubernetes.io/component": "tikv"}
+	for i, labels := range []map[string]string{tikv, nil} {
+		name := fmt.Sprintf("tikv-basic-tikv-%d", i)
+		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns + "-" + strconv.Itoa(i)},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-" + strconv.Itoa(i)}},
+			}}
+		must(t, c.Create(ctx, pv))
+		must(t, c.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv.Name, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
+		must(t, c.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("basic-tikv-%d", i), Namespace: ns, Labels: tikv},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tikv", Image: "tikv"}},
+				Volumes: []corev1.Volume{{Name: "tikv", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}}}))
+	}
+	r := &countingReader{Reader: c}
+	cl, err := observeCluster(ctx, r, &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "basic", Namespace: ns}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.Pods) != 2 || len(cl.PVCs) != 2 || len(cl.PVs) != 2 {
+		t.Errorf("observed %d pods, %d claims, %d volumes; want 2 of each", len(cl.Pods), len(cl.PVCs), len(cl.PVs))
+	}
+	if !slices.Equal(r.claimGets, []string{"tikv-basic-tikv-1"}) {
+		t.Errorf("claims read by name: %v; want only the unlabelled tikv-basic-tikv-1", r.claimGets)
 	}
 }
