@@ -1,8 +1,6 @@
 // Package loop is the reconcile skeleton every fedbr controller runs, the manager's and the
 // agent's alike, in cluster-api's shape: fetch the object, keep its finalizer, observe and plan,
 // apply the plan's actions, patch the status once, release the finalizer when the plan says so.
-// On an object's first pass the finalizer patch and the plan's reads go out at once; nothing is
-// acted on before both are done.
 //
 // What makes a pass safe to repeat after a crash at any point, or to run from a cache that
 // predates the controller's own last write:
@@ -108,21 +106,20 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if deleting && (l.Finalizer == "" || !controllerutil.ContainsFinalizer(o, l.Finalizer)) {
 		return reconcile.Result{}, nil
 	}
+	if !deleting && l.Finalizer != "" && !controllerutil.ContainsFinalizer(o, l.Finalizer) {
+		before := o.DeepCopyObject().(O)
+		controllerutil.AddFinalizer(o, l.Finalizer)
+		if err := l.Client.Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return requeueOnConflict(ctx, fmt.Errorf("add finalizer: %w", err))
+		}
+		l.wrote(o, before)
+	}
 	now := time.Now()
 	if l.Now != nil {
 		now = l.Now()
 	}
 	start := time.Now()
-	var dec Decision[O, A]
-	var err error
-	if !deleting && l.Finalizer != "" && !controllerutil.ContainsFinalizer(o, l.Finalizer) {
-		var finErr error
-		if dec, finErr, err = l.decideWhileAddingFinalizer(ctx, o, now); finErr != nil {
-			return requeueOnConflict(ctx, finErr)
-		}
-	} else {
-		dec, err = l.Decide(ctx, o, now)
-	}
+	dec, err := l.Decide(ctx, o, now)
 	planned := time.Since(start)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -133,30 +130,6 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "actions", len(dec.Actions), "planned", planned, "took", time.Since(start), "err", err)
 	return res, err
-}
-
-// decideWhileAddingFinalizer adds the finalizer and plans at once: the patch is a round trip
-// the plan's reads need not wait for. Nothing is acted on before both are done. The patch goes
-// out from a copy, locked to the version the plan reads, so it changes nothing but the
-// finalizer; o then takes its new finalizers and resourceVersion, and the status the plan
-// writes is locked to that version as it would have been after a patch made first.
-// It returns the patch's error apart from the plan's.
-func (l *Loop[O, A]) decideWhileAddingFinalizer(ctx context.Context, o O, now time.Time) (dec Decision[O, A], finalizerErr, err error) {
-	before := o.DeepCopyObject().(O)
-	patched := o.DeepCopyObject().(O)
-	controllerutil.AddFinalizer(patched, l.Finalizer)
-	patchErr := make(chan error, 1)
-	go func() {
-		patchErr <- l.Client.Patch(ctx, patched, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-	}()
-	dec, err = l.Decide(ctx, o, now)
-	if perr := <-patchErr; perr != nil {
-		return dec, fmt.Errorf("add finalizer: %w", perr), err
-	}
-	l.wrote(patched, before)
-	o.SetFinalizers(patched.GetFinalizers())
-	o.SetResourceVersion(patched.GetResourceVersion())
-	return dec, nil, err
 }
 
 // act records first when asked, applies the actions, writes the status and releases the
