@@ -547,12 +547,12 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// No more ticks: the rest works on what the three left.
-	if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
-		return "", err
-	}
+	// No more ticks: the rest works on what the three left. A merge patch of the one field, as
+	// `kubectl patch` sends it: the manager writes the schedule's status all the while, and an
+	// update of the whole object from an earlier read is refused for any such write.
+	before := s.DeepCopy()
 	s.Spec.Pause = true
-	if err := c.Update(ctx, s); err != nil {
+	if err := c.Patch(ctx, s, client.MergeFrom(before)); err != nil {
 		return "", fmt.Errorf("pause the schedule: %w", err)
 	}
 	var kept []string
