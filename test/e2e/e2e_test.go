@@ -211,8 +211,9 @@ func checkWarmup(t *testing.T, l *env.Lab, r *demo.Report, o demo.Options) {
 	}
 	for _, p := range r.WarmupPods {
 		switch {
-		case p.TiKVPod == "" || p.Started.IsZero() || p.TiKVReady.IsZero():
-			t.Errorf("%s: warm-up pod %s: times missing: started %v, TiKV pod %q ready %v", p.Plane, p.Pod, p.Started, p.TiKVPod, p.TiKVReady)
+		case p.TiKVPod == "" || p.Started.IsZero() || p.TiKVReady.IsZero() || p.RecoveryPods == 0:
+			t.Errorf("%s: warm-up pod %s: too little to judge: started %v, TiKV pod %q ready %v, %d TiKV pods seen in recovery mode",
+				p.Plane, p.Pod, p.Started, p.TiKVPod, p.TiKVReady, p.RecoveryPods)
 		case !p.TiKVFresh:
 			t.Errorf("%s: warm-up pod %s warmed TiKV pod %s, which is still the one seen in recovery mode", p.Plane, p.Pod, p.TiKVPod)
 		case p.Started.Before(p.TiKVReady):

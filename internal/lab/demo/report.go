@@ -23,6 +23,9 @@ type WarmupPod struct {
 	Plane, Pod, TiKVPod string
 	Started, TiKVReady  time.Time
 	TiKVFresh           bool
+	// RecoveryPods is how many TiKV pods of the plane the demo saw in recovery mode (TiKVFresh
+	// says nothing when it saw none).
+	RecoveryPods int
 }
 
 // Step is one line of the timeline.

@@ -284,7 +284,7 @@ func (d *run) warmupWork(ctx context.Context, w *tiKVWatch) (Step, error) {
 			if p.Status.Phase == corev1.PodSucceeded {
 				d.report.WarmupJobs++
 			}
-			wp := WarmupPod{Plane: plane, Pod: p.Name}
+			wp := WarmupPod{Plane: plane, Pod: p.Name, RecoveryPods: len(w.recoveryPods[plane])}
 			for _, cs := range p.Status.ContainerStatuses {
 				if t := cs.State.Terminated; t != nil {
 					in = in.span(t.StartedAt.Time, t.FinishedAt.Time)
