@@ -97,7 +97,7 @@ func (p *plan) planAsyncWarmup() {
 	}
 	nodes := map[int]string{}
 	for _, pod := range p.o.Pods {
-		ord, ok := podOrdinal(pod.Name, p.m.Spec.TCName)
+		ord, ok := tidbcluster.TiKVOrdinal(pod.Name, p.m.Spec.TCName)
 		if !ok || pod.Deleting || !pod.Ready || pod.Node == "" {
 			continue
 		}
@@ -349,14 +349,4 @@ func spread(tikv *corev1.Affinity, member string) *corev1.Affinity {
 // WarmupJobName is the warm-up Job of TiKV member ordinal.
 func WarmupJobName(member string, ordinal int) string {
 	return job.Name(member, job.StepWarmup+"-"+strconv.Itoa(ordinal))
-}
-
-// podOrdinal is the ordinal of TiKV pod name <tc>-tikv-<n>.
-func podOrdinal(name, tc string) (int, bool) {
-	rest, ok := strings.CutPrefix(name, tc+"-tikv-")
-	if !ok {
-		return 0, false
-	}
-	n, err := strconv.Atoi(rest)
-	return n, err == nil && n >= 0
 }

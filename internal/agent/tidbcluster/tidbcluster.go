@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
@@ -24,6 +25,16 @@ const (
 
 // ErrNoPD marks a TidbCluster that names no PD the agent could reach.
 var ErrNoPD = errors.New("no PD address")
+
+// TiKVOrdinal is the ordinal of TiKV pod name <tc>-tikv-<n>, tidb-operator's naming.
+func TiKVOrdinal(pod, tc string) (int, bool) {
+	rest, ok := strings.CutPrefix(pod, tc+"-tikv-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(rest)
+	return n, err == nil && n >= 0
+}
 
 // TiKVSelector selects tc's TiKV pods.
 func TiKVSelector(tc string) map[string]string {

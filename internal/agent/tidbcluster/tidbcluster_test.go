@@ -128,3 +128,23 @@ func TestTiKVPlacement(t *testing.T) {
 		t.Errorf("the TidbCluster's node selector was changed: %v", tc.Spec.NodeSelector)
 	}
 }
+
+func TestTiKVOrdinal(t *testing.T) {
+	for _, c := range []struct {
+		pod  string
+		want int
+		ok   bool
+	}{
+		{"basic-tikv-0", 0, true},
+		{"basic-tikv-12", 12, true},
+		{"basic-pd-0", 0, false},     // another component
+		{"other-tikv-1", 0, false},   // another cluster
+		{"basic-tikv-x", 0, false},   // not a number
+		{"basic-tikv--1", 0, false},  // negative
+		{"basic-tikv-1-a", 0, false}, // a suffix
+	} {
+		if got, ok := TiKVOrdinal(c.pod, "basic"); ok != c.ok || (ok && got != c.want) {
+			t.Errorf("TiKVOrdinal(%q) = %d, %v; want %d, %v", c.pod, got, ok, c.want, c.ok)
+		}
+	}
+}

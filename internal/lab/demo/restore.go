@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -258,8 +257,8 @@ func (d *run) warmupWork(ctx context.Context, w *tiKVWatch) (Step, error) {
 		}
 		tikvOf := map[string]*corev1.Pod{} // by the name of its warm-up Job
 		for i, p := range tikv.Items {
-			ord, err := strconv.Atoi(strings.TrimPrefix(p.Name, d.o.RestoreTCName+"-tikv-"))
-			if err != nil {
+			ord, ok := tidbcluster.TiKVOrdinal(p.Name, d.o.RestoreTCName)
+			if !ok {
 				return s, fmt.Errorf("TiKV pod %s in %s: not %s-tikv-<ordinal>", p.Name, plane, d.o.RestoreTCName)
 			}
 			tikvOf[restoremember.WarmupJobName(m.Name, ord)] = &tikv.Items[i]
