@@ -225,8 +225,9 @@ func startCluster(ctx context.Context, o Options, dir, name string) (Cluster, er
 		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
 		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
 		// The request traces of k8s.io/utils/trace alone at verbosity 2: every request that
-		// took over its threshold (500 ms for a write) is logged with its steps (each try of
-		// a patch against the stored object, the store's write), and nothing else is added.
+		// took over its threshold (500 ms for a write) is logged with its slower steps (a
+		// patch applied again to the stored object shows as a step repeated), and nothing
+		// else is added.
 		"--vmodule=trace=2",
 	); err != nil {
 		return c, err
