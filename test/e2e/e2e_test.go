@@ -256,6 +256,10 @@ func BenchmarkFederatedBackupRestore(b *testing.B) {
 			b.ReportMetric(r.GCPause.Seconds()/r.SlowestCreateSnapshots.Seconds(), "pause/floor")
 		}
 		b.ReportMetric(r.SnapshotSkew.Seconds(), "snapshot-skew-s")
+		if r.WindowWrites != nil {
+			b.ReportMetric(float64(r.WindowWrites.Total("")), "window-writes")
+			b.ReportMetric(float64(r.WindowWrites.Total(r.Backup.Status.Initializer)), "window-writes-initializer")
+		}
 		b.ReportMetric(r.Backup.Status.TimeCompleted.Sub(r.Backup.Status.TimeStarted.Time).Seconds(), "backup-s")
 		if o, ok := r.BackupOverhead(); ok {
 			b.ReportMetric(o.Seconds(), "backup-overhead-s")

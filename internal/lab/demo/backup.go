@@ -245,6 +245,9 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 		{Name: "cluster check, snapshots start", Start: firstTS, End: lastStarted},
 		{Name: "pause released (all started → lifted)", Start: lastStarted, End: pause.LiftedAt},
 	}
+	if !pause.GCPausedAt.IsZero() && !pause.LiftedAt.IsZero() {
+		r.WindowWrites = d.writes.within(fedv1alpha1.MemberName(b.Name), pause.GCPausedAt, pause.LiftedAt)
+	}
 	return nil
 }
 

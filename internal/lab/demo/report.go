@@ -46,6 +46,9 @@ type Report struct {
 	GCPause, SnapshotSkew, SlowestCreateSnapshots time.Duration
 	// PauseBreakdown splits the GC pause window by what happened in it (steps' own clocks).
 	PauseBreakdown []Step
+	// WindowWrites are the writes of the backup's members the demo saw inside the GC pause
+	// window (its watch of every plane's members against the pause's own clock: one machine).
+	WindowWrites WindowWrites
 	// BackupWall is from creating the VolumeBackup to seeing it Complete (100 ms polls);
 	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
 	BackupWall time.Duration
@@ -145,6 +148,9 @@ func (r *Report) Print(w io.Writer) {
 		if !s.Start.IsZero() && !s.End.IsZero() {
 			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
 		}
+	}
+	if r.WindowWrites != nil {
+		p("  member writes seen inside the window: %d: %s", r.WindowWrites.Total(""), r.WindowWrites)
 	}
 	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
 		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)

@@ -57,6 +57,8 @@ type run struct {
 	// counts them.
 	seenMu sync.Mutex
 	seen   map[string]seenPod
+	// writes are the backup members' writes (watchBackupMembers).
+	writes *memberWrites
 
 	bankMu   sync.Mutex
 	bankCfg  bank.Config
@@ -110,6 +112,7 @@ func (d *run) say(format string, args ...any) {
 
 func (d *run) run(ctx context.Context) error {
 	d.recordStepPods(ctx)
+	d.watchBackupMembers(ctx)
 	if err := d.startSuite(ctx); err != nil {
 		return err
 	}

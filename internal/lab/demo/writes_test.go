@@ -1,0 +1,66 @@
+package demo
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+)
+
+// TestWritersOf: what a write changed names its writer, one per part of the member.
+func TestWritersOf(t *testing.T) {
+	base := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "m", ResourceVersion: "1"}}
+	base.Status.Steps = []dpv1alpha1.StepReport{{Name: "pause", Phase: "Ready"}}
+	change := func(f func(m *dpv1alpha1.VolumeBackupMember)) *dpv1alpha1.VolumeBackupMember {
+		m := base.DeepCopy()
+		f(m)
+		return m
+	}
+	for _, tt := range []struct {
+		name       string
+		prev, next *dpv1alpha1.VolumeBackupMember
+		want       []string
+	}{
+		{"created", nil, base, []string{writerManager}},
+		{"go signal", base, change(func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), []string{writerManager}},
+		{"a step's report", base, change(func(m *dpv1alpha1.VolumeBackupMember) { m.Status.Steps[0].Phase = "Stopped" }), []string{"pause"}},
+		{"a new step", base, change(func(m *dpv1alpha1.VolumeBackupMember) {
+			m.Status.Steps = append(m.Status.Steps, dpv1alpha1.StepReport{Name: "snapshot", Phase: "Armed"})
+		}), []string{"snapshot"}},
+		{"the agent's condition", base, change(func(m *dpv1alpha1.VolumeBackupMember) {
+			m.Status.Conditions = []metav1.Condition{{Type: "Initialized", Status: metav1.ConditionTrue}}
+		}), []string{writerAgent}},
+		{"finalizer", base, change(func(m *dpv1alpha1.VolumeBackupMember) { m.Finalizers = []string{"f"} }), []string{writerMetadata}},
+		{"nothing but the version", base, change(func(m *dpv1alpha1.VolumeBackupMember) { m.ResourceVersion = "2" }), nil},
+	} {
+		if got := writersOf(tt.prev, tt.next); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: writers %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestWritesWithin: only the member's writes seen inside the window count, each once in its
+// plane's total and once per writer it names; a version seen again is not a write.
+func TestWritesWithin(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	w := &memberWrites{last: map[string]*dpv1alpha1.VolumeBackupMember{}}
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "m", ResourceVersion: "1"}}
+	w.saw("az1", m, t0) // created, before the window
+	m = m.DeepCopy()
+	m.ResourceVersion, m.Spec.BackupTS = "2", "7"
+	m.Status.Conditions = []metav1.Condition{{Type: "Initialized", Status: metav1.ConditionTrue}}
+	w.saw("az1", m, t0.Add(time.Second))
+	w.saw("az1", m, t0.Add(1500*time.Millisecond)) // the same version again (a watch's relist)
+	other := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "other", ResourceVersion: "3"}}
+	w.saw("az1", other, t0.Add(time.Second))
+	got := w.within("m", t0.Add(500*time.Millisecond), t0.Add(2*time.Second))
+	if got.Total("") != 1 || got["az1"][writerManager] != 1 || got["az1"][writerAgent] != 1 {
+		t.Errorf("writes in the window %v (total %d), want one by the manager and the agent", got, got.Total(""))
+	}
+	if got.String() != "az1 1 (agent 1, manager 1)" {
+		t.Errorf("printed %q", got.String())
+	}
+}
