@@ -247,6 +247,7 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 	}
 	if !pause.GCPausedAt.IsZero() && !pause.LiftedAt.IsZero() {
 		r.WindowWrites = d.writes.within(fedv1alpha1.MemberName(b.Name), pause.GCPausedAt, pause.LiftedAt)
+		r.InitializerWrites = d.writes.log(b.Status.Initializer, fedv1alpha1.MemberName(b.Name), pause.GCPausedAt, pause.LiftedAt)
 	}
 	return nil
 }

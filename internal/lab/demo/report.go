@@ -49,6 +49,9 @@ type Report struct {
 	// WindowWrites are the writes of the backup's members the demo saw inside the GC pause
 	// window (its watch of every plane's members against the pause's own clock: one machine).
 	WindowWrites WindowWrites
+	// InitializerWrites are the initializer's member's writes in the window, in order: each
+	// one's time after the pause took hold and its writers.
+	InitializerWrites []string
 	// BackupWall is from creating the VolumeBackup to seeing it Complete (100 ms polls);
 	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
 	BackupWall time.Duration
@@ -151,6 +154,7 @@ func (r *Report) Print(w io.Writer) {
 	}
 	if r.WindowWrites != nil {
 		p("  member writes seen inside the window: %d: %s", r.WindowWrites.Total(""), r.WindowWrites)
+		p("    the initializer's, from the pause taking hold: %s", strings.Join(r.InitializerWrites, ", "))
 	}
 	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
 		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)

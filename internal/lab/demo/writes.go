@@ -108,12 +108,15 @@ func writersOf(prev, m *dpv1alpha1.VolumeBackupMember) []string {
 	if !sameJSON(a, b) {
 		ws = append(ws, writerAgent)
 	}
-	if !sameJSON(prev.Finalizers, m.Finalizers) || !sameJSON(prev.Labels, m.Labels) || !sameJSON(prev.Annotations, m.Annotations) ||
+	if !sameJSON(prev.Finalizers, m.Finalizers) || !sameMap(prev.Labels, m.Labels) || !sameMap(prev.Annotations, m.Annotations) ||
 		!sameJSON(prev.DeletionTimestamp, m.DeletionTimestamp) {
 		ws = append(ws, writerMetadata)
 	}
 	return ws
 }
+
+// sameMap compares labels or annotations, empty and absent alike.
+func sameMap(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || maps.Equal(a, b) }
 
 func sameJSON(a, b any) bool {
 	x, err1 := json.Marshal(a)
@@ -140,6 +143,23 @@ func (w *memberWrites) within(name string, from, to time.Time) WindowWrites {
 			out[x.plane][who]++
 		}
 		out[x.plane][""]++ // the plane's total of writes (one write may change two writers' parts)
+	}
+	return out
+}
+
+// log lists the writes of member name in plane seen in [from, to]: each one's time after from
+// and its writers.
+func (w *memberWrites) log(plane, name string, from, to time.Time) []string {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, x := range w.writes {
+		if x.plane == plane && x.name == name && !x.at.Before(from) && !x.at.After(to) {
+			out = append(out, fmt.Sprintf("+%dms %s", x.at.Sub(from).Milliseconds(), strings.Join(x.writers, "+")))
+		}
 	}
 	return out
 }

@@ -64,3 +64,17 @@ func TestWritesWithin(t *testing.T) {
 		t.Errorf("printed %q", got.String())
 	}
 }
+
+// TestWritersOfMetadata: labels or annotations going from absent to empty are no write.
+func TestWritersOfMetadata(t *testing.T) {
+	prev := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "m", ResourceVersion: "1"}}
+	next := prev.DeepCopy()
+	next.ResourceVersion, next.Labels, next.Spec.BackupTS = "2", map[string]string{}, "7"
+	if got := writersOf(prev, next); !slices.Equal(got, []string{writerManager}) {
+		t.Errorf("writers %v, want the manager's alone", got)
+	}
+	next.Labels = map[string]string{"team": "db"}
+	if got := writersOf(prev, next); !slices.Equal(got, []string{writerManager, writerMetadata}) {
+		t.Errorf("writers %v, want the manager and metadata", got)
+	}
+}
