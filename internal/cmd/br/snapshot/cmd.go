@@ -209,9 +209,11 @@ func (o *options) run(cmd *cobra.Command) error {
 	// their lines whole.
 	logw := session.NewLockedWriter(cmd.ErrOrStderr())
 	// The check and the snapshot starts usually pass in a moment inside the GC pause window,
-	// where a write for each would only slow the hops the window waits for.
+	// where a write for each would only slow the hops the window waits for. Waiting follows
+	// Started at once (backupmeta written), while the manager releases the pause on Started:
+	// it is written once it lasted, after the release, not beside it.
 	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) },
-		snapshot.PhaseChecking, snapshot.PhaseStarting)
+		snapshot.PhaseChecking, snapshot.PhaseStarting, snapshot.PhaseWaiting)
 	if err != nil {
 		return err
 	}
