@@ -1,6 +1,7 @@
 package backupmember
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -58,11 +59,22 @@ func TestHoldInWindow(t *testing.T) {
 		{"a deletion: written at once", obs(member(dpv1alpha1.BackupMemberExecute, execute, deleting(fedv1alpha1.CleanPolicyDelete)), func(o *Observed) {
 			o.Pause, o.Report = active(pauseName), pause(ready)
 		}), pausedAt, 0},
+		{"the release asked: the pause stopped beside a held status", obs(member(dpv1alpha1.BackupMemberExecute, execute, func(m *dpv1alpha1.VolumeBackupMember) {
+			m.Spec.ResumeGC = true
+		}), func(o *Observed) {
+			o.Pause, o.Snapshot, o.Report = active(pauseName), active(snapName), report(started)
+		}), pausedAt, WindowQuiet},
+		{"a Job to create: written with it", obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
+			o.Pause, o.Report, o.Cluster = active(pauseName), pause(ready), cluster()
+		}), pausedAt, 0},
 		{"a member without a pause: nothing to hold", obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) {
 			o.Snapshot, o.Report = active(snapName), report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Started", "total": 1, "backupTS": backupTS})})
 		}), pausedAt, 0},
 	} {
 		r := Plan(tt.o, tt.now)
+		if tt.o.Member.Spec.ResumeGC && !slices.Equal(kinds(r.Actions), []ActionKind{StopJob}) {
+			t.Errorf("%s: actions %v, want the pause stopped", tt.name, r.Actions)
+		}
 		if r.HoldStatus != tt.want {
 			t.Errorf("%s: hold %v, want %v (phase %s, actions %v)", tt.name, r.HoldStatus, tt.want, r.Status.Phase, r.Actions)
 		}

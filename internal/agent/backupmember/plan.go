@@ -218,11 +218,18 @@ const WindowQuiet = 3 * time.Second
 // on: the manager reads those facts from the steps' own entries, and the conditions keep the
 // steps' times whenever they are written. A held change is written with the pause's lift
 // (GCResumed), or once the hold ends in a longer window. A failure, a completion or a
-// deletion is never held: the manager acts on those.
+// deletion is never held: the manager acts on those. Nor is a plan that creates anything (a
+// Job's status records what it was created for, such as the snapshot step's volumes): only
+// stopping the pause goes with a held status.
 func (p *plan) holdInWindow() time.Duration {
 	if p.m.DeletionTimestamp != nil || p.isTrue(dpv1alpha1.BackupMemberFailedCondition) ||
 		p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {
 		return 0
+	}
+	for _, a := range p.res.Actions {
+		if a.Kind != StopJob {
+			return 0
+		}
 	}
 	st, reported := p.o.Report.Step(job.StepPause)
 	if !reported || st.Phase != job.PhaseReady || st.LiftedAt != nil || st.GCPausedAt == nil ||
