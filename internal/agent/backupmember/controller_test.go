@@ -466,23 +466,30 @@ func TestBackupProtocol(t *testing.T) {
 	})
 }
 
-// TestKilledPauseIsLifted: the pause Job fails after the pause reported its identity and
-// Ready, without lifting (its pod killed). The agent starts the lift Job, keeps GCResumed False
-// while the lift runs, and sets it True only once the lift reports PD holds nothing.
-func TestKilledPauseIsLifted(t *testing.T) {
+// pausingMember starts the agent and creates, in a new namespace ns with a TidbCluster, an
+// initializer's member asked to pause; it returns the member's key once its pause Job exists.
+func pausingMember(t *testing.T, ctx context.Context, ns string) (types.NamespacedName, *batchv1.Job) {
+	t.Helper()
 	startAgent(t)
-	ctx := context.Background()
-	ns := "bk-lift"
 	seedCluster(t, ctx, ns)
 	m := newMember(ns, dpv1alpha1.BackupMemberInitialize, fedv1alpha1.CleanPolicyRetain)
 	m.Spec.StartPause = true
 	must(t, env.Client.Create(ctx, m))
-	key := client.ObjectKeyFromObject(m)
 	var pause *batchv1.Job
 	eventually(t, "pause Job", func() (bool, string) {
 		pause = getJob(ctx, ns, job.Name("fed-b1", job.StepPause))
 		return pause != nil, "no pause Job"
 	})
+	return client.ObjectKeyFromObject(m), pause
+}
+
+// TestKilledPauseIsLifted: the pause Job fails after the pause reported its identity and
+// Ready, without lifting (its pod killed). The agent starts the lift Job, keeps GCResumed False
+// while the lift runs, and sets it True only once the lift reports PD holds nothing.
+func TestKilledPauseIsLifted(t *testing.T) {
+	ctx := context.Background()
+	ns := "bk-lift"
+	key, pause := pausingMember(t, ctx, ns)
 	identity := map[string]any{"serviceSafePoint": "fedbr-killed", "pausedSchedulers": []string{"balance-region-scheduler"},
 		"scheduleConfig": []map[string]string{{"key": "schedule.region-schedule-limit", "original": "2048", "paused": "0"}}}
 	// The pause took hold a while ago on the agent's clock: the agent writes what it holds back
@@ -533,17 +540,9 @@ func TestKilledPauseIsLifted(t *testing.T) {
 // Initialized (its phase metric says Paused) but does not write it; it writes it with the lift,
 // at the pause's own times.
 func TestStatusHeldWhileThePauseHolds(t *testing.T) {
-	startAgent(t)
 	ctx := context.Background()
 	ns := "bk-hold"
-	seedCluster(t, ctx, ns)
-	m := newMember(ns, dpv1alpha1.BackupMemberInitialize, fedv1alpha1.CleanPolicyRetain)
-	m.Spec.StartPause = true
-	must(t, env.Client.Create(ctx, m))
-	key := client.ObjectKeyFromObject(m)
-	eventually(t, "pause Job", func() (bool, string) {
-		return getJob(ctx, ns, job.Name("fed-b1", job.StepPause)) != nil, "no pause Job"
-	})
+	key, _ := pausingMember(t, ctx, ns)
 	paused := testMetrics.Members.WithLabelValues(Kind, PhasePaused)
 	before := testutil.ToFloat64(paused)
 	// The pause takes hold now on the agent's clock, which this test does not move: the hold

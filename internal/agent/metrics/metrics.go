@@ -65,7 +65,7 @@ func New() *Metrics {
 		}, []string{"kind", "step", "result"}),
 		Members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "fedbr", Subsystem: "agent", Name: "members",
-			Help: "Members this agent reconciles, by kind and status.phase.",
+			Help: "Members this agent reconciles, by kind and the phase it last planned (status.phase once written).",
 		}, []string{"kind", "phase"}),
 		OrphansDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "fedbr", Subsystem: "agent", Name: "orphans_deleted_total",

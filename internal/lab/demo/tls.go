@@ -117,25 +117,33 @@ func (d *run) recordStepPods(ctx context.Context) {
 			continue
 		}
 		for _, ns := range []string{d.o.Namespace, d.o.RestoreNamespace} {
-			go func() {
-				for ctx.Err() == nil {
-					wi, err := w.Watch(ctx, &corev1.PodList{}, client.InNamespace(ns), client.HasLabels{job.LabelStep})
-					if err != nil {
-						select {
-						case <-ctx.Done():
-						case <-time.After(time.Second):
-						}
-						continue
-					}
-					for ev := range wi.ResultChan() {
-						if p, ok := ev.Object.(*corev1.Pod); ok {
-							d.sawStepPod(dp.Cluster, p)
-						}
-					}
-					wi.Stop()
+			go watchAlways(ctx, w, &corev1.PodList{}, func(o client.Object) {
+				if p, ok := o.(*corev1.Pod); ok {
+					d.sawStepPod(dp.Cluster, p)
 				}
-			}()
+			}, client.InNamespace(ns), client.HasLabels{job.LabelStep})
 		}
+	}
+}
+
+// watchAlways watches list's kind through w until ctx ends, handing every object an event
+// carries to saw, and opens the watch again (after a second when it cannot) whenever it drops.
+func watchAlways(ctx context.Context, w client.WithWatch, list client.ObjectList, saw func(client.Object), opts ...client.ListOption) {
+	for ctx.Err() == nil {
+		wi, err := w.Watch(ctx, list, opts...)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			if o, ok := ev.Object.(client.Object); ok {
+				saw(o)
+			}
+		}
+		wi.Stop()
 	}
 }
 

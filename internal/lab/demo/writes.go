@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -42,6 +42,7 @@ type memberWrites struct {
 	writes []memberWrite
 }
 
+// watchBackupMembers starts the watches that record the backup members' writes in d.writes.
 func (d *run) watchBackupMembers(ctx context.Context) {
 	d.writes = &memberWrites{last: map[string]*dpv1alpha1.VolumeBackupMember{}}
 	for _, dp := range d.lab.DataPlanes {
@@ -49,24 +50,11 @@ func (d *run) watchBackupMembers(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		go func() {
-			for ctx.Err() == nil {
-				wi, err := w.Watch(ctx, &dpv1alpha1.VolumeBackupMemberList{}, client.InNamespace(d.o.Namespace))
-				if err != nil {
-					select {
-					case <-ctx.Done():
-					case <-time.After(time.Second):
-					}
-					continue
-				}
-				for ev := range wi.ResultChan() {
-					if m, ok := ev.Object.(*dpv1alpha1.VolumeBackupMember); ok {
-						d.writes.saw(dp.Cluster, m, time.Now())
-					}
-				}
-				wi.Stop()
+		go watchAlways(ctx, w, &dpv1alpha1.VolumeBackupMemberList{}, func(o client.Object) {
+			if m, ok := o.(*dpv1alpha1.VolumeBackupMember); ok {
+				d.writes.saw(dp.Cluster, m, time.Now())
 			}
-		}()
+		}, client.InNamespace(d.o.Namespace))
 	}
 }
 
@@ -83,13 +71,16 @@ func (w *memberWrites) saw(plane string, m *dpv1alpha1.VolumeBackupMember, at ti
 	w.writes = append(w.writes, memberWrite{plane: plane, name: m.Name, at: at, writers: writersOf(prev, m)})
 }
 
+// same compares two parts of a member as the API server means them (empty and absent alike).
+func same(a, b any) bool { return equality.Semantic.DeepEqual(a, b) }
+
 // writersOf names who changed prev into m (nil prev: the manager created it).
 func writersOf(prev, m *dpv1alpha1.VolumeBackupMember) []string {
 	if prev == nil {
 		return []string{writerManager}
 	}
 	var ws []string
-	if !sameJSON(prev.Spec, m.Spec) {
+	if !same(prev.Spec, m.Spec) {
 		ws = append(ws, writerManager)
 	}
 	steps := map[string]bool{}
@@ -99,29 +90,20 @@ func writersOf(prev, m *dpv1alpha1.VolumeBackupMember) []string {
 	for _, name := range slices.Sorted(maps.Keys(steps)) {
 		a, _ := dpv1alpha1.Step(prev.Status.Steps, name)
 		b, _ := dpv1alpha1.Step(m.Status.Steps, name)
-		if !sameJSON(a, b) {
+		if !same(a, b) {
 			ws = append(ws, name)
 		}
 	}
 	a, b := prev.Status.DeepCopy(), m.Status.DeepCopy()
 	a.Steps, b.Steps = nil, nil
-	if !sameJSON(a, b) {
+	if !same(a, b) {
 		ws = append(ws, writerAgent)
 	}
-	if !sameJSON(prev.Finalizers, m.Finalizers) || !sameMap(prev.Labels, m.Labels) || !sameMap(prev.Annotations, m.Annotations) ||
-		!sameJSON(prev.DeletionTimestamp, m.DeletionTimestamp) {
+	if !same(prev.Finalizers, m.Finalizers) || !same(prev.Labels, m.Labels) || !same(prev.Annotations, m.Annotations) ||
+		!same(prev.DeletionTimestamp, m.DeletionTimestamp) {
 		ws = append(ws, writerMetadata)
 	}
 	return ws
-}
-
-// sameMap compares labels or annotations, empty and absent alike.
-func sameMap(a, b map[string]string) bool { return len(a) == 0 && len(b) == 0 || maps.Equal(a, b) }
-
-func sameJSON(a, b any) bool {
-	x, err1 := json.Marshal(a)
-	y, err2 := json.Marshal(b)
-	return err1 == nil && err2 == nil && string(x) == string(y)
 }
 
 // within counts the writes of member name seen in [from, to], by plane and by writer.
