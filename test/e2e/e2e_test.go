@@ -264,6 +264,10 @@ func BenchmarkFederatedBackupRestore(b *testing.B) {
 		if o, ok := r.BackupOverhead(); ok {
 			b.ReportMetric(o.Seconds(), "backup-overhead-s")
 		}
+		if r.BeforePause > 0 && r.AfterAWS > 0 {
+			b.ReportMetric(r.BeforePause.Seconds(), "before-pause-s")
+			b.ReportMetric(r.AfterAWS.Seconds(), "after-aws-s")
+		}
 		b.ReportMetric(r.Restore.Status.TimeCompleted.Sub(r.Restore.Status.TimeStarted.Time).Seconds(), "restore-s")
 		if o, ok := r.RestoreOverhead(); ok {
 			b.ReportMetric(o.Seconds(), "restore-overhead-s")

@@ -50,6 +50,7 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 		return nil, fmt.Errorf("create VolumeBackup: %w", err)
 	}
 	created := time.Now()
+	d.backupCreated = created
 	d.say("VolumeBackup %s/%s created over %d data planes", controlNamespace, name, len(d.lab.DataPlanes))
 	err := d.poll(ctx, "VolumeBackup "+name, func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
@@ -245,11 +246,75 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 		{Name: "cluster check, snapshots start", Start: firstTS, End: lastStarted},
 		{Name: "pause released (all started → lifted)", Start: lastStarted, End: pause.LiftedAt},
 	}
+	r.OverheadHops = d.overheadHops(b, pause.GCPausedAt, awsCompleted)
+	if !pause.GCPausedAt.IsZero() && !awsCompleted.IsZero() && r.BackupWall > 0 {
+		r.BeforePause = pause.GCPausedAt.Sub(d.backupCreated)
+		r.AfterAWS = d.backupCreated.Add(r.BackupWall).Sub(awsCompleted)
+	}
 	if !pause.GCPausedAt.IsZero() && !pause.LiftedAt.IsZero() {
 		r.WindowWrites = d.writes.within(fedv1alpha1.MemberName(b.Name), pause.GCPausedAt, pause.LiftedAt)
 		r.InitializerWrites = d.writes.log(b.Status.Initializer, fedv1alpha1.MemberName(b.Name), pause.GCPausedAt, pause.LiftedAt)
 	}
 	return nil
+}
+
+// overheadHops splits the backup's orchestration into its hops before the pause took hold
+// (gcPausedAt) and after AWS completed the last snapshot (awsCompleted), each timed as the
+// last data plane was seen past it: the critical path, where every plane waits for the
+// slowest.
+func (d *run) overheadHops(b *fedv1alpha1.VolumeBackup, gcPausedAt, awsCompleted time.Time) []Step {
+	name := fedv1alpha1.MemberName(b.Name)
+	planes := len(d.lab.DataPlanes)
+	last := func(fact func(*dpv1alpha1.VolumeBackupMember) bool) time.Time {
+		seen := d.writes.firstSeen(name, fact)
+		var t time.Time
+		if len(seen) < planes {
+			return t
+		}
+		for _, at := range seen {
+			if at.After(t) {
+				t = at
+			}
+		}
+		return t
+	}
+	entry := func(m *dpv1alpha1.VolumeBackupMember) dpv1alpha1.StepReport {
+		s, _ := dpv1alpha1.Step(m.Status.Steps, job.StepSnapshot)
+		return s
+	}
+	members := last(func(*dpv1alpha1.VolumeBackupMember) bool { return true })
+	armed := last(func(m *dpv1alpha1.VolumeBackupMember) bool { return dpv1alpha1.SnapshotArmed(entry(m)) })
+	reported := last(func(m *dpv1alpha1.VolumeBackupMember) bool { return entry(m).CompletedAt != nil })
+	confirmed := last(func(m *dpv1alpha1.VolumeBackupMember) bool {
+		return meta.IsStatusConditionTrue(m.Status.Conditions, dpv1alpha1.BackupMemberCompleteCondition)
+	})
+	startPause := d.writes.firstSeen(name, func(m *dpv1alpha1.VolumeBackupMember) bool { return m.Spec.StartPause })[b.Status.Initializer]
+	// The pause pod and the snapshot pods start together; the later of each counts.
+	created, scheduled, running := d.lastStepPod(d.o.Namespace, job.LabelValue(name), job.StepSnapshot)
+	pc, ps, pr := d.lastStepPod(d.o.Namespace, job.LabelValue(name), job.StepPause)
+	later := func(a, b time.Time) time.Time {
+		if a.IsZero() || b.IsZero() {
+			return time.Time{}
+		}
+		if b.After(a) {
+			return b
+		}
+		return a
+	}
+	created, scheduled, running = later(created, pc), later(scheduled, ps), later(running, pr)
+	return []Step{
+		{Name: "manager creates the members", Start: d.backupCreated, End: members},
+		{Name: "agents create the step Jobs, Jobs their pods", Start: members, End: created},
+		{Name: "scheduler binds the step pods", Start: created, End: scheduled},
+		{Name: "kubelet runs them", Start: scheduled, End: running},
+		{Name: "snapshot steps start and report armed", Start: running, End: armed},
+		{Name: "manager asks the pause to start", Start: armed, End: startPause},
+		{Name: "the pause pins GC", Start: startPause, End: gcPausedAt},
+		{Name: "(work: the pause window and the snapshots in AWS)", Start: gcPausedAt, End: awsCompleted},
+		{Name: "snapshot steps see AWS complete them", Start: awsCompleted, End: reported},
+		{Name: "agents confirm them in AWS", Start: reported, End: confirmed},
+		{Name: "manager completes the backup, the demo sees it", Start: confirmed, End: d.backupCreated.Add(d.report.BackupWall)},
+	}
 }
 
 // deleteBackup deletes the VolumeBackup (cleanPolicy Delete) and counts what is left behind:

@@ -56,6 +56,14 @@ type Report struct {
 	// BackupWork the parts of it spent on PD, TiKV and the cloud (steps' own clocks).
 	BackupWall time.Duration
 	BackupWork []Step
+	// OverheadHops splits the backup's wall time outside its work into the hops that make it,
+	// each ending when the last data plane was seen past it (the demo's watches of members and
+	// step pods, the pause's and AWS's own clocks: one machine).
+	OverheadHops []Step
+	// BeforePause is from creating the VolumeBackup to the pause pinning GC (the pause's
+	// clock), AfterAWS from AWS completing the last snapshot to seeing the backup Complete:
+	// the orchestration on either side of the backup's work (zero when a time is missing).
+	BeforePause, AfterAWS time.Duration
 	// SnapshotsSeenLate is from AWS completing the backup's last snapshot (its completionTime)
 	// to the snapshot step that waited for it reporting completion: the wait's polling and the
 	// step's completing of the backupmeta.
@@ -150,6 +158,14 @@ func (r *Report) Print(w io.Writer) {
 	for _, s := range r.PauseBreakdown {
 		if !s.Start.IsZero() && !s.End.IsZero() {
 			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+		}
+	}
+	if len(r.OverheadHops) > 0 {
+		p("backup overhead, hop by hop (each until the last data plane was seen past it):")
+		for _, s := range r.OverheadHops {
+			if !s.Start.IsZero() && !s.End.IsZero() {
+				p("  %-52s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+			}
 		}
 	}
 	if r.WindowWrites != nil {

@@ -59,6 +59,8 @@ type run struct {
 	seen   map[string]seenPod
 	// writes are the backup members' writes (watchBackupMembers).
 	writes *memberWrites
+	// backupCreated is when the demo created its VolumeBackup.
+	backupCreated time.Time
 
 	bankMu   sync.Mutex
 	bankCfg  bank.Config

@@ -97,10 +97,12 @@ func (d *run) withTLS(ctx context.Context, cluster string, tc *pcv1alpha1.TidbCl
 // pause could not lift).
 var tlsSteps = []string{job.StepPause, job.StepSnapshot, job.StepRestoreVolumes, job.StepRestoreData}
 
-// seenPod is what the demo keeps of a step pod: its step and its container's arguments.
+// seenPod is what the demo keeps of a step pod: its step, its container's arguments, and when
+// its watch first showed it created, bound to a node and running (zero: not seen so).
 type seenPod struct {
-	step string
-	args []string
+	step, ns, member            string
+	args                        []string
+	created, scheduled, running time.Time
 }
 
 // recordStepPods watches, until ctx ends, the step pods of the source and restore namespaces
@@ -119,7 +121,7 @@ func (d *run) recordStepPods(ctx context.Context) {
 		for _, ns := range []string{d.o.Namespace, d.o.RestoreNamespace} {
 			go watchAlways(ctx, w, &corev1.PodList{}, func(o client.Object) {
 				if p, ok := o.(*corev1.Pod); ok {
-					d.sawStepPod(dp.Cluster, p)
+					d.sawStepPod(dp.Cluster, p, time.Now())
 				}
 			}, client.InNamespace(ns), client.HasLabels{job.LabelStep})
 		}
@@ -147,8 +149,9 @@ func watchAlways(ctx context.Context, w client.WithWatch, list client.ObjectList
 	}
 }
 
-// sawStepPod keeps p in d.seen if its step dials PD or TiKV.
-func (d *run) sawStepPod(plane string, p *corev1.Pod) {
+// sawStepPod keeps p in d.seen if its step dials PD or TiKV; at is when its watch showed it
+// (zero when listed afterwards).
+func (d *run) sawStepPod(plane string, p *corev1.Pod, at time.Time) {
 	step := p.Labels[job.LabelStep]
 	if !job.DialsCluster(step) || len(p.Spec.Containers) == 0 {
 		return
@@ -158,7 +161,48 @@ func (d *run) sawStepPod(plane string, p *corev1.Pod) {
 	if d.seen == nil {
 		d.seen = map[string]seenPod{}
 	}
-	d.seen[plane+"/"+p.Namespace+"/"+p.Name] = seenPod{step: step, args: slices.Clone(p.Spec.Containers[0].Args)}
+	key := plane + "/" + p.Namespace + "/" + p.Name
+	sp := d.seen[key]
+	sp.step, sp.ns, sp.member, sp.args = step, p.Namespace, p.Labels[job.LabelMember], slices.Clone(p.Spec.Containers[0].Args)
+	if !at.IsZero() {
+		first := func(t *time.Time, now bool) {
+			if now && t.IsZero() {
+				*t = at
+			}
+		}
+		first(&sp.created, true)
+		first(&sp.scheduled, p.Spec.NodeName != "")
+		first(&sp.running, p.Status.Phase == corev1.PodRunning)
+	}
+	d.seen[key] = sp
+}
+
+// lastStepPod is when the last of the pods of step for member (its label value) in namespace ns (one per data
+// plane) was seen created, bound to a node and running; a time is zero when any pod was not
+// seen so.
+func (d *run) lastStepPod(ns, member, step string) (created, scheduled, running time.Time) {
+	d.seenMu.Lock()
+	defer d.seenMu.Unlock()
+	var pods []seenPod
+	for _, p := range d.seen {
+		if p.step == step && p.ns == ns && p.member == member {
+			pods = append(pods, p)
+		}
+	}
+	last := func(of func(seenPod) time.Time) time.Time {
+		var t time.Time
+		for _, p := range pods {
+			if of(p).IsZero() {
+				return time.Time{}
+			}
+			if of(p).After(t) {
+				t = of(p)
+			}
+		}
+		return t
+	}
+	return last(func(p seenPod) time.Time { return p.created }), last(func(p seenPod) time.Time { return p.scheduled }),
+		last(func(p seenPod) time.Time { return p.running })
 }
 
 // stepTLS counts, by step, the step pods of the source and restore namespaces in every data
@@ -173,7 +217,7 @@ func (d *run) stepTLS(ctx context.Context) error {
 				return fmt.Errorf("step pods in %s/%s: %w", dp.Cluster, ns, err)
 			}
 			for i := range pods.Items {
-				d.sawStepPod(dp.Cluster, &pods.Items[i])
+				d.sawStepPod(dp.Cluster, &pods.Items[i], time.Time{})
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,5 +118,35 @@ func TestStepTLS(t *testing.T) {
 		if d.report.StepPods[job.StepPause] != 1 || d.report.StepPods[job.StepWarmup] != 0 {
 			t.Errorf("step pods %v: want one pause and no warm-up", d.report.StepPods)
 		}
+	}
+}
+
+// TestLastStepPod: the step pods of one member are timed by the last plane's pod to be seen
+// created, bound and running; a pod not yet seen running leaves that time zero, and other
+// members' pods and a later listing do not count.
+func TestLastStepPod(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	pod := func(member string, node string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tidb", Name: "s-" + member,
+			Labels: map[string]string{job.LabelStep: job.StepSnapshot, job.LabelMember: member}},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "step"}}}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	d := &run{}
+	d.sawStepPod("az1", pod("m", "", corev1.PodPending), t0)
+	d.sawStepPod("az2", pod("m", "", corev1.PodPending), t0.Add(time.Second))
+	d.sawStepPod("az1", pod("m", "n1", corev1.PodRunning), t0.Add(2*time.Second))
+	d.sawStepPod("az2", pod("m", "n2", corev1.PodPending), t0.Add(3*time.Second))
+	d.sawStepPod("az1", pod("old", "n1", corev1.PodRunning), t0.Add(9*time.Second))
+	created, scheduled, running := d.lastStepPod("tidb", "m", job.StepSnapshot)
+	if !created.Equal(t0.Add(time.Second)) || !scheduled.Equal(t0.Add(3*time.Second)) || !running.IsZero() {
+		t.Errorf("created %v, scheduled %v, running %v; want +1s, +3s and none", created, scheduled, running)
+	}
+	d.sawStepPod("az2", pod("m", "n2", corev1.PodRunning), time.Time{}) // listed afterwards: no time
+	if _, _, running := d.lastStepPod("tidb", "m", job.StepSnapshot); !running.IsZero() {
+		t.Errorf("running %v from a listing, want none", running)
+	}
+	d.sawStepPod("az2", pod("m", "n2", corev1.PodRunning), t0.Add(4*time.Second))
+	if _, _, running := d.lastStepPod("tidb", "m", job.StepSnapshot); !running.Equal(t0.Add(4 * time.Second)) {
+		t.Errorf("running %v, want +4s", running)
 	}
 }

@@ -29,6 +29,7 @@ type memberWrite struct {
 	plane, name string
 	at          time.Time // when the demo saw it
 	writers     []string
+	member      *dpv1alpha1.VolumeBackupMember // as it was after the write
 }
 
 // memberWrites records every write of the backup members in the source namespace of every data
@@ -68,7 +69,7 @@ func (w *memberWrites) saw(plane string, m *dpv1alpha1.VolumeBackupMember, at ti
 		return
 	}
 	w.last[key] = m.DeepCopy()
-	w.writes = append(w.writes, memberWrite{plane: plane, name: m.Name, at: at, writers: writersOf(prev, m)})
+	w.writes = append(w.writes, memberWrite{plane: plane, name: m.Name, at: at, writers: writersOf(prev, m), member: w.last[key]})
 }
 
 // same compares two parts of a member as the API server means them (empty and absent alike).
@@ -125,6 +126,23 @@ func (w *memberWrites) within(name string, from, to time.Time) WindowWrites {
 			out[x.plane][who]++
 		}
 		out[x.plane][""]++ // the plane's total of writes (one write may change two writers' parts)
+	}
+	return out
+}
+
+// firstSeen is when the demo first saw member name hold fact, by plane (a plane where it never
+// held is absent).
+func (w *memberWrites) firstSeen(name string, fact func(*dpv1alpha1.VolumeBackupMember) bool) map[string]time.Time {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]time.Time{}
+	for _, x := range w.writes {
+		if _, done := out[x.plane]; !done && x.name == name && fact(x.member) {
+			out[x.plane] = x.at
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -76,5 +77,26 @@ func TestWritersOfMetadata(t *testing.T) {
 	next.Labels = map[string]string{"team": "db"}
 	if got := writersOf(prev, next); !slices.Equal(got, []string{writerManager, writerMetadata}) {
 		t.Errorf("writers %v, want the manager and metadata", got)
+	}
+}
+
+// TestFirstSeen: a fact is timed at the first write that showed it, per plane and member; a
+// plane where it never held is absent.
+func TestFirstSeen(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	w := &memberWrites{last: map[string]*dpv1alpha1.VolumeBackupMember{}}
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "m", ResourceVersion: "1"}}
+	w.saw("az1", m, t0)
+	w.saw("az2", m, t0)
+	m = m.DeepCopy()
+	m.ResourceVersion, m.Spec.StartPause = "2", true
+	w.saw("az1", m, t0.Add(time.Second))
+	m = m.DeepCopy()
+	m.ResourceVersion = "3"
+	w.saw("az1", m, t0.Add(2*time.Second)) // still holds: not the first
+	w.saw("az2", &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "other", ResourceVersion: "4"}, Spec: m.Spec}, t0.Add(3*time.Second))
+	got := w.firstSeen("m", func(m *dpv1alpha1.VolumeBackupMember) bool { return m.Spec.StartPause })
+	if want := map[string]time.Time{"az1": t0.Add(time.Second)}; !maps.Equal(got, want) {
+		t.Errorf("first seen %v, want %v", got, want)
 	}
 }
