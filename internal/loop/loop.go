@@ -13,9 +13,6 @@
 //   - a decision the actions depend on (which data plane holds the pause, that the pause was
 //     asked for) is recorded in the status before any action runs (Decision.RecordFirst), so a
 //     crash between the two cannot make a second, different decision;
-//   - a missing finalizer is stored before any action runs (it is added while the pass
-//     observes and plans, which reads nothing the finalizer changes: one round trip less on
-//     the way to a new object's first actions);
 //   - every action is idempotent and derived from what was observed, never from memory.
 //
 // ownwrite.Tracker is only an optimisation on top: it skips a pass whose cached copy predates
@@ -114,11 +111,13 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if deleting && (l.Finalizer == "" || !controllerutil.ContainsFinalizer(o, l.Finalizer)) {
 		return reconcile.Result{}, nil
 	}
-	// A missing finalizer is added while the pass observes and plans, on a copy: the plan
-	// reads nothing the finalizer changes, and no action runs before it is stored.
-	var finalized <-chan finalizerAdded[O]
 	if !deleting && l.Finalizer != "" && !controllerutil.ContainsFinalizer(o, l.Finalizer) {
-		finalized = l.addFinalizer(ctx, o.DeepCopyObject().(O))
+		before := o.DeepCopyObject().(O)
+		controllerutil.AddFinalizer(o, l.Finalizer)
+		if err := l.Client.Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return requeueOnConflict(ctx, fmt.Errorf("add finalizer: %w", err))
+		}
+		l.wrote(o, before)
 	}
 	now := time.Now()
 	if l.Now != nil {
@@ -127,15 +126,6 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	start := time.Now()
 	dec, err := l.Decide(ctx, o, now)
 	planned := time.Since(start)
-	if finalized != nil {
-		added := <-finalized
-		if added.err != nil {
-			return requeueOnConflict(ctx, fmt.Errorf("add finalizer: %w", added.err))
-		}
-		o.SetFinalizers(added.o.GetFinalizers())
-		o.SetResourceVersion(added.o.GetResourceVersion())
-		o.SetManagedFields(added.o.GetManagedFields())
-	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -145,28 +135,6 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Reconciled", "actions", len(dec.Actions), "planned", planned, "took", time.Since(start), "err", err)
 	return res, err
-}
-
-// finalizerAdded is o as stored with the loop's finalizer, or why it could not be added.
-type finalizerAdded[O client.Object] struct {
-	o   O
-	err error
-}
-
-// addFinalizer adds the loop's finalizer to o (a copy the caller does not read meanwhile),
-// locked to o's version, and sends o as stored.
-func (l *Loop[O, A]) addFinalizer(ctx context.Context, o O) <-chan finalizerAdded[O] {
-	out := make(chan finalizerAdded[O], 1)
-	go func() {
-		before := o.DeepCopyObject().(O)
-		controllerutil.AddFinalizer(o, l.Finalizer)
-		err := l.Client.Patch(ctx, o, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
-		if err == nil {
-			l.wrote(o, before)
-		}
-		out <- finalizerAdded[O]{o: o, err: err}
-	}()
-	return out
 }
 
 // act records first when asked, applies the actions, writes the status and releases the
