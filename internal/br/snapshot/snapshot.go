@@ -25,6 +25,7 @@ import (
 	"time"
 
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
@@ -342,31 +343,48 @@ func (s *snapshotter) run(ctx context.Context) error {
 			return fmt.Errorf("read the volumes to snapshot: %w", err)
 		}
 	}
-	if err := s.sweep(ctx); err != nil {
-		return err
-	}
+	// The preparation's calls go out at once where one does not need another's answer: the
+	// sweep of an earlier attempt's snapshots, PD's cluster version, and the stores, the
+	// volumes and (armed) the instances in that order, beside the dials of the stores. For an
+	// armed step all of it sits between its pod's start and Armed, for one started with the
+	// ts inside the pause window.
 	rec := in.Clone()
-	version, err := s.clusterVersion(ctx)
-	if err != nil {
+	var (
+		version  string
+		reqs     []cloud.SnapshotRequest
+		prepared *cloud.PreparedSnapshots
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.sweep(gctx) })
+	g.Go(func() (err error) {
+		version, err = s.clusterVersion(gctx)
+		return err
+	})
+	g.Go(func() error {
+		if err := s.clusterStores(gctx, rec); err != nil {
+			return err
+		}
+		var err error
+		if reqs, err = s.plan(gctx, rec); err != nil {
+			return err
+		}
+		if s.o.WaitBackupTS != nil {
+			// The instances and volumes are described now, so that the pause window holds
+			// only the CreateSnapshots calls.
+			if prepared, err = s.d.Cloud.PrepareSnapshotInstances(gctx, reqs); err != nil {
+				return fmt.Errorf("prepare snapshots: %w", err)
+			}
+		}
+		return nil
+	})
+	if s.o.WaitBackupTS != nil && !s.o.SkipClusterCheck && s.d.PD != nil && s.d.Dial != nil {
+		// The connections outlive the preparation: they dial on the step's context.
+		g.Go(func() error { s.dialStores(ctx); return nil })
+	}
+	if err := g.Wait(); err != nil {
 		return err
 	}
-	if err := s.clusterStores(ctx, rec); err != nil {
-		return err
-	}
-	reqs, err := s.plan(ctx, rec)
-	if err != nil {
-		return err
-	}
-	var prepared *cloud.PreparedSnapshots
 	if s.o.WaitBackupTS != nil {
-		if !s.o.SkipClusterCheck && s.d.PD != nil && s.d.Dial != nil {
-			s.dialStores(ctx)
-		}
-		// The instances and volumes are described now, so that the pause window holds only
-		// the CreateSnapshots calls.
-		if prepared, err = s.d.Cloud.PrepareSnapshotInstances(ctx, reqs); err != nil {
-			return fmt.Errorf("prepare snapshots: %w", err)
-		}
 		if s.o.BackupTS, err = s.o.WaitBackupTS(ctx); err != nil {
 			return err
 		}

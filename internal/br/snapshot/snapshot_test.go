@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,6 +374,47 @@ func TestRetryResumesRecordedSnapshots(t *testing.T) {
 	}
 	if n := len(l.tagged()); n != 4 {
 		t.Errorf("%d snapshots tagged, want 4", n)
+	}
+}
+
+// sweepAfterDescribe holds the step's first ListSnapshots (the sweep of an earlier attempt)
+// until the volumes were described: a preparation that made its calls one after another
+// would never describe them.
+type sweepAfterDescribe struct {
+	*aws.Provider
+	described chan struct{}
+	once      sync.Once
+	gated     atomic.Bool
+}
+
+func (c *sweepAfterDescribe) ListSnapshots(ctx context.Context, tags map[string]string) ([]cloud.Snapshot, error) {
+	if c.gated.CompareAndSwap(false, true) {
+		select {
+		case <-c.described:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the sweep waited for the volumes to be described: %w", ctx.Err())
+		}
+	}
+	return c.Provider.ListSnapshots(ctx, tags)
+}
+
+func (c *sweepAfterDescribe) DescribeVolumes(ctx context.Context, ids []string) ([]cloud.Volume, error) {
+	c.once.Do(func() { close(c.described) })
+	return c.Provider.DescribeVolumes(ctx, ids)
+}
+
+// TestPreparationCallsAtOnce: the sweep of an earlier attempt's snapshots and the description
+// of the volumes to snapshot go out at once; neither waits for the other's answer.
+func TestPreparationCallsAtOnce(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	c := &sweepAfterDescribe{Provider: l.p, described: make(chan struct{})}
+	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: c, Store: l.store}, snapshot.Options{BackupID: "b-at-once", BackupTS: 42, SkipClusterCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Snapshots) == 0 || !c.gated.Load() {
+		t.Errorf("%d snapshots, sweep gated %v; want the backup taken after both calls", len(res.Snapshots), c.gated.Load())
 	}
 }
 
