@@ -31,10 +31,8 @@ GENERATED := api config test/fixtures/crd charts/fedbr-manager/crds charts/fedbr
 	charts/fedbr-agent/files/manager_dataplane_role.yaml charts/fedbr-agent/files/dataplane_viewer_role.yaml \
 	$(foreach c,fedbr-manager fedbr-agent,$(foreach f,_helpers.tpl service.yaml servicemonitor.yaml serviceaccount.yaml,charts/$(c)/templates/$(f)))
 
-# Test flags; CI keeps the race detector on. Override with `make test GOTEST_FLAGS=...`.
-# Packages run one at a time (-p 1): several of them run whole clusters of doubles and real
-# control planes, and sharing two cores between two such packages makes elections and leases
-# miss their timing. Test binaries are compiled in parallel first (-exec true runs none).
+# Flags of `make unit`. `make test` and `make test-long` run hack/test.sh, which groups the
+# packages (race detector, parallelism) and prints their times.
 GOTEST_FLAGS ?= -race -count=1 -timeout 30m
 
 .PHONY: help
@@ -166,7 +164,12 @@ unit: $(HELM) $(PROMTOOL) ## Run the unit tests only (no API server).
 	$(IMAGE_TEST)
 
 .PHONY: test
-test: vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Vet, lint, check generated files, run unit and envtest tests.
-	go test $(GOTEST_FLAGS) -exec true ./... >/dev/null
-	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" go test -p 1 $(GOTEST_FLAGS) ./...
-	$(IMAGE_TEST)
+test: vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Vet, lint, check generated files, run every test (a slice of the long suites) and print the packages' times.
+	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" \
+		GOTEST_TIMEOUT=30m bash hack/test.sh
+
+.PHONY: test-long
+test-long: vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## make test with every part of the long suites (all crash points, e2e runs, day-2 scenarios), then make negative-controls.
+	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" \
+		FEDBR_LONG=1 GOTEST_TIMEOUT=180m bash hack/test.sh
+	$(MAKE) negative-controls

@@ -7,8 +7,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/fedbr/fedbr/internal/testenv"
 )
 
 // TestLabIsNotLinked fails when a package of the lab (or of the tests' harness) is linked into
@@ -32,40 +33,13 @@ func TestLabIsNotLinked(t *testing.T) {
 	}
 }
 
-// binary is cmd/fedbr built once for the tests that run it (removed by TestMain).
-var binary struct {
-	once      sync.Once
-	dir, path string
-	err       error
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binary.dir != "" {
-		_ = os.RemoveAll(binary.dir)
-	}
-	os.Exit(code)
-}
-
-// built builds the binary on first use; skipped in -short mode.
+// built is cmd/fedbr built once per run (testenv.Binary); skipped in -short mode.
 func built(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	binary.once.Do(func() {
-		if binary.dir, binary.err = os.MkdirTemp("", "fedbr-main-test-"); binary.err != nil {
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "fedbr")
-		if out, err := exec.Command("go", "build", "-o", binary.path, ".").CombinedOutput(); err != nil {
-			binary.err = fmt.Errorf("go build: %w\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
+	return testenv.Binary(t, "fedbr")
 }
 
 // TestKubectlPlugin: linked as kubectl-fedbr, the binary's help names its commands as kubectl

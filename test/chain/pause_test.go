@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/br/pause"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
+	"github.com/fedbr/fedbr/internal/testenv"
 )
 
 // startSmall runs a four-store cluster with every region led.
@@ -93,46 +93,10 @@ func stopReadyPause(t *testing.T, ctx context.Context, c *tidbcluster.Cluster, p
 	return time.Since(stopped)
 }
 
-var (
-	buildOnce sync.Once
-	fedbrBin  string
-	buildErr  error
-)
-
-// fedbr builds fedbr-lab (fedbr plus `lab tikv`) once per test binary.
+// fedbr is fedbr-lab (fedbr plus `lab tikv`), built once per run (testenv.Binary).
 func fedbr(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fedbr-chain-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		fedbrBin = filepath.Join(dir, "fedbr-lab")
-		out, err := exec.Command("go", "build", "-o", fedbrBin, "github.com/fedbr/fedbr/cmd/fedbr-lab").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return fedbrBin
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return "go build fedbr-lab: " + e.err.Error() + "\n" + e.out }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if fedbrBin != "" {
-		_ = os.RemoveAll(filepath.Dir(fedbrBin))
-	}
-	os.Exit(code)
+	return testenv.Binary(t, "fedbr-lab")
 }
 
 // TestKilledPauseLapsesByTTL: `fedbr br pause` killed with SIGKILL lifts nothing; the GC

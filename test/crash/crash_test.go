@@ -9,16 +9,15 @@
 // kubelet starts again after its restart back-off (10 s), and the restarted replicas then wait
 // out the dead leader's Lease, as after a real crash.
 //
-// A CI run runs a rotating subset chosen by seed (FEDBR_CRASH_SEED, default the day of the
-// year); `make crash` runs every point (FEDBR_CRASH_POINTS=all) and prints the table that
-// docs/testing.md records.
+// `make test` runs a rotating slice of the points chosen by seed (FEDBR_SEED, default the day of
+// the year; labtest.Slice); `make test-long` and `make crash` run every point, and `make crash`
+// prints the table that docs/testing.md records.
 package crash
 
 import (
 	"context"
-	"math/rand/v2"
 	"os"
-	"strconv"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,37 +94,26 @@ var Points = []demo.KillPoint{
 	{Name: "manager, data complete", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreDataComplete)},
 }
 
-// choose returns the points of this run: all with FEDBR_CRASH_POINTS=all, those whose names
-// contain one of FEDBR_CRASH_POINTS's comma-separated parts otherwise when set, else ciPoints
-// chosen by the seed.
+// choose returns the points of this run: those whose names contain one of FEDBR_CRASH_POINTS's
+// comma-separated parts when set ("all": every point), else the slice of ciPoints points the
+// seed picks (labtest.Slice; every point with FEDBR_LONG=1).
 func choose(t *testing.T) []demo.KillPoint {
 	sel := os.Getenv("FEDBR_CRASH_POINTS")
-	switch sel {
-	case "all":
+	if sel == "all" {
 		return Points
-	case "":
-	default:
-		var out []demo.KillPoint
-		for _, p := range Points {
-			if labtest.Selected(p.Name, sel) {
-				out = append(out, p)
-			}
-		}
-		return out
 	}
-	seed := uint64(time.Now().UTC().YearDay())
-	if s := os.Getenv("FEDBR_CRASH_SEED"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("FEDBR_CRASH_SEED %q: %v", s, err)
-		}
-		seed = n
+	var names []string
+	for _, p := range Points {
+		names = append(names, p.Name)
 	}
-	idx := rand.New(rand.NewPCG(seed, 0)).Perm(len(Points))[:ciPoints]
-	t.Logf("crash points chosen by seed %d (FEDBR_CRASH_SEED; FEDBR_CRASH_POINTS=all runs every point): %v", seed, idx)
+	if sel == "" {
+		names = labtest.Slice(t, "test/crash", names, ciPoints)
+	}
 	var out []demo.KillPoint
-	for _, i := range idx {
-		out = append(out, Points[i])
+	for _, p := range Points {
+		if sel == "" && slices.Contains(names, p.Name) || sel != "" && labtest.Selected(p.Name, sel) {
+			out = append(out, p)
+		}
 	}
 	return out
 }

@@ -8,7 +8,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,33 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/labtest"
 )
+
+// The e2e runs (variants): each needs a lab of its own, since its source cluster differs (TLS,
+// raft volumes) or its install does (the privileged warm-up of fio). `make test` runs
+// ciVariants of them, picked by the seed (labtest.Slice); `make test-long` runs all.
+const (
+	variantSync  = "warmup=sync"
+	variantAsync = "warmup=async"
+	variantFio   = "raft-volumes,warmup=fio,install"
+	variantTLS   = "check-wal-only,tls"
+	ciVariants   = 1
+)
+
+var variants = []string{variantSync, variantAsync, variantFio, variantTLS}
+
+var (
+	pickOnce sync.Once
+	picked   []string
+)
+
+// inSlice skips the test unless its variant is in this run's slice.
+func inSlice(t *testing.T, variant string) {
+	t.Helper()
+	pickOnce.Do(func() { picked = labtest.Slice(t, "test/e2e", variants, ciVariants) })
+	if !slices.Contains(picked, variant) {
+		t.Skipf("not in this run's slice of the e2e runs (%v); make test-long runs every one", picked)
+	}
+}
 
 // TestFederatedBackupAndRestoreInTheLab runs the main job once per warm-up mode, each in its own
 // lab (the benchmark restores without warm-up), and once with two volumes per TiKV (data, and
@@ -34,12 +63,16 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
 	}
 	for _, mode := range []fedv1alpha1.RestoreWarmupMode{fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupAsync} {
-		t.Run("warmup="+string(mode), func(t *testing.T) { backupAndRestore(t, demo.Options{RestoreWarmup: mode, Install: true}) })
+		t.Run("warmup="+string(mode), func(t *testing.T) {
+			inSlice(t, "warmup="+string(mode))
+			backupAndRestore(t, demo.Options{RestoreWarmup: mode, Install: true})
+		})
 	}
 	// fio reads every volume's device, the raft volumes' too: the agents, installed through the
 	// charts with policy.privilegedWarmup, allow the privileged warm-up pods, and the lab's nodes
 	// show those pods a device per volume.
-	t.Run("raft-volumes,warmup=fio,install", func(t *testing.T) {
+	t.Run(variantFio, func(t *testing.T) {
+		inSlice(t, variantFio)
 		backupAndRestore(t, demo.Options{RaftVolumes: true, RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio, Install: true})
 	})
 }
@@ -62,6 +95,7 @@ func TestCheckWALOnlyRestoreOverTLSInTheLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs four Kubernetes clusters and a TiDB double; skipped in -short mode")
 	}
+	inSlice(t, variantTLS)
 	backupAndRestore(t, demo.Options{RestoreWarmup: fedv1alpha1.RestoreWarmupAsync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyCheckWALOnly, TLS: true, Install: true})
 }
 

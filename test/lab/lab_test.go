@@ -34,8 +34,8 @@ import (
 	"github.com/fedbr/fedbr/internal/warmup"
 )
 
-// bins holds the binaries TestMain builds: fedbr-lab (what every lab process runs) and the probe
-// program of the kubelet tests (a container that reports signals).
+// bins holds the binaries TestMain finds or builds: fedbr-lab (what every lab process runs;
+// testenv.Binary) and the probe program of the kubelet tests (a container that reports signals).
 var bins struct {
 	dir, fedbr, probe string
 	err               error
@@ -58,14 +58,14 @@ func build() error {
 	if err != nil {
 		return err
 	}
-	bins.dir, bins.fedbr, bins.probe = dir, filepath.Join(dir, "fedbr-lab"), filepath.Join(dir, "probe")
-	root := testenv.RepoRoot()
-	for out, pkg := range map[string]string{bins.fedbr: "./cmd/fedbr-lab", bins.probe: "./internal/lab/kubelet/testdata/probe"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = root
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w: %s", pkg, err, b)
-		}
+	bins.dir, bins.probe = dir, filepath.Join(dir, "probe")
+	if bins.fedbr, err = testenv.BinaryPath("fedbr-lab"); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", bins.probe, "./internal/lab/kubelet/testdata/probe")
+	cmd.Dir = testenv.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build the probe: %w: %s", err, b)
 	}
 	return nil
 }

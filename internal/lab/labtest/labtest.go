@@ -1,5 +1,5 @@
 // Package labtest brings a lab up for a test that runs the whole of fedbr in it (test/e2e,
-// test/crash, test/daytwo): fedbr-lab built once per test, the lab up, and taken down when the
+// test/crash, test/daytwo): fedbr-lab built once per run, the lab up, and taken down when the
 // test ends, checking no process is left. FEDBR_E2E_LAB_DIR=<dir> keeps the lab's directory
 // after the run (lab down still stops every process), so the step, agent and manager logs of a
 // failed or slow run can be read afterwards.
@@ -7,9 +7,10 @@ package labtest
 
 import (
 	"context"
+	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,24 +22,12 @@ import (
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
-// Binary builds fedbr-lab, the binary every lab process runs, into a temporary directory.
-func Binary(t testing.TB) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "fedbr-lab")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/fedbr-lab")
-	cmd.Dir = testenv.RepoRoot()
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v: %s", err, b)
-	}
-	return out
-}
-
-// Up builds fedbr-lab, brings the lab up and takes it down when the test ends; when the test
+// Up takes fedbr-lab (testenv.Binary: built once per run), brings the lab up and takes it down when the test ends; when the test
 // failed, the tails of the demo's controller logs go to the test log first.
 func Up(ctx context.Context, t testing.TB) *env.Lab {
 	t.Helper()
 	pingcaplog.SetLevel(zapcore.WarnLevel) // the PD client's connection chatter
-	bin := Binary(t)
+	bin := testenv.Binary(t, "fedbr-lab")
 	dir := filepath.Join(t.TempDir(), "lab")
 	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
 		if err := os.RemoveAll(keep); err != nil {
@@ -98,4 +87,58 @@ func Selected(name, sel string) bool {
 		}
 	}
 	return false
+}
+
+// Long says whether this run takes every part of the long suites (FEDBR_LONG=1, which
+// `make test-long` sets) rather than the slice Slice picks.
+func Long() bool { return os.Getenv("FEDBR_LONG") == "1" }
+
+// Seed is the number that picks this run's slice of the long suites: $FEDBR_SEED, or the day of
+// the year (UTC) when unset, so that CI's runs on consecutive days take consecutive slices.
+func Seed() (uint64, error) {
+	s := os.Getenv("FEDBR_SEED")
+	if s == "" {
+		return uint64(time.Now().UTC().YearDay()), nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("FEDBR_SEED %q: %w", s, err)
+	}
+	return n, nil
+}
+
+// Slice returns the parts of the long suite named suite that this run takes: every one with
+// FEDBR_LONG=1, otherwise n of them, picked by the seed (Seed): window (seed × n) mod len(names),
+// n long and wrapping round, so that any ceil(len(names)/n) consecutive seeds take every part.
+// It prints its choice on a line starting "fedbr-slice:" (which `make test` shows).
+func Slice(t testing.TB, suite string, names []string, n int) []string {
+	t.Helper()
+	if Long() {
+		fmt.Printf("fedbr-slice: %s: all %d parts (FEDBR_LONG=1)\n", suite, len(names))
+		return names
+	}
+	seed, err := Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked := SliceOf(seed, names, n)
+	fmt.Printf("fedbr-slice: %s: seed %d takes %d of %d parts: %s (FEDBR_SEED=<n> picks another, FEDBR_LONG=1 runs all)\n",
+		suite, seed, len(picked), len(names), strings.Join(picked, ", "))
+	return picked
+}
+
+// SliceOf is Slice's choice: n names from position (seed × n) mod len(names), wrapping round.
+func SliceOf(seed uint64, names []string, n int) []string {
+	if n >= len(names) {
+		return names
+	}
+	if n < 1 {
+		n = 1
+	}
+	start := int((seed * uint64(n)) % uint64(len(names)))
+	out := make([]string, 0, n)
+	for i := range n {
+		out = append(out, names[(start+i)%len(names)])
+	}
+	return out
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -40,12 +39,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	base := t.TempDir()
 	root := testenv.RepoRoot()
-	fedbr := filepath.Join(base, "fedbr-lab")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", fedbr, "./cmd/fedbr-lab")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build fedbr: %v: %s", err, out)
-	}
+	fedbr := testenv.Binary(t, "fedbr-lab")
 	bin, err := controlplane.DefaultBinDir(root)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# test.sh runs every test of `make test` (and, with FEDBR_LONG=1, of `make test-long`) in three
+# groups, each package's test binary linked once, and prints a table of the packages' times.
+#
+#   race: every package not named below, with the race detector, two packages at a time (-p 2;
+#         the ones that start an API server share one per package, internal/testenv).
+#   serial: packages that run fedbr's engine in-process against clusters of doubles on real
+#         timers (TTLs, leases, elections): the race detector on, one at a time.
+#   lab:  packages that run the whole lab (four Kubernetes clusters of processes, fedbr-lab
+#         built once) and nothing shipped in-process: one at a time, without the race detector
+#         (the code under test runs in the lab's processes, built without it, as `make demo`).
+#   image: hack/image's own module, without the race detector (it gzips a binary in one
+#         goroutine, which -race slows several times over).
+#
+# Every group runs even when an earlier one failed; the script exits non-zero if any did. Each
+# group's `go test -json` stream is kept in $TEST_OUT/<group>.json (default _output/test).
+# Environment: the Makefile sets KUBEBUILDER_ASSETS, FEDBR_HELM, FEDBR_PROMTOOL; this script
+# builds fedbr and fedbr-lab once into .cache/test-bin and names them in FEDBR_BIN and
+# FEDBR_LAB_BIN (internal/testenv.Binary). FEDBR_SEED picks the long suites' slice (default: the
+# day of the year), FEDBR_LONG=1 runs them whole. GOTEST_TIMEOUT bounds each package.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+SERIAL_PKGS=(./test/chain ./test/protocol ./internal/lab/bank)
+LAB_PKGS=(./test/e2e ./test/daytwo ./test/crash ./test/lab)
+TEST_OUT="${TEST_OUT:-_output/test}"
+TIMEOUT="${GOTEST_TIMEOUT:-30m}"
+
+mkdir -p .cache/test-bin "$TEST_OUT"
+rm -f "$TEST_OUT"/*.json
+start=$SECONDS
+# The binaries the tests run as processes, built once (as a test would build them: no -trimpath).
+go build -o .cache/test-bin/ ./cmd/fedbr ./cmd/fedbr-lab ./hack/testjson
+export FEDBR_BIN="$PWD/.cache/test-bin/fedbr" FEDBR_LAB_BIN="$PWD/.cache/test-bin/fedbr-lab"
+echo "test: binaries built in $((SECONDS - start))s"
+if [[ "${FEDBR_LONG:-}" == 1 ]]; then
+	echo "test: FEDBR_LONG=1: every part of the long suites"
+else
+	echo "test: long suites take the slice of seed ${FEDBR_SEED:-$(( 10#$(date -u +%j) )) (the day of the year)} (FEDBR_SEED=<n> picks another, make test-long runs all)"
+fi
+
+mapfile -t all < <(go list ./...)
+skip=" $(go list "${SERIAL_PKGS[@]}" "${LAB_PKGS[@]}" | tr '\n' ' ') "
+race=()
+for p in "${all[@]}"; do
+	[[ "$skip" == *" $p "* ]] || race+=("$p")
+done
+
+rc=0
+# group NAME DIR go-test-args...: runs go test -json in DIR, shows it through testjson.
+group() {
+	local name=$1 dir=$2 t=$SECONDS
+	shift 2
+	echo "test: group $name"
+	(cd "$dir" && go test -json -count=1 -timeout "$TIMEOUT" "$@" 2>&1) |
+		.cache/test-bin/testjson filter --out "$TEST_OUT/$name.json" || rc=1
+	echo "test: group $name took $((SECONDS - t))s"
+}
+group race . -race -p 2 "${race[@]}"
+group serial . -race -p 1 "${SERIAL_PKGS[@]}"
+group lab . -p 1 "${LAB_PKGS[@]}"
+group image hack/image ./...
+
+echo
+echo "test: packages by time (go test -json in $TEST_OUT):"
+.cache/test-bin/testjson table "$TEST_OUT"/*.json
+echo "test: all groups took $((SECONDS - start))s; $([[ $rc == 0 ]] && echo PASS || echo FAIL)"
+exit $rc
