@@ -432,7 +432,7 @@ func TestAgentChart(t *testing.T) {
 		values: map[string]any{"clusterName": "dp1"},
 		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--step-exit-delay=0s", "--metrics-bind-address=:8080",
 			"--health-probe-bind-address=:8081", "--leader-elect=true", "--leader-election-namespace=fedbr-system", "--max-concurrent-reconciles=4",
-			"--orphan-sweep-interval=10m", "--orphan-grace=1h", "--v=0"},
+			"--orphan-sweep-interval=10m", "--orphan-grace=1h", "--pod-annotations=iam.amazonaws.com/role,eks.amazonaws.com/role-arn", "--v=0"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDefaultPod(t, agent, d)
 			checkMonitoring(t, objs, "fedbr-agent", 8080, false)
@@ -465,7 +465,8 @@ func TestAgentChart(t *testing.T) {
 			"orphanSweep":             map[string]any{"interval": "30m", "grace": "2h"},
 			"policy": map[string]any{"sameNamespace": false, "namespaces": []any{"ops=tidb-*", "ci=tidb-ci"},
 				"images": []any{"registry.example.com/fedbr:*", "registry.example.com/warm:*"}, "hostPath": true,
-				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"}},
+				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"},
+				"volumeTypes": []any{"csi", "projected"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"}},
 			"verbosity":          1,
 			"apiServer":          map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "dp"},
 			"extraArgs":          []any{"--job-ttl=3h"},
@@ -481,7 +482,7 @@ func TestAgentChart(t *testing.T) {
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",
 			"--allowed-images=registry.example.com/fedbr:*,registry.example.com/warm:*", "--allow-host-path=true",
 			"--allowed-service-accounts=tidb/br-*", "--allow-privileged-warmup=true", "--allowed-env=HTTPS_PROXY,AWS_CA_BUNDLE",
-			"--v=1", "--job-ttl=3h"},
+			"--allowed-volume-types=csi,projected", "--pod-annotations=iam.amazonaws.com/role,sidecar.istio.io/*", "--v=1", "--job-ttl=3h"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDressed(t, d)
 			checkMonitoring(t, objs, "fedbr-agent", 8080, true)

@@ -3,6 +3,7 @@ package security
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,6 +130,8 @@ type row struct {
 	names   string
 	// setup creates what the input needs first (a TidbCluster).
 	setup func(t *testing.T)
+	// podAnnotations, when set, are exactly the annotations an allowed input's step pod carries.
+	podAnnotations map[string]string
 }
 
 func TestHostileInputs(t *testing.T) {
@@ -280,6 +283,9 @@ func assertAllowed(t *testing.T, r row) {
 			return false, err.Error()
 		}
 		img := j.Spec.Template.Spec.Containers[0].Image
+		if r.podAnnotations != nil && !maps.Equal(j.Spec.Template.Annotations, r.podAnnotations) {
+			t.Fatalf("the pause pod's annotations %v, want %v", j.Spec.Template.Annotations, r.podAnnotations)
+		}
 		return img == r.want, "image " + img
 	})
 	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, m); err != nil {

@@ -253,6 +253,54 @@ func table() []row {
 				t.ToolImage, t.ServiceAccount, t.Env = "evil.example.com/fedbr:v1", "tidb-admin", env("AWS_PROFILE=admin")
 			})},
 
+		// Issue 38: what could redirect the steps' AWS SDK (HOME and a file written from an
+		// annotation by a downward-API volume: ~/.aws/config naming another STS), or change what
+		// their process trusts or loads, or reach beyond the namespace's own objects.
+		{name: "backup steers the AWS SDK to a config file of its own (HOME, an annotation written by a downward-API volume)", outcome: refused,
+			want:  dpv1alpha1.VolumeTypeNotAllowedReason, // the first rule broken; the message names the rest
+			names: `spec.template.env[0].name "HOME"`,
+			input: backup("team-a", "p-aws-config", func(b *fedv1alpha1.VolumeBackup) {
+				b.Annotations = map[string]string{"x": "[default]\nservices = s\n[services s]\nsts =\n  endpoint_url = https://attacker.example.com\n"}
+				t := &b.Spec.Template
+				t.Env = env("HOME=/h")
+				t.AdditionalVolumes = []corev1.Volume{{Name: "aws-config", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{
+					Items: []corev1.DownwardAPIVolumeFile{{Path: "config", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.annotations['x']"}}}}}}}
+				t.AdditionalVolumeMounts = []corev1.VolumeMount{{Name: "aws-config", MountPath: "/h/.aws"}}
+			})},
+		{name: "backup writes its annotations into the pod's files (downward API)", outcome: refused, want: dpv1alpha1.VolumeTypeNotAllowedReason,
+			names: `spec.template.additionalVolumes[0].downwardAPI "meta": a downwardAPI volume is not an allowed type`,
+			input: tmpl("team-a", "p-downward-api", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "meta", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}}}
+			})},
+		{name: "restore projects a token of another audience", outcome: refused, want: dpv1alpha1.VolumeTypeNotAllowedReason,
+			names: `spec.template.additionalVolumes[0].projected "token"`,
+			input: rtmpl("team-a", "p-projected", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+					Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "vault", Path: "t"}}}}}}}
+			})},
+		{name: "backup mounts a CSI secrets store", outcome: refused, want: dpv1alpha1.VolumeTypeNotAllowedReason,
+			names: `spec.template.additionalVolumes[0].csi "secrets"`,
+			input: tmpl("team-a", "p-csi", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "secrets", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}}}}
+			})},
+		{name: "restore mounts an NFS share off the cluster", outcome: refused, want: dpv1alpha1.VolumeTypeNotAllowedReason,
+			names: `spec.template.additionalVolumes[0].nfs "share"`,
+			input: rtmpl("team-a", "p-nfs", func(t *fedv1alpha1.VolumeRestoreMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "share", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "10.0.0.9", Path: "/"}}}}
+			})},
+		{name: "backup turns the Go runtime's TLS checks off", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "GODEBUG"`,
+			input: tmpl("team-a", "p-godebug", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.Env = env("GODEBUG=x509sha1=1,tlsrsakex=1") })},
+		{name: "restore preloads a library into its steps", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "LD_PRELOAD"`,
+			input: rtmpl("team-a", "p-ld-preload", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.Env = env("LD_PRELOAD=/scratch/hook.so") })},
+		{name: "backup trusts a CA directory of its own", outcome: refused, want: dpv1alpha1.CredentialEnvNotAllowedReason,
+			names: `spec.template.env[0].name "SSL_CERT_DIR"`,
+			input: tmpl("team-a", "p-ca-dir", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.Env = env("SSL_CERT_DIR=/scratch") })},
+		{name: "restore sets a variable the operator did not list", outcome: refused, want: dpv1alpha1.EnvNotAllowedReason,
+			names: `spec.template.env[0].name "BR_EXTRA"`,
+			input: rtmpl("team-a", "p-unlisted-env", func(t *fedv1alpha1.VolumeRestoreMemberSpec) { t.Env = env("BR_EXTRA=1") })},
+
 		// Within policy: what the operator allowed runs.
 		{name: "backup pins an image the operator allowed by pattern", outcome: allowed, want: "registry.example.com/fedbr:v2",
 			setup: seedTC("team-a", "ok-pinned-image"),
@@ -260,6 +308,12 @@ func table() []row {
 		{name: "backup from a control-plane namespace the operator mapped", outcome: allowed, want: agentImage,
 			setup: seedTC("team-b", "ok-mapped"),
 			input: backup("ops", "ok-mapped", func(b *fedv1alpha1.VolumeBackup) { b.Spec.Clusters[0].TCNamespace = "team-b" })},
+		{name: "backup asking for sidecars: its step pods carry the IAM role annotation, no injector's", outcome: allowed, want: agentImage,
+			setup: seedTC("team-a", "ok-sidecars"), podAnnotations: map[string]string{"iam.amazonaws.com/role": "fedbr-steps"},
+			input: backup("team-a", "ok-sidecars", func(b *fedv1alpha1.VolumeBackup) {
+				b.Annotations = map[string]string{"iam.amazonaws.com/role": "fedbr-steps", "sidecar.istio.io/inject": "true",
+					"vault.hashicorp.com/agent-inject": "true", "eks.amazonaws.com/skip-containers": "br"}
+			})},
 		{name: "backup with harmless env, a scratch volume and the steps' own service account named", outcome: allowed, want: agentImage,
 			setup: seedTC("team-a", "ok-harmless"),
 			input: tmpl("team-a", "ok-harmless", func(t *fedv1alpha1.VolumeBackupMemberSpec) {

@@ -49,6 +49,13 @@ const (
 	// credentials or where they send them (AWS_*, KUBECONFIG, proxies, CA files, …) and the
 	// policy does not allow that name.
 	CredentialEnvNotAllowedReason = "CredentialEnvNotAllowed" //nolint:gosec // G101: a condition reason naming a rule, not a credential
+	// EnvNotAllowedReason: template env sets a variable the policy's allowlist does not name
+	// (by default only TZ and the Go runtime's GOMAXPROCS, GOMEMLIMIT and GOGC).
+	EnvNotAllowedReason = "EnvNotAllowed"
+	// VolumeTypeNotAllowedReason: a volume (template additionalVolumes, a local storage's
+	// volume) is of a type the policy does not allow (by default only emptyDir, configMap,
+	// secret and persistentVolumeClaim; hostPath has HostPathNotAllowedReason).
+	VolumeTypeNotAllowedReason = "VolumeTypeNotAllowed"
 	// IdentityMountNotAllowedReason: a volume mount (template additionalVolumeMounts, a local
 	// storage's volumeMount) lies over the directory of the pod's Kubernetes or AWS identity
 	// token, which would replace the steps' identity.

@@ -13,11 +13,13 @@ import (
 	"github.com/fedbr/fedbr/internal/controller/federation"
 )
 
-// userLabels and userAnnotations are what a user put on the VolumeBackup; fedbr's own keys
-// and kubectl's bookkeeping ride along and must stop at the manager or the agent.
+// userLabels and userAnnotations are what a user put on the VolumeBackup; fedbr's own keys,
+// kubectl's bookkeeping and a sidecar injector's annotation (not on the agent's default
+// --pod-annotations) ride along and must stop at the manager or the agent.
 var (
 	userLabels      = map[string]string{"team": "db", "cost-center": "42"}
-	userAnnotations = map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-br", "sidecar.istio.io/inject": "false"}
+	userAnnotations = map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-br"}
+	injectorAnnots  = map[string]string{"sidecar.istio.io/inject": "true", "vault.hashicorp.com/agent-inject": "true"}
 	ownedLabels     = map[string]string{job.LabelManagedBy: "helm", job.LabelMember: "fed-other", dpv1alpha1.LabelOwnerUID: "forged"}
 	ownedAnnots     = map[string]string{fedv1alpha1.AnnotationForceRemove: "true", corev1.LastAppliedConfigAnnotation: `{"kind":"VolumeBackup"}`}
 )
@@ -29,7 +31,7 @@ var (
 // own.
 func TestEveryStepPodCarriesTheBackupsMetadata(t *testing.T) {
 	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "ops", UID: "vb-uid",
-		Labels: union(userLabels, ownedLabels), Annotations: union(userAnnotations, ownedAnnots)}}
+		Labels: union(userLabels, ownedLabels), Annotations: union(userAnnotations, injectorAnnots, ownedAnnots)}}
 	withBackupsMeta := func(m *dpv1alpha1.VolumeBackupMember) {
 		meta := federation.NewMeta(b, m.Name, m.Namespace, t0)
 		m.Labels, m.Annotations = meta.Labels, meta.Annotations
@@ -63,14 +65,16 @@ func checkPodMeta(t *testing.T, step, member string, pod metav1.ObjectMeta) {
 		}
 	}
 	for k := range pod.Annotations {
-		if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation {
+		if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation || injectorAnnots[k] != "" {
 			t.Errorf("%s pod: annotation %s travelled to the pod", step, k)
 		}
 	}
 }
 
-func union(a, b map[string]string) map[string]string {
-	out := maps.Clone(a)
-	maps.Copy(out, b)
+func union(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
 	return out
 }

@@ -542,7 +542,7 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 		Image: p.o.Env.ImageOr(t.ToolImage), Args: args,
 		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
-		Labels: p.m.Labels, Annotations: p.m.Annotations,
+		Labels: p.m.Labels, Annotations: p.m.Annotations, AllowedAnnotations: p.o.Env.PodAnnotations,
 		Pod: job.PodTemplate{
 			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

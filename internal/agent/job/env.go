@@ -35,6 +35,9 @@ type Env struct {
 	// StepExitDelay is how long every step waits after writing its exit marker before it
 	// exits (the agent's --step-exit-delay; see sidecarSafe).
 	StepExitDelay time.Duration
+	// PodAnnotations are the member annotations (exact keys, or prefixes ending in *) a step's
+	// pod may carry (the agent's --pod-annotations); DefaultPodAnnotations when nil.
+	PodAnnotations []string
 }
 
 // CloudArgs are the AWS flags every step takes.

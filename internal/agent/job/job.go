@@ -113,7 +113,11 @@ type Spec struct {
 	// template.
 	Labels      map[string]string
 	Annotations map[string]string
-	Pod         PodTemplate
+	// AllowedAnnotations are the annotation keys (an exact key, or a prefix ending in *) of
+	// Annotations that the pod may carry: the agent's --pod-annotations (Env.PodAnnotations);
+	// DefaultPodAnnotations when nil.
+	AllowedAnnotations []string
+	Pod                PodTemplate
 	// ExitDelay is how long the step waits after writing its exit marker (see sidecarSafe).
 	ExitDelay time.Duration
 }
@@ -153,7 +157,7 @@ func Build(s Spec) *batchv1.Job {
 	labels[LabelName] = NameValue
 	labels[LabelComponent] = s.Step
 	labels[LabelStep] = s.Step
-	annotations := podAnnotations(s.Annotations)
+	annotations := podAnnotations(s.Annotations, s.AllowedAnnotations)
 	jobAnnotations := maps.Clone(annotations)
 	jobAnnotations[AnnotationOwner] = s.OwnerKind + "/" + s.Member
 	var owners []metav1.OwnerReference
@@ -259,16 +263,38 @@ func podLabels(member map[string]string) map[string]string {
 	return out
 }
 
-// podAnnotations are the member's annotations a step's Job and pod carry (for example
-// eks.amazonaws.com/role-arn, sidecar.istio.io/inject).
-func podAnnotations(member map[string]string) map[string]string {
+// DefaultPodAnnotations are the annotations a step's pod carries unless the agent's
+// --pod-annotations says otherwise: the pod-level IAM role keys (kube2iam's and kiam's
+// iam.amazonaws.com/role, and eks.amazonaws.com/role-arn).
+var DefaultPodAnnotations = []string{"iam.amazonaws.com/role", "eks.amazonaws.com/role-arn"}
+
+// podAnnotations are the member's annotations a step's Job and pod carry: those that travel on
+// (dpv1alpha1.CarriedAnnotations) and that allowed names (DefaultPodAnnotations when nil). An
+// annotation is read by whatever watches pods — a sidecar injector (sidecar.istio.io/*,
+// vault.hashicorp.com/*, config.linkerd.io/*) adds containers, volumes and credentials to the
+// pod on its word — so only the keys the operator allows travel, never the template author's
+// whole set.
+func podAnnotations(member map[string]string, allowed []string) map[string]string {
+	if allowed == nil {
+		allowed = DefaultPodAnnotations
+	}
 	out := dpv1alpha1.CarriedAnnotations(member)
 	for k := range out {
-		if jobControllerKey(k) {
+		if jobControllerKey(k) || !AnnotationAllowed(allowed, k) {
 			delete(out, k)
 		}
 	}
 	return out
+}
+
+// AnnotationAllowed says whether key is one of allowed: an exact key, or a prefix ending in *.
+func AnnotationAllowed(allowed []string, key string) bool {
+	for _, a := range allowed {
+		if p, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(key, p) || a == key {
+			return true
+		}
+	}
+	return false
 }
 
 func jobControllerKey(k string) bool {

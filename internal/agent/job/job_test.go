@@ -3,6 +3,7 @@ package job
 import (
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +64,9 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-// TestBuildCarriesTheMembersMetadata: a member's labels and annotations reach the Job and its
-// pod template, except fedbr's own keys, kubectl's last-applied-configuration and the Job
+// TestBuildCarriesTheMembersMetadata: a member's labels and its allowed annotations (by default
+// the IAM role keys only: a sidecar injector's key stays behind) reach the Job and its pod
+// template, except fedbr's own keys, kubectl's last-applied-configuration and the Job
 // controller's keys; fedbr's selector labels and owner annotation win over any copied value.
 func TestBuildCarriesTheMembersMetadata(t *testing.T) {
 	j := Build(Spec{Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepPause,
@@ -81,7 +83,7 @@ func TestBuildCarriesTheMembersMetadata(t *testing.T) {
 	})
 	wantLabels := map[string]string{"team": "db", LabelManagedBy: ManagedByValue, LabelMember: "fed-b1", LabelStep: StepPause,
 		LabelComponent: StepPause, LabelName: NameValue}
-	wantPodAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/br", "sidecar.istio.io/inject": "false"}
+	wantPodAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/br"}
 	wantJobAnnotations := maps.Clone(wantPodAnnotations)
 	wantJobAnnotations[AnnotationOwner] = "VolumeBackupMember/fed-b1"
 	for what, got := range map[string]map[string]string{"Job labels": j.Labels, "pod labels": j.Spec.Template.Labels} {
@@ -229,5 +231,33 @@ func TestBuildIsSidecarSafe(t *testing.T) {
 	}
 	if j := Build(Spec{Member: "m", Step: StepSnapshot}); j.Spec.Template.Spec.Containers[0].Env[1].Value != "0s" {
 		t.Errorf("no delay: %+v", j.Spec.Template.Spec.Containers[0].Env)
+	}
+}
+
+// TestPodAnnotationsAllowlist: the operator's --pod-annotations decide which of a member's
+// annotations its pods carry: exact keys and prefixes ending in *; none when empty; fedbr's own
+// keys and the Job controller's never, whatever the list says.
+func TestPodAnnotationsAllowlist(t *testing.T) {
+	member := map[string]string{
+		"iam.amazonaws.com/role": "br", "eks.amazonaws.com/role-arn": "arn", "sidecar.istio.io/inject": "true",
+		"sidecar.istio.io/userVolume": "[]", "vault.hashicorp.com/agent-inject": "true", "eks.amazonaws.com/skip-containers": "fedbr",
+		"config.linkerd.io/proxy-image": "evil", "fedbr.io/force-remove": "true", "batch.kubernetes.io/job-tracking": "",
+	}
+	for _, c := range []struct {
+		allowed []string
+		want    []string
+	}{
+		{nil, []string{"eks.amazonaws.com/role-arn", "iam.amazonaws.com/role"}},
+		{[]string{}, nil},
+		{[]string{"sidecar.istio.io/inject"}, []string{"sidecar.istio.io/inject"}},
+		{[]string{"sidecar.istio.io/*"}, []string{"sidecar.istio.io/inject", "sidecar.istio.io/userVolume"}},
+		{[]string{"*"}, []string{"config.linkerd.io/proxy-image", "eks.amazonaws.com/role-arn", "eks.amazonaws.com/skip-containers",
+			"iam.amazonaws.com/role", "sidecar.istio.io/inject", "sidecar.istio.io/userVolume", "vault.hashicorp.com/agent-inject"}},
+		{[]string{"eks.amazonaws.com/role"}, nil}, // an exact key is no prefix
+	} {
+		j := Build(Spec{Member: "m", Step: StepSnapshot, Annotations: member, AllowedAnnotations: c.allowed})
+		if got := slices.Sorted(maps.Keys(j.Spec.Template.Annotations)); !slices.Equal(got, c.want) {
+			t.Errorf("allowed %q: pod annotations %q, want %q", c.allowed, got, c.want)
+		}
 	}
 }

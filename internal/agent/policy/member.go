@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -129,8 +131,16 @@ func (p *Policy) Check(m Member) []Violation {
 		vs = append(vs, p.serviceAccountViolation("spec.template.serviceAccount", m.ServiceAccount))
 	}
 	for _, v := range m.Volumes {
-		if v.Volume.HostPath != nil && !p.c.HostPath {
-			vs = append(vs, hostPathViolation(v.Path+".hostPath.path", v.Volume.HostPath.Path))
+		if v.Volume.HostPath != nil {
+			if !p.c.HostPath {
+				vs = append(vs, hostPathViolation(v.Path+".hostPath.path", v.Volume.HostPath.Path))
+			}
+			continue
+		}
+		if t := VolumeType(v.Volume.VolumeSource); !p.volumeTypeAllowed(t) {
+			vs = append(vs, Violation{Rule: dpv1alpha1.VolumeTypeNotAllowedReason, Field: v.Path + "." + t, Value: v.Volume.Name,
+				Why: fmt.Sprintf("a %s volume is not an allowed type (allowed: %s); refused unless --allowed-volume-types names it", t,
+					strings.Join(append(slices.Clone(DefaultVolumeTypes), p.c.VolumeTypes...), ", "))})
 		}
 	}
 	for _, mt := range m.Mounts {
@@ -139,9 +149,9 @@ func (p *Policy) Check(m Member) []Violation {
 		}
 	}
 	for i, e := range m.Env {
-		if credentialEnv(e.Name) && !matchAny(p.c.Env, e.Name) {
-			vs = append(vs, Violation{Rule: dpv1alpha1.CredentialEnvNotAllowedReason, Field: fmt.Sprintf("%s[%d].name", m.EnvPath, i), Value: e.Name,
-				Why: "this variable chooses the steps' credentials or where they send them; refused unless --allowed-env names it"})
+		if v, ok := p.envViolation(e.Name); !ok {
+			v.Field = fmt.Sprintf("%s[%d].name", m.EnvPath, i)
+			vs = append(vs, v)
 		}
 	}
 	if m.BlockWarmup != "" && !p.c.PrivilegedWarmup {
@@ -213,22 +223,82 @@ func identityMountViolation(field, dir string) Violation {
 		Why: "this mount lies over the directory of the pod's identity token and would replace the steps' identity; never allowed"}
 }
 
-// credentialPrefixes and credentialNames are the environment variables that choose the steps'
-// credentials or where the steps send them: the AWS SDK's configuration (keys, profile, role,
-// web identity token file, container credentials, endpoints, region), fedbr's own (the lab root
-// under which the service-account token is read), the Kubernetes client's (kubeconfig, API
-// server address), the member a step reports to, and the proxies and CA files that would let
-// a third party read requests carrying the steps' credentials. Names are compared
-// case-insensitively (proxies are read in lower case too).
+// DefaultEnv are the variables any template may set: the time zone and the Go runtime's resource
+// knobs, none of which chooses what a step reads, trusts or where it sends anything.
+var DefaultEnv = []string{"TZ", "GOMAXPROCS", "GOMEMLIMIT", "GOGC"}
+
+// sensitivePrefixes and sensitiveNames are the variables that choose the steps' credentials, what
+// they trust, where they send requests, or what code or files their process loads: the AWS SDK's
+// configuration (keys, profile, role, web identity token file, container credentials, endpoints,
+// region) and its files (HOME holds ~/.aws), fedbr's own (the lab root under which the
+// service-account token is read), the Kubernetes client's (kubeconfig, API server address), the
+// member a step reports to, the proxies and CA files that would let a third party read requests
+// carrying the steps' credentials, the Go runtime's debug switches (GODEBUG turns TLS and X.509
+// checks off) and the dynamic loader's (LD_PRELOAD). Names are compared case-insensitively
+// (proxies are read in lower case too). --allowed-env allows one only by its exact name.
 var (
-	credentialPrefixes = []string{"AWS_", "FEDBR_"}
-	credentialNames    = []string{"KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE", "POD_NAME",
-		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR"}
+	sensitivePrefixes = []string{"AWS_", "FEDBR_", "LD_", "SSL_", "KUBERNETES_", "GODEBUG", "GOTRACEBACK"}
+	sensitiveNames    = []string{"HOME", "KUBECONFIG", "POD_NAMESPACE", "POD_NAME", "PATH", "TMPDIR",
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE"}
 )
 
-func credentialEnv(name string) bool {
+// SensitiveEnv says whether a variable is one of the sensitive ones.
+func SensitiveEnv(name string) bool {
 	n := strings.ToUpper(name)
-	return slices.Contains(credentialNames, n) || slices.ContainsFunc(credentialPrefixes, func(p string) bool { return strings.HasPrefix(n, p) })
+	return slices.Contains(sensitiveNames, n) || slices.ContainsFunc(sensitivePrefixes, func(p string) bool { return strings.HasPrefix(n, p) })
+}
+
+// envViolation judges a template variable: allowed when DefaultEnv names it or an --allowed-env
+// pattern matches it, a sensitive one only when --allowed-env names it exactly.
+func (p *Policy) envViolation(name string) (Violation, bool) {
+	if SensitiveEnv(name) {
+		if slices.Contains(p.c.Env, name) {
+			return Violation{}, true
+		}
+		return Violation{Rule: dpv1alpha1.CredentialEnvNotAllowedReason, Value: name,
+			Why: "this variable chooses the steps' credentials, what they trust, where they send requests or what their process loads; " +
+				"refused unless --allowed-env names it exactly"}, false
+	}
+	if slices.Contains(DefaultEnv, name) || matchAny(p.c.Env, name) {
+		return Violation{}, true
+	}
+	return Violation{Rule: dpv1alpha1.EnvNotAllowedReason, Value: name,
+		Why: fmt.Sprintf("not an allowed variable (allowed: %s); refused unless --allowed-env names it", strings.Join(append(slices.Clone(DefaultEnv), p.c.Env...), ", "))}, false
+}
+
+// DefaultVolumeTypes are the volume types any template's volumes may have: a scratch directory,
+// a ConfigMap or Secret of the member's own namespace, and a claim there. Every other type can
+// reach beyond that namespace's objects or write pod-chosen content into files a library reads
+// on its own (downwardAPI and projected write the pod's annotations, for one).
+var DefaultVolumeTypes = []string{"emptyDir", "configMap", "secret", "persistentVolumeClaim"}
+
+// volumeTypes are the types of corev1.VolumeSource, by their JSON field.
+var volumeTypes = []string{"hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "secret", "nfs", "iscsi",
+	"glusterfs", "persistentVolumeClaim", "rbd", "flexVolume", "cinder", "cephfs", "flocker", "downwardAPI", "fc", "azureFile",
+	"configMap", "vsphereVolume", "quobyte", "azureDisk", "photonPersistentDisk", "projected", "portworxVolume", "scaleIO",
+	"storageos", "csi", "ephemeral", "image"}
+
+// VolumeType is the JSON field of the volume source that is set: emptyDir when none is (as the
+// API server defaults a pod's volume), and the fields joined by "+" when several are (which no
+// allowlist names: the API server would refuse such a pod, the policy refuses the member first).
+func VolumeType(v corev1.VolumeSource) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "invalid"
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) != nil {
+		return "invalid"
+	}
+	if len(fields) == 0 {
+		return "emptyDir"
+	}
+	keys := slices.Sorted(maps.Keys(fields))
+	return strings.Join(keys, "+")
+}
+
+func (p *Policy) volumeTypeAllowed(t string) bool {
+	return slices.Contains(DefaultVolumeTypes, t) || slices.Contains(p.c.VolumeTypes, t)
 }
 
 // identityDirs hold the tokens a pod's identities are read from: its Kubernetes service

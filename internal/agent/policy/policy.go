@@ -53,9 +53,14 @@ type Config struct {
 	// PrivilegedWarmup allows warm-ups that read block devices, in privileged containers
 	// (--allow-privileged-warmup).
 	PrivilegedWarmup bool
-	// Env are glob patterns of credential variables a template may set after all
-	// (--allowed-env).
+	// Env are glob patterns of further variables a template may set (--allowed-env), beyond
+	// DefaultEnv. A sensitive variable (SensitiveEnv: AWS_*, HOME, proxies, CA files, GODEBUG,
+	// LD_*, …) is allowed only by its exact name, never by a pattern.
 	Env []string
+	// VolumeTypes are further volume types (the field of a volume source: downwardAPI,
+	// projected, csi, …) a template's volumes may have (--allowed-volume-types), beyond
+	// DefaultVolumeTypes. hostPath is HostPath's.
+	VolumeTypes []string
 }
 
 // Policy is a validated Config.
@@ -103,6 +108,14 @@ func New(c Config) (*Policy, error) {
 		}
 	}
 	errs = append(errs, globs("--allowed-env", c.Env)...)
+	for _, t := range c.VolumeTypes {
+		switch {
+		case t == "hostPath":
+			errs = append(errs, errors.New("--allowed-volume-types hostPath: hostPath volumes are --allow-host-path's"))
+		case !slices.Contains(volumeTypes, t):
+			errs = append(errs, fmt.Errorf("--allowed-volume-types %q: not a volume type (one of %s)", t, strings.Join(volumeTypes, ", ")))
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -177,9 +190,10 @@ func (p *Policy) String() string {
 		}
 		return strings.Join(l, ", ")
 	}
-	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; credential env: %s",
+	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; env: %s; volume types: %s",
 		list(ns), list(append([]string{p.c.AgentImage}, p.c.Images...)), list(append([]string{p.c.StepServiceAccount}, p.c.ServiceAccounts...)),
-		onOff(p.c.HostPath), onOff(p.c.PrivilegedWarmup), list(p.c.Env))
+		onOff(p.c.HostPath), onOff(p.c.PrivilegedWarmup), list(append(slices.Clone(DefaultEnv), p.c.Env...)),
+		list(append(slices.Clone(DefaultVolumeTypes), p.c.VolumeTypes...)))
 }
 
 func onOff(b bool) string {

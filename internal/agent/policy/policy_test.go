@@ -38,6 +38,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"empty image pattern", Config{Images: []string{" "}}, "--allowed-images: an empty pattern"},
 		{"service account with two slashes", Config{ServiceAccounts: []string{"a/b/c"}}, `--allowed-service-accounts "a/b/c": want NAME or NAMESPACE/NAME`},
 		{"bad env glob", Config{Env: []string{"AWS_\\"}}, `--allowed-env "AWS_\\": not a glob pattern`},
+		{"unknown volume type", Config{VolumeTypes: []string{"downwardApi"}}, `--allowed-volume-types "downwardApi": not a volume type`},
+		{"hostPath as a volume type", Config{VolumeTypes: []string{"hostPath"}}, "--allowed-volume-types hostPath: hostPath volumes are --allow-host-path's"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.c.AgentImage, tt.c.StepServiceAccount = agentImage, "fedbr-br"
@@ -171,9 +173,54 @@ func TestCheckBackupMember(t *testing.T) {
 			{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[4].name", "KUBECONFIG"},
 			{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[5].name", "SSL_CERT_FILE"},
 		}},
-		{name: "credential variable allowed by name", c: Config{SameNamespace: true, Env: []string{"AWS_REGION", "AWS_MAX_*"}}, m: backupMember(withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
-			t.Env = []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-west-2"}, {Name: "AWS_MAX_ATTEMPTS", Value: "5"}, {Name: "AWS_PROFILE", Value: "x"}}
-		})), want: []violation{{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[2].name", "AWS_PROFILE"}}},
+		{name: "credential variable allowed by exact name only, never by a pattern", c: Config{SameNamespace: true, Env: []string{"AWS_REGION", "AWS_MAX_*", "*"}},
+			m: backupMember(withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = []corev1.EnvVar{{Name: "AWS_REGION", Value: "us-west-2"}, {Name: "AWS_MAX_ATTEMPTS", Value: "5"}, {Name: "AWS_PROFILE", Value: "x"}, {Name: "APP_MODE", Value: "x"}}
+			})), want: []violation{
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[1].name", "AWS_MAX_ATTEMPTS"},
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[2].name", "AWS_PROFILE"},
+			}},
+		// issue 38: the variables that redirect the AWS SDK or what the process loads and trusts,
+		// and anything not on the allowlist.
+		{name: "HOME, the Go runtime's debug switches, the loader, CA bundles and unlisted variables", c: Config{SameNamespace: true},
+			m: backupMember(withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = []corev1.EnvVar{{Name: "HOME", Value: "/h"}, {Name: "GODEBUG", Value: "x509ignoreCN=1"}, {Name: "LD_PRELOAD", Value: "/x.so"},
+					{Name: "SSL_CERT_DIR", Value: "/x"}, {Name: "home", Value: "/h"}, {Name: "GOMAXPROCS", Value: "2"}, {Name: "APP_MODE", Value: "x"}}
+			})), want: []violation{
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[0].name", "HOME"},
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[1].name", "GODEBUG"},
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[2].name", "LD_PRELOAD"},
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[3].name", "SSL_CERT_DIR"},
+				{dpv1alpha1.CredentialEnvNotAllowedReason, "spec.template.env[4].name", "home"},
+				{dpv1alpha1.EnvNotAllowedReason, "spec.template.env[6].name", "APP_MODE"},
+			}},
+		{name: "a variable the operator allowed by pattern", c: Config{SameNamespace: true, Env: []string{"APP_*"}},
+			m: backupMember(withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.Env = []corev1.EnvVar{{Name: "APP_MODE", Value: "x"}, {Name: "TZ", Value: "UTC"}}
+			}))},
+		{name: "volume types beyond scratch, ConfigMap, Secret and claim", c: Config{SameNamespace: true},
+			m: backupMember(withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{
+					{Name: "scratch"}, {Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+					{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "x"}}},
+					{Name: "pvc", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
+					{Name: "aws-config", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}},
+					{Name: "p", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+					{Name: "c", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}}},
+					{Name: "n", VolumeSource: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "10.0.0.1", Path: "/"}}},
+					{Name: "two", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}, DownwardAPI: &corev1.DownwardAPIVolumeSource{}}},
+				}
+			})), want: []violation{
+				{dpv1alpha1.VolumeTypeNotAllowedReason, "spec.template.additionalVolumes[4].downwardAPI", "aws-config"},
+				{dpv1alpha1.VolumeTypeNotAllowedReason, "spec.template.additionalVolumes[5].projected", "p"},
+				{dpv1alpha1.VolumeTypeNotAllowedReason, "spec.template.additionalVolumes[6].csi", "c"},
+				{dpv1alpha1.VolumeTypeNotAllowedReason, "spec.template.additionalVolumes[7].nfs", "n"},
+				{dpv1alpha1.VolumeTypeNotAllowedReason, "spec.template.additionalVolumes[8].downwardAPI+emptyDir", "two"},
+			}},
+		{name: "a volume type the operator allowed", c: Config{SameNamespace: true, VolumeTypes: []string{"csi"}},
+			m: backupMember(withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.AdditionalVolumes = []corev1.Volume{{Name: "c", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d"}}}}
+			}))},
 		{name: "everything at once, in order", c: Config{SameNamespace: true}, m: backupMember(owner("team-a"), withTemplate(func(t *fedv1alpha1.VolumeBackupMemberSpec) {
 			t.ToolImage, t.ServiceAccount = "evil:1", "default"
 			t.Env = []corev1.EnvVar{{Name: "AWS_SECRET_ACCESS_KEY"}}
@@ -313,7 +360,7 @@ func TestMessageNamesEveryFieldAndValue(t *testing.T) {
 func TestString(t *testing.T) {
 	s := mustNew(t, Config{SameNamespace: true, Namespaces: []string{"ops=tidb,tidb-*"}, Images: []string{"r/*"}, HostPath: true}).String()
 	for _, want := range []string{"namespaces: same name, [ops=tidb,tidb-*]", "images: registry.example.com/fedbr:v1, r/*", "service accounts: fedbr-br",
-		"hostPath allowed", "privileged warm-up refused", "credential env: none"} {
+		"hostPath allowed", "privileged warm-up refused", "env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC", "volume types: emptyDir, configMap, secret, persistentVolumeClaim"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("%q lacks %q", s, want)
 		}

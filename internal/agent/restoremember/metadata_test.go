@@ -17,14 +17,17 @@ import (
 // TestEveryStepPodCarriesTheRestoresMetadata: an annotation and a label on the VolumeRestore
 // reach the pod template of every kind of Job a restore member runs (restore-volumes,
 // restore-data armed and plain, sync and async warm-up), through the manager's member
-// (federation.NewMeta) and the agent's Jobs; fedbr's own keys and kubectl's
-// last-applied-configuration do not, and the agent's selector labels are its own.
+// (federation.NewMeta) and the agent's Jobs; fedbr's own keys, kubectl's
+// last-applied-configuration and an annotation the agent's --pod-annotations does not name (a
+// sidecar injector's) do not, and the agent's selector labels are its own.
 func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 	userLabels := map[string]string{"team": "db"}
-	userAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-restore", "sidecar.istio.io/inject": "false"}
+	userAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-restore"}
+	// Not on the agent's --pod-annotations (its default): stays on the member.
+	injector := map[string]string{"sidecar.istio.io/inject": "true"}
 	vr := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: "ops", UID: "vr-uid",
 		Labels: union(userLabels, map[string]string{job.LabelManagedBy: "helm", job.LabelStep: job.StepPause, dpv1alpha1.LabelOwnerName: "forged"}),
-		Annotations: union(userAnnotations, map[string]string{fedv1alpha1.AnnotationForceRemove: "true",
+		Annotations: union(userAnnotations, injector, map[string]string{fedv1alpha1.AnnotationForceRemove: "true",
 			corev1.LastAppliedConfigAnnotation: `{"kind":"VolumeRestore"}`, AnnotationRecoveryPods: "forged"}),
 	}}
 	withRestoresMeta := func(m *dpv1alpha1.VolumeRestoreMember) {
@@ -80,7 +83,7 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 			t.Errorf("Job %s pod: step label %q", j.Name, got)
 		}
 		for k := range pod.Annotations {
-			if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation {
+			if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation || injector[k] != "" {
 				t.Errorf("Job %s pod: annotation %s travelled to the pod", j.Name, k)
 			}
 		}
@@ -95,8 +98,10 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 	}
 }
 
-func union(a, b map[string]string) map[string]string {
-	out := maps.Clone(a)
-	maps.Copy(out, b)
+func union(ms ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
 	return out
 }

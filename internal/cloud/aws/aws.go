@@ -290,17 +290,25 @@ func tagMap[T any](tags []T, kv func(T) (string, string)) map[string]string {
 	return m
 }
 
-// LoadConfig returns base (copied) or else the SDK's default configuration for region:
-// credentials come from the SDK's default chain (environment, shared files, web identity,
-// container or instance role) whether or not an endpoint override is set. An override only
-// says where the calls go; a process that talks to the lab's AWS double is given the double's
+// LoadConfig returns base (copied) or else the SDK's configuration for region from the process's
+// environment only: credentials from the SDK's chain without its files (static keys in the
+// environment, web identity as IRSA injects it, container credentials as EKS Pod Identity
+// injects them, or the instance metadata service, which kube2iam answers). The shared config and
+// credentials files (~/.aws/config, ~/.aws/credentials) are never read: where a pod's HOME or
+// files could be chosen by whoever wrote its template, such a file could send the web identity
+// token to another STS endpoint (services, endpoint_url), assume another role or run a
+// credential_process; the environment is the agent's and the operator's alone (the agent's
+// policy refuses AWS_ and HOME in a template, docs/security.md). An endpoint override only says
+// where the calls go; a process that talks to the lab's AWS double is given the double's
 // credentials explicitly (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in its environment, or
 // base), never by the mere presence of an endpoint.
 func LoadConfig(ctx context.Context, base *awssdk.Config, region string) (awssdk.Config, error) {
 	if base != nil {
 		return base.Copy(), nil
 	}
-	ac, err := config.LoadDefaultConfig(ctx, config.WithRegion(region))
+	ac, err := config.LoadDefaultConfig(ctx, config.WithRegion(region),
+		// Empty, not nil: nil would mean the default files.
+		config.WithSharedConfigFiles([]string{}), config.WithSharedCredentialsFiles([]string{}))
 	if err != nil {
 		return awssdk.Config{}, fmt.Errorf("load AWS config for region %s: %w", region, err)
 	}

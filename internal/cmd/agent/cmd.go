@@ -105,7 +105,7 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.IntVar(&o.maxConcurrent, "max-concurrent-reconciles", 4, "members reconciled in parallel per kind")
 	f.DurationVar(&o.sweepInterval, "orphan-sweep-interval", sweeper.DefaultInterval, "how often the leader sweeps orphans: snapshots and volumes the steps created but never recorded whose member is gone (0 disables the sweeper)")
 	f.DurationVar(&o.orphanGrace, "orphan-grace", sweeper.DefaultGrace, "how old an orphan must be before it is deleted; keep it above the longest time a step may still run after its member is gone")
-	addPolicyFlags(f, &o.policyConfig)
+	addPolicyFlags(f, &o.policyConfig, &o.env)
 	f.IntVar(&o.verbosity, "v", 0, "log verbosity: 1 adds one line per reconcile with the planned actions")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
 	return cmd
@@ -113,8 +113,9 @@ else $KUBECONFIG. See docs/agent.md.`,
 
 // addPolicyFlags binds the policy's flags (docs/agent.md, "Policy"). The defaults are the safe
 // policy: same-named namespaces only, the agent's own image, the steps' own service account, no
-// hostPath, no credential variables, no privileged warm-up.
-func addPolicyFlags(f *pflag.FlagSet, c *policy.Config) {
+// hostPath, no variables but harmless ones, only scratch, ConfigMap, Secret and claim volumes, no
+// privileged warm-up.
+func addPolicyFlags(f *pflag.FlagSet, c *policy.Config, env *job.Env) {
 	f.BoolVar(&c.SameNamespace, "allow-same-namespace", true,
 		"let a VolumeBackup or VolumeRestore act on the data-plane namespace named like its own control-plane namespace")
 	f.StringArrayVar(&c.Namespaces, "allow-namespaces", nil,
@@ -127,7 +128,13 @@ func addPolicyFlags(f *pflag.FlagSet, c *policy.Config) {
 	f.BoolVar(&c.PrivilegedWarmup, "allow-privileged-warmup", false,
 		"allow warm-ups that read block devices (fio; hybrid and fsr of a TiKV with volumes besides its data volume), which run privileged")
 	f.StringSliceVar(&c.Env, "allowed-env", nil,
-		"glob patterns of the credential variables (AWS_*, FEDBR_*, KUBECONFIG, proxies, CA files, …) a template's env may set")
+		"glob patterns of the variables a template's env may set besides "+strings.Join(policy.DefaultEnv, ", ")+
+			"; a sensitive variable (AWS_*, HOME, proxies, CA files, GODEBUG, LD_*, FEDBR_*, KUBECONFIG, …) only by its exact name")
+	f.StringSliceVar(&env.PodAnnotations, "pod-annotations", job.DefaultPodAnnotations,
+		"annotation keys (exact, or a prefix ending in *) of a VolumeBackup's or VolumeRestore's that its step pods carry; the rest (sidecar injectors' among them) stay on the member (empty: none)")
+	f.StringSliceVar(&c.VolumeTypes, "allowed-volume-types", nil,
+		"volume types (downwardAPI, projected, csi, ephemeral, nfs, …) a template's volumes may have besides "+
+			strings.Join(policy.DefaultVolumeTypes, ", ")+" (hostPath: --allow-host-path)")
 }
 
 func (o *options) validate() error {
@@ -186,8 +193,12 @@ func (o *options) run(cmd *cobra.Command) error {
 		if o.sweepInterval > 0 {
 			sweep = fmt.Sprintf("orphan sweep every %s, grace %s", o.sweepInterval, o.orphanGrace)
 		}
-		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s; policy: %s\n",
-			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy)
+		annotations := "none"
+		if len(o.env.PodAnnotations) > 0 {
+			annotations = strings.Join(o.env.PodAnnotations, ", ")
+		}
+		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s; policy: %s; pod annotations: %s\n",
+			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy, annotations)
 		return err
 	}
 	cfg, err := o.restConfig()
