@@ -163,13 +163,19 @@ unit: $(HELM) $(PROMTOOL) ## Run the unit tests only (no API server).
 	FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" go test -short $(GOTEST_FLAGS) ./...
 	$(IMAGE_TEST)
 
+# The tools make test needs, built concurrently on a cold machine: the builds' serial stretches
+# (big packages, links) leave a core idle that another build fills.
+.PHONY: tools
+tools: ## Build (once) the Kubernetes binaries, golangci-lint, helm and promtool, at once.
+	$(MAKE) --no-print-directory -j4 k8s-bin $(GOLANGCI_LINT) $(HELM) $(PROMTOOL)
+
 .PHONY: test
-test: vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Vet, lint, check generated files, run every test (a slice of the long suites) and print the packages' times.
+test: tools vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Vet, lint, check generated files, run every test (a slice of the long suites) and print the packages' times.
 	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" \
 		GOTEST_TIMEOUT=30m bash hack/test.sh
 
 .PHONY: test-long
-test-long: vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## make test with every part of the long suites (all crash points, e2e runs, day-2 scenarios), then make negative-controls.
+test-long: tools vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## make test with every part of the long suites (all crash points, e2e runs, day-2 scenarios), then make negative-controls.
 	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" \
 		FEDBR_LONG=1 GOTEST_TIMEOUT=180m bash hack/test.sh
 	$(MAKE) negative-controls

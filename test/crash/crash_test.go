@@ -31,7 +31,7 @@ import (
 )
 
 // ciPoints is how many points a CI run takes.
-const ciPoints = 3
+const ciPoints = 2
 
 type vb = fedv1alpha1.VolumeBackup
 type vr = fedv1alpha1.VolumeRestore
