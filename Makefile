@@ -41,7 +41,7 @@ help: ## List the targets.
 
 .PHONY: build
 build: ## Build bin/fedbr (what users install) and bin/fedbr-lab (fedbr plus the lab).
-	go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/fedbr ./cmd/fedbr-lab
+	CGO_ENABLED=0 go build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/fedbr ./cmd/fedbr-lab
 	@stat -c %s bin/fedbr | awk '{printf "bin/fedbr: %.1f MiB (%d bytes)\n", $$1 / 1048576, $$1}'
 
 # The image, built by hack/image without a Docker daemon, from scratch (docs/install.md).
@@ -101,9 +101,11 @@ fmt: $(GOLANGCI_LINT) ## Format the code.
 	$(GOLANGCI_LINT) fmt ./...
 
 .PHONY: vet
+# With the flags of make test's builds that run without the race detector (hack/test.sh), so
+# that vet's compiled dependencies serve them.
 vet: ## Run go vet.
-	go vet ./...
-	cd hack/image && go vet ./...
+	CGO_ENABLED=0 go vet -trimpath ./...
+	cd hack/image && CGO_ENABLED=0 go vet -trimpath ./...
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml).

@@ -75,8 +75,10 @@ func buildLocked(name string) (string, error) {
 		return "", fmt.Errorf("lock %s: %w", dir, err)
 	}
 	out := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	// The flags of hack/test.sh's build, so that the two share the compiled packages.
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/"+name)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/%s: %w: %s", name, err, b)
 	}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/checkout"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 )
 
@@ -54,11 +54,8 @@ func init() {
 	}
 }
 
-// RepoRoot is the folder that holds go.mod, found from this source file.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
+// RepoRoot is the fedbr checkout the tests run in (checkout.Root).
+func RepoRoot() string { return checkout.Root() }
 
 // AssetsDir returns the folder with kube-apiserver, etcd and kubectl (see
 // controlplane.DefaultBinDir).

@@ -18,13 +18,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/lab/checkout"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
 )
@@ -208,30 +207,9 @@ func Load(dir string) (*Lab, error) {
 	return l, nil
 }
 
-// RepoRoot is the checkout this package was built from (tests, `go run`), found from this
-// source file; in a binary built with -trimpath (`make build`, whose bin/fedbr-lab `make demo`
-// runs), which records no source path, the fedbr checkout holding the working directory. The
-// defaults of BinDir, CRDDirs, the charts and the status guard live there.
-func RepoRoot() string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Clean(filepath.Join(filepath.Dir(file), "..", "..", ".."))
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return "."
-	}
-	for dir := wd; ; dir = filepath.Dir(dir) {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(data), "module "+modulePath+"\n") {
-			return dir
-		}
-		if filepath.Dir(dir) == dir {
-			return wd
-		}
-	}
-}
-
-// modulePath is fedbr's Go module, named on the first line of its checkout's go.mod.
-const modulePath = "github.com/fedbr/fedbr"
+// RepoRoot is the fedbr checkout (checkout.Root): the defaults of BinDir, CRDDirs, the charts
+// and the status guard live there.
+func RepoRoot() string { return checkout.Root() }
 
 // validate checks what NewPlan does not: the paths.
 func (o Options) validate() error {
