@@ -466,7 +466,8 @@ func TestAgentChart(t *testing.T) {
 			"policy": map[string]any{"sameNamespace": false, "namespaces": []any{"ops=tidb-*", "ci=tidb-ci"},
 				"images": []any{"registry.example.com/fedbr:*", "registry.example.com/warm:*"}, "hostPath": true,
 				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"},
-				"volumeTypes": []any{"csi", "projected"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"}},
+				"volumeTypes": []any{"csi", "projected"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"},
+				"podLabels": []any{"team", "app.kubernetes.io/*"}},
 			"verbosity":          1,
 			"apiServer":          map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "dp"},
 			"extraArgs":          []any{"--job-ttl=3h"},
@@ -482,7 +483,8 @@ func TestAgentChart(t *testing.T) {
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",
 			"--allowed-images=registry.example.com/fedbr:*,registry.example.com/warm:*", "--allow-host-path=true",
 			"--allowed-service-accounts=tidb/br-*", "--allow-privileged-warmup=true", "--allowed-env=HTTPS_PROXY,AWS_CA_BUNDLE",
-			"--allowed-volume-types=csi,projected", "--pod-annotations=iam.amazonaws.com/role,sidecar.istio.io/*", "--v=1", "--job-ttl=3h"},
+			"--allowed-volume-types=csi,projected", "--pod-annotations=iam.amazonaws.com/role,sidecar.istio.io/*",
+			"--pod-labels=team,app.kubernetes.io/*", "--v=1", "--job-ttl=3h"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDressed(t, d)
 			checkMonitoring(t, objs, "fedbr-agent", 8080, true)

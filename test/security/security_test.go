@@ -132,6 +132,8 @@ type row struct {
 	setup func(t *testing.T)
 	// podAnnotations, when set, are exactly the annotations an allowed input's step pod carries.
 	podAnnotations map[string]string
+	// podLabelsAbsent, when set, are label keys an allowed input's step pod must not carry.
+	podLabelsAbsent []string
 }
 
 func TestHostileInputs(t *testing.T) {
@@ -285,6 +287,11 @@ func assertAllowed(t *testing.T, r row) {
 		img := j.Spec.Template.Spec.Containers[0].Image
 		if r.podAnnotations != nil && !maps.Equal(j.Spec.Template.Annotations, r.podAnnotations) {
 			t.Fatalf("the pause pod's annotations %v, want %v", j.Spec.Template.Annotations, r.podAnnotations)
+		}
+		for _, k := range r.podLabelsAbsent {
+			if _, ok := j.Spec.Template.Labels[k]; ok {
+				t.Fatalf("the pause pod carries the label %s: %v", k, j.Spec.Template.Labels)
+			}
 		}
 		return img == r.want, "image " + img
 	})

@@ -314,6 +314,11 @@ func table() []row {
 				b.Annotations = map[string]string{"iam.amazonaws.com/role": "fedbr-steps", "sidecar.istio.io/inject": "true",
 					"vault.hashicorp.com/agent-inject": "true", "eks.amazonaws.com/skip-containers": "br"}
 			})},
+		{name: "backup labelled for a sidecar injector and a workload identity: its step pods carry none of its labels", outcome: allowed, want: agentImage,
+			setup: seedTC("team-a", "ok-labels"), podLabelsAbsent: []string{"istio.io/rev", "sidecar.istio.io/inject", "azure.workload.identity/use", "team"},
+			input: backup("team-a", "ok-labels", func(b *fedv1alpha1.VolumeBackup) {
+				b.Labels = map[string]string{"istio.io/rev": "canary", "sidecar.istio.io/inject": "true", "azure.workload.identity/use": "true", "team": "db"}
+			})},
 		{name: "backup with harmless env, a scratch volume and the steps' own service account named", outcome: allowed, want: agentImage,
 			setup: seedTC("team-a", "ok-harmless"),
 			input: tmpl("team-a", "ok-harmless", func(t *fedv1alpha1.VolumeBackupMemberSpec) {

@@ -543,6 +543,7 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
 		Labels: p.m.Labels, Annotations: p.m.Annotations, AllowedAnnotations: p.o.Env.PodAnnotations,
+		AllowedLabels: p.o.Env.PodLabels,
 		Pod: job.PodTemplate{
 			Env: t.Env, Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

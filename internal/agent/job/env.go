@@ -38,6 +38,9 @@ type Env struct {
 	// PodAnnotations are the member annotations (exact keys, or prefixes ending in *) a step's
 	// pod may carry (the agent's --pod-annotations); DefaultPodAnnotations when nil.
 	PodAnnotations []string
+	// PodLabels are the member labels (exact keys, or prefixes ending in *) a step's Job and pod
+	// may carry (the agent's --pod-labels); none when empty.
+	PodLabels []string
 }
 
 // CloudArgs are the AWS flags every step takes.

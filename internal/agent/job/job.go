@@ -115,9 +115,10 @@ type Spec struct {
 	Annotations map[string]string
 	// AllowedAnnotations are the annotation keys (an exact key, or a prefix ending in *) of
 	// Annotations that the pod may carry: the agent's --pod-annotations (Env.PodAnnotations);
-	// DefaultPodAnnotations when nil.
-	AllowedAnnotations []string
-	Pod                PodTemplate
+	// DefaultPodAnnotations when nil. AllowedLabels are those of Labels the Job and the pod
+	// carry: the agent's --pod-labels (Env.PodLabels); none when empty.
+	AllowedAnnotations, AllowedLabels []string
+	Pod                               PodTemplate
 	// ExitDelay is how long the step waits after writing its exit marker (see sidecarSafe).
 	ExitDelay time.Duration
 }
@@ -150,14 +151,18 @@ func Build(s Spec) *batchv1.Job {
 	if name == "" {
 		name = Name(s.Member, s.Step)
 	}
-	labels := podLabels(s.Labels)
+	labels := allowedKeys(dpv1alpha1.CarriedLabels(s.Labels), s.AllowedLabels)
 	for k, v := range Selector(s.Member) {
 		labels[k] = v
 	}
 	labels[LabelName] = NameValue
 	labels[LabelComponent] = s.Step
 	labels[LabelStep] = s.Step
-	annotations := podAnnotations(s.Annotations, s.AllowedAnnotations)
+	allowedAnnotations := s.AllowedAnnotations
+	if allowedAnnotations == nil {
+		allowedAnnotations = DefaultPodAnnotations
+	}
+	annotations := allowedKeys(dpv1alpha1.CarriedAnnotations(s.Annotations), allowedAnnotations)
 	jobAnnotations := maps.Clone(annotations)
 	jobAnnotations[AnnotationOwner] = s.OwnerKind + "/" + s.Member
 	var owners []metav1.OwnerReference
@@ -248,47 +253,30 @@ func InPod(p string) string {
 	return strings.TrimLeft(p, "/")
 }
 
-// podLabels are the member's labels a step's Job and pod carry: those that travel on
-// (dpv1alpha1.CarriedLabels) except the keys the Job controller puts on every pod it creates
-// (batch.kubernetes.io/*, job-name, controller-uid): a Job whose template sets them otherwise
-// is refused. Build then sets fedbr's own labels over them, so a user's label can neither take
-// a step's pod out of the agent's selection nor put another member's pod into it.
-func podLabels(member map[string]string) map[string]string {
-	out := dpv1alpha1.CarriedLabels(member)
-	for k := range out {
-		if jobControllerKey(k) {
-			delete(out, k)
-		}
-	}
-	return out
-}
-
 // DefaultPodAnnotations are the annotations a step's pod carries unless the agent's
 // --pod-annotations says otherwise: the pod-level IAM role keys (kube2iam's and kiam's
 // iam.amazonaws.com/role, and eks.amazonaws.com/role-arn).
 var DefaultPodAnnotations = []string{"iam.amazonaws.com/role", "eks.amazonaws.com/role-arn"}
 
-// podAnnotations are the member's annotations a step's Job and pod carry: those that travel on
-// (dpv1alpha1.CarriedAnnotations) and that allowed names (DefaultPodAnnotations when nil). An
-// annotation is read by whatever watches pods — a sidecar injector (sidecar.istio.io/*,
-// vault.hashicorp.com/*, config.linkerd.io/*) adds containers, volumes and credentials to the
-// pod on its word — so only the keys the operator allows travel, never the template author's
-// whole set.
-func podAnnotations(member map[string]string, allowed []string) map[string]string {
-	if allowed == nil {
-		allowed = DefaultPodAnnotations
-	}
-	out := dpv1alpha1.CarriedAnnotations(member)
-	for k := range out {
-		if jobControllerKey(k) || !AnnotationAllowed(allowed, k) {
-			delete(out, k)
+// allowedKeys are the member's labels or annotations (those that travel on:
+// dpv1alpha1.CarriedLabels, CarriedAnnotations) that a step's Job and pod carry: the keys
+// allowed names, never the Job controller's. Labels and annotations are read by whatever
+// watches pods — a sidecar injector (sidecar.istio.io/*, istio.io/rev, vault.hashicorp.com/*,
+// config.linkerd.io/*, azure.workload.identity/use) adds containers, volumes and credentials to
+// the pod on their word — so only the keys the operator allows travel, never the template
+// author's whole set.
+func allowedKeys(carried map[string]string, allowed []string) map[string]string {
+	for k := range carried {
+		if jobControllerKey(k) || !keyAllowed(allowed, k) {
+			delete(carried, k)
 		}
 	}
-	return out
+	return carried
 }
 
-// AnnotationAllowed says whether key is one of allowed: an exact key, or a prefix ending in *.
-func AnnotationAllowed(allowed []string, key string) bool {
+// keyAllowed says whether key (an annotation's or a label's) is one of allowed: an exact key,
+// or a prefix ending in *.
+func keyAllowed(allowed []string, key string) bool {
 	for _, a := range allowed {
 		if p, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(key, p) || a == key {
 			return true

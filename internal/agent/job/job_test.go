@@ -36,7 +36,7 @@ func TestBuild(t *testing.T) {
 		Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepSnapshot, Image: "img",
 		Owner: metav1.OwnerReference{Kind: "VolumeBackupMember", Name: "fed-b1", UID: "u"}, Args: []string{"br", "snapshot"},
 		BackoffLimit: 1, ActiveDeadlineSeconds: 60, TTLSecondsAfterFinished: 30,
-		Labels: map[string]string{"team": "db"}, Annotations: map[string]string{"iam.amazonaws.com/role": "r"},
+		Labels: map[string]string{"team": "db"}, AllowedLabels: []string{"team"}, Annotations: map[string]string{"iam.amazonaws.com/role": "r"},
 		Pod: PodTemplate{Env: []corev1.EnvVar{{Name: "POD_NAMESPACE", Value: "override"}}, ServiceAccount: "sa", PriorityClassName: "high",
 			Tolerations:      []corev1.Toleration{{Key: "k"}},
 			ImagePullSecrets: []corev1.LocalObjectReference{{Name: "pull"}},
@@ -64,12 +64,13 @@ func TestBuild(t *testing.T) {
 	}
 }
 
-// TestBuildCarriesTheMembersMetadata: a member's labels and its allowed annotations (by default
-// the IAM role keys only: a sidecar injector's key stays behind) reach the Job and its pod
-// template, except fedbr's own keys, kubectl's last-applied-configuration and the Job
-// controller's keys; fedbr's selector labels and owner annotation win over any copied value.
+// TestBuildCarriesTheMembersMetadata: a member's allowed labels (here every one: *) and its
+// allowed annotations (by default the IAM role keys only: a sidecar injector's key stays behind)
+// reach the Job and its pod template, except fedbr's own keys, kubectl's
+// last-applied-configuration and the Job controller's keys, whatever the lists say; fedbr's
+// selector labels and owner annotation win over any copied value.
 func TestBuildCarriesTheMembersMetadata(t *testing.T) {
-	j := Build(Spec{Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepPause,
+	j := Build(Spec{Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepPause, AllowedLabels: []string{"*"},
 		Labels: map[string]string{
 			"team": "db", LabelManagedBy: "helm", LabelMember: "fed-other", LabelStep: StepSnapshot, LabelComponent: "tikv",
 			LabelName: "tidb-cluster", "dataplane.fedbr.io/owner-uid": "u", "job-name": "x", "controller-uid": "y",
@@ -258,6 +259,41 @@ func TestPodAnnotationsAllowlist(t *testing.T) {
 		j := Build(Spec{Member: "m", Step: StepSnapshot, Annotations: member, AllowedAnnotations: c.allowed})
 		if got := slices.Sorted(maps.Keys(j.Spec.Template.Annotations)); !slices.Equal(got, c.want) {
 			t.Errorf("allowed %q: pod annotations %q, want %q", c.allowed, got, c.want)
+		}
+	}
+}
+
+// TestPodLabelsAllowlist: the operator's --pod-labels decide which of a member's labels its Jobs
+// and pods carry: exact keys and prefixes ending in *; none by default, so a sidecar injector's
+// or a workload identity's label (istio.io/rev, sidecar.istio.io/inject,
+// azure.workload.identity/use) never reaches a pod unless listed; fedbr's own keys and the Job
+// controller's never.
+func TestPodLabelsAllowlist(t *testing.T) {
+	member := map[string]string{
+		"team": "db", "app.kubernetes.io/part-of": "tidb", "istio.io/rev": "canary", "sidecar.istio.io/inject": "true",
+		"azure.workload.identity/use": "true", LabelStep: "forged", "batch.kubernetes.io/job-name": "x",
+	}
+	fedbr := []string{LabelComponent, LabelManagedBy, LabelMember, LabelName, LabelStep}
+	for _, c := range []struct {
+		allowed []string
+		want    []string
+	}{
+		{nil, nil},
+		{[]string{}, nil},
+		{[]string{"team"}, []string{"team"}},
+		{[]string{"app.kubernetes.io/*", "team"}, []string{"app.kubernetes.io/part-of", "team"}},
+		{[]string{"*"}, []string{"app.kubernetes.io/part-of", "azure.workload.identity/use", "istio.io/rev", "sidecar.istio.io/inject", "team"}},
+		{[]string{"tea"}, nil}, // an exact key is no prefix
+	} {
+		j := Build(Spec{Member: "m", Step: StepSnapshot, Labels: member, AllowedLabels: c.allowed})
+		want := slices.Sorted(slices.Values(append(slices.Clone(fedbr), c.want...)))
+		for what, labels := range map[string]map[string]string{"Job": j.Labels, "pod": j.Spec.Template.Labels} {
+			if got := slices.Sorted(maps.Keys(labels)); !slices.Equal(got, want) {
+				t.Errorf("allowed %q: %s labels %q, want %q", c.allowed, what, got, want)
+			}
+			if labels[LabelStep] != StepSnapshot {
+				t.Errorf("allowed %q: %s label %s=%q, want fedbr's", c.allowed, what, LabelStep, labels[LabelStep])
+			}
 		}
 	}
 }

@@ -426,6 +426,7 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
 		Labels: p.m.Labels, Annotations: p.m.Annotations, AllowedAnnotations: p.o.Env.PodAnnotations,
+		AllowedLabels: p.o.Env.PodLabels,
 		Pod: job.PodTemplate{
 			Env: append(append([]corev1.EnvVar(nil), env...), t.Env...), Resources: t.ResourceRequirements, Tolerations: t.Tolerations,
 			PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets, ServiceAccount: sa,

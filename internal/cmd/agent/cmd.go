@@ -132,6 +132,8 @@ func addPolicyFlags(f *pflag.FlagSet, c *policy.Config, env *job.Env) {
 			"; a sensitive variable (AWS_*, HOME, proxies, CA files, GODEBUG, LD_*, FEDBR_*, KUBECONFIG, …) only by its exact name")
 	f.StringSliceVar(&env.PodAnnotations, "pod-annotations", job.DefaultPodAnnotations,
 		"annotation keys (exact, or a prefix ending in *) of a VolumeBackup's or VolumeRestore's that its step pods carry; the rest (sidecar injectors' among them) stay on the member (empty: none)")
+	f.StringSliceVar(&env.PodLabels, "pod-labels", nil,
+		"label keys (exact, or a prefix ending in *) of a VolumeBackup's or VolumeRestore's that its step Jobs and pods carry; the rest (istio.io/rev, sidecar.istio.io/inject, azure.workload.identity/use, … among them) stay on the member (default: none)")
 	f.StringSliceVar(&c.VolumeTypes, "allowed-volume-types", nil,
 		"volume types (downwardAPI, projected, csi, ephemeral, nfs, …) a template's volumes may have besides "+
 			strings.Join(policy.DefaultVolumeTypes, ", ")+" (hostPath: --allow-host-path)")
@@ -197,8 +199,12 @@ func (o *options) run(cmd *cobra.Command) error {
 		if len(o.env.PodAnnotations) > 0 {
 			annotations = strings.Join(o.env.PodAnnotations, ", ")
 		}
-		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s; policy: %s; pod annotations: %s\n",
-			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy, annotations)
+		labels := "none"
+		if len(o.env.PodLabels) > 0 {
+			labels = strings.Join(o.env.PodLabels, ", ")
+		}
+		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s; policy: %s; pod annotations: %s; pod labels: %s\n",
+			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy, annotations, labels)
 		return err
 	}
 	cfg, err := o.restConfig()

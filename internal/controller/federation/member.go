@@ -66,8 +66,8 @@ func PhaseSince(m client.Object) time.Time {
 }
 
 // NewMeta is the metadata of a new member of owner, whose first step starts now: the owner's
-// labels and annotations (dpv1alpha1.CarriedLabels, CarriedAnnotations; the agent carries them
-// on to every step's pod), then the owner labels and the step clock, which no copied key can
+// labels and annotations (dpv1alpha1.CarriedLabels, CarriedAnnotations; the agent carries those
+// its --pod-labels and --pod-annotations allow on to every step's pod), then the owner labels and the step clock, which no copied key can
 // replace. They are copied once, at creation: a label added to the owner later reaches Jobs only
 // of members created after it.
 func NewMeta(owner client.Object, name, namespace string, now time.Time) metav1.ObjectMeta {
