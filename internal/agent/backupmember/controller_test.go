@@ -94,7 +94,7 @@ func startAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("fedbr-agent"), Metrics: testMetrics,
-			Env: job.Env{Image: "fedbr:test", AWSEndpoint: "http://127.0.0.1:4566", Region: "us-west-2"}, ClusterName: "az1", Now: testClock.Now,
+			Env: job.Env{Image: "fedbr:test", AWSEndpoint: "http://127.0.0.1:4566", Region: "us-west-2", PodLabels: []string{"team"}}, ClusterName: "az1", Now: testClock.Now,
 			Cloud: testSnapshots}
 		if err := r.SetupWithManager(mgr, 2); err != nil {
 			t.Fatal(err)

@@ -13,11 +13,14 @@ import (
 	"github.com/fedbr/fedbr/internal/controller/federation"
 )
 
-// userLabels and userAnnotations are what a user put on the VolumeBackup; fedbr's own keys,
-// kubectl's bookkeeping and a sidecar injector's annotation (not on the agent's default
-// --pod-annotations) ride along and must stop at the manager or the agent.
+// userLabels and userAnnotations are what a user put on the VolumeBackup (the labels those the
+// agent's --pod-labels, podLabels here, allows); fedbr's own keys, kubectl's bookkeeping, a
+// sidecar injector's annotation (not on the agent's default --pod-annotations) and its label
+// (not on podLabels) ride along and must stop at the manager or the agent.
 var (
+	podLabels       = []string{"team", "cost-center"}
 	userLabels      = map[string]string{"team": "db", "cost-center": "42"}
+	injectorLabels  = map[string]string{"istio.io/rev": "canary"}
 	userAnnotations = map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-br"}
 	injectorAnnots  = map[string]string{"sidecar.istio.io/inject": "true", "vault.hashicorp.com/agent-inject": "true"}
 	ownedLabels     = map[string]string{job.LabelManagedBy: "helm", job.LabelMember: "fed-other", dpv1alpha1.LabelOwnerUID: "forged"}
@@ -27,11 +30,12 @@ var (
 // TestEveryStepPodCarriesTheBackupsMetadata: an annotation and a label on the VolumeBackup reach
 // the pod template of every kind of Job a backup member runs (pause, snapshot, size, lift,
 // clean), through the manager's member (federation.NewMeta) and the agent's Jobs; fedbr's own
-// keys and kubectl's last-applied-configuration do not, and the agent's selector labels are its
-// own.
+// keys, kubectl's last-applied-configuration and a label or annotation the agent's
+// --pod-labels or --pod-annotations does not name do not, and the agent's selector labels are
+// its own.
 func TestEveryStepPodCarriesTheBackupsMetadata(t *testing.T) {
 	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "b1", Namespace: "ops", UID: "vb-uid",
-		Labels: union(userLabels, ownedLabels), Annotations: union(userAnnotations, injectorAnnots, ownedAnnots)}}
+		Labels: union(userLabels, injectorLabels, ownedLabels), Annotations: union(userAnnotations, injectorAnnots, ownedAnnots)}}
 	withBackupsMeta := func(m *dpv1alpha1.VolumeBackupMember) {
 		meta := federation.NewMeta(b, m.Name, m.Namespace, t0)
 		m.Labels, m.Annotations = meta.Labels, meta.Annotations
@@ -60,7 +64,7 @@ func checkPodMeta(t *testing.T, step, member string, pod metav1.ObjectMeta) {
 		}
 	}
 	for k := range pod.Labels {
-		if dpv1alpha1.OwnedKey(k) && k != job.LabelMember && k != job.LabelStep {
+		if dpv1alpha1.OwnedKey(k) && k != job.LabelMember && k != job.LabelStep || injectorLabels[k] != "" {
 			t.Errorf("%s pod: fedbr's label %s travelled to the pod", step, k)
 		}
 	}

@@ -27,7 +27,7 @@ var (
 	t0        = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	pausedAt  = t0.Add(2 * time.Second)
 	liftedAt  = t0.Add(9 * time.Second)
-	testEnv   = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566", ClusterID: "kube-system-uid"}
+	testEnv   = job.Env{Image: "fedbr:test", Region: "us-west-2", AWSEndpoint: "http://127.0.0.1:4566", ClusterID: "kube-system-uid", PodLabels: []string{"team"}}
 	backupTS  = uint64(470802380936708097)
 	tsText    = "470802380936708097"
 	pauseName = job.Name("fed-b1", job.StepPause)

@@ -39,6 +39,7 @@ func jobsOfEveryKind(t *testing.T, dress func(*dpv1alpha1.VolumeBackupMember)) [
 	var jobs []*batchv1.Job
 	var steps []string
 	for _, o := range scenarios {
+		o.Env.PodLabels = podLabels
 		for _, a := range Plan(o, t0).Actions {
 			if a.Kind == CreateJob {
 				jobs, steps = append(jobs, a.Job), append(steps, a.Job.Labels[job.LabelStep])

@@ -18,15 +18,17 @@ import (
 // reach the pod template of every kind of Job a restore member runs (restore-volumes,
 // restore-data armed and plain, sync and async warm-up), through the manager's member
 // (federation.NewMeta) and the agent's Jobs; fedbr's own keys, kubectl's
-// last-applied-configuration and an annotation the agent's --pod-annotations does not name (a
-// sidecar injector's) do not, and the agent's selector labels are its own.
+// last-applied-configuration and a label or annotation the agent's --pod-labels or
+// --pod-annotations does not name (a sidecar injector's) do not, and the agent's selector labels are its own.
 func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 	userLabels := map[string]string{"team": "db"}
+	// Not on the agent's --pod-labels (["team"] here): stays on the member.
+	injectorLabels := map[string]string{"istio.io/rev": "canary"}
 	userAnnotations := map[string]string{"eks.amazonaws.com/role-arn": "arn:aws:iam::111122223333:role/fedbr-restore"}
 	// Not on the agent's --pod-annotations (its default): stays on the member.
 	injector := map[string]string{"sidecar.istio.io/inject": "true"}
 	vr := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: "r1", Namespace: "ops", UID: "vr-uid",
-		Labels: union(userLabels, map[string]string{job.LabelManagedBy: "helm", job.LabelStep: job.StepPause, dpv1alpha1.LabelOwnerName: "forged"}),
+		Labels: union(userLabels, injectorLabels, map[string]string{job.LabelManagedBy: "helm", job.LabelStep: job.StepPause, dpv1alpha1.LabelOwnerName: "forged"}),
 		Annotations: union(userAnnotations, injector, map[string]string{fedv1alpha1.AnnotationForceRemove: "true",
 			corev1.LastAppliedConfigAnnotation: `{"kind":"VolumeRestore"}`, AnnotationRecoveryPods: "forged"}),
 	}}
@@ -55,6 +57,9 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 		robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, complete...), storesUp(targetTC(2, false), 2), restored, func(o *Observed) {
 			o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
 		}),
+	}
+	for i := range scenarios {
+		scenarios[i].Env.PodLabels = []string{"team"}
 	}
 	var built []string
 	for _, j := range plannedJobs(scenarios...) {
@@ -85,6 +90,11 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 		for k := range pod.Annotations {
 			if dpv1alpha1.OwnedKey(k) || k == corev1.LastAppliedConfigAnnotation || injector[k] != "" {
 				t.Errorf("Job %s pod: annotation %s travelled to the pod", j.Name, k)
+			}
+		}
+		for k := range injectorLabels {
+			if _, ok := pod.Labels[k]; ok {
+				t.Errorf("Job %s pod: label %s travelled to the pod", j.Name, k)
 			}
 		}
 		if _, ok := pod.Labels[dpv1alpha1.LabelOwnerName]; ok {

@@ -95,7 +95,10 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 		return nil, err
 	}
 	o = o.withDefaults()
-	o.AgentArgs = append(o.AgentArgs, "--orphan-grace", dayTwoGrace.String(), "--orphan-sweep-interval", dayTwoSweepEvery.String())
+	// --pod-labels: the operator lets the label team (podsCarry) reach the step pods; the IAM
+	// role annotation travels by default.
+	o.AgentArgs = append(o.AgentArgs, "--orphan-grace", dayTwoGrace.String(), "--orphan-sweep-interval", dayTwoSweepEvery.String(),
+		"--pod-labels", "team")
 	if len(names) == 0 {
 		names = DayTwoScenarios
 	}
