@@ -150,13 +150,13 @@ func TestCredentialPlugins(t *testing.T) {
 
 	for _, tc := range []struct {
 		context string
-		is      error
+		is      error // the one sentinel it is
 		mention []string
 	}{
 		{"gke", ErrExecPlugin, []string{`context "gke"`, `"gke-gcloud-auth-plugin"`}},
 		{"oidc", ErrAuthProvider, []string{`context "oidc"`, `auth-provider "oidc"`}},
 		{"eks-bad", ekstoken.ErrArgs, []string{`context "eks-bad"`, `"aws"`, "--profile"}},
-		{"eks-region", nil, []string{`context "eks-region"`, "no region"}},
+		{"eks-region", ekstoken.ErrNoRegion, []string{`context "eks-region"`, "no region"}},
 	} {
 		t.Run("refused: "+tc.context, func(t *testing.T) {
 			if _, ok := s.Get(tc.context); ok {
@@ -167,10 +167,10 @@ func TestCredentialPlugins(t *testing.T) {
 			if err == nil || p.Reachable() {
 				t.Fatalf("plane %s: error %v, reachable %v; want unreachable with its load error", tc.context, err, p.Reachable())
 			}
-			if tc.is != nil && !errors.Is(err, tc.is) {
+			if !errors.Is(err, tc.is) {
 				t.Errorf("plane %s: %v; want %v", tc.context, err, tc.is)
 			}
-			for _, other := range []error{ErrExecPlugin, ErrAuthProvider, ekstoken.ErrArgs} {
+			for _, other := range []error{ErrExecPlugin, ErrAuthProvider, ekstoken.ErrArgs, ekstoken.ErrNoRegion} {
 				if !errors.Is(other, tc.is) && errors.Is(err, other) {
 					t.Errorf("plane %s: %v is also %v", tc.context, err, other)
 				}

@@ -60,6 +60,9 @@ const (
 	emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 )
 
+// ErrNoRegion is New's error when neither the request nor the environment names a region.
+var ErrNoRegion = errors.New("no region: give --region in the exec arguments or AWS_REGION to the manager")
+
 // Options configure a Source. Zero fields take defaults.
 type Options struct {
 	// AWS is a pre-loaded SDK configuration (tests); nil means LoadConfig from the environment.
@@ -99,7 +102,7 @@ func New(ctx context.Context, req Request, o Options) (*Source, error) {
 		region = ac.Region
 	}
 	if region == "" {
-		return nil, fmt.Errorf("EKS cluster %s: no region: give --region in the exec arguments or AWS_REGION to the manager", req.Cluster)
+		return nil, fmt.Errorf("EKS cluster %s: %w", req.Cluster, ErrNoRegion)
 	}
 	if !regionRE.MatchString(region) {
 		return nil, fmt.Errorf("EKS cluster %s: region %q is not a region name", req.Cluster, region)

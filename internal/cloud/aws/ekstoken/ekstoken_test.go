@@ -20,8 +20,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud/aws/ekstoken"
 )
 
-// t0 is the fake clock's start. It lies before the real clock: client-go's transport resets a
-// token minted before the real time a 401's request was sent.
+// t0 is the fake clock's start.
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 type clock struct {
@@ -180,7 +179,7 @@ func TestRegion(t *testing.T) {
 		t.Errorf("arguments' region: %s, %v; want sts.ap-south-1.amazonaws.com", h, err)
 	}
 	t.Setenv("AWS_REGION", "")
-	if _, err := host(ekstoken.Request{Cluster: "c"}); err == nil || !strings.Contains(err.Error(), "no region") {
+	if _, err := host(ekstoken.Request{Cluster: "c"}); !errors.Is(err, ekstoken.ErrNoRegion) {
 		t.Errorf("no region anywhere: %v; want a no-region error", err)
 	}
 }
@@ -290,7 +289,9 @@ func TestUnauthorizedForcesRemint(t *testing.T) {
 		}
 	}))
 	defer api.Close()
-	c := &clock{t: t0}
+	// Before the real clock: client-go's transport resets a token minted before the real
+	// time the 401's request was sent.
+	c := &clock{t: time.Now().Add(-time.Hour)}
 	creds := &counting{}
 	src, err := ekstoken.New(context.Background(), ekstoken.Request{Cluster: "prod", Region: "us-west-2"},
 		ekstoken.Options{AWS: &awssdk.Config{Credentials: creds}, Now: c.Now})
@@ -312,14 +313,16 @@ func TestUnauthorizedForcesRemint(t *testing.T) {
 	if n := creds.n.Load(); n != 2 {
 		t.Errorf("%d mints; want 2 (the first, and one after the 401)", n)
 	}
+	signed := make([]string, len(seen)) // each token's signing time
 	for i, h := range seen {
-		if !strings.HasPrefix(h, "Bearer "+ekstoken.Prefix) {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
 			t.Fatalf("request %d: Authorization %q", i, h)
 		}
+		signed[i] = decode(t, tok).Query().Get("X-Amz-Date")
 	}
 	if seen[1] == seen[0] || seen[2] != seen[1] {
-		t.Fatalf("tokens sent: first %s…, after the 401 %s…, then %s…; want a new one after the 401, then kept",
-			seen[0][:40], seen[1][:40], seen[2][:40])
+		t.Fatalf("tokens sent signed at %q; want a new one after the 401, then kept", signed)
 	}
 }
 
