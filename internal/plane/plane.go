@@ -131,7 +131,9 @@ func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error)
 	if err != nil {
 		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
 	}
-	if eks != nil {
+	// Like clientcmd, which reads a user's credentials only for a TLS server, never send a
+	// token in the clear.
+	if eks != nil && rest.IsConfigTransportTLS(*cfg) {
 		cfg.ExecProvider = nil // served in-process: nothing is run
 		cfg.Wrap(eks.Wrap)
 	}

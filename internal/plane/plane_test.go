@@ -26,7 +26,8 @@ import (
 // sends an EKS token minted with the manager's environment credentials (its exec entry's
 // environment, naming another profile and key, is ignored) to its API server. Every other
 // plugin, and EKS arguments fedbr does not take, leave their plane known and unreachable with
-// their own error naming the context and the command; the other planes load.
+// their own error naming the context and the command; the other planes load. As for client-go's
+// own plugins, a plain-HTTP server gets no token.
 func TestCredentialPlugins(t *testing.T) {
 	for k, v := range map[string]string{
 		"AWS_ACCESS_KEY_ID": "AKIDMANAGER", "AWS_SECRET_ACCESS_KEY": "manager-secret", "AWS_SESSION_TOKEN": "",
@@ -52,6 +53,15 @@ func TestCredentialPlugins(t *testing.T) {
 		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
 	}))
 	defer api.Close()
+	var plainAuth []string
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		plainAuth = append(plainAuth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"37","gitVersion":"v1.37.2"}`))
+	}))
+	defer plain.Close()
 
 	exec := func(command string, args ...string) *clientcmdapi.AuthInfo {
 		return &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
@@ -76,6 +86,8 @@ func TestCredentialPlugins(t *testing.T) {
 		kc.AuthInfos[name+"-user"] = u
 		kc.Contexts[name] = &clientcmdapi.Context{Cluster: "api", AuthInfo: name + "-user"}
 	}
+	kc.Clusters["plain"] = &clientcmdapi.Cluster{Server: plain.URL}
+	kc.Contexts["eks-plain"] = &clientcmdapi.Context{Cluster: "plain", AuthInfo: "eks-user"}
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
 		t.Fatal(err)
@@ -84,7 +96,7 @@ func TestCredentialPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Names(); len(got) != len(users) {
+	if got := s.Names(); len(got) != len(users)+1 {
 		t.Fatalf("planes %v; want one per context", got)
 	}
 
@@ -129,6 +141,21 @@ func TestCredentialPlugins(t *testing.T) {
 		}
 		if !slices.Contains(strings.Split(q.Get("X-Amz-SignedHeaders"), ";"), "x-k8s-aws-id") {
 			t.Errorf("X-Amz-SignedHeaders %q lacks x-k8s-aws-id", q.Get("X-Amz-SignedHeaders"))
+		}
+	})
+
+	t.Run("no token in the clear", func(t *testing.T) {
+		p, ok := s.Get("eks-plain")
+		if !ok {
+			t.Fatalf("plane eks-plain did not load: %v", s.planes["eks-plain"].LastError())
+		}
+		if _, err := p.probe.ServerVersion(); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(plainAuth) != 1 || plainAuth[0] != "" {
+			t.Fatalf("a plain-HTTP API server got Authorization %q; want one request without", plainAuth)
 		}
 	})
 
