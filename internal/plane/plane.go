@@ -8,6 +8,12 @@
 // background; a change is reported on Changes so that every object gets reconciled again — a
 // probe interval bounds how fast an outage is noticed, never how fast a member change is seen
 // (that is the watch).
+//
+// A context's user authenticates as the kubeconfig says, but the manager runs no credential
+// plugin: an exec user of Amazon EKS's two forms ("aws eks get-token", "aws-iam-authenticator
+// token") gets its tokens minted in-process with the manager's own AWS identity (package
+// ekstoken), and any other exec plugin or auth-provider leaves that plane unreachable with
+// ErrExecPlugin or ErrAuthProvider, naming the context and the command.
 package plane
 
 import (
@@ -28,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/fedbr/fedbr/internal/cloud/aws/ekstoken"
 	"github.com/fedbr/fedbr/internal/metrics"
 	"github.com/fedbr/fedbr/internal/restconfig"
 )
@@ -116,11 +123,64 @@ func Load(o Options) (*Set, error) {
 
 // loadPlane builds the plane of one context.
 func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error) {
+	eks, err := credentialPlugin(raw, name)
+	if err != nil {
+		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
+	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
 	}
+	// Like clientcmd, which reads a user's credentials only for a TLS server, never send a
+	// token in the clear.
+	if eks != nil && rest.IsConfigTransportTLS(*cfg) {
+		cfg.ExecProvider = nil // served in-process: nothing is run
+		cfg.Wrap(eks.Wrap)
+	}
 	return newPlane(name, restconfig.Finish(cfg, "manager"), o)
+}
+
+// ErrExecPlugin is the load error of a context whose user runs an exec credential plugin
+// other than the two EKS token commands, which fedbr serves in-process.
+var ErrExecPlugin = errors.New("the manager runs no credential plugin: it mints EKS tokens itself for \"aws eks get-token\" and \"aws-iam-authenticator token\" users; give this plane a token or a client certificate")
+
+// ErrAuthProvider is the load error of a context whose user names an auth-provider.
+var ErrAuthProvider = errors.New("the manager runs no auth-provider; give this plane a token or a client certificate")
+
+// credentialPlugin looks at the user of context name: an exec plugin of one of the two EKS
+// forms (ekstoken.Parse) gets a token Source that the plane's transport takes its bearer
+// tokens from, so the plugin is never run; any other exec plugin or an auth-provider is
+// refused (the manager's image has none, and what one would run is the kubeconfig author's
+// choice). Of the exec entry only the command and its arguments count: its env entries are
+// ignored, so they choose neither the credentials nor the endpoint. Other users are left to
+// clientcmd (nil, nil).
+func credentialPlugin(raw *clientcmdapi.Config, name string) (*ekstoken.Source, error) {
+	c := raw.Contexts[name]
+	if c == nil {
+		return nil, nil // clientcmd reports the missing context
+	}
+	user := raw.AuthInfos[c.AuthInfo]
+	switch {
+	case user == nil:
+		return nil, nil
+	case user.AuthProvider != nil:
+		return nil, fmt.Errorf("user %q names auth-provider %q: %w", c.AuthInfo, user.AuthProvider.Name, ErrAuthProvider)
+	case user.Exec == nil:
+		return nil, nil
+	}
+	req, err := ekstoken.Parse(user.Exec.Command, user.Exec.Args)
+	if errors.Is(err, ekstoken.ErrNotEKS) {
+		return nil, fmt.Errorf("user %q runs exec plugin %q: %w", c.AuthInfo, user.Exec.Command, ErrExecPlugin)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("user %q, exec plugin %q: %w", c.AuthInfo, user.Exec.Command, err)
+	}
+	// New only reads the environment; the first request mints the token.
+	src, err := ekstoken.New(context.Background(), req, ekstoken.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("user %q, exec plugin %q: %w", c.AuthInfo, user.Exec.Command, err)
+	}
+	return src, nil
 }
 
 func newPlane(name string, cfg *rest.Config, o Options) (*Plane, error) {
