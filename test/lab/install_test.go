@@ -19,25 +19,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
-// TestInstall is the playground's Done-when: a lab with fedbr installed through its Helm charts
-// (env.Install: the real helm, namespace fedbr-system under the restricted Pod Security
-// Standard) backs up a TiDB cluster spread over three data planes and restores it into fresh
-// clusters in another namespace, then lets the schedule sample take its first backup, driven
-// only by `kubectl apply -f` of config/samples' YAML (adapted to the lab) and watched with
-// kubectl and `fedbr describe`. The API server refuses, in fedbr-system, a pod
-// the restricted policy forbids: the charts' pods were admitted by the enforcing policy.
-func TestInstall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("brings up four Kubernetes clusters and installs fedbr with helm")
-	}
-	if bins.err != nil {
-		t.Fatal(bins.err)
-	}
+// testInstall is the playground's Done-when, in TestLab's lab once the lab's own checks are
+// done: fedbr installed through its Helm charts (env.Install: the real helm, namespace
+// fedbr-system under the restricted Pod Security Standard) backs up a TiDB cluster spread over
+// three data planes and restores it into fresh clusters in another namespace, then lets the
+// schedule sample take its first backup, driven only by `kubectl apply -f` of config/samples'
+// YAML (adapted to the lab) and watched with kubectl and `fedbr describe`. The API server
+// refuses, in fedbr-system, a pod the restricted policy forbids: the charts' pods were admitted
+// by the enforcing policy.
+func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 	helm, err := env.DefaultHelm(testenv.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
@@ -48,31 +42,6 @@ func TestInstall(t *testing.T) {
 		}
 		t.Skipf("no helm at %s: run `make helm`, or set FEDBR_HELM", helm)
 	}
-	binDir, err := testenv.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
-		if err := os.RemoveAll(keep); err != nil {
-			t.Fatal(err)
-		}
-		dir = keep
-	}
-	start := time.Now()
-	testenv.LabDownAfterExit(t, bins.fedbr, dir)
-	l, err := env.Up(ctx, env.Options{
-		Dir: dir, Fedbr: bins.fedbr, BinDir: binDir, CRDDirs: controlplane.DefaultCRDDirs(testenv.RepoRoot()),
-		// A block of its own (and room for the restore's block at +100 below 255).
-		IPBase: 20 + os.Getpid()%100,
-		Log:    t.Logf,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("lab up took %s", time.Since(start).Round(time.Millisecond))
 	k := kubectl{t: t, bin: filepath.Join(binDir, "kubectl"), kubeconfig: l.Kubeconfig}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -84,9 +53,6 @@ func TestInstall(t *testing.T) {
 				out, _ := k.run(context.Background(), c, nil, "logs", "-n", env.InstallNamespace, "deploy/"+name, "--tail", "40")
 				t.Logf("---- %s: %s (tail) ----\n%s", c, name, out)
 			}
-		}
-		if err := env.Down(context.Background(), dir, 10*time.Second); err != nil {
-			t.Errorf("lab down: %v", err)
 		}
 	})
 

@@ -79,13 +79,14 @@ type world struct {
 	pids    map[int]string
 }
 
-// TestLab is the lab's Done-when: four clusters come up in one call; a Job runs to completion
-// on a process node with its exit code and logs visible; deleting a pod sends its process
-// SIGTERM; a StatefulSet runs on claims the nodes provision in the AWS double and attach to
-// their instances; `fedbr warmup --block` over a regular file standing for the device resumes
-// in a second pod from the checkpoint the first, deleted mid-read, left; one TiDB cluster with
-// three TiKV in each of three data planes serves the bank workload, whose checker passes; and
-// Down leaves no process behind.
+// TestLab is the lab's Done-when, in one lab (bringing one up costs about 45 s): four clusters
+// come up in one call; a Job runs to completion on a process node with its exit code and logs
+// visible; deleting a pod sends its process SIGTERM; a StatefulSet runs on claims the nodes
+// provision in the AWS double and attach to their instances; `fedbr warmup --block` over a
+// regular file standing for the device resumes in a second pod from the checkpoint the first,
+// deleted mid-read, left; one TiDB cluster with three TiKV in each of three data planes serves
+// the bank workload, whose checker passes, and goes when deleted; then the playground
+// (testInstall) in the same clusters; and Down leaves no process behind.
 func TestLab(t *testing.T) {
 	if testing.Short() {
 		t.Skip("brings up four Kubernetes clusters, nodes, operators and the AWS double")
@@ -97,15 +98,22 @@ func TestLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
+	if keep := os.Getenv("FEDBR_E2E_LAB_DIR"); keep != "" {
+		if err := os.RemoveAll(keep); err != nil {
+			t.Fatal(err)
+		}
+		dir = keep
+	}
 	start := time.Now()
 	testenv.LabDownAfterExit(t, bins.fedbr, dir)
 	l, err := env.Up(ctx, env.Options{
 		Dir: dir, Fedbr: bins.fedbr, BinDir: binDir, CRDDirs: controlplane.DefaultCRDDirs(testenv.RepoRoot()),
-		// A block of its own, so a lab a developer runs with the default --ip-base stays untouched.
-		IPBase: 60 + os.Getpid()%150,
+		// A block of its own, so a lab a developer runs with the default --ip-base stays
+		// untouched (and room for the playground restore's block at +100 below 255).
+		IPBase: 20 + os.Getpid()%100,
 		Images: []string{"probe=" + bins.probe, "sh=/bin/sh"},
 		Log:    t.Logf,
 	})
@@ -122,6 +130,7 @@ func TestLab(t *testing.T) {
 	t.Run("BlockWarmup", func(t *testing.T) { testBlockWarmup(t, ctx, w) })
 	t.Run("StatefulSet", func(t *testing.T) { testStatefulSet(t, ctx, w) })
 	t.Run("TiDB", func(t *testing.T) { testTiDB(t, ctx, w) })
+	t.Run("Install", func(t *testing.T) { testInstall(t, ctx, l, binDir) })
 
 	start = time.Now()
 	if err := env.Down(ctx, dir, 10*time.Second); err != nil {
@@ -502,9 +511,10 @@ func testStatefulSet(t *testing.T, ctx context.Context, w *world) {
 }
 
 // testTiDB runs one TiDB cluster over the three data planes: PD and three TiKV in dp1, three
-// TiKV joining it from each of dp2 and dp3, every region with a peer in each plane.
+// TiKV joining it from each of dp2 and dp3, every region with a peer in each plane; deleted,
+// its pods go, which frees the planes' addresses for the playground's cluster (testInstall).
 func testTiDB(t *testing.T, ctx context.Context, w *world) {
-	const ns, name, tikvPerPlane = "tidb", "basic", 3
+	const ns, name, tikvPerPlane = "bank", "basic", 3
 	cfg := bank.Config{Accounts: 60, Initial: 100}
 	splitKeys := bank.SplitKeys(cfg.Accounts, 4)
 	var keys []string
@@ -588,6 +598,20 @@ func testTiDB(t *testing.T, ctx context.Context, w *world) {
 	if err := bank.Check(ctx, cl, cfg, log.Txns(), ts, ts); err != nil {
 		t.Fatalf("bank check at ts %d: %v", ts, err)
 	}
+
+	for _, d := range w.lab.DataPlanes {
+		if err := w.client[d.Cluster].Delete(ctx, tcs[d.Cluster]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range w.lab.DataPlanes {
+		c := w.client[d.Cluster]
+		eventually(t, ctx, "no pod of the deleted TidbCluster in "+d.Cluster, func() (bool, error) {
+			var pods corev1.PodList
+			err := c.List(ctx, &pods, client.InNamespace(ns))
+			return err == nil && len(pods.Items) == 0, err
+		})
+	}
 }
 
 // checkNothingLeft checks that every recorded lab process and every pod process is gone, and
@@ -605,8 +629,14 @@ func checkNothingLeft(t *testing.T, w *world, dir string) {
 			t.Errorf("%s %s %s pid %d still runs", s.Cluster, s.Component, s.Name, s.Process.PID)
 		}
 	}
+	// Three nodes per data plane, and the control cluster's one once the playground installed
+	// fedbr (env.Install adds it for the manager).
+	nodes := 9
+	if l, err := env.Load(dir); err == nil {
+		nodes += len(l.ControlNodes)
+	}
 	want := map[string]int{controlplane.Etcd: 4, controlplane.APIServer: 4, controlplane.ControllerManager: 4, controlplane.Scheduler: 4,
-		env.ComponentAWS: 1, env.ComponentOperator: 3, env.ComponentNode: 9}
+		env.ComponentAWS: 1, env.ComponentOperator: 3, env.ComponentNode: nodes}
 	for c, n := range want {
 		if components[c] != n {
 			t.Errorf("status lists %d %s processes, want %d", components[c], c, n)
