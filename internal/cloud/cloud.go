@@ -65,6 +65,19 @@ type SnapshotRequest struct {
 	Description string
 }
 
+// SnapshotTagCount is how many tags a snapshot of a volume carrying volumeTags gets when it is
+// started with tags: the snapshot copies every tag of its volume, and a tag given for the
+// snapshot replaces the copied one of the same key. More than MaxTags fails the snapshot.
+func SnapshotTagCount(volumeTags, tags map[string]string) int {
+	n := len(volumeTags)
+	for k := range tags {
+		if _, ok := volumeTags[k]; !ok {
+			n++
+		}
+	}
+	return n
+}
+
 // Progress is a snapshot of a wait's progress.
 type Progress struct {
 	Done  int

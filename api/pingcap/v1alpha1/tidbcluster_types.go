@@ -188,6 +188,28 @@ type TiKVStatus struct {
 	// Stores by store id.
 	// +optional
 	Stores map[string]TiKVStore `json:"stores,omitempty"`
+	// FailureStores are the stores tidb-operator failed over, by store id: for each it runs one
+	// TiKV pod beyond spec.tikv.replicas, and keeps it until the failover is recovered
+	// (spec.tikv.recoverFailover).
+	// +optional
+	FailureStores map[string]TiKVFailureStore `json:"failureStores,omitempty"`
+}
+
+// TiKVFailureStore is one TiKV store tidb-operator failed over: it was Down longer than the
+// operator's TiKV failover period.
+//
+// +kubebuilder:pruning:PreserveUnknownFields
+type TiKVFailureStore struct {
+	// PodName is the failed store's pod.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// StoreID is PD's store id.
+	// +optional
+	StoreID string `json:"storeID,omitempty"`
+	// StoreDeleted says the operator deleted the store from PD, and the pod's claims, so that
+	// the pod starts again as a new store.
+	// +optional
+	StoreDeleted bool `json:"storeDeleted,omitempty"`
 }
 
 // TidbClusterStatus is what fedbr reads of a TidbCluster's status.

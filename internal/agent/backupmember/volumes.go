@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -37,10 +38,14 @@ type Cluster struct {
 // Discover builds the clustermeta record (BR's volume file) of a TidbCluster's TiKV stores:
 // for each TiKV pod its store id, EC2 instance and EBS volumes with their mount paths, plus the
 // PVs, PVCs and the TidbCluster itself, so a restore can rebuild them.
+//
+// It backs up every TiKV pod tidb-operator keeps: spec.tikv.replicas plus one for each store it
+// failed over (tidbcluster.TiKVPods), each pod with its store in status.tikv.stores. A cluster
+// running another number of TiKV pods (scaling, a pod being replaced, a failed-over store's pod
+// gone) is refused, naming what is missing: a backup of it would lack a store.
 func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) {
 	tc := c.TC
-	replicas := tidbcluster.TiKVReplicas(tc)
-	if replicas == 0 {
+	if tidbcluster.TiKVReplicas(tc) == 0 {
 		return nil, fmt.Errorf("%w: TidbCluster %s/%s has no TiKV (spec.tikv.replicas is 0)", ErrVolumeDiscovery, tc.Namespace, tc.Name)
 	}
 	pods := make([]corev1.Pod, 0, len(c.Pods))
@@ -49,14 +54,13 @@ func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) 
 			pods = append(pods, p)
 		}
 	}
-	if len(pods) != replicas {
-		return nil, fmt.Errorf("%w: TidbCluster %s/%s wants %d TiKV pods and %d are running: back up a settled cluster",
-			ErrVolumeDiscovery, tc.Namespace, tc.Name, replicas, len(pods))
+	if want := tidbcluster.TiKVPods(tc); len(pods) != want {
+		return nil, fmt.Errorf("%w: %s", ErrVolumeDiscovery, unsettled(tc, pods, want))
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Name < pods[j].Name })
 	storeOf := tidbcluster.StoreIDByPod(tc)
 	rec := &meta.Record{
-		TiKV:  meta.TiKV{Replicas: replicas},
+		TiKV:  meta.TiKV{Replicas: len(pods)},
 		Fedbr: &meta.Extension{Version: meta.FormatVersion, BackupID: backupID, Cluster: k8sClusterName},
 	}
 	if tc.Spec.PD != nil {
@@ -89,6 +93,35 @@ func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) 
 		return nil, fmt.Errorf("%w: %w", ErrVolumeDiscovery, err)
 	}
 	return rec, nil
+}
+
+// unsettled says why tc's running TiKV pods are not the want pods tidb-operator keeps.
+func unsettled(tc *pcv1alpha1.TidbCluster, running []corev1.Pod, want int) string {
+	failed := tidbcluster.FailureStores(tc)
+	if len(failed) == 0 {
+		return fmt.Sprintf("TidbCluster %s/%s wants %d TiKV pods (spec.tikv.replicas) and %d are running: it is scaling or a pod is being replaced; back up a settled cluster",
+			tc.Namespace, tc.Name, want, len(running))
+	}
+	stores := "stores"
+	if len(failed) == 1 {
+		stores = "store"
+	}
+	msg := fmt.Sprintf("TidbCluster %s/%s wants %d TiKV pods (spec.tikv.replicas %d and %d failed-over %s in status.tikv.failureStores) and %d are running",
+		tc.Namespace, tc.Name, want, tidbcluster.TiKVReplicas(tc), len(failed), stores, len(running))
+	isRunning := map[string]bool{}
+	for _, p := range running {
+		isRunning[p.Name] = true
+	}
+	var gone []string
+	for _, s := range failed {
+		if s.PodName != "" && !isRunning[s.PodName] {
+			gone = append(gone, fmt.Sprintf("store %s failed over and its pod %s is not running", s.StoreID, s.PodName))
+		}
+	}
+	if len(gone) > 0 {
+		msg += ": " + strings.Join(gone, ", ") + " (tidb-operator starts it again)"
+	}
+	return msg + "; back up a settled cluster"
 }
 
 // discoverPod finds one TiKV pod's store, instance and EBS volumes.

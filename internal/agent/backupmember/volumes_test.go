@@ -1,11 +1,18 @@
 package backupmember
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -53,6 +60,140 @@ func TestDiscoverFailures(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: error %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// tikvCluster is a TidbCluster whose TiKV runs pods basic-tikv-0 … basic-tikv-<n-1>, each on
+// its own node and EBS volume, as stores 1 … n (all Up), with spec.tikv.replicas n.
+func tikvCluster(n int) *Cluster {
+	c := cluster()
+	c.TC.Spec.TiKV.Replicas = int32(n)
+	c.Pods = nil
+	c.TC.Status.TiKV.Stores = map[string]pcv1alpha1.TiKVStore{}
+	for i := range n {
+		pod, claim, pv, node := fmt.Sprintf("basic-tikv-%d", i), fmt.Sprintf("tikv-basic-tikv-%d", i), fmt.Sprintf("pv-%d", i), fmt.Sprintf("n%d", i)
+		id := strconv.Itoa(i + 1)
+		c.TC.Status.TiKV.Stores[id] = pcv1alpha1.TiKVStore{ID: id, PodName: pod, State: tidbcluster.StoreUp}
+		c.Pods = append(c.Pods, corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: "tidb"},
+			Spec: corev1.PodSpec{NodeName: node,
+				Containers: []corev1.Container{{Name: "tikv", VolumeMounts: []corev1.VolumeMount{{Name: "tikv", MountPath: "/var/lib/tikv"}}}},
+				Volumes:    []corev1.Volume{{Name: "tikv", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}},
+		})
+		c.PVCs[claim] = &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: "tidb"},
+			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: pv},
+			Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+		}
+		c.PVs[pv] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: tidbcluster.EBSCSIDriver, VolumeHandle: fmt.Sprintf("vol-%d", i+1)}}}}
+		c.Nodes[node] = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: corev1.NodeSpec{ProviderID: fmt.Sprintf("aws:///us-west-2a/i-%d", i+1)}}
+	}
+	return c
+}
+
+// failedOver marks store id (pod basic-tikv-<id-1>) as failed over, as tidb-operator does
+// once it was Down for its failover period.
+func failedOver(c *Cluster, id int) {
+	if c.TC.Status.TiKV.FailureStores == nil {
+		c.TC.Status.TiKV.FailureStores = map[string]pcv1alpha1.TiKVFailureStore{}
+	}
+	s := strconv.Itoa(id)
+	c.TC.Status.TiKV.FailureStores[s] = pcv1alpha1.TiKVFailureStore{PodName: fmt.Sprintf("basic-tikv-%d", id-1), StoreID: s}
+}
+
+// dropPod removes pod name from the cluster (it is gone, or terminating when terminating).
+func dropPod(c *Cluster, name string, terminating bool) {
+	for i := range c.Pods {
+		if c.Pods[i].Name != name {
+			continue
+		}
+		if terminating {
+			c.Pods[i].DeletionTimestamp = &c.TC.CreationTimestamp
+			return
+		}
+		c.Pods = slices.Delete(c.Pods, i, i+1)
+		return
+	}
+}
+
+// TestDiscoverTiKVShapes: Discover backs up every TiKV pod tidb-operator keeps, which is
+// spec.tikv.replicas plus one pod per failed-over store (status.tikv.failureStores, as its
+// StatefulSet's desired replicas), and refuses a cluster whose pods are not that set yet,
+// saying why.
+func TestDiscoverTiKVShapes(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		c      func() *Cluster
+		stores []uint64 // backed up; nil when refused
+		want   []string // the refusal says all of these
+	}{
+		{"settled", func() *Cluster { return tikvCluster(3) }, []uint64{1, 2, 3}, nil},
+		{"3 replicas and a failed-over store: the operator's 4th pod is backed up too", func() *Cluster {
+			c := tikvCluster(4)
+			c.TC.Spec.TiKV.Replicas = 3
+			failedOver(c, 2) // store 2 was Down; tikv-3 was added for it, and store 2 came back
+			return c
+		}, []uint64{1, 2, 3, 4}, nil},
+		{"a failed-over store whose pod is gone", func() *Cluster {
+			c := tikvCluster(4)
+			c.TC.Spec.TiKV.Replicas = 3
+			failedOver(c, 2)
+			dropPod(c, "basic-tikv-1", false)
+			return c
+		}, nil, []string{"wants 4 TiKV pods (spec.tikv.replicas 3 and 1 failed-over store in status.tikv.failureStores) and 3 are running",
+			"store 2 failed over and its pod basic-tikv-1 is not running"}},
+		{"a failed-over store whose pod is terminating", func() *Cluster {
+			c := tikvCluster(4)
+			c.TC.Spec.TiKV.Replicas = 3
+			failedOver(c, 2)
+			dropPod(c, "basic-tikv-1", true)
+			return c
+		}, nil, []string{"and 3 are running", "store 2 failed over and its pod basic-tikv-1 is not running"}},
+		{"scaling out", func() *Cluster {
+			c := tikvCluster(3)
+			c.TC.Spec.TiKV.Replicas = 4
+			return c
+		}, nil, []string{"wants 4 TiKV pods (spec.tikv.replicas) and 3 are running", "back up a settled cluster"}},
+		{"scaling in", func() *Cluster {
+			c := tikvCluster(4)
+			c.TC.Spec.TiKV.Replicas = 3
+			return c
+		}, nil, []string{"wants 3 TiKV pods (spec.tikv.replicas) and 4 are running", "back up a settled cluster"}},
+		{"failover recovered: the extra pod is on its way out", func() *Cluster {
+			c := tikvCluster(4) // recoverFailover cleared status.tikv.failureStores; tikv-3 is scaled in
+			c.TC.Spec.TiKV.Replicas = 3
+			return c
+		}, nil, []string{"wants 3 TiKV pods (spec.tikv.replicas) and 4 are running"}},
+	} {
+		rec, err := Discover(*tt.c(), "az1", "uid-1")
+		if tt.want != nil {
+			if err == nil {
+				t.Errorf("%s: backed up %+v, want a refusal", tt.name, rec.TiKV.Stores)
+				continue
+			}
+			if !errors.Is(err, ErrVolumeDiscovery) {
+				t.Errorf("%s: %v is not ErrVolumeDiscovery", tt.name, err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s: error %q lacks %q", tt.name, err, w)
+				}
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		var got []uint64
+		for _, s := range rec.TiKV.Stores {
+			got = append(got, s.ID)
+		}
+		if !slices.Equal(got, tt.stores) || rec.TiKV.Replicas != len(tt.stores) || len(rec.Kubernetes.PVCs) != len(tt.stores) || len(rec.Kubernetes.PVs) != len(tt.stores) {
+			t.Errorf("%s: stores %v, tikv.replicas %d, %d claims, %d PVs; want stores %v and as many of each",
+				tt.name, got, rec.TiKV.Replicas, len(rec.Kubernetes.PVCs), len(rec.Kubernetes.PVs), tt.stores)
 		}
 	}
 }

@@ -79,6 +79,38 @@ func TiKVReplicas(tc *pcv1alpha1.TidbCluster) int {
 	return int(tc.Spec.TiKV.Replicas)
 }
 
+// TiKVPods is how many TiKV pods tidb-operator keeps for tc: spec.tikv.replicas plus one for
+// each store it failed over (status.tikv.failureStores), which it keeps until the failover is
+// recovered (spec.tikv.recoverFailover). It is the desired replicas of tidb-operator's TiKV
+// StatefulSet (TidbCluster.TiKVStsDesiredReplicas in v1.6), without the spare replicas of a
+// volume replace. 0 without TiKV.
+func TiKVPods(tc *pcv1alpha1.TidbCluster) int {
+	if tc.Spec.TiKV == nil {
+		return 0
+	}
+	return TiKVReplicas(tc) + len(tc.Status.TiKV.FailureStores)
+}
+
+// FailureStores are tc's failed-over TiKV stores (status.tikv.failureStores), in the order of
+// their store ids; StoreID is the map's key when the entry does not repeat it.
+func FailureStores(tc *pcv1alpha1.TidbCluster) []pcv1alpha1.TiKVFailureStore {
+	out := make([]pcv1alpha1.TiKVFailureStore, 0, len(tc.Status.TiKV.FailureStores))
+	for id, s := range tc.Status.TiKV.FailureStores {
+		if s.StoreID == "" {
+			s.StoreID = id
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].StoreID, out[j].StoreID
+		if len(a) != len(b) {
+			return len(a) < len(b) // numeric ids: the shorter is the smaller
+		}
+		return a < b
+	})
+	return out
+}
+
 // StoresUp counts the stores of tc that are Up.
 func StoresUp(tc *pcv1alpha1.TidbCluster) int {
 	n := 0

@@ -1,6 +1,7 @@
 package tidbcluster
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -146,5 +147,31 @@ func TestTiKVOrdinal(t *testing.T) {
 		if got, ok := TiKVOrdinal(c.pod, "basic"); ok != c.ok || (ok && got != c.want) {
 			t.Errorf("TiKVOrdinal(%q) = %d, %v; want %d, %v", c.pod, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+// TestFailureStores: tidb-operator v1.6's status.tikv.failureStores (keyed by store id, with
+// fields fedbr does not read) decodes into the stand-in, and the TiKV pods it keeps are
+// spec.tikv.replicas plus one per failed-over store.
+func TestFailureStores(t *testing.T) {
+	status := `{"tikv":{"phase":"Normal","stores":{"1":{"id":"1","podName":"basic-tikv-0","ip":"a","leaderCount":3,"state":"Up"},
+	  "4":{"id":"4","podName":"basic-tikv-3","ip":"d","leaderCount":1,"state":"Up"}},
+	  "failureStores":{"10":{"podName":"basic-tikv-9","storeID":"10","pvcUIDSet":{"0f3e":{}},"hostDown":true,"storeDeleted":true,"createdAt":"2026-12-01T10:00:00Z"},
+	  "2":{"podName":"basic-tikv-1","createdAt":"2026-12-01T09:00:00Z"}},
+	  "failoverUID":"5a1b"}}`
+	tc := &pcv1alpha1.TidbCluster{Spec: pcv1alpha1.TidbClusterSpec{TiKV: &pcv1alpha1.ComponentSpec{Replicas: 3}}}
+	if err := json.Unmarshal([]byte(status), &tc.Status); err != nil {
+		t.Fatal(err)
+	}
+	got := FailureStores(tc)
+	want := []pcv1alpha1.TiKVFailureStore{{PodName: "basic-tikv-1", StoreID: "2"}, {PodName: "basic-tikv-9", StoreID: "10", StoreDeleted: true}}
+	if !slices.Equal(got, want) {
+		t.Errorf("failure stores %+v, want %+v (by store id, numerically; the key as the id when the entry has none)", got, want)
+	}
+	if n := TiKVPods(tc); n != 5 {
+		t.Errorf("TiKV pods %d, want spec.tikv.replicas 3 + 2 failed-over stores", n)
+	}
+	if n := TiKVPods(&pcv1alpha1.TidbCluster{}); n != 0 {
+		t.Errorf("no TiKV: %d pods", n)
 	}
 }

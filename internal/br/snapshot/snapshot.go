@@ -755,6 +755,14 @@ func (s *snapshotter) plan(ctx context.Context, rec *meta.Record) ([]cloud.Snaps
 				byInstance[inst] = req
 				order = append(order, inst)
 			}
+			// CreateSnapshots copies every tag of the volume to its snapshot, beside fedbr's: a
+			// snapshot AWS would refuse fails the step now, before the pause, not at its start.
+			if n := cloud.SnapshotTagCount(cv.Tags, req.Tags); n > cloud.MaxTags {
+				errs = append(errs, fmt.Errorf("volume %s of TiKV store %d has %d tags and the snapshot step adds %d: %d, more than the %d AWS allows on a snapshot, "+
+					"which copies every tag of its volume; remove %d tags from the volume (or give fewer --tags): %w",
+					v.ID, st.ID, len(cv.Tags), n-len(cv.Tags), n, cloud.MaxTags, n-cloud.MaxTags, cloud.ErrTooManyTags))
+				continue
+			}
 			req.VolumeIDs = append(req.VolumeIDs, v.ID)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	pd "github.com/tikv/pd/client"
 	pdhttp "github.com/tikv/pd/client/http"
@@ -738,5 +739,76 @@ func TestBackupMetaCountsTheWholeCluster(t *testing.T) {
 	}
 	if n := len(more.tagged()); n != 0 {
 		t.Errorf("%d snapshots started for the refused backup", n)
+	}
+}
+
+// TestTooManyTagsFailsBeforeThePause: CreateSnapshots copies every tag of a volume to its
+// snapshot, and AWS allows 50 per snapshot. A volume whose own tags and fedbr's exceed that
+// fails an armed step while it prepares: it never asks for the backup ts, so it never
+// reports Armed and the manager never starts the pause (startPause waits for every member
+// armed), and nothing is snapshotted. The error names the volume, its tags and the limit. A
+// volume that fills the 50 exactly is snapshotted.
+func TestTooManyTagsFailsBeforeThePause(t *testing.T) {
+	ctx := testContext(t)
+	owner := &meta.Owner{Cluster: "3c5d3f0e-kube-system-uid", Namespace: "tidb"}
+	userTags := map[string]string{"team": "db", "cost-center": "42", "env": "prod"}
+	// fedbr's: the user's 3, fedbr.io/backup, fedbr.io/store, fedbr.io/backup-pending.
+	const fedbrTags = 6
+	for _, tt := range []struct {
+		name    string
+		volTags int // the data volume's own tags, all distinct from fedbr's
+		want    string
+	}{
+		{"45 of the volume's own: 51 in all", 45, "volume %s of TiKV store 1 has 45 tags and the snapshot step adds 6: 51, more than the 50 AWS allows on a snapshot"},
+		{"44 of the volume's own: 50 in all", 44, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := newLab(t, 1, awsdouble.Faults{})
+			in, err := l.store.ClusterMeta(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := in.TiKV.Stores[0].Volumes[0].ID
+			c := ec2.NewFromConfig(awssdk.Config{Region: l.srv.Options().Region, Credentials: credentials.NewStaticCredentialsProvider("k", "s", "")},
+				func(o *ec2.Options) { o.BaseEndpoint = awssdk.String(l.endpoint) })
+			var tags []types.Tag // newLab gave the volume CSIVolumeName already
+			for i := range tt.volTags - 1 {
+				tags = append(tags, types.Tag{Key: awssdk.String(fmt.Sprintf("owner-tag-%02d", i)), Value: awssdk.String("x")})
+			}
+			if _, err := c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{data}, Tags: tags}); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := l.p.DescribeVolumes(ctx, []string{data}); err != nil || len(v) != 1 || len(v[0].Tags) != tt.volTags {
+				t.Fatalf("volume %s: %+v, %v; want %d tags", data, v, err, tt.volTags)
+			}
+			asked := false
+			res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, SkipClusterCheck: true,
+				Owner: owner, Tags: userTags,
+				WaitBackupTS: func(context.Context) (uint64, error) { asked = true; return 4242, nil }})
+			if tt.want == "" {
+				if err != nil || len(res.Snapshots) != 2 {
+					t.Fatalf("%d snapshots, %v; want both volumes snapshotted", len(res.Snapshots), err)
+				}
+				snaps, err := l.p.DescribeSnapshots(ctx, []string{res.Snapshots[0].SnapshotID, res.Snapshots[1].SnapshotID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range snaps {
+					if s.VolumeID == data && len(s.Tags) != tt.volTags+fedbrTags-1 { // fedbr.io/backup-pending is gone once completed
+						t.Errorf("snapshot %s of the volume carries %d tags, want %d", s.ID, len(s.Tags), tt.volTags+fedbrTags-1)
+					}
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, cloud.ErrTooManyTags) || !strings.Contains(err.Error(), fmt.Sprintf(tt.want, data)) {
+				t.Fatalf("err = %v, want cloud.ErrTooManyTags saying %q", err, fmt.Sprintf(tt.want, data))
+			}
+			if asked {
+				t.Error("asked for the backup ts (reported Armed, so the pause would start) though a volume cannot be snapshotted")
+			}
+			if n := l.srv.Stats().Calls["CreateSnapshots"]; n != 0 || len(l.srv.Inventory(nil).Snapshots) != 0 {
+				t.Errorf("%d CreateSnapshots calls, %d snapshots; want none", n, len(l.srv.Inventory(nil).Snapshots))
+			}
+		})
 	}
 }

@@ -1,7 +1,11 @@
 package aws_test
 
 import (
+	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -55,5 +59,36 @@ func TestPreparedSnapshotsStartWhatIsAttachedThen(t *testing.T) {
 	}
 	if before.Calls["DescribeInstances"] == described.Calls["DescribeInstances"] {
 		t.Error("the preparation did not describe the instances")
+	}
+}
+
+// TestPreparationRefusesTooManySnapshotTags: a snapshot copies every tag of its volume, so a
+// volume whose tags and the request's pass AWS's 50 fails the preparation (before a caller
+// holds a pause for the start), and no CreateSnapshots is sent. A request tag of a key the
+// volume already has replaces it and counts once.
+func TestPreparationRefusesTooManySnapshotTags(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, defaultLabOptions())
+	own := map[string]string{}
+	for i := range cloud.MaxTags - len(identity) {
+		own[fmt.Sprintf("k%02d", i)] = "v"
+	}
+	in := l.instance(t, awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10, Tags: own}}})
+	vol := in.Volumes[0].ID
+	full := cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{vol}, Tags: identity}
+	if _, err := l.p.PrepareSnapshotInstances(ctx, []cloud.SnapshotRequest{full}); err != nil {
+		t.Fatalf("%d tags exactly: %v", cloud.MaxTags, err)
+	}
+	over := full
+	over.Tags = maps.Clone(identity)
+	over.Tags["k00"] = "replaced" // counts once
+	over.Tags["one-more"] = "x"
+	_, err := l.p.PrepareSnapshotInstances(ctx, []cloud.SnapshotRequest{over})
+	if !errors.Is(err, cloud.ErrTooManyTags) || !strings.Contains(err.Error(), fmt.Sprintf("snapshot volume %s of instance %s: its %d tags and the request's make %d, more than %d",
+		vol, in.ID, len(own), cloud.MaxTags+1, cloud.MaxTags)) {
+		t.Fatalf("err = %v, want ErrTooManyTags naming the volume and both counts", err)
+	}
+	if n := l.srv.Stats().Calls["CreateSnapshots"]; n != 0 {
+		t.Errorf("%d CreateSnapshots calls", n)
 	}
 }

@@ -64,6 +64,17 @@ func (p *Provider) PrepareSnapshotInstances(ctx context.Context, reqs []cloud.Sn
 	for _, v := range vols {
 		volTags[v.ID] = v.Tags
 	}
+	// CreateSnapshots copies every tag of each volume (CopyTagsFromSource): a volume whose tags
+	// and the request's exceed AWS's limit cannot be snapshotted, so it fails here, before a
+	// caller holds a pause for the start.
+	for _, r := range reqs {
+		for _, id := range r.VolumeIDs {
+			if n := cloud.SnapshotTagCount(volTags[id], r.Tags); n > cloud.MaxTags {
+				return nil, fmt.Errorf("snapshot volume %s of instance %s: its %d tags and the request's make %d, more than %d: %w",
+					id, r.InstanceID, len(volTags[id]), n, cloud.MaxTags, cloud.ErrTooManyTags)
+			}
+		}
+	}
 	return &cloud.PreparedSnapshots{Requests: reqs, Instances: insts, VolumeTags: volTags}, nil
 }
 
@@ -101,7 +112,7 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 		if !attached[id] {
 			return nil, fmt.Errorf("snapshot instance %s: volume %s is not attached to it", req.InstanceID, id)
 		}
-		if n := len(merge(volTags[id], req.Tags)); n > cloud.MaxTags {
+		if n := cloud.SnapshotTagCount(volTags[id], req.Tags); n > cloud.MaxTags {
 			return nil, fmt.Errorf("snapshot volume %s of instance %s: %d tags: %w", id, req.InstanceID, n, cloud.ErrTooManyTags)
 		}
 	}
@@ -461,15 +472,3 @@ func ec2Tags(m map[string]string) []types.Tag {
 }
 
 func ec2TagKV(t types.Tag) (string, string) { return awssdk.ToString(t.Key), awssdk.ToString(t.Value) }
-
-// merge returns a ∪ b, b winning.
-func merge(a, b map[string]string) map[string]string {
-	m := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		m[k] = v
-	}
-	for k, v := range b {
-		m[k] = v
-	}
-	return m
-}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -66,7 +67,13 @@ type options struct {
 	// policyConfig is the policy as the flags give it; policy the validated one.
 	policyConfig policy.Config
 	policy       *policy.Policy
+	// regionFrom is the variable env.Region was taken from when --region was not given.
+	regionFrom string
 }
+
+// regionEnv are the variables the AWS SDK takes a region from, in its order; EKS injects
+// AWS_REGION (and AWS_DEFAULT_REGION) into pods with IRSA or Pod Identity.
+var regionEnv = []string{"AWS_REGION", "AWS_DEFAULT_REGION"}
 
 // NewCmd returns `fedbr agent`.
 func NewCmd() *cobra.Command {
@@ -93,7 +100,7 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: current)")
 	f.StringVar(&o.clusterName, "k8s-cluster-name", "", "this data plane's name in the manager's kubeconfig; members naming another are ignored (required)")
 	f.StringVar(&o.env.Image, "image", "", "image of the step Jobs: the agent's own image, so Jobs run exactly this build (required; a template's toolImage overrides it)")
-	f.StringVar(&o.env.Region, "region", "", "AWS region, passed to the steps as --region and used to delete a failed restore's volumes")
+	f.StringVar(&o.env.Region, "region", "", "AWS region, passed to the steps as --region and used for the agent's own EC2 calls (default: $AWS_REGION, else $AWS_DEFAULT_REGION; the agent does not start without one)")
 	f.StringVar(&o.env.AWSEndpoint, "aws-endpoint", "", "AWS endpoint override (the lab's AWS double), passed to the steps as --aws-endpoint")
 	f.DurationVar(&o.env.StepExitDelay, "step-exit-delay", job.DefaultStepExitDelay, "how long every step waits after writing its exit marker ("+job.ExitMarker+", an emptyDir) before it exits, so a mesh or log sidecar can finish first (0: none)")
 	f.DurationVar(&o.jobTTL, "job-ttl", job.DefaultTTL, "how long finished step Jobs are kept (ttlSecondsAfterFinished)")
@@ -153,6 +160,9 @@ func (o *options) validate() error {
 	if o.jobTTL > math.MaxInt32*time.Second {
 		errs = append(errs, fmt.Errorf("--job-ttl %s: at most %s (ttlSecondsAfterFinished is an int32)", o.jobTTL, math.MaxInt32*time.Second))
 	}
+	if err := o.resolveRegion(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.env.AWSEndpoint != "" && !strings.HasPrefix(o.env.AWSEndpoint, "http://") && !strings.HasPrefix(o.env.AWSEndpoint, "https://") {
 		errs = append(errs, fmt.Errorf("--aws-endpoint %q: want an http(s) URL", o.env.AWSEndpoint))
 	}
@@ -181,6 +191,24 @@ func (o *options) validate() error {
 	return errors.Join(errs...)
 }
 
+// resolveRegion makes sure the steps get a region: --region, else the agent's own AWS_REGION or
+// AWS_DEFAULT_REGION, which the steps are then given as --region too (a step's pod has none of
+// the agent's environment, and may have no region of its own). Without any, the agent does not
+// start: every step would fail at its first AWS call instead, inside a backup or a restore.
+func (o *options) resolveRegion() error {
+	if o.env.Region = strings.TrimSpace(o.env.Region); o.env.Region != "" {
+		return nil
+	}
+	for _, v := range regionEnv {
+		if r := strings.TrimSpace(os.Getenv(v)); r != "" {
+			o.env.Region, o.regionFrom = r, v
+			return nil
+		}
+	}
+	return errors.New("no AWS region: --region is not set (the agent chart's aws.region) and the agent's environment has neither AWS_REGION nor AWS_DEFAULT_REGION " +
+		"(EKS sets them in pods with IRSA or Pod Identity); the steps would fail at their first AWS call: set aws.region")
+}
+
 func (o *options) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
@@ -203,8 +231,12 @@ func (o *options) run(cmd *cobra.Command) error {
 		if len(o.env.PodLabels) > 0 {
 			labels = strings.Join(o.env.PodLabels, ", ")
 		}
-		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %q, endpoint %q, leader election %v, %s; policy: %s; pod annotations: %s; pod labels: %s\n",
-			o.clusterName, ns, o.env.Image, o.env.Region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy, annotations, labels)
+		region := strconv.Quote(o.env.Region)
+		if o.regionFrom != "" {
+			region += " (from " + o.regionFrom + ")"
+		}
+		_, err := fmt.Fprintf(out, "would run the agent for data plane %q in %s: Jobs in %s, region %s, endpoint %q, leader election %v, %s; policy: %s; pod annotations: %s; pod labels: %s\n",
+			o.clusterName, ns, o.env.Image, region, o.env.AWSEndpoint, o.leaderElect, sweep, o.policy, annotations, labels)
 		return err
 	}
 	cfg, err := o.restConfig()

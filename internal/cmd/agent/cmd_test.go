@@ -2,19 +2,22 @@ package agent
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fedbr/fedbr/internal/agent/job"
 )
 
 func TestDryRun(t *testing.T) {
 	cmd := NewCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--aws-endpoint", "http://127.0.0.1:4566", "--namespace", "tidb", "--dry-run"})
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--region", "us-west-2", "--aws-endpoint", "http://127.0.0.1:4566", "--namespace", "tidb", "--dry-run"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s",
+	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `region "us-west-2", endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s",
 		"policy: namespaces: same name; images: fedbr:dev; service accounts: fedbr-br; hostPath refused; privileged warm-up refused; " +
 			"env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC; volume types: emptyDir, configMap, secret, persistentVolumeClaim; " +
 			"pod annotations: iam.amazonaws.com/role, eks.amazonaws.com/role-arn; pod labels: none"} {
@@ -28,7 +31,7 @@ func TestDryRunSweeperOff(t *testing.T) {
 	cmd := NewCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--orphan-sweep-interval", "0", "--dry-run"})
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--region", "us-west-2", "--orphan-sweep-interval", "0", "--dry-run"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +44,7 @@ func TestDryRunPolicyFlags(t *testing.T) {
 	cmd := NewCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--dry-run", "--allow-same-namespace=false",
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--region", "us-west-2", "--dry-run", "--allow-same-namespace=false",
 		"--allow-namespaces", "backup-admins=tidb,tidb-*", "--allow-namespaces", "ops=*", "--allowed-images", "registry.example.com/fedbr:*,registry.example.com/fedbr@sha256:*",
 		"--allow-host-path", "--allowed-service-accounts", "tidb/br-irsa", "--allow-privileged-warmup", "--allowed-env", "AWS_REGION",
 		"--allowed-volume-types", "csi", "--pod-annotations", "iam.amazonaws.com/role,vault.hashicorp.com/*",
@@ -86,5 +89,56 @@ func TestRejectsBadFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: error %v, want %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestRegion: the steps need an AWS region for their first call, and a Job's pod shows none of
+// the agent's environment. The agent takes --region, else AWS_REGION, else AWS_DEFAULT_REGION
+// of its own environment (what EKS injects with IRSA or Pod Identity), passes it to every step
+// as --region, and refuses to start without any.
+func TestRegion(t *testing.T) {
+	for _, tt := range []struct {
+		name                   string
+		flag, env, defaultEnv  string
+		region, dryRun, errMsg string
+	}{
+		{name: "the flag wins", flag: "us-west-2", env: "eu-west-1", region: "us-west-2", dryRun: `region "us-west-2",`},
+		{name: "AWS_REGION", env: "eu-west-1", defaultEnv: "ap-south-1", region: "eu-west-1", dryRun: `region "eu-west-1" (from AWS_REGION),`},
+		{name: "AWS_DEFAULT_REGION", defaultEnv: "ap-south-1", region: "ap-south-1", dryRun: `region "ap-south-1" (from AWS_DEFAULT_REGION),`},
+		{name: "none", errMsg: "no AWS region: --region is not set (the agent chart's aws.region) and the agent's environment has neither AWS_REGION nor AWS_DEFAULT_REGION"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("AWS_REGION", tt.env)
+			t.Setenv("AWS_DEFAULT_REGION", tt.defaultEnv)
+			args := []string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--dry-run"}
+			if tt.flag != "" {
+				args = append(args, "--region", tt.flag)
+			}
+			cmd := NewCmd()
+			var out bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&bytes.Buffer{})
+			cmd.SetArgs(args)
+			err := cmd.Execute()
+			if tt.errMsg != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errMsg) {
+					t.Fatalf("error %v, want %q", err, tt.errMsg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tt.dryRun) {
+				t.Errorf("output %q lacks %q", out.String(), tt.dryRun)
+			}
+			o := &options{clusterName: "az1", env: job.Env{Image: "fedbr:dev", Region: tt.flag}, jobTTL: job.DefaultTTL, maxConcurrent: 1}
+			if err := o.validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := o.env.CloudArgs(); !slices.Equal(got, []string{"--region", tt.region}) {
+				t.Errorf("the steps get %v, want --region %s", got, tt.region)
+			}
+		})
 	}
 }
