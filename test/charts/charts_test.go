@@ -511,7 +511,10 @@ func TestAgentChart(t *testing.T) {
 				roles: []string{"config/rbac/agent_role.yaml", "config/rbac/manager_dataplane_role.yaml", "config/rbac/dataplane_viewer_role.yaml"}, role: "fedbr-agent",
 				deployment: "fedbr-agent", args: tt.args})
 			checkAgentEnv(t, d)
-			// The real command takes the arguments: --dry-run validates them and exits.
+			// The real command takes the arguments: --dry-run validates them and exits. The
+			// pod's environment has AWS_REGION, as EKS injects it with IRSA and Pod Identity
+			// (the chart's aws.region, when set, is --region and wins).
+			t.Setenv("AWS_REGION", "us-east-1")
 			cmd := agentcmd.NewCmd()
 			var out bytes.Buffer
 			cmd.SetArgs(append(slices.Clone(tt.args[1:]), "--dry-run"))
