@@ -8,6 +8,11 @@ import (
 // StepReport is one step Job's report of itself in its member's status.steps: each entry is
 // written only by its step, server-side applied under the field manager fedbr-br-<name>, and
 // read by the agent (conditions) and the manager. Fields a step does not report stay empty.
+//
+// Every list and string is bounded (a member's status.steps at most 4096 entries: a restore's
+// warm-ups are one per TiKV): whoever forged a report could otherwise pad the members the
+// manager and the agents cache. Backup and Result are schemaless; the API server's request
+// limit (1.5 MiB by default) bounds them, and their readers bound and validate them.
 type StepReport struct {
 	// Name is the step: pause, snapshot, clean, size, lift (backup members); restore-volumes,
 	// restore-data, warmup-<ordinal> (restore members).
@@ -17,9 +22,11 @@ type StepReport struct {
 	// Phase is the step's phase (Starting, GCPaused, Ready, Stopping, Stopped, Checking,
 	// Started, Waiting, Completed, Reading, Lifting, Lifted, …; Failed when it failed).
 	// +optional
+	// +kubebuilder:validation:MaxLength=32
 	Phase string `json:"phase,omitempty"`
-	// Error says why the step failed.
+	// Error says why the step failed: at most MaxStepError bytes (a step cuts a longer one).
 	// +optional
+	// +kubebuilder:validation:MaxLength=8192
 	Error string `json:"error,omitempty"`
 	// BackupTS is the pause's (and the snapshot's) backup ts.
 	// +optional
@@ -87,12 +94,16 @@ type StepReport struct {
 	// that `fedbr br lift` can undo exactly that when the pause died without lifting it. The
 	// lift step reports the identity it lifts in its own entry.
 	// +optional
+	// +kubebuilder:validation:MaxLength=128
 	ServiceSafePoint string `json:"serviceSafePoint,omitempty"`
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=128
 	PausedSchedulers []string `json:"pausedSchedulers,omitempty"`
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
 	ScheduleConfig []ScheduleConfigItem `json:"scheduleConfig,omitempty"`
 	// Backup is restore-volumes' report of the backup it restores, once it read and validated
 	// the backupmeta and before it creates any volume: the part of the record the agent checks
@@ -117,11 +128,14 @@ type StepReport struct {
 type ScheduleConfigItem struct {
 	// Key is the item as PD's config API takes it: schedule.<name>.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
 	Key string `json:"key"`
 	// Original is the item's value before the pause; lifting restores it.
+	// +kubebuilder:validation:MaxLength=1024
 	Original string `json:"original"`
 	// Paused is the value the pause sets: while PD shows it (and it differs from Original), the
 	// item is held.
+	// +kubebuilder:validation:MaxLength=1024
 	Paused string `json:"paused"`
 }
 
@@ -160,6 +174,9 @@ func PauseHeld(s StepReport) uint64 {
 	}
 	return 0
 }
+
+// MaxStepError is the longest StepReport.Error the API takes, in bytes.
+const MaxStepError = 8192
 
 // StepPhaseFailed is the phase of a step that failed.
 const StepPhaseFailed = "Failed"

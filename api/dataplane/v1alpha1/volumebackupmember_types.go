@@ -143,12 +143,14 @@ type VolumeBackupMemberStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Steps are the step Jobs' own reports (pause, snapshot, clean, size, lift), each written only by
 	// its step.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
+	// +kubebuilder:validation:MaxItems=4096
 	Steps []StepReport `json:"steps,omitempty"`
 }
 

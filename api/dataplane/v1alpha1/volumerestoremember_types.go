@@ -112,12 +112,14 @@ type VolumeRestoreMemberStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	// +optional
+	// +kubebuilder:validation:MaxItems=16
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Steps are the step Jobs' own reports (restore-volumes, restore-data, warmup-<ordinal>),
 	// each written only by its step.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
+	// +kubebuilder:validation:MaxItems=4096
 	Steps []StepReport `json:"steps,omitempty"`
 }
 

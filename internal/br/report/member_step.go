@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -113,7 +114,7 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		if err := json.Unmarshal([]byte(status), &d); err != nil {
 			return e, fmt.Errorf("the %s status document: %w", step, err)
 		}
-		e.Phase, e.Error, e.BackupTS, e.Stores = d.Phase, d.Error, d.BackupTS, d.Stores
+		e.Phase, e.Error, e.BackupTS, e.Stores = d.Phase, cutError(d.Error), d.BackupTS, d.Stores
 		e.Done, e.Total, e.Percent, e.Deleted, e.Volumes = d.Done, d.Total, d.Percent, d.Deleted, d.Volumes
 		e.SlowestStartSeconds, e.Sized, e.SizedBytes = d.Slowest, d.Sized, d.SizedBytes
 		e.ResolvedTS, e.Attempt, e.Regions = d.ResolvedTS, d.Attempt, d.Regions
@@ -160,4 +161,20 @@ func micro(t time.Time) *metav1.MicroTime {
 	}
 	m := metav1.NewMicroTime(t.UTC())
 	return &m
+}
+
+// CutSuffix ends an error cut to the API's bound.
+const CutSuffix = " … (cut: see the step's log)"
+
+// cutError is err within dpv1alpha1.MaxStepError bytes, cut at a rune boundary: a longer one
+// (a failure naming thousands of volumes) would make the API server refuse the whole report.
+func cutError(err string) string {
+	if len(err) <= dpv1alpha1.MaxStepError {
+		return err
+	}
+	n := dpv1alpha1.MaxStepError - len(CutSuffix)
+	for n > 0 && !utf8.RuneStart(err[n]) {
+		n--
+	}
+	return err[:n] + CutSuffix
 }

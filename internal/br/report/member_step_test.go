@@ -3,9 +3,13 @@ package report_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -99,5 +103,82 @@ func TestMemberStepWriters(t *testing.T) {
 	}
 	if !managers["fedbr-br-pause"] || !managers["fedbr-br-snapshot"] {
 		t.Errorf("field managers %v, want fedbr-br-pause and fedbr-br-snapshot", managers)
+	}
+}
+
+// TestMemberStatusIsBounded: the API server refuses a member status padded beyond the CRD's
+// bounds (an error longer than MaxStepError, more steps than a restore can have, a pause
+// identity of more schedulers than PD has), and a step's own report of a long error still lands,
+// cut to the bound at a rune boundary.
+func TestMemberStatusIsBounded(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := &dpv1alpha1.VolumeBackupMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "bounded", Namespace: "default"},
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "bk", K8sClusterName: "dp1", TCName: "basic", TCNamespace: "tidb",
+			Phase: dpv1alpha1.BackupMemberInitialize, Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p"}}}},
+	}
+	if err := env.Client.Create(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		steps func() []dpv1alpha1.StepReport
+		field string
+	}{
+		{"an error past MaxStepError", func() []dpv1alpha1.StepReport {
+			return []dpv1alpha1.StepReport{{Name: "pause", Phase: "Failed", Error: strings.Repeat("x", dpv1alpha1.MaxStepError+1)}}
+		}, "status.steps[0].error"},
+		{"4097 steps", func() []dpv1alpha1.StepReport {
+			steps := make([]dpv1alpha1.StepReport, 4097)
+			for i := range steps {
+				steps[i].Name = "warmup-" + strconv.Itoa(i)
+			}
+			return steps
+		}, "status.steps"},
+		{"65 paused schedulers", func() []dpv1alpha1.StepReport {
+			return []dpv1alpha1.StepReport{{Name: "pause", PausedSchedulers: make([]string, 65)}}
+		}, "status.steps[0].pausedSchedulers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cur dpv1alpha1.VolumeBackupMember
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), &cur); err != nil {
+				t.Fatal(err)
+			}
+			cur.Status.Steps = tc.steps()
+			err := env.Client.Status().Update(ctx, &cur)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.field) {
+				t.Fatalf("padded status written: %v; want Invalid naming %s", err, tc.field)
+			}
+		})
+	}
+
+	sink, err := report.NewMemberStep(env.Config, dpv1alpha1.GroupVersion.WithKind("VolumeBackupMember"), "volumebackupmembers", "default", m.Name, "pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := report.New(report.Options{Command: "pause", Sink: sink, Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", dpv1alpha1.MaxStepError) // two bytes a rune
+	r.Update("Failed", struct {
+		Phase string `json:"phase"`
+		Error string `json:"error"`
+	}{"Failed", long})
+	if err := r.Result(ctx, map[string]string{"error": "see status"}); err != nil {
+		t.Fatal(err)
+	}
+	var got dpv1alpha1.VolumeBackupMember
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(m), &got); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := dpv1alpha1.Step(got.Status.Steps, "pause")
+	if !ok || p.Phase != "Failed" || len(p.Error) > dpv1alpha1.MaxStepError || !utf8.ValidString(p.Error) ||
+		!strings.HasPrefix(long, strings.TrimSuffix(p.Error, report.CutSuffix)) || !strings.HasSuffix(p.Error, report.CutSuffix) {
+		t.Errorf("pause entry: phase %q, error of %d bytes (valid UTF-8 %v) ending %q; want Failed, the error cut to at most %d bytes",
+			p.Phase, len(p.Error), utf8.ValidString(p.Error), p.Error[max(0, len(p.Error)-40):], dpv1alpha1.MaxStepError)
 	}
 }
