@@ -484,6 +484,28 @@ func TestRestoreMemberDataMemberSticks(t *testing.T) {
 	}
 }
 
+// TestBackupMemberBackupFailedSticks: the manager's word that the backup failed may be set,
+// never taken back (the agent cleans per cleanPolicy on it once the member is deleted).
+func TestBackupMemberBackupFailedSticks(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(t, "members")
+	obj := sample(t, "dataplane_v1alpha1_volumebackupmember.yaml")
+	obj.SetNamespace("members")
+	obj.SetName("failed-backup")
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
+	set(t, obj.Object, "spec.backupFailed", true)
+	if err := env.Client.Update(ctx, obj); err != nil {
+		t.Fatalf("marking the backup failed refused: %v", err)
+	}
+	cur := obj.DeepCopy()
+	set(t, cur.Object, "spec.backupFailed", false)
+	if err := env.Client.Update(ctx, cur); err == nil || !strings.Contains(err.Error(), "backupFailed cannot be unset") {
+		t.Fatalf("unmarking: want refusal with %q, got %v", "backupFailed cannot be unset", err)
+	}
+}
+
 // TestAllCRDsServed checks every kind fedbr ships is served with its short name.
 func TestAllCRDsServed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

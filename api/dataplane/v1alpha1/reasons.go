@@ -191,7 +191,8 @@ const (
 	// BackupMemberNothingToCleanReason: True when the member never started a snapshot step.
 	BackupMemberNothingToCleanReason = "NothingToClean"
 	// BackupMemberRetainedReason: False when cleanPolicy keeps the snapshots and metadata
-	// (Retain, or OnFailure and the snapshots completed); the finalizer goes without cleaning.
+	// (Retain, or OnFailure, the snapshots completed and the VolumeBackup did not fail:
+	// spec.backupFailed unset); the finalizer goes without cleaning.
 	BackupMemberRetainedReason = "Retained"
 	// BackupMemberForceRemovedReason: False when annotation fedbr.io/force-remove is "true"; the
 	// finalizer goes without cleaning.

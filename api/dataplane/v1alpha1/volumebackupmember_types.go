@@ -25,6 +25,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'teardown' || self.phase == 'teardown'",message="phase cannot go back from teardown"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'execute' || self.phase != 'initialize'",message="phase cannot go back from execute to initialize"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.startPause) || !oldSelf.startPause || (has(self.startPause) && self.startPause)",message="startPause cannot be unset"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.backupFailed) || !oldSelf.backupFailed || (has(self.backupFailed) && self.backupFailed)",message="backupFailed cannot be unset"
 type VolumeBackupMemberSpec struct {
 	// VolumeBackup is the name of the VolumeBackup in the control plane this member belongs to.
 	// +kubebuilder:validation:MinLength=1
@@ -61,6 +62,13 @@ type VolumeBackupMemberSpec struct {
 	// +kubebuilder:validation:Pattern=`^[0-9]*$`
 	// +kubebuilder:validation:XValidation:rule="oldSelf == '' || self == oldSelf",message="backupTS is immutable once set"
 	BackupTS string `json:"backupTS,omitempty"`
+	// BackupFailed says the VolumeBackup as a whole failed (a member failed, a step timed out,
+	// …), whatever this member's own snapshots did. The manager sets it on every member of a
+	// failed backup, before it deletes them; once set it stays set. With cleanPolicy OnFailure
+	// the agent then cleans this member's snapshots and metadata on deletion even though they
+	// completed: they are part of a backup that cannot be restored.
+	// +optional
+	BackupFailed bool `json:"backupFailed,omitempty"`
 	// Template is the VolumeBackup's template, with this member's storage prefix.
 	Template fedv1alpha1.VolumeBackupMemberSpec `json:"template"`
 }

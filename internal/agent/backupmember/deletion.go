@@ -52,8 +52,11 @@ func (p *plan) planDeletion() {
 	}
 	policy := p.m.Spec.Template.EffectiveCleanPolicy()
 	complete := p.snapshotsDone()
+	// OnFailure keeps a member's snapshots only when they completed and the backup as a whole
+	// did not fail: the manager tells every member of a failed backup (spec.backupFailed), as
+	// a member's completed snapshots are no backup without the other planes'.
 	switch {
-	case policy == fedv1alpha1.CleanPolicyRetain, policy == fedv1alpha1.CleanPolicyOnFailure && complete:
+	case policy == fedv1alpha1.CleanPolicyRetain, policy == fedv1alpha1.CleanPolicyOnFailure && complete && !p.m.Spec.BackupFailed:
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberRetainedReason,
 			fmt.Sprintf("cleanPolicy %s: snapshots and metadata are kept", policy), time.Time{})
 		p.res.RemoveFinalizer = true

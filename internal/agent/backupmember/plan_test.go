@@ -1003,6 +1003,75 @@ func TestPlanDeletion(t *testing.T) {
 	}
 }
 
+// TestPlanDeletionCleanPolicy is the clean decision of a deleted VolumeBackup's members over
+// three planes: each row gives every plane's own outcome, whether the VolumeBackup as a whole
+// failed (spec.backupFailed, which the manager sets on every member of a failed backup) and the
+// cleanPolicy, and wants the planes whose member runs a clean. OnFailure cleans every plane of
+// a failed backup, its completed snapshots too (they belong to a backup that cannot be
+// restored), and nothing of a complete one.
+func TestPlanDeletionCleanPolicy(t *testing.T) {
+	started := func(m *dpv1alpha1.VolumeBackupMember) { m.Status.BackupPath = "s3://bk/nightly" }
+	complete := withCond(dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsCompletedReason)
+	failed := withCond(dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason)
+	backupFailed := func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupFailed = true }
+	planes := []string{"az1", "az2", "az3"}
+	for _, tt := range []struct {
+		name         string
+		policy       fedv1alpha1.CleanPolicyType
+		failedPlanes []string // the others completed their snapshots
+		backupFailed bool
+		cleaned      []string
+	}{
+		{name: "OnFailure, one plane failed, two complete: all three cleaned",
+			policy: fedv1alpha1.CleanPolicyOnFailure, failedPlanes: []string{"az2"}, backupFailed: true, cleaned: planes},
+		{name: "OnFailure, all complete: none cleaned",
+			policy: fedv1alpha1.CleanPolicyOnFailure},
+		{name: "Retain, one plane failed: none cleaned",
+			policy: fedv1alpha1.CleanPolicyRetain, failedPlanes: []string{"az2"}, backupFailed: true},
+		{name: "Delete, all complete: all three cleaned",
+			policy: fedv1alpha1.CleanPolicyDelete, cleaned: planes},
+		{name: "Delete, one plane failed: all three cleaned",
+			policy: fedv1alpha1.CleanPolicyDelete, failedPlanes: []string{"az2"}, backupFailed: true, cleaned: planes},
+		{name: "OnFailure, members not told the backup failed (deleted on their own): the failed one cleaned",
+			policy: fedv1alpha1.CleanPolicyOnFailure, failedPlanes: []string{"az2"}, cleaned: []string{"az2"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var cleaned []string
+			for _, plane := range planes {
+				mut := []func(*dpv1alpha1.VolumeBackupMember){deleting(tt.policy), started, complete,
+					func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.K8sClusterName = plane }}
+				if slices.Contains(tt.failedPlanes, plane) {
+					mut[2] = failed
+				}
+				if tt.backupFailed {
+					mut = append(mut, backupFailed)
+				}
+				r := planned(t, obs(member(dpv1alpha1.BackupMemberTeardown, mut...)))
+				i := slices.IndexFunc(r.Actions, func(a Action) bool { return a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepClean })
+				if i < 0 {
+					if !r.RemoveFinalizer {
+						t.Errorf("%s: no clean and the finalizer stays: %v", plane, kinds(r.Actions))
+					}
+					continue
+				}
+				cleaned = append(cleaned, plane)
+				// The clean reads the member's own outcome: a member whose snapshots completed
+				// has its backupmeta, and a clean that does not find it must fail.
+				want := "completed"
+				if slices.Contains(tt.failedPlanes, plane) {
+					want = "failed"
+				}
+				if got := argValue(r.Actions[i].Job.Spec.Template.Spec.Containers[0].Args, "--backup-outcome"); got != want {
+					t.Errorf("%s: --backup-outcome %s, want %s", plane, got, want)
+				}
+			}
+			if !slices.Equal(cleaned, tt.cleaned) {
+				t.Errorf("cleaned %v, want %v", cleaned, tt.cleaned)
+			}
+		})
+	}
+}
+
 func check(t *testing.T, r Result, w want) {
 	t.Helper()
 	if r.RemoveFinalizer != w.release {

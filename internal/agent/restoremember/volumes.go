@@ -13,6 +13,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -252,6 +253,61 @@ func shortName(s string, n int) string {
 	return job.LabelValue(s[:n]) // hashes the tail, keeps it a valid name
 }
 
+// annProvisionedBy names the provisioner of a dynamically provisioned PV.
+const annProvisionedBy = restorevolumes.AnnProvisionedBy
+
+// inTreeEBS is the in-tree EBS plugin's name, which provisioned-by carries on PVs made before
+// CSI migration.
+const inTreeEBS = "kubernetes.io/aws-ebs"
+
+// provisionedByEBS says the backed-up PV was dynamically provisioned for EBS: provisioned-by
+// names the EBS CSI driver, or the in-tree plugin it replaced.
+//
+// The rebuilt PV then carries provisioned-by ebs.csi.aws.com (the driver its CSI source names):
+// Kubernetes' PV controller (findDeletablePlugin in pkg/controller/volume/persistentvolume)
+// leaves a Released Delete PV whose provisioned-by names no in-tree plugin to the external
+// provisioner, while one without the annotation goes Failed ("no deletable volume plugin
+// matched") on clusters without HonorPVReclaimPolicy, and its EBS volume stays. The
+// external provisioner (kubernetes-csi/external-provisioner, sig-storage-lib-external-provisioner
+// controller.go isProvisionerForVolume/shouldDelete) deletes a Released Delete PV's volume
+// when provisioned-by names its driver (or, annotation absent, when the PV's CSI driver is
+// its own). The in-tree name is not kept: that plugin is gone since Kubernetes 1.27, and a
+// kubernetes.io/ name without a plugin fails the deletion. The external provisioner adds its
+// own finalizer (external-provisioner.volume.kubernetes.io/finalizer) to a bound Delete PV it
+// is responsible for, and the EBS driver's DeleteVolume takes no secrets, so neither the
+// finalizer nor the volume.kubernetes.io/provisioner-deletion-secret-* annotations are copied.
+// A PV made statically gets none; another provisioner's name is never copied onto an EBS PV.
+func provisionedByEBS(pv *corev1.PersistentVolume) bool {
+	switch pv.Annotations[annProvisionedBy] {
+	case tidbcluster.EBSCSIDriver, inTreeEBS:
+		return true
+	}
+	return false
+}
+
+// zoneAffinity pins a restored volume to the nodes of zone az, one term per zone key (terms
+// are ORed, so a node with either label matches):
+//   - topology.kubernetes.io/zone, first: the EBS CSI driver's controller writes only this key
+//     on the PVs it provisions since v1.33.0 (CreateVolume's AccessibleTopology,
+//     WellKnownZoneTopologyKey in pkg/driver/controller.go; CHANGELOG v1.33.0), and every node
+//     carries it from the kubelet or cloud provider, also nodes whose EBS node plugin has not
+//     registered yet;
+//   - topology.ebs.csi.aws.com/zone: the key the driver wrote before v1.33.0 and its node
+//     plugin still reports beside the well-known one (NodeGetInfo in pkg/driver/node.go
+//     reports both since v1.28.0), so a node of an older driver that labels only it matches
+//     too.
+//
+// Both keys carry the same zone on one node (NodeGetInfo takes both from the instance
+// metadata), so the union never admits a node of another zone.
+func zoneAffinity(az string) *corev1.VolumeNodeAffinity {
+	term := func(key string) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{az}}}}
+	}
+	return &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+		term(corev1.LabelTopologyZone), term(tidbcluster.EBSZoneLabel),
+	}}}
+}
+
 func buildClaim(t Target, v meta.StoreVolume, oldPV *corev1.PersistentVolume, oldPVC *corev1.PersistentVolumeClaim, name string, ord int) Claim {
 	az := t.AZ
 	if az == "" {
@@ -274,6 +330,10 @@ func buildClaim(t Target, v meta.StoreVolume, oldPV *corev1.PersistentVolume, ol
 	}
 	pvName := PVName(t.RestoreID, t.Namespace, name)
 	annotations := map[string]string{AnnotationMember: t.MemberNamespace + "/" + t.Member}
+	pvAnnotations := map[string]string{AnnotationMember: annotations[AnnotationMember]}
+	if provisionedByEBS(oldPV) {
+		pvAnnotations[annProvisionedBy] = tidbcluster.EBSCSIDriver
+	}
 	fsType := ""
 	switch {
 	case oldPV.Spec.CSI != nil:
@@ -294,7 +354,7 @@ func buildClaim(t Target, v meta.StoreVolume, oldPV *corev1.PersistentVolume, ol
 		capacity = oldPVC.Spec.Resources.Requests
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName, Labels: labels, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: pvName, Labels: labels, Annotations: pvAnnotations},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity: capacity, AccessModes: access, PersistentVolumeReclaimPolicy: reclaim,
 			StorageClassName: oldPV.Spec.StorageClassName, VolumeMode: oldPV.Spec.VolumeMode, MountOptions: oldPV.Spec.MountOptions,
@@ -304,9 +364,7 @@ func buildClaim(t Target, v meta.StoreVolume, oldPV *corev1.PersistentVolume, ol
 		},
 	}
 	if az != "" {
-		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: tidbcluster.EBSZoneLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{az}}},
-		}}}}
+		pv.Spec.NodeAffinity = zoneAffinity(az)
 	}
 	requests := oldPVC.Spec.Resources.Requests
 	if len(requests) == 0 {

@@ -141,6 +141,7 @@ func StoreIDByPod(tc *pcv1alpha1.TidbCluster) map[string]string {
 	return m
 }
 
-// EBSZoneLabel is the zone label the EBS CSI driver puts on nodes; restored PVs are pinned to
-// their volume's zone with it.
+// EBSZoneLabel is the EBS CSI driver's own zone key: its node plugin still reports it (beside
+// topology.kubernetes.io/zone), and the driver wrote it on the PVs it provisioned before v1.33.0.
+// Restored PVs name it in a second node-affinity term (restoremember's zoneAffinity).
 const EBSZoneLabel = "topology.ebs.csi.aws.com/zone"

@@ -19,7 +19,8 @@ import (
 // It keeps the resolved ts and cluster version, every TiKV store with its volumes (id, type,
 // snapshot, AZ), the kubernetes section's PVs of those volumes and their PVCs, each stripped
 // to what a rebuild uses (names, the claims' labels, capacity, access and volume modes,
-// storage classes, reclaim policy, mount options, the EBS source and its file system), and the
+// storage classes, reclaim policy, the PVs' provisioned-by annotation, mount options, the EBS
+// source and its file system), and the
 // backed-up TidbCluster's name. A PV or PVC that cannot be read is an error: the agent would
 // refuse the report anyway.
 func BackupReport(rec *meta.Record) (*meta.Record, error) {
@@ -90,7 +91,12 @@ func BackupReport(rec *meta.Record) (*meta.Record, error) {
 	return out, nil
 }
 
-// stripPV keeps of pv what a rebuild uses.
+// AnnProvisionedBy names the provisioner of a dynamically provisioned PV (the external
+// provisioner writes the driver's name). Kubernetes' PV controller and the external
+// provisioner decide by it who deletes the volume of a Delete PV, so a rebuild keeps it.
+const AnnProvisionedBy = "pv.kubernetes.io/provisioned-by"
+
+// stripPV keeps of pv what a rebuild uses: of its annotations only AnnProvisionedBy.
 func stripPV(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	out := &corev1.PersistentVolume{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"},
@@ -108,6 +114,9 @@ func stripPV(pv *corev1.PersistentVolume) *corev1.PersistentVolume {
 	}
 	if pv.Spec.ClaimRef != nil {
 		out.Spec.ClaimRef = &corev1.ObjectReference{Namespace: pv.Spec.ClaimRef.Namespace, Name: pv.Spec.ClaimRef.Name}
+	}
+	if by, ok := pv.Annotations[AnnProvisionedBy]; ok {
+		out.Annotations = map[string]string{AnnProvisionedBy: by}
 	}
 	return out
 }

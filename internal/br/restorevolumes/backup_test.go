@@ -39,7 +39,7 @@ func withKubernetes(t *testing.T, l *lab) {
 			claim = "pd-src-pd-0"
 		}
 		pv := &corev1.PersistentVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: "pvc-" + v.ID, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com"},
+			ObjectMeta: metav1.ObjectMeta{Name: "pvc-" + v.ID, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": "ebs.csi.aws.com", "pv.kubernetes.io/bound-by-controller": "yes"},
 				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}, Labels: map[string]string{"pv-label": "x"}},
 			Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("20Gi")},
 				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, StorageClassName: "gp3", MountOptions: []string{"nodelalloc"},
@@ -71,8 +71,8 @@ func withKubernetes(t *testing.T, l *lab) {
 
 // TestBackupReport: the report keeps what the agent checks and rebuilds from — the stores, their
 // volumes, the resolved ts, the TiKV volumes' PVs and claims with what a rebuild reads, the
-// TidbCluster's name — and drops the rest: another component's PV and claim, annotations,
-// managed fields, status, CSI attributes, the TidbCluster's spec.
+// TidbCluster's name, a PV's provisioned-by — and drops the rest: another component's PV and
+// claim, other annotations, managed fields, status, CSI attributes, the TidbCluster's spec.
 func TestBackupReport(t *testing.T) {
 	l := newLab(t, awsdouble.Options{})
 	withKubernetes(t, l)
@@ -91,7 +91,7 @@ func TestBackupReport(t *testing.T) {
 		t.Fatalf("%d PVs, %d PVCs, want the 4 TiKV volumes'", len(k.PVs), len(k.PVCs))
 	}
 	all := string(mustJSON(t, k))
-	for _, gone := range []string{"pd-src-pd-0", "vol-pd0", "provisioned-by", "managedFields", "Bound", "csiProvisionerIdentity", "selected-node", "replicas", "claim-uid", "pv-label"} {
+	for _, gone := range []string{"pd-src-pd-0", "vol-pd0", "bound-by-controller", "managedFields", "Bound", "csiProvisionerIdentity", "selected-node", "replicas", "claim-uid", "pv-label"} {
 		if strings.Contains(all, gone) {
 			t.Errorf("the report keeps %q: %s", gone, all)
 		}
@@ -101,8 +101,9 @@ func TestBackupReport(t *testing.T) {
 		t.Fatal("the report's PV or PVC does not read")
 	}
 	if pv.Spec.CSI.VolumeHandle != l.rec.Volumes()[0].ID || pv.Spec.CSI.FSType != "ext4" || pv.Spec.StorageClassName != "gp3" || pv.Spec.MountOptions[0] != "nodelalloc" ||
-		pv.Spec.ClaimRef.Name != "tikv-src-tikv-0" || pv.Spec.Capacity.Storage().String() != "20Gi" {
-		t.Errorf("PV %+v", pv.Spec)
+		pv.Spec.ClaimRef.Name != "tikv-src-tikv-0" || pv.Spec.Capacity.Storage().String() != "20Gi" ||
+		len(pv.Annotations) != 1 || pv.Annotations[restorevolumes.AnnProvisionedBy] != "ebs.csi.aws.com" {
+		t.Errorf("PV %+v %+v", pv.ObjectMeta, pv.Spec)
 	}
 	if pvc.Name != "tikv-src-tikv-0" || pvc.Labels["app.kubernetes.io/instance"] != "src" || pvc.Spec.VolumeName != pv.Name || *pvc.Spec.StorageClassName != "gp3" {
 		t.Errorf("PVC %+v", pvc)

@@ -14,6 +14,9 @@
 //     member resolved ts;
 //   - a failed member fails the backup at once and every member is torn down, so the pause is
 //     lifted immediately instead of at TTL (upstream left it to the init job's deadline);
+//   - every member of a failed backup is told so (spec.backupFailed), so cleanPolicy OnFailure
+//     cleans every plane, also those whose own snapshots completed (upstream cleaned only the
+//     planes whose own Backup failed);
 //   - a member step that runs past stepTimeout fails the backup (upstream stalled forever);
 //   - an unknown or unreachable data plane is a condition with a reason, never a crash or a
 //     silent requeue;
@@ -44,6 +47,8 @@ type Member struct {
 	BackupTS   string
 	StartPause bool
 	ResumeGC   bool
+	// BackupFailed is the member's spec.backupFailed: it was told the backup failed.
+	BackupFailed bool
 	// PhaseSince is when the member entered its current spec phase (from its status), for
 	// step timeouts; zero if unknown.
 	PhaseSince time.Time
@@ -81,6 +86,9 @@ const (
 	ResumeGC ActionKind = "ResumeGC"
 	// DeleteMember deletes the member (its agent cleans per cleanPolicy).
 	DeleteMember ActionKind = "DeleteMember"
+	// MarkFailed tells the member the backup as a whole failed (spec.backupFailed), so that
+	// cleanPolicy OnFailure cleans it even though its own snapshots completed.
+	MarkFailed ActionKind = "MarkFailed"
 )
 
 // Action is one idempotent change to a member.
@@ -425,6 +433,8 @@ func planTeardown(o Observed, res Result, now time.Time) Result {
 	return res
 }
 
+// teardownAll moves every member to teardown (the initializer lifting its pause first) and,
+// once the backup failed, tells each one so (markFailed).
 func teardownAll(o Observed, res *Result) {
 	if initializer := res.Status.Initializer; initializer != "" {
 		if m := o.Members[initializer]; m.Exists && !m.ResumeGC {
@@ -435,6 +445,23 @@ func teardownAll(o Observed, res *Result) {
 		if m := o.Members[c.K8sClusterName]; m.Exists && m.Phase != dpv1alpha1.BackupMemberTeardown {
 			res.add(o, Action{Kind: SetPhase, Cluster: c.K8sClusterName, Phase: dpv1alpha1.BackupMemberTeardown, From: m.Phase})
 		}
+		markFailed(o, res, c.K8sClusterName)
+	}
+}
+
+// markFailed tells the member in cluster that the backup as a whole failed, unless it knows:
+// its agent cleans it per cleanPolicy on deletion, and OnFailure must clean every plane of a
+// failed backup, also the planes whose own snapshots completed, since the backup they belong
+// to cannot be restored. Only the manager knows the backup failed (a member sees its own
+// snapshots only), so it says so on every member it still sees; the deletion of a failed
+// backup does it too before it deletes a member (the plane's actions apply in order), for a
+// plane that was unreachable when the backup failed.
+func markFailed(o Observed, res *Result, cluster string) {
+	if !meta.IsStatusConditionTrue(res.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition) {
+		return
+	}
+	if m := o.Members[cluster]; m.Exists && !m.BackupFailed {
+		res.add(o, Action{Kind: MarkFailed, Cluster: cluster})
 	}
 }
 
@@ -468,6 +495,7 @@ func planDeletion(o Observed, res Result, now time.Time) Result {
 			waiting = append(waiting, name)
 		case o.Members[name].Exists:
 			deleting = append(deleting, name)
+			markFailed(o, &res, name)
 			res.add(o, Action{Kind: DeleteMember, Cluster: name})
 			if f := memberCondition(o.Members[name], dpv1alpha1.BackupMemberCleanedCondition); f != nil && f.Status == metav1.ConditionFalse &&
 				(f.Reason == dpv1alpha1.BackupMemberCleanFailedReason || f.Reason == dpv1alpha1.BackupMemberCleanGaveUpReason) {

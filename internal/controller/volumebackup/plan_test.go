@@ -352,8 +352,8 @@ func TestPlan(t *testing.T) {
 		{
 			name:    "a member failed: the backup fails and every member tears down (pause lifted now)",
 			members: map[string]Member{"az1": member(exec, inited), "az2": member(exec, failedC), "az3": member(exec)},
-			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear},
-				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: MarkFailed, Cluster: "az1"},
+				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: MarkFailed, Cluster: "az2"}, {Kind: SetPhase, Cluster: "az3", Phase: tear}, {Kind: MarkFailed, Cluster: "az3"}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
 				c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
@@ -365,14 +365,15 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "the initializer's failure also fails the backup",
 			members:   map[string]Member{"az1": member(init_, failedC)},
-			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}},
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: MarkFailed, Cluster: "az1"}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 		},
 		{
-			name:      "a step past its timeout fails the backup",
-			members:   map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
-			now:       t0.Add(61 * time.Minute),
-			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: SetPhase, Cluster: "az3", Phase: tear}},
+			name:    "a step past its timeout fails the backup",
+			members: map[string]Member{"az1": member(exec, inited, started), "az2": member(exec), "az3": member(exec, started)},
+			now:     t0.Add(61 * time.Minute),
+			want: []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: MarkFailed, Cluster: "az1"},
+				{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: MarkFailed, Cluster: "az2"}, {Kind: SetPhase, Cluster: "az3", Phase: tear}, {Kind: MarkFailed, Cluster: "az3"}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
 				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != fedv1alpha1.StepTimeoutReason {
@@ -449,7 +450,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "an initializer past initialize whose pause reports no backup ts fails the backup, pause lifted",
 			members:   map[string]Member{"az1": withStep(member(exec, inited), dpv1alpha1.StepReport{Name: dpv1alpha1.StepPause, Phase: dpv1alpha1.PausePhaseReady})},
-			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}},
+			want:      []Action{{Kind: ResumeGC, Cluster: "az1"}, {Kind: SetPhase, Cluster: "az1", Phase: tear}, {Kind: MarkFailed, Cluster: "az1"}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 			check: func(t *testing.T, r Result) {
 				if c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition); c == nil || c.Reason != fedv1alpha1.VolumeBackupBadBackupTSReason {
@@ -517,8 +518,8 @@ func TestPlan(t *testing.T) {
 				b.Status.Phase = fedv1alpha1.VolumeBackupFailed
 				b.Status.Conditions = []metav1.Condition{{Type: fedv1alpha1.VolumeBackupFailedCondition, Status: metav1.ConditionTrue, Reason: "X"}}
 			},
-			members:   map[string]Member{"az1": func() Member { m := member(tear); m.ResumeGC = true; return m }(), "az2": member(exec)},
-			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: tear}},
+			members:   map[string]Member{"az1": func() Member { m := member(tear); m.ResumeGC, m.BackupFailed = true, true; return m }(), "az2": member(exec)},
+			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: tear}, {Kind: MarkFailed, Cluster: "az2"}},
 			wantPhase: fedv1alpha1.VolumeBackupFailed,
 		},
 		{
@@ -684,6 +685,8 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 				}
 			case ResumeGC:
 				m.ResumeGC = true
+			case MarkFailed:
+				m.BackupFailed = true
 			}
 			o.Members[a.Cluster] = m
 		}

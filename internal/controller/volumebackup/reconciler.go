@@ -129,7 +129,7 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 			return o, err
 		}
 		o.Members[c.K8sClusterName] = w.overlay(b, c.K8sClusterName, Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
-			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, PhaseSince: federation.PhaseSince(&m), Status: m.Status})
+			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, BackupFailed: m.Spec.BackupFailed, PhaseSince: federation.PhaseSince(&m), Status: m.Status})
 	}
 	return o, nil
 }
@@ -187,6 +187,8 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, b *
 		return federation.SetSpec(ctx, c, ref, map[string]any{"startPause": true})
 	case ResumeGC:
 		return federation.SetSpec(ctx, c, ref, map[string]any{"resumeGC": true})
+	case MarkFailed:
+		return federation.SetSpec(ctx, c, ref, map[string]any{"backupFailed": true})
 	case DeleteMember:
 		return federation.Delete(ctx, c, ref)
 	}

@@ -17,7 +17,7 @@ import (
 // in the lab, a repeated move of one member took 1.3 s on the pause window's path, delaying
 // ResumeGC by as much. TestPlanWithoutOverlayOnlyRepeatsWrites shows the plans agree.
 // Overlaying is safe because every field only moves forward: phase never goes back, backupTS is
-// set once, startPause and resumeGC are never unset.
+// set once, startPause, resumeGC and backupFailed are never unset.
 type written struct {
 	mu    sync.Mutex
 	specs map[writtenKey]Member
@@ -40,6 +40,8 @@ func (w *written) record(b *fedv1alpha1.VolumeBackup, a Action, now time.Time) {
 		set = Member{StartPause: true}
 	case ResumeGC:
 		set = Member{ResumeGC: true}
+	case MarkFailed:
+		set = Member{BackupFailed: true}
 	default:
 		return
 	}
@@ -78,5 +80,7 @@ func forward(m, set Member) (Member, bool) {
 	}
 	out.StartPause = out.StartPause || set.StartPause
 	out.ResumeGC = out.ResumeGC || set.ResumeGC
-	return out, out.Phase != m.Phase || out.BackupTS != m.BackupTS || out.StartPause != m.StartPause || out.ResumeGC != m.ResumeGC
+	out.BackupFailed = out.BackupFailed || set.BackupFailed
+	return out, out.Phase != m.Phase || out.BackupTS != m.BackupTS || out.StartPause != m.StartPause || out.ResumeGC != m.ResumeGC ||
+		out.BackupFailed != m.BackupFailed
 }

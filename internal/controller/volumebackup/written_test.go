@@ -26,12 +26,13 @@ func TestWrittenOverlaysUntilTheCacheCatchesUp(t *testing.T) {
 
 	w.record(b, Action{Kind: SetPhase, Cluster: "az1", Phase: exec, BackupTS: "100"}, at)
 	w.record(b, Action{Kind: ResumeGC, Cluster: "az1"}, at)
+	w.record(b, Action{Kind: MarkFailed, Cluster: "az1"}, at)
 	w.record(b, Action{Kind: CreateMember, Cluster: "az2", Phase: exec}, at) // creations are not overlaid
 
 	stale := member(init_)
 	got := w.overlay(b, "az1", stale)
-	if got.Phase != exec || got.BackupTS != "100" || !got.ResumeGC || !got.PhaseSince.Equal(at) {
-		t.Fatalf("stale cache overlaid = %+v, want execute at ts 100, resumeGC, phase since the write", got)
+	if got.Phase != exec || got.BackupTS != "100" || !got.ResumeGC || !got.BackupFailed || !got.PhaseSince.Equal(at) {
+		t.Fatalf("stale cache overlaid = %+v, want execute at ts 100, resumeGC, backupFailed, phase since the write", got)
 	}
 	if got := w.overlay(other, "az1", stale); got.Phase != init_ || got.ResumeGC {
 		t.Errorf("another backup's member got this one's writes: %+v", got)
@@ -41,7 +42,7 @@ func TestWrittenOverlaysUntilTheCacheCatchesUp(t *testing.T) {
 	}
 
 	further := member(tear)
-	further.ResumeGC = true
+	further.ResumeGC, further.BackupFailed = true, true
 	if got := w.overlay(b, "az1", further); got.Phase != tear || got.BackupTS != "100" {
 		t.Errorf("a cache further along went back: %+v", got)
 	}
@@ -73,6 +74,8 @@ func TestPlanWithoutOverlayOnlyRepeatsWrites(t *testing.T) {
 			return m.StartPause
 		case ResumeGC:
 			return m.ResumeGC
+		case MarkFailed:
+			return m.BackupFailed
 		}
 		return false
 	}
@@ -104,6 +107,8 @@ func TestPlanWithoutOverlayOnlyRepeatsWrites(t *testing.T) {
 				m.StartPause = true
 			case ResumeGC:
 				m.ResumeGC = true
+			case MarkFailed:
+				m.BackupFailed = true
 			}
 			truth[a.Cluster] = m
 		}
