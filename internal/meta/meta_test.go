@@ -445,7 +445,9 @@ func (r *recording) Delete(ctx context.Context, key string) error {
 	return r.Store.Delete(ctx, key)
 }
 
-func TestDeleteAllLeavesBackupMetaLastAndTombstone(t *testing.T) {
+// TestDeleteWrittenLeavesBackupMetaLastAndTombstone: what fedbr wrote goes, backupmeta last;
+// the tombstone and an object fedbr never writes stay.
+func TestDeleteWrittenLeavesBackupMetaLastAndTombstone(t *testing.T) {
 	ctx := context.Background()
 	_, d := newStore(t)
 	rec := &recording{Store: d}
@@ -462,15 +464,15 @@ func TestDeleteAllLeavesBackupMetaLastAndTombstone(t *testing.T) {
 	if err := s.PutTombstone(ctx, Tombstone{BackupID: "b1", Snapshots: []string{"snap-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	deleted, err := s.DeleteAll(ctx)
+	deleted, left, err := s.DeleteWritten(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(deleted) != 3 || rec.deleted[len(rec.deleted)-1] != BackupMetaKey {
-		t.Fatalf("deleted %v in order %v", deleted, rec.deleted)
+	if len(deleted) != 2 || rec.deleted[len(rec.deleted)-1] != BackupMetaKey || !slices.Equal(left, []string{"zz-other"}) {
+		t.Fatalf("deleted %v in order %v, left %v", deleted, rec.deleted, left)
 	}
 	keys, _ := s.Keys(ctx)
-	if !slices.Equal(keys, []string{TombstoneKey}) {
+	if !slices.Equal(keys, []string{TombstoneKey, "zz-other"}) {
 		t.Fatalf("left = %v", keys)
 	}
 	ts, err := s.Tombstone(ctx)
@@ -565,5 +567,20 @@ func TestBackupMetaPendingThenCompleted(t *testing.T) {
 	}
 	if _, err := s2.BackupMetaAsIs(ctx); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("after abandon: err = %v, want ErrNotFound", err)
+	}
+}
+
+// TestWritten: the objects fedbr writes for a backup, and nothing below or beside them.
+func TestWritten(t *testing.T) {
+	for key, want := range map[string]bool{
+		"backupmeta": true, "clustermeta": true, "restoremeta/r-1": true, "manifests/tidb/TidbCluster/basic.yaml": true,
+		"cleaned": false, "nightly-az1/backupmeta": false, "team-b/nightly/clustermeta": false, "restoremeta/": false,
+		"restoremeta/r-1/x": false, "manifests/tidb/TidbCluster/basic.json": false, "manifests/tidb/basic.yaml": false,
+		"manifests/a/b/c/d.yaml": false, "manifests//TidbCluster/basic.yaml": false, "manifests/tidb/TidbCluster/.yaml": false,
+		"backupmeta.bak": false, "notes.txt": false, "": false,
+	} {
+		if got := Written(key); got != want {
+			t.Errorf("Written(%q) = %v, want %v", key, got, want)
+		}
 	}
 }

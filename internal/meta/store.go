@@ -303,35 +303,58 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
-// DeleteAll deletes every object of the prefix but the tombstone, backupmeta last, so an
-// interrupted delete still has the backupmeta to retry with. It returns the deleted keys.
-func (s *Store) DeleteAll(ctx context.Context) ([]string, error) {
+// Written says whether key (relative to the prefix) is an object fedbr writes for a backup:
+// clustermeta, backupmeta, a manifest (manifests/<namespace>/<kind>/<name>.yaml) or a restore's
+// restoremeta (restoremeta/<restore id>). The tombstone is not among them (a clean keeps it).
+func Written(key string) bool {
+	switch key {
+	case ClusterMetaKey, BackupMetaKey:
+		return true
+	}
+	if id, ok := strings.CutPrefix(key, RestoreMetaPrefix); ok {
+		return id != "" && !strings.Contains(id, "/")
+	}
+	if m, ok := strings.CutPrefix(key, ManifestsPrefix); ok {
+		parts := strings.Split(m, "/")
+		return len(parts) == 3 && parts[0] != "" && parts[1] != "" && strings.HasSuffix(parts[2], ".yaml") && parts[2] != ".yaml"
+	}
+	return false
+}
+
+// DeleteWritten deletes the objects of the prefix fedbr writes for a backup (Written),
+// backupmeta last, so an interrupted delete still has the backupmeta to retry with. Everything
+// else under the prefix stays: the prefix is a tenant's word, and may hold another backup's
+// objects below it (a prefix naming another's parent folder) or objects no fedbr wrote. It
+// returns the deleted keys and those it left (the tombstone not among them).
+func (s *Store) DeleteWritten(ctx context.Context) (deleted, left []string, err error) {
 	keys, err := s.Keys(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var deleted []string
 	last := false
 	for _, k := range keys {
-		switch k {
-		case TombstoneKey:
+		switch {
+		case k == TombstoneKey:
 			continue
-		case BackupMetaKey:
+		case !Written(k):
+			left = append(left, k)
+			continue
+		case k == BackupMetaKey:
 			last = true
 			continue
 		}
 		if err := s.blob.Delete(ctx, k); err != nil {
-			return deleted, fmt.Errorf("delete metadata %s: %w", k, err)
+			return deleted, left, fmt.Errorf("delete metadata %s: %w", k, err)
 		}
 		deleted = append(deleted, k)
 	}
 	if last {
 		if err := s.blob.Delete(ctx, BackupMetaKey); err != nil {
-			return deleted, fmt.Errorf("delete metadata %s: %w", BackupMetaKey, err)
+			return deleted, left, fmt.Errorf("delete metadata %s: %w", BackupMetaKey, err)
 		}
 		deleted = append(deleted, BackupMetaKey)
 	}
-	return deleted, nil
+	return deleted, left, nil
 }
 
 // stamp returns a copy of r with fedbr's extension set and stamped.

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -129,8 +130,11 @@ type Summary struct {
 	// OtherBackup names the backup whose backupmeta the storage holds when it is not this
 	// one's (this backup's snapshot step was refused there); its metadata is left alone.
 	OtherBackup string `json:"otherBackup,omitempty"`
-	// Metadata are the deleted metadata objects.
+	// Metadata are the deleted metadata objects: only those fedbr writes for a backup
+	// (meta.Written). LeftAlone are the other objects under the prefix, which clean never
+	// deletes (another backup's below a prefix that names its parent, a user's files).
 	Metadata       []string `json:"metadata"`
+	LeftAlone      []string `json:"leftAlone,omitempty"`
 	ElapsedSeconds float64  `json:"elapsedSeconds"`
 	// Result is "cleaned", "dry-run" or "failed"; Error says why it failed.
 	Result string `json:"result"`
@@ -409,10 +413,15 @@ func (c *cleaner) deleteMetadata(ctx context.Context) error {
 			return err
 		}
 		for _, k := range keys {
-			if k != meta.TombstoneKey {
+			switch {
+			case k == meta.TombstoneKey:
+			case meta.Written(k):
 				c.logf("Would delete metadata %s", k)
+			default:
+				c.sum.LeftAlone = append(c.sum.LeftAlone, k)
 			}
 		}
+		c.logLeftAlone()
 		return nil
 	}
 	ts := meta.Tombstone{BackupID: c.sum.BackupID, Snapshots: slices.Concat(c.sum.Deleted, c.sum.AlreadyGone),
@@ -425,11 +434,21 @@ func (c *cleaner) deleteMetadata(ctx context.Context) error {
 	if err := c.store.PutTombstone(ctx, ts); err != nil {
 		return err
 	}
-	deleted, err := c.store.DeleteAll(ctx)
+	deleted, left, err := c.store.DeleteWritten(ctx)
 	c.sum.Metadata = append(c.sum.Metadata, deleted...)
+	c.sum.LeftAlone = left
 	if err != nil {
 		return err
 	}
 	c.logf("Deleted %d metadata objects", len(deleted))
+	c.logLeftAlone()
 	return nil
+}
+
+// logLeftAlone says which objects under the prefix clean leaves because fedbr did not write
+// them for this backup (the first ten, and how many).
+func (c *cleaner) logLeftAlone() {
+	if n := len(c.sum.LeftAlone); n > 0 {
+		c.logf("Leaving %d objects under the prefix that fedbr does not write for a backup: %s", n, strings.Join(c.sum.LeftAlone[:min(n, 10)], ", "))
+	}
 }

@@ -502,3 +502,33 @@ func TestCleanInterruptedKeepsMetadata(t *testing.T) {
 		t.Fatalf("left after retry: %v", left)
 	}
 }
+
+// TestCleanLeavesWhatItDidNotWrite: a backup whose prefix names another tenant's folder's
+// parent (prefix team-b above team-b/nightly-az1) is cleaned of what fedbr wrote for it, and
+// only that: the other backup's metadata below the prefix and a file no fedbr wrote stay, and
+// the summary lists them.
+func TestCleanLeavesWhatItDidNotWrite(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	l.writeMeta(t, rec)
+	others := []string{"README.txt", "nightly-az1/backupmeta", "nightly-az1/clustermeta", "nightly-az1/manifests/tidb/TidbCluster/basic.yaml",
+		"nightly-az1/restoremeta/r-1"}
+	for _, k := range others {
+		if err := l.dir.Put(ctx, k, []byte("not b1's\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b1", Outcome: clean.Completed, Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(others)
+	wantDeleted := []string{"backupmeta", "clustermeta", "manifests/tidb/TidbCluster/basic.yaml"}
+	if got := slices.Sorted(slices.Values(sum.Metadata)); !slices.Equal(got, wantDeleted) || !slices.Equal(sum.LeftAlone, others) {
+		t.Errorf("deleted %v, left alone %v; want %v and %v", got, sum.LeftAlone, wantDeleted, others)
+	}
+	if got := l.keys(t); !slices.Equal(got, slices.Sorted(slices.Values(append([]string{meta.TombstoneKey}, others...)))) {
+		t.Errorf("objects after the clean: %v, want the tombstone and %v", got, others)
+	}
+}
