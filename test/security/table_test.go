@@ -158,6 +158,8 @@ func table() []row {
 			})},
 
 		// Refused by the agent's policy, with the rule's name.
+		{name: "a Job planted with the member's labels and its pause step's name is not adopted", outcome: refused, want: dpv1alpha1.ForeignJobReason,
+			names: "fed-planted-pause", setup: both(seedTC("team-a", "planted"), plantJob("team-a", "fed-planted")), input: backup("team-a", "planted", nil)},
 		{name: "backup runs a foreign image", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
 			names: `spec.template.toolImage "evil.example.com/fedbr:v1"`,
 			input: tmpl("team-a", "p-foreign-image", func(t *fedv1alpha1.VolumeBackupMemberSpec) { t.ToolImage = "evil.example.com/fedbr:v1" })},

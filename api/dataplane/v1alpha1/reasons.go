@@ -70,6 +70,10 @@ const (
 	// HostNamespaceNotAllowedReason: a pod would share the node's network, PID or IPC
 	// namespace.
 	HostNamespaceNotAllowedReason = "HostNamespaceNotAllowed"
+	// ForeignJobReason: a Job carries the member's selector labels (or the name the agent
+	// would give a step's Job) but is not controlled by the member: the agent did not create
+	// it, never adopts it, and takes nothing it says as a step's outcome.
+	ForeignJobReason = "ForeignJob"
 )
 
 // Reasons of a VolumeBackupMember's Initialized condition.

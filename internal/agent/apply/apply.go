@@ -5,6 +5,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"golang.org/x/sync/errgroup"
@@ -90,11 +91,24 @@ func (a *Applier) PatchStatusLocked(ctx context.Context, obj client.Object, muta
 	return a.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 }
 
-// CreateJob creates j for member (an already existing Job of that name is success).
+// ErrForeignJob: a Job of the name the agent gives a step's Job exists and is not controlled
+// by the member: the agent never adopts it.
+var ErrForeignJob = errors.New("a Job the member does not control has its step Job's name")
+
+// CreateJob creates j for member. An existing Job of that name is success when the member
+// controls it (a create the cache had not seen yet); one it does not control is ErrForeignJob,
+// naming it: whoever may create Jobs in the namespace could otherwise plant a step's Job.
 func (a *Applier) CreateJob(ctx context.Context, member client.Object, j *batchv1.Job) error {
 	log.FromContext(ctx).Info("Creating Job", "job", j.Name, "step", j.Labels[job.LabelStep])
 	err := a.Client.Create(ctx, j.DeepCopy())
 	if apierrors.IsAlreadyExists(err) {
+		have := &batchv1.Job{}
+		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(j), have); err != nil {
+			return fmt.Errorf("read the existing Job %s/%s: %w", j.Namespace, j.Name, err)
+		}
+		if !metav1.IsControlledBy(have, member) {
+			return fmt.Errorf("%w: Job %s/%s: delete it", ErrForeignJob, j.Namespace, j.Name)
+		}
 		return nil
 	}
 	if err != nil {

@@ -146,7 +146,9 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeBackupMemb
 	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
 		return o, fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
 	}
-	r.classifyJobs(m, jobs.Items, &o)
+	owned, foreign := job.Owned(m, Kind, jobs.Items)
+	o.Refusals = append(o.Refusals, policy.ForeignJobs(foreign)...)
+	r.classifyJobs(m, owned, &o)
 	o.Report = job.ReportOf(m.Status.Steps)
 	if o.TC != nil && len(o.Refusals) == 0 && NeedsDiscovery(m, o.Snapshot, o.Report) {
 		reader := r.APIReader

@@ -288,3 +288,25 @@ func keyAllowed(allowed []string, key string) bool {
 func jobControllerKey(k string) bool {
 	return k == "job-name" || k == "controller-uid" || strings.HasPrefix(k, "batch.kubernetes.io/")
 }
+
+// Owned splits jobs (listed by the member's Selector) into the member's and the names of the
+// others: anyone who may create Jobs in the namespace can give one the member's labels, and
+// such a Job's state must never count as a step's. A Job is the member's when its controller
+// reference names the member's uid; a clean Job has no owner (a foreground deletion of the
+// member would delete it mid-clean), and counts when it carries the owner annotation naming
+// the member (kind/name) and no controller at all — a weaker proof, which the clean's outcome
+// does not rest on alone: it is the step's report, which only the step's identity writes.
+func Owned(member metav1.Object, kind string, jobs []batchv1.Job) (owned []batchv1.Job, foreign []string) {
+	for i := range jobs {
+		j := &jobs[i]
+		c := metav1.GetControllerOf(j)
+		switch {
+		case c != nil && c.UID == member.GetUID(),
+			c == nil && j.Labels[LabelStep] == StepClean && j.Annotations[AnnotationOwner] == kind+"/"+member.GetName():
+			owned = append(owned, *j)
+		default:
+			foreign = append(foreign, j.Name)
+		}
+	}
+	return owned, foreign
+}

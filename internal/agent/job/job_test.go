@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
@@ -295,5 +297,39 @@ func TestPodLabelsAllowlist(t *testing.T) {
 				t.Errorf("allowed %q: %s label %s=%q, want fedbr's", c.allowed, what, LabelStep, labels[LabelStep])
 			}
 		}
+	}
+}
+
+// TestOwned: a Job whose controller reference names the member's uid is the member's, and a
+// clean Job without any controller annotated as the member's; one with the member's labels and
+// no owner, another controller, or the member only as a non-controlling owner is foreign, and
+// so is a step other than clean that only claims the member in its annotation.
+func TestOwned(t *testing.T) {
+	ref := func(uid string, controller bool) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "dataplane.fedbr.io/v1alpha1", Kind: "VolumeBackupMember", Name: "fed-b1", UID: types.UID(uid), Controller: ptr.To(controller)}}
+	}
+	clean := func(name, owner string, refs []metav1.OwnerReference) batchv1.Job {
+		return batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{LabelStep: StepClean},
+			Annotations: map[string]string{AnnotationOwner: owner}, OwnerReferences: refs}}
+	}
+	jobs := []batchv1.Job{
+		{ObjectMeta: metav1.ObjectMeta{Name: "ours", OwnerReferences: ref("u1", true)}},
+		clean("our-clean", "VolumeBackupMember/fed-b1", nil),
+		{ObjectMeta: metav1.ObjectMeta{Name: "no-owner"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other-member", OwnerReferences: ref("u2", true)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "not-controller", OwnerReferences: ref("u1", false)}},
+		clean("another-members-clean", "VolumeBackupMember/fed-b2", nil),
+		clean("a-clean-with-a-controller", "VolumeBackupMember/fed-b1", ref("u2", true)),
+		{ObjectMeta: metav1.ObjectMeta{Name: "a-pause-claiming-the-owner", Annotations: map[string]string{AnnotationOwner: "VolumeBackupMember/fed-b1"}}},
+	}
+	member := &metav1.ObjectMeta{Name: "fed-b1", UID: "u1"}
+	owned, foreign := Owned(member, "VolumeBackupMember", jobs)
+	var names []string
+	for _, j := range owned {
+		names = append(names, j.Name)
+	}
+	if !slices.Equal(names, []string{"ours", "our-clean"}) || !slices.Equal(foreign, []string{"no-owner", "other-member", "not-controller",
+		"another-members-clean", "a-clean-with-a-controller", "a-pause-claiming-the-owner"}) {
+		t.Errorf("owned %v, foreign %v", owned, foreign)
 	}
 }

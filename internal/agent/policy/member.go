@@ -316,3 +316,14 @@ func identityMount(dir string) bool {
 	c := path.Clean("/" + dir)
 	return slices.ContainsFunc(identityDirs, func(d string) bool { return c == d || strings.HasPrefix(c, d+"/") })
 }
+
+// ForeignJobs are the violations of Jobs that carry a member's labels without being its own
+// (job.Owned): the member fails rather than adopt them or read their outcome.
+func ForeignJobs(names []string) []Violation {
+	vs := make([]Violation, 0, len(names))
+	for _, n := range names {
+		vs = append(vs, Violation{Rule: dpv1alpha1.ForeignJobReason, Field: "Job", Value: n,
+			Why: "carries the member's labels but is not controlled by it: the agent never adopts a Job it did not create; delete it and create the member again"})
+	}
+	return vs
+}

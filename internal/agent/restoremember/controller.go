@@ -201,14 +201,16 @@ func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestor
 	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
 		return fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
 	}
-	for i := range jobs.Items {
-		switch jobs.Items[i].Labels[job.LabelStep] {
+	owned, foreign := job.Owned(m, Kind, jobs.Items)
+	o.Refusals = append(o.Refusals, policy.ForeignJobs(foreign)...)
+	for i := range owned {
+		switch owned[i].Labels[job.LabelStep] {
 		case job.StepRestoreVolumes:
-			o.RestoreVolumes = job.StateOf(&jobs.Items[i])
+			o.RestoreVolumes = job.StateOf(&owned[i])
 		case job.StepRestoreData:
-			o.RestoreData = job.StateOf(&jobs.Items[i])
+			o.RestoreData = job.StateOf(&owned[i])
 		case job.StepWarmup:
-			o.Warmups[jobs.Items[i].Name] = job.StateOf(&jobs.Items[i])
+			o.Warmups[owned[i].Name] = job.StateOf(&owned[i])
 		}
 	}
 	o.Report = job.ReportOf(m.Status.Steps)
