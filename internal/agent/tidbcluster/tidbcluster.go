@@ -43,7 +43,8 @@ func TiKVSelector(tc string) map[string]string {
 
 // PDAddresses are the client URLs of the PD the TidbCluster's stores belong to: its own PD
 // members (status.pd.members, sorted by name), else spec.pdAddresses (a TidbCluster that joins
-// a PD running in another Kubernetes cluster).
+// a PD running in another Kubernetes cluster), else the PD of the TidbCluster spec.cluster
+// references (ClusterRefPD).
 func PDAddresses(tc *pcv1alpha1.TidbCluster) ([]string, error) {
 	names := make([]string, 0, len(tc.Status.PD.Members))
 	for n, m := range tc.Status.PD.Members {
@@ -67,8 +68,35 @@ func PDAddresses(tc *pcv1alpha1.TidbCluster) ([]string, error) {
 	if len(out) > 0 {
 		return out, nil
 	}
-	return nil, fmt.Errorf("%w: TidbCluster %s/%s has no PD member with a client URL in status.pd.members and no spec.pdAddresses",
+	if ref := ClusterRefPD(tc); ref != "" {
+		return []string{ref}, nil
+	}
+	return nil, fmt.Errorf("%w: TidbCluster %s/%s has no PD member with a client URL in status.pd.members, no spec.pdAddresses and no spec.cluster",
 		ErrNoPD, tc.Namespace, tc.Name)
+}
+
+// ClusterRefPD is the client URL of the PD of the TidbCluster tc joins through spec.cluster
+// ("" without one), as tidb-operator addresses it: <name>-pd.<namespace>:2379 (the namespace
+// defaults to tc's), or <name>-pd-peer.<namespace>.svc.<clusterDomain>:2379 across Kubernetes
+// clusters with a cluster domain; https when tc's cluster TLS is on (pingcap/tidb-operator
+// pkg/pdapi, ClusterRefPDClientUrl).
+func ClusterRefPD(tc *pcv1alpha1.TidbCluster) string {
+	ref := tc.Spec.Cluster
+	if ref == nil || strings.TrimSpace(ref.Name) == "" {
+		return ""
+	}
+	scheme := "http"
+	if tc.Spec.TLSCluster != nil && tc.Spec.TLSCluster.Enabled {
+		scheme = "https"
+	}
+	ns := ref.Namespace
+	if ns == "" {
+		ns = tc.Namespace
+	}
+	if ref.ClusterDomain == "" {
+		return fmt.Sprintf("%s://%s-pd.%s:2379", scheme, ref.Name, ns)
+	}
+	return fmt.Sprintf("%s://%s-pd-peer.%s.svc.%s:2379", scheme, ref.Name, ns, ref.ClusterDomain)
 }
 
 // TiKVReplicas is spec.tikv.replicas (0 without TiKV).

@@ -2,6 +2,7 @@ package tidbcluster
 
 import (
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
@@ -16,8 +17,12 @@ import (
 
 func TestPDAddresses(t *testing.T) {
 	tc := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "n"}}
-	if _, err := PDAddresses(tc); err == nil || !strings.Contains(err.Error(), "spec.pdAddresses") {
+	if _, err := PDAddresses(tc); !errors.Is(err, ErrNoPD) || !strings.Contains(err.Error(), "spec.pdAddresses") || !strings.Contains(err.Error(), "spec.cluster") {
 		t.Errorf("no PD: %v", err)
+	}
+	tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Name: "main", ClusterDomain: "cluster1.com"}
+	if got, _ := PDAddresses(tc); !slices.Equal(got, []string{"http://main-pd-peer.n.svc.cluster1.com:2379"}) {
+		t.Errorf("spec.cluster: %v", got)
 	}
 	tc.Spec.PDAddresses = []string{" http://remote:2379 "}
 	if got, _ := PDAddresses(tc); !slices.Equal(got, []string{"http://remote:2379"}) {
@@ -26,6 +31,33 @@ func TestPDAddresses(t *testing.T) {
 	tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{"a-pd-1": {ClientURL: "http://p1:2379"}, "a-pd-0": {ClientURL: "http://p0:2379"}, "x": {}}
 	if got, _ := PDAddresses(tc); !slices.Equal(got, []string{"http://p0:2379", "http://p1:2379"}) {
 		t.Errorf("own PD first, sorted: %v", got)
+	}
+}
+
+// TestClusterRefPD: the PD of the TidbCluster spec.cluster joins, as tidb-operator addresses it.
+func TestClusterRefPD(t *testing.T) {
+	tls := &pcv1alpha1.TLSCluster{Enabled: true}
+	for _, tc := range []struct {
+		name string
+		ref  *pcv1alpha1.TidbClusterRef
+		tls  *pcv1alpha1.TLSCluster
+		want string
+	}{
+		{"no reference", nil, nil, ""},
+		{"a reference without a name", &pcv1alpha1.TidbClusterRef{Namespace: "other"}, nil, ""},
+		{"same namespace by default", &pcv1alpha1.TidbClusterRef{Name: "main"}, nil, "http://main-pd.tidb:2379"},
+		{"another namespace", &pcv1alpha1.TidbClusterRef{Name: "main", Namespace: "pingcap"}, nil, "http://main-pd.pingcap:2379"},
+		{"another Kubernetes cluster: the peer service under its domain", &pcv1alpha1.TidbClusterRef{Name: "main", Namespace: "pingcap", ClusterDomain: "cluster1.com"}, nil,
+			"http://main-pd-peer.pingcap.svc.cluster1.com:2379"},
+		{"cluster TLS: https", &pcv1alpha1.TidbClusterRef{Name: "main", ClusterDomain: "cluster1.com"}, tls, "https://main-pd-peer.tidb.svc.cluster1.com:2379"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "joins", Namespace: "tidb"},
+				Spec: pcv1alpha1.TidbClusterSpec{Cluster: tc.ref, TLSCluster: tc.tls}}
+			if got := ClusterRefPD(c); got != tc.want {
+				t.Errorf("ClusterRefPD = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }
 
