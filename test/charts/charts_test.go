@@ -465,7 +465,7 @@ func TestAgentChart(t *testing.T) {
 			"orphanSweep":             map[string]any{"interval": "30m", "grace": "2h"},
 			"policy": map[string]any{"sameNamespace": false, "namespaces": []any{"ops=tidb-*", "ci=tidb-ci"},
 				"images": []any{"registry.example.com/fedbr:*", "registry.example.com/warm:*"}, "hostPath": true,
-				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"},
+				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "upstreamBackups": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"},
 				"volumeTypes": []any{"csi", "projected"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"},
 				"podLabels": []any{"team", "app.kubernetes.io/*"}},
 			"verbosity":          1,
@@ -482,7 +482,7 @@ func TestAgentChart(t *testing.T) {
 			"--max-concurrent-reconciles=8", "--orphan-sweep-interval=30m", "--orphan-grace=2h",
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",
 			"--allowed-images=registry.example.com/fedbr:*,registry.example.com/warm:*", "--allow-host-path=true",
-			"--allowed-service-accounts=tidb/br-*", "--allow-privileged-warmup=true", "--allowed-env=HTTPS_PROXY,AWS_CA_BUNDLE",
+			"--allowed-service-accounts=tidb/br-*", "--allow-privileged-warmup=true", "--allow-upstream-backups=true", "--allowed-env=HTTPS_PROXY,AWS_CA_BUNDLE",
 			"--allowed-volume-types=csi,projected", "--pod-annotations=iam.amazonaws.com/role,sidecar.istio.io/*",
 			"--pod-labels=team,app.kubernetes.io/*", "--v=1", "--job-ttl=3h"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {

@@ -61,7 +61,15 @@ type Config struct {
 	// projected, csi, …) a template's volumes may have (--allowed-volume-types), beyond
 	// DefaultVolumeTypes. hostPath is HostPath's.
 	VolumeTypes []string
+	// UpstreamBackups lets a restore read a backupmeta without fedbr's identity, as upstream
+	// BR writes it (--allow-upstream-backups): its snapshots can be checked only for their
+	// owner and source volume, so whoever may write into a storage prefix could name the
+	// account's snapshots of any volume whose id they know.
+	UpstreamBackups bool
 }
+
+// UpstreamBackups says whether restores may read backups without fedbr's identity.
+func (p *Policy) UpstreamBackups() bool { return p.c.UpstreamBackups }
 
 // Policy is a validated Config.
 type Policy struct {
@@ -190,10 +198,10 @@ func (p *Policy) String() string {
 		}
 		return strings.Join(l, ", ")
 	}
-	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; env: %s; volume types: %s",
+	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; env: %s; volume types: %s; upstream backups %s",
 		list(ns), list(append([]string{p.c.AgentImage}, p.c.Images...)), list(append([]string{p.c.StepServiceAccount}, p.c.ServiceAccounts...)),
 		onOff(p.c.HostPath), onOff(p.c.PrivilegedWarmup), list(append(slices.Clone(DefaultEnv), p.c.Env...)),
-		list(append(slices.Clone(DefaultVolumeTypes), p.c.VolumeTypes...)))
+		list(append(slices.Clone(DefaultVolumeTypes), p.c.VolumeTypes...)), onOff(p.c.UpstreamBackups))
 }
 
 func onOff(b bool) string {

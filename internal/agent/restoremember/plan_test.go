@@ -22,6 +22,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
@@ -1141,5 +1142,42 @@ func TestRebuildSameNameInAnotherNamespace(t *testing.T) {
 	}
 	if a[0].PV.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0] != "us-west-2a" {
 		t.Errorf("without azName the restored volume's zone is kept: %+v", a[0].PV.Spec.NodeAffinity)
+	}
+}
+
+// TestRestoreVolumesUpstreamFlag: restore-volumes may read an upstream backup only when the
+// agent's policy allows upstream backups (--allow-upstream-backups); a template cannot ask for it
+// through its BR options.
+func TestRestoreVolumesUpstreamFlag(t *testing.T) {
+	argsOf := func(o Observed) []string {
+		for _, a := range Plan(o, t0).Actions {
+			if a.Kind == CreateJob && a.Job.Labels[job.LabelStep] == job.StepRestoreVolumes {
+				return a.Job.Spec.Template.Spec.Containers[0].Args
+			}
+		}
+		return nil
+	}
+	fresh := func(mut ...func(*dpv1alpha1.VolumeRestoreMember)) Observed {
+		return robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, mut...), targetTC(2, true))
+	}
+	if args := argsOf(fresh()); args == nil || slices.Contains(args, "--allow-upstream-backup") {
+		t.Errorf("the default policy: restore-volumes args %v, want it started without --allow-upstream-backup", args)
+	}
+	allowing, err := policy.New(policy.Config{AgentImage: "fedbr:test", StepServiceAccount: job.ServiceAccountName, SameNamespace: true, UpstreamBackups: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := fresh()
+	o.Policy = allowing
+	if args := argsOf(o); !slices.Contains(args, "--allow-upstream-backup") {
+		t.Errorf("--allow-upstream-backups: restore-volumes args %v, want --allow-upstream-backup", args)
+	}
+	asked := fresh(func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--allow-upstream-backup"}}
+	})
+	res := Plan(asked, t0)
+	failed := apimeta.FindStatusCondition(res.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
+	if argsOf(asked) != nil || failed == nil || !strings.Contains(failed.Message, `br option "--allow-upstream-backup"`) {
+		t.Errorf("a template asking for upstream backups: actions %v, Failed %+v; want no Job and the option refused", res.Actions, failed)
 	}
 }

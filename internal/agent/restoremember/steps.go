@@ -122,6 +122,9 @@ func (p *plan) planRestoreVolumes() bool {
 		!slices.ContainsFunc(args, func(a string) bool { return a == "--use-fsr" || strings.HasPrefix(a, "--use-fsr=") }) {
 		args = append(args, "--use-fsr") // the fsr warm-up reads only the other volumes
 	}
+	if p.o.Policy != nil && p.o.Policy.UpstreamBackups() {
+		args = append(args, "--allow-upstream-backup")
+	}
 	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
 	p.createJob(p.jobSpec(job.StepRestoreVolumes, args, storage, 0))

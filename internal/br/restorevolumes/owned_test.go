@@ -3,6 +3,7 @@ package restorevolumes_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -60,7 +61,8 @@ func TestRestoreRefusesSnapshotsNotTheBackups(t *testing.T) {
 			l := newLab(t, awsdouble.Options{})
 			refused := tc.poison(t, l)
 			before := l.volumeCount()
-			_, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1", FSR: true})
+			// Upstream backups allowed: the upstream row's refusal is the snapshot's own.
+			_, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1", FSR: true, AllowUpstream: true})
 			if !errors.Is(err, meta.ErrNotOwned) || !strings.Contains(err.Error(), refused) || !strings.Contains(err.Error(), "rule "+tc.rule) {
 				t.Fatalf("restore = %v; want %v naming snapshot %s and rule %s", err, meta.ErrNotOwned, refused, tc.rule)
 			}
@@ -74,14 +76,23 @@ func TestRestoreRefusesSnapshotsNotTheBackups(t *testing.T) {
 }
 
 // TestRestoreUpstreamBackup is the upstream rule's positive control: a backupmeta without
-// fedbr's identity whose snapshots are the account's, of the volumes it records, restores.
+// fedbr's identity whose snapshots are the account's, of the volumes it records, restores when
+// upstream backups are allowed, and is refused before any call to EC2 when they are not (the
+// default).
 func TestRestoreUpstreamBackup(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, awsdouble.Options{})
 	rec := l.rec.Clone()
 	rec.Fedbr = nil
 	l.overwrite(t, meta.BackupMetaKey, rec)
-	res, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1"})
+	before, calls := l.volumeCount(), l.srv.Stats().Calls
+	if _, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1"}); !errors.Is(err, restorevolumes.ErrUpstream) {
+		t.Fatalf("restore by default = %v, want %v", err, restorevolumes.ErrUpstream)
+	}
+	if after := l.srv.Stats().Calls; l.volumeCount() != before || !maps.Equal(after, calls) {
+		t.Fatalf("refused restore: volumes %d → %d, EC2 calls %v → %v; want none", before, l.volumeCount(), calls, after)
+	}
+	res, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1", AllowUpstream: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,17 @@ type Options struct {
 	// throttled, a network error) is retried, waiting 1 s, 2 s, … up to 15 s between attempts;
 	// 0 means DefaultStorageRetry. A missing, incomplete or invalid backup is never retried.
 	StorageRetry time.Duration
+	// AllowUpstream restores a backupmeta without fedbr's identity (upstream BR wrote it):
+	// its snapshots can be checked only for their owner and source volume, not for a backup
+	// tag, so whoever writes such a file into a storage prefix could name any of the account's
+	// snapshots whose volume ids it knows. Off, such a backup is refused (ErrUpstream) before
+	// anything is touched.
+	AllowUpstream bool
 }
+
+// ErrUpstream: the backupmeta has no fedbr identity (upstream BR wrote it, or whoever wrote it
+// left it out) and Options.AllowUpstream is off.
+var ErrUpstream = errors.New("the backupmeta has no fedbr identity (an upstream BR backup): restoring one is off unless the agent's --allow-upstream-backups is on")
 
 // DefaultStorageRetry is Options.StorageRetry's default: the agent no longer reads the
 // storage, so a storage that is briefly unreachable is waited for here rather than failing
@@ -348,6 +358,9 @@ func (r *restorer) run(ctx context.Context) error {
 	rec, err := r.backupMeta(ctx)
 	if err != nil {
 		return fmt.Errorf("restore volumes: %w", err)
+	}
+	if rec.BackupID() == "" && !r.o.AllowUpstream {
+		return fmt.Errorf("restore volumes: %w", ErrUpstream)
 	}
 	r.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
 	if err := r.check(ctx, rec); err != nil {

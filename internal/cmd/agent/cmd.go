@@ -141,6 +141,8 @@ func addPolicyFlags(f *pflag.FlagSet, c *policy.Config, env *job.Env) {
 		"annotation keys (exact, or a prefix ending in *) of a VolumeBackup's or VolumeRestore's that its step pods carry; the rest (sidecar injectors' among them) stay on the member (empty: none)")
 	f.StringSliceVar(&env.PodLabels, "pod-labels", nil,
 		"label keys (exact, or a prefix ending in *) of a VolumeBackup's or VolumeRestore's that its step Jobs and pods carry; the rest (istio.io/rev, sidecar.istio.io/inject, azure.workload.identity/use, … among them) stay on the member (default: none)")
+	f.BoolVar(&c.UpstreamBackups, "allow-upstream-backups", false,
+		"let restores read backups without fedbr's identity (upstream BR's), whose snapshots can be checked only for their owner and source volume, not for a backup tag")
 	f.StringSliceVar(&c.VolumeTypes, "allowed-volume-types", nil,
 		"volume types (downwardAPI, projected, csi, ephemeral, nfs, …) a template's volumes may have besides "+
 			strings.Join(policy.DefaultVolumeTypes, ", ")+" (hostPath: --allow-host-path)")
