@@ -11,6 +11,7 @@ import (
 	labbank "github.com/fedbr/fedbr/internal/cmd/lab/bank"
 	labdemo "github.com/fedbr/fedbr/internal/cmd/lab/demo"
 	"github.com/fedbr/fedbr/internal/cmd/lab/down"
+	labeksauth "github.com/fedbr/fedbr/internal/cmd/lab/eksauth"
 	labinstall "github.com/fedbr/fedbr/internal/cmd/lab/install"
 	lablogs "github.com/fedbr/fedbr/internal/cmd/lab/logs"
 	labnode "github.com/fedbr/fedbr/internal/cmd/lab/node"
@@ -32,6 +33,6 @@ func NewCmd() *cobra.Command {
 		PersistentPreRun: func(*cobra.Command, []string) { pingcaplog.SetLevel(zapcore.WarnLevel) },
 	}
 	cmd.AddCommand(up.NewCmd(), down.NewCmd(), labinstall.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
-		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labtidb.NewCmd(), labdemo.NewCmd())
+		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labeksauth.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labtidb.NewCmd(), labdemo.NewCmd())
 	return cmd
 }

@@ -5,8 +5,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 )
 
-// The lab's credentials. The double accepts any signature, but fedbr's production code no
-// longer invents credentials when it is pointed at an endpoint: every lab process that calls
+// The lab's credentials. The double accepts any signature on EC2, EBS direct, CloudWatch and
+// S3; STS's presigned GetCallerIdentity is checked with these (sts.go), as an EKS cluster's
+// authenticator has STS check a token. fedbr's production code no longer invents credentials
+// when it is pointed at an endpoint: every lab process that calls
 // the double is given these explicitly, in its environment (CredentialsEnv, what a node's
 // instance role or IRSA would give a pod) or in its SDK configuration (Config).
 const (

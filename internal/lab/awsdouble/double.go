@@ -11,8 +11,10 @@
 // AWS time (FSR credits, 5/s buckets) pass in seconds. AWS's limits are enforced by default
 // with AWS's error codes, and faults are injected through the admin endpoints under /_lab/.
 //
-// Routing on the one listener: POST / with a form body is EC2, /service/GraniteServiceVersion
-// 20100801/operation/* is CloudWatch, /snapshots/* is EBS direct, /_lab/* is the admin API,
+// Routing on the one listener: a request whose Host is an STS host name
+// (sts.REGION.amazonaws.com) is STS (sts.go: GetCallerIdentity presigned, its signature
+// checked with the lab's credentials); else POST / with a form body is EC2,
+// /service/GraniteServiceVersion20100801/operation/* is CloudWatch, /snapshots/* is EBS direct, /_lab/* is the admin API,
 // anything else is S3 (so bucket names "snapshots", "service" and "_lab" are reserved).
 package awsdouble
 
@@ -72,7 +74,7 @@ func (o Options) withDefaults() Options {
 		o.Region = "us-west-2"
 	}
 	if o.AccountID == "" {
-		o.AccountID = "123456789012"
+		o.AccountID = DefaultAccountID
 	}
 	if o.TimeFactor <= 0 {
 		o.TimeFactor = 1
@@ -438,6 +440,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case isSTSHost(r.Host):
+		s.serveSTS(w, r)
 	case strings.HasPrefix(r.URL.Path, "/_lab/"):
 		s.serveAdmin(w, r)
 	case strings.HasPrefix(r.URL.Path, cloudWatchPrefix):

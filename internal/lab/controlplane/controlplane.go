@@ -58,6 +58,9 @@ type Options struct {
 	ReadyTimeout time.Duration
 	// Log receives progress lines; nil discards them.
 	Log func(format string, args ...any)
+	// APIServerArgs are extra kube-apiserver flags by cluster name, after the lab's (such as a
+	// token webhook's, package eksauth).
+	APIServerArgs map[string][]string
 	// Ready, if set, is called as soon as each cluster is up (from the goroutine that started
 	// it, before Up returns), so a caller can start using that cluster — through its own
 	// kubeconfig, Cluster.Kubeconfig — while the others still start.
@@ -214,22 +217,23 @@ func startCluster(ctx context.Context, o Options, dir, name string) (Cluster, er
 	}
 	o.Log("%s: etcd ready on %s", name, etcdURL)
 
-	if err := start(APIServer, apiPort,
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+strconv.Itoa(apiPort),
-		"--tls-cert-file="+p.path(servingCert), "--tls-private-key-file="+p.path(servingKey),
-		"--client-ca-file="+p.path(caCert),
+	apiArgs := []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + strconv.Itoa(apiPort),
+		"--tls-cert-file=" + p.path(servingCert), "--tls-private-key-file=" + p.path(servingKey),
+		"--client-ca-file=" + p.path(caCert),
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p.path(saPub), "--service-account-signing-key-file="+p.path(saKey),
+		"--service-account-key-file=" + p.path(saPub), "--service-account-signing-key-file=" + p.path(saKey),
 		"--service-cluster-ip-range=10.96.0.0/16", "--authorization-mode=RBAC,Node",
 		"--allow-privileged=true", "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
 		// The request traces of k8s.io/utils/trace alone at verbosity 2: every request that
 		// took over its threshold (500 ms for a write) is logged with its slower steps (a
 		// patch applied again to the stored object shows as a step repeated), and nothing
 		// else is added.
 		"--vmodule=trace=2",
-	); err != nil {
+	}
+	if err := start(APIServer, apiPort, append(apiArgs, o.APIServerArgs[name]...)...); err != nil {
 		return c, err
 	}
 	client, err := adminHTTPClient(p)

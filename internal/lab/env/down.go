@@ -17,10 +17,11 @@ import (
 
 // Down stops every process of the lab in dir and checks that none is left. Operators and bank
 // workloads stop first (so they neither react nor write), then the nodes (which stop their
-// pods: SIGTERM, SIGKILL after the pods' grace, at most a few seconds), then the AWS double,
-// then the control planes. Each group gets grace after SIGTERM before SIGKILL. Last, any
-// process still running from inside the lab directory (a pod process that escaped its node,
-// say) is killed and reported: Down then returns an error naming it, because something leaked.
+// pods: SIGTERM, SIGKILL after the pods' grace, at most a few seconds), then the AWS double
+// and the EKS authenticator, then the control planes. Each group gets grace after SIGTERM
+// before SIGKILL. Last, any process still running from inside the lab directory (a pod process
+// that escaped its node, say) is killed and reported: Down then returns an error naming it,
+// because something leaked.
 func Down(ctx context.Context, dir string, grace time.Duration) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/lab/checkout"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/eksauth"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
 )
 
@@ -36,7 +37,13 @@ const (
 	ComponentAWS      = "aws"
 	ComponentNode     = "node"
 	ComponentOperator = "operator"
+	ComponentEKSAuth  = "eksauth"
 )
+
+// EKSAuthUser is the Kubernetes user the EKS authenticator maps the lab's AWS identity
+// (awsdouble.LabUserARN) to, as an aws-auth mapUsers entry would; Install binds it to the
+// manager's data-plane role (the agent chart's managerAccess.subjects).
+const EKSAuthUser = "fedbr-manager"
 
 // nodeShutdownGrace is the longest grace period pods get when a node stops; Down gives nodes
 // this long plus its own grace.
@@ -66,6 +73,11 @@ type Options struct {
 	Zones map[string]string
 	// Region is the AWS double's region; default us-west-2.
 	Region string
+	// EKSAuth is the data plane whose kube-apiserver authenticates bearer tokens as an EKS
+	// cluster does, through the lab's EKS authenticator (package eksauth) and the AWS double's
+	// STS; Install gives the manager an "aws eks get-token" user for it. Default the first
+	// data plane; NoEKSAuth for none.
+	EKSAuth string
 	// IPBase places data plane i (from 0) on 127.0.(IPBase+i+1); default 10.
 	IPBase int
 	// StoreIDStep is the store-id base of data plane i: StoreIDStep*(i+1); default 1000.
@@ -102,6 +114,20 @@ type Lab struct {
 	ControlNodes []Node `json:"controlNodes,omitempty"`
 	// Banks are the bank workloads `lab tidb --bank` started (TiDB with Bank).
 	Banks []Bank `json:"banks,omitempty"`
+	// EKSAuth is the EKS authenticator of one data plane (Options.EKSAuth), nil for none.
+	EKSAuth *EKSAuth `json:"eksAuth,omitempty"`
+}
+
+// EKSAuth is the lab's EKS token authenticator of one data plane: its kube-apiserver's token
+// webhook, which replays tokens to the AWS double's STS and maps the lab's identity to User.
+type EKSAuth struct {
+	Cluster string `json:"cluster"`
+	// Endpoint is the authenticator's URL (https://127.0.0.1:PORT).
+	Endpoint string `json:"endpoint"`
+	// User is the user the lab's AWS identity maps to (EKSAuthUser).
+	User    string               `json:"user"`
+	Files   eksauth.Files        `json:"files"`
+	Process controlplane.Process `json:"process"`
 }
 
 // AWS is the lab's AWS double.
@@ -158,6 +184,9 @@ func (l *Lab) processes() []ProcessStatus {
 	var out []ProcessStatus
 	if l.AWS.Process.PID != 0 {
 		out = append(out, ProcessStatus{Component: ComponentAWS, Name: ComponentAWS, Process: l.AWS.Process})
+	}
+	if l.EKSAuth != nil && l.EKSAuth.Process.PID != 0 {
+		out = append(out, ProcessStatus{Cluster: l.EKSAuth.Cluster, Component: ComponentEKSAuth, Name: ComponentEKSAuth, Process: l.EKSAuth.Process})
 	}
 	for _, n := range l.ControlNodes {
 		if n.Process.PID != 0 {

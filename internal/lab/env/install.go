@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/port"
 )
@@ -121,7 +122,10 @@ func (o InstallOptions) withDefaults() (InstallOptions, error) {
 // lab node (without an AWS instance) to run the manager. Each agent gets the AWS double's
 // endpoint and region (its node gives it the lab's credentials); the manager's data-plane
 // kubeconfig (the chart's Secret) has one context per data plane: its API server on loopback
-// and the token of the agent chart's fedbr-manager-remote service account. Metrics are off,
+// and the token of the agent chart's fedbr-manager-remote service account, except the EKS
+// authenticator's plane (Lab.EKSAuth), whose user is "aws eks get-token" and is bound there
+// through the agent chart's managerAccess.subjects; the manager then gets the lab's AWS
+// credentials in its environment (the chart's extraEnv) to sign those tokens. Metrics are off,
 // health probes listen on free ports (every pod shares the host network). Install returns once
 // every Deployment is Available; it can run again on the same lab (helm upgrade --install).
 func Install(ctx context.Context, l *Lab, o InstallOptions) error {
@@ -249,6 +253,13 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 		// The manager's kubeconfig for this plane authenticates as this account's token.
 		"managerAccess": map[string]any{"serviceAccount": map[string]any{"create": true, "name": managerRemote}},
 	}
+	if a := in.l.EKSAuth; a != nil && a.Cluster == d.Cluster {
+		// Here it authenticates with an EKS token instead, as the user the lab's AWS
+		// identity maps to: bound as EKS users bind an aws-auth mapping's user.
+		values["managerAccess"].(map[string]any)["subjects"] = []any{
+			map[string]any{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": a.User},
+		}
+	}
 	policy := map[string]any{}
 	if len(in.o.AllowNamespaces) > 0 {
 		policy["namespaces"] = in.o.AllowNamespaces
@@ -297,6 +308,16 @@ func (in *installer) manager(ctx context.Context, kubeconfig []byte, healthPort 
 		"probeInterval":  "1s",
 		"logDevelopment": true,
 		"verbosity":      1,
+	}
+	if in.l.EKSAuth != nil {
+		// The manager signs the EKS plane's tokens with the lab's credentials (it calls no
+		// AWS API: the plane's authenticator calls STS).
+		var env []any
+		for _, kv := range awsdouble.CredentialsEnv() {
+			k, v, _ := strings.Cut(kv, "=")
+			env = append(env, map[string]any{"name": k, "value": v})
+		}
+		values["extraEnv"] = env
 	}
 	t := time.Now()
 	if err := in.helm(ctx, in.l.Control, ManagerRelease, values); err != nil {
@@ -410,7 +431,10 @@ func (in *installer) podsWaiting(ctx context.Context, cs kubernetes.Interface, d
 
 // dataPlaneKubeconfig is the manager's kubeconfig: a context per data plane, named after it
 // (the k8sClusterName), with the plane's API server (on loopback, reachable from the manager's
-// pod process) and the token of fedbr-manager-remote, bound there to fedbr-manager-dataplane.
+// pod process) and the token of fedbr-manager-remote, bound there to fedbr-manager-dataplane;
+// the EKS authenticator's plane (Lab.EKSAuth) has instead the exec user EKS's own kubeconfigs
+// have ("aws eks get-token --cluster-name PLANE --region REGION"), whose tokens the manager
+// mints in-process (package ekstoken) and whose user is bound there to the same role.
 func (in *installer) dataPlaneKubeconfig(ctx context.Context) ([]byte, error) {
 	raw, err := clientcmd.LoadFromFile(in.l.Kubeconfig)
 	if err != nil {
@@ -421,6 +445,17 @@ func (in *installer) dataPlaneKubeconfig(ctx context.Context) ([]byte, error) {
 		kctx := raw.Contexts[d.Cluster]
 		if kctx == nil || raw.Clusters[kctx.Cluster] == nil {
 			return nil, fmt.Errorf("no cluster %q in %s", d.Cluster, in.l.Kubeconfig)
+		}
+		if a := in.l.EKSAuth; a != nil && a.Cluster == d.Cluster {
+			out.Clusters[d.Cluster] = &clientcmdapi.Cluster{Server: raw.Clusters[kctx.Cluster].Server,
+				CertificateAuthorityData: raw.Clusters[kctx.Cluster].CertificateAuthorityData}
+			out.AuthInfos[d.Cluster] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{
+				APIVersion: "client.authentication.k8s.io/v1beta1", Command: "aws",
+				Args:            []string{"eks", "get-token", "--cluster-name", d.Cluster, "--region", in.l.AWS.Region},
+				InteractiveMode: clientcmdapi.NeverExecInteractiveMode,
+			}}
+			out.Contexts[d.Cluster] = &clientcmdapi.Context{Cluster: d.Cluster, AuthInfo: d.Cluster, Namespace: InstallNamespace}
+			continue
 		}
 		cs, err := in.client(d.Cluster)
 		if err != nil {
@@ -452,6 +487,11 @@ func (in *installer) dataPlaneKubeconfig(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.log("manager's data-plane kubeconfig: contexts %v, tokens of %s/%s", names, InstallNamespace, managerRemote)
+	if a := in.l.EKSAuth; a != nil {
+		in.log("manager's data-plane kubeconfig: contexts %v, tokens of %s/%s but %s's, \"aws eks get-token\" (as %s)",
+			names, InstallNamespace, managerRemote, a.Cluster, a.User)
+	} else {
+		in.log("manager's data-plane kubeconfig: contexts %v, tokens of %s/%s", names, InstallNamespace, managerRemote)
+	}
 	return data, nil
 }

@@ -17,6 +17,7 @@ import (
 //
 //	aws                                  the AWS double
 //	operator CLUSTER                     a data plane's stand-in tidb-operator
+//	eksauth CLUSTER                      the EKS authenticator of a data plane (Lab.EKSAuth)
 //	node NODE                            a lab node (the process, not its pods)
 //	COMPONENT CLUSTER                    etcd, kube-apiserver, kube-controller-manager, kube-scheduler
 //	CLUSTER/NAMESPACE/POD[/CONTAINER]    a pod's container, as its node keeps it (current run,
@@ -41,6 +42,11 @@ func (l *Lab) LogFile(target []string, previous bool) (string, error) {
 			return "", fmt.Errorf("no data-plane cluster %q (have %s)", target[1], strings.Join(l.dataPlaneNames(), ", "))
 		}
 		return d.Operator.Log, nil
+	case len(target) == 2 && target[0] == ComponentEKSAuth:
+		if l.EKSAuth == nil || l.EKSAuth.Cluster != target[1] {
+			return "", fmt.Errorf("no EKS authenticator in cluster %q", target[1])
+		}
+		return l.EKSAuth.Process.Log, nil
 	case len(target) == 2 && target[0] == ComponentNode:
 		for _, n := range l.ControlNodes {
 			if n.Name == target[1] {
@@ -61,7 +67,7 @@ func (l *Lab) LogFile(target []string, previous bool) (string, error) {
 		}
 		return filepath.Join(l.Dir, target[1], "logs", target[0]+".log"), nil
 	}
-	return "", fmt.Errorf("unknown log %q: want aws, operator CLUSTER, node NODE, COMPONENT CLUSTER (%s) or CLUSTER/NAMESPACE/POD[/CONTAINER]",
+	return "", fmt.Errorf("unknown log %q: want aws, operator CLUSTER, eksauth CLUSTER, node NODE, COMPONENT CLUSTER (%s) or CLUSTER/NAMESPACE/POD[/CONTAINER]",
 		strings.Join(target, " "), strings.Join(controlPlaneComponents, ", "))
 }
 

@@ -74,13 +74,15 @@ func TestLogFile(t *testing.T) {
 	node := filepath.Join(dir, "dp1", "nodes", "dp1-node-0")
 	touch(t, node, "logs/default_job-x_u/main/0.log")
 	l := &Lab{Dir: dir, Contexts: []string{"control", "dp1"}, Control: "control",
-		AWS: AWS{Process: procLog("/l/aws.log")},
+		AWS: AWS{Process: procLog("/l/aws.log")}, EKSAuth: &EKSAuth{Cluster: "dp1", Process: procLog("/l/eksauth.log")},
 		DataPlanes: []DataPlane{{Cluster: "dp1", Operator: procLog("/l/op.log"),
 			Nodes: []Node{{Name: "dp1-node-0", Dir: node, Process: procLog("/l/node.log")}}}},
 	}
 	tests := []logFileCase{
 		{target: []string{"aws"}, want: "/l/aws.log"},
 		{target: []string{"operator", "dp1"}, want: "/l/op.log"},
+		{target: []string{"eksauth", "dp1"}, want: "/l/eksauth.log"},
+		{target: []string{"eksauth", "dp2"}, wantErr: `no EKS authenticator in cluster "dp2"`},
 		{target: []string{"node", "dp1-node-0"}, want: "/l/node.log"},
 		{target: []string{"kube-apiserver", "control"}, want: filepath.Join(dir, "control", "logs", "kube-apiserver.log")},
 		{target: []string{"dp1/default/job-x"}, want: filepath.Join(node, "logs/default_job-x_u/main/0.log")},

@@ -31,7 +31,13 @@ type Plan struct {
 	Control    string
 	Region     string
 	DataPlanes []DataPlanePlan
+	// EKSAuth is the data plane whose API server authenticates bearer tokens as EKS does
+	// (package eksauth), "" for none.
+	EKSAuth string
 }
+
+// NoEKSAuth as Options.EKSAuth leaves every data plane without the EKS authenticator.
+const NoEKSAuth = "none"
 
 // DataPlanePlan is one data-plane cluster: its zone, its nodes, and the operator's address block
 // and store-id base.
@@ -58,6 +64,7 @@ var (
 //   - Data plane i (0-based, in --clusters order) gets zone Region+('a'+i) unless Zones names
 //     one, IP prefix 127.0.(IPBase+i+1), store-id base StoreIDStep*(i+1) and nodes
 //     <cluster>-node-0 … <cluster>-node-(Nodes-1).
+//   - The EKS authenticator is Options.EKSAuth's data plane, default the first; NoEKSAuth none.
 func NewPlan(o Options) (Plan, error) {
 	if err := validateClusters(o.Clusters); err != nil {
 		return Plan{}, err
@@ -128,6 +135,16 @@ func NewPlan(o Options) (Plan, error) {
 		}
 		p.DataPlanes = append(p.DataPlanes, dp)
 		i++
+	}
+	switch p.EKSAuth = o.EKSAuth; p.EKSAuth {
+	case "":
+		p.EKSAuth = p.DataPlanes[0].Cluster
+	case NoEKSAuth:
+		p.EKSAuth = ""
+	default:
+		if !isCluster[p.EKSAuth] || p.EKSAuth == control {
+			return Plan{}, fmt.Errorf("--eks-auth %q: want a data-plane cluster (or %q)", o.EKSAuth, NoEKSAuth)
+		}
 	}
 	return p, nil
 }

@@ -20,7 +20,7 @@ func TestNewPlan(t *testing.T) {
 				{Cluster: "dp1", Zone: "us-west-2a", Nodes: []string{"dp1-node-0", "dp1-node-1"}, IPPrefix: "127.0.11", StoreIDBase: 1000},
 				{Cluster: "dp2", Zone: "us-west-2b", Nodes: []string{"dp2-node-0", "dp2-node-1"}, IPPrefix: "127.0.12", StoreIDBase: 2000},
 				{Cluster: "dp3", Zone: "us-west-2c", Nodes: []string{"dp3-node-0", "dp3-node-1"}, IPPrefix: "127.0.13", StoreIDBase: 3000},
-			}},
+			}, EKSAuth: "dp1"},
 		},
 		{
 			name: "control in the middle, zone override, other region, ip base and store step",
@@ -29,6 +29,21 @@ func TestNewPlan(t *testing.T) {
 			want: Plan{Control: "hub", Region: "eu-central-1", DataPlanes: []DataPlanePlan{
 				{Cluster: "east", Zone: "eu-central-1a", Nodes: []string{"east-node-0"}, IPPrefix: "127.0.41", StoreIDBase: 100},
 				{Cluster: "west", Zone: "eu-central-1c", Nodes: []string{"west-node-0"}, IPPrefix: "127.0.42", StoreIDBase: 200},
+			}, EKSAuth: "east"},
+		},
+		{
+			name: "the EKS authenticator on another data plane",
+			o:    Options{Clusters: []string{"c", "d", "e"}, Nodes: 1, EKSAuth: "e"},
+			want: Plan{Control: "c", Region: "us-west-2", DataPlanes: []DataPlanePlan{
+				{Cluster: "d", Zone: "us-west-2a", Nodes: []string{"d-node-0"}, IPPrefix: "127.0.11", StoreIDBase: 1000},
+				{Cluster: "e", Zone: "us-west-2b", Nodes: []string{"e-node-0"}, IPPrefix: "127.0.12", StoreIDBase: 2000},
+			}, EKSAuth: "e"},
+		},
+		{
+			name: "no EKS authenticator",
+			o:    Options{Clusters: []string{"c", "d"}, Nodes: 1, EKSAuth: NoEKSAuth},
+			want: Plan{Control: "c", Region: "us-west-2", DataPlanes: []DataPlanePlan{
+				{Cluster: "d", Zone: "us-west-2a", Nodes: []string{"d-node-0"}, IPPrefix: "127.0.11", StoreIDBase: 1000},
 			}},
 		},
 		{
@@ -36,7 +51,7 @@ func TestNewPlan(t *testing.T) {
 			o:    Options{Clusters: []string{"c", "d"}},
 			want: Plan{Control: "c", Region: "us-west-2", DataPlanes: []DataPlanePlan{
 				{Cluster: "d", Zone: "us-west-2a", Nodes: []string{"d-node-0", "d-node-1", "d-node-2"}, IPPrefix: "127.0.11", StoreIDBase: 1000},
-			}},
+			}, EKSAuth: "d"},
 		},
 	}
 	for _, tt := range tests {
@@ -70,6 +85,8 @@ func TestNewPlanInvalid(t *testing.T) {
 		{"zone of an unknown cluster", Options{Clusters: []string{"a", "b"}, Zones: map[string]string{"x": "us-west-2a"}}, `"x" is not one of --clusters`},
 		{"zone of the control cluster", Options{Clusters: []string{"a", "b"}, Zones: map[string]string{"a": "us-west-2a"}}, "the control cluster has no nodes"},
 		{"zone of another region", Options{Clusters: []string{"a", "b"}, Zones: map[string]string{"b": "us-east-1a"}}, "want a zone of region us-west-2"},
+		{"EKS authenticator on the control cluster", Options{Clusters: []string{"a", "b"}, EKSAuth: "a"}, `--eks-auth "a": want a data-plane cluster`},
+		{"EKS authenticator on an unknown cluster", Options{Clusters: []string{"a", "b"}, EKSAuth: "x"}, `--eks-auth "x": want a data-plane cluster`},
 		{"zone without letter", Options{Clusters: []string{"a", "b"}, Zones: map[string]string{"b": "us-west-2"}}, "want a zone of region us-west-2"},
 	}
 	for _, tt := range tests {

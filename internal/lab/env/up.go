@@ -13,7 +13,9 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/eksauth"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
 	"github.com/fedbr/fedbr/internal/lab/port"
 )
@@ -118,11 +120,22 @@ func (u *upper) log(format string, args ...any) {
 func (u *upper) run(ctx context.Context) error {
 	// The AWS double starts with the control planes; each cluster is set up as soon as its own
 	// control plane is ready, while the others still start.
+	ports, err := port.Free(1)
+	if err != nil {
+		return err
+	}
+	awsPort := ports[0]
+	// The EKS authenticator starts first: its plane's kube-apiserver is started with its
+	// webhook configuration. It needs only the AWS double's address, not the double.
+	apiServerArgs, err := u.startEKSAuth(awsPort)
+	if err != nil {
+		return err
+	}
 	awsReady := make(chan struct{})
 	var awsErr error
 	go func() {
 		defer close(awsReady)
-		awsErr = u.startAWS(ctx)
+		awsErr = u.startAWS(ctx, awsPort)
 	}()
 	var (
 		wg   sync.WaitGroup
@@ -130,7 +143,7 @@ func (u *upper) run(ctx context.Context) error {
 		errs []error
 	)
 	_, cpErr := controlplane.Up(ctx, controlplane.Options{Dir: u.lab.Dir, BinDir: u.o.BinDir, Clusters: u.o.Clusters,
-		ReadyTimeout: u.o.ReadyTimeout, Log: u.log,
+		ReadyTimeout: u.o.ReadyTimeout, Log: u.log, APIServerArgs: apiServerArgs,
 		Ready: func(c controlplane.Cluster) {
 			wg.Go(func() {
 				if err := u.setUpCluster(ctx, c, awsReady, &awsErr); err != nil {
@@ -143,14 +156,18 @@ func (u *upper) run(ctx context.Context) error {
 	})
 	wg.Wait()
 	<-awsReady
-	err := errors.Join(cpErr, awsErr, errors.Join(errs...))
+	err = errors.Join(cpErr, awsErr, errors.Join(errs...))
 	if serr := u.save(); serr != nil {
 		err = errors.Join(err, serr)
 	}
 	if err != nil {
 		return err
 	}
-	// An operator that died at start (say, a bad flag) would otherwise show only much later.
+	// An operator or authenticator that died at start (say, a bad flag) would otherwise show
+	// only much later.
+	if a := u.lab.EKSAuth; a != nil && !a.Process.Running() {
+		return fmt.Errorf("cluster %s: the EKS authenticator exited: %s", a.Cluster, a.Process.LogTail(5))
+	}
 	for _, d := range u.lab.DataPlanes {
 		if !d.Operator.Running() {
 			return fmt.Errorf("cluster %s: the operator exited: %s", d.Cluster, d.Operator.LogTail(5))
@@ -192,16 +209,46 @@ func (u *upper) setUpCluster(ctx context.Context, c controlplane.Cluster, awsRea
 	return parallel(steps...)
 }
 
-// startAWS starts the AWS double on a free port, waits for it, and creates the instance of
-// every node that has none yet.
-func (u *upper) startAWS(ctx context.Context) error {
+// startEKSAuth starts the EKS authenticator of the plan's EKSAuth plane (if any) on a free
+// port, with its certificate and the webhook configuration under DIR/eksauth, replaying
+// tokens to the AWS double on awsPort and mapping the lab's identity to EKSAuthUser. It
+// returns the kube-apiserver flags of that plane.
+func (u *upper) startEKSAuth(awsPort int) (map[string][]string, error) {
+	cluster := u.plan.EKSAuth
+	if cluster == "" {
+		return nil, nil
+	}
 	ports, err := port.Free(1)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	listen := "127.0.0.1:" + itoa(ports[0])
+	endpoint := "https://127.0.0.1:" + itoa(ports[0])
+	files, err := eksauth.WriteFiles(filepath.Join(u.lab.Dir, "eksauth"), endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("EKS authenticator of %s: %w", cluster, err)
+	}
 	p, err := controlplane.Spawn(controlplane.Command{
-		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: ports[0],
+		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, cluster, "logs", "eksauth.log"), Component: ComponentEKSAuth, Port: ports[0],
+		Args: []string{"lab", "eksauth", "--cluster", cluster, "--listen", "127.0.0.1:" + itoa(ports[0]),
+			"--cert", files.Cert, "--key", files.Key, "--sts-endpoint", "http://127.0.0.1:" + itoa(awsPort),
+			"--map", awsdouble.LabUserARN(awsdouble.DefaultAccountID) + "=" + EKSAuthUser},
+	})
+	u.mu.Lock()
+	u.lab.EKSAuth = &EKSAuth{Cluster: cluster, Endpoint: endpoint, User: EKSAuthUser, Files: files, Process: p}
+	u.mu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("EKS authenticator of %s: %w", cluster, err)
+	}
+	u.log("%s: EKS authenticator on %s (STS: the AWS double; %s is %s)", cluster, endpoint, awsdouble.LabUserARN(awsdouble.DefaultAccountID), EKSAuthUser)
+	return map[string][]string{cluster: files.APIServerArgs()}, nil
+}
+
+// startAWS starts the AWS double on awsPort, waits for it, and creates the instance of every
+// node that has none yet.
+func (u *upper) startAWS(ctx context.Context, awsPort int) error {
+	listen := "127.0.0.1:" + itoa(awsPort)
+	p, err := controlplane.Spawn(controlplane.Command{
+		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: awsPort,
 		Args: []string{"lab", "aws", "--dir", u.lab.AWS.Dir, "--listen", listen, "--region", u.plan.Region,
 			"--snapshot-base-duration", u.o.SnapshotTime.String()},
 	})

@@ -27,7 +27,7 @@ func NewCmd() *cobra.Command {
 		follow   bool
 	)
 	cmd := &cobra.Command{
-		Use:   "logs --dir DIR (CLUSTER/NAMESPACE/POD[/CONTAINER] | aws | operator CLUSTER | node NODE | COMPONENT CLUSTER)",
+		Use:   "logs --dir DIR (CLUSTER/NAMESPACE/POD[/CONTAINER] | aws | operator CLUSTER | eksauth CLUSTER | node NODE | COMPONENT CLUSTER)",
 		Short: "Print a pod container's log from the node's files, or a lab component's own log",
 		Long: `Print a log of the lab in DIR:
 
@@ -35,6 +35,7 @@ func NewCmd() *cobra.Command {
                                       pod has one); --previous for the run before the current one
   aws                                 the AWS double
   operator CLUSTER                    the stand-in tidb-operator of a data-plane cluster
+  eksauth CLUSTER                     the EKS token authenticator of a data-plane cluster (up --eks-auth)
   node NODE                           a lab node process
   COMPONENT CLUSTER                   etcd, kube-apiserver, kube-controller-manager or kube-scheduler
 

@@ -43,7 +43,9 @@ func NewCmd() *cobra.Command {
     instance of the AWS double in the cluster's zone, and a stand-in tidb-operator with its
     own address block 127.0.N.x and store-id base;
   - in every cluster: fedbr's CRDs and the TidbCluster CRD (--crd-dir), and the default
-    StorageClass gp3 (provisioner ebs.csi.aws.com, provisioned by the nodes in the AWS double).
+    StorageClass gp3 (provisioner ebs.csi.aws.com, provisioned by the nodes in the AWS double);
+  - for one data plane (--eks-auth, default the first): an EKS token authenticator, its
+    kube-apiserver's token webhook, which has the AWS double's STS check each token.
 
 The processes keep running after this command exits; DIR/lab.json says where everything is.
 Stop them with ` + "`fedbr-lab lab down --dir DIR`" + `. With --install, fedbr is then installed
@@ -58,6 +60,7 @@ through its Helm charts, as ` + "`fedbr-lab lab install`" + ` does (its flags pr
 	f.IntVar(&o.o.Nodes, "nodes", env.DefaultNodes, "lab nodes per data-plane cluster")
 	f.StringSliceVar(&o.zones, "zones", nil, "zone per data-plane cluster, CLUSTER=ZONE (default: REGION+a, b, c … in --clusters order)")
 	f.StringVar(&o.o.Region, "region", env.DefaultRegion, "region of the AWS double")
+	f.StringVar(&o.o.EKSAuth, "eks-auth", "", "the data plane whose API server authenticates bearer tokens as EKS does (the lab's EKS authenticator and the AWS double's STS), and whose manager kubeconfig user is \"aws eks get-token\" (default: the first data plane; "+env.NoEKSAuth+" for none)")
 	f.IntVar(&o.o.IPBase, "ip-base", env.DefaultIPBase, "data-plane cluster i (from 0) gets the address block 127.0.(ip-base+i+1).x for its PD and TiKV")
 	f.Uint64Var(&o.o.StoreIDStep, "store-id-step", env.DefaultStoreIDStep, "data-plane cluster i (from 0) gets store ids from step*(i+1)+1")
 	f.StringArrayVar(&o.o.Images, "image", nil, "extra image mapping PATTERN=PATH for every node, after fedbr's own (repeatable)")
@@ -150,6 +153,9 @@ func printPlan(w io.Writer, o env.Options) error {
 	for _, d := range p.DataPlanes {
 		_, _ = fmt.Fprintf(w, "  %s: zone %s, nodes %v, operator on %s.x with store ids from %d\n",
 			d.Cluster, d.Zone, d.Nodes, d.IPPrefix, d.StoreIDBase+1)
+	}
+	if p.EKSAuth != "" {
+		_, _ = fmt.Fprintf(w, "  %s: API server authenticates EKS tokens (lab EKS authenticator, STS of the AWS double)\n", p.EKSAuth)
 	}
 	return nil
 }

@@ -60,7 +60,9 @@ func TestUpFlags(t *testing.T) {
 			"would start clusters [control dp1 dp2 dp3]",
 			"dp1: zone us-west-2a, nodes [dp1-node-0 dp1-node-1], operator on 127.0.11.x with store ids from 1001",
 			"dp3: zone us-west-2a, nodes [dp3-node-0 dp3-node-1], operator on 127.0.13.x with store ids from 3001",
+			"dp1: API server authenticates EKS tokens",
 		}},
+		{"EKS authenticator on the control cluster", with("--eks-auth", "control"), `--eks-auth "control": want a data-plane cluster`, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
