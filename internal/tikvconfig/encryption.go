@@ -67,7 +67,7 @@ func (e Encryption) String() string {
 	if !e.Encrypted() {
 		return "no encryption (data-encryption-method " + orUnset(e.Method) + ")"
 	}
-	return "data-encryption-method " + e.Method + ", master-key " + e.MasterKey.String()
+	return "data-encryption-method " + orUnset(e.Method) + ", master-key " + e.MasterKey.String()
 }
 
 func (k MasterKey) String() string {
