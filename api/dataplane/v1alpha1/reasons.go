@@ -224,6 +224,11 @@ const (
 	// RestoreMemberVolumeLayoutMismatchReason: the TidbCluster's TiKV volume layout differs from
 	// the backup's.
 	RestoreMemberVolumeLayoutMismatchReason = "VolumeLayoutMismatch"
+	// RestoreMemberEncryptionMismatchReason: the backed-up TiKV encrypted its data at rest
+	// (security.encryption.data-encryption-method other than plaintext) and the TidbCluster's
+	// spec.tikv.config has another method, or another master key (type, or KMS key id) than
+	// the backup's: TiKV could not read the restored data.
+	RestoreMemberEncryptionMismatchReason = "EncryptionMismatch"
 	// RestoreMemberClaimConflictReason: a claim the restore needs already exists and is not this
 	// restore's.
 	RestoreMemberClaimConflictReason = "ClaimConflict"

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -48,6 +49,13 @@ type ComponentSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	StorageVolumes []StorageVolume `json:"storageVolumes,omitempty"`
+	// Config is the component's configuration as tidb-operator holds it: a TOML string or a
+	// map of the same keys (its GenericConfig). A restore reads TiKV's encryption at rest
+	// (security.encryption) from it and checks it against the backup's.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Config *apiextensionsv1.JSON `json:"config,omitempty"`
 }
 
 // StorageVolume is what fedbr reads of one of a component's extra volumes.

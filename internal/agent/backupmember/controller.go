@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -197,7 +198,7 @@ func (r *Reconciler) classifyJobs(m *dpv1alpha1.VolumeBackupMember, jobs []batch
 // ObserveCluster reads a TidbCluster's TiKV pods and the claims, volumes and nodes they use.
 // With a reader that is not a cache each read is one API round trip, and they sit before the
 // snapshot step's start, so they go out in two rounds: the pods, the TiKV claims (by
-// tidb-operator's labels) and the operator objects at once; then the nodes, the volumes of the
+// tidb-operator's labels), the whole TidbCluster and the operator objects at once; then the nodes, the volumes of the
 // claims the pods use, and any such claim the labels missed.
 func ObserveCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) (*Cluster, error) {
 	return observeCluster(ctx, c, tc, true)
@@ -228,6 +229,11 @@ func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 		}
 		objs, err := ObserveOperatorObjects(gctx, c, tc)
 		out.OperatorObjects = objs
+		return err
+	})
+	g.Go(func() error {
+		obj, err := getWhole(gctx, c, tc)
+		out.Object = obj
 		return err
 	})
 	if err := g.Wait(); err != nil {
@@ -285,6 +291,21 @@ func observeCluster(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbClu
 		return nil, err
 	}
 	return out, nil
+}
+
+// getWhole reads tc as the API server holds it, every field, unstructured: fedbr's reduced
+// type would drop what it lacks (spec.tikv.config, spec.tiflash, ...). It is nil when the
+// TidbCluster is gone (Discover says so).
+func getWhole(ctx context.Context, c client.Reader, tc *pcv1alpha1.TidbCluster) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(pcv1alpha1.GroupVersion.WithKind("TidbCluster"))
+	if err := c.Get(ctx, types.NamespacedName{Namespace: tc.Namespace, Name: tc.Name}, u); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("get TidbCluster %s/%s: %w", tc.Namespace, tc.Name, err)
+	}
+	return u, nil
 }
 
 // observeClaim reads a claim (unless listed already has it) and its volume; either is nil

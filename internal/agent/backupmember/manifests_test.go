@@ -2,6 +2,7 @@ package backupmember
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,11 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/meta"
 )
 
 func operatorObject(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
@@ -170,4 +174,79 @@ func TestObserveClusterReadsUnlabelledClaimsToo(t *testing.T) {
 	if !slices.Equal(r.claimGets, []string{"tikv-basic-tikv-1"}) {
 		t.Errorf("claims read by name: %v; want only the unlabelled tikv-basic-tikv-1", r.claimGets)
 	}
+}
+
+// TestBackupSavesTheWholeTidbCluster: the clustermeta's kubernetes.crd_tidb_cluster and the
+// saved TidbCluster manifest are the TidbCluster as the API server holds it, not fedbr's
+// reduced type: spec.tikv.config (a TOML string here), spec.tiflash, and fields no fedbr type
+// knows survive (a restore reads TiKV's encryption off the config); the record keeps the
+// status as upstream does, the manifest drops it, and neither carries managed fields or the
+// server's bookkeeping.
+func TestBackupSavesTheWholeTidbCluster(t *testing.T) {
+	startAgent(t)
+	ctx := context.Background()
+	ns := "whole-tc"
+	seedCluster(t, ctx, ns)
+	c := env.Client
+	const config = "[security.encryption]\ndata-encryption-method = \"aes256-ctr\"\n[security.encryption.master-key]\ntype = \"kms\"\nkey-id = \"0987dcba-09fe-87dc-65ba-ab0987654321\"\n"
+	tc := &unstructured.Unstructured{}
+	tc.SetGroupVersionKind(pcv1alpha1.GroupVersion.WithKind("TidbCluster"))
+	tc.SetNamespace(ns)
+	tc.SetName("basic")
+	patch := []byte(`{"spec":{"tikv":{"config":` + strconv.Quote(config) + `,"evictLeaderTimeout":"3m"},` +
+		`"tiflash":{"replicas":2,"baseImage":"pingcap/tiflash","storageClaims":[{"resources":{"requests":{"storage":"10Gi"}}}]},` +
+		`"pvReclaimPolicy":"Retain"}}`)
+	must(t, c.Patch(ctx, tc, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("kubectl")))
+
+	must(t, c.Create(ctx, newMember(ns, dpv1alpha1.BackupMemberInitialize, fedv1alpha1.CleanPolicyDelete)))
+	inputs := &corev1.ConfigMap{}
+	eventually(t, "inputs ConfigMap", func() (bool, string) {
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: InputsConfigMapName("fed-b1")}, inputs)
+		return err == nil, fmt.Sprint(err)
+	})
+	rec, err := meta.Parse([]byte(inputs.Data[VolumesKey]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := map[string][]byte{"crd_tidb_cluster": rec.Kubernetes.TidbCluster, "manifest": []byte(inputs.Data[TidbClusterKey])}
+	for what, raw := range saved {
+		var got unstructured.Unstructured
+		if err := json.Unmarshal(raw, &got.Object); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if v, _, _ := unstructured.NestedString(got.Object, "spec", "tikv", "config"); v != config {
+			t.Errorf("%s: spec.tikv.config %q, want %q", what, v, config)
+		}
+		if v, _, _ := unstructured.NestedString(got.Object, "spec", "tikv", "evictLeaderTimeout"); v != "3m" {
+			t.Errorf("%s: spec.tikv.evictLeaderTimeout %q, want 3m", what, v)
+		}
+		if v, _, _ := unstructured.NestedFieldNoCopy(got.Object, "spec", "tiflash", "replicas"); v != float64(2) {
+			t.Errorf("%s: spec.tiflash.replicas %v, want 2: %s", what, v, raw)
+		}
+		if v, _, _ := unstructured.NestedSlice(got.Object, "spec", "tiflash", "storageClaims"); len(v) != 1 {
+			t.Errorf("%s: spec.tiflash.storageClaims %v", what, v)
+		}
+		if v, _, _ := unstructured.NestedString(got.Object, "spec", "pvReclaimPolicy"); v != "Retain" {
+			t.Errorf("%s: spec.pvReclaimPolicy %q, want Retain", what, v)
+		}
+		if got.GetName() != "basic" || got.GetNamespace() != ns || got.GetManagedFields() != nil || got.GetResourceVersion() != "" || got.GetUID() != "" {
+			t.Errorf("%s: metadata %v", what, got.Object["metadata"])
+		}
+		_, hasStatus := got.Object["status"]
+		if hasStatus != (what == "crd_tidb_cluster") {
+			t.Errorf("%s: status kept %v", what, hasStatus)
+		}
+	}
+	if v, _, _ := unstructured.NestedString(jsonObject(t, saved["manifest"]), "kind"); v != "TidbCluster" {
+		t.Errorf("manifest kind %q", v)
+	}
+}
+
+func jsonObject(t *testing.T, raw []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

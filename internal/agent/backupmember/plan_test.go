@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
@@ -80,9 +81,20 @@ func tc() *pcv1alpha1.TidbCluster {
 	}
 }
 
+// whole is tc as the API server would return it, unstructured.
+func whole(tc *pcv1alpha1.TidbCluster) *unstructured.Unstructured {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc)
+	if err != nil {
+		panic(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(pcv1alpha1.GroupVersion.WithKind("TidbCluster"))
+	return u
+}
+
 // cluster is one TiKV pod on an EBS CSI volume.
 func cluster() *Cluster {
-	c := &Cluster{TC: tc(), PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}, Nodes: map[string]*corev1.Node{}}
+	c := &Cluster{TC: tc(), Object: whole(tc()), PVCs: map[string]*corev1.PersistentVolumeClaim{}, PVs: map[string]*corev1.PersistentVolume{}, Nodes: map[string]*corev1.Node{}}
 	c.Pods = []corev1.Pod{{
 		ObjectMeta: metav1.ObjectMeta{Name: "basic-tikv-0", Namespace: "tidb"},
 		Spec: corev1.PodSpec{NodeName: "n1",

@@ -200,7 +200,7 @@ func (p *plan) inputsConfigMap() (*corev1.ConfigMap, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tc, err := tidbClusterManifest(p.o.Cluster.TC)
+	tc, err := tidbClusterManifest(*p.o.Cluster)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -227,9 +227,10 @@ func (p *plan) inputsConfigMap() (*corev1.ConfigMap, []string, error) {
 }
 
 // tidbClusterManifest is the TidbCluster as a manifest the snapshot step keeps next to the
-// backup (JSON is YAML).
-func tidbClusterManifest(tc any) ([]byte, error) {
-	raw, err := cleanJSON(tc)
+// backup (JSON is YAML): the whole object as read, without status and the server's
+// bookkeeping.
+func tidbClusterManifest(c Cluster) ([]byte, error) {
+	raw, err := c.tidbClusterJSON()
 	if err != nil {
 		return nil, err
 	}

@@ -26,18 +26,22 @@ var ErrVolumeDiscovery = errors.New("volume discovery")
 // Cluster is the Kubernetes side of a TidbCluster's TiKV: its pods and the claims, volumes and
 // nodes they use. Only TiKV pods are listed, so only TiKV volumes are ever snapshotted.
 type Cluster struct {
-	TC    *pcv1alpha1.TidbCluster
-	Pods  []corev1.Pod
-	PVCs  map[string]*corev1.PersistentVolumeClaim // by name, in the TC's namespace
-	PVs   map[string]*corev1.PersistentVolume      // by name
-	Nodes map[string]*corev1.Node                  // by name
+	TC *pcv1alpha1.TidbCluster
+	// Object is the TidbCluster as the API server returned it, every field (spec.tikv.config,
+	// spec.tiflash, what fedbr's reduced type lacks): the backup saves it (Discover,
+	// tidbClusterManifest). Read with the pods; nil when the TidbCluster was not found.
+	Object *unstructured.Unstructured
+	Pods   []corev1.Pod
+	PVCs   map[string]*corev1.PersistentVolumeClaim // by name, in the TC's namespace
+	PVs    map[string]*corev1.PersistentVolume      // by name
+	Nodes  map[string]*corev1.Node                  // by name
 	// OperatorObjects are the tidb-operator objects that reference TC (ObserveOperatorObjects).
 	OperatorObjects []unstructured.Unstructured
 }
 
 // Discover builds the clustermeta record (BR's volume file) of a TidbCluster's TiKV stores:
 // for each TiKV pod its store id, EC2 instance and EBS volumes with their mount paths, plus the
-// PVs, PVCs and the TidbCluster itself, so a restore can rebuild them.
+// PVs, PVCs and the whole TidbCluster as read (Cluster.Object), so a restore can rebuild and check them.
 //
 // It backs up every TiKV pod tidb-operator keeps: spec.tikv.replicas plus one for each store it
 // failed over (tidbcluster.TiKVPods), each pod with its store in status.tikv.stores. A cluster
@@ -84,7 +88,7 @@ func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) 
 		return nil, fmt.Errorf("%w: %w", ErrVolumeDiscovery, err)
 	}
 	sort.Slice(rec.TiKV.Stores, func(i, j int) bool { return rec.TiKV.Stores[i].ID < rec.TiKV.Stores[j].ID })
-	tcJSON, err := cleanJSON(tc)
+	tcJSON, err := c.tidbClusterJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -93,6 +97,17 @@ func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) 
 		return nil, fmt.Errorf("%w: %w", ErrVolumeDiscovery, err)
 	}
 	return rec, nil
+}
+
+// tidbClusterJSON is the TidbCluster a backup saves as crd_tidb_cluster: the whole object as
+// read (Object), status included as upstream keeps it, without the server's bookkeeping
+// (cleanJSON). Without Object it is an error, never the reduced type: a backup that silently
+// lost spec.tikv.config would restore without its encryption check.
+func (c Cluster) tidbClusterJSON() (json.RawMessage, error) {
+	if c.Object == nil {
+		return nil, fmt.Errorf("%w: TidbCluster %s/%s not found when its TiKV volumes were read", ErrVolumeDiscovery, c.TC.Namespace, c.TC.Name)
+	}
+	return cleanJSON(c.Object.Object)
 }
 
 // unsettled says why tc's running TiKV pods are not the want pods tidb-operator keeps.

@@ -10,7 +10,7 @@
 //   - restore-volume: validate (TidbCluster exists in recovery mode, BR options sane), run
 //     `fedbr br restore-volumes`, which reads the backup with the operation's identity and
 //     reports it; check the target against that report (TiKV count equals the backup's store
-//     count, volume layout, claims: TargetChecked, which the step waits for before it creates
+//     count, TiKV encryption at rest, volume layout, claims: TargetChecked, which the step waits for before it creates
 //     any volume); rebuild the TiKV PVs/PVCs from the reported backup and the step's result
 //     for the target TidbCluster (VolumeComplete), warm up (WarmUpComplete), annotate the TidbCluster tikv-volumes-ready and wait until its
 //     stores are up (TikvComplete);

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,6 +143,33 @@ func record(t testing.TB) *meta.Record {
 		rec.TiKV.Stores = append(rec.TiKV.Stores, store)
 	}
 	return rec
+}
+
+// kmsConfigTOML is spec.tikv.config as a TOML string: encryption method with a KMS master
+// key keyID, and settings besides.
+func kmsConfigTOML(method, keyID string) string {
+	return strconv.Quote("[storage]\nreserve-space = \"0MB\"\n[security.encryption]\ndata-encryption-method = \"" + method + "\"\n" +
+		"[security.encryption.master-key]\ntype = \"kms\"\nkey-id = \"" + keyID + "\"\nregion = \"us-west-2\"\n")
+}
+
+// kmsConfigMap is kmsConfigTOML in spec.tikv.config's map form.
+func kmsConfigMap(method, keyID string) string {
+	return `{"storage":{"reserve-space":"0MB"},"security":{"encryption":{"data-encryption-method":"` + method +
+		`","master-key":{"type":"kms","key-id":"` + keyID + `","region":"us-west-2"}}}}`
+}
+
+// encryptedRecord is record(t) whose backed-up TidbCluster has the TiKV config config
+// (spec.tikv.config as JSON).
+func encryptedRecord(t testing.TB, config string) *meta.Record {
+	rec := record(t)
+	rec.Kubernetes.TidbCluster = json.RawMessage(`{"metadata":{"name":"src","namespace":"prod"},"spec":{"tikv":{"replicas":2,"config":` + config + `}}}`)
+	return rec
+}
+
+// withTiKVConfig gives tc the TiKV config config (spec.tikv.config as JSON).
+func withTiKVConfig(tc *pcv1alpha1.TidbCluster, config string) *pcv1alpha1.TidbCluster {
+	tc.Spec.TiKV.Config = &apiextensionsv1.JSON{Raw: []byte(config)}
+	return tc
 }
 
 func rreport(data map[string]string) job.Report {
@@ -572,6 +601,39 @@ func TestPlanRestoreVolume(t *testing.T) {
 			name: "TiKV count differs from the backup's store count",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(3, true), backupReported(awaiting)),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}, msg: "has 2 TiKV stores", phase: PhaseFailed},
+		},
+		{
+			name: "the backup's TiKV encrypts with a KMS key the target's does not use: refused EncryptionMismatch before any volume, the step not let go on",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), withTiKVConfig(targetTC(2, true), kmsConfigMap("aes256-ctr", "key-b")),
+				backupReported(reportedBackup(t, encryptedRecord(t, kmsConfigTOML("aes256-ctr", "key-a")), restorevolumes.PhaseAwaitingCheck))),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberEncryptionMismatchReason}, msg: `kms key-id "key-a"`, phase: PhaseFailed,
+				actions: []ActionKind{}, check: func(t *testing.T, r Result) {
+					if len(r.Actions) != 0 || condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberTargetCheckedCondition) {
+						t.Errorf("actions %v, conditions %+v: the step was let go on", r.Actions, r.Status.Conditions)
+					}
+					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition); c == nil || !strings.Contains(c.Message, `"key-b"`) {
+						t.Errorf("Failed %+v: want both key ids named", c)
+					}
+				}},
+		},
+		{
+			name: "the backup's TiKV encrypted, the target's not: refused EncryptionMismatch",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true),
+				backupReported(reportedBackup(t, encryptedRecord(t, kmsConfigTOML("aes256-ctr", "key-a")), restorevolumes.PhaseAwaitingCheck))),
+			want: failedReport(dpv1alpha1.RestoreMemberEncryptionMismatchReason, "data-encryption-method"),
+		},
+		{
+			name: "a forged report whose TiKV config cannot be read: refused InvalidBackup",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), backupReported(forged(func(rec map[string]any) {
+				rec["kubernetes"].(map[string]any)["crd_tidb_cluster"] = map[string]any{"spec": map[string]any{"tikv": map[string]any{"config": 42}}}
+			}))),
+			want: failedReport(dpv1alpha1.RestoreMemberInvalidBackupReason, "spec.tikv.config"),
+		},
+		{
+			name: "the target's TiKV encrypts as the backup's did (its config a map, the backup's TOML): checked",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), withTiKVConfig(targetTC(2, true), kmsConfigMap("aes256-ctr", "key-a")),
+				backupReported(reportedBackup(t, encryptedRecord(t, kmsConfigTOML("aes256-ctr", "key-a")), restorevolumes.PhaseAwaitingCheck))),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberTargetCheckedCondition}, phase: PhaseRestoringVolumes},
 		},
 		{
 			name: "a KMS key without encryption is refused",

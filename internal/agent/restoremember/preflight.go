@@ -1,6 +1,7 @@
 package restoremember
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tikvconfig"
 )
 
 // What a restore refuses before it creates any volume: a target whose TiKV would not mount the
@@ -23,6 +25,10 @@ var (
 	// ErrClaimConflict marks a claim the restore needs that already exists and is not the one
 	// this restore created: TiKV would start on that claim's volume, not on the restored one.
 	ErrClaimConflict = errors.New("claim already exists")
+	// ErrEncryptionMismatch marks a target TidbCluster whose TiKV could not read the restored
+	// data: the backed-up TiKV encrypted it at rest, and the target's TiKV config has another
+	// method or master key.
+	ErrEncryptionMismatch = errors.New("TiKV encryption at rest differs from the backup's")
 )
 
 // CheckLayout compares the TiKV volumes of every backed-up TiKV member of rec with those the
@@ -53,6 +59,86 @@ func CheckLayout(rec *meta.Record, tc *pcv1alpha1.TidbCluster) error {
 		}
 	}
 	return nil
+}
+
+// CheckEncryption compares TiKV's encryption at rest in the backup (rec's
+// kubernetes.crd_tidb_cluster spec.tikv.config) and in the target TidbCluster tc (its
+// spec.tikv.config), each a TOML string or a map, as upstream does before a volume-snapshot
+// restore (tidb-operator #4914). A backup without encryption (data-encryption-method unset or
+// plaintext) restores into any target. An encrypted one needs the target's method, and its
+// master key: the same type and, for a KMS key, the same key id, as the target's master-key or
+// previous-master-key (TiKV falls back to that one while the key is rotated); a file key's
+// path is not compared, the file is the pod's. A mismatch, or a target config that cannot be
+// read, wraps ErrEncryptionMismatch and names both sides; a backup config that cannot be read
+// is another error.
+func CheckEncryption(rec *meta.Record, tc *pcv1alpha1.TidbCluster) error {
+	backup, err := backupEncryption(rec)
+	if err != nil {
+		return err
+	}
+	if !backup.Encrypted() {
+		return nil
+	}
+	var raw json.RawMessage
+	if tc.Spec.TiKV != nil && tc.Spec.TiKV.Config != nil {
+		raw = tc.Spec.TiKV.Config.Raw
+	}
+	target, err := tikvconfig.ParseEncryption(raw)
+	if err != nil {
+		return fmt.Errorf("%w: the backed-up TiKV encrypted its data with %s, and TidbCluster %s/%s's spec.tikv.config cannot be read: %w",
+			ErrEncryptionMismatch, backup, tc.Namespace, tc.Name, err)
+	}
+	if target.Method == backup.Method && (sameMasterKey(backup.MasterKey, target.MasterKey) || sameMasterKey(backup.MasterKey, target.PreviousMasterKey)) {
+		return nil
+	}
+	have := target.String()
+	if target.PreviousMasterKey != (tikvconfig.MasterKey{}) {
+		have += ", previous-master-key " + target.PreviousMasterKey.String()
+	}
+	return fmt.Errorf("%w: the backed-up TiKV encrypted its data with %s, and TidbCluster %s/%s's spec.tikv.config has %s: its TiKV could not read the restored data; "+
+		"give spec.tikv.config the backup's security.encryption (data-encryption-method and master-key, as the backupmeta's kubernetes.crd_tidb_cluster.spec.tikv.config has them)",
+		ErrEncryptionMismatch, backup, tc.Namespace, tc.Name, have)
+}
+
+// sameMasterKey says whether a target's master key t opens what the backup's b encrypted: the
+// same type and, for KMS, key id. A backup key of another type (plaintext, unset: TiKV
+// refuses it with encryption on) gives nothing to compare.
+func sameMasterKey(b, t tikvconfig.MasterKey) bool {
+	switch b.Type {
+	case tikvconfig.MasterKeyKMS:
+		return t.Type == tikvconfig.MasterKeyKMS && t.KeyID == b.KeyID
+	case tikvconfig.MasterKeyFile:
+		return t.Type == tikvconfig.MasterKeyFile
+	}
+	return true
+}
+
+// backupEncryption reads TiKV's encryption at rest off rec's kubernetes.crd_tidb_cluster
+// (restore-volumes reports it in the map form; a backupmeta has the whole TidbCluster); none
+// when the backup has no TidbCluster, no TiKV or no config.
+func backupEncryption(rec *meta.Record) (tikvconfig.Encryption, error) {
+	raw := rec.Kubernetes.TidbCluster
+	if len(raw) == 0 || string(raw) == "null" {
+		return tikvconfig.Encryption{}, nil
+	}
+	var tc struct {
+		Spec struct {
+			TiKV *struct {
+				Config json.RawMessage `json:"config"`
+			} `json:"tikv"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		return tikvconfig.Encryption{}, fmt.Errorf("kubernetes.crd_tidb_cluster: %w", err)
+	}
+	if tc.Spec.TiKV == nil {
+		return tikvconfig.Encryption{}, nil
+	}
+	e, err := tikvconfig.ParseEncryption(tc.Spec.TiKV.Config)
+	if err != nil {
+		return tikvconfig.Encryption{}, fmt.Errorf("kubernetes.crd_tidb_cluster spec.tikv.config: %w", err)
+	}
+	return e, nil
 }
 
 // CheckClaims refuses every claim in names (in namespace) that already exists in existing

@@ -245,3 +245,82 @@ func TestPlanRefusesAnUnsafeTarget(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) { rcheck(t, planned(t, tt.o), tt.want) })
 	}
 }
+
+// TestCheckEncryption: a backup whose TiKV encrypted its data restores only into a target
+// whose spec.tikv.config has the same method and master key (type, and the KMS key id, as
+// master-key or as previous-master-key while the key is rotated), whichever form (TOML string
+// or map) each side's config takes; a backup without encryption restores anywhere. Each
+// refusal names both sides.
+func TestCheckEncryption(t *testing.T) {
+	const (
+		plaintextTOML = `"[security.encryption]\ndata-encryption-method = \"plaintext\"\n"`
+		fileTOML      = `"[security.encryption]\ndata-encryption-method = \"aes128-ctr\"\n[security.encryption.master-key]\ntype = \"file\"\npath = \"/etc/tikv/key-a\"\n"`
+		fileMap       = `{"security":{"encryption":{"data-encryption-method":"aes128-ctr","master-key":{"type":"file","path":"/keys/other-path"}}}}`
+		methodOnly    = `{"security":{"encryption":{"data-encryption-method":"aes256-ctr"}}}`
+		rotatedToB    = `{"security":{"encryption":{"data-encryption-method":"aes256-ctr","master-key":{"type":"kms","key-id":"key-b"},"previous-master-key":{"type":"kms","key-id":"key-a"}}}}`
+	)
+	for _, tt := range []struct {
+		name            string
+		backup, target  string // spec.tikv.config as JSON; "" absent
+		refused         bool
+		wantIn, wantErr []string
+	}{
+		{name: "backup without config, target without", backup: "", target: ""},
+		{name: "backup without config, target encrypted", backup: "", target: kmsConfigMap("aes256-ctr", "key-b")},
+		{name: "backup plaintext, target without config", backup: plaintextTOML, target: ""},
+		{name: "backup plaintext, target encrypted", backup: plaintextTOML, target: kmsConfigTOML("aes256-ctr", "key-b")},
+		{name: "backup without encryption section, target encrypted", backup: `"[storage]\nreserve-space = \"0MB\"\n"`, target: kmsConfigMap("aes256-ctr", "key-b")},
+		{name: "kms, same key: TOML backup, map target", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: kmsConfigMap("aes256-ctr", "key-a")},
+		{name: "kms, same key: map backup, TOML target", backup: kmsConfigMap("aes256-ctr", "key-a"), target: kmsConfigTOML("aes256-ctr", "key-a")},
+		{name: "kms, same key, method in another case", backup: kmsConfigTOML("AES256-CTR", "key-a"), target: kmsConfigMap("aes256-ctr", "key-a")},
+		{name: "kms, the target rotating from the backup's key", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: rotatedToB},
+		{name: "file master key on both sides, other paths", backup: fileTOML, target: fileMap},
+		{name: "encrypted backup, target without config", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: "", refused: true,
+			wantIn: []string{`data-encryption-method "aes256-ctr"`, "no encryption", "dst/restored"}},
+		{name: "encrypted backup, plaintext target", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: plaintextTOML, refused: true,
+			wantIn: []string{"aes256-ctr", `"plaintext"`}},
+		{name: "another method", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: kmsConfigMap("aes128-ctr", "key-a"), refused: true,
+			wantIn: []string{"aes256-ctr", "aes128-ctr"}},
+		{name: "kms, another key id", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: kmsConfigMap("aes256-ctr", "key-b"), refused: true,
+			wantIn: []string{`kms key-id "key-a"`, `kms key-id "key-b"`}},
+		{name: "kms backup, target without a master key", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: methodOnly, refused: true,
+			wantIn: []string{`"key-a"`}},
+		{name: "kms backup, file target", backup: kmsConfigMap("aes128-ctr", "key-a"), target: fileMap, refused: true,
+			wantIn: []string{`kms key-id "key-a"`, `file "/keys/other-path"`}},
+		{name: "file backup, kms target", backup: fileTOML, target: kmsConfigMap("aes128-ctr", "key-a"), refused: true,
+			wantIn: []string{`file "/etc/tikv/key-a"`, `kms key-id "key-a"`}},
+		{name: "encrypted backup, unreadable target config", backup: kmsConfigTOML("aes256-ctr", "key-a"), target: `42`, refused: true,
+			wantIn: []string{"spec.tikv.config"}},
+		{name: "plaintext backup, unreadable target config: not read", backup: plaintextTOML, target: `42`},
+		{name: "unreadable backup config", backup: `"[security"`, target: "", wantErr: []string{"crd_tidb_cluster"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := record(t)
+			if tt.backup != "" {
+				rec = encryptedRecord(t, tt.backup)
+			}
+			tc := targetTC(2, true)
+			if tt.target != "" {
+				withTiKVConfig(tc, tt.target)
+			}
+			err := CheckEncryption(rec, tc)
+			switch {
+			case tt.refused:
+				if !errors.Is(err, ErrEncryptionMismatch) {
+					t.Fatalf("err %v, want ErrEncryptionMismatch", err)
+				}
+			case tt.wantErr != nil:
+				if err == nil || errors.Is(err, ErrEncryptionMismatch) {
+					t.Fatalf("err %v, want another error", err)
+				}
+			case err != nil:
+				t.Fatalf("refused: %v", err)
+			}
+			for _, s := range append(tt.wantIn, tt.wantErr...) {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not name %s", err, s)
+				}
+			}
+		})
+	}
+}

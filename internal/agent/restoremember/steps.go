@@ -161,8 +161,9 @@ func (p *plan) validate() (job.Storage, []string, bool) {
 }
 
 // checkBackup checks the target against the backup restore-volumes reported, before the step
-// creates any volume: a usable report, TiKV replicas equal to the backup's store count, and a
-// target TiKV would run on (checkTarget). TargetChecked=True lets the step go on; a refusal
+// creates any volume: a usable report, TiKV replicas equal to the backup's store count, TiKV
+// encryption at rest the restored data can be read with (CheckEncryption), and a target TiKV
+// would run on (checkTarget). TargetChecked=True lets the step go on; a refusal
 // fails the member, which ends the step.
 func (p *plan) checkBackup() {
 	if !p.backupUsable() {
@@ -176,6 +177,14 @@ func (p *plan) checkBackup() {
 	if want, have := len(bm.TiKV.Stores), tidbcluster.TiKVReplicas(tc); want != have {
 		p.fail(dpv1alpha1.RestoreMemberTiKVCountMismatchReason, fmt.Sprintf("the backup restore-volumes read has %d TiKV stores and TidbCluster %s/%s has spec.tikv.replicas %d: they must be equal",
 			want, tc.Namespace, tc.Name, have))
+		return
+	}
+	if err := CheckEncryption(bm, tc); err != nil {
+		if errors.Is(err, ErrEncryptionMismatch) {
+			p.fail(dpv1alpha1.RestoreMemberEncryptionMismatchReason, err.Error())
+		} else {
+			p.fail(dpv1alpha1.RestoreMemberInvalidBackupReason, "the backup restore-volumes read: "+err.Error())
+		}
 		return
 	}
 	p.res.Status.CommitTs = strconv.FormatUint(bm.ClusterInfo.ResolvedTS, 10)

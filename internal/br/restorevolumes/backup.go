@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tikvconfig"
 )
 
 // BackupReport is the part of the backupmeta rec that restore-volumes reports in its member's
@@ -20,9 +21,9 @@ import (
 // snapshot, AZ), the kubernetes section's PVs of those volumes and their PVCs, each stripped
 // to what a rebuild uses (names, the claims' labels, capacity, access and volume modes,
 // storage classes, reclaim policy, the PVs' provisioned-by annotation, mount options, the EBS
-// source and its file system), and the
-// backed-up TidbCluster's name. A PV or PVC that cannot be read is an error: the agent would
-// refuse the report anyway.
+// source and its file system), and of the backed-up TidbCluster its name and TiKV's
+// encryption at rest (reportTidbCluster). A PV, PVC or TiKV config that cannot be read is an
+// error: the agent would refuse the report anyway, and could not check the encryption.
 func BackupReport(rec *meta.Record) (*meta.Record, error) {
 	out := &meta.Record{TiKV: meta.TiKV{Replicas: rec.TiKV.Replicas}}
 	if ci := rec.ClusterInfo; ci != nil {
@@ -72,23 +73,51 @@ func BackupReport(rec *meta.Record) (*meta.Record, error) {
 		out.Kubernetes.PVCs = append(out.Kubernetes.PVCs, b)
 	}
 	if len(k.TidbCluster) > 0 && string(k.TidbCluster) != "null" {
-		var tc struct {
-			Metadata struct {
-				Name string `json:"name"`
-			} `json:"metadata"`
+		b, err := reportTidbCluster(k.TidbCluster)
+		if err != nil {
+			return nil, err
 		}
-		if err := json.Unmarshal(k.TidbCluster, &tc); err != nil {
-			return nil, fmt.Errorf("backupmeta kubernetes.crd_tidb_cluster: %w", err)
-		}
-		if tc.Metadata.Name != "" {
-			b, err := json.Marshal(map[string]any{"metadata": map[string]string{"name": tc.Metadata.Name}})
-			if err != nil {
-				return nil, err
-			}
-			out.Kubernetes.TidbCluster = b
-		}
+		out.Kubernetes.TidbCluster = b
 	}
 	return out, nil
+}
+
+// reportTidbCluster is what the report keeps of the backed-up TidbCluster raw: its name, and
+// TiKV's encryption at rest (spec.tikv.config's security.encryption, in the map form, without
+// a previous master key), which the agent checks the target's against; nil for neither.
+func reportTidbCluster(raw json.RawMessage) (json.RawMessage, error) {
+	var tc struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Spec struct {
+			TiKV *struct {
+				Config json.RawMessage `json:"config"`
+			} `json:"tikv"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &tc); err != nil {
+		return nil, fmt.Errorf("backupmeta kubernetes.crd_tidb_cluster: %w", err)
+	}
+	var enc tikvconfig.Encryption
+	if tc.Spec.TiKV != nil {
+		var err error
+		if enc, err = tikvconfig.ParseEncryption(tc.Spec.TiKV.Config); err != nil {
+			return nil, fmt.Errorf("backupmeta kubernetes.crd_tidb_cluster spec.tikv.config: %w", err)
+		}
+		enc.PreviousMasterKey = tikvconfig.MasterKey{}
+	}
+	out := map[string]any{}
+	if tc.Metadata.Name != "" {
+		out["metadata"] = map[string]string{"name": tc.Metadata.Name}
+	}
+	if config := enc.Map(); config != nil {
+		out["spec"] = map[string]any{"tikv": map[string]any{"config": config}}
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(out)
 }
 
 // AnnProvisionedBy names the provisioner of a dynamically provisioned PV (the external

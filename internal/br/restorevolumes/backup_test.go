@@ -171,3 +171,33 @@ func TestNothingBeforeTheCheck(t *testing.T) {
 		t.Errorf("result %+v, last status %+v", res, last)
 	}
 }
+
+// TestBackupReportKeepsTiKVEncryption: of the backed-up TidbCluster's spec the report keeps
+// only TiKV's encryption at rest, which the agent checks the target against, in the map form
+// whatever form the backup's config had; other settings (the KMS region, storage, TiFlash)
+// are dropped. A config that cannot be read fails the report: the check could not be made.
+func TestBackupReportKeepsTiKVEncryption(t *testing.T) {
+	tc := func(config string) *meta.Record {
+		return &meta.Record{Kubernetes: meta.Kubernetes{TidbCluster: json.RawMessage(`{"metadata":{"name":"src","namespace":"prod"},` +
+			`"spec":{"tiflash":{"replicas":1},"tikv":{"replicas":2,"config":` + config + `}}}`)}}
+	}
+	const toml = `"[storage]\nreserve-space = \"0MB\"\n[security.encryption]\ndata-encryption-method = \"aes256-ctr\"\n` +
+		`[security.encryption.master-key]\ntype = \"kms\"\nkey-id = \"key-a\"\nregion = \"us-west-2\"\n"`
+	want := `{"metadata":{"name":"src"},"spec":{"tikv":{"config":{"security":{"encryption":{"data-encryption-method":"aes256-ctr","master-key":{"key-id":"key-a","type":"kms"}}}}}}}`
+	for _, config := range []string{toml, `{"storage":{"reserve-space":"0MB"},"security":{"encryption":{"data-encryption-method":"AES256-CTR","master-key":{"type":"kms","key-id":"key-a","region":"us-west-2"}}}}`} {
+		sub, err := restorevolumes.BackupReport(tc(config))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(sub.Kubernetes.TidbCluster); got != want {
+			t.Errorf("config %s: the report's TidbCluster %s, want %s", config, got, want)
+		}
+	}
+	sub, err := restorevolumes.BackupReport(tc(`"[storage]\nreserve-space = \"0MB\"\n"`))
+	if err != nil || string(sub.Kubernetes.TidbCluster) != `{"metadata":{"name":"src"}}` {
+		t.Errorf("no encryption: %s, %v; want the name only", sub.Kubernetes.TidbCluster, err)
+	}
+	if _, err := restorevolumes.BackupReport(tc(`"[security.encryption"`)); err == nil || !strings.Contains(err.Error(), "spec.tikv.config") {
+		t.Errorf("an unreadable config: %v, want an error naming spec.tikv.config", err)
+	}
+}
