@@ -79,7 +79,7 @@ func Run(ctx context.Context, o Options) error {
 		o.ReloadCheck = 10 * time.Second
 	}
 	if err := crd.Check(ctx, o.Control, crd.Manager); err != nil {
-		return fmt.Errorf("the control cluster's CRDs are not fedbr's; the manager does not start:\n%w", err)
+		return fmt.Errorf("the manager does not start: the control cluster's CRDs of its kinds:\n%w", err)
 	}
 	for {
 		err := runOnce(ctx, o)
