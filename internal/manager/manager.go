@@ -33,6 +33,7 @@ import (
 	"github.com/fedbr/fedbr/internal/controller/volumebackup"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/controller/volumerestore"
+	"github.com/fedbr/fedbr/internal/crd"
 	"github.com/fedbr/fedbr/internal/plane"
 )
 
@@ -70,10 +71,15 @@ func Scheme() (*runtime.Scheme, error) {
 // errReload ends one run of the manager because the kubeconfig changed.
 var errReload = errors.New("data planes' kubeconfig changed")
 
-// Run runs the manager until ctx ends, reloading whenever the kubeconfig changes.
+// Run runs the manager until ctx ends, reloading whenever the kubeconfig changes. It refuses to
+// start when the control cluster's CRDs of the kinds it watches are missing or not fedbr's
+// (crd.Check): tidb-operator's BR Federation CRDs have the same names.
 func Run(ctx context.Context, o Options) error {
 	if o.ReloadCheck <= 0 {
 		o.ReloadCheck = 10 * time.Second
+	}
+	if err := crd.Check(ctx, o.Control, crd.Manager); err != nil {
+		return fmt.Errorf("the manager does not start: the control cluster's CRDs of its kinds:\n%w", err)
 	}
 	for {
 		err := runOnce(ctx, o)

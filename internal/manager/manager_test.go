@@ -657,6 +657,11 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 	if first.Spec.Template.S3 == nil || first.Spec.Template.S3.Prefix != wantPrefix || first.Labels["team"] != "db" {
 		t.Fatalf("first backup: prefix %+v labels %v, want prefix %s and the schedule's labels", first.Spec.Template.S3, first.Labels, wantPrefix)
 	}
+	// The schedule has retention and its template no cleanPolicy: the stored backup says Delete,
+	// so retention's deletion cleans its snapshots; the schedule says nothing is left behind.
+	if first.Spec.Template.CleanPolicy != fedv1alpha1.CleanPolicyDelete {
+		t.Fatalf("first backup's stored cleanPolicy = %q, want Delete", first.Spec.Template.CleanPolicy)
+	}
 	first.Finalizers = []string{hold}
 	if err := c.Update(ctx, &first); err != nil {
 		t.Fatal(err)
@@ -712,6 +717,10 @@ func TestScheduleCreatesOnTheTickSkipsWhileRunningAndRetains(t *testing.T) {
 	if c := meta.FindStatusCondition(st.Status.Conditions, fedv1alpha1.VolumeBackupScheduleRetentionCondition); c == nil ||
 		c.Reason != fedv1alpha1.VolumeBackupScheduleDeletingReason || !strings.Contains(c.Message, first.Name) {
 		t.Fatalf("Retention = %+v, want it waiting for %s", c, first.Name)
+	}
+	if c := meta.FindStatusCondition(st.Status.Conditions, fedv1alpha1.VolumeBackupScheduleRetentionKeepsSnapshotsCondition); c == nil ||
+		c.Status != metav1.ConditionFalse || c.Reason != fedv1alpha1.VolumeBackupScheduleCleanPolicyDeleteReason {
+		t.Fatalf("RetentionKeepsSnapshots = %+v, want False %s", c, fedv1alpha1.VolumeBackupScheduleCleanPolicyDeleteReason)
 	}
 
 	release(first.Name)

@@ -145,3 +145,20 @@ const (
 	// cleaned; retention waits for it (the message names it and says why).
 	VolumeBackupScheduleCleanFailedReason = "CleanFailed"
 )
+
+// Reasons of a VolumeBackupSchedule's RetentionKeepsSnapshots condition, beside
+// VolumeBackupScheduleNoRetentionReason (False: no retention, nothing is deleted).
+const (
+	// VolumeBackupScheduleCleanPolicyRetainReason: True when retention is on and the backup
+	// template says cleanPolicy Retain: each backup retention deletes leaves its snapshots and
+	// backup metadata behind. The message says how to change it.
+	VolumeBackupScheduleCleanPolicyRetainReason = "CleanPolicyRetain"
+	// VolumeBackupScheduleCleanPolicyOnFailureReason: True when retention is on and the backup
+	// template says cleanPolicy OnFailure: each complete backup retention deletes leaves its
+	// snapshots and backup metadata behind (failed ones are cleaned).
+	VolumeBackupScheduleCleanPolicyOnFailureReason = "CleanPolicyOnFailure"
+	// VolumeBackupScheduleCleanPolicyDeleteReason: False when retention is on and the scheduled
+	// backups have cleanPolicy Delete, the template's or, when the template leaves it unset, the
+	// one the schedule writes into each backup it creates.
+	VolumeBackupScheduleCleanPolicyDeleteReason = "CleanPolicyDelete"
+)

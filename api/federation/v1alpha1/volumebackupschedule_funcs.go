@@ -58,3 +58,19 @@ func ParseRetention(s string) (time.Duration, error) {
 	}
 	return total, nil
 }
+
+// HasRetention says retention deletes backups: maxReservedTime is set, or maxBackups above 0.
+func (s *VolumeBackupScheduleSpec) HasRetention() bool {
+	return s.MaxReservedTime != nil || s.MaxBackups != nil && *s.MaxBackups > 0
+}
+
+// BackupCleanPolicy is the cleanPolicy the schedule writes into each VolumeBackup it creates:
+// the template's when it sets one; Delete when it does not and the schedule has retention, so
+// the backups retention deletes take their snapshots and metadata with them (upstream left it
+// unset, and Retain kept them for ever); unset otherwise (the VolumeBackup default, Retain).
+func (s *VolumeBackupScheduleSpec) BackupCleanPolicy() CleanPolicyType {
+	if p := s.BackupTemplate.Template.CleanPolicy; p != "" || !s.HasRetention() {
+		return p
+	}
+	return CleanPolicyDelete
+}

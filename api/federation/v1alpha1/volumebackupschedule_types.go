@@ -74,6 +74,11 @@ const (
 	// VolumeBackupScheduleRetentionCondition is True while retention keeps up; False when it
 	// waits for a backup whose clean fails, naming the backup and why.
 	VolumeBackupScheduleRetentionCondition = "Retention"
+	// VolumeBackupScheduleRetentionKeepsSnapshotsCondition is True when retention is on and
+	// the backup template's cleanPolicy (Retain or OnFailure) keeps the snapshots and metadata of
+	// the complete backups retention deletes, so they stay in AWS and S3 for ever; False when
+	// retention's deletions clean (cleanPolicy Delete) or there is no retention.
+	VolumeBackupScheduleRetentionKeepsSnapshotsCondition = "RetentionKeepsSnapshots"
 )
 
 // VolumeBackupSchedule creates VolumeBackups on a cron schedule and deletes old ones.

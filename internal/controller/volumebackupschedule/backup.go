@@ -50,7 +50,8 @@ func TickPrefix(prefix string, tick time.Time) string {
 // storage prefix of its own (TickPrefix, for every storage provider; upstream did it for S3
 // only), the schedule's labels and annotations (less kubectl's bookkeeping and fedbr's own
 // controls, such as force-remove) plus upstream's schedule labels, and the tick as
-// ScheduledAnnotation. It has no owner reference on purpose: deleting a schedule must not
+// ScheduledAnnotation, and the cleanPolicy of the schedule's BackupCleanPolicy (Delete when
+// the schedule has retention and the template sets none) written in its spec. It has no owner reference on purpose: deleting a schedule must not
 // garbage-collect its backups (and, with cleanPolicy Delete, their snapshots).
 func NewBackup(s *fedv1alpha1.VolumeBackupSchedule, tick time.Time) *fedv1alpha1.VolumeBackup {
 	labels := map[string]string{}
@@ -74,5 +75,6 @@ func NewBackup(s *fedv1alpha1.VolumeBackupSchedule, tick time.Time) *fedv1alpha1
 		Spec:       *s.Spec.BackupTemplate.DeepCopy(),
 	}
 	b.Spec.Template.StorageProvider = b.Spec.Template.WithPrefix(func(p string) string { return TickPrefix(p, tick) })
+	b.Spec.Template.CleanPolicy = s.Spec.BackupCleanPolicy()
 	return b
 }

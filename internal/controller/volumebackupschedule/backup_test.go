@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
@@ -145,5 +146,43 @@ func TestNewBackupCarriesTheSchedulesLabelsAndAnnotations(t *testing.T) {
 	b.Labels["team"] = "changed"
 	if s.Labels["team"] != "db" {
 		t.Error("the backup shares its labels map with the schedule")
+	}
+}
+
+// TestNewBackupCleanPolicy: a schedule with retention whose template leaves cleanPolicy unset
+// creates backups with cleanPolicy Delete written in their spec, so retention's deletions clean
+// their snapshots and metadata and the stored VolumeBackup says so; a template's explicit
+// policy is kept; a schedule without retention leaves it unset (the VolumeBackup's default,
+// Retain). The schedule's own template is never changed.
+func TestNewBackupCleanPolicy(t *testing.T) {
+	tests := []struct {
+		name            string
+		maxBackups      *int32
+		maxReservedTime *string
+		template, want  fedv1alpha1.CleanPolicyType
+	}{
+		{name: "maxReservedTime, unset: Delete", maxReservedTime: ptr.To("7d"), want: fedv1alpha1.CleanPolicyDelete},
+		{name: "maxBackups, unset: Delete", maxBackups: ptr.To[int32](3), want: fedv1alpha1.CleanPolicyDelete},
+		{name: "maxBackups 0 is no retention: unset", maxBackups: ptr.To[int32](0), want: ""},
+		{name: "no retention: unset", want: ""},
+		{name: "retention, Retain kept", maxReservedTime: ptr.To("7d"), template: fedv1alpha1.CleanPolicyRetain, want: fedv1alpha1.CleanPolicyRetain},
+		{name: "retention, OnFailure kept", maxBackups: ptr.To[int32](2), template: fedv1alpha1.CleanPolicyOnFailure, want: fedv1alpha1.CleanPolicyOnFailure},
+		{name: "retention, Delete kept", maxBackups: ptr.To[int32](2), template: fedv1alpha1.CleanPolicyDelete, want: fedv1alpha1.CleanPolicyDelete},
+		{name: "no retention, Retain kept", template: fedv1alpha1.CleanPolicyRetain, want: fedv1alpha1.CleanPolicyRetain},
+	}
+	tick := time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := templated(fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "b"}})
+			s.Spec.MaxBackups, s.Spec.MaxReservedTime = tc.maxBackups, tc.maxReservedTime
+			s.Spec.BackupTemplate.Template.CleanPolicy = tc.template
+			b := NewBackup(s, tick)
+			if got := b.Spec.Template.CleanPolicy; got != tc.want {
+				t.Errorf("the backup's spec.template.cleanPolicy = %q, want %q", got, tc.want)
+			}
+			if got := s.Spec.BackupTemplate.Template.CleanPolicy; got != tc.template {
+				t.Errorf("NewBackup changed the schedule's template cleanPolicy to %q", got)
+			}
+		})
 	}
 }

@@ -8,7 +8,11 @@
 // durations (7d), never counts a failed backup toward maxBackups and never deletes the newest
 // complete backup for age, so it never costs the last restorable backups; it deletes one backup
 // at a time and waits for that deletion to finish, and a clean that fails is a condition naming
-// the backup, not a silent stall.
+// the backup, not a silent stall. A schedule with retention whose backup template leaves
+// cleanPolicy unset creates its backups with cleanPolicy Delete (upstream's were Retain, so
+// retention deleted the VolumeBackups and left their snapshots for ever), and a template that
+// keeps snapshots (Retain, OnFailure) while retention is on is a condition,
+// RetentionKeepsSnapshots.
 package volumebackupschedule
 
 import (
@@ -90,6 +94,7 @@ func Plan(o Observed, now time.Time) Result {
 	res := Result{Status: *s.Status.DeepCopy()}
 	st := &res.Status
 	st.ObservedGeneration = s.Generation
+	setRetentionKeepsSnapshots(st, &s.Spec, now)
 
 	sched, err := fedv1alpha1.ParseSchedule(s.Spec.Schedule)
 	if err != nil {
@@ -233,8 +238,7 @@ func planRetention(o Observed, res *Result, now time.Time) {
 			fmt.Sprintf("waiting for %s to be deleted before deleting another", b.Name), now)
 		return
 	}
-	spec := o.Schedule.Spec
-	if spec.MaxReservedTime == nil && (spec.MaxBackups == nil || *spec.MaxBackups == 0) {
+	if !o.Schedule.Spec.HasRetention() {
 		setCondition(st, fedv1alpha1.VolumeBackupScheduleRetentionCondition, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleNoRetentionReason,
 			"neither maxBackups nor maxReservedTime is set: every backup is kept", now)
 		return
@@ -323,6 +327,32 @@ func Expired(o Observed, now time.Time) []string {
 		names[i] = b.Name
 	}
 	return names
+}
+
+// setRetentionKeepsSnapshots says whether the backups retention deletes leave their snapshots
+// and metadata behind: True while retention is on and the template's cleanPolicy keeps them
+// (Retain, or OnFailure for complete backups), with what to change; False otherwise.
+func setRetentionKeepsSnapshots(st *fedv1alpha1.VolumeBackupScheduleStatus, spec *fedv1alpha1.VolumeBackupScheduleSpec, now time.Time) {
+	const typ = fedv1alpha1.VolumeBackupScheduleRetentionKeepsSnapshotsCondition
+	const fix = "; to have retention delete them, set spec.backupTemplate.template.cleanPolicy to Delete (or remove it: a schedule with retention then writes Delete into each backup it creates); " +
+		"backups created before keep their own cleanPolicy"
+	switch policy := spec.BackupCleanPolicy(); {
+	case !spec.HasRetention():
+		setCondition(st, typ, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleNoRetentionReason,
+			"neither maxBackups nor maxReservedTime is set: retention deletes no backup", now)
+	case policy == fedv1alpha1.CleanPolicyRetain:
+		setCondition(st, typ, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleCleanPolicyRetainReason,
+			"the backup template says cleanPolicy Retain: each backup retention deletes leaves its EBS snapshots and backup metadata (S3) in every data plane, never deleted"+fix, now)
+	case policy == fedv1alpha1.CleanPolicyOnFailure:
+		setCondition(st, typ, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleCleanPolicyOnFailureReason,
+			"the backup template says cleanPolicy OnFailure: each complete backup retention deletes leaves its EBS snapshots and backup metadata (S3) in every data plane, never deleted (failed ones are cleaned)"+fix, now)
+	case spec.BackupTemplate.Template.CleanPolicy == "":
+		setCondition(st, typ, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleCleanPolicyDeleteReason,
+			"the backup template leaves cleanPolicy unset and the schedule has retention: each backup is created with cleanPolicy Delete, so retention deletes its snapshots and metadata", now)
+	default:
+		setCondition(st, typ, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleCleanPolicyDeleteReason,
+			"the backup template says cleanPolicy Delete: retention deletes each backup's snapshots and metadata", now)
+	}
 }
 
 func setReady(st *fedv1alpha1.VolumeBackupScheduleStatus, status metav1.ConditionStatus, reason, msg string, now time.Time) {

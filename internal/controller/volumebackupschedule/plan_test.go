@@ -42,6 +42,9 @@ func TestPlan(t *testing.T) {
 		wantRetention string
 		// wantMessage are substrings of the Ready (or, with wantRetention, Retention) message.
 		wantMessage []string
+		// wantKeeps is the RetentionKeepsSnapshots condition's status, reason and message
+		// substrings, when the case is about it (every case checks the condition is set).
+		wantKeeps *wantCondition
 	}{
 		{
 			name: "before the first tick nothing happens", sched: schedule(nil),
@@ -184,6 +187,65 @@ func TestPlan(t *testing.T) {
 			now: created.Add(30 * 24 * time.Hour), wantReason: fedv1alpha1.VolumeBackupSchedulePausedReason, wantRetention: fedv1alpha1.VolumeBackupScheduleIdleReason,
 		},
 		{
+			name:  "retention with the template's cleanPolicy unset: backups clean (the schedule writes Delete into each)",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.MaxReservedTime = ptr.To("7d") }),
+			now:   created.Add(6*time.Hour + time.Second), wantCreate: "every-6h-2026-11-01t06-00-00", wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
+			wantKeeps: &wantCondition{metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleCleanPolicyDeleteReason, []string{"cleanPolicy unset", "Delete"}},
+		},
+		{
+			name: "retention with cleanPolicy Delete: backups clean",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) {
+				s.Spec.MaxBackups = ptr.To[int32](3)
+				s.Spec.BackupTemplate.Template.CleanPolicy = fedv1alpha1.CleanPolicyDelete
+			}),
+			now: created.Add(5 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
+			wantKeeps: &wantCondition{metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleCleanPolicyDeleteReason, []string{"Delete"}},
+		},
+		{
+			name: "retention with cleanPolicy Retain: the schedule says retention leaves snapshots and how to change it",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) {
+				s.Spec.MaxBackups = ptr.To[int32](3)
+				s.Spec.BackupTemplate.Template.CleanPolicy = fedv1alpha1.CleanPolicyRetain
+			}),
+			now: created.Add(6*time.Hour + time.Second), wantCreate: "every-6h-2026-11-01t06-00-00", wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
+			wantKeeps: &wantCondition{metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleCleanPolicyRetainReason,
+				[]string{"cleanPolicy Retain", "EBS snapshots", "backup metadata", "spec.backupTemplate.template.cleanPolicy", "Delete"}},
+		},
+		{
+			name: "retention with cleanPolicy OnFailure: complete backups' snapshots are left",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) {
+				s.Spec.MaxReservedTime = ptr.To("1d")
+				s.Spec.BackupTemplate.Template.CleanPolicy = fedv1alpha1.CleanPolicyOnFailure
+			}),
+			now: created.Add(5 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
+			wantKeeps: &wantCondition{metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleCleanPolicyOnFailureReason,
+				[]string{"cleanPolicy OnFailure", "complete", "EBS snapshots", "spec.backupTemplate.template.cleanPolicy"}},
+		},
+		{
+			name: "no retention, cleanPolicy Retain: nothing is deleted, nothing is left behind by retention",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) {
+				s.Spec.BackupTemplate.Template.CleanPolicy = fedv1alpha1.CleanPolicyRetain
+			}),
+			now: created.Add(5 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
+			wantKeeps: &wantCondition{metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleNoRetentionReason, nil},
+		},
+		{
+			name:  "maxBackups 0 is no retention",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.MaxBackups = ptr.To[int32](0) }),
+			now:   created.Add(5 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleScheduledReason,
+			wantKeeps: &wantCondition{metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleNoRetentionReason, nil},
+		},
+		{
+			name: "an invalid schedule still says retention leaves snapshots",
+			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) {
+				s.Spec.Schedule = "0 10-5 * * *"
+				s.Spec.MaxBackups = ptr.To[int32](3)
+				s.Spec.BackupTemplate.Template.CleanPolicy = fedv1alpha1.CleanPolicyRetain
+			}),
+			now: created.Add(24 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleInvalidScheduleReason,
+			wantKeeps: &wantCondition{metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleCleanPolicyRetainReason, nil},
+		},
+		{
 			name:  "an invalid schedule is reported, nothing created or deleted",
 			sched: schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Schedule = "0 10-5 * * *" }),
 			now:   created.Add(24 * time.Hour), wantReason: fedv1alpha1.VolumeBackupScheduleInvalidScheduleReason,
@@ -216,11 +278,31 @@ func TestPlan(t *testing.T) {
 					t.Errorf("message %+v, want it to contain %q", c, m)
 				}
 			}
+			keeps := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeBackupScheduleRetentionKeepsSnapshotsCondition)
+			if keeps == nil {
+				t.Errorf("no %s condition: it is written on every reconcile", fedv1alpha1.VolumeBackupScheduleRetentionKeepsSnapshotsCondition)
+			} else if w := tc.wantKeeps; w != nil {
+				if keeps.Status != w.status || keeps.Reason != w.reason {
+					t.Errorf("RetentionKeepsSnapshots = %+v, want %s %s", keeps, w.status, w.reason)
+				}
+				for _, m := range w.message {
+					if !strings.Contains(keeps.Message, m) {
+						t.Errorf("RetentionKeepsSnapshots message %q, want it to contain %q", keeps.Message, m)
+					}
+				}
+			}
 			if tc.wantCreate != "" && (r.Status.LastBackup != tc.wantCreate || !strings.HasPrefix(tc.wantCreate, tc.sched.Name)) {
 				t.Errorf("LastBackup = %s", r.Status.LastBackup)
 			}
 		})
 	}
+}
+
+// wantCondition is a condition's expected status, reason and message substrings.
+type wantCondition struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message []string
 }
 
 // randomBackups are up to 20 backups an hour apart in random states.
