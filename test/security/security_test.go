@@ -6,6 +6,9 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -355,6 +358,35 @@ func both(setups ...func(t *testing.T)) func(t *testing.T) {
 	return func(t *testing.T) {
 		for _, s := range setups {
 			s(t)
+		}
+	}
+}
+
+// TestDocsCountTheRows holds the counts docs/security.md and the README give of this table to
+// the table itself.
+func TestDocsCountTheRows(t *testing.T) {
+	rows := table()
+	n := map[outcome]int{}
+	for _, r := range rows {
+		n[r.outcome]++
+	}
+	read := func(file string) string {
+		b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	sec := regexp.MustCompile(`(\d+) rows: (\d+) refused at admission \([^)]*\), (\d+) refused by the policy, (\d+) allowed`).FindStringSubmatch(read("docs/security.md"))
+	want := []string{strconv.Itoa(len(rows)), strconv.Itoa(n[admission]), strconv.Itoa(n[refused]), strconv.Itoa(n[allowed])}
+	if sec == nil || !slices.Equal(sec[1:], want) {
+		t.Errorf("docs/security.md counts %v; the table has %v (rows, admission, policy, allowed)", sec, want)
+	}
+	readme := read("README.md")
+	for _, re := range []string{`(\d+) hostile inputs in .test/security.`, `(\d+) hostile or careless inputs`} {
+		m := regexp.MustCompile(re).FindStringSubmatch(readme)
+		if m == nil || m[1] != strconv.Itoa(len(rows)) {
+			t.Errorf("README.md: %q finds %v; the table has %d rows", re, m, len(rows))
 		}
 	}
 }
