@@ -32,9 +32,9 @@ func NewCmd() *cobra.Command {
 	o := &options{}
 	cmd := &cobra.Command{
 		Use:   "aws --dir DIR [--listen ADDR]",
-		Short: "Serve the AWS double (EC2, EBS direct, CloudWatch, S3) for the lab",
-		Long: `Serve the lab's AWS double: EC2 Query API, EBS direct, CloudWatch (FSR credits) and a
-path-style S3, all on one address, with state kept in --dir across restarts. Point the AWS SDK
+		Short: "Serve the AWS double (EC2, EBS direct, CloudWatch, S3, STS) for the lab",
+		Long: `Serve the lab's AWS double: EC2 Query API, EBS direct, CloudWatch (FSR credits), a
+path-style S3 and STS (presigned GetCallerIdentity, as EKS tokens use it), all on one address, with state kept in --dir across restarts. Point the AWS SDK
 at it with an endpoint override (fedbr: --aws-endpoint http://ADDR).
 
 Admin API: POST /_lab/instances, GET /_lab/volumes/{id}, GET /_lab/inventory?tag=K=V,
