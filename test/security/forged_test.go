@@ -48,7 +48,7 @@ func seedTiKV(t *testing.T, ns, name string) {
 	must(env.Client.Create(ctx, tc))
 	tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{name + "-pd-0": {Name: name + "-pd-0", ClientURL: "http://127.0.0.1:2379"}}
 	tc.Status.TiKV.Stores = map[string]pcv1alpha1.TiKVStore{"1": {ID: "1", PodName: name + "-tikv-0", State: "Up"}}
-	must(env.Client.Status().Update(ctx, tc))
+	must(env.Client.Update(ctx, tc)) // no status subresource, as tidb-operator's CRD
 	must(env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + ns}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-west-2a/i-0f0f0f0f0f0f0f0f0"}}))
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns}, Spec: corev1.PersistentVolumeSpec{
 		Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},

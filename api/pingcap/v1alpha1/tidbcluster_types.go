@@ -63,8 +63,10 @@ type ComponentSpec struct {
 // +kubebuilder:pruning:PreserveUnknownFields
 type StorageVolume struct {
 	// Name makes the pod volume <component>-<name>; empty names the data volume itself.
-	// +optional
-	Name string `json:"name,omitempty"`
+	// tidb-operator's CRD requires the key (an empty name is written as "").
+	Name string `json:"name"`
+	// StorageSize is the claim's size; tidb-operator's CRD requires it.
+	StorageSize string `json:"storageSize"`
 	// MountPath is where the component mounts the volume.
 	// +optional
 	MountPath string `json:"mountPath,omitempty"`
@@ -149,14 +151,11 @@ type PDMember struct {
 	// Name is the member name.
 	Name string `json:"name"`
 	// ID is PD's member id.
-	// +optional
-	ID string `json:"id,omitempty"`
+	ID string `json:"id"`
 	// ClientURL is the member's client address.
-	// +optional
-	ClientURL string `json:"clientURL,omitempty"`
+	ClientURL string `json:"clientURL"`
 	// Health is whether the member is healthy.
-	// +optional
-	Health bool `json:"health,omitempty"`
+	Health bool `json:"health"`
 }
 
 // TiKVStore is one TiKV store as tidb-operator publishes it.
@@ -164,17 +163,15 @@ type PDMember struct {
 // +kubebuilder:pruning:PreserveUnknownFields
 type TiKVStore struct {
 	// ID is PD's store id.
-	// +optional
-	ID string `json:"id,omitempty"`
+	ID string `json:"id"`
 	// PodName is the TiKV pod.
-	// +optional
-	PodName string `json:"podName,omitempty"`
+	PodName string `json:"podName"`
 	// IP is the address TiKV serves on.
-	// +optional
-	IP string `json:"ip,omitempty"`
+	IP string `json:"ip"`
+	// LeaderCount is how many region leaders the store holds.
+	LeaderCount int32 `json:"leaderCount"`
 	// State is Up, Down, Offline or Tombstone.
-	// +optional
-	State string `json:"state,omitempty"`
+	State string `json:"state"`
 }
 
 // PDStatus is what fedbr reads of PD's status.
@@ -237,8 +234,11 @@ type TidbClusterStatus struct {
 
 // TidbCluster is tidb-operator's TiDB cluster, reduced to what fedbr uses.
 //
+// tidb-operator's CRD declares no subresources (manifests/crd/v1/pingcap.com_tidbclusters.yaml:
+// `subresources: {}`): its status is written through the resource itself, and every change to
+// the object but its metadata bumps metadata.generation.
+//
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tc
 // +kubebuilder:printcolumn:name="Recovery",type=boolean,JSONPath=`.spec.recoveryMode`
 // +kubebuilder:printcolumn:name="TiKV",type=integer,JSONPath=`.spec.tikv.replicas`

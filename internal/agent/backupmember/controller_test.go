@@ -162,7 +162,7 @@ func seedCluster(t *testing.T, ctx context.Context, ns string) {
 		PD:   pcv1alpha1.PDStatus{Members: map[string]pcv1alpha1.PDMember{"basic-pd-0": {Name: "basic-pd-0", ClientURL: "http://127.0.0.1:2379"}}},
 		TiKV: pcv1alpha1.TiKVStatus{Stores: map[string]pcv1alpha1.TiKVStore{"7": {ID: "7", PodName: "basic-tikv-0", State: "Up"}}},
 	}
-	must(t, c.Status().Update(ctx, tc))
+	must(t, c.Update(ctx, tc))
 	node := "node-" + ns
 	if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: corev1.NodeSpec{ProviderID: "aws:///us-west-2a/i-0" + ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

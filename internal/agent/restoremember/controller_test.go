@@ -144,7 +144,7 @@ func newFixture(t *testing.T, ns string) *fixture {
 		Spec: pcv1alpha1.TidbClusterSpec{RecoveryMode: true, TiKV: &pcv1alpha1.ComponentSpec{Replicas: 1}, PD: &pcv1alpha1.ComponentSpec{Replicas: 1}}}
 	must(t, c.Create(f.ctx, tc))
 	tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{"restored-pd-0": {Name: "restored-pd-0", ClientURL: "http://127.0.0.1:2379"}}
-	must(t, c.Status().Update(f.ctx, tc))
+	must(t, c.Update(f.ctx, tc))
 
 	// The backed-up volume: an instance's data volume, snapshotted.
 	inst, err := f.lab.Server.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: []awsdouble.VolumeSpec{{Device: "/dev/sdb", SizeGiB: 10}}})
@@ -310,7 +310,7 @@ func (f *fixture) startTiKV() {
 	must(f.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		tc := f.tc()
 		tc.Status.TiKV.Stores = map[string]pcv1alpha1.TiKVStore{"11": {ID: "11", PodName: "restored-tikv-0", State: "Up"}}
-		return env.Client.Status().Update(f.ctx, tc)
+		return env.Client.Update(f.ctx, tc)
 	}))
 }
 

@@ -45,7 +45,7 @@ func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raf
 			},
 		}
 		if raftVolume {
-			tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", MountPath: "/var/lib/raft"}}
+			tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", StorageSize: "1Gi", MountPath: "/var/lib/raft"}}
 		}
 		if i > 0 {
 			tc.Spec.PD = &pcv1alpha1.ComponentSpec{Replicas: 0}

@@ -215,7 +215,8 @@ func (r *Reconciler) updateStatus(ctx context.Context, tc *pcv1alpha1.TidbCluste
 	}
 	base := tc.DeepCopy()
 	tc.Status = st
-	if err := r.Client.Status().Patch(ctx, tc, client.MergeFrom(base)); err != nil {
+	// tidb-operator's CRD has no status subresource: status is patched on the resource.
+	if err := r.Client.Patch(ctx, tc, client.MergeFrom(base)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	return nil

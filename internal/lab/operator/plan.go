@@ -159,6 +159,9 @@ func PVCName(tc, component string, ordinal int) string {
 // memberVolume is one volume of a member: its pod volume, claim and mount path.
 type memberVolume struct {
 	name, claim, mountPath string
+	// size is a storageVolumes entry's storageSize (validated by validate); nil for the data
+	// volume, whose size is spec.<component>.requests.storage.
+	size *resource.Quantity
 }
 
 // memberVolumes lists member i's volumes as tidb-operator lays them out: the data volume
@@ -173,6 +176,9 @@ func memberVolumes(tc *pcv1alpha1.TidbCluster, comp string, i int) []memberVolum
 	}
 	for _, sv := range cs.StorageVolumes {
 		v := memberVolume{name: comp + "-" + sv.Name, mountPath: sv.MountPath}
+		if q, err := resource.ParseQuantity(sv.StorageSize); err == nil {
+			v.size = &q
+		}
 		v.claim = v.name + "-" + MemberName(tc.Name, comp, i)
 		if v.mountPath == "" {
 			v.mountPath = dataDir(v.name)
@@ -275,6 +281,12 @@ func validate(tc *pcv1alpha1.TidbCluster) error {
 		if q, ok := c.Requests[corev1.ResourceStorage]; ok && q.Sign() <= 0 {
 			return fmt.Errorf("%w: storage request %s must be positive", ErrInvalidSpec, q.String())
 		}
+		// tidb-operator parses each storageVolumes entry's storageSize into its claim's request.
+		for i, sv := range c.StorageVolumes {
+			if q, err := resource.ParseQuantity(sv.StorageSize); err != nil || q.Sign() <= 0 {
+				return fmt.Errorf("%w: storageVolumes[%d] (%q): storageSize %q must be a positive quantity", ErrInvalidSpec, i, sv.Name, sv.StorageSize)
+			}
+		}
 	}
 	return nil
 }
@@ -295,7 +307,7 @@ func (p *Plan) members(cfg Config, lay layout, o Observed, comp string, replicas
 			// provision an empty volume and conflict with them.
 			for _, v := range memberVolumes(tc, comp, i) {
 				if !o.PVCs[v.claim] {
-					p.add(CreatePVC, nil, pvc(tc, comp, i, v.claim), nil)
+					p.add(CreatePVC, nil, pvc(tc, comp, i, v), nil)
 				}
 			}
 			p.add(CreatePod, pod(cfg, lay, tc, comp, i), nil, nil)
@@ -396,12 +408,16 @@ func spec(tc *pcv1alpha1.TidbCluster, comp string) *pcv1alpha1.ComponentSpec {
 	return tc.Spec.TiKV
 }
 
-func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int, claim string) *corev1.PersistentVolumeClaim {
+func pvc(tc *pcv1alpha1.TidbCluster, comp string, i int, v memberVolume) *corev1.PersistentVolumeClaim {
 	cs := spec(tc, comp)
 	size := defaultStorage
 	if q, ok := cs.Requests[corev1.ResourceStorage]; ok {
 		size = q
 	}
+	if v.size != nil {
+		size = *v.size
+	}
+	claim := v.claim
 	l := labels(tc, comp)
 	l["tidb.pingcap.com/pod-name"] = MemberName(tc.Name, comp, i)
 	return &corev1.PersistentVolumeClaim{

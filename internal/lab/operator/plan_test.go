@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"maps"
 	"errors"
 	"fmt"
 	"slices"
@@ -45,7 +46,7 @@ func tikvReplicas(n int32) tcOpt {
 	return func(tc *pcv1alpha1.TidbCluster) { tc.Spec.TiKV.Replicas = n }
 }
 func raftVolume(tc *pcv1alpha1.TidbCluster) {
-	tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", MountPath: "/var/lib/raft"}}
+	tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", StorageSize: "512Mi", MountPath: "/var/lib/raft"}}
 }
 func pdReplicas(n int32) tcOpt { return func(tc *pcv1alpha1.TidbCluster) { tc.Spec.PD.Replicas = n } }
 
@@ -254,6 +255,16 @@ func TestComputePlanInvalid(t *testing.T) {
 			tc.Spec.TiKV.Requests[corev1.ResourceStorage] = resource.MustParse("0")
 			return tc
 		}(),
+		"storage volume without storageSize": func() *pcv1alpha1.TidbCluster {
+			tc := newTC(raftVolume)
+			tc.Spec.TiKV.StorageVolumes[0].StorageSize = ""
+			return tc
+		}(),
+		"storage volume with a bad storageSize": func() *pcv1alpha1.TidbCluster {
+			tc := newTC(raftVolume)
+			tc.Spec.TiKV.StorageVolumes[0].StorageSize = "ten gigs"
+			return tc
+		}(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ComputePlan(testConfig, world(tc, true))
@@ -430,11 +441,22 @@ func TestRefreshInterval(t *testing.T) {
 }
 
 // TestStorageVolumeIsTheRaftVolume: a TiKV with a storage volume mounts it where the spec says
-// and keeps its log there.
+// and keeps its log there; its claim asks for the entry's storageSize, the data claim for
+// spec.tikv.requests.storage.
 func TestStorageVolumeIsTheRaftVolume(t *testing.T) {
 	p, err := ComputePlan(testConfig, world(newTC(tikvReplicas(1), raftVolume), true, "pd-0"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	sizes := map[string]string{}
+	for _, a := range p.Actions {
+		if a.PVC != nil {
+			q := a.PVC.Spec.Resources.Requests[corev1.ResourceStorage]
+			sizes[a.PVC.Name] = q.String()
+		}
+	}
+	if want := map[string]string{"tikv-basic-tikv-0": "2Gi", "tikv-raft-basic-tikv-0": "512Mi"}; !maps.Equal(sizes, want) {
+		t.Errorf("claim sizes %v, want %v", sizes, want)
 	}
 	for _, a := range p.Actions {
 		if a.Pod == nil {
