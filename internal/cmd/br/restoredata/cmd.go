@@ -96,7 +96,7 @@ func newCmd(o *options) *cobra.Command {
 	f.DurationVar(&o.backoff, "backoff", 2*time.Second, "wait between retries")
 	f.DurationVar(&o.leaderWait, "leader-timeout", 2*time.Minute, "an attempt's wait for its planned leaders, times the attempt's number; then the metas are read and planned again")
 	f.IntVar(&o.concurrent, "concurrency", 16, "parallel region requests during flashback")
-	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the whole data phase (the wait for --wait-start's go included)")
+	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the data phase's work, from --wait-start's go (the wait is not counted; the agent passes the restore's stepTimeout), and on what comes before the wait")
 	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --member's spec.phase is restore-data")
 	o.report.Register(f)
 	o.tls.Register(f)
@@ -178,10 +178,14 @@ func (o options) config(bm *meta.Record) restoredata.Config {
 	return cfg
 }
 
-// restore runs the data phase and prints its JSON summary.
+// restore runs the data phase and prints its JSON summary. --timeout bounds what comes before
+// the armed wait (reading the backupmeta, connecting to PD), then, anew from the go, the work:
+// an armed step may wait for hours while the other planes warm up and start TiKV, and that wait
+// must not eat the flashback's time (the Job's deadline bounds the step as a whole).
 func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(string, ...any), report func(restoredata.Status)) (restoredata.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
+	parent := ctx
+	ctx, cancel := context.WithTimeout(parent, o.timeout)
+	defer func() { cancel() }()
 	var bm *meta.Record
 	if o.session.Storage != "" {
 		store, err := o.session.Store(ctx)
@@ -202,9 +206,16 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 	defer hc.Close()
 	if o.waitStart {
 		logf("Armed: waiting for spec.phase restore-data of member %s", o.report.Member)
-		if _, err := o.report.WaitSignal(ctx, startSignal, logf); err != nil {
+		cancel()
+		var err error
+		ctx, cancel, err = afterGo(parent, o.timeout, func(ctx context.Context) error {
+			_, err := o.report.WaitSignal(ctx, startSignal, logf)
+			return err
+		})
+		if err != nil {
 			return restoredata.Result{}, fmt.Errorf("waiting for the go to restore data: %w", err)
 		}
+		logf("Go received: restoring within --timeout %s", o.timeout)
 	}
 	if o.report.Member != "" {
 		// A Job's next attempt after one that reported its result and was killed before it
@@ -226,4 +237,14 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 	enc := json.NewEncoder(cmd.OutOrStdout())
 	enc.SetIndent("", "  ")
 	return res, enc.Encode(res)
+}
+
+// afterGo runs the armed wait under parent alone (no --timeout: the Job's deadline bounds it),
+// then returns parent bounded by timeout counted from the go.
+func afterGo(parent context.Context, timeout time.Duration, wait func(context.Context) error) (context.Context, context.CancelFunc, error) {
+	if err := wait(parent); err != nil {
+		return parent, func() {}, err
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	return ctx, cancel, nil
 }

@@ -2,8 +2,11 @@ package restoredata
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -82,5 +85,32 @@ func TestConfigCountsTheWholeCluster(t *testing.T) {
 				t.Errorf("--wait-stores-timeout default = %s, want 30m", cfg.WaitStoresTimeout)
 			}
 		})
+	}
+}
+
+// TestTimeoutCountsFromTheGo: the armed wait runs without --timeout's deadline (an armed step
+// may wait for hours while other planes warm up), and the work's deadline is --timeout from
+// the go, not from the step's start.
+func TestTimeoutCountsFromTheGo(t *testing.T) {
+	var wentAt time.Time
+	ctx, cancel, err := afterGo(context.Background(), time.Hour, func(ctx context.Context) error {
+		if d, ok := ctx.Deadline(); ok {
+			t.Errorf("the armed wait has a deadline (%s): --timeout would count the wait", d)
+		}
+		wentAt = time.Now()
+		return nil
+	})
+	defer cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := ctx.Deadline()
+	if !ok || d.Before(wentAt.Add(time.Hour)) {
+		t.Errorf("work deadline %v (set %v), want at least the go %s + 1h", d, ok, wentAt)
+	}
+
+	boom := errors.New("member gone")
+	if _, _, err := afterGo(context.Background(), time.Hour, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("err = %v, want the wait's error", err)
 	}
 }
