@@ -87,7 +87,7 @@ generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the chart
 	cp config/rbac/manager_role.yaml charts/fedbr-manager/files/
 	cp config/rbac/agent_role.yaml config/rbac/manager_dataplane_role.yaml config/rbac/dataplane_viewer_role.yaml charts/fedbr-agent/files/
 	# Templates both charts use, word for word.
-	for c in fedbr-manager fedbr-agent; do cp charts/shared-templates/{_helpers.tpl,service.yaml,servicemonitor.yaml,serviceaccount.yaml} charts/$$c/templates/; done
+	for c in fedbr-manager fedbr-agent; do cp charts/shared-templates/{_helpers.tpl,service.yaml,servicemonitor.yaml,serviceaccount.yaml,metrics-reader.yaml} charts/$$c/templates/; done
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files differ from what is committed.

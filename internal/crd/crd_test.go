@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/crd"
 	"github.com/fedbr/fedbr/internal/manager"
+	"github.com/fedbr/fedbr/internal/metricsauth"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -107,7 +108,7 @@ func TestManagerRefusesCRDsThatAreNotFedbrs(t *testing.T) {
 	}
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = manager.Run(runCtx, manager.Options{Control: env.Config, Kubeconfig: kubeconfig, MetricsAddr: "0", HealthAddr: "0",
+	err = manager.Run(runCtx, manager.Options{Control: env.Config, Kubeconfig: kubeconfig, Metrics: metricsauth.Flags{Addr: "0"}, HealthAddr: "0",
 		ProbeInterval: time.Second, ReloadCheck: time.Second, Log: testr.New(t)})
 	if runCtx.Err() != nil {
 		t.Fatal("the manager ran on a cluster whose CRDs are not fedbr's")

@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
@@ -34,6 +33,7 @@ import (
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/controller/volumerestore"
 	"github.com/fedbr/fedbr/internal/crd"
+	"github.com/fedbr/fedbr/internal/metricsauth"
 	"github.com/fedbr/fedbr/internal/plane"
 )
 
@@ -45,8 +45,9 @@ type Options struct {
 	Kubeconfig string
 	// Namespace limits the control-plane objects watched ("" = all).
 	Namespace string
-	// MetricsAddr and HealthAddr are the listen addresses ("0" disables).
-	MetricsAddr, HealthAddr string
+	// Metrics is the /metrics endpoint; HealthAddr the probes' listen address ("0" disables).
+	Metrics    metricsauth.Flags
+	HealthAddr string
 	// LeaderElection, with LeaderElectionNamespace, makes only one replica act.
 	LeaderElection          bool
 	LeaderElectionNamespace string
@@ -101,7 +102,7 @@ func runOnce(ctx context.Context, o Options) error {
 	}
 	mopts := ctrl.Options{
 		Scheme:                        scheme,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                       o.Metrics.Options(),
 		HealthProbeBindAddress:        o.HealthAddr,
 		LeaderElection:                o.LeaderElection,
 		LeaderElectionID:              "fedbr-manager.federation.pingcap.com",

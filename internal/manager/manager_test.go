@@ -32,6 +32,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/metrics"
+	"github.com/fedbr/fedbr/internal/metricsauth"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -99,7 +100,7 @@ func startManagerOn(t *testing.T, planes map[string]*testenv.Env, edit func(*cli
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Options{Control: l.control.Config, Kubeconfig: l.kubeconfig, MetricsAddr: "0", HealthAddr: "0",
+		done <- Run(ctx, Options{Control: l.control.Config, Kubeconfig: l.kubeconfig, Metrics: metricsauth.Flags{Addr: "0"}, HealthAddr: "0",
 			ProbeInterval: 200 * time.Millisecond, ReloadCheck: 200 * time.Millisecond, Log: testr.New(t)})
 	}()
 	t.Cleanup(func() {

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"github.com/fedbr/fedbr/internal/agent/job"
@@ -55,8 +56,9 @@ func dressed(more map[string]any) map[string]any {
 		"extraEnv":          []any{map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}},
 		"extraVolumes":      []any{map[string]any{"name": "config", "secret": map[string]any{"secretName": "kubeconfig"}}},
 		"extraVolumeMounts": []any{map[string]any{"name": "config", "mountPath": "/etc/fedbr/config", "readOnly": true}},
-		"metrics":           map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}}},
-		"health":            map[string]any{"port": 9091},
+		"metrics": map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+			"certDir": "/etc/fedbr/metrics-certs", "readers": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}}},
+		"health": map[string]any{"port": 9091},
 		"replicas":          3,
 	}
 	maps.Copy(v, more)
@@ -119,13 +121,20 @@ func checkDefaultPod(t *testing.T, c chart, d *appsv1.Deployment) {
 	}
 }
 
-// checkMonitoring checks the metrics Service and, when serviceMonitor, its ServiceMonitor.
+// checkMonitoring checks the metrics Service, the ClusterRole that may read the secure endpoint
+// (the default) and, when serviceMonitor, its ServiceMonitor, scraping over HTTPS with its
+// service account's token, and the reader role bound to the values' metrics.readers.
 func checkMonitoring(t *testing.T, objs objects, name string, port int32, serviceMonitor bool) {
 	t.Helper()
 	var svc corev1.Service
 	objs.get(t, "Service", name+"-metrics", &svc)
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "metrics" || svc.Spec.Ports[0].Port != port {
 		t.Errorf("metrics Service ports %+v", svc.Spec.Ports)
+	}
+	var reader rbacv1.ClusterRole
+	objs.get(t, "ClusterRole", name+"-metrics-reader", &reader)
+	if want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}; !equality.Semantic.DeepEqual(reader.Rules, want) {
+		t.Errorf("metrics reader rules %+v, want get on /metrics", reader.Rules)
 	}
 	if !serviceMonitor {
 		if n := len(objs.all("ServiceMonitor")); n != 0 {
@@ -136,6 +145,13 @@ func checkMonitoring(t *testing.T, objs objects, name string, port int32, servic
 	sm := objs.get(t, "ServiceMonitor", name, nil)
 	if sm.GetLabels()["release"] != "prom" {
 		t.Errorf("ServiceMonitor labels %v", sm.GetLabels())
+	}
+	ep, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
+	if len(ep) != 1 || ep[0].(map[string]any)["scheme"] != "https" || ep[0].(map[string]any)["bearerTokenFile"] == nil {
+		t.Errorf("ServiceMonitor endpoints %v: want https with the service account's token", ep)
+	}
+	if !bound(t, objs, name+"-metrics-reader", "prometheus-k8s", "monitoring") {
+		t.Errorf("metrics.readers not bound to %s-metrics-reader", name)
 	}
 }
 
@@ -169,8 +185,9 @@ func checkInstall(t *testing.T, c chart, objs objects, want install) *appsv1.Dep
 	for _, f := range want.roles {
 		roles = append(roles, readObjects(t, f)...)
 	}
-	if got := objs.all("ClusterRole"); len(got) != len(roles) {
-		t.Errorf("%d ClusterRoles rendered, want %d (%v)", len(got), len(roles), want.roles)
+	// Besides config/rbac's roles, the chart renders <release>-metrics-reader (checkMonitoring).
+	if got := objs.all("ClusterRole"); len(got) != len(roles)+1 {
+		t.Errorf("%d ClusterRoles rendered, want %d (%v and the metrics reader)", len(got), len(roles)+1, want.roles)
 	}
 	for _, r := range roles {
 		var have, wantRole rbacv1.ClusterRole
@@ -246,7 +263,7 @@ func TestManagerChart(t *testing.T) {
 	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"
 	for _, tt := range []chartCase{{
 		name: "defaults",
-		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/kubeconfig", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
+		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/kubeconfig", "--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081",
 			"--leader-elect=true", "--leader-election-namespace=fedbr-system", "--probe-interval=5s", "--reload-check=10s", "--log-development=false", "--v=0"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDefaultPod(t, manager, d)
@@ -276,11 +293,12 @@ func TestManagerChart(t *testing.T) {
 			"verbosity":      1,
 			"extraArgs":      []any{"--probe-interval=3s"},
 			"metrics": map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+				"certDir": "/etc/fedbr/metrics-certs", "readers": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}},
 				"prometheusRule": map[string]any{"enabled": true}, "grafanaDashboard": map[string]any{"enabled": true}},
 			"serviceAccount": map[string]any{"name": "fedbr-hub", "annotations": map[string]any{"example.com/a": "b"}},
 		}),
 		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
-			"--namespace=tidb-backup", "--metrics-bind-address=:9090", "--health-probe-bind-address=:9091", "--leader-elect=true",
+			"--namespace=tidb-backup", "--metrics-bind-address=:9090", "--metrics-secure=true", "--metrics-cert-dir=/etc/fedbr/metrics-certs", "--health-probe-bind-address=:9091", "--leader-elect=true",
 			"--leader-election-namespace=leases", "--probe-interval=2s", "--reload-check=30s", "--log-development=true", "--v=1", "--probe-interval=3s"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDressed(t, d)
@@ -430,7 +448,7 @@ func TestAgentChart(t *testing.T) {
 	for _, tt := range []chartCase{{
 		name:   "defaults",
 		values: map[string]any{"clusterName": "dp1"},
-		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--step-exit-delay=0s", "--metrics-bind-address=:8080",
+		args: []string{"agent", "--k8s-cluster-name=dp1", "--image=" + defaultImage(t, agent), "--job-ttl=24h", "--step-exit-delay=0s", "--metrics-bind-address=:8080", "--metrics-secure=true",
 			"--health-probe-bind-address=:8081", "--leader-elect=true", "--leader-election-namespace=fedbr-system", "--max-concurrent-reconciles=4",
 			"--orphan-sweep-interval=10m", "--orphan-grace=1h", "--pod-annotations=iam.amazonaws.com/role,eks.amazonaws.com/role-arn", "--v=0"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
@@ -478,7 +496,7 @@ func TestAgentChart(t *testing.T) {
 		}),
 		args: []string{"agent", "--k8s-cluster-name=dp-us-west-2a", "--image=registry.example.com/fedbr-br:v9.9.9", "--kubeconfig=/etc/fedbr/config/kubeconfig",
 			"--context=dp", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com", "--namespace=tidb", "--job-ttl=2h", "--step-exit-delay=5s",
-			"--metrics-bind-address=:9090", "--health-probe-bind-address=:9091", "--leader-elect=true", "--leader-election-namespace=leases",
+			"--metrics-bind-address=:9090", "--metrics-secure=true", "--metrics-cert-dir=/etc/fedbr/metrics-certs", "--health-probe-bind-address=:9091", "--leader-elect=true", "--leader-election-namespace=leases",
 			"--max-concurrent-reconciles=8", "--orphan-sweep-interval=30m", "--orphan-grace=2h",
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",
 			"--allowed-images=registry.example.com/fedbr:*,registry.example.com/warm:*", "--allow-host-path=true",

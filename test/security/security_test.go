@@ -36,6 +36,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/restoremember"
 	"github.com/fedbr/fedbr/internal/manager"
+	"github.com/fedbr/fedbr/internal/metricsauth"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -71,7 +72,7 @@ func startFederation(t *testing.T, cloud backupmember.Snapshots) {
 	}
 	managerDone := make(chan error, 1)
 	go func() {
-		managerDone <- manager.Run(ctx, manager.Options{Control: env.Config, Kubeconfig: kubeconfig, MetricsAddr: "0", HealthAddr: "0",
+		managerDone <- manager.Run(ctx, manager.Options{Control: env.Config, Kubeconfig: kubeconfig, Metrics: metricsauth.Flags{Addr: "0"}, HealthAddr: "0",
 			ProbeInterval: 200 * time.Millisecond, ReloadCheck: time.Second, Log: logr.Discard()})
 	}()
 	pol, err := policy.New(agentPolicy)
@@ -332,7 +333,7 @@ func seedTC(ns, name string, storageVolumes ...string) func(t *testing.T) {
 			t.Fatal(err)
 		}
 		tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{name + "-pd-0": {Name: name + "-pd-0", ClientURL: "http://127.0.0.1:2379"}}
-		if err := env.Client.Status().Update(ctx, tc); err != nil {
+		if err := env.Client.Update(ctx, tc); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -31,7 +31,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
@@ -43,6 +42,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/sweeper"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cloud/aws"
+	"github.com/fedbr/fedbr/internal/metricsauth"
 	"github.com/fedbr/fedbr/internal/podenv"
 	"github.com/fedbr/fedbr/internal/restconfig"
 )
@@ -53,7 +53,7 @@ type options struct {
 	context         string
 	clusterName     string
 	namespace       string
-	metricsAddr     string
+	metrics         metricsauth.Flags
 	probeAddr       string
 	leaderElect     bool
 	leaderElectNS   string
@@ -105,7 +105,7 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.DurationVar(&o.env.StepExitDelay, "step-exit-delay", job.DefaultStepExitDelay, "how long every step waits after writing its exit marker ("+job.ExitMarker+", an emptyDir) before it exits, so a mesh or log sidecar can finish first (0: none)")
 	f.DurationVar(&o.jobTTL, "job-ttl", job.DefaultTTL, "how long finished step Jobs are kept (ttlSecondsAfterFinished)")
 	f.StringVar(&o.namespace, "namespace", "", "only reconcile members in this namespace (default: all)")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (0 disables it)")
+	o.metrics.Register(f)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes (0 disables them)")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that several agent replicas run one at a time")
 	f.StringVar(&o.leaderElectNS, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's)")
@@ -320,7 +320,7 @@ func (o *options) manager(cfg *rest.Config) (ctrl.Manager, error) {
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: s, Cache: copts,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 o.metrics.Options(),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        o.leaderElectName,

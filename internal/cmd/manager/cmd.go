@@ -69,7 +69,7 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.controlConfig, "control-kubeconfig", "", "kubeconfig of the control plane (default: $KUBECONFIG, else in-cluster)")
 	f.StringVar(&o.controlContext, "control-context", "", "context of --control-kubeconfig to use (default: its current context)")
 	f.StringVar(&o.run.Namespace, "namespace", "", "only act on VolumeBackups/VolumeRestores/VolumeBackupSchedules in this namespace (default: all)")
-	f.StringVar(&o.run.MetricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics listen address (0 disables)")
+	o.run.Metrics.Register(f)
 	f.StringVar(&o.run.HealthAddr, "health-probe-bind-address", ":8081", "healthz/readyz listen address (0 disables)")
 	f.BoolVar(&o.run.LeaderElection, "leader-elect", false, "elect one active replica with a Lease")
 	f.StringVar(&o.run.LeaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader Lease (default: the pod's)")
