@@ -51,10 +51,35 @@ func (s *Store) suspendedError() *errorpb.Error {
 	}
 }
 
-// Ingest is refused while imports are suspended; otherwise the double has
-// nothing to ingest.
+// ErrIngestUnderLease is the message of the region error an ingest gets while a
+// PrepareSnapshotBackup lease holds: TiKV's snapshot-backup observer
+// (RejectIngestAndAdmin.pre_propose_query) refuses to propose it, and raftstore
+// prefixes the coprocessor error it becomes with "Coprocessor ".
+const ErrIngestUnderLease = "Coprocessor trying to propose ingest while preparing snapshot backup, abort it"
+
+// leaseError is the refusal of an ingest proposal under the lease, or nil.
+func (s *Store) leaseError() *errorpb.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.leaseActiveLocked() {
+		return nil
+	}
+	return &errorpb.Error{Message: ErrIngestUnderLease}
+}
+
+// ingestError is why an ingest is refused, or nil: first the suspension (checked as the
+// request arrives), then the lease (checked when the ingest is proposed).
+func (s *Store) ingestError() *errorpb.Error {
+	if e := s.suspendedError(); e != nil {
+		return e
+	}
+	return s.leaseError()
+}
+
+// Ingest is refused while imports are suspended or a PrepareSnapshotBackup lease holds;
+// otherwise the double has nothing to ingest.
 func (i *importService) Ingest(_ context.Context, _ *import_sstpb.IngestRequest) (*import_sstpb.IngestResponse, error) {
-	if e := i.s.suspendedError(); e != nil {
+	if e := i.s.ingestError(); e != nil {
 		return &import_sstpb.IngestResponse{Error: e}, nil
 	}
 	return nil, status.Error(codes.Unimplemented, "the TiKV double stores no SST files")
@@ -62,7 +87,7 @@ func (i *importService) Ingest(_ context.Context, _ *import_sstpb.IngestRequest)
 
 // MultiIngest is refused like Ingest.
 func (i *importService) MultiIngest(_ context.Context, _ *import_sstpb.MultiIngestRequest) (*import_sstpb.IngestResponse, error) {
-	if e := i.s.suspendedError(); e != nil {
+	if e := i.s.ingestError(); e != nil {
 		return &import_sstpb.IngestResponse{Error: e}, nil
 	}
 	return nil, status.Error(codes.Unimplemented, "the TiKV double stores no SST files")
