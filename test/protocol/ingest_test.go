@@ -21,7 +21,7 @@ import (
 // the source cluster) lands on every replica at once, outside the transactions' ordering, so
 // an ingest between two stores' captures leaves the images disagreeing. While `br pause`
 // holds, every store holds its PrepareSnapshotBackup lease and TiKV's snapshot-backup observer
-// refuses to propose an ingest: each store answers tikvdouble.ErrIngestUnderLease. Without
+// refuses to propose an ingest: each store answers ServerIsBusy with tikvdouble.LeaseRefusal. Without
 // the lease (pause.Unsafe.NoLease; GC pinned and PD's schedulers paused as usual) no store
 // refuses it.
 func TestNegativeControlOfTheLeaseOnIngest(t *testing.T) {
@@ -48,9 +48,9 @@ func TestNegativeControlOfTheLeaseOnIngest(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range c.StoreIDs() {
-			msg := ingest(t, ctx, c.Addr(id))
-			if refused := msg == tikvdouble.ErrIngestUnderLease; refused != tc.refused {
-				t.Errorf("%s: store %d answered an ingest with %q; want refused %v (%q)", tc.name, id, msg, tc.refused, tikvdouble.ErrIngestUnderLease)
+			reason := ingest(t, ctx, c.Addr(id))
+			if refused := reason == tikvdouble.LeaseRefusal; refused != tc.refused {
+				t.Errorf("%s: store %d answered an ingest with %q; want refused %v (%q)", tc.name, id, reason, tc.refused, tikvdouble.LeaseRefusal)
 			}
 		}
 		if err := p.Stop(); err != nil {
@@ -59,8 +59,8 @@ func TestNegativeControlOfTheLeaseOnIngest(t *testing.T) {
 	}
 }
 
-// ingest sends the store at addr an (empty) ingest and returns its region error's message, or
-// the call's error.
+// ingest sends the store at addr an (empty) ingest and returns its ServerIsBusy reason, or the
+// call's error.
 func ingest(t *testing.T, ctx context.Context, addr string) string {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -72,5 +72,5 @@ func ingest(t *testing.T, ctx context.Context, addr string) string {
 	if err != nil {
 		return fmt.Sprintf("error: %v", err)
 	}
-	return r.GetError().GetMessage()
+	return r.GetError().GetServerIsBusy().GetReason()
 }

@@ -55,7 +55,7 @@ func (s *Store) checkFlashbackLocked(start, end []byte, commitTS uint64) error {
 }
 
 // ErrClusterIDMismatch refuses a start in normal mode on a volume of another cluster than
-// PD's: TiKV's check_store (src/server/node.rs) compares the cluster id of the store's
+// PD's: TiKV's check_store (src/server/node.rs; raft_server.rs in v8.5) compares the cluster id of the store's
 // StoreIdent with PD's and refuses to start, so its pod restarts it again and again.
 var ErrClusterIDMismatch = errors.New("cluster ID mismatch")
 

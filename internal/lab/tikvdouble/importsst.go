@@ -2,6 +2,7 @@ package tikvdouble
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pingcap/kvproto/pkg/errorpb"
@@ -51,11 +52,12 @@ func (s *Store) suspendedError() *errorpb.Error {
 	}
 }
 
-// ErrIngestUnderLease is the message of the region error an ingest gets while a
-// PrepareSnapshotBackup lease holds: TiKV's snapshot-backup observer
-// (RejectIngestAndAdmin.pre_propose_query) refuses to propose it, and raftstore
-// prefixes the coprocessor error it becomes with "Coprocessor ".
-const ErrIngestUnderLease = "Coprocessor trying to propose ingest while preparing snapshot backup, abort it"
+// LeaseRefusal is the reason TiKV's snapshot-backup observer gives when it refuses to propose
+// an ingest (or an admin command) while a PrepareSnapshotBackup lease holds
+// (components/raftstore/src/store/snapshot_backup.rs, PrepareDiskSnapObserver.reject: a
+// coprocessor RequireDelay error, which raftstore answers as a ServerIsBusy region error with
+// this reason and the lease's remaining time as its backoff).
+const LeaseRefusal = "[Suspended] Preparing disk snapshot backup, ingests and some of admin commands are suspended."
 
 // leaseError is the refusal of an ingest proposal under the lease, or nil.
 func (s *Store) leaseError() *errorpb.Error {
@@ -64,7 +66,11 @@ func (s *Store) leaseError() *errorpb.Error {
 	if !s.leaseActiveLocked() {
 		return nil
 	}
-	return &errorpb.Error{Message: ErrIngestUnderLease}
+	left := max(s.leaseUntil.Unix()-s.now().Unix(), 0) // TiKV counts whole seconds
+	return &errorpb.Error{
+		Message:      fmt.Sprintf("Coprocessor required retry after %ds, hint: %q", left, LeaseRefusal),
+		ServerIsBusy: &errorpb.ServerIsBusy{Reason: LeaseRefusal, BackoffMs: uint64(left) * 1000},
+	}
 }
 
 // ingestError is why an ingest is refused, or nil: first the suspension (checked as the

@@ -2,6 +2,7 @@ package tikvdouble_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +20,8 @@ import (
 )
 
 // TestIngestRefusedUnderTheLease: while a PrepareSnapshotBackup lease holds, an ingest is
-// refused with TiKV's snapshot-backup observer's error (tikvdouble.ErrIngestUnderLease), on
-// every store that holds the lease; Finish lifts the refusal (the double then has nothing to
+// refused with TiKV's snapshot-backup observer's error (ServerIsBusy, reason
+// tikvdouble.LeaseRefusal, backoff the lease's remaining time); Finish lifts the refusal (the double then has nothing to
 // ingest: Unimplemented).
 func TestIngestRefusedUnderTheLease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -60,8 +61,10 @@ func TestIngestRefusedUnderTheLease(t *testing.T) {
 	}
 	send(&brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_UpdateLease, LeaseInSeconds: 60})
 	for name, call := range map[string]func() (*errorpb.Error, error){"Ingest": ingest, "MultiIngest": multi} {
-		if e, err := call(); err != nil || e.GetMessage() != tikvdouble.ErrIngestUnderLease {
-			t.Errorf("%s under the lease: %v %v, want the region error %q", name, e, err, tikvdouble.ErrIngestUnderLease)
+		e, err := call()
+		if busy := e.GetServerIsBusy(); err != nil || busy.GetReason() != tikvdouble.LeaseRefusal || busy.GetBackoffMs() == 0 || busy.GetBackoffMs() > 60_000 ||
+			!strings.HasPrefix(e.GetMessage(), "Coprocessor required retry after ") {
+			t.Errorf("%s under the lease: %v %v, want ServerIsBusy %q with the lease's remaining time", name, e, err, tikvdouble.LeaseRefusal)
 		}
 	}
 	send(&brpb.PrepareSnapshotBackupRequest{Ty: brpb.PrepareSnapshotBackupRequestType_Finish})
