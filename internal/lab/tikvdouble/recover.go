@@ -73,7 +73,7 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 		if err != nil {
 			// TiKV unwraps every request it reads: a stream that ends with an error
 			// (the client cancelled or died mid-send) panics the process.
-			s.crash(fmt.Errorf("%w: %v", ErrRecoverRegionRecv, err))
+			s.crash(fmt.Errorf("%w: %w", ErrRecoverRegionRecv, err))
 			return status.Error(codes.Unavailable, "store crashed")
 		}
 		s.mu.Lock()
