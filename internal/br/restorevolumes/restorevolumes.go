@@ -2,7 +2,8 @@
 // per backed-up volume from the backup's snapshots in the target AZ (type, IOPS, throughput,
 // encryption with a KMS key, tags), optionally through fast snapshot restore, and records
 // the old → new volume map as this restore's restoremeta. PD is told first that a snapshot
-// recovery is under way and its TSO is raised to the backup's resolved ts.
+// recovery is under way and its TSO is raised above every commit the snapshots can hold
+// (RecoveryTS).
 //
 // It never leaves volumes behind: every volume carries the restore's identity tag, a failed
 // attempt deletes everything with that tag, and a retried attempt first deletes what a
@@ -367,6 +368,10 @@ func (r *restorer) run(ctx context.Context) error {
 		return err
 	}
 	r.report(PhasePreparingPD)
+	ts, err := r.recoveryTS(ctx, rec)
+	if err != nil {
+		return err
+	}
 	// PD is prepared while the volumes are created: a fresh cluster's PD is often still
 	// starting when the restore begins, and the mark only has to be in place before TiKV
 	// starts on a restored volume, which is after this step succeeded. The volumes are
@@ -375,7 +380,7 @@ func (r *restorer) run(ctx context.Context) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pdDone := make(chan error, 1)
-	go func() { pdDone <- r.preparePD(pctx, r.res.ResolvedTS) }()
+	go func() { pdDone <- r.preparePD(pctx, ts) }()
 	r.pdReady = sync.OnceValue(func() error { return <-pdDone })
 	err = r.volumes(ctx, rec)
 	if err != nil {
@@ -404,6 +409,65 @@ func (r *restorer) check(ctx context.Context, rec *meta.Record) error {
 	}
 	r.logf("Target checked; restoring")
 	return nil
+}
+
+// CaptureSkew is how far a commit on a snapshot's image may be past the snapshot's start time
+// as AWS records it: the clock skew allowed between PD's TSO and AWS's snapshot start times
+// (PD's TSO may also run up to its 3 s save window ahead of the wall clock after a PD
+// restart), the bound the agent allows when it compares snapshot start times with the backup
+// ts.
+const CaptureSkew = 5 * time.Second
+
+// RecoveryTS is the TSO a restored PD must be raised to: above every commit the snapshots'
+// images can hold, so that restore-data's flashback commits above them (TiKV asserts that
+// no key of a flashback has a later commit, and panics otherwise). The images hold commits
+// up to their capture, past the resolved ts, so it is the latest snapshot start time plus
+// CaptureSkew as a TSO (physical milliseconds, logical 0), and never below resolvedTS.
+// Snapshots without a start time bound nothing.
+func RecoveryTS(resolvedTS uint64, snaps []cloud.Snapshot) uint64 {
+	ts := resolvedTS
+	for _, s := range snaps {
+		if s.Started.IsZero() {
+			continue
+		}
+		if ms := s.Started.Add(CaptureSkew).UnixMilli(); ms > 0 {
+			ts = max(ts, uint64(ms)<<tsoLogicalBits)
+		}
+	}
+	return ts
+}
+
+// tsoLogicalBits is the width of a TSO's logical part.
+const tsoLogicalBits = 18
+
+// recoveryTS describes the snapshots of the volumes in scope and returns RecoveryTS of them.
+func (r *restorer) recoveryTS(ctx context.Context, rec *meta.Record) (uint64, error) {
+	var ids []string
+	for _, v := range r.inScope(rec) {
+		ids = append(ids, v.SnapshotID)
+	}
+	if len(ids) == 0 {
+		return r.res.ResolvedTS, nil // nothing in scope: planning the volumes fails
+	}
+	snaps, err := r.c.DescribeSnapshots(ctx, ids)
+	if err != nil {
+		return 0, fmt.Errorf("restore volumes: describe the backup's snapshots for PD's TSO: %w", err)
+	}
+	ts := RecoveryTS(r.res.ResolvedTS, snaps)
+	r.logf("PD's TSO goes to %d: above the resolved ts %d and every commit the snapshots can hold (their latest start plus %s)", ts, r.res.ResolvedTS, CaptureSkew)
+	return ts, nil
+}
+
+// inScope lists the backup's volumes that Options.Scope restores.
+func (r *restorer) inScope(rec *meta.Record) []meta.StoreVolume {
+	var vols []meta.StoreVolume
+	for _, v := range rec.Volumes() {
+		data := v.Type == meta.DataDirType
+		if r.o.Scope == ScopeAll || (r.o.Scope == ScopeData) == data {
+			vols = append(vols, v)
+		}
+	}
+	return vols
 }
 
 // preparePD marks PD snapshot-recovering and raises its TSO to ts.
@@ -505,13 +569,7 @@ func (r *restorer) sweep(ctx context.Context) error {
 
 // plan builds every volume spec and checks them before anything is created.
 func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
-	var vols []meta.StoreVolume
-	for _, v := range rec.Volumes() {
-		data := v.Type == meta.DataDirType
-		if r.o.Scope == ScopeAll || (r.o.Scope == ScopeData) == data {
-			vols = append(vols, v)
-		}
-	}
+	vols := r.inScope(rec)
 	if len(vols) == 0 {
 		return nil, fmt.Errorf("no volume of the backup is in scope %s", r.o.Scope)
 	}

@@ -163,8 +163,17 @@ func TestRestoreVolumes(t *testing.T) {
 	if left := l.srv.Inventory(map[string]string{meta.TagRestorePending: owner.String()}).Volumes; len(left) != 0 {
 		t.Errorf("volumes restoremeta records are still marked pending: %v", left)
 	}
-	if !slices.Equal(pd.calls, []string{"mark", "reset-ts"}) || pd.ts != resolvedTS {
-		t.Fatalf("PD calls = %v, ts %d", pd.calls, pd.ts)
+	var snapIDs []string
+	for _, v := range l.rec.Volumes() {
+		snapIDs = append(snapIDs, v.SnapshotID)
+	}
+	snaps, err := l.p.DescribeSnapshots(ctx, snapIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The snapshots were taken now, long after the resolved ts: PD's TSO goes past their start.
+	if wantTS := restorevolumes.RecoveryTS(resolvedTS, snaps); !slices.Equal(pd.calls, []string{"mark", "reset-ts"}) || pd.ts != wantTS || wantTS <= resolvedTS {
+		t.Fatalf("PD calls = %v, ts %d; want the TSO raised to %d, above the resolved ts %d", pd.calls, pd.ts, wantTS, uint64(resolvedTS))
 	}
 	if len(res.Volumes) != 4 || res.SizeGiB != 60 || res.Reused || res.ResolvedTS != resolvedTS {
 		t.Fatalf("result = %+v", res)

@@ -2,6 +2,7 @@ package tikvdouble
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/pingcap/kvproto/pkg/errorpb"
@@ -51,10 +52,40 @@ func (s *Store) suspendedError() *errorpb.Error {
 	}
 }
 
-// Ingest is refused while imports are suspended; otherwise the double has
-// nothing to ingest.
+// LeaseRefusal is the reason TiKV's snapshot-backup observer gives when it refuses to propose
+// an ingest (or an admin command) while a PrepareSnapshotBackup lease holds
+// (components/raftstore/src/store/snapshot_backup.rs, PrepareDiskSnapObserver.reject: a
+// coprocessor RequireDelay error, which raftstore answers as a ServerIsBusy region error with
+// this reason and the lease's remaining time as its backoff).
+const LeaseRefusal = "[Suspended] Preparing disk snapshot backup, ingests and some of admin commands are suspended."
+
+// leaseError is the refusal of an ingest proposal under the lease, or nil.
+func (s *Store) leaseError() *errorpb.Error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.leaseActiveLocked() {
+		return nil
+	}
+	left := max(s.leaseUntil.Unix()-s.now().Unix(), 0) // TiKV counts whole seconds
+	return &errorpb.Error{
+		Message:      fmt.Sprintf("Coprocessor required retry after %ds, hint: %q", left, LeaseRefusal),
+		ServerIsBusy: &errorpb.ServerIsBusy{Reason: LeaseRefusal, BackoffMs: uint64(left) * 1000},
+	}
+}
+
+// ingestError is why an ingest is refused, or nil: first the suspension (checked as the
+// request arrives), then the lease (checked when the ingest is proposed).
+func (s *Store) ingestError() *errorpb.Error {
+	if e := s.suspendedError(); e != nil {
+		return e
+	}
+	return s.leaseError()
+}
+
+// Ingest is refused while imports are suspended or a PrepareSnapshotBackup lease holds;
+// otherwise the double has nothing to ingest.
 func (i *importService) Ingest(_ context.Context, _ *import_sstpb.IngestRequest) (*import_sstpb.IngestResponse, error) {
-	if e := i.s.suspendedError(); e != nil {
+	if e := i.s.ingestError(); e != nil {
 		return &import_sstpb.IngestResponse{Error: e}, nil
 	}
 	return nil, status.Error(codes.Unimplemented, "the TiKV double stores no SST files")
@@ -62,7 +93,7 @@ func (i *importService) Ingest(_ context.Context, _ *import_sstpb.IngestRequest)
 
 // MultiIngest is refused like Ingest.
 func (i *importService) MultiIngest(_ context.Context, _ *import_sstpb.MultiIngestRequest) (*import_sstpb.IngestResponse, error) {
-	if e := i.s.suspendedError(); e != nil {
+	if e := i.s.ingestError(); e != nil {
 		return &import_sstpb.IngestResponse{Error: e}, nil
 	}
 	return nil, status.Error(codes.Unimplemented, "the TiKV double stores no SST files")

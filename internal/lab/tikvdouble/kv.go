@@ -393,7 +393,17 @@ func (k *kvService) KvFlashbackToVersion(ctx context.Context, req *kvrpcpb.Flash
 	if p != nil {
 		start, end = clip(p.region, first, codec.EncodeBoundary(req.GetEndKey()))
 	}
+	var crash error
+	if p != nil && p.role == leader {
+		// TiKV's read phase, on the leader, asserts that nothing was committed after the
+		// flashback's commit ts; a failed assertion panics the whole process.
+		crash = s.checkFlashbackLocked(start, end, req.GetCommitTs())
+	}
 	s.mu.Unlock()
+	if crash != nil {
+		s.crash(crash)
+		return nil, status.Error(codes.Unavailable, "store crashed")
+	}
 	c := &flashbackCmd{Start: start, End: end, Version: req.GetVersion(), StartTS: req.GetStartTs(), CommitTS: req.GetCommitTs()}
 	res, err := s.propose(ctx, req.GetContext(), [][]byte{first}, command{Flashback: c}, flashbackOp)
 	if err != nil {

@@ -3,6 +3,7 @@ package tikvdouble
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -70,8 +71,14 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 			break
 		}
 		if err != nil {
-			return err
+			// TiKV unwraps every request it reads: a stream that ends with an error
+			// (the client cancelled or died mid-send) panics the process.
+			s.crash(fmt.Errorf("%w: %w", ErrRecoverRegionRecv, err))
+			return status.Error(codes.Unavailable, "store crashed")
 		}
+		s.mu.Lock()
+		s.recoverReceived++
+		s.mu.Unlock()
 		if req.GetAsLeader() {
 			leaders = append(leaders, req.GetRegionId())
 		}
@@ -97,6 +104,13 @@ func (r *recoverService) RecoverRegion(stream recoverdatapb.RecoverData_RecoverR
 		return err
 	}
 	return stream.SendAndClose(&recoverdatapb.RecoverRegionResponse{StoreId: s.cfg.StoreID})
+}
+
+// RecoverRegionsReceived counts the RecoverRegion requests this process has read.
+func (s *Store) RecoverRegionsReceived() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recoverReceived
 }
 
 // FailRecoverRegion is a fault injection: from now on every RecoverRegion reads its whole

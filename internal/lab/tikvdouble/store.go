@@ -88,7 +88,9 @@ type Store struct {
 	// clusterID is PD's; recovery is fixed for the life of the process, as in TiKV.
 	clusterID uint64
 	recovery  bool
-	startTime time.Time
+	// volumeCluster is the cluster id the volume belongs to (0: none recorded yet).
+	volumeCluster uint64
+	startTime     time.Time
 	// startTS is the start timestamp published to PD.
 	startTS   int64
 	wal       *wal
@@ -98,6 +100,9 @@ type Store struct {
 	wg        sync.WaitGroup
 	rng       *rand.Rand
 	closeOnce sync.Once
+	// crashed is closed, and crashErr set, when the store crashed (crash.go).
+	crashed   chan struct{}
+	crashOnce sync.Once
 
 	mu         sync.Mutex
 	peers      map[uint64]*peer
@@ -113,6 +118,8 @@ type Store struct {
 	recoverGen uint64
 	// recoverFault, if set, ends every RecoverRegion with it (FailRecoverRegion).
 	recoverFault error
+	// recoverReceived counts the RecoverRegion requests read.
+	recoverReceived uint64
 	// keepLeading are the regions the last RecoverRegion asked this store
 	// to lead; their peers campaign until they win (TiKV's LeaderKeeper).
 	keepLeading map[uint64]bool
@@ -134,6 +141,8 @@ type Store struct {
 	importSuspendedUntil time.Time
 	// gc is how far the store collected garbage (gc.go).
 	gc gcState
+	// crashErr is why the store crashed, nil while it runs.
+	crashErr error
 }
 
 // sync returns once everything queued before the call is on disk.
@@ -227,7 +236,7 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Store, error) {
 	}
 	s := &Store{
 		cfg: cfg, now: cfg.Now, log: cfg.Logger.With("store", cfg.StoreID), lis: lis,
-		stop: make(chan struct{}), kick: make(chan struct{}, 1),
+		stop: make(chan struct{}), kick: make(chan struct{}, 1), crashed: make(chan struct{}),
 		rng:   rand.New(rand.NewPCG(cfg.Seed, cfg.StoreID)),
 		peers: map[uint64]*peer{}, kv: newKVStore(), rd: &ready{}, created: map[uint64]bool{},
 		mergeProposed: map[uint64]mergeProposal{}, destroyed: map[uint64]bool{},
@@ -341,6 +350,9 @@ func (s *Store) connectPD(ctx context.Context) error {
 	// Like TiKV: an RPC error reading the mark counts as "not marked".
 	if rec, err := s.pd.IsSnapshotRecovering(ctx, &pdpb.IsSnapshotRecoveringRequest{Header: s.header()}); err == nil {
 		s.recovery = rec.GetMarked()
+	}
+	if err := s.adoptClusterID(); err != nil {
+		return err
 	}
 	// BR's reboot watcher compares start timestamps: make every start
 	// visible even when two fall in the same second.
@@ -570,6 +582,8 @@ func (s *Store) replay(recs []record) error {
 			s.kv.resolveKV(r.TS)
 		case "gc":
 			s.replayGCLocked(r.TS)
+		case "ident":
+			s.volumeCluster = r.ClusterID
 		}
 	}
 	for _, p := range s.peers {
@@ -947,6 +961,9 @@ func (s *Store) maybeCompact() {
 	}
 	if s.gc.applied > 0 {
 		recs = append(recs, record{Kind: "gc", TS: s.gc.applied})
+	}
+	if s.volumeCluster != 0 {
+		recs = append(recs, record{Kind: "ident", ClusterID: s.volumeCluster})
 	}
 	if err := s.wal.rewrite(recs); err != nil {
 		s.log.Error("Compacting wal failed", "err", err)

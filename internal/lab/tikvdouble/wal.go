@@ -42,7 +42,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // the store exactly: log entries, hard states, region metas, and apply marks
 // whose replay re-executes the committed entries up to that index.
 type record struct {
-	// Kind: "gen" (first record of each file), "entries", "hard", "region", "apply", "kv", "resolve",
+	// Kind: "gen" (first record of each file), "ident" (the store's cluster id), "entries", "hard", "region", "apply", "kv", "resolve",
 	// "tombstone" (the peer was destroyed: merged away or removed),
 	// "clear" (the MVCC data in [Start, End) was dropped),
 	// "gc" (the MVCC data was garbage-collected at TS).
@@ -75,6 +75,8 @@ type record struct {
 	// gen: the file's store and compaction generation.
 	Store uint64 `json:"sid,omitempty"`
 	Gen   uint64 `json:"g,omitempty"`
+	// ident: the cluster id the store belongs to (TiKV's StoreIdent).
+	ClusterID uint64 `json:"cid,omitempty"`
 }
 
 // wal appends records to the store's raft volume and checkpoints onto its data volume.

@@ -46,7 +46,9 @@ checkpoint on --data-dir and a log of checksummed records since on --raft-dir (d
 dir), each written under its volume's .lock, so snapshots of both volumes taken together are a
 crash image (kill -9 loses nothing acknowledged; a torn log tail is dropped at start). Volumes
 that are not one store's at one moment are refused at start. A fresh cluster is bootstrapped by the first of
---initial-stores. SIGUSR1 makes the store unreachable for --isolate-for.`,
+--initial-stores. SIGUSR1 makes the store unreachable for --isolate-for. Where real TiKV
+panics (a flashback whose commit ts is below a key's latest commit), the store exits non-zero
+with the reason.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -126,6 +128,9 @@ func (o *options) run(cmd *cobra.Command) error {
 		select {
 		case <-ctx.Done():
 			return s.Close()
+		case <-s.Crashed():
+			// A panicking TiKV exits, and its pod starts it again.
+			return fmt.Errorf("TiKV double store %d crashed: %w", s.ID(), s.CrashError())
 		case <-usr1:
 			s.Isolate(o.isolate)
 			_, _ = fmt.Fprintf(out, "store %d unreachable for %v\n", s.ID(), o.isolate)
