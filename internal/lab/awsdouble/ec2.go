@@ -1127,12 +1127,14 @@ func (s *Server) fsrBatch(form url.Values, action string, enable bool) (any, *ap
 		sn, ok := s.snapshotByID(id)
 		for _, az := range azs {
 			if !ok || !s.validAZ(az) {
-				e := xFSRError{SnapshotID: id}
-				se := xFSRStateError{AZ: az}
-				se.Error.Code, se.Error.Message = "InvalidSnapshot.NotFound", "The snapshot does not exist or the AZ is invalid"
-				e.Errors.Items = append(e.Errors.Items, se)
-				resp.Unsuccessful.Items = append(resp.Unsuccessful.Items, e)
+				resp.refuse(id, az, "InvalidSnapshot.NotFound", "The snapshot does not exist or the AZ is invalid")
 				continue
+			}
+			if enable {
+				if code, msg := s.fsrRefusal(sn); code != "" {
+					resp.refuse(id, az, code, msg)
+					continue
+				}
 			}
 			key := id + "/" + az
 			f := s.st.FSR[key]
@@ -1153,6 +1155,54 @@ func (s *Server) fsrBatch(form url.Values, action string, enable bool) (any, *ap
 	}
 	s.markDirty()
 	return resp, nil
+}
+
+// refuse answers one snapshot-AZ pair of an FSR call in Unsuccessful.
+func (r *fsrResponse) refuse(id, az, code, msg string) {
+	e := xFSRError{SnapshotID: id}
+	se := xFSRStateError{AZ: az}
+	se.Error.Code, se.Error.Message = code, msg
+	e.Errors.Items = append(e.Errors.Items, se)
+	r.Unsuccessful.Items = append(r.Unsuccessful.Items, e)
+}
+
+// Codes of the Unsuccessful items of EnableFastSnapshotRestores the limits give. AWS documents
+// the limits (DefaultLimits) but not the code and message of such an item
+// (API_EnableFastSnapshotRestoreStateError: "The error code", "The error message"): these are
+// the double's own words, and fedbr must not depend on them (it takes every Unsuccessful item
+// as "this snapshot goes without FSR", with its code and message as the reason).
+const (
+	FSRQuotaExceeded    = "FastSnapshotRestoreQuotaExceeded"
+	FSRSnapshotTooLarge = "FastSnapshotRestoreSnapshotTooLarge"
+)
+
+// fsrRefusal is why FSR cannot be enabled for sn (a code and message), or "" when it can:
+// a snapshot over the size limit, or one more snapshot than the account-region's quota. A
+// snapshot already enabled in some AZ holds its place in the quota for any other AZ.
+func (s *Server) fsrRefusal(sn *Snapshot) (string, string) {
+	l := s.opts.Limits
+	if l.FSRMaxSnapshotGiB > 0 && sn.SizeGiB > l.FSRMaxSnapshotGiB {
+		return FSRSnapshotTooLarge, fmt.Sprintf("Snapshot %s is %d GiB; fast snapshot restore can be enabled on snapshots of at most %d GiB.", sn.ID, sn.SizeGiB, l.FSRMaxSnapshotGiB)
+	}
+	if s.opts.Unlimited || l.FSRSnapshots <= 0 {
+		return "", ""
+	}
+	enabled := s.fsrSnapshots()
+	if !enabled[sn.ID] && len(enabled) >= l.FSRSnapshots {
+		return FSRQuotaExceeded, fmt.Sprintf("The maximum number of snapshots enabled for fast snapshot restore in this Region (%d) has been reached.", l.FSRSnapshots)
+	}
+	return "", ""
+}
+
+// fsrSnapshots are the snapshots with fast snapshot restore enabled (not disabled) in any AZ.
+func (s *Server) fsrSnapshots() map[string]bool {
+	out := map[string]bool{}
+	for _, f := range s.st.FSR {
+		if !f.Disabled {
+			out[f.SnapshotID] = true
+		}
+	}
+	return out
 }
 
 func (s *Server) enableFSR(form url.Values) (any, *apiError) {
