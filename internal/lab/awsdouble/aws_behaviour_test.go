@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -451,4 +452,64 @@ func TestFSRQuota(t *testing.T) {
 	if r := enableFSR(t, ctx, c, "us-west-2a", over, limit); r[over] != awsdouble.FSRSnapshotTooLarge || len(r) != 1 {
 		t.Fatalf("16 TiB + 1 GiB and 16 TiB: refused %v, want only the first, %s", r, awsdouble.FSRSnapshotTooLarge)
 	}
+}
+
+// TestTagRestrictions: EC2 refuses a tag key with AWS's prefix (in any case), a key over 128
+// characters and a value over 256, on CreateTags and on create (TagSpecifications), with
+// InvalidParameterValue and nothing changed; keys of 128 and values of 256 characters are
+// taken.
+func TestTagRestrictions(t *testing.T) {
+	ctx := testCtx(t)
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{TimeFactor: stopped})
+	c, _ := clients(url)
+	in := oneVolumeInstance(t, srv)
+	vol := in.Volumes[0].ID
+	long := func(n int) string { return strings.Repeat("é", n) } // counted in characters, not bytes
+	for _, tt := range []struct {
+		name, key, value, code string
+	}{
+		{"aws: key", "aws:backup", "x", "InvalidParameterValue"},
+		{"AWS: key", "AWS:Backup", "x", "InvalidParameterValue"},
+		{"129-character key", long(129), "x", "InvalidParameterValue"},
+		{"257-character value", "k", long(257), "InvalidParameterValue"},
+		{"128-character key, 256-character value", long(128), long(256), ""},
+		{"aws: in a value", "k", "aws:x", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(srv.Inventory(nil).Volumes)
+			tags := []types.Tag{{Key: awssdk.String(tt.key), Value: awssdk.String(tt.value)}}
+			_, err := c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{vol}, Tags: tags})
+			if code(err) != tt.code {
+				t.Fatalf("CreateTags: %v, want %q", err, tt.code)
+			}
+			_, err = c.CreateVolume(ctx, &ec2.CreateVolumeInput{AvailabilityZone: awssdk.String(in.AZ), Size: awssdk.Int32(1),
+				TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeVolume, Tags: tags}}})
+			if code(err) != tt.code {
+				t.Fatalf("CreateVolume: %v, want %q", err, tt.code)
+			}
+			if after := len(srv.Inventory(nil).Volumes); tt.code != "" && after != before {
+				t.Fatalf("a refused CreateVolume left %d volumes, was %d", after, before)
+			}
+			if tt.code != "" {
+				return
+			}
+			got := describeVolumeTags(t, ctx, c, vol)
+			if got[tt.key] != tt.value {
+				t.Fatalf("volume tags %v lack %s", got, tt.key)
+			}
+		})
+	}
+}
+
+func describeVolumeTags(t *testing.T, ctx context.Context, c *ec2.Client, id string) map[string]string {
+	t.Helper()
+	out, err := c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]string{}
+	for _, tg := range out.Volumes[0].Tags {
+		tags[awssdk.ToString(tg.Key)] = awssdk.ToString(tg.Value)
+	}
+	return tags
 }

@@ -52,6 +52,11 @@ func (s *Server) ebsList(w http.ResponseWriter, r *http.Request, snapshotID, act
 		writeEBSError(w, aerr, "SNAPSHOT_NOT_FOUND")
 		return
 	}
+	if first != nil && !s.sameLineage(first, second) {
+		s.mu.Unlock()
+		writeEBSError(w, errf(400, "ValidationException", "The snapshots %s and %s are not of the same volume lineage.", first.ID, second.ID), "UNRELATED_SNAPSHOTS")
+		return
+	}
 	secondSet := s.blockSetFor(second)
 	var firstSet *blockSet
 	if first != nil {
@@ -153,6 +158,33 @@ func (s *Server) readableSnapshot(id string) (*Snapshot, *apiError) {
 		return nil, errf(400, "ValidationException", "The snapshot %s is not completed.", id)
 	}
 	return sn, nil
+}
+
+// sameLineage says whether first is of second's volume/snapshot lineage, the only pairs
+// ListChangedBlocks compares ("Returns information about the blocks that are different between
+// two Amazon Elastic Block Store snapshots of the same volume/snapshot lineage", EBS direct APIs
+// reference, ListChangedBlocks; otherwise a ValidationException with reason
+// UNRELATED_SNAPSHOTS, one of the reasons the API lists): first was taken of second's volume,
+// or of a volume second's volume descends from (restored from a snapshot of it, at any depth).
+// A lineage is followed through the double's volume records, so one through a deleted volume
+// is not found; s.mu is held.
+func (s *Server) sameLineage(first, second *Snapshot) bool {
+	vol := second.VolumeID
+	for range len(s.st.Snapshots) + 1 {
+		if vol == first.VolumeID {
+			return true
+		}
+		v, ok := s.st.Volumes[vol]
+		if !ok || v.SnapshotID == "" {
+			return false
+		}
+		parent, ok := s.st.Snapshots[v.SnapshotID]
+		if !ok {
+			return false
+		}
+		vol = parent.VolumeID
+	}
+	return false
 }
 
 type change struct {

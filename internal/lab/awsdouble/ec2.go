@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const ec2Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -178,6 +179,36 @@ func tagSpecs(form url.Values, resourceType string) map[string]string {
 			tags[k] = v
 		}
 	}
+}
+
+// Tag limits of EC2: "Tag your Amazon EC2 resources", Tag restrictions (Amazon EC2 User
+// Guide): keys of at most 128 and values of at most 256 Unicode characters, and the aws:
+// prefix reserved (the EC2 API Reference's Tag type says 127 for keys: the double takes the
+// larger, so as not to be stricter than AWS). AWS answers a reserved key InvalidParameterValue
+// "Value ( aws:… ) for parameter key is invalid. Tag keys starting with 'aws:' are reserved for
+// internal use" (CreateTags, as quoted in AndrewFarley/AWS-Automated-Daily-Instance-AMI-
+// Snapshots issue 7 and kubernetes-sigs/cluster-api-provider-aws PR 5461); the prefix is
+// reserved in any case (awsdocs/amazon-ecs-developer-guide issue 72). A value over the limit
+// is "Tag value exceeds the maximum length of 256 characters" (iriusrisk/GoCD-EC2-Elastic-
+// Agent-Plugin issue 24); the double answers a key over the limit in the same words.
+const (
+	maxTagKeyChars   = 128
+	maxTagValueChars = 256
+)
+
+// checkTags refuses tags EC2 does not take.
+func checkTags(tags map[string]string) *apiError {
+	for _, k := range sortedKeys(tags) {
+		switch {
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			return badParam("Value ( %s ) for parameter key is invalid. Tag keys starting with 'aws:' are reserved for internal use", k)
+		case utf8.RuneCountInString(k) > maxTagKeyChars:
+			return badParam("Tag key exceeds the maximum length of %d characters", maxTagKeyChars)
+		case utf8.RuneCountInString(tags[k]) > maxTagValueChars:
+			return badParam("Tag value exceeds the maximum length of %d characters", maxTagValueChars)
+		}
+	}
+	return nil
 }
 
 func tagList(form url.Values, prefix string) map[string]string {
@@ -605,6 +636,9 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 		return nil, err
 	}
 	extra := tagSpecs(form, "snapshot")
+	if aerr := checkTags(extra); aerr != nil {
+		return nil, aerr
+	}
 	copyTags := form.Get("CopyTagsFromSource") == "volume"
 	snaps := make([]*Snapshot, len(vols))
 	ids := make([]string, len(vols))
@@ -870,6 +904,9 @@ func (s *Server) createVolume(form url.Values) (any, *apiError) {
 		return nil, errf(400, "MissingParameter", "The request must contain the parameter size or snapshotId")
 	}
 	v.Tags = tagSpecs(form, "volume")
+	if aerr := checkTags(v.Tags); aerr != nil {
+		return nil, aerr
+	}
 	if len(v.Tags) > 50 {
 		return nil, errf(400, "TagLimitExceeded", "The maximum number of tags per resource (50) was exceeded.")
 	}
@@ -976,6 +1013,9 @@ func (s *Server) detachVolume(form url.Values) (any, *apiError) {
 func (s *Server) createTags(form url.Values) (any, *apiError) {
 	ids := list(form, "ResourceId")
 	tags := tagList(form, "Tag")
+	if aerr := checkTags(tags); aerr != nil {
+		return nil, aerr
+	}
 	for _, id := range ids {
 		var target *map[string]string
 		v, isVol := s.volumeByID(id)
