@@ -32,7 +32,7 @@ func TestPlanFSR(t *testing.T) {
 		{"ties by id", []restorevolumes.FSRCandidate{c("b", 10), c("a", 10), c("c", 10)}, 2, nil, []string{"a", "b"}, []string{"c"}},
 		{"others take places", []restorevolumes.FSRCandidate{c("a", 10), c("b", 20)}, 5, []string{"x1", "x2", "x3", "x4"}, []string{"b"}, []string{"a"}},
 		{"quota full", []restorevolumes.FSRCandidate{c("a", 10)}, 5, []string{"x1", "x2", "x3", "x4", "x5"}, nil, []string{"a"}},
-		{"already enabled takes no new place", []restorevolumes.FSRCandidate{c("a", 10), c("b", 20)}, 2, []string{"x1", "a"}, []string{"b", "a"}, nil},
+		{"already enabled takes no new place", []restorevolumes.FSRCandidate{c("a", 10), c("b", 20)}, 3, []string{"x1", "a"}, []string{"b", "a"}, nil},
 		{"over 16 TiB", []restorevolumes.FSRCandidate{c("big", 16*1024+1), c("edge", 16*1024)}, 5, nil, []string{"edge"}, []string{"big"}},
 		{"nothing asked", nil, 5, nil, nil, nil},
 	}

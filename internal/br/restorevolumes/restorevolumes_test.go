@@ -52,7 +52,7 @@ func newLabSized(t *testing.T, opts awsdouble.Options, dataGiB []int32) *lab {
 	l := &lab{srv: srv, p: p, dir: d, store: meta.NewStore(d, nil)}
 	ctx := testContext(t)
 	l.rec = &meta.Record{ClusterInfo: &meta.ClusterInfo{Version: "7.5.0", FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: resolvedTS},
-		TiKV: meta.TiKV{Replicas: 2}, Fedbr: &meta.Extension{BackupID: "b1"}}
+		TiKV: meta.TiKV{Replicas: len(dataGiB)}, Fedbr: &meta.Extension{BackupID: "b1"}}
 	var ids []string
 	for i, size := range dataGiB {
 		in, err := srv.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: []awsdouble.VolumeSpec{
