@@ -7,6 +7,7 @@ package cloud
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -150,6 +151,21 @@ type FSRState struct {
 	State string
 }
 
+// FSRRefusal is a snapshot-AZ pair AWS did not enable fast snapshot restore for: an
+// Unsuccessful item of EnableFastSnapshotRestores, with AWS's code and message (the account's
+// FSR quota reached, a snapshot over 16 TiB, ...).
+type FSRRefusal struct {
+	SnapshotID string
+	AZ         string
+	Code       string
+	Message    string
+}
+
+// Reason is the refusal in words: AWS's code and message.
+func (r FSRRefusal) Reason() string {
+	return strings.TrimSpace("AWS refused it: " + r.Code + " " + r.Message)
+}
+
 // Size is what a snapshot adds to storage.
 type Size struct {
 	// FullBytes is the written size of the volume image.
@@ -222,7 +238,12 @@ type Volumes interface {
 
 // FastRestores manages fast snapshot restore (FSR).
 type FastRestores interface {
-	EnableFSR(ctx context.Context, az string, snapshotIDs []string) ([]FSRState, error)
+	// EnableFSR enables FSR for the snapshots in az. A snapshot AWS answers as Unsuccessful
+	// (over the account's quota, too large) is returned in refused, not as an error: the
+	// error is for a call that failed as a whole.
+	EnableFSR(ctx context.Context, az string, snapshotIDs []string) (enabled []FSRState, refused []FSRRefusal, err error)
+	// DescribeFSR returns the FSR states of the snapshots in every AZ; no snapshot ids is
+	// every FSR of the account-region (what uses its quota).
 	DescribeFSR(ctx context.Context, snapshotIDs []string) ([]FSRState, error)
 	// WaitFSR waits until FSR is enabled for every snapshot in az with at least one credit
 	// each; a snapshot whose FSR is missing, disabling or disabled fails the wait.

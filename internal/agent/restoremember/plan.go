@@ -62,6 +62,11 @@ const AnnotationRecoveryPods = "dataplane.fedbr.io/recovery-pods"
 // their snapshots to stay within AWS's 50 tags per volume.
 const ReasonTagsDropped = "TagsDropped"
 
+// ReasonWithoutFSR is the Warning event's reason when restore-volumes restored data volumes
+// without the fast snapshot restore asked for (the region's FSR quota was full, a snapshot
+// over 16 TiB, AWS refused it); the warm-up reads those volumes instead.
+const ReasonWithoutFSR = "WithoutFSR"
+
 // Phases of status.phase, derived by phaseOf.
 const (
 	PhasePending          = "Pending"

@@ -829,11 +829,12 @@ func TestPlanRestoreVolume(t *testing.T) {
 				reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberCloudUnreachableReason}, msg: "RequestLimitExceeded"},
 		},
 		{
-			name: "restore-volumes left copied tags out: a Warning as the volumes complete",
+			name: "restore-volumes left copied tags out and restored a volume without FSR: a Warning each as the volumes complete",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) {
 				volumesRestored(o)
 				o.Report = rreport(map[string]string{job.StepRestoreVolumes: `{"phase":"Completed","done":4,"total":4}`,
-					job.StepRestoreVolumes + ".result": `{"restoreID":"ruid-1","volumes":[],"droppedTags":["snapshot/cost-1","snapshot/owner"]}`})
+					job.StepRestoreVolumes + ".result": `{"restoreID":"ruid-1","volumes":[],"droppedTags":["snapshot/cost-1","snapshot/owner"],` +
+						`"withoutFSR":[{"snapshotID":"snap-a","reason":"the region's fast snapshot restore quota of 5 snapshots is full"}]}`})
 				claims, err := Rebuild(o.RestoreMeta, Target{TCName: "restored", Namespace: "dst", AZ: "us-west-2b", RestoreID: "ruid-1", Member: o.Member.Name, MemberNamespace: o.Member.Namespace})
 				if err != nil {
 					t.Fatal(err)
@@ -843,10 +844,13 @@ func TestPlanRestoreVolume(t *testing.T) {
 				}
 				operatorTagged(o, claims)
 			}),
-			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC, Warn, AnnotateTC},
+			want: rwant{actions: []ActionKind{CreatePVC, CreatePVC, CreatePVC, CreatePVC, Warn, Warn, AnnotateTC},
 				true:  []string{dpv1alpha1.RestoreMemberVolumeCompleteCondition},
 				phase: PhaseVolumeComplete, check: func(t *testing.T, r Result) {
 					if a := r.Actions[4]; a.Key != ReasonTagsDropped || !strings.Contains(a.Value, "snapshot/cost-1, snapshot/owner") {
+						t.Errorf("warning %+v", a)
+					}
+					if a := r.Actions[5]; a.Key != ReasonWithoutFSR || !strings.Contains(a.Value, "snap-a: the region's fast snapshot restore quota of 5 snapshots is full") {
 						t.Errorf("warning %+v", a)
 					}
 				}},

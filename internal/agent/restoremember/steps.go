@@ -26,7 +26,7 @@ import (
 // volumeOptions are the BR options (template.br.options) restore-volumes accepts: they choose
 // the new volumes' type, performance and encryption.
 var volumeOptions = []string{"--volume-type", "--volume-iops", "--volume-throughput", "--volume-encrypted", "--kms-key-id",
-	"--tags", "--volume-scope", "--use-fsr", "--concurrency", "--cleanup-timeout"}
+	"--tags", "--volume-scope", "--use-fsr", "--fsr-quota", "--concurrency", "--cleanup-timeout"}
 
 // VolumesReadyValue is the tikv-volumes-ready annotation value: <namespace>/<member>.
 func VolumesReadyValue(m *dpv1alpha1.VolumeRestoreMember) string { return m.Namespace + "/" + m.Name }
@@ -336,6 +336,7 @@ func (p *plan) rebuild() bool {
 		return false
 	}
 	p.warnDroppedTags()
+	p.warnWithoutFSR()
 	if ci := p.o.RestoreMeta.ClusterInfo; ci != nil && ci.ResolvedTS > 0 {
 		p.res.Status.CommitTs = strconv.FormatUint(ci.ResolvedTS, 10)
 	}
@@ -460,6 +461,21 @@ func (p *plan) warnDroppedTags() {
 	}
 	p.add(Action{Kind: Warn, Key: ReasonTagsDropped, Value: fmt.Sprintf("restore-volumes created volumes without the tags %s copied from their snapshots, to stay within AWS's %d tags per volume with room for the operator tags",
 		strings.Join(res.DroppedTags, ", "), cloud.MaxTags)})
+}
+
+// warnWithoutFSR sends a Warning naming the data volumes' snapshots restore-volumes restored
+// without the fast snapshot restore asked for, and why.
+func (p *plan) warnWithoutFSR() {
+	var res restorevolumes.Result
+	if ok, err := p.o.Report.Result(job.StepRestoreVolumes, &res); !ok || err != nil || len(res.WithoutFSR) == 0 {
+		return
+	}
+	var why []string
+	for _, s := range res.WithoutFSR {
+		why = append(why, s.SnapshotID+": "+s.Reason)
+	}
+	p.add(Action{Kind: Warn, Key: ReasonWithoutFSR, Value: fmt.Sprintf("restore-volumes restored the volumes of %d snapshots without fast snapshot restore; the warm-up reads them instead (%s)",
+		len(res.WithoutFSR), strings.Join(why, "; "))})
 }
 
 // volumesOwned checks, while any PV is still to be created, that every volume the claims bind

@@ -16,6 +16,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/warmup"
 )
@@ -32,7 +33,8 @@ import (
 // The strategy decides how a volume is read: fio reads every volume's block device; hybrid
 // (default) reads the data volume's files, newest first, and the other volumes' devices; fsr
 // has restore-volumes create the data volumes through fast snapshot restore, so only the other
-// volumes are read; check-wal-only reads the other volumes' devices and only the RocksDB logs
+// volumes are read, and the data volumes restore-volumes' result says went without it (the
+// region's FSR quota was full, ...) as hybrid reads them; check-wal-only reads the other volumes' devices and only the RocksDB logs
 // of the data volume. Every volume a Job mounts has its RocksDB write-ahead logs verified
 // (`fedbr warmup --wal`).
 //
@@ -221,19 +223,39 @@ func (p *plan) warmupPlans() ([]warmupPlan, bool) {
 		p.fail(dpv1alpha1.RestoreMemberRebuildFailedReason, err.Error())
 		return nil, false
 	}
-	return planWarmups(claims, p.m.Spec.Template.EffectiveWarmupStrategy()), true
+	return planWarmups(claims, p.m.Spec.Template.EffectiveWarmupStrategy(), p.notFastRestored()), true
 }
 
-// planWarmups groups claims by TiKV member and picks how each is read under strategy.
-func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []warmupPlan {
+// notFastRestored are the restored volumes restore-volumes' result says were not created
+// through fast snapshot restore (FSR was asked for, but the account-region's quota had no
+// room, the snapshot was too large, or AWS refused it): the fsr strategy reads them as hybrid
+// does. Without a readable result, none.
+func (p *plan) notFastRestored() map[string]bool {
+	var res restorevolumes.Result
+	if ok, err := p.o.Report.Result(job.StepRestoreVolumes, &res); !ok || err != nil {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, v := range res.Volumes {
+		if !v.FastRestored {
+			out[v.VolumeID] = true
+		}
+	}
+	return out
+}
+
+// planWarmups groups claims by TiKV member and picks how each is read under strategy;
+// notFast are the restored volumes created without fast snapshot restore.
+func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy, notFast map[string]bool) []warmupPlan {
 	byOrdinal := map[int]*warmupPlan{}
 	for _, c := range claims {
 		data := c.Type == meta.DataDirType
+		fsr := strategy == fedv1alpha1.RestoreWarmupStrategyFsr
 		mode := "--block"
 		switch {
-		case data && strategy == fedv1alpha1.RestoreWarmupStrategyFsr:
+		case data && fsr && !notFast[claimVolume(c)]:
 			continue // fast snapshot restore initialized it
-		case data && strategy == fedv1alpha1.RestoreWarmupStrategyHybrid:
+		case data && (fsr || strategy == fedv1alpha1.RestoreWarmupStrategyHybrid):
 			mode = "--fs"
 		case data && strategy == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly:
 			mode = "" // its RocksDB logs only
@@ -252,6 +274,14 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy) []w
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ordinal < out[j].ordinal })
 	return out
+}
+
+// claimVolume is the EBS volume id a claim's PV binds, or "".
+func claimVolume(c Claim) string {
+	if c.PV == nil || c.PV.Spec.CSI == nil {
+		return ""
+	}
+	return c.PV.Spec.CSI.VolumeHandle
 }
 
 // claims names the claims of wp.

@@ -1,6 +1,7 @@
 package restoremember
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,7 +19,19 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/br/restorevolumes"
+	"github.com/fedbr/fedbr/internal/meta"
 )
+
+// mustResult is restore-volumes' result as its report carries it.
+func mustResult(t *testing.T, res restorevolumes.Result) string {
+	t.Helper()
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 func TestPlanWarmup(t *testing.T) {
 	warm := func(mode fedv1alpha1.RestoreWarmupMode, strategy fedv1alpha1.RestoreWarmupStrategy) func(*dpv1alpha1.VolumeRestoreMember) {
@@ -162,6 +175,25 @@ func TestPlanWarmup(t *testing.T) {
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
 				if a := args(t, r)[w1]; a != "--block "+raft1+" --wal "+raft1 {
 					t.Errorf("args %q", a)
+				}
+			}},
+		},
+		{
+			name: "sync, fsr: a data volume restored without FSR (the region's quota was full) is read as hybrid reads it",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored,
+				func(o *Observed) {
+					o.Report = rreport(map[string]string{brreport.ResultKey(job.StepRestoreVolumes): mustResult(t, restorevolumes.Result{Volumes: []restorevolumes.Volume{
+						{Type: meta.DataDirType, VolumeID: "vol-new-vol-old-3-tikv", FastRestored: true},
+						{Type: meta.DataDirType, VolumeID: "vol-new-vol-old-5-tikv", FastRestored: false},
+					}})})
+				}),
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
+				got := args(t, r)
+				if a := got[w0]; a != "--block "+raft0+" --wal "+raft0 {
+					t.Errorf("Job %s args %q: the fast-restored data volume is read", w0, a)
+				}
+				if a, want := got[w1], "--block "+raft1+" --wal "+raft1+" --fs "+data1+" --wal "+data1; a != want {
+					t.Errorf("Job %s args %q, want %q: the data volume restored without FSR is not read", w1, a, want)
 				}
 			}},
 		},

@@ -62,10 +62,9 @@ const (
 )
 
 const (
-	// snapshotTagPrefix prefixes the source snapshot's tags copied to a volume.
-	snapshotTagPrefix = "snapshot/"
-	// maxTagKeyLength is AWS's limit; a copied tag whose key would exceed it is dropped.
-	maxTagKeyLength     = 128
+	// snapshotTagPrefix prefixes the source snapshot's tags copied to a volume; a copied tag
+	// EC2 would refuse (cloud.CheckTag: its key too long with the prefix) is left out.
+	snapshotTagPrefix   = "snapshot/"
 	defaultConcurrency  = 8
 	defaultCleanupLimit = 5 * time.Minute
 )
@@ -96,8 +95,13 @@ type Options struct {
 	// Scope defaults to ScopeAll.
 	Scope Scope
 	// FSR restores the data volumes through fast snapshot restore: enabled in the target AZ,
-	// waited for until every snapshot has a credit, disabled again at the end.
+	// waited for until every snapshot has a credit, disabled again at the end. Only as many
+	// snapshots as the account-region's quota has room for get it (PlanFSR); the others, and
+	// any AWS refuses, are restored without it (Status.WithoutFSR says which and why).
 	FSR bool
+	// FSRQuota is the account-region's quota of FSR-enabled snapshots; 0 means
+	// DefaultFSRQuota, AWS's default. Set it when the account's quota was raised.
+	FSRQuota int
 	// Concurrency bounds parallel CreateVolume calls (the budget paces them anyway).
 	Concurrency int
 	// CleanupTimeout bounds the deletion of created volumes after a failure, which runs
@@ -145,6 +149,10 @@ type Status struct {
 	// Backup is the backup's report (BackupReport), once the backupmeta was read: kept in
 	// every later status, so the member's entry holds it until the step's end.
 	Backup *meta.Record `json:"backup,omitempty"`
+	// WithoutFSR are the data volumes' snapshots restored without fast snapshot restore
+	// although it was asked for, and why (the quota was full, the snapshot too large, AWS
+	// refused it).
+	WithoutFSR []FSRSkip `json:"withoutFSR,omitempty"`
 	// Error says why the phase failed (phase Failed only).
 	Error string `json:"error,omitempty"`
 	// StartedAt and CompletedAt bound the step's own work (PD, cloud calls and waits), so
@@ -205,8 +213,16 @@ func (o Options) Validate() error {
 	default:
 		return fmt.Errorf("volume scope %q: want %s, %s or %s", o.Scope, ScopeAll, ScopeData, ScopeNonData)
 	}
+	if o.FSRQuota < 0 {
+		return fmt.Errorf("FSR quota %d must not be negative", o.FSRQuota)
+	}
 	if len(o.Tags) > cloud.MaxTags {
 		return fmt.Errorf("%d tags: %w", len(o.Tags), cloud.ErrTooManyTags)
+	}
+	for _, k := range slices.Sorted(maps.Keys(o.Tags)) {
+		if err := cloud.CheckTag(k, o.Tags[k]); err != nil {
+			return fmt.Errorf("tags: %w", err)
+		}
 	}
 	if o.Owner != nil {
 		if err := o.Owner.Validate(); err != nil {
@@ -242,8 +258,11 @@ type Result struct {
 	Deleted []string `json:"deleted"`
 	// DroppedTags are the keys of tags copied from the snapshots that some volume was created
 	// without, to stay within AWS's tag limit with room for the operator tags (FitTags).
-	DroppedTags    []string `json:"droppedTags,omitempty"`
-	ElapsedSeconds float64  `json:"elapsedSeconds"`
+	DroppedTags []string `json:"droppedTags,omitempty"`
+	// WithoutFSR are the data volumes' snapshots restored without fast snapshot restore
+	// although it was asked for, and why (Status.WithoutFSR).
+	WithoutFSR     []FSRSkip `json:"withoutFSR,omitempty"`
+	ElapsedSeconds float64   `json:"elapsedSeconds"`
 }
 
 // Run restores the volumes of the backup in store.
@@ -262,6 +281,9 @@ func Run(ctx context.Context, c Cloud, pd PD, store *meta.Store, o Options) (Res
 	}
 	if o.CleanupTimeout <= 0 {
 		o.CleanupTimeout = defaultCleanupLimit
+	}
+	if o.FSRQuota == 0 {
+		o.FSRQuota = DefaultFSRQuota
 	}
 	if o.Clock == nil {
 		o.Clock = budget.RealClock
@@ -351,6 +373,8 @@ func (r *restorer) backupMeta(ctx context.Context) (*meta.Record, error) {
 type plan struct {
 	meta.StoreVolume
 	spec cloud.VolumeSpec
+	// sizeGiB is the snapshot's size.
+	sizeGiB int32
 	// created is the new volume's id once created.
 	created string
 }
@@ -621,7 +645,7 @@ func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
 			r.logf("Volume from %s: dropped %d tags copied from the snapshot to stay within AWS's %d tags per volume: %s", s.ID, len(dropped), cloud.MaxTags, strings.Join(dropped, ", "))
 			r.res.DroppedTags = append(r.res.DroppedTags, dropped...)
 		}
-		plans = append(plans, plan{StoreVolume: v, spec: cloud.VolumeSpec{SnapshotID: s.ID, AZ: az, Type: r.o.VolumeType,
+		plans = append(plans, plan{StoreVolume: v, sizeGiB: s.SizeGiB, spec: cloud.VolumeSpec{SnapshotID: s.ID, AZ: az, Type: r.o.VolumeType,
 			IOPS: r.o.IOPS, Throughput: r.o.Throughput, Encrypted: r.o.Encrypted, KMSKeyID: r.o.KMSKeyID, Tags: tags}})
 	}
 	slices.Sort(r.res.DroppedTags)
@@ -637,7 +661,7 @@ func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
 func (r *restorer) tags(s cloud.Snapshot) map[string]string {
 	t := map[string]string{}
 	for k, v := range s.Tags {
-		if !strings.HasPrefix(k, snapshotTagPrefix) && len(snapshotTagPrefix+k) <= maxTagKeyLength {
+		if !strings.HasPrefix(k, snapshotTagPrefix) && cloud.CheckTag(snapshotTagPrefix+k, v) == nil {
 			t[snapshotTagPrefix+k] = v
 		}
 	}
@@ -653,12 +677,14 @@ func (r *restorer) tags(s cloud.Snapshot) map[string]string {
 func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) error {
 	r.status.Volumes = len(plans)
 	r.report(PhaseCreatingVolumes)
+	var fast map[string]bool // snapshots FSR was enabled for
 	if r.o.FSR {
-		disable, err := r.enableFSR(ctx, plans)
+		enabled, disable, err := r.enableFSR(ctx, plans)
 		defer disable()
 		if err != nil {
 			return err
 		}
+		fast = enabled
 	}
 	if err := r.create(ctx, plans); err != nil {
 		return err
@@ -677,7 +703,7 @@ func (r *restorer) restore(ctx context.Context, rec *meta.Record, plans []plan) 
 	newOf := map[string]cloud.Volume{}
 	for i, p := range plans {
 		v := vols[i]
-		if r.o.FSR && p.Type == meta.DataDirType && !v.FastRestored {
+		if fast[p.SnapshotID] && !v.FastRestored {
 			return fmt.Errorf("volume %s from snapshot %s is not fast-restored", v.ID, p.SnapshotID)
 		}
 		newOf[p.ID] = v
@@ -757,45 +783,6 @@ func (r *restorer) create(ctx context.Context, plans []plan) error {
 		plans[i].created = ids[i]
 	}
 	return nil
-}
-
-// enableFSR enables fast snapshot restore for the data volumes' snapshots in their AZs and
-// waits until each has a credit. The returned func disables it again.
-func (r *restorer) enableFSR(ctx context.Context, plans []plan) (func(), error) {
-	byAZ := map[string][]string{}
-	for _, p := range plans {
-		if p.Type == meta.DataDirType && !slices.Contains(byAZ[p.spec.AZ], p.SnapshotID) {
-			byAZ[p.spec.AZ] = append(byAZ[p.spec.AZ], p.SnapshotID)
-		}
-	}
-	var enabled []string
-	disable := func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.CleanupTimeout)
-		defer cancel()
-		for _, az := range enabled {
-			if err := r.c.DisableFSR(cctx, az, byAZ[az]); err != nil {
-				r.logf("Disabling FSR in %s failed (credits keep being billed until it is disabled): %v", az, err)
-			}
-		}
-	}
-	for _, az := range slices.Sorted(maps.Keys(byAZ)) {
-		ids := byAZ[az]
-		r.logf("Enabling fast snapshot restore of %d snapshots in %s", len(ids), az)
-		enabled = append(enabled, az)
-		if _, err := r.c.EnableFSR(ctx, az, ids); err != nil {
-			return disable, fmt.Errorf("enable FSR: %w", err)
-		}
-	}
-	for _, az := range slices.Sorted(maps.Keys(byAZ)) {
-		r.logf("Waiting for FSR credits of %d snapshots in %s", len(byAZ[az]), az)
-		err := r.c.WaitFSR(ctx, az, byAZ[az], func(p cloud.Progress) {
-			r.logf("FSR in %s: %.0f%% of snapshots have a credit", az, p.Percent)
-		})
-		if err != nil {
-			return disable, fmt.Errorf("wait for FSR credits: %w", err)
-		}
-	}
-	return disable, nil
 }
 
 // cleanup deletes every volume this attempt created, and any other volume carrying the

@@ -37,6 +37,12 @@ type lab struct {
 // each data volume holding a file naming it) tagged b1.
 func newLab(t *testing.T, opts awsdouble.Options) *lab {
 	t.Helper()
+	return newLabSized(t, opts, []int32{20, 20})
+}
+
+// newLabSized is newLab with one store per entry of dataGiB, its data volume of that size.
+func newLabSized(t *testing.T, opts awsdouble.Options, dataGiB []int32) *lab {
+	t.Helper()
 	al := awsdoubletest.Serve(t, opts, "")
 	srv, p := al.Server, al.Provider
 	d, err := blob.NewDir(t.TempDir())
@@ -46,11 +52,11 @@ func newLab(t *testing.T, opts awsdouble.Options) *lab {
 	l := &lab{srv: srv, p: p, dir: d, store: meta.NewStore(d, nil)}
 	ctx := testContext(t)
 	l.rec = &meta.Record{ClusterInfo: &meta.ClusterInfo{Version: "7.5.0", FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: resolvedTS},
-		TiKV: meta.TiKV{Replicas: 2}, Fedbr: &meta.Extension{BackupID: "b1"}}
+		TiKV: meta.TiKV{Replicas: len(dataGiB)}, Fedbr: &meta.Extension{BackupID: "b1"}}
 	var ids []string
-	for i := range 2 {
+	for i, size := range dataGiB {
 		in, err := srv.CreateInstance(awsdouble.InstanceSpec{AZ: "us-west-2a", Volumes: []awsdouble.VolumeSpec{
-			{Device: "/dev/xvdb", SizeGiB: 20, Tags: map[string]string{"CSIVolumeName": "pvc-" + string(rune('a'+i))}},
+			{Device: "/dev/xvdb", SizeGiB: size, Tags: map[string]string{"CSIVolumeName": "pvc-" + string(rune('a'+i))}},
 			{Device: "/dev/xvdc", SizeGiB: 10},
 		}})
 		if err != nil {

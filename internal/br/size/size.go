@@ -138,6 +138,9 @@ func Run(ctx context.Context, c Cloud, store *meta.Store, o Options) (Summary, e
 					prev[v.ID] = v.SnapshotID
 				}
 			}
+			if prev, err = sameLineage(ctx, c, vols, byID, prev, logf); err != nil {
+				return sum, err
+			}
 		} else {
 			sum.PreviousDiscovered = true
 			if prev, err = discover(ctx, c, vols, byID, logf); err != nil {
@@ -220,6 +223,50 @@ func discover(ctx context.Context, c Cloud, vols []meta.StoreVolume, byID map[st
 		}
 	}
 	return prev, nil
+}
+
+// sameLineage keeps the previous snapshots given (prev, by volume id) that ListChangedBlocks
+// can compare a volume's snapshot with: of the same volume and started before it (EBS direct
+// compares "two snapshots of the same volume/snapshot lineage"; other pairs are a
+// ValidationException). A previous backup that names another volume's snapshot, a later one,
+// or one that no longer exists leaves that volume sized in full, with a line saying why.
+func sameLineage(ctx context.Context, c Cloud, vols []meta.StoreVolume, byID map[string]cloud.Snapshot, prev map[string]string, logf func(string, ...any)) (map[string]string, error) {
+	var ids []string
+	for _, v := range vols {
+		if p := prev[v.ID]; p != "" && p != v.SnapshotID && !slices.Contains(ids, p) {
+			ids = append(ids, p)
+		}
+	}
+	if len(ids) == 0 {
+		return prev, nil
+	}
+	described, err := c.DescribeSnapshots(ctx, ids)
+	if err != nil {
+		return nil, fmt.Errorf("describe the previous backup's snapshots: %w", err)
+	}
+	prevOf := map[string]cloud.Snapshot{}
+	for _, s := range described {
+		prevOf[s.ID] = s
+	}
+	out := map[string]string{}
+	for _, v := range vols {
+		p := prev[v.ID]
+		if p == "" || p == v.SnapshotID {
+			continue
+		}
+		ps, cur := prevOf[p], byID[v.SnapshotID]
+		switch {
+		case ps.ID == "":
+			logf("Volume %s: the previous backup's snapshot %s does not exist; sizing it in full", v.ID, p)
+		case ps.VolumeID != cur.VolumeID:
+			logf("Volume %s: the previous backup's snapshot %s is of volume %s, another lineage; sizing it in full", v.ID, p, ps.VolumeID)
+		case ps.State != cloud.SnapshotCompleted || !ps.Started.Before(cur.Started):
+			logf("Volume %s: the previous backup's snapshot %s is not a completed snapshot older than %s; sizing it in full", v.ID, p, v.SnapshotID)
+		default:
+			out[v.ID] = p
+		}
+	}
+	return out, nil
 }
 
 // sourceTags are a snapshot's tags without fedbr's identity tags: the tags copied from its

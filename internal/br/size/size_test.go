@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -207,5 +208,61 @@ func TestReadable(t *testing.T) {
 		if got := size.Readable(n); got != want {
 			t.Errorf("Readable(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// TestSizeAsksWithinALineage: ListChangedBlocks compares snapshots of one volume lineage only,
+// the first older than the second. A previous backup whose records name another volume's
+// snapshot (the two data volumes' snapshots swapped), or a later backup given as the previous
+// one, leaves those volumes sized in full, each with a line saying why, instead of asking AWS
+// a question it refuses (UNRELATED_SNAPSHOTS) or answering with the wrong blocks.
+func TestSizeAsksWithinALineage(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, awsdouble.Options{}, 2)
+	write(t, l.inst[0].Volumes[0].Dir, 3)
+	write(t, l.inst[1].Volumes[0].Dir, 5)
+	first := l.backup(t, "b1")
+	write(t, l.inst[0].Volumes[0].Dir, 2)
+	second := l.backup(t, "b2")
+	firstRec, err := first.BackupMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secondRec, err := second.BackupMeta(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := firstRec.Clone()
+	a, b := &swapped.TiKV.Stores[0].Volumes[0], &swapped.TiKV.Stores[1].Volumes[0]
+	a.SnapshotID, b.SnapshotID = b.SnapshotID, a.SnapshotID
+
+	for _, tt := range []struct {
+		name     string
+		store    *meta.Store
+		previous *meta.Record
+		full     []string // volumes sized in full
+		why      string
+	}{
+		{"another volume's snapshot", second, swapped, []string{l.inst[0].Volumes[0].ID, l.inst[1].Volumes[0].ID}, "another lineage"},
+		{"a later backup", first, secondRec, []string{l.inst[0].Volumes[0].ID, l.inst[1].Volumes[0].ID, l.inst[0].Volumes[1].ID, l.inst[1].Volumes[1].ID}, "not a completed snapshot older than"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var progress bytes.Buffer
+			sum, err := size.Run(ctx, l.p, tt.store, size.Options{Previous: tt.previous, Progress: &progress})
+			if err != nil {
+				t.Fatalf("size: %v", err)
+			}
+			for _, v := range sum.Volumes {
+				if !slices.Contains(tt.full, v.VolumeID) {
+					continue
+				}
+				if v.PreviousSnapshotID != "" || v.IncrementalBytes != v.FullBytes {
+					t.Errorf("volume %s: previous %q, incremental %d of full %d; want sized in full", v.VolumeID, v.PreviousSnapshotID, v.IncrementalBytes, v.FullBytes)
+				}
+				if want := "Volume " + v.VolumeID + ": the previous backup's snapshot"; !strings.Contains(progress.String(), want) || !strings.Contains(progress.String(), tt.why) {
+					t.Errorf("no line %q … %q in the progress:\n%s", want, tt.why, progress.String())
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,8 +216,10 @@ func TestRestoreToAnotherAZWithEncryptionAndTags(t *testing.T) {
 	}
 }
 
-// TestFSRWithCredits enables FSR for 12 snapshots (two calls of at most 10 ids), waits for
-// credits read from CloudWatch, and restores a fast-restored volume that consumes a credit.
+// TestFSRWithCredits asks FSR for 12 snapshots (two calls of at most 10 ids): the first 5
+// are enabled, the 7 over AWS's quota come back refused with AWS's code, not as an error.
+// It waits for the enabled ones' credits read from CloudWatch, and restores a fast-restored
+// volume that consumes a credit.
 func TestFSRWithCredits(t *testing.T) {
 	ctx := testContext(t)
 	o := defaultLabOptions()
@@ -235,13 +238,19 @@ func TestFSRWithCredits(t *testing.T) {
 		t.Fatal(err)
 	}
 	const az = "us-west-2b"
-	states, err := l.p.EnableFSR(ctx, az, ids)
+	states, refused, err := l.p.EnableFSR(ctx, az, ids)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(states) != len(ids) {
-		t.Fatalf("EnableFSR returned %d states, want %d", len(states), len(ids))
+	if len(states) != 5 || len(refused) != len(ids)-5 {
+		t.Fatalf("EnableFSR enabled %d and refused %d, want 5 and %d", len(states), len(refused), len(ids)-5)
 	}
+	for i, r := range refused {
+		if r.SnapshotID != ids[5+i] || r.AZ != az || r.Code != awsdouble.FSRQuotaExceeded || !strings.Contains(r.Reason(), r.Message) {
+			t.Fatalf("refusal %d: %+v, want %s in %s refused with %s", i, r, ids[5+i], az, awsdouble.FSRQuotaExceeded)
+		}
+	}
+	ids = ids[:5]
 	if n := l.srv.Stats().Calls["EnableFastSnapshotRestores"]; n != 2 {
 		t.Fatalf("EnableFastSnapshotRestores calls = %d, want 2 batches", n)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	awssdk "github.com/aws/aws-sdk-go-v2/aws"
@@ -19,10 +18,13 @@ import (
 // fsrBatch is AWS's limit of snapshot ids per FSR call.
 const fsrBatch = 10
 
-// EnableFSR enables fast snapshot restore for the snapshots in az, in batches of 10; any
-// unsuccessful item fails the call.
-func (p *Provider) EnableFSR(ctx context.Context, az string, snapshotIDs []string) ([]cloud.FSRState, error) {
+// EnableFSR enables fast snapshot restore for the snapshots in az, in batches of 10. The
+// pairs AWS answers as Unsuccessful are returned in refused with AWS's code and message: a
+// quota another user of the account took, or a snapshot FSR does not take, is the caller's to
+// plan around, not a failed call.
+func (p *Provider) EnableFSR(ctx context.Context, az string, snapshotIDs []string) ([]cloud.FSRState, []cloud.FSRRefusal, error) {
 	var states []cloud.FSRState
+	var refused []cloud.FSRRefusal
 	for batch := range slices.Chunk(snapshotIDs, fsrBatch) {
 		var out *ec2.EnableFastSnapshotRestoresOutput
 		err := p.retry(ctx, func() error {
@@ -33,33 +35,46 @@ func (p *Provider) EnableFSR(ctx context.Context, az string, snapshotIDs []strin
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("enable FSR in %s: %w", az, err)
+			return nil, nil, fmt.Errorf("enable FSR in %s: %w", az, err)
 		}
-		if len(out.Unsuccessful) > 0 {
-			var msgs []string
-			for _, u := range out.Unsuccessful {
-				for _, e := range u.FastSnapshotRestoreStateErrors {
-					if e.Error != nil {
-						msgs = append(msgs, fmt.Sprintf("%s: %s %s", awssdk.ToString(u.SnapshotId), awssdk.ToString(e.Error.Code), awssdk.ToString(e.Error.Message)))
-					}
-				}
-			}
-			return nil, fmt.Errorf("enable FSR in %s: %s", az, strings.Join(msgs, "; "))
-		}
+		refused = append(refused, fsrRefusals(out.Unsuccessful)...)
 		for _, s := range out.Successful {
 			states = append(states, cloud.FSRState{SnapshotID: awssdk.ToString(s.SnapshotId), AZ: awssdk.ToString(s.AvailabilityZone), State: string(s.State)})
 		}
 	}
-	return states, nil
+	return states, refused, nil
 }
 
-// DescribeFSR returns the FSR states of the snapshots in every AZ.
+// fsrRefusals are the Unsuccessful items of an EnableFastSnapshotRestores answer, one per
+// snapshot-AZ pair.
+func fsrRefusals(items []types.EnableFastSnapshotRestoreErrorItem) []cloud.FSRRefusal {
+	var out []cloud.FSRRefusal
+	for _, u := range items {
+		for _, e := range u.FastSnapshotRestoreStateErrors {
+			r := cloud.FSRRefusal{SnapshotID: awssdk.ToString(u.SnapshotId), AZ: awssdk.ToString(e.AvailabilityZone)}
+			if e.Error != nil {
+				r.Code, r.Message = awssdk.ToString(e.Error.Code), awssdk.ToString(e.Error.Message)
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// DescribeFSR returns the FSR states of the snapshots in every AZ; no snapshot ids is every
+// FSR of the account-region.
 func (p *Provider) DescribeFSR(ctx context.Context, snapshotIDs []string) ([]cloud.FSRState, error) {
 	var states []cloud.FSRState
-	for batch := range slices.Chunk(snapshotIDs, describeBatch) {
-		pager := ec2.NewDescribeFastSnapshotRestoresPaginator(p.ec2, &ec2.DescribeFastSnapshotRestoresInput{
-			Filters: []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}},
-		})
+	batches := slices.Collect(slices.Chunk(snapshotIDs, describeBatch))
+	if len(snapshotIDs) == 0 {
+		batches = [][]string{nil} // every FSR of the account-region
+	}
+	for _, batch := range batches {
+		in := &ec2.DescribeFastSnapshotRestoresInput{}
+		if batch != nil {
+			in.Filters = []types.Filter{{Name: awssdk.String("snapshot-id"), Values: batch}}
+		}
+		pager := ec2.NewDescribeFastSnapshotRestoresPaginator(p.ec2, in)
 		err := eachPage(ctx, p, pager, func(page *ec2.DescribeFastSnapshotRestoresOutput) {
 			for _, s := range page.FastSnapshotRestores {
 				states = append(states, cloud.FSRState{SnapshotID: awssdk.ToString(s.SnapshotId), AZ: awssdk.ToString(s.AvailabilityZone), State: string(s.State)})

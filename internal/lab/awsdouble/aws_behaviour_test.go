@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -385,4 +386,130 @@ func TestDeleteTags(t *testing.T) {
 	if got := tags(describeSnapshot(t, ctx, c, snap).Tags); !maps.Equal(got, want) {
 		t.Errorf("a failed call changed the tags: %v", got)
 	}
+}
+
+// enableFSR enables FSR of ids in az and returns the codes of the refused snapshot-AZ pairs
+// by snapshot id.
+func enableFSR(t *testing.T, ctx context.Context, c *ec2.Client, az string, ids ...string) map[string]string {
+	t.Helper()
+	out, err := c.EnableFastSnapshotRestores(ctx, &ec2.EnableFastSnapshotRestoresInput{AvailabilityZones: []string{az}, SourceSnapshotIds: ids})
+	if err != nil {
+		t.Fatalf("enable FSR of %v in %s: %v", ids, az, err)
+	}
+	refused := map[string]string{}
+	for _, u := range out.Unsuccessful {
+		for _, e := range u.FastSnapshotRestoreStateErrors {
+			refused[awssdk.ToString(u.SnapshotId)] = awssdk.ToString(e.Error.Code)
+		}
+	}
+	if len(out.Successful)+len(refused) != len(ids) {
+		t.Fatalf("enable FSR of %d snapshots: %d successful, %d refused", len(ids), len(out.Successful), len(refused))
+	}
+	return refused
+}
+
+// TestFSRQuota: at most 5 snapshots have FSR enabled in the account-region, counted in
+// snapshots (one enabled in a second AZ takes no second place), for every client of the
+// double alike; a refused one is an Unsuccessful item of a call that succeeds. Disabling one
+// frees its place. A snapshot over 16 TiB is refused whatever the quota.
+func TestFSRQuota(t *testing.T) {
+	ctx := testCtx(t)
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{TimeFactor: stopped})
+	c, _ := clients(url)
+	other, _ := clients(url) // another plane of the same account
+	var vols []awsdouble.VolumeSpec
+	for i := range 6 {
+		vols = append(vols, awsdouble.VolumeSpec{Device: "/dev/xvd" + string(rune('b'+i)), SizeGiB: 1})
+	}
+	vols = append(vols, awsdouble.VolumeSpec{Device: "/dev/xvdx", SizeGiB: 16*1024 + 1}, awsdouble.VolumeSpec{Device: "/dev/xvdy", SizeGiB: 16 * 1024})
+	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: vols})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := createSnapshots(t, ctx, c, in.ID) // in device order: six of 1 GiB, 16 TiB + 1 GiB, 16 TiB
+	small, over, limit := snaps[:6], snaps[6], snaps[7]
+
+	if r := enableFSR(t, ctx, c, "us-west-2a", small[:5]...); len(r) != 0 {
+		t.Fatalf("5 snapshots refused %v, want none", r)
+	}
+	if r := enableFSR(t, ctx, c, "us-west-2b", small[0]); len(r) != 0 {
+		t.Fatalf("an enabled snapshot in a second AZ: refused %v", r)
+	}
+	for _, cl := range []*ec2.Client{c, other} {
+		if r := enableFSR(t, ctx, cl, "us-west-2a", small[5]); r[small[5]] != awsdouble.FSRQuotaExceeded {
+			t.Fatalf("a sixth snapshot: refused %v, want %s", r, awsdouble.FSRQuotaExceeded)
+		}
+	}
+	if _, err := c.DisableFastSnapshotRestores(ctx, &ec2.DisableFastSnapshotRestoresInput{AvailabilityZones: []string{"us-west-2a"}, SourceSnapshotIds: []string{small[4]}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := enableFSR(t, ctx, other, "us-west-2a", small[5]); len(r) != 0 {
+		t.Fatalf("a sixth snapshot once one was disabled: refused %v", r)
+	}
+	if _, err := c.DisableFastSnapshotRestores(ctx, &ec2.DisableFastSnapshotRestoresInput{AvailabilityZones: []string{"us-west-2a"}, SourceSnapshotIds: []string{small[5]}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := enableFSR(t, ctx, c, "us-west-2a", over, limit); r[over] != awsdouble.FSRSnapshotTooLarge || len(r) != 1 {
+		t.Fatalf("16 TiB + 1 GiB and 16 TiB: refused %v, want only the first, %s", r, awsdouble.FSRSnapshotTooLarge)
+	}
+}
+
+// TestTagRestrictions: EC2 refuses a tag key with AWS's prefix (in any case), a key over 128
+// characters and a value over 256, on CreateTags and on create (TagSpecifications), with
+// InvalidParameterValue and nothing changed; keys of 128 and values of 256 characters are
+// taken.
+func TestTagRestrictions(t *testing.T) {
+	ctx := testCtx(t)
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{TimeFactor: stopped})
+	c, _ := clients(url)
+	in := oneVolumeInstance(t, srv)
+	vol := in.Volumes[0].ID
+	long := func(n int) string { return strings.Repeat("é", n) } // counted in characters, not bytes
+	for _, tt := range []struct {
+		name, key, value, code string
+	}{
+		{"aws: key", "aws:backup", "x", "InvalidParameterValue"},
+		{"AWS: key", "AWS:Backup", "x", "InvalidParameterValue"},
+		{"129-character key", long(129), "x", "InvalidParameterValue"},
+		{"257-character value", "k", long(257), "InvalidParameterValue"},
+		{"128-character key, 256-character value", long(128), long(256), ""},
+		{"aws: in a value", "k", "aws:x", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := len(srv.Inventory(nil).Volumes)
+			tags := []types.Tag{{Key: awssdk.String(tt.key), Value: awssdk.String(tt.value)}}
+			_, err := c.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{vol}, Tags: tags})
+			if code(err) != tt.code {
+				t.Fatalf("CreateTags: %v, want %q", err, tt.code)
+			}
+			_, err = c.CreateVolume(ctx, &ec2.CreateVolumeInput{AvailabilityZone: awssdk.String(in.AZ), Size: awssdk.Int32(1),
+				TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeVolume, Tags: tags}}})
+			if code(err) != tt.code {
+				t.Fatalf("CreateVolume: %v, want %q", err, tt.code)
+			}
+			if after := len(srv.Inventory(nil).Volumes); tt.code != "" && after != before {
+				t.Fatalf("a refused CreateVolume left %d volumes, was %d", after, before)
+			}
+			if tt.code != "" {
+				return
+			}
+			got := describeVolumeTags(t, ctx, c, vol)
+			if got[tt.key] != tt.value {
+				t.Fatalf("volume tags %v lack %s", got, tt.key)
+			}
+		})
+	}
+}
+
+func describeVolumeTags(t *testing.T, ctx context.Context, c *ec2.Client, id string) map[string]string {
+	t.Helper()
+	out, err := c.DescribeVolumes(ctx, &ec2.DescribeVolumesInput{VolumeIds: []string{id}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]string{}
+	for _, tg := range out.Volumes[0].Tags {
+		tags[awssdk.ToString(tg.Key)] = awssdk.ToString(tg.Value)
+	}
+	return tags
 }

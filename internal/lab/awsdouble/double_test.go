@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
 	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/ebs"
+	ebstypes "github.com/aws/aws-sdk-go-v2/service/ebs/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
@@ -580,5 +581,54 @@ func TestVolumesFromSnapshotsCounted(t *testing.T) {
 	}
 	if n := srv.Stats().VolumesFromSnapshots; n != 1 {
 		t.Errorf("VolumesFromSnapshots = %d, want 1 (an empty volume does not count)", n)
+	}
+}
+
+// TestListChangedBlocksLineage: ListChangedBlocks compares two snapshots of one volume/snapshot
+// lineage only: a snapshot of another volume is a ValidationException with reason
+// UNRELATED_SNAPSHOTS; a snapshot of a volume restored from the first snapshot is of its
+// lineage.
+func TestListChangedBlocksLineage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{SnapshotMBps: 1e6})
+	c, e := clients(url)
+	spec := awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 1}}}
+	a, err := srv.CreateInstance(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := srv.CreateInstance(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapA := snapshot(t, ctx, c, a.ID)[0].SnapshotId
+	snapB := snapshot(t, ctx, c, b.ID)[0].SnapshotId
+	_, err = e.ListChangedBlocks(ctx, &ebs.ListChangedBlocksInput{FirstSnapshotId: snapA, SecondSnapshotId: snapB})
+	var ve *ebstypes.ValidationException
+	if !errors.As(err, &ve) || ve.Reason != ebstypes.ValidationExceptionReasonUnrelatedSnapshots {
+		t.Fatalf("snapshots of two volumes: %v, want ValidationException %s", err, ebstypes.ValidationExceptionReasonUnrelatedSnapshots)
+	}
+
+	// A volume restored from snapA, attached to b and snapshotted, descends from a's volume.
+	v, err := c.CreateVolume(ctx, &ec2.CreateVolumeInput{AvailabilityZone: awssdk.String(b.AZ), SnapshotId: snapA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Advance(time.Minute)
+	if _, err := c.AttachVolume(ctx, &ec2.AttachVolumeInput{VolumeId: v.VolumeId, InstanceId: awssdk.String(b.ID), Device: awssdk.String("/dev/xvdc")}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.CreateSnapshots(ctx, &ec2.CreateSnapshotsInput{
+		InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(b.ID), ExcludeBootVolume: awssdk.Bool(true),
+			ExcludeDataVolumeIds: []string{b.Volumes[0].ID}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored := out.Snapshots[0].SnapshotId
+	waitCompleted(t, ctx, c, *restored)
+	if _, err := e.ListChangedBlocks(ctx, &ebs.ListChangedBlocksInput{FirstSnapshotId: snapA, SecondSnapshotId: restored}); err != nil {
+		t.Fatalf("a snapshot of a volume restored from the first: %v", err)
 	}
 }

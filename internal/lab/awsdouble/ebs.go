@@ -42,14 +42,10 @@ func (s *Server) ebsList(w http.ResponseWriter, r *http.Request, snapshotID, act
 		writeEBSError(w, errf(400, "RequestThrottledException", "Rate exceeded"), "ACCOUNT_THROTTLED")
 		return
 	}
-	second, aerr := s.readableSnapshot(snapshotID)
-	var first *Snapshot
-	if aerr == nil && action == "ListChangedBlocks" && firstID != "" {
-		first, aerr = s.readableSnapshot(firstID)
-	}
+	second, first, aerr, reason := s.listedSnapshots(snapshotID, firstID, action)
 	if aerr != nil {
 		s.mu.Unlock()
-		writeEBSError(w, aerr, "SNAPSHOT_NOT_FOUND")
+		writeEBSError(w, aerr, reason)
 		return
 	}
 	secondSet := s.blockSetFor(second)
@@ -153,6 +149,50 @@ func (s *Server) readableSnapshot(id string) (*Snapshot, *apiError) {
 		return nil, errf(400, "ValidationException", "The snapshot %s is not completed.", id)
 	}
 	return sn, nil
+}
+
+// listedSnapshots are the snapshots an EBS direct listing reads: the second (or only) one and,
+// for ListChangedBlocks with a first snapshot, the first, which must be of its lineage; or the
+// error and its reason. s.mu is held.
+func (s *Server) listedSnapshots(secondID, firstID, action string) (second, first *Snapshot, aerr *apiError, reason string) {
+	second, aerr = s.readableSnapshot(secondID)
+	if aerr == nil && action == "ListChangedBlocks" && firstID != "" {
+		first, aerr = s.readableSnapshot(firstID)
+	}
+	if aerr != nil {
+		return nil, nil, aerr, "SNAPSHOT_NOT_FOUND"
+	}
+	if first != nil && !s.sameLineage(first, second) {
+		return nil, nil, errf(400, "ValidationException", "The snapshots %s and %s are not of the same volume lineage.", first.ID, second.ID), "UNRELATED_SNAPSHOTS"
+	}
+	return second, first, nil, ""
+}
+
+// sameLineage says whether first is of second's volume/snapshot lineage, the only pairs
+// ListChangedBlocks compares ("Returns information about the blocks that are different between
+// two Amazon Elastic Block Store snapshots of the same volume/snapshot lineage", EBS direct APIs
+// reference, ListChangedBlocks; otherwise a ValidationException with reason
+// UNRELATED_SNAPSHOTS, one of the reasons the API lists): first was taken of second's volume,
+// or of a volume second's volume descends from (restored from a snapshot of it, at any depth).
+// A lineage is followed through the double's volume records, so one through a deleted volume
+// is not found; s.mu is held.
+func (s *Server) sameLineage(first, second *Snapshot) bool {
+	vol := second.VolumeID
+	for range len(s.st.Snapshots) + 1 {
+		if vol == first.VolumeID {
+			return true
+		}
+		v, ok := s.st.Volumes[vol]
+		if !ok || v.SnapshotID == "" {
+			return false
+		}
+		parent, ok := s.st.Snapshots[v.SnapshotID]
+		if !ok {
+			return false
+		}
+		vol = parent.VolumeID
+	}
+	return false
 }
 
 type change struct {

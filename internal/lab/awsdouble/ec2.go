@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 const ec2Namespace = "http://ec2.amazonaws.com/doc/2016-11-15/"
@@ -178,6 +179,36 @@ func tagSpecs(form url.Values, resourceType string) map[string]string {
 			tags[k] = v
 		}
 	}
+}
+
+// Tag limits of EC2: "Tag your Amazon EC2 resources", Tag restrictions (Amazon EC2 User
+// Guide): keys of at most 128 and values of at most 256 Unicode characters, and the aws:
+// prefix reserved (the EC2 API Reference's Tag type says 127 for keys: the double takes the
+// larger, so as not to be stricter than AWS). AWS answers a reserved key InvalidParameterValue
+// "Value ( aws:… ) for parameter key is invalid. Tag keys starting with 'aws:' are reserved for
+// internal use" (CreateTags, as quoted in AndrewFarley/AWS-Automated-Daily-Instance-AMI-
+// Snapshots issue 7 and kubernetes-sigs/cluster-api-provider-aws PR 5461); the prefix is
+// reserved in any case (awsdocs/amazon-ecs-developer-guide issue 72). A value over the limit
+// is "Tag value exceeds the maximum length of 256 characters" (iriusrisk/GoCD-EC2-Elastic-
+// Agent-Plugin issue 24); the double answers a key over the limit in the same words.
+const (
+	maxTagKeyChars   = 128
+	maxTagValueChars = 256
+)
+
+// checkTags refuses tags EC2 does not take.
+func checkTags(tags map[string]string) *apiError {
+	for _, k := range sortedKeys(tags) {
+		switch {
+		case strings.HasPrefix(strings.ToLower(k), "aws:"):
+			return badParam("Value ( %s ) for parameter key is invalid. Tag keys starting with 'aws:' are reserved for internal use", k)
+		case utf8.RuneCountInString(k) > maxTagKeyChars:
+			return badParam("Tag key exceeds the maximum length of %d characters", maxTagKeyChars)
+		case utf8.RuneCountInString(tags[k]) > maxTagValueChars:
+			return badParam("Tag value exceeds the maximum length of %d characters", maxTagValueChars)
+		}
+	}
+	return nil
 }
 
 func tagList(form url.Values, prefix string) map[string]string {
@@ -605,6 +636,9 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 		return nil, err
 	}
 	extra := tagSpecs(form, "snapshot")
+	if aerr := checkTags(extra); aerr != nil {
+		return nil, aerr
+	}
 	copyTags := form.Get("CopyTagsFromSource") == "volume"
 	snaps := make([]*Snapshot, len(vols))
 	ids := make([]string, len(vols))
@@ -870,6 +904,9 @@ func (s *Server) createVolume(form url.Values) (any, *apiError) {
 		return nil, errf(400, "MissingParameter", "The request must contain the parameter size or snapshotId")
 	}
 	v.Tags = tagSpecs(form, "volume")
+	if aerr := checkTags(v.Tags); aerr != nil {
+		return nil, aerr
+	}
 	if len(v.Tags) > 50 {
 		return nil, errf(400, "TagLimitExceeded", "The maximum number of tags per resource (50) was exceeded.")
 	}
@@ -976,6 +1013,9 @@ func (s *Server) detachVolume(form url.Values) (any, *apiError) {
 func (s *Server) createTags(form url.Values) (any, *apiError) {
 	ids := list(form, "ResourceId")
 	tags := tagList(form, "Tag")
+	if aerr := checkTags(tags); aerr != nil {
+		return nil, aerr
+	}
 	for _, id := range ids {
 		var target *map[string]string
 		v, isVol := s.volumeByID(id)
@@ -1127,12 +1167,14 @@ func (s *Server) fsrBatch(form url.Values, action string, enable bool) (any, *ap
 		sn, ok := s.snapshotByID(id)
 		for _, az := range azs {
 			if !ok || !s.validAZ(az) {
-				e := xFSRError{SnapshotID: id}
-				se := xFSRStateError{AZ: az}
-				se.Error.Code, se.Error.Message = "InvalidSnapshot.NotFound", "The snapshot does not exist or the AZ is invalid"
-				e.Errors.Items = append(e.Errors.Items, se)
-				resp.Unsuccessful.Items = append(resp.Unsuccessful.Items, e)
+				resp.refuse(id, az, "InvalidSnapshot.NotFound", "The snapshot does not exist or the AZ is invalid")
 				continue
+			}
+			if enable {
+				if code, msg := s.fsrRefusal(sn); code != "" {
+					resp.refuse(id, az, code, msg)
+					continue
+				}
 			}
 			key := id + "/" + az
 			f := s.st.FSR[key]
@@ -1153,6 +1195,54 @@ func (s *Server) fsrBatch(form url.Values, action string, enable bool) (any, *ap
 	}
 	s.markDirty()
 	return resp, nil
+}
+
+// refuse answers one snapshot-AZ pair of an FSR call in Unsuccessful.
+func (r *fsrResponse) refuse(id, az, code, msg string) {
+	e := xFSRError{SnapshotID: id}
+	se := xFSRStateError{AZ: az}
+	se.Error.Code, se.Error.Message = code, msg
+	e.Errors.Items = append(e.Errors.Items, se)
+	r.Unsuccessful.Items = append(r.Unsuccessful.Items, e)
+}
+
+// Codes of the Unsuccessful items of EnableFastSnapshotRestores the limits give. AWS documents
+// the limits (DefaultLimits) but not the code and message of such an item
+// (API_EnableFastSnapshotRestoreStateError: "The error code", "The error message"): these are
+// the double's own words, and fedbr must not depend on them (it takes every Unsuccessful item
+// as "this snapshot goes without FSR", with its code and message as the reason).
+const (
+	FSRQuotaExceeded    = "FastSnapshotRestoreQuotaExceeded"
+	FSRSnapshotTooLarge = "FastSnapshotRestoreSnapshotTooLarge"
+)
+
+// fsrRefusal is why FSR cannot be enabled for sn (a code and message), or "" when it can:
+// a snapshot over the size limit, or one more snapshot than the account-region's quota. A
+// snapshot already enabled in some AZ holds its place in the quota for any other AZ.
+func (s *Server) fsrRefusal(sn *Snapshot) (string, string) {
+	l := s.opts.Limits
+	if l.FSRMaxSnapshotGiB > 0 && sn.SizeGiB > l.FSRMaxSnapshotGiB {
+		return FSRSnapshotTooLarge, fmt.Sprintf("Snapshot %s is %d GiB; fast snapshot restore can be enabled on snapshots of at most %d GiB.", sn.ID, sn.SizeGiB, l.FSRMaxSnapshotGiB)
+	}
+	if s.opts.Unlimited || l.FSRSnapshots <= 0 {
+		return "", ""
+	}
+	enabled := s.fsrSnapshots()
+	if !enabled[sn.ID] && len(enabled) >= l.FSRSnapshots {
+		return FSRQuotaExceeded, fmt.Sprintf("The maximum number of snapshots enabled for fast snapshot restore in this Region (%d) has been reached.", l.FSRSnapshots)
+	}
+	return "", ""
+}
+
+// fsrSnapshots are the snapshots with fast snapshot restore enabled (not disabled) in any AZ.
+func (s *Server) fsrSnapshots() map[string]bool {
+	out := map[string]bool{}
+	for _, f := range s.st.FSR {
+		if !f.Disabled {
+			out[f.SnapshotID] = true
+		}
+	}
+	return out
 }
 
 func (s *Server) enableFSR(form url.Values) (any, *apiError) {

@@ -32,6 +32,13 @@ type Limits struct {
 	// CreateSnapshots that includes a volume snapshotted less than this ago is answered
 	// SnapshotCreationPerVolumeRateExceeded. 0 disables the rule.
 	SnapshotVolumeInterval time.Duration
+	// FSRSnapshots is how many snapshots may have fast snapshot restore enabled at once in the
+	// account-region, whatever the number of AZs each is enabled in; 0 is unlimited. It is one
+	// quota for every client of the double, as AWS's is for every user of the account.
+	FSRSnapshots int
+	// FSRMaxSnapshotGiB is the largest snapshot fast snapshot restore can be enabled for; 0 is
+	// no limit.
+	FSRMaxSnapshotGiB int32
 }
 
 // DefaultLimits are AWS's documented defaults for a new account.
@@ -52,6 +59,13 @@ type Limits struct {
 //     any two snapshots of a volume started less than 15 s apart, as AWS's knowledge-center
 //     article on stuck snapshots advises ("wait 15 seconds between create-snapshot API requests
 //     for the same volume").
+//   - Fast snapshot restore: "Amazon EBS fast snapshot restore", section "Considerations"
+//     (Amazon EBS User Guide, docs.aws.amazon.com/ebs/latest/userguide/ebs-fast-snapshot-restore.html):
+//     "You can enable up to 5 snapshots for fast snapshot restore per Region", counting the
+//     snapshots shared with the account too; and FSR "can be enabled on snapshots with a
+//     size of 16 TiB or less". The quota is stated in snapshots, while the same page calls
+//     each snapshot-AZ pair one fast snapshot restore: the double counts snapshots, so one
+//     snapshot enabled in three AZs uses one place. (Older editions of the page said 50.)
 //
 // The page text itself states the per-API model and the non-mutating 100 at 20/s; the other
 // numbers are the pages' tables, which AWS revises: re-read them when a number matters.
@@ -62,6 +76,8 @@ func DefaultLimits() Limits {
 		EBSDirect:              Rate{Burst: 50, PerSecond: 50},
 		PendingSnapshots:       100,
 		SnapshotVolumeInterval: 15 * time.Second,
+		FSRSnapshots:           5,
+		FSRMaxSnapshotGiB:      16 * 1024,
 	}
 }
 

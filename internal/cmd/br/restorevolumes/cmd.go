@@ -105,7 +105,8 @@ condition is True instead.`,
 	f.StringVar(&o.scope, "volume-scope", string(restorevolumes.ScopeAll), "which volumes to restore: all, data (storage.data-dir only) or non-data")
 	f.BoolVar(&o.engine.AllowUpstream, "allow-upstream-backup", false,
 		"restore a backupmeta without fedbr's identity (upstream BR wrote it), whose snapshots can be checked only for their owner and source volume (the agent passes it when its --allow-upstream-backups is on)")
-	f.BoolVar(&o.engine.FSR, "use-fsr", false, "restore the data volumes through fast snapshot restore (billed per snapshot-AZ hour while enabled)")
+	f.BoolVar(&o.engine.FSR, "use-fsr", false, "restore the data volumes through fast snapshot restore (billed per snapshot-AZ hour while enabled); only the largest snapshots that fit the account-region's FSR quota get it, the others are restored without it")
+	f.IntVar(&o.engine.FSRQuota, "fsr-quota", restorevolumes.DefaultFSRQuota, "the account-region's quota of snapshots with fast snapshot restore enabled (AWS's default 5); set it when the account's quota was raised")
 	f.IntVar(&o.engine.Concurrency, "concurrency", 8, "parallel CreateVolume calls (the account's EC2 budget paces them anyway)")
 	f.DurationVar(&o.engine.CleanupTimeout, "cleanup-timeout", 5*time.Minute, "bound on deleting the volumes after a failure (it runs even after SIGTERM)")
 	f.StringVar(&o.outputFile, "output-file", "", "also write the restoremeta JSON (BR's --output-file) to this local file")

@@ -65,6 +65,10 @@ func TestBadFlags(t *testing.T) {
 		{append(base, "--volume-scope", "some"), "volume scope"},
 		{append(base, "--region", "us-west-2", "--target-az", "eu-west-1a"), "--target-az"},
 		{append(base, "--tags", "fedbr.io/restore=x"), "--tags"},
+		{append(base, "--tags", "AWS:Team=x"), "starts with aws:"},
+		{append(base, "--tags", strings.Repeat("k", 128)+"=x"), "128 characters, at most 127"},
+		{append(base, "--tags", "team="+strings.Repeat("v", 257)), "257 characters, at most 256"},
+		{append(base, "--fsr-quota", "-1"), "FSR quota -1"},
 		{append(base, "--owner", "uid/Not_A_Namespace"), "--owner"},
 		{append(base, "--concurrency", "0"), "must be positive"},
 		{append(base, "extra"), "unknown command"},
@@ -81,7 +85,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "restore-id", "pd", "target-az", "volume-type", "volume-iops",
-		"volume-throughput", "volume-encrypted", "kms-key-id", "tags", "owner", "volume-scope", "use-fsr", "concurrency", "cleanup-timeout", "output-file",
+		"volume-throughput", "volume-encrypted", "kms-key-id", "tags", "owner", "volume-scope", "use-fsr", "fsr-quota", "concurrency", "cleanup-timeout", "output-file",
 		"member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
