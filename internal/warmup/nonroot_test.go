@@ -43,7 +43,7 @@ func asNonRoot(t *testing.T) bool {
 	if err := copyFile(exe, bin); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-test.run", "^"+t.Name()+"$", "-test.v") //nolint:gosec // G204: this test binary
+	cmd := exec.Command(bin, "-test.run", "^"+t.Name()+"$", "-test.v")
 	cmd.Env = append(os.Environ(), "TMPDIR="+os.TempDir())
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nonRootID, Gid: nonRootID}}
@@ -56,12 +56,12 @@ func asNonRoot(t *testing.T) bool {
 }
 
 func copyFile(from, to string) error {
-	in, err := os.Open(from) //nolint:gosec // G304: the test binary
+	in, err := os.Open(from)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = in.Close() }()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755) //nolint:gosec // G302: an executable
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
 	if err != nil {
 		return err
 	}

@@ -73,14 +73,14 @@ func containerIdentity(pod *corev1.Pod, c *corev1.Container) (identity, error) {
 		}
 		return identity{}, fmt.Errorf("container has runAsNonRoot and image will run as root (pod: %q, container: %s)", podRef(pod), c.Name)
 	}
-	id := identity{uid: uint32(uid), gid: uint32(gid)} //nolint:gosec // G115: API validation keeps ids in 0..2^31-1
+	id := identity{uid: uint32(uid), gid: uint32(gid)}
 	var groups []int64
 	if psc.FSGroup != nil {
 		groups = append(groups, *psc.FSGroup)
 	}
 	groups = append(groups, psc.SupplementalGroups...)
 	for _, g := range groups {
-		if g32 := uint32(g); !slices.Contains(id.groups, g32) { //nolint:gosec // G115: as above
+		if g32 := uint32(g); !slices.Contains(id.groups, g32) {
 			id.groups = append(id.groups, g32)
 		}
 	}
