@@ -39,15 +39,28 @@ func fsRoot(what, dir string) (string, error) {
 }
 
 // list returns the regular files under root, without following symlinks and without
-// checkpoint files, counting them in found as it goes.
-func list(ctx context.Context, root string, found *atomic.Int64) ([]entry, error) {
+// checkpoint files, counting them in found as it goes. A directory the warm-up may not read is
+// skipped with a log line when it is not TiKV's (permissionDenied), and fails the listing when
+// it is.
+func list(ctx context.Context, root string, found *atomic.Int64, log *logger) ([]entry, error) {
 	var files []entry
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if path != root && errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while listing
 			}
-			return err
+			rel, relErr := filepath.Rel(root, path)
+			if path == root || relErr != nil || !errors.Is(err, fs.ErrPermission) {
+				return err
+			}
+			if err := permissionDenied(rel, err); err != nil {
+				return err
+			}
+			log.logf("Skipping %s: not TiKV's, and user %d may not read it (%v)", path, os.Geteuid(), err)
+			if d != nil && d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -71,6 +84,31 @@ func list(ctx context.Context, root string, found *atomic.Int64) ([]entry, error
 		return nil
 	})
 	return files, err
+}
+
+// notTiKVs tells the entries of a TiKV volume that TiKV did not write, by their path under the
+// volume's root (a target's root): lost+found, which mke2fs creates root's only (0700) in every
+// new ext4 file system. Everything else on the volume is TiKV's data.
+func notTiKVs(rel string) bool {
+	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	return first == lostFound
+}
+
+// lostFound is the directory mke2fs makes at the root of an ext4 file system.
+const lostFound = "lost+found"
+
+// ErrNotReadable marks a file of TiKV's that the warm-up may not read.
+var ErrNotReadable = errors.New("TiKV's files must be readable by the warm-up")
+
+// permissionDenied decides about a path, rel under a target's root, that the warm-up may not
+// read (err is a permission error): nil skips it (not TiKV's, see notTiKVs: the caller logs
+// it), any other error fails the run, naming the user the warm-up runs as.
+func permissionDenied(rel string, err error) error {
+	if notTiKVs(rel) {
+		return nil
+	}
+	return fmt.Errorf("%w: %w (the warm-up runs as user %d, group %d; TiKV writes its files 0644 in 0755 directories, readable by every user)",
+		err, ErrNotReadable, os.Geteuid(), os.Getegid())
 }
 
 // isCheckpoint tells a checkpoint file, or one being written, from data.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -172,7 +173,10 @@ func (r *reader) acquire(s *fileState) (file, bool, error) {
 	}
 	f, direct, err := r.open(s.path)
 	if err != nil {
-		return nil, false, r.vanishIfGone(s, err)
+		if err := r.vanishIfGone(s, err); !errors.Is(err, fs.ErrPermission) || r.t.mode != FS {
+			return nil, false, err
+		}
+		return nil, false, r.skipIfNotTiKVs(s, err)
 	}
 	s.f, s.direct = f, direct
 	return f, direct, nil
@@ -221,6 +225,19 @@ func (r *reader) vanishIfGone(s *fileState, err error) error {
 	}
 	s.gone = true
 	r.t.vanished.Add(1)
+	r.ended.Add(1)
+	return errGone
+}
+
+// skipIfNotTiKVs skips a listed file the warm-up may not open when it is not TiKV's
+// (permissionDenied), returning errGone, or returns the run's error. Called with s.mu held.
+func (r *reader) skipIfNotTiKVs(s *fileState, err error) error {
+	if err := permissionDenied(s.Rel, err); err != nil {
+		return err
+	}
+	r.log.logf("Skipping %s: not TiKV's, and user %d may not read it (%v)", s.path, os.Geteuid(), err)
+	s.gone = true
+	r.t.unreadable.Add(1)
 	r.ended.Add(1)
 	return errGone
 }

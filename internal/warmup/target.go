@@ -24,7 +24,8 @@ type target struct {
 	mode   Mode
 	root   string // FS: the directory, symlinks resolved
 	device string // Block: the device or file read
-	// cpDir and cpName are where a Block target's checkpoint is kept (cpDir empty: nowhere).
+	// cpDir and cpName are where the target's checkpoint is kept (a Block target's: nowhere when
+	// cpDir is empty).
 	cpDir, cpName string
 
 	direct   bool        // reads start with O_DIRECT
@@ -38,6 +39,8 @@ type target struct {
 	bytes     atomic.Int64 // bytes read
 	doneFiles atomic.Int64
 	vanished  atomic.Int64
+	// unreadable are the listed files skipped as not TiKV's and not readable.
+	unreadable atomic.Int64
 
 	// Set before reading, read after the run.
 	skipped      int
@@ -70,19 +73,20 @@ func (t *target) run(ctx context.Context, o Options, sys system, log *logger) er
 func (t *target) runFS(ctx context.Context, o Options, sys system, log *logger) error {
 	log.logf("Listing the files of %s", t.path)
 	t.phase.Store(phaseListing)
-	entries, err := list(ctx, t.root, &t.listed)
+	entries, err := list(ctx, t.root, &t.listed, log)
 	if err != nil {
 		return fmt.Errorf("list the files: %w", err)
 	}
 	todo, skipped := entries, []entry(nil)
 	var cp *checkpointer
 	if o.Checkpoint {
-		prev, err := loadCheckpoint(t.root)
+		prev, err := loadCheckpointFile(t.cpDir, t.cpName)
 		if err != nil {
 			log.logf("Ignoring the checkpoint of %s, every file is read: %v", t.path, err)
 		}
 		todo, skipped = pending(entries, prev)
-		cp = newCheckpointer(t.root, skipped, len(prev) != len(skipped), log)
+		cp = newCheckpointer(t.cpDir, skipped, len(prev) != len(skipped), log)
+		cp.name = t.cpName
 		// Saved at the end also after a failure or a cancellation, so that a re-run resumes;
 		// the periodic saves (started here, stopped first) cover a kill without a chance.
 		defer cp.save()
@@ -168,18 +172,19 @@ func (t *target) runBlock(ctx context.Context, o Options, sys system, log *logge
 
 func (t *target) result() Target {
 	r := Target{
-		Path:          t.path,
-		Mode:          t.mode,
-		Device:        t.device,
-		Files:         int(t.doneFiles.Load()),
-		Bytes:         t.bytes.Load(),
-		SkippedFiles:  t.skipped,
-		SkippedBytes:  t.skippedBytes,
-		VanishedFiles: int(t.vanished.Load()),
-		Seconds:       t.elapsed.Seconds(),
-		MBPerSecond:   mibPerSecond(t.bytes.Load(), t.elapsed),
-		Direct:        t.direct && !t.buffered.Load(),
-		Complete:      t.err == nil,
+		Path:            t.path,
+		Mode:            t.mode,
+		Device:          t.device,
+		Files:           int(t.doneFiles.Load()),
+		Bytes:           t.bytes.Load(),
+		SkippedFiles:    t.skipped,
+		SkippedBytes:    t.skippedBytes,
+		VanishedFiles:   int(t.vanished.Load()),
+		UnreadableFiles: int(t.unreadable.Load()),
+		Seconds:         t.elapsed.Seconds(),
+		MBPerSecond:     mibPerSecond(t.bytes.Load(), t.elapsed),
+		Direct:          t.direct && !t.buffered.Load(),
+		Complete:        t.err == nil,
 	}
 	if t.err != nil {
 		r.Error = t.err.Error()

@@ -56,13 +56,16 @@ type Options struct {
 	ChunkSize int64
 	// Direct reads with O_DIRECT. A file whose file system refuses it is read buffered.
 	Direct bool
-	// Checkpoint records the fully read files of each FS target in CheckpointName at its root,
-	// and skips them when they are unchanged in the next run (a restarted pod resumes). A Block
-	// target records its segments read the same way (BlockCheckpointName): at the root of a
-	// mount point, in CheckpointDir for a device or regular file given itself.
+	// Checkpoint records the fully read files of each FS target in CheckpointName at its root
+	// (in CheckpointDir when set), and skips them when they are unchanged in the next run (a
+	// restarted pod resumes). A Block target records its segments read the same way
+	// (BlockCheckpointName): at the root of a mount point, in CheckpointDir for a device or
+	// regular file given itself.
 	Checkpoint bool
-	// CheckpointDir keeps the checkpoints of the Block targets given as a device or a regular
-	// file (a directory that outlives the run); empty keeps none for them.
+	// CheckpointDir keeps the checkpoints of the FS targets, suffixed with the path as given,
+	// cleaned (slashes as '_'), and of the Block targets given as a device or a regular file (a
+	// directory that outlives the run, which a warm-up running as non-root may write: a volume's
+	// root is root's); empty keeps the FS targets' at their roots and none for those Block ones.
 	CheckpointDir string
 	// Progress receives the log lines, one per Write; nil discards them.
 	Progress io.Writer
@@ -93,8 +96,11 @@ type Target struct {
 	SkippedFiles int   `json:"skippedFiles"`
 	SkippedBytes int64 `json:"skippedBytes"`
 	// VanishedFiles were removed between listing and reading (TiKV compacts beside us).
-	VanishedFiles int     `json:"vanishedFiles,omitempty"`
-	Seconds       float64 `json:"seconds"`
+	VanishedFiles int `json:"vanishedFiles,omitempty"`
+	// UnreadableFiles were skipped: not TiKV's (mke2fs's lost+found) and not readable by the
+	// warm-up's user. An unreadable directory is skipped whole and not counted.
+	UnreadableFiles int     `json:"unreadableFiles,omitempty"`
+	Seconds         float64 `json:"seconds"`
 	// MBPerSecond is in MiB (2^20 bytes), the unit of EBS throughput, per second.
 	MBPerSecond float64 `json:"mbPerSecond"`
 	// Direct is true when every read of the target used O_DIRECT.
@@ -246,7 +252,12 @@ func resolve(o Options, sys system) ([]*target, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := add(&target{path: p, mode: FS, root: root}, root); err != nil {
+		t := &target{path: p, mode: FS, root: root, cpDir: root, cpName: CheckpointName}
+		if o.CheckpointDir != "" {
+			// Named by the path as given, as a Block target's (a restarted pod gives it again).
+			t.cpDir, t.cpName = o.CheckpointDir, CheckpointName+strings.ReplaceAll(filepath.Clean(p), "/", "_")
+		}
+		if err := add(t, root); err != nil {
 			return nil, err
 		}
 	}

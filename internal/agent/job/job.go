@@ -143,6 +143,9 @@ type PodTemplate struct {
 	// nodes: each node's EBS bandwidth is its own).
 	Affinity     *corev1.Affinity
 	NodeSelector map[string]string
+	// RestartPolicy is the pod's; empty means Never, a new pod per retry. OnFailure restarts the
+	// container in the same pod, which keeps the pod's emptyDir volumes (a warm-up's checkpoint).
+	RestartPolicy corev1.RestartPolicy
 }
 
 // Build returns the Job for s.
@@ -170,6 +173,10 @@ func Build(s Spec) *batchv1.Job {
 		owners = []metav1.OwnerReference{s.Owner}
 	}
 	podSecurity, containerSecurity := securityContexts(s.Pod.Privileged)
+	restart := s.Pod.RestartPolicy
+	if restart == "" {
+		restart = corev1.RestartPolicyNever
+	}
 	j := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: s.Namespace, Labels: labels, Annotations: jobAnnotations,
@@ -182,7 +189,7 @@ func Build(s Spec) *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
-					RestartPolicy:      corev1.RestartPolicyNever,
+					RestartPolicy:      restart,
 					SecurityContext:    podSecurity,
 					NodeName:           s.Pod.NodeName,
 					Affinity:           s.Pod.Affinity,
@@ -223,8 +230,8 @@ const NonRootID int64 = 65532
 // template has no field for them, so they are fedbr's. An unprivileged step meets Pod Security
 // "restricted": user and group NonRootID, no privilege escalation, no capabilities, the
 // runtime's default seccomp profile, and a read-only root file system (a step writes only to
-// its mounted volumes: a local storage its metadata, a warm-up its checkpoint on the warmed
-// volume where NonRootID may write). A privileged one (a warm-up reading the block device
+// its mounted volumes: a local storage its metadata, a warm-up its checkpoint in an emptyDir,
+// since a volume's root is root's). A privileged one (a warm-up reading the block device
 // behind a mount) runs as root, since device nodes are root's, and needs a namespace whose Pod
 // Security level is "privileged".
 func securityContexts(privileged bool) (*corev1.PodSecurityContext, *corev1.SecurityContext) {

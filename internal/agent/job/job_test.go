@@ -64,6 +64,10 @@ func TestBuild(t *testing.T) {
 	if j := Build(Spec{Member: "m", Step: StepClean}); len(j.OwnerReferences) != 0 {
 		t.Errorf("a Job without an owner got %v", j.OwnerReferences)
 	}
+	// A warm-up restarts its container in the same pod, keeping its checkpoint emptyDir.
+	if j := Build(Spec{Member: "m", Step: StepWarmup, Pod: PodTemplate{RestartPolicy: corev1.RestartPolicyOnFailure}}); j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+		t.Errorf("restartPolicy %s, want the template's OnFailure", j.Spec.Template.Spec.RestartPolicy)
+	}
 }
 
 // TestBuildCarriesTheMembersMetadata: a member's allowed labels (here every one: *) and its

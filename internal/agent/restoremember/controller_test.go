@@ -599,11 +599,12 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	f.waitCondition(dpv1alpha1.RestoreMemberWarmUpStartedCondition)
 	j := &batchv1.Job{}
 	must(t, env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: WarmupJobName("fed-r1", 0)}, j))
-	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0 --wal var/lib/fedbr-warmup/tikv-restored-tikv-0" {
+	if args := j.Spec.Template.Spec.Containers[0].Args; strings.Join(args, " ") != "warmup --member fed-r1 --report-as warmup-0 --fs var/lib/fedbr-warmup/tikv-restored-tikv-0 --wal var/lib/fedbr-warmup/tikv-restored-tikv-0 --checkpoint-dir var/run/fedbr-warmup" {
 		t.Errorf("warm-up args %v", args)
 	}
-	// The claim, and the step's exit marker volume (job.ExitVolume).
-	if v := j.Spec.Template.Spec.Volumes; len(v) != 2 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" || v[1].Name != job.ExitVolume {
+	// The claim, the checkpoints' emptyDir, and the step's exit marker volume (job.ExitVolume).
+	if v := j.Spec.Template.Spec.Volumes; len(v) != 3 || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "tikv-restored-tikv-0" ||
+		v[1].Name != WarmupCheckpointVolume || v[2].Name != job.ExitVolume {
 		t.Errorf("warm-up volumes %+v", v)
 	}
 	// The Job's progress reports reconcile the member while it runs: TiKV keeps waiting.

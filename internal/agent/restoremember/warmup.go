@@ -301,7 +301,7 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 	args := []string{"warmup", "--member", p.m.Name, "--report-as", job.WarmupKey(wp.ordinal)}
 	var volumes []corev1.Volume
 	var mounts []corev1.VolumeMount
-	privileged := false
+	privileged, reads := false, false
 	for i, tg := range wp.targets {
 		vol := "warmup-" + strconv.Itoa(i)
 		dir := job.InPod(path.Join(warmupMountRoot, tg.claim))
@@ -310,6 +310,7 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 		mounts = append(mounts, corev1.VolumeMount{Name: vol, MountPath: path.Join(warmupMountRoot, tg.claim)})
 		if tg.mode != "" {
 			args = append(args, tg.mode, dir)
+			reads = true
 		}
 		args = append(args, "--wal", dir)
 		privileged = privileged || tg.mode == "--block"
@@ -317,10 +318,20 @@ func (p *plan) warmupJob(name string, wp warmupPlan, node string) job.Spec {
 	if p.m.Spec.Template.EffectiveWarmupStrategy() == fedv1alpha1.RestoreWarmupStrategyCheckWALOnly {
 		args = append(args, "--exit-on-corruption")
 	}
-	// One retry by default: a restarted pod resumes from the checkpoint on the volume.
+	// The checkpoints of what is read go to an emptyDir: the volumes' roots are root's, and the
+	// unprivileged (--fs) pod runs as job.NonRootID.
+	if reads {
+		volumes = append(volumes, corev1.Volume{Name: WarmupCheckpointVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: WarmupCheckpointVolume, MountPath: WarmupCheckpointDir})
+		args = append(args, "--checkpoint-dir", job.InPod(WarmupCheckpointDir))
+	}
+	// One retry by default, a restart of the container in the same pod (OnFailure), which
+	// resumes from the checkpoints in the pod's emptyDir; a replaced pod (evicted, deleted, its
+	// node gone) starts with an empty one and reads everything again.
 	s := p.podJob(job.StepWarmup, p.o.Env.ImageOr(p.m.Spec.Template.WarmupImage), args, 1, nil, volumes, mounts)
 	s.Name = name
 	s.Pod.NodeName, s.Pod.Privileged = node, privileged
+	s.Pod.RestartPolicy = corev1.RestartPolicyOnFailure
 	// Placed as TiKV is (tidb-operator's placement of the target's TiKV pods): its nodes,
 	// taints and resources. A pinned (async) pod goes to its TiKV's node anyway.
 	tikv := tidbcluster.TiKVPlacement(p.o.TC)
@@ -375,6 +386,12 @@ func spread(tikv *corev1.Affinity, member string) *corev1.Affinity {
 		}})
 	return a
 }
+
+// The warm-up pod's emptyDir for its checkpoints (warmup --checkpoint-dir).
+const (
+	WarmupCheckpointVolume = "warmup-checkpoint"
+	WarmupCheckpointDir    = "/var/run/fedbr-warmup"
+)
 
 // WarmupJobName is the warm-up Job of TiKV member ordinal.
 func WarmupJobName(member string, ordinal int) string {

@@ -91,6 +91,7 @@ func TestPlanWarmup(t *testing.T) {
 		raft0 = "var/lib/fedbr-warmup/tikv-raft-restored-tikv-0"
 		data1 = "var/lib/fedbr-warmup/tikv-restored-tikv-1"
 		raft1 = "var/lib/fedbr-warmup/tikv-raft-restored-tikv-1"
+		cpDir = " --checkpoint-dir var/run/fedbr-warmup"
 	)
 	walReport := func(ordinal int, phase, errText, result string) func(*Observed) {
 		return func(o *Observed) {
@@ -117,8 +118,8 @@ func TestPlanWarmup(t *testing.T) {
 				check: func(t *testing.T, r Result) {
 					got := args(t, r)
 					want := map[string]string{
-						w0: "--block " + raft0 + " --wal " + raft0 + " --fs " + data0 + " --wal " + data0,
-						w1: "--block " + raft1 + " --wal " + raft1 + " --fs " + data1 + " --wal " + data1,
+						w0: "--block " + raft0 + " --wal " + raft0 + " --fs " + data0 + " --wal " + data0 + cpDir,
+						w1: "--block " + raft1 + " --wal " + raft1 + " --fs " + data1 + " --wal " + data1 + cpDir,
 					}
 					for name, a := range want {
 						if got[name] != a {
@@ -135,6 +136,11 @@ func TestPlanWarmup(t *testing.T) {
 					}
 					if !slices.Equal(claims, []string{"tikv-raft-restored-tikv-0", "tikv-restored-tikv-0"}) {
 						t.Errorf("Job %s mounts %v", j.Name, claims)
+					}
+					// The checkpoints live in an emptyDir (a volume's root is root's, the --fs pod
+					// runs as non-root) that a restarted container keeps: restartPolicy OnFailure.
+					if !hasEmptyDirAt(spec, WarmupCheckpointDir) || spec.RestartPolicy != corev1.RestartPolicyOnFailure {
+						t.Errorf("checkpoint emptyDir at %s: %v, restartPolicy %s; want it and OnFailure", WarmupCheckpointDir, hasEmptyDirAt(spec, WarmupCheckpointDir), spec.RestartPolicy)
 					}
 					if sc := spec.Containers[0].SecurityContext; sc == nil || sc.Privileged == nil || !*sc.Privileged {
 						t.Errorf("a block read needs a privileged container: %+v", sc)
@@ -161,7 +167,7 @@ func TestPlanWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio), volumesIn,
 				func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "warmer:1" }), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --block "+data0+" --wal "+data0 {
+				if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --block "+data0+" --wal "+data0+cpDir {
 					t.Errorf("args %q", a)
 				}
 				if img := firstJob(t, r).Spec.Template.Spec.Containers[0].Image; img != "warmer:1" {
@@ -173,7 +179,7 @@ func TestPlanWarmup(t *testing.T) {
 			name: "sync, fsr: only the volumes fast snapshot restore did not initialize",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFsr), volumesIn), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
-				if a := args(t, r)[w1]; a != "--block "+raft1+" --wal "+raft1 {
+				if a := args(t, r)[w1]; a != "--block "+raft1+" --wal "+raft1+cpDir {
 					t.Errorf("args %q", a)
 				}
 			}},
@@ -242,7 +248,7 @@ func TestPlanWarmup(t *testing.T) {
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, checkWAL(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
 				check: func(t *testing.T, r Result) {
-					if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --wal "+data0+" --exit-on-corruption" {
+					if a := args(t, r)[w0]; a != "--block "+raft0+" --wal "+raft0+" --wal "+data0+" --exit-on-corruption"+cpDir {
 						t.Errorf("args %q", a)
 					}
 					if claims := slices.DeleteFunc(slices.Clone(firstJob(t, r).Spec.Template.Spec.Volumes), func(v corev1.Volume) bool { return v.PersistentVolumeClaim == nil }); len(claims) != 2 {
@@ -464,4 +470,19 @@ func TestWarmupPodsArePlacedAsTiKV(t *testing.T) {
 	if spec.NodeName == "" || spec.NodeSelector != nil || spec.Affinity != nil {
 		t.Errorf("pinned pod: node %q selector %v affinity %+v", spec.NodeName, spec.NodeSelector, spec.Affinity)
 	}
+}
+
+// hasEmptyDirAt tells whether the pod's container mounts an emptyDir at path.
+func hasEmptyDirAt(spec corev1.PodSpec, path string) bool {
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.MountPath != path {
+			continue
+		}
+		for _, v := range spec.Volumes {
+			if v.Name == m.Name && v.EmptyDir != nil {
+				return true
+			}
+		}
+	}
+	return false
 }

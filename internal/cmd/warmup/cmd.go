@@ -66,8 +66,12 @@ block is slow. warmup reads every block once, before TiKV starts or beside it.
 --fs DIR reads every regular file under DIR (symlinks are not followed), the newest first as
 TiKV reads its newest SST and WAL files first; large files are read in concurrent chunks.
 With --checkpoint, the files fully read are recorded (by path, size and modification time) in
-DIR/` + engine.CheckpointName + `, written atomically every --progress-interval and at the end,
-also after SIGTERM: a restarted run skips them, and reads a changed file again.
+DIR/` + engine.CheckpointName + `, or with --checkpoint-dir in that directory (the file's name
+suffixed with DIR as given, slashes as '_': a volume's root is root's, so a warm-up running as
+another user keeps its checkpoints there), written atomically every --progress-interval and at
+the end, also after SIGTERM: a restarted run skips them, and reads a changed file again. A file
+or directory the warm-up may not read fails the run, except lost+found (mke2fs's, root's only
+in a new ext4 file system, not TiKV's), which is skipped with a log line.
 
 --block PATH reads a whole block device from offset 0 to its size: PATH is the device, or the
 mount point of one (its device is found in /proc/self/mountinfo; in a container the device
@@ -115,7 +119,7 @@ corruption).`,
 	f.Var(&o.chunk, "chunk", "size of one read: bytes, or with a K or M suffix; a multiple of 4K")
 	f.BoolVar(&o.direct, "direct", true, "read with O_DIRECT, bypassing the page cache")
 	f.BoolVar(&o.checkpoint, "checkpoint", true, "record the files read in each --fs DIR (the segments read of each --block PATH), and skip them in the next run")
-	f.StringVar(&o.cpDir, "checkpoint-dir", "", "directory keeping the checkpoints of the --block devices (or files) given themselves rather than as a mount point")
+	f.StringVar(&o.cpDir, "checkpoint-dir", "", "directory keeping the checkpoints of the --fs directories, and of the --block devices (or files) given themselves rather than as a mount point")
 	f.DurationVar(&o.interval, "progress-interval", engine.DefaultProgressInterval, "period of the progress lines and checkpoint writes")
 	o.report.Register(f)
 	o.report.Kind = session.KindRestoreMember
@@ -139,8 +143,8 @@ func (o *options) validate() error {
 		return fmt.Errorf("--chunk %s: want a positive multiple of 4K (%d bytes)", o.chunk.String(), engine.Align)
 	case o.interval <= 0:
 		return fmt.Errorf("--progress-interval %s: want a positive duration", o.interval)
-	case o.cpDir != "" && len(o.block) == 0:
-		return fmt.Errorf("--checkpoint-dir keeps the checkpoints of --block devices: give a --block PATH")
+	case o.cpDir != "" && len(o.fs)+len(o.block) == 0:
+		return fmt.Errorf("--checkpoint-dir keeps the checkpoints of --fs directories and --block devices: give one")
 	case o.cpDir != "" && !o.checkpoint:
 		return fmt.Errorf("--checkpoint-dir with --checkpoint=false: no checkpoint would be kept there")
 	}

@@ -36,7 +36,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"--fs", "/d/sub", "--fs", "/d"}, "--fs /d/sub is inside --fs /d"},
 		{[]string{"--fs", ""}, "--fs: the path is empty"},
 		{[]string{"--fs", "/d", "extra"}, "unknown command"},
-		{[]string{"--fs", "/d", "--checkpoint-dir", "/tmp"}, "--checkpoint-dir keeps the checkpoints of --block devices: give a --block PATH"},
+		{[]string{"--wal", "/d", "--checkpoint-dir", "/tmp"}, "--checkpoint-dir keeps the checkpoints of --fs directories and --block devices: give one"},
 		{[]string{"--block", "/dev/xvdb", "--checkpoint-dir", "/tmp", "--checkpoint=false"}, "--checkpoint-dir with --checkpoint=false"},
 		{[]string{"--block", "/dev/xvdb", "--checkpoint-dir", "/nonexistent/fedbr"}, "--checkpoint-dir /nonexistent/fedbr: want an existing directory"},
 	} {

@@ -31,6 +31,22 @@
 //     a shorter second delete shortens it), then SIGKILL, and removes the pod object as
 //     soon as its processes are gone. When a container's main process exits, the rest of
 //     its process group is killed, as a container's pid namespace would be.
+//   - Users: each container runs as its securityContext's user and group (the container's
+//     runAsUser/runAsGroup over the pod's; without runAsUser the image's user, which for every
+//     lab image is root, 0; without runAsGroup group 0), with the pod's fsGroup and
+//     supplementalGroups as supplementary groups. runAsNonRoot with user 0 keeps the container
+//     waiting in CreateContainerConfigError with the kubelet's message. The node must run as
+//     root to switch users; it lets other users traverse its folder and the folders above it
+//     (o+x), so that a non-root container reaches its root folder.
+//   - Volume ownership: with an fsGroup, emptyDir, secret, configMap, downwardAPI and projected
+//     volumes and EBS claims get the kubelet's ownership change (group fsGroup, group
+//     read/write — read only for the read-only volume types — setgid and group search on
+//     directories; fsGroupChangePolicy OnRootMismatch honoured); hostPath and local volumes
+//     never. emptyDir is 0777; secret, configMap and downwardAPI files have their mode
+//     (defaultMode, item mode) exactly; the service-account token is 0600 owned by the pod's
+//     runAsUser (when every container has the same) when the pod has an fsGroup or such a user.
+//     A new EBS volume, empty on its first mount, becomes a fresh ext4 root: root:root 0755
+//     with lost+found root:root 0700.
 //   - Status: phase, PodReadyToStartContainers/Initialized/ContainersReady/Ready
 //     conditions, container states, hostIP/podIP (the node address: pods share the host
 //     network).
@@ -55,9 +71,12 @@
 //
 // # Limits
 //
-//   - No isolation: processes run as the node's user, share the host network, PID space
-//     and filesystem; resource limits, securityContext and readOnly mounts are not
-//     enforced; nested mount paths (a mount inside another) are refused.
+//   - No isolation: processes share the host network, PID space and filesystem; resource
+//     limits, capabilities, seccomp, privileged and readOnly mounts are not enforced, nor
+//     readOnlyRootFilesystem for a container running as root (a non-root one cannot write its
+//     root folder, which is root's, 0755); nested mount paths (a mount inside another) are
+//     refused. Volumes are folders, not file systems: an EBS volume's lost+found is made on its
+//     first mount, and a volume restored from a snapshot has only the files captured.
 //   - Secret, configMap and token files are written once when the pod starts and never
 //     updated; the token is not refreshed.
 //   - Probes, lifecycle hooks (postStart, preStop), sidecar init containers

@@ -169,6 +169,9 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return fmt.Errorf("node directory: %w", err)
 	}
+	if err := makeTraversable(log, o.Dir); err != nil {
+		return fmt.Errorf("node directory: %w", err)
+	}
 	// Pods outlive ctx for the shutdown: they still report status while they stop.
 	podCtx, cancelPods := context.WithCancel(klog.NewContext(context.WithoutCancel(ctx), log))
 	defer cancelPods()

@@ -345,6 +345,10 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	if err != nil {
 		return nil, err
 	}
+	id, err := containerIdentity(r.spec, &c)
+	if err != nil {
+		return nil, err
+	}
 	if err := linkMounts(root, c.VolumeMounts, volumes, env); err != nil {
 		return nil, err
 	}
@@ -374,6 +378,12 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	// Own process group, so signals reach everything the container started; the kernel
 	// kills the process if the node dies without stopping it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// As its securityContext's user, groups and supplementary groups (containerIdentity).
+	cred, err := id.forNode()
+	if err != nil {
+		return nil, err
+	}
+	cmd.SysProcAttr.Credential = cred
 	return cmd, nil
 }
 

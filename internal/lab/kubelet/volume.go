@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 )
 
 // EBSDriver is the CSI driver name whose volume handles are AWS-double volume ids.
@@ -114,6 +115,9 @@ func (r *podRun) prepareVolumes(ctx context.Context) error {
 	for i, v := range r.spec.Spec.Volumes {
 		g.Go(func() error {
 			p, err := r.prepareVolume(gctx, v)
+			if err == nil {
+				err = r.applyFSGroup(v, p)
+			}
 			if err != nil {
 				return fmt.Errorf("volume %s: %w", v.Name, err)
 			}
@@ -134,12 +138,33 @@ func (r *podRun) prepareVolumes(ctx context.Context) error {
 	return nil
 }
 
+// applyFSGroup gives the volume at dir to the pod's fsGroup when the kubelet would
+// (ownershipApplies, setVolumeOwnership).
+func (r *podRun) applyFSGroup(v corev1.Volume, dir string) error {
+	psc := r.spec.Spec.SecurityContext
+	if psc == nil || psc.FSGroup == nil {
+		return nil
+	}
+	r.mu.Lock()
+	_, ebs := r.devices[v.Name]
+	r.mu.Unlock()
+	apply, readOnly := ownershipApplies(v.VolumeSource, ebs)
+	if !apply {
+		return nil
+	}
+	return setVolumeOwnership(dir, psc.FSGroup, psc.FSGroupChangePolicy, readOnly)
+}
+
 func (r *podRun) prepareVolume(ctx context.Context, v corev1.Volume) (string, error) {
 	local := filepath.Join(r.dir, "volumes", v.Name)
 	src := v.VolumeSource
 	switch {
 	case src.EmptyDir != nil:
-		return local, os.MkdirAll(local, 0o777)
+		// World-writable whatever the umask, as the kubelet's emptyDir (pkg/volume/emptydir).
+		if err := os.MkdirAll(local, 0o777); err != nil {
+			return "", err
+		}
+		return local, os.Chmod(local, 0o777)
 	case src.HostPath != nil:
 		if t := src.HostPath.Type; t != nil && (*t == corev1.HostPathDirectoryOrCreate) {
 			if err := os.MkdirAll(src.HostPath.Path, 0o755); err != nil {
@@ -166,7 +191,7 @@ func (r *podRun) prepareVolume(ctx context.Context, v corev1.Volume) (string, er
 		}
 		return local, writeFiles(local, files, src.DownwardAPI.DefaultMode)
 	case src.Projected != nil:
-		files, err := r.projectedFiles(ctx, src.Projected.Sources)
+		files, err := r.projectedFiles(ctx, src.Projected.Sources, src.Projected.DefaultMode)
 		if err != nil {
 			return "", err
 		}
@@ -182,6 +207,9 @@ type file struct {
 	path string
 	data []byte
 	mode *int32
+	// owner is the file's user when not root: a service-account token's, as the kubelet's
+	// atomic writer chowns it to the pod's FsUser.
+	owner *int64
 }
 
 func (r *podRun) secretFiles(ctx context.Context, name string, items []corev1.KeyToPath, optional *bool) ([]file, error) {
@@ -253,7 +281,7 @@ func (r *podRun) downwardFiles(items []corev1.DownwardAPIVolumeFile) ([]file, er
 
 // projectedFiles reads a projected volume's sources at once (a token request and a ConfigMap
 // read, for the service-account volume every pod has), keeping their order.
-func (r *podRun) projectedFiles(ctx context.Context, sources []corev1.VolumeProjection) ([]file, error) {
+func (r *podRun) projectedFiles(ctx context.Context, sources []corev1.VolumeProjection, defaultMode *int32) ([]file, error) {
 	parts := make([][]file, len(sources))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range sources {
@@ -261,7 +289,7 @@ func (r *podRun) projectedFiles(ctx context.Context, sources []corev1.VolumeProj
 			var err error
 			switch {
 			case s.ServiceAccountToken != nil:
-				parts[i], err = r.tokenFiles(gctx, s.ServiceAccountToken)
+				parts[i], err = r.tokenFiles(gctx, s.ServiceAccountToken, defaultMode)
 			case s.Secret != nil:
 				parts[i], err = r.secretFiles(gctx, s.Secret.Name, s.Secret.Items, s.Secret.Optional)
 			case s.ConfigMap != nil:
@@ -281,8 +309,11 @@ func (r *podRun) projectedFiles(ctx context.Context, sources []corev1.VolumeProj
 }
 
 // tokenFiles requests a bound service-account token through the TokenRequest API, as the
-// kubelet does. The lab does not refresh it.
-func (r *podRun) tokenFiles(ctx context.Context, p *corev1.ServiceAccountTokenProjection) ([]file, error) {
+// kubelet does. The lab does not refresh it. Its file has the kubelet's mode and owner
+// (pkg/volume/projected collectData): the volume's defaultMode, or 0600 when the pod has an
+// fsGroup or an FsUser (every container runs as the same runAsUser, util.FsUserFrom), owned by
+// that FsUser; an fsGroup's ownership change then makes it 0640.
+func (r *podRun) tokenFiles(ctx context.Context, p *corev1.ServiceAccountTokenProjection, defaultMode *int32) ([]file, error) {
 	sa := r.spec.Spec.ServiceAccountName
 	if sa == "" {
 		sa = "default"
@@ -298,7 +329,13 @@ func (r *podRun) tokenFiles(ctx context.Context, p *corev1.ServiceAccountTokenPr
 	if err != nil {
 		return nil, fmt.Errorf("request token of service account %s: %w", sa, err)
 	}
-	return []file{{path: p.Path, data: []byte(got.Status.Token)}}, nil
+	f := file{path: p.Path, data: []byte(got.Status.Token), mode: defaultMode}
+	fsUser := fsUserOf(r.spec)
+	if fsUser != nil || (r.spec.Spec.SecurityContext != nil && r.spec.Spec.SecurityContext.FSGroup != nil) {
+		f.mode = new(int32(0o600))
+	}
+	f.owner = fsUser
+	return []file{f}, nil
 }
 
 // claimDir resolves a PVC, the pod's volume name, to its PV's directory (and records an EBS
@@ -350,7 +387,11 @@ func (r *podRun) claimDir(ctx context.Context, name, claim string) (string, erro
 		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
 			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
 		}
-		return v.Dir, nil
+		// NodeStageVolume formats a new volume: its root then is a fresh ext4's.
+		if err := freshFilesystem(v.Dir); err != nil {
+			return "", fmt.Errorf("volume %s: %w", v.ID, err)
+		}
+		return v.Dir, makeTraversable(klog.FromContext(ctx), filepath.Dir(v.Dir))
 	case pv.Spec.HostPath != nil:
 		return pv.Spec.HostPath.Path, nil
 	case pv.Spec.Local != nil:
@@ -383,9 +424,14 @@ func writeFiles(dir string, files []file, defaultMode *int32) error {
 		if err := os.WriteFile(p, f.data, 0o600); err != nil {
 			return err
 		}
-		// Owner must keep read access: the process runs as the node's user.
-		if err := os.Chmod(p, mode|0o400); err != nil {
+		// The mode as given, whatever the umask: a 0400 file is root's only, as on a node.
+		if err := os.Chmod(p, mode); err != nil {
 			return err
+		}
+		if f.owner != nil {
+			if err := os.Chown(p, int(*f.owner), -1); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -82,8 +82,13 @@ func TestEndToEnd(t *testing.T) {
 		claims = append(claims, PVCName("basic", ComponentTiKV, i))
 	}
 	for _, name := range claims {
-		// A hostPath PV's directory must exist, as on a real node.
-		if err := os.MkdirAll(filepath.Join(base, "volumes", name), 0o755); err != nil {
+		// A hostPath PV's directory must exist, as on a real node, and be writable by the
+		// members' user 65532: the kubelet applies no fsGroup to hostPath volumes.
+		dir := filepath.Join(base, "volumes", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o777); err != nil {
 			t.Fatal(err)
 		}
 		pv := &corev1.PersistentVolume{

@@ -519,8 +519,12 @@ func pod(cfg Config, lay layout, tc *pcv1alpha1.TidbCluster, comp string, i int)
 					},
 				}},
 			}},
-			// The restricted Pod Security Standard: the lab's tenant namespaces enforce it.
+			// The restricted Pod Security Standard: the lab's tenant namespaces enforce it. A new
+			// volume's root is root's (a fresh ext4): fsGroup makes the kubelet give the member's
+			// volumes to its group, so that user 65532 writes there (tidb-operator's
+			// spec.podSecurityContext, as a user running TiKV as non-root sets it).
 			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To[int64](65532),
+				FSGroup:        ptr.To[int64](65532),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
 			Containers: []corev1.Container{{
 				Name:       comp,

@@ -138,6 +138,12 @@ func (w *Writer) Replace(name string, p []byte) error {
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
+	// 0644 as the files TiKV writes (CreateTemp makes 0600): a warm-up running as another
+	// user reads them.
+	if err := tmp.Chmod(0o644); err != nil {
+		_ = tmp.Close()
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
 	if _, err := tmp.Write(p); err != nil {
 		_ = tmp.Close()
 		return fmt.Errorf("replace %s: %w", path, err)

@@ -55,7 +55,9 @@ Mounts: each container gets a root folder, exported as $FEDBR_LAB_ROOT; a volume
 /data is the symlink $FEDBR_LAB_ROOT/data to the volume's directory (emptyDir, secret,
 configMap, projected token folders under --dir; a PVC's AWS-double volume directory;
 hostPath as is). Processes see the host filesystem and network: programs must prefix mount
-paths with $FEDBR_LAB_ROOT. Logs: DIR/logs/NS_POD_UID/CONTAINER/RESTART.log, also served
+paths with $FEDBR_LAB_ROOT. Each container runs as its securityContext's user and groups
+(root without runAsUser; fsGroup applied to its volumes as the kubelet does), so the node must
+run as root; it lets other users traverse --dir and the folders above it (o+x). Logs: DIR/logs/NS_POD_UID/CONTAINER/RESTART.log, also served
 to kubectl logs.
 
 With --aws-endpoint the node stands for an AWS-double instance in --zone (created unless
