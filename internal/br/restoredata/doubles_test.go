@@ -110,7 +110,7 @@ func (r *recovering) config() restoredata.Config {
 
 // held reads what PD holds: a service safepoint, paused schedulers, zeroed limits.
 func (r *recovering) held(ctx context.Context) (tidb.Held, error) {
-	return tidb.Plaintext.ReadHeld(ctx, r.pd, r.c.PD.URL())
+	return tidb.Plaintext.ReadHeld(ctx, r.c.PD.URL())
 }
 
 // lines collects log lines and tells when one containing a text was logged.
