@@ -24,7 +24,7 @@ const (
 const GCWorkerService = "gc_worker"
 
 var (
-	errRemoveGCWorker   = errors.New("cannot remove service safe point of gc_worker")
+	errRemoveGCWorker    = errors.New("cannot remove service safe point of gc_worker")
 	errGCWorkerFiniteTTL = errors.New("TTL of gc_worker's service safe point must be infinity")
 )
 

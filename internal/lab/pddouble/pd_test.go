@@ -185,15 +185,16 @@ func TestPDClientDrivesGRPC(t *testing.T) {
 		t.Fatalf("BatchScanRegions = %v, %v", rs, err)
 	}
 
+	// A fresh PD's minimum is gc_worker's, created at 0.
 	min, err := c.UpdateServiceGCSafePoint(ctx, "br-1", 60, 500)
-	if err != nil || min != 500 {
-		t.Fatalf("UpdateServiceGCSafePoint = %d, %v", min, err)
+	if err != nil || min != 0 {
+		t.Fatalf("UpdateServiceGCSafePoint = %d, %v; want gc_worker's 0", min, err)
 	}
 	gc, err := c.UpdateGCSafePoint(ctx, 900)
 	if err != nil || gc != 500 {
 		t.Fatalf("UpdateGCSafePoint capped by service safe point = %d, %v", gc, err)
 	}
-	if min, err = c.UpdateServiceGCSafePoint(ctx, "br-1", 0, 0); err != nil || min != 500 {
+	if min, err = c.UpdateServiceGCSafePoint(ctx, "br-1", 0, 0); err != nil || min != 0 {
 		t.Fatalf("delete service safe point = %d, %v", min, err)
 	}
 	if gc, err = c.UpdateGCSafePoint(ctx, 0); err != nil || gc != 500 {
