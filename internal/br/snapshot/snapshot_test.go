@@ -490,7 +490,7 @@ func (staleTS) MinResolvedTS(context.Context) (snapshot.ResolvedTS, error) {
 func TestMinResolvedTSNotRealTimeFromPD(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, 1, awsdouble.Faults{})
-	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 1,
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3,
 		PD: pddouble.Config{MinResolvedTSPersistenceInterval: -1}})
 	if err != nil {
 		t.Fatal(err)
