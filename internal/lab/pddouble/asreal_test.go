@@ -105,7 +105,12 @@ func post(t *testing.T, s *Server, ttl string, body any) (int, string) {
 	if ttl != "" {
 		url += "?ttlSecond=" + ttl
 	}
-	resp, err := http.Post(url, "application/json", bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
