@@ -216,3 +216,42 @@ func TestLiftFailsWhilePDHolds(t *testing.T) {
 		t.Errorf("Lift = %v", err)
 	}
 }
+
+// TestLiftFailsWhenTheConfigRevertFails: PD's API shows no TTL'd config, so the lift's read-back
+// (tidb.ReadHeldOf, as `br lift` uses it) cannot see paused limits left in force; a revert PD
+// did not take fails the lift, naming the items, where the read-back alone would report Lifted.
+func TestLiftFailsWhenTheConfigRevertFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	sched := &scheduleKeeper{http: e.http, ttl: 10 * time.Minute}
+	if err := sched.decide(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold := tidb.Hold{Config: sched.plan.settings()}
+	d := e.liftDeps(t)
+	d.HTTP = deadHTTP{e.http}
+	d.ReadHeld = func(ctx context.Context, h tidb.Hold) (tidb.Held, error) {
+		return tidb.Plaintext.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	}
+	if held, err := d.ReadHeld(ctx, hold); err != nil || held.Any() {
+		t.Fatalf("PD's API shows %+v (%v) of TTL'd config, want nothing", held, err)
+	}
+	_, err := Lift(ctx, d, hold, func(LiftStatus) {})
+	if err == nil || !strings.Contains(err.Error(), "revert the schedule config") || !strings.Contains(err.Error(), "schedule.leader-schedule-limit") {
+		t.Fatalf("Lift = %v, want the failed revert named", err)
+	}
+	if s := tidb.HeldSettings(hold, e.cluster.PD.EffectiveScheduleConfig()); len(s) == 0 {
+		t.Fatal("the double shows no paused config in force: the revert was not what failed")
+	}
+	// The real revert lifts it.
+	if _, err := Lift(ctx, e.liftDeps(t), hold, func(LiftStatus) {}); err != nil {
+		t.Fatalf("Lift = %v", err)
+	}
+	if s := tidb.HeldSettings(hold, e.cluster.PD.EffectiveScheduleConfig()); len(s) > 0 {
+		t.Errorf("config %v still in force after the lift", s)
+	}
+}
