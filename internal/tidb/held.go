@@ -13,17 +13,21 @@ import (
 	"time"
 )
 
-// Held is what a snapshot-backup pause holds in a cluster, as PD reports it. After a backup,
-// every part must be empty: a leftover GC safepoint makes the live cluster's MVCC garbage pile
-// up, leftover paused schedulers or zeroed limits freeze its balancing.
+// Held is what a snapshot-backup pause holds in a cluster. After a backup, every part must be
+// empty: a leftover GC safepoint makes the live cluster's MVCC garbage pile up, leftover paused
+// schedulers or zeroed limits freeze its balancing.
+//
+// PD's API shows no TTL'd schedule config (GET /config/schedule answers the persisted values:
+// docs/compatibility.md), so ZeroLimits and Settings are filled only by a reader that sees the
+// values PD schedules by: the lab's PD double's ground truth (ReadHeld, HeldSettings).
 type Held struct {
-	// GC says a service safepoint holds GC back.
+	// GC says a service safepoint other than TiDB's GC worker's holds GC back.
 	GC bool
 	// Schedulers are the paused PD schedulers.
 	Schedulers []string
-	// ZeroLimits are the schedule limits set to 0 (ReadHeld).
+	// ZeroLimits are the schedule limits in force at 0 (ReadHeld, from the lab's ground truth).
 	ZeroLimits []string
-	// Settings are the schedule config items still at the value one pause set (ReadHeldOf).
+	// Settings are the schedule config items in force at the value one pause set (HeldSettings).
 	Settings []string `json:",omitempty"`
 }
 
@@ -78,8 +82,8 @@ type Setting struct {
 	Paused   string `json:"paused"`
 }
 
-// GCReader is the part of PD's client that reads safepoints; github.com/tikv/pd/client's Client
-// satisfies it.
+// GCReader is the part of PD's client that reads and sets safepoints;
+// github.com/tikv/pd/client's Client satisfies it.
 type GCReader interface {
 	UpdateGCSafePoint(ctx context.Context, safePoint uint64) (uint64, error)
 	UpdateServiceGCSafePoint(ctx context.Context, serviceID string, ttl int64, safePoint uint64) (uint64, error)
@@ -88,28 +92,37 @@ type GCReader interface {
 // scheduleLimits are the limits a pause sets to 0.
 var scheduleLimits = []string{"merge-schedule-limit", "leader-schedule-limit", "region-schedule-limit", "hot-region-schedule-limit", "replica-schedule-limit"}
 
-// ReadHeld reads what PD holds: the service safepoints (deleting a probe service answers the
-// minimum over the live ones, or the GC safepoint when there is none), the paused schedulers and
-// the schedule limits. pdURL is PD's HTTP address (http://host:port).
+// GCWorkerService is the service safepoint TiDB's GC worker keeps in PD (gc_worker): it is
+// always there, at the worker's last safe point, so it holds nothing back for a backup.
+const GCWorkerService = "gc_worker"
+
+// LabScheduleConfigPath is not PD's: the lab's PD double serves there the schedule config its
+// schedulers obey, TTL'd values on top of the persisted ones. Real PD has no read of that
+// (docs/compatibility.md), so only lab checks use it.
+const LabScheduleConfigPath = "/pddouble/v1/effective-schedule-config"
+
+// ReadHeld is the lab's check that nothing is held in its PD double: a live service safepoint
+// other than gc_worker's (GET /gc/safepoint), the paused schedulers, and the schedule limits in
+// force at 0, read from the double's ground truth (LabScheduleConfigPath), since PD's own API
+// shows only persisted config. pdURL is the double's HTTP address (http://host:port).
 //
-// Over TLS (every production caller) pdURL is https://; tidb.Plaintext is for the lab and tests.
-func (t *TLS) ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, error) {
+// Over TLS (the lab's TLS runs) pdURL is https://; tidb.Plaintext is for the lab and tests.
+func (t *TLS) ReadHeld(ctx context.Context, pdURL string) (Held, error) {
 	var h Held
-	gcSP, err := pd.UpdateGCSafePoint(ctx, 0)
-	if err != nil {
-		return h, fmt.Errorf("read the GC safepoint: %w", err)
-	}
-	minSvc, err := pd.UpdateServiceGCSafePoint(ctx, "fedbr-held-probe", 0, 0)
-	if err != nil {
-		return h, fmt.Errorf("read the service safepoints: %w", err)
-	}
-	h.GC = minSvc != gcSP
 	pdURL = strings.TrimSuffix(pdURL, "/")
+	sps, err := t.ServiceSafePoints(ctx, pdURL)
+	if err != nil {
+		return h, err
+	}
+	now := time.Now().Unix()
+	for _, s := range sps {
+		h.GC = h.GC || s.ServiceID != GCWorkerService && s.ExpiredAt > now
+	}
 	if err := t.getJSON(ctx, pdURL+"/pd/api/v1/schedulers?status=paused", &h.Schedulers); err != nil {
 		return h, err
 	}
 	var sc map[string]any
-	if err := t.getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
+	if err := t.getJSON(ctx, pdURL+LabScheduleConfigPath, &sc); err != nil {
 		return h, err
 	}
 	for _, k := range scheduleLimits {
@@ -120,11 +133,12 @@ func (t *TLS) ReadHeld(ctx context.Context, pd GCReader, pdURL string) (Held, er
 	return h, nil
 }
 
-// ReadHeldOf reads what PD still holds of one pause's hold: GC when its service safepoint is
-// listed and not expired (GET /gc/safepoint: deleting a safepoint removes it from the list), the
-// schedulers of the hold still paused, and the config items whose value is still the one the
-// pause set (where that differs from the original: an item the pause left as it was holds
-// nothing). Another pause's or service's holds are not looked at. pdURL is PD's HTTP address.
+// ReadHeldOf reads what PD still holds of one pause's hold, as far as PD's API shows it: GC when
+// its service safepoint is listed and not expired (GET /gc/safepoint: deleting a safepoint
+// removes it from the list), and the schedulers of the hold still paused. The hold's TTL'd
+// config items cannot be read back (PD shows only persisted config): Settings stays empty, and
+// a lift relies on PD's answer to its TTL-0 write and, failing that, on the TTL. Another
+// pause's or service's holds are not looked at. pdURL is PD's HTTP address.
 //
 // Over TLS pdURL is https://.
 func (t *TLS) ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.Time) (Held, error) {
@@ -150,20 +164,24 @@ func (t *TLS) ReadHeldOf(ctx context.Context, pdURL string, hold Hold, now time.
 			}
 		}
 	}
-	if len(hold.Config) > 0 {
-		var sc map[string]any
-		if err := t.getJSON(ctx, pdURL+"/pd/api/v1/config/schedule", &sc); err != nil {
-			return h, err
-		}
-		for _, s := range hold.Config {
-			paused, original := jsonText(s.Paused), jsonText(s.Original)
-			cur, ok := sc[strings.TrimPrefix(s.Key, "schedule.")]
-			if ok && paused != original && ConfigText(cur) == paused {
-				h.Settings = append(h.Settings, s.Key)
-			}
+	return h, nil
+}
+
+// HeldSettings names the config items of hold whose value in effective is still the one the
+// pause set (where that differs from the original: an item the pause left as it was holds
+// nothing). effective must be the values PD schedules by, TTL'd ones included, which only the
+// lab's PD double shows (LabScheduleConfigPath); PD's GET /config/schedule would always answer
+// none.
+func HeldSettings(hold Hold, effective map[string]any) []string {
+	var out []string
+	for _, s := range hold.Config {
+		paused, original := jsonText(s.Paused), jsonText(s.Original)
+		cur, ok := effective[strings.TrimPrefix(s.Key, "schedule.")]
+		if ok && paused != original && ConfigText(cur) == paused {
+			out = append(out, s.Key)
 		}
 	}
-	return h, nil
+	return out
 }
 
 // ServiceSafePoint is one entry of PD's GET /gc/safepoint.

@@ -12,8 +12,9 @@ import (
 )
 
 // TestReadHeldOf reads one pause's hold out of PD's answers: only its own safepoint (and only
-// while it has not expired), its own schedulers, and config items still at the value it set
-// where that differs from the original, whatever type PD answers the value in.
+// while it has not expired) and its own schedulers. Its config items are not read from PD's
+// GET /config/schedule, which shows persisted values only (a zero there is no pause's): they
+// are HeldSettings' against the values in force.
 func TestReadHeldOf(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	pd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,8 +55,7 @@ func TestReadHeldOf(t *testing.T) {
 		{"another service's safepoint is not ours", Hold{ServiceSafePoint: "fedbr-gone"}, Held{}},
 		{"only our schedulers", Hold{Schedulers: []string{"balance-leader-scheduler", "balance-region-scheduler"}},
 			Held{Schedulers: []string{"balance-leader-scheduler"}}},
-		{"config still at the paused value", Hold{Config: settings},
-			Held{Settings: []string{"schedule.leader-schedule-limit", "schedule.enable-location-replacement"}}},
+		{"config is not read from PD's persisted config", Hold{Config: settings}, Held{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,6 +67,11 @@ func TestReadHeldOf(t *testing.T) {
 				t.Errorf("ReadHeldOf = %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+	effective := map[string]any{"leader-schedule-limit": 0.0, "region-schedule-limit": 2048.0, "merge-schedule-limit": 0.0,
+		"enable-location-replacement": false, "enable-tikv-split-region": true}
+	if got, want := HeldSettings(Hold{Config: settings}, effective), []string{"schedule.leader-schedule-limit", "schedule.enable-location-replacement"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("HeldSettings = %v, want %v (still at the paused value, whatever type the value is in)", got, want)
 	}
 	if h := (Held{GC: true, Settings: []string{"schedule.x"}}); h.String() != "the GC service safepoint; schedule config schedule.x" {
 		t.Errorf("String = %q", h.String())

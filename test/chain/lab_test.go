@@ -257,7 +257,7 @@ func (p *pauseRun) phase() pause.Phase {
 
 // observe reads what PD holds (GC safepoint, paused schedulers, zeroed limits).
 func observe(ctx context.Context, pc pd.Client, pdURL string) (tidb.Held, error) {
-	return tidb.Plaintext.ReadHeld(ctx, pc, pdURL)
+	return tidb.Plaintext.ReadHeld(ctx, pdURL)
 }
 
 // leasedStores probes every store's PrepareSnapshotBackup lease over the real protocol: a

@@ -2,6 +2,7 @@ package pause
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +18,15 @@ type gcKeeper struct {
 	backupTS uint64
 	// off is the Unsafe.NoGCPin negative control: nothing is pinned or checked.
 	off bool
+	// trustPin is the Unsafe.TrustPin negative control: PD's answer to the pin is not checked.
+	trustPin bool
 }
+
+// ErrPinRefused means PD did not store the GC pin: PD stores no service safepoint below its
+// minimum one, which always includes TiDB's GC worker's (gc_worker, raised before the worker
+// moves the GC safe point), and that minimum is already above backup ts − 1. GC may then
+// collect versions the backup needs.
+var ErrPinRefused = errors.New("PD did not store the GC pin")
 
 // pin sets the service safepoint, after checking GC has not already passed the backup ts.
 func (k *gcKeeper) pin(ctx context.Context) error {
@@ -38,8 +47,15 @@ func (k *gcKeeper) refresh(ctx context.Context) error {
 	if k.off {
 		return nil
 	}
-	if _, err := k.pd.UpdateServiceGCSafePoint(ctx, k.id, int64(k.ttl/time.Second), k.backupTS-1); err != nil {
+	min, err := k.pd.UpdateServiceGCSafePoint(ctx, k.id, int64(k.ttl/time.Second), k.backupTS-1)
+	if err != nil {
 		return fmt.Errorf("set service GC safepoint %s: %w", k.id, err)
+	}
+	// PD answers the minimum service safepoint after the update: at most the pin when it was
+	// stored, above it when it was not.
+	if min > k.backupTS-1 && !k.trustPin {
+		return fmt.Errorf("%w %s at backup ts − 1 = %d: PD's minimum service safepoint is %d (TiDB's GC worker or another service is past the backup ts), so data at that ts may be collected",
+			ErrPinRefused, k.id, k.backupTS-1, min)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ func TestHolderPlacesKeepsAndLifts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx)
-	ts := e.minServiceSafePoint(t, ctx) + 1000
+	ts := e.tso(t, ctx)
 	h, err := HoldGCAndSchedules(ctx, HolderDeps{PD: e.pd, HTTP: e.http, Log: t.Logf}, HolderConfig{TS: ts, TTL: time.Minute, Stores: 3})
 	if err != nil {
 		t.Fatal(err)

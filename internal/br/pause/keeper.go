@@ -12,7 +12,8 @@ import (
 // the pause is still being set up, so a slow store cannot outlast the TTL of what is in place.
 type keeper struct {
 	// ctx ends when the pause's context does or when the keeper finds the pause broken (GC
-	// passed the backup ts); everything set up under it stops then.
+	// passed the backup ts, or PD refused a refresh of the pin: ErrPinRefused); everything set
+	// up under it stops then.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	sched  chan *scheduleKeeper
@@ -50,7 +51,12 @@ func (k *keeper) run(log func(string, ...any), ttl time.Duration, gc *gcKeeper) 
 				return
 			}
 		case <-refresh.C:
-			if err := gc.refresh(k.ctx); err != nil {
+			err := gc.refresh(k.ctx)
+			if errors.Is(err, ErrPinRefused) {
+				k.cancel(&brokenError{err}) // no TTL holds a pin PD refused
+				return
+			}
+			if err != nil {
 				log("Refreshing the GC safepoint failed; the TTL still holds it: %v", err)
 			}
 			if sched == nil {

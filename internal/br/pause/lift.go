@@ -47,7 +47,8 @@ type LiftDeps struct {
 // scheduler resumed (delay 0), the TTL'd config reverted to the original values (TTL 0) — all at
 // once, then reads PD back and succeeds only when PD holds nothing of the identity. An undo
 // that fails is no failure when PD holds nothing anyway (its TTL lapsed, the scheduler is gone):
-// a lift run twice, or after the TTL, succeeds. TiKV's PrepareSnapshotBackup leases are not
+// a lift run twice, or after the TTL, succeeds. The config revert is the exception: PD's API
+// shows no TTL'd value, so the read-back cannot see it and a failed revert fails the lift. TiKV's PrepareSnapshotBackup leases are not
 // lifted: a lease is one per store, whoever took it, and lapses within the pause's TTL.
 func Lift(ctx context.Context, d LiftDeps, h tidb.Hold, report func(LiftStatus)) (LiftStatus, error) {
 	if d.Log == nil {
@@ -74,8 +75,18 @@ func Lift(ctx context.Context, d LiftDeps, h tidb.Hold, report func(LiftStatus))
 	if h.ServiceSafePoint != "" {
 		undos = append(undos, undo{"GC safepoint", (&gcKeeper{pd: d.PD, id: h.ServiceSafePoint}).release})
 	}
-	if len(plan.Schedulers) > 0 || len(plan.Original) > 0 {
-		undos = append(undos, undo{"PD schedulers", (&scheduleKeeper{http: d.HTTP, plan: plan}).resume})
+	if len(plan.Schedulers) > 0 {
+		undos = append(undos, undo{"PD schedulers", (&scheduleKeeper{http: d.HTTP, plan: schedulePause{Schedulers: plan.Schedulers}}).resume})
+	}
+	// PD's API shows no TTL'd config (GET /config/schedule answers the persisted values), so
+	// the read-back below cannot see whether the revert took: only PD's answer to it can.
+	var configErr error
+	if len(plan.Original) > 0 {
+		revert := &scheduleKeeper{http: d.HTTP, plan: schedulePause{Original: plan.Original}}
+		undos = append(undos, undo{"PD schedule config", func(ctx context.Context) error {
+			configErr = revert.resume(ctx)
+			return configErr
+		}})
 	}
 	d.Log("Lifting what the pause placed in PD: %s", describe(h))
 	took, undoErr := liftAll(ctx, d.Now, undos)
@@ -85,6 +96,10 @@ func Lift(ctx context.Context, d LiftDeps, h tidb.Hold, report func(LiftStatus))
 	}
 	if held.Any() {
 		return fail(errors.Join(fmt.Errorf("PD still holds %s of the pause's identity", held), undoErr))
+	}
+	if configErr != nil {
+		return fail(fmt.Errorf("revert the schedule config %s (PD's API cannot show whether the paused values are still in force; their TTL ends them): %w",
+			strings.Join(sortedKeys(plan.Original), ", "), configErr))
 	}
 	if undoErr != nil {
 		d.Log("Some undo failed, but PD holds none of it any more (lapsed or lifted before): %v", undoErr)

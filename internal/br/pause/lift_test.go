@@ -40,8 +40,15 @@ func (h deadHTTP) SetConfig(ctx context.Context, cfg map[string]any, ttl ...floa
 	return h.PDHTTP.SetConfig(ctx, cfg, ttl...)
 }
 
+// readHeld is ReadHeldOf with the hold's config items read from the double's ground truth:
+// PD's API shows no TTL'd value, so a lift cannot read them back, but the test can.
 func (e *env) readHeld(ctx context.Context, h tidb.Hold) (tidb.Held, error) {
-	return tidb.Plaintext.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	held, err := tidb.Plaintext.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	if err != nil {
+		return held, err
+	}
+	held.Settings = tidb.HeldSettings(h, e.cluster.PD.EffectiveScheduleConfig())
+	return held, nil
 }
 
 func (e *env) liftDeps(t *testing.T) LiftDeps {
@@ -57,10 +64,7 @@ func TestLiftAfterAKilledPause(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := startEnv(t, ctx)
-	beforeCfg, err := e.http.GetScheduleConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	beforeCfg := e.cluster.PD.EffectiveScheduleConfig()
 
 	log := newStatusLog()
 	var recorded *Status
@@ -123,10 +127,7 @@ func TestLiftAfterAKilledPause(t *testing.T) {
 	if paused := e.pausedSchedulers(t, ctx); len(paused) != 0 {
 		t.Errorf("schedulers %v still paused after the lift", paused)
 	}
-	afterCfg, err := e.http.GetScheduleConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	afterCfg := e.cluster.PD.EffectiveScheduleConfig()
 	for k, v := range beforeCfg {
 		if tidb.ConfigText(afterCfg[k]) != tidb.ConfigText(v) {
 			t.Errorf("%s = %v after the lift, want the original %v", k, afterCfg[k], v)
@@ -148,7 +149,7 @@ func TestLiftAfterTheTTL(t *testing.T) {
 	e := startEnv(t, ctx)
 	// The pause's placing functions alone, as a pause killed right after placing them.
 	ttl := 3 * time.Second
-	gc := &gcKeeper{pd: e.pd, id: "fedbr-lift-ttl", ttl: ttl, backupTS: e.minServiceSafePoint(t, ctx) + 1000}
+	gc := &gcKeeper{pd: e.pd, id: "fedbr-lift-ttl", ttl: ttl, backupTS: e.tso(t, ctx)}
 	sched := &scheduleKeeper{http: e.http, ttl: ttl}
 	if err := sched.decide(ctx, 3); err != nil {
 		t.Fatal(err)
@@ -213,5 +214,44 @@ func TestLiftFailsWhilePDHolds(t *testing.T) {
 	// The real undo lifts it.
 	if _, err := Lift(ctx, e.liftDeps(t), hold, func(LiftStatus) {}); err != nil {
 		t.Errorf("Lift = %v", err)
+	}
+}
+
+// TestLiftFailsWhenTheConfigRevertFails: PD's API shows no TTL'd config, so the lift's read-back
+// (tidb.ReadHeldOf, as `br lift` uses it) cannot see paused limits left in force; a revert PD
+// did not take fails the lift, naming the items, where the read-back alone would report Lifted.
+func TestLiftFailsWhenTheConfigRevertFails(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	e := startEnv(t, ctx)
+	sched := &scheduleKeeper{http: e.http, ttl: 10 * time.Minute}
+	if err := sched.decide(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := sched.refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold := tidb.Hold{Config: sched.plan.settings()}
+	d := e.liftDeps(t)
+	d.HTTP = deadHTTP{e.http}
+	d.ReadHeld = func(ctx context.Context, h tidb.Hold) (tidb.Held, error) {
+		return tidb.Plaintext.ReadHeldOf(ctx, e.cluster.PD.URL(), h, time.Now())
+	}
+	if held, err := d.ReadHeld(ctx, hold); err != nil || held.Any() {
+		t.Fatalf("PD's API shows %+v (%v) of TTL'd config, want nothing", held, err)
+	}
+	_, err := Lift(ctx, d, hold, func(LiftStatus) {})
+	if err == nil || !strings.Contains(err.Error(), "revert the schedule config") || !strings.Contains(err.Error(), "schedule.leader-schedule-limit") {
+		t.Fatalf("Lift = %v, want the failed revert named", err)
+	}
+	if s := tidb.HeldSettings(hold, e.cluster.PD.EffectiveScheduleConfig()); len(s) == 0 {
+		t.Fatal("the double shows no paused config in force: the revert was not what failed")
+	}
+	// The real revert lifts it.
+	if _, err := Lift(ctx, e.liftDeps(t), hold, func(LiftStatus) {}); err != nil {
+		t.Fatalf("Lift = %v", err)
+	}
+	if s := tidb.HeldSettings(hold, e.cluster.PD.EffectiveScheduleConfig()); len(s) > 0 {
+		t.Errorf("config %v still in force after the lift", s)
 	}
 }

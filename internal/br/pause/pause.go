@@ -82,6 +82,10 @@ type Unsafe struct {
 	// refuses splits, merges, conf changes or leader transfers while the stores are captured)
 	// and no region is waited on to apply. GC is pinned and PD's schedulers are paused as usual.
 	NoLease bool
+	// TrustPin takes PD's answer to the GC pin on trust: a pin PD did not store (its minimum
+	// service safepoint above backup ts − 1: ErrPinRefused) goes unnoticed and the pause
+	// reports Ready without it.
+	TrustPin bool
 	// SchedulersRunning leaves PD's schedulers and schedule limits as they are: the pause
 	// neither plans, records nor places a scheduler pause. GC is pinned and every store is
 	// leased and applied as usual.
@@ -221,7 +225,7 @@ func establishAndHold(ctx context.Context, d Deps, cfg Config, st *Status, set f
 	if err := decideAndRecord(ctx, d, cfg.Unsafe, st, set, gc, sched); err != nil {
 		return err
 	}
-	gc.off = cfg.Unsafe.NoGCPin
+	gc.off, gc.trustPin = cfg.Unsafe.NoGCPin, cfg.Unsafe.TrustPin
 	if gc.off {
 		d.Log("Not pinning GC (negative control)")
 	} else {

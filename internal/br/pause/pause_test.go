@@ -100,15 +100,32 @@ func startEnv(t *testing.T, ctx context.Context, tune ...func(*tidbcluster.Confi
 	return &env{cluster: cl, pd: pc, http: hc}
 }
 
-// minServiceSafePoint reads PD's minimum service safepoint through the real client (a probe
-// service with TTL 0 only reads).
+// minServiceSafePoint is the lowest live service safepoint PD lists (GET /gc/safepoint) other
+// than TiDB's GC worker's (gc_worker, always there at the worker's last safe point): the lowest
+// pin, or 0 when nothing is pinned.
 func (e *env) minServiceSafePoint(t *testing.T, ctx context.Context) uint64 {
 	t.Helper()
-	sp, err := e.pd.UpdateServiceGCSafePoint(ctx, "fedbr-test-probe", 0, 0)
+	sps, err := tidb.Plaintext.ServiceSafePoints(ctx, e.cluster.PD.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return sp
+	min := uint64(0)
+	for _, s := range sps {
+		if s.ServiceID != tidb.GCWorkerService && s.ExpiredAt > time.Now().Unix() && (min == 0 || s.SafePoint < min) {
+			min = s.SafePoint
+		}
+	}
+	return min
+}
+
+// tso is PD's current timestamp.
+func (e *env) tso(t *testing.T, ctx context.Context) uint64 {
+	t.Helper()
+	physical, logical, err := e.pd.GetTS(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint64(physical)<<18 | uint64(logical)
 }
 
 func (e *env) pausedSchedulers(t *testing.T, ctx context.Context) []string {
@@ -137,10 +154,8 @@ func TestPauseHoldsThenLiftsEverything(t *testing.T) {
 	defer cancel()
 	e := startEnv(t, ctx)
 	before := e.minServiceSafePoint(t, ctx)
-	beforeCfg, err := e.http.GetScheduleConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// PD's GET /config/schedule shows no TTL'd value: the limits in force are the double's.
+	beforeCfg := e.cluster.PD.EffectiveScheduleConfig()
 
 	runCtx, stop := context.WithCancel(ctx)
 	log := newStatusLog()
@@ -157,10 +172,7 @@ func TestPauseHoldsThenLiftsEverything(t *testing.T) {
 	if paused := e.pausedSchedulers(t, ctx); len(paused) == 0 {
 		t.Error("no scheduler paused at Ready")
 	}
-	cfg, err := e.http.GetScheduleConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := e.cluster.PD.EffectiveScheduleConfig()
 	for _, k := range []string{"leader-schedule-limit", "region-schedule-limit", "merge-schedule-limit"} {
 		if v, ok := cfg[k]; ok && v != float64(0) {
 			t.Errorf("%s = %v at Ready, want 0", k, v)
@@ -177,10 +189,7 @@ func TestPauseHoldsThenLiftsEverything(t *testing.T) {
 	if paused := e.pausedSchedulers(t, ctx); len(paused) != 0 {
 		t.Errorf("schedulers %v still paused after stop", paused)
 	}
-	after, err := e.http.GetScheduleConfig(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := e.cluster.PD.EffectiveScheduleConfig()
 	for _, k := range []string{"leader-schedule-limit", "region-schedule-limit", "merge-schedule-limit"} {
 		if after[k] != beforeCfg[k] {
 			t.Errorf("%s = %v after stop, want the original %v", k, after[k], beforeCfg[k])

@@ -26,6 +26,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
+	"github.com/fedbr/fedbr/internal/lab/pddouble"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/lab/volumelock"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -481,6 +482,30 @@ func (staleTS) ClusterVersion(context.Context) (string, error) { return "8.5.0",
 
 func (staleTS) MinResolvedTS(context.Context) (snapshot.ResolvedTS, error) {
 	return snapshot.ResolvedTS{TS: 123}, nil
+}
+
+// TestMinResolvedTSNotRealTimeFromPD: a PD whose min-resolved-ts persistence is off answers
+// is_real_time false (absent, as PD's omitempty field); through the real PD HTTP client the
+// step refuses it and takes no snapshot.
+func TestMinResolvedTSNotRealTimeFromPD(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 1, awsdouble.Faults{})
+	c, err := tidbcluster.Start(ctx, tidbcluster.Config{Dir: t.TempDir(), Stores: 3,
+		PD: pddouble.Config{MinResolvedTSPersistenceInterval: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	hc := pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
+	t.Cleanup(hc.Close)
+	_, err = snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store, PDHTTP: snapshot.NewPDHTTP(hc)},
+		snapshot.Options{BackupID: backupID, SkipClusterCheck: true})
+	if err == nil || !strings.Contains(err.Error(), "is not real-time (is_real_time=false)") {
+		t.Fatalf("err = %v, want a not-real-time error", err)
+	}
+	if n := len(l.srv.Inventory(nil).Snapshots); n != 0 {
+		t.Errorf("%d snapshots taken", n)
+	}
 }
 
 // TestMinResolvedTSNotRealTime: a min-resolved-ts PD does not keep in real time is no

@@ -97,7 +97,9 @@ func TestLiftUndoesWhatADeadPauseHolds(t *testing.T) {
 	if err := hc.SetConfig(ctx, paused, 300); err != nil {
 		t.Fatal(err)
 	}
-	if held, err := tidb.Plaintext.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || !held.GC || len(held.Schedulers) == 0 || len(held.Settings) == 0 {
+	// PD's API shows no TTL'd config: the double's ground truth shows the paused values.
+	if held, err := tidb.Plaintext.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || !held.GC || len(held.Schedulers) == 0 ||
+		len(tidb.HeldSettings(hold, cl.PD.EffectiveScheduleConfig())) == 0 {
 		t.Fatalf("PD holds %+v (%v), want what the dead pause placed", held, err)
 	}
 
@@ -107,6 +109,9 @@ func TestLiftUndoesWhatADeadPauseHolds(t *testing.T) {
 		}
 		if held, err := tidb.Plaintext.ReadHeldOf(ctx, cl.PD.URL(), hold, time.Now()); err != nil || held.Any() {
 			t.Fatalf("PD holds %s (%v) after lift %d", held, err, attempt)
+		}
+		if s := tidb.HeldSettings(hold, cl.PD.EffectiveScheduleConfig()); len(s) > 0 {
+			t.Fatalf("config %v still in force after lift %d", s, attempt)
 		}
 		s, ok := step(ctx, t, env, m, dpv1alpha1.StepLift)
 		var result pause.LiftStatus

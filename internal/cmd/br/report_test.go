@@ -312,7 +312,7 @@ func TestPauseWithoutItsMemberLiftsAndFails(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	held, err := tidb.Plaintext.ReadHeld(ctx, pc, cl.PD.URL())
+	held, err := tidb.Plaintext.ReadHeld(ctx, cl.PD.URL())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func TestBalanceRegionOperators(t *testing.T) {
 		}
 	}
 	// Leader transfers are not under test.
-	if err := s.setConfig(map[string]any{"schedule.leader-schedule-limit": 0, "schedule.merge-schedule-limit": 0}, nil); err != nil {
+	if err := s.setConfig(map[string]any{"schedule.leader-schedule-limit": 0, "schedule.merge-schedule-limit": 0}); err != nil {
 		t.Fatal(err)
 	}
 	r := region(10, "", "", 1, 1, 2, 3)

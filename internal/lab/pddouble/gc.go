@@ -1,6 +1,7 @@
 package pddouble
 
 import (
+	"errors"
 	"math"
 	"sort"
 	"time"
@@ -16,27 +17,95 @@ const (
 	DefaultGCRunInterval = 10 * time.Second
 )
 
-// updateServiceSafePoint sets (ttl > 0) or deletes (ttl <= 0) a service GC
-// safe point and returns the minimum over live service safe points. A safe
-// point below the current GC safe point is not stored, as in PD.
-func (s *Server) updateServiceSafePoint(id string, ttl int64, sp uint64) (uint64, error) {
+// GCWorkerService is the service safe point TiDB's GC worker keeps (TiDB's
+// gcWorkerServiceSafePointID, PD's GCWorkerServiceSafePointID): the worker
+// raises it to its new safe point before it moves the GC safe point, its TTL
+// is infinite, and it is never deleted.
+const GCWorkerService = "gc_worker"
+
+var (
+	errRemoveGCWorker    = errors.New("cannot remove service safe point of gc_worker")
+	errGCWorkerFiniteTTL = errors.New("TTL of gc_worker's service safe point must be infinity")
+)
+
+// minServiceSafePoint is what UpdateServiceGCSafePoint answers: the lowest
+// live service safe point, its service and its expiry (zero: never).
+type minServiceSafePoint struct {
+	ServiceID string
+	SafePoint uint64
+	Expire    time.Time
+}
+
+// updateServiceSafePoint is PD's UpdateServiceGCSafePoint (server
+// GrpcServer.UpdateServiceGCSafePoint and gc SafePointManager
+// .UpdateServiceGCSafePoint, release-7.5 and release-8.5). ttl <= 0 deletes
+// id's safe point (gc_worker's cannot be deleted). Otherwise sp is stored
+// only when it is not below the current minimum, which always includes
+// gc_worker's; an infinite TTL (one reaching past MaxInt64 seconds) never
+// expires, and gc_worker's must be infinite. The answer is the minimum
+// after the call: the stored one's when it is the lowest, else the one that
+// kept sp from being stored.
+func (s *Server) updateServiceSafePoint(id string, ttl int64, sp uint64) (minServiceSafePoint, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	s.pruneServiceSafePointsLocked(now)
 	if ttl <= 0 {
+		if id == GCWorkerService {
+			return minServiceSafePoint{}, errRemoveGCWorker
+		}
 		delete(s.st.ServiceGC, id)
-	} else if sp >= s.st.GCSafePoint {
+	}
+	min := s.loadMinServiceSafePointLocked(now)
+	if ttl > 0 && sp >= min.SafePoint {
 		e := expiring{SafePoint: sp}
-		if ttl < math.MaxInt64/int64(time.Second) {
-			e.Expire = now.Add(time.Duration(ttl) * time.Second)
+		if ttl < math.MaxInt64-now.Unix() {
+			e.Expire = expiryAfter(now, ttl)
+		}
+		if id == GCWorkerService && !e.Expire.IsZero() {
+			return minServiceSafePoint{}, errGCWorkerFiniteTTL
 		}
 		s.st.ServiceGC[id] = e
+		if id == min.ServiceID {
+			min = s.loadMinServiceSafePointLocked(now)
+		}
 	}
 	if err := s.persistLocked(); err != nil {
-		return 0, err
+		return minServiceSafePoint{}, err
 	}
-	return s.minServiceSafePointLocked(), nil
+	return min, nil
+}
+
+// expiryAfter is now plus ttl seconds, whole seconds past what a Duration holds.
+func expiryAfter(now time.Time, ttl int64) time.Time {
+	if ttl <= math.MaxInt64/int64(time.Second) {
+		return now.Add(time.Duration(ttl) * time.Second)
+	}
+	return time.Unix(now.Unix()+ttl, 0)
+}
+
+// loadMinServiceSafePointLocked is PD's LoadMinServiceGCSafePoint
+// (storage/endpoint gc_safe_point.go): it prunes expired service safe
+// points and answers the lowest live one. gc_worker's is always there: with
+// no live safe point it is set to 0, and when it is missing it is set to
+// the lowest live one.
+func (s *Server) loadMinServiceSafePointLocked(now time.Time) minServiceSafePoint {
+	s.pruneServiceSafePointsLocked(now)
+	min := minServiceSafePoint{SafePoint: math.MaxUint64}
+	for id, e := range s.st.ServiceGC {
+		if e.SafePoint < min.SafePoint || e.SafePoint == min.SafePoint && id < min.ServiceID {
+			min = minServiceSafePoint{ServiceID: id, SafePoint: e.SafePoint, Expire: e.Expire}
+		}
+	}
+	if min.SafePoint == math.MaxUint64 {
+		min.SafePoint = 0
+	}
+	if _, ok := s.st.ServiceGC[GCWorkerService]; !ok {
+		s.st.ServiceGC[GCWorkerService] = expiring{SafePoint: min.SafePoint}
+		if min.ServiceID == "" {
+			min.ServiceID = GCWorkerService
+		}
+	}
+	return min
 }
 
 func (s *Server) pruneServiceSafePointsLocked(now time.Time) {
@@ -62,6 +131,18 @@ func (s *Server) minServiceSafePointLocked() uint64 {
 	return min
 }
 
+// minHoldLocked is the lowest live service safe point other than
+// gc_worker's (the worker's own claim, not a hold), and whether there is one.
+func (s *Server) minHoldLocked() (uint64, bool) {
+	min, ok := uint64(math.MaxUint64), false
+	for id, e := range s.st.ServiceGC {
+		if id != GCWorkerService && e.SafePoint < min {
+			min, ok = e.SafePoint, true
+		}
+	}
+	return min, ok
+}
+
 // updateGCSafePoint advances the GC safe point towards sp and returns the
 // resulting value. It never moves backwards and never passes a live service
 // safe point: the double folds TiDB's GC worker into PD, so a service safe
@@ -74,10 +155,8 @@ func (s *Server) updateGCSafePoint(sp uint64) (uint64, error) {
 
 func (s *Server) advanceGCSafePointLocked(sp uint64) (uint64, error) {
 	s.pruneServiceSafePointsLocked(s.now())
-	if len(s.st.ServiceGC) > 0 {
-		if m := s.minServiceSafePointLocked(); sp > m {
-			sp = m
-		}
+	if m, ok := s.minHoldLocked(); ok && sp > m {
+		sp = m
 	}
 	if sp > s.st.GCSafePoint {
 		s.st.GCSafePoint = sp
@@ -181,7 +260,19 @@ func (s *Server) runGCLocked() (uint64, bool) {
 	}
 	s.gcTarget = composeTS(physical, 0)
 	s.gcRuns++
-	sp, err := s.advanceGCSafePointLocked(s.gcTarget)
+	// As TiDB's GC worker (gc_worker.go setGCWorkerServiceSafePoint): raise
+	// gc_worker's service safe point to the target first, then move the GC
+	// safe point no further than the minimum PD answers.
+	target := s.gcTarget
+	min := s.loadMinServiceSafePointLocked(s.now())
+	if target >= min.SafePoint {
+		s.st.ServiceGC[GCWorkerService] = expiring{SafePoint: target}
+		min = s.loadMinServiceSafePointLocked(s.now())
+	}
+	if min.SafePoint < target && min.SafePoint != 0 {
+		target = min.SafePoint
+	}
+	sp, err := s.advanceGCSafePointLocked(target)
 	if err != nil {
 		return s.st.GCSafePoint, false
 	}

@@ -55,14 +55,16 @@ func TestGCWorkerAdvancesSafePoint(t *testing.T) {
 
 	// A service safe point (BR's GC pin) holds the worker back while it lives.
 	pin := want + 1000
-	if min, err := s.updateServiceSafePoint("br", 60, pin); err != nil || min != pin {
-		t.Fatalf("pin = %d, %v", min, err)
+	// PD answers the minimum: gc_worker's, which the run raised to the safe point.
+	if min, err := s.updateServiceSafePoint("br", 60, pin); err != nil || min.SafePoint != want || min.ServiceID != GCWorkerService {
+		t.Fatalf("pin = %+v, %v; want gc_worker's %d", min, err, want)
 	}
 	hc := pdhttp.NewClient("test", []string{s.URL()})
 	defer hc.Close()
 	list, err := hc.GetGCSafePoint(ctx)
-	if err != nil || list.GCSafePoint != want || list.MinServiceGcSafepoint != pin || len(list.ServiceGCSafepoints) != 1 ||
-		list.ServiceGCSafepoints[0].ServiceID != "br" || list.ServiceGCSafepoints[0].SafePoint != pin {
+	if err != nil || list.GCSafePoint != want || list.MinServiceGcSafepoint != want || len(list.ServiceGCSafepoints) != 2 ||
+		list.ServiceGCSafepoints[0].ServiceID != "br" || list.ServiceGCSafepoints[0].SafePoint != pin ||
+		list.ServiceGCSafepoints[1].ServiceID != GCWorkerService || list.ServiceGCSafepoints[1].SafePoint != want {
 		t.Fatalf("GET /gc/safepoint = %+v, %v", list, err)
 	}
 	clock.Add(30 * time.Second)

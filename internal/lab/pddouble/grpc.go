@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 
 	"github.com/gogo/protobuf/proto"
 	"github.com/pingcap/kvproto/pkg/metapb"
@@ -350,10 +351,18 @@ func (p *pdService) UpdateServiceGCSafePoint(_ context.Context, req *pdpb.Update
 		return &pdpb.UpdateServiceGCSafePointResponse{Header: h}, nil
 	}
 	min, err := p.s.updateServiceSafePoint(string(req.GetServiceId()), req.GetTTL(), req.GetSafePoint())
+	if errors.Is(err, errRemoveGCWorker) || errors.Is(err, errGCWorkerFiniteTTL) {
+		return nil, status.Error(codes.Unknown, err.Error()) // PD returns the plain error
+	}
 	if err != nil {
 		return nil, internal(err)
 	}
-	return &pdpb.UpdateServiceGCSafePointResponse{Header: p.header(), ServiceId: req.GetServiceId(), TTL: req.GetTTL(), MinSafePoint: min}, nil
+	// As PD: the answer names the minimum's service and its remaining TTL.
+	ttl := int64(math.MaxInt64) - p.s.now().Unix()
+	if !min.Expire.IsZero() {
+		ttl = min.Expire.Unix() - p.s.now().Unix()
+	}
+	return &pdpb.UpdateServiceGCSafePointResponse{Header: p.header(), ServiceId: []byte(min.ServiceID), TTL: ttl, MinSafePoint: min.SafePoint}, nil
 }
 
 func (p *pdService) ReportMinResolvedTS(_ context.Context, req *pdpb.ReportMinResolvedTsRequest) (*pdpb.ReportMinResolvedTsResponse, error) {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 const apiPrefix = "/pd/api/v1"
@@ -35,6 +37,10 @@ func (s *Server) httpHandler() http.Handler {
 		writeJSON(w, map[string]any{"schedule": s.scheduleConfig()})
 	})
 	m.HandleFunc("POST "+apiPrefix+"/config", s.handleSetConfig)
+	// Not PD's: the double's ground truth, the config its schedulers obey.
+	m.HandleFunc("GET "+tidb.LabScheduleConfigPath, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, s.EffectiveScheduleConfig())
+	})
 	m.HandleFunc("GET "+apiPrefix+"/min-resolved-ts", s.handleMinResolvedTS)
 	m.HandleFunc("GET "+apiPrefix+"/gc/safepoint", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, s.gcSafePoints())
@@ -101,24 +107,33 @@ func (s *Server) handlePauseScheduler(w http.ResponseWriter, r *http.Request) {
 	writeResult(w, err)
 }
 
+// handleSetConfig is PD's POST /config (server/api/config.go
+// confHandler.SetConfig, release-7.5 and release-8.5). With ttlSecond (an
+// integer: strconv.Atoi) the items go to Server.SaveTTLConfig, which takes
+// only the keys of IsSupportedTTLConfig; every refusal is 400 with the
+// error as a JSON string.
 func (s *Server) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	var kv map[string]any
 	if err := json.NewDecoder(r.Body).Decode(&kv); err != nil {
-		http.Error(w, fmt.Sprintf("decode body: %v", err), http.StatusBadRequest)
+		writeJSONStatus(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	var ttl *float64
 	if v := r.URL.Query().Get("ttlSecond"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
+		ttl, err := strconv.Atoi(v)
 		if err != nil {
-			http.Error(w, fmt.Sprintf("bad ttlSecond: %v", err), http.StatusBadRequest)
+			writeJSONStatus(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		ttl = &f
+		if err := s.setTTLConfig(kv, ttl); err != nil {
+			writeJSONStatus(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		writeJSON(w, s.ttlConfigAnswer(ttl))
+		return
 	}
-	err := s.setConfig(kv, ttl)
-	if errors.Is(err, errUnknownConfig) {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	err := s.setConfig(kv)
+	if errors.Is(err, errUnknownConfig) || errors.Is(err, errTTLConfigExists) {
+		writeJSONStatus(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if err != nil {
@@ -126,6 +141,24 @@ func (s *Server) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, "The config is updated.")
+}
+
+// ttlConfigAnswer is PD's answer to a TTL'd config write: v7.5 answers as
+// for any config write, v8.5 tells an update from a deletion (ttlSecond 0).
+func (s *Server) ttlConfigAnswer(ttl int) string {
+	switch {
+	case s.cfg.API == APIv75:
+		return "The config is updated."
+	case ttl == 0:
+		return "The ttl config is deleted."
+	}
+	return "The ttl config is updated."
+}
+
+func writeJSONStatus(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 func (s *Server) handleMinResolvedTS(w http.ResponseWriter, r *http.Request) {
@@ -142,10 +175,15 @@ func (s *Server) handleMinResolvedTS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	m := s.minResolvedTS(ids)
+	// As PD (server/api/min_resolved_ts.go GetMinResolvedTS): is_real_time
+	// is persist interval != 0, and omitted (omitempty) when false.
+	interval := max(s.cfg.MinResolvedTSPersistenceInterval, 0)
 	out := map[string]any{
 		"min_resolved_ts":  m.Min,
-		"is_real_time":     true,
-		"persist_interval": "1s",
+		"persist_interval": interval.String(),
+	}
+	if interval != 0 {
+		out["is_real_time"] = true
 	}
 	if scope != "" {
 		out["stores_min_resolved_ts"] = m.Stores

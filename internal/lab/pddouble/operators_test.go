@@ -33,9 +33,8 @@ func TestAdminOperatorsIgnoreTheSchedulerPause(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ttl := 60.0
-	if err := s.setConfig(map[string]any{"schedule.region-schedule-limit": 0, "schedule.replica-schedule-limit": 0,
-		"schedule.leader-schedule-limit": 0}, &ttl); err != nil {
+	if err := s.setTTLConfig(map[string]any{"schedule.region-schedule-limit": 0, "schedule.replica-schedule-limit": 0,
+		"schedule.leader-schedule-limit": 0}, 60); err != nil {
 		t.Fatal(err)
 	}
 	r := region(10, "", "", 1, 1, 2, 3)
@@ -134,15 +133,13 @@ func TestSplitRefusedWhileTiKVSplitIsOff(t *testing.T) {
 		}
 		return resp
 	}
-	ttl := 60.0
-	if err := s.setConfig(map[string]any{"schedule.enable-tikv-split-region": false}, &ttl); err != nil {
+	if err := s.setTTLConfig(map[string]any{"schedule.enable-tikv-split-region": false}, 60); err != nil {
 		t.Fatal(err)
 	}
 	if resp := ask(); resp.GetHeader().GetError() == nil || len(resp.GetIds()) != 0 {
 		t.Fatalf("split asked while TiKV splits are off: %v", resp)
 	}
-	ttl = 0
-	if err := s.setConfig(map[string]any{"schedule.enable-tikv-split-region": false}, &ttl); err != nil {
+	if err := s.setTTLConfig(map[string]any{"schedule.enable-tikv-split-region": false}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if resp := ask(); resp.GetHeader().GetError() != nil || len(resp.GetIds()) != 1 {

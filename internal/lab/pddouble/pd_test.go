@@ -2,7 +2,9 @@ package pddouble
 
 import (
 	"context"
+	"math"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -183,15 +185,16 @@ func TestPDClientDrivesGRPC(t *testing.T) {
 		t.Fatalf("BatchScanRegions = %v, %v", rs, err)
 	}
 
+	// A fresh PD's minimum is gc_worker's, created at 0.
 	min, err := c.UpdateServiceGCSafePoint(ctx, "br-1", 60, 500)
-	if err != nil || min != 500 {
-		t.Fatalf("UpdateServiceGCSafePoint = %d, %v", min, err)
+	if err != nil || min != 0 {
+		t.Fatalf("UpdateServiceGCSafePoint = %d, %v; want gc_worker's 0", min, err)
 	}
 	gc, err := c.UpdateGCSafePoint(ctx, 900)
 	if err != nil || gc != 500 {
 		t.Fatalf("UpdateGCSafePoint capped by service safe point = %d, %v", gc, err)
 	}
-	if min, err = c.UpdateServiceGCSafePoint(ctx, "br-1", 0, 0); err != nil || min != 500 {
+	if min, err = c.UpdateServiceGCSafePoint(ctx, "br-1", 0, 0); err != nil || min != 0 {
 		t.Fatalf("delete service safe point = %d, %v", min, err)
 	}
 	if gc, err = c.UpdateGCSafePoint(ctx, 0); err != nil || gc != 500 {
@@ -266,12 +269,16 @@ func TestPDHTTPClientDrivesAPI(t *testing.T) {
 	if err := c.SetConfig(ctx, map[string]any{"schedule.merge-schedule-limit": 0, "schedule.enable-tikv-split-region": false}, 60); err != nil {
 		t.Fatal(err)
 	}
-	cfg, _ = c.GetScheduleConfig(ctx)
-	if cfg["merge-schedule-limit"] != 0.0 || cfg["enable-tikv-split-region"] != false {
+	// The TTL'd values apply to scheduling; GET /config/schedule shows the persisted ones.
+	if cfg := s.EffectiveScheduleConfig(); cfg["merge-schedule-limit"] != 0.0 || cfg["enable-tikv-split-region"] != false {
 		t.Fatalf("TTL config not applied: %v", cfg)
 	}
-	if err := c.SetConfig(ctx, map[string]any{"schedule.no-such-key": 1}, 60); err == nil {
-		t.Fatal("unknown config key accepted")
+	if cfg, _ = c.GetScheduleConfig(ctx); cfg["merge-schedule-limit"] != 8.0 || cfg["enable-tikv-split-region"] != true {
+		t.Fatalf("GET /config/schedule shows TTL'd values: %v", cfg)
+	}
+	if err := c.SetConfig(ctx, map[string]any{"schedule.no-such-key": 1}, 60); err == nil ||
+		!strings.Contains(err.Error(), "unsupported ttl config schedule.no-such-key") {
+		t.Fatalf("unknown config key with a TTL: %v, want unsupported ttl config", err)
 	}
 
 	min, stores, err := c.GetMinResolvedTSByStoresIDs(ctx, []uint64{2, 3})
@@ -358,19 +365,24 @@ func TestTTLsExpireOnTheClock(t *testing.T) {
 	if p := s.pausedSchedulers(); len(p) != 0 {
 		t.Fatalf("pause did not expire: %v", p)
 	}
-	cfg, err := c.GetScheduleConfig(ctx)
-	if err != nil || cfg["leader-schedule-limit"] != 4.0 {
-		t.Fatalf("TTL config did not revert: %v %v", cfg, err)
+	if cfg := s.EffectiveScheduleConfig(); cfg["leader-schedule-limit"] != 4.0 {
+		t.Fatalf("TTL config did not revert: %v", cfg)
 	}
 	// ttlSecond=0 reverts at once.
 	_ = c.SetConfig(ctx, map[string]any{"schedule.leader-schedule-limit": 0}, 100)
+	if cfg := s.EffectiveScheduleConfig(); cfg["leader-schedule-limit"] != 0.0 {
+		t.Fatalf("TTL config not applied: %v", cfg)
+	}
 	_ = c.SetConfig(ctx, map[string]any{"schedule.leader-schedule-limit": 0}, 0)
-	if cfg, _ := c.GetScheduleConfig(ctx); cfg["leader-schedule-limit"] != 4.0 {
+	if cfg := s.EffectiveScheduleConfig(); cfg["leader-schedule-limit"] != 4.0 {
 		t.Fatalf("ttlSecond=0 did not revert: %v", cfg)
 	}
-	// A safe point below the GC safe point is refused.
-	if min, _ := s.updateServiceSafePoint("late", 10, 100); min != 900 {
-		t.Fatalf("stale service safe point accepted: min = %d", min)
+	// A safe point below the minimum (gc_worker's, raised as TiDB's GC worker does) is not stored.
+	if _, err := s.updateServiceSafePoint(GCWorkerService, math.MaxInt64, 900); err != nil {
+		t.Fatal(err)
+	}
+	if min, _ := s.updateServiceSafePoint("late", 10, 100); min.SafePoint != 900 || min.ServiceID != GCWorkerService {
+		t.Fatalf("stale service safe point accepted: min = %+v", min)
 	}
 }
 
@@ -413,8 +425,8 @@ func TestRestartKeepsState(t *testing.T) {
 	if !s2.recovering() {
 		t.Fatal("recovering mark lost")
 	}
-	if min, _ := s2.updateServiceSafePoint("other", 100, 80); min != 77 {
-		t.Fatalf("service safe point lost: min = %d", min)
+	if l := s2.gcSafePoints(); !slices.Contains(l.Services, serviceSafePoint{ServiceID: "br", SafePoint: 77, ExpiredAt: clock.Now().Add(100 * time.Second).Unix()}) {
+		t.Fatalf("service safe point lost: %+v", l.Services)
 	}
 	s2.mu.Lock()
 	n := len(s2.regions.sorted)
@@ -480,11 +492,10 @@ func TestSchedulersHandOutOperatorsOnlyWhenActive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ttl := 30.0
-	if err := s.setConfig(map[string]any{
+	if err := s.setTTLConfig(map[string]any{
 		"schedule.merge-schedule-limit": 0, "schedule.leader-schedule-limit": 0,
 		"schedule.region-schedule-limit": 0, "schedule.enable-tikv-split-region": false,
-	}, &ttl); err != nil {
+	}, 30); err != nil {
 		t.Fatal(err)
 	}
 	for _, keys := range []uint64{500, 1, 50} {

@@ -3,6 +3,7 @@ package pddouble
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -70,9 +71,24 @@ func (s *Server) schedulerActiveLocked(name string, now time.Time) bool {
 	return !now.Before(until)
 }
 
-// scheduleConfig is the effective schedule config: persisted values with
-// live TTL overrides on top.
+// scheduleConfig is PD's GET /config/schedule (server/api/config.go
+// confHandler.GetScheduleConfig: Server.GetScheduleConfig, the persisted
+// options): the persisted values only. TTL'd values apply to scheduling
+// (configValueLocked) but PD's API does not show them.
 func (s *Server) scheduleConfig() map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]any, len(s.st.Config))
+	for k, v := range s.st.Config {
+		out[k] = v
+	}
+	return out
+}
+
+// EffectiveScheduleConfig is the double's ground truth, which no PD API
+// shows: the schedule config its schedulers obey, live TTL'd values on top
+// of the persisted ones. The lab reads it at EffectiveScheduleConfigPath.
+func (s *Server) EffectiveScheduleConfig() map[string]any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -110,7 +126,10 @@ func (s *Server) configBoolLocked(key string, now time.Time) bool {
 	return false
 }
 
-var errUnknownConfig = errors.New("config item not found")
+var (
+	errUnknownConfig   = errors.New("config item not found")
+	errTTLConfigExists = errors.New("need to clean up TTL first")
+)
 
 // errTiKVSplitDisabled is PD's answer to a split asked while enable-tikv-split-region is off.
 var errTiKVSplitDisabled = errors.New("tikv split region disabled")
@@ -122,28 +141,78 @@ func (s *Server) tikvSplitEnabled() bool {
 	return s.configBoolLocked("enable-tikv-split-region", s.now())
 }
 
-// setConfig sets schedule items (keys with or without the "schedule."
-// prefix). With ttl nil the values are persisted; with *ttl > 0 they override
-// the persisted values until the TTL runs out; with *ttl == 0 the overrides
-// of these keys are dropped, reverting to the persisted values.
-func (s *Server) setConfig(kv map[string]any, ttl *float64) error {
+// setConfig persists schedule items (keys with or without the "schedule."
+// prefix). As PD (confHandler.updateConfig), an item with a live TTL'd value
+// is refused: "need to clean up TTL first for schedule.<name>".
+func (s *Server) setConfig(kv map[string]any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	for k := range kv {
-		if _, ok := s.st.Config[strings.TrimPrefix(k, "schedule.")]; !ok {
+		name := strings.TrimPrefix(k, "schedule.")
+		if _, ok := s.st.Config[name]; !ok {
 			return fmt.Errorf("set config %q: %w", k, errUnknownConfig)
+		}
+		if o, ok := s.st.TTLConfig[name]; ok && o.live(now) {
+			return fmt.Errorf("%w for schedule.%s", errTTLConfigExists, name)
+		}
+	}
+	for k, v := range kv {
+		s.st.Config[strings.TrimPrefix(k, "schedule.")] = v
+	}
+	return s.persistLocked()
+}
+
+// ttlConfigKeys are the items PD takes with a TTL (server/config
+// persist_options.go supportedTTLConfigs, release-7.5); IsSupportedTTLConfig
+// also takes any add-peer-… or remove-peer-… key.
+var ttlConfigKeys = []string{
+	"schedule.max-snapshot-count",
+	"schedule.max-merge-region-size",
+	"schedule.max-pending-peer-count",
+	"schedule.max-merge-region-keys",
+	"schedule.leader-schedule-limit",
+	"schedule.region-schedule-limit",
+	"schedule.replica-schedule-limit",
+	"schedule.merge-schedule-limit",
+	"schedule.hot-region-schedule-limit",
+	"schedule.scheduler-max-waiting-operator",
+	"schedule.enable-location-replacement",
+	"schedule.enable-tikv-split-region",
+	"default-add-peer",
+	"default-remove-peer",
+}
+
+// ttlConfigKeysV85 are the items release-8.5 adds to ttlConfigKeys.
+var ttlConfigKeysV85 = []string{"schedule.split-scatter-schedule-limit"}
+
+// supportsTTL is PD's IsSupportedTTLConfig for the double's API version.
+func (s *Server) supportsTTL(key string) bool {
+	if slices.Contains(ttlConfigKeys, key) || s.cfg.API != APIv75 && slices.Contains(ttlConfigKeysV85, key) {
+		return true
+	}
+	return strings.HasPrefix(key, "add-peer-") || strings.HasPrefix(key, "remove-peer-")
+}
+
+// setTTLConfig is PD's Server.SaveTTLConfig: every key must be one PD takes
+// with a TTL (else "unsupported ttl config <key>" and nothing is set); ttl
+// > 0 overrides the persisted values for ttl seconds, ttl <= 0 drops the
+// overrides of these keys (PersistOptions.SetTTLData with 0).
+func (s *Server) setTTLConfig(kv map[string]any, ttl int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for k := range kv {
+		if !s.supportsTTL(k) {
+			return fmt.Errorf("unsupported ttl config %s", k)
 		}
 	}
 	for k, v := range kv {
 		k = strings.TrimPrefix(k, "schedule.")
-		switch {
-		case ttl == nil:
-			s.st.Config[k] = v
-		case *ttl <= 0:
+		if ttl <= 0 {
 			delete(s.st.TTLConfig, k)
-		default:
-			s.st.TTLConfig[k] = expiring{Value: v, Expire: now.Add(time.Duration(*ttl * float64(time.Second)))}
+		} else {
+			s.st.TTLConfig[k] = expiring{Value: v, Expire: now.Add(time.Duration(ttl) * time.Second)}
 		}
 	}
 	for k, o := range s.st.TTLConfig {

@@ -70,6 +70,11 @@ type Config struct {
 	// GCRunInterval is how often the GC worker runs (tidb_gc_run_interval);
 	// 0 means DefaultGCRunInterval.
 	GCRunInterval time.Duration
+	// MinResolvedTSPersistenceInterval is PD's
+	// pd-server.min-resolved-ts-persistence-interval, which GET
+	// /min-resolved-ts reports: 0 means 1s (PD's default), a negative value
+	// means 0, PD's "off", and then is_real_time is false (omitted).
+	MinResolvedTSPersistenceInterval time.Duration
 	// TLS, if set, serves gRPC and HTTP over TLS on the one port (with its ClientCAs and
 	// ClientAuth: mutual TLS, as PD with security.cacert-path, cert-path and key-path) and
 	// advertises an https:// URL. gRPC and HTTP are told apart by request, as PD's embedded
@@ -170,6 +175,9 @@ func Start(ctx context.Context, cfg Config, lis net.Listener) (*Server, error) {
 	}
 	if cfg.GCLifeTime == 0 {
 		cfg.GCLifeTime = DefaultGCLifeTime
+	}
+	if cfg.MinResolvedTSPersistenceInterval == 0 {
+		cfg.MinResolvedTSPersistenceInterval = time.Second
 	}
 	if cfg.GCRunInterval <= 0 {
 		cfg.GCRunInterval = DefaultGCRunInterval
