@@ -37,7 +37,7 @@
 //     supplementalGroups as supplementary groups. runAsNonRoot with user 0 keeps the container
 //     waiting in CreateContainerConfigError with the kubelet's message. The node must run as
 //     root to switch users; it lets other users traverse its folder and the folders above it
-//     (o+x), so that a non-root container reaches its root folder.
+//     (g+x, o+x), so that a non-root container reaches its root folder.
 //   - Volume ownership: with an fsGroup, emptyDir, secret, configMap, downwardAPI and projected
 //     volumes and EBS claims get the kubelet's ownership change (group fsGroup, group
 //     read/write — read only for the read-only volume types — setgid and group search on

@@ -210,10 +210,11 @@ func freshFilesystem(dir string) error {
 	return os.Chmod(lf, 0o700)
 }
 
-// makeTraversable adds search permission for others (o+x, not read) to dir and each of its
-// ancestors that lacks it: a container running as another user than the node's reaches its
-// root folder, its volumes and its executable through them, as a real container reaches its
-// own root. Test folders (os.MkdirTemp) are 0700.
+// makeTraversable adds search permission for the group and others (g+x, o+x, not read) to dir
+// and each of its ancestors that lacks it: a container running as another user than the
+// node's reaches its root folder, its volumes and its executable through them, as a real
+// container reaches its own root. Test folders (os.MkdirTemp) are 0700, and a container
+// without runAsGroup runs with group 0, root's, which the folder's group bits then decide.
 func makeTraversable(log klog.Logger, dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -224,8 +225,8 @@ func makeTraversable(log klog.Logger, dir string) error {
 		if err != nil {
 			return err
 		}
-		if fi.IsDir() && fi.Mode().Perm()&0o001 == 0 {
-			if err := os.Chmod(p, fi.Mode()|0o001); err != nil {
+		if fi.IsDir() && fi.Mode().Perm()&0o011 != 0o011 {
+			if err := os.Chmod(p, fi.Mode()|0o011); err != nil {
 				return fmt.Errorf("let other users traverse %s: %w", p, err)
 			}
 			log.Info("Let other users traverse a folder, so non-root containers reach their files", "path", p)

@@ -2,10 +2,13 @@ package kubelet
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 )
 
 func TestImagesEntrypoint(t *testing.T) {
@@ -144,6 +147,33 @@ func TestTail(t *testing.T) {
 	for _, tc := range tests {
 		if got := string(tail([]byte(tc.in), tc.n)); got != tc.want {
 			t.Errorf("tail(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestMakeTraversable: a 0700 test folder and its subfolder become traversable by the group
+// and others, and nothing becomes readable: a container running as user 65532 with group 0 (no
+// runAsGroup, as the kubelet runs it) is decided by the folder's group bits when the folder
+// is root's, and would get "permission denied" executing anything below it otherwise.
+func TestMakeTraversable(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "lab")
+	sub := filepath.Join(top, "node")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(top, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := makeTraversable(klog.Background(), sub); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{top, sub} {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != 0o711 {
+			t.Errorf("%s: mode %o, want 711", d, got)
 		}
 	}
 }
