@@ -58,8 +58,8 @@ func dressed(more map[string]any) map[string]any {
 		"extraVolumeMounts": []any{map[string]any{"name": "config", "mountPath": "/etc/fedbr/config", "readOnly": true}},
 		"metrics": map[string]any{"port": 9090, "serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
 			"certDir": "/etc/fedbr/metrics-certs", "readers": []any{map[string]any{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}}},
-		"health": map[string]any{"port": 9091},
-		"replicas":          3,
+		"health":   map[string]any{"port": 9091},
+		"replicas": 3,
 	}
 	maps.Copy(v, more)
 	return v

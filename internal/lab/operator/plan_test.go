@@ -1,9 +1,9 @@
 package operator
 
 import (
-	"maps"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
