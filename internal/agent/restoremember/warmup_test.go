@@ -195,10 +195,10 @@ func TestPlanWarmup(t *testing.T) {
 				}),
 			want: rwant{actions: append(ensure, CreateJob, CreateJob), check: func(t *testing.T, r Result) {
 				got := args(t, r)
-				if a := got[w0]; a != "--block "+raft0+" --wal "+raft0 {
+				if a := got[w0]; a != "--block "+raft0+" --wal "+raft0+cpDir {
 					t.Errorf("Job %s args %q: the fast-restored data volume is read", w0, a)
 				}
-				if a, want := got[w1], "--block "+raft1+" --wal "+raft1+" --fs "+data1+" --wal "+data1; a != want {
+				if a, want := got[w1], "--block "+raft1+" --wal "+raft1+" --fs "+data1+" --wal "+data1+cpDir; a != want {
 					t.Errorf("Job %s args %q, want %q: the data volume restored without FSR is not read", w1, a, want)
 				}
 			}},
