@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# test.sh runs every test of `make test` (and, with FEDBR_LONG=1, of `make test-long`) in three
+# test.sh runs every test of `make test` (and, with FEDBR_LONG=1, of `make test-long`) in five
 # groups, each package's test binary linked once, and prints a table of the packages' times.
 #
 #   race: every package not named below, with the race detector, two packages at a time (-p 2;
 #         the ones that start an API server share one per package, internal/testenv).
+#   labunit: the lab's own packages whose tests exercise lab code (the kubelet and operator
+#         doubles, control planes, the lab's commands): two at a time, without the race
+#         detector. Where they call a fedbr library (internal/tidb's client, internal/warmup),
+#         that library's own package runs it under the race detector. The lab packages that
+#         exist to drive shipped clients or the engine in-process (the AWS, TiKV and PD doubles,
+#         the EKS token double, labbr) stay in race.
 #   serial: packages that run fedbr's engine in-process against clusters of doubles on real
 #         timers (TTLs, leases, elections): the race detector on, one at a time.
 #   lab:  packages that run the whole lab (four Kubernetes clusters of processes, fedbr-lab
@@ -27,6 +33,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 SERIAL_PKGS=(./test/chain ./test/protocol ./internal/lab/bank)
 LAB_PKGS=(./test/e2e ./test/daytwo ./test/crash ./test/lab)
+# Lab-only packages that stay under the race detector: their tests run shipped code in-process
+# (internal/cloud/aws, ekstoken, br/pause and br/restoredata, internal/tidb's PD client).
+LAB_RACE_PKGS=(./internal/lab/awsdouble/... ./internal/lab/eksauth ./internal/lab/tikvdouble ./internal/lab/pddouble ./internal/lab/labbr)
 TEST_OUT="${TEST_OUT:-_output/test}"
 TIMEOUT="${GOTEST_TIMEOUT:-30m}"
 
@@ -45,9 +54,16 @@ fi
 
 mapfile -t all < <(go list ./...)
 skip=" $(go list "${SERIAL_PKGS[@]}" "${LAB_PKGS[@]}" | tr '\n' ' ') "
-race=()
+keep=" $(go list "${LAB_RACE_PKGS[@]}" | tr '\n' ' ') "
+race=() labunit=()
 for p in "${all[@]}"; do
-	[[ "$skip" == *" $p "* ]] || race+=("$p")
+	if [[ "$skip" == *" $p "* ]]; then
+		continue
+	elif [[ "$keep" != *" $p "* && "$p" =~ /internal/(lab|cmd/lab)(/|$) ]]; then
+		labunit+=("$p")
+	else
+		race+=("$p")
+	fi
 done
 
 rc=0
@@ -63,6 +79,7 @@ group() {
 	echo "test: group $name took $((SECONDS - t))s"
 }
 group race . -race -p 2 "${race[@]}"
+CGO_ENABLED=0 group labunit . -trimpath -p 2 "${labunit[@]}"
 group serial . -race -p 1 "${SERIAL_PKGS[@]}"
 CGO_ENABLED=0 group lab . -trimpath -p 1 "${LAB_PKGS[@]}"
 CGO_ENABLED=0 group image hack/image -trimpath ./...
