@@ -102,7 +102,8 @@ fmt: $(GOLANGCI_LINT) ## Format the code.
 
 .PHONY: vet
 # With the flags of make test's builds that run without the race detector (hack/test.sh), so
-# that vet's compiled dependencies serve them.
+# that vet's compiled dependencies serve them. make test does not run it: golangci-lint's govet
+# runs the same analyzers as go vet (its defaults are cmd/vet's list), in make lint.
 vet: ## Run go vet.
 	CGO_ENABLED=0 go vet -trimpath ./...
 	cd hack/image && CGO_ENABLED=0 go vet -trimpath ./...
@@ -174,12 +175,12 @@ tools: ## Build (once) the Kubernetes binaries, golangci-lint, helm and promtool
 	$(MAKE) --no-print-directory -j4 k8s-bin $(GOLANGCI_LINT) $(HELM) $(PROMTOOL)
 
 .PHONY: test
-test: tools vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Vet, lint, check generated files, run every test (a slice of the long suites) and print the packages' times.
+test: tools lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## Lint (go vet's analyzers among golangci-lint's), check generated files, run every test (a slice of the long suites) and print the packages' times.
 	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" \
 		GOTEST_TIMEOUT=30m bash hack/test.sh
 
 .PHONY: test-long
-test-long: tools vet lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## make test with every part of the long suites (all crash points, e2e runs, day-2 scenarios), then make negative-controls.
+test-long: tools lint verify-generated k8s-bin $(HELM) $(PROMTOOL) ## make test with every part of the long suites (all crash points, e2e runs, day-2 scenarios), then make negative-controls.
 	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_HELM="$(abspath $(HELM))" FEDBR_PROMTOOL="$(abspath $(PROMTOOL))" \
 		FEDBR_LONG=1 GOTEST_TIMEOUT=180m bash hack/test.sh
 	$(MAKE) negative-controls

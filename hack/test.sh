@@ -19,7 +19,7 @@
 #         goroutine, which -race slows several times over).
 #
 # Whatever runs without the race detector (fedbr and fedbr-lab, the lab packages, the image's
-# static fedbr, and make vet) compiles with the image's flags, CGO_ENABLED=0 and -trimpath, so
+# static fedbr, make vet and make lint) compiles with the image's flags, CGO_ENABLED=0 and -trimpath, so
 # a cold run compiles the dependency graph twice (with -race, and this way), not three times.
 #
 # Every group runs even when an earlier one failed; the script exits non-zero if any did. Each

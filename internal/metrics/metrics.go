@@ -86,6 +86,19 @@ var (
 		Name: "fedbr_volumebackup_gc_paused_since_timestamp_seconds",
 		Help: "When the VolumeBackup's pause began holding GC and PD scheduling (Unix seconds); present only while it holds.",
 	}, []string{"namespace", "name"})
+	// BackupCleanFailedSince is when a deleted backup's clean began to fail (its Cleaned
+	// condition False, CleanFailed), while it fails: the backup keeps its finalizer and what its
+	// clean has not deleted (snapshots, metadata) stays. The series goes with the backup.
+	BackupCleanFailedSince = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackup_clean_failed_since_timestamp_seconds",
+		Help: "When the deleted VolumeBackup's clean began to fail (Unix seconds); present only while it fails.",
+	}, []string{"namespace", "name"})
+	// ScheduleRetentionBlocked is 1 while a schedule's retention waits on a backup whose clean
+	// fails (its Retention condition False, CleanFailed): no older backup is deleted meanwhile.
+	ScheduleRetentionBlocked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_retention_blocked",
+		Help: "1 while the schedule's retention is held by a backup whose clean fails; absent otherwise.",
+	}, []string{"namespace", "schedule"})
 	// PlaneReachable is 1 while a data plane's API server answers and its cache is synced.
 	PlaneReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fedbr_dataplane_reachable",
@@ -96,7 +109,8 @@ var (
 // All are the manager's metrics.
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince}
+		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
+		BackupCleanFailedSince, ScheduleRetentionBlocked}
 }
 
 func init() {

@@ -125,3 +125,76 @@ func runPromtool(t *testing.T, promtool string, args ...string) (string, error) 
 	err := cmd.Run()
 	return out.String(), err
 }
+
+// TestAgentDownRule renders the agent chart's PrometheusRule and runs its alert through
+// promtool: it fires once no scrape of this release's metrics Service has answered for the
+// chart's `for` (the pod gone, or answering with errors), and not while one replica answers or
+// for another release's Service. The chart refuses the rule without the ServiceMonitor it
+// watches.
+func TestAgentDownRule(t *testing.T) {
+	promtool := promtoolBinary(t)
+	objs := agent.template(t, map[string]any{"clusterName": "dp1", "metrics": map[string]any{
+		"serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}})
+	var rule struct {
+		Spec struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	objs.get(t, "PrometheusRule", "fedbr-agent", &rule)
+	dir := t.TempDir()
+	data, err := yaml.Marshal(map[string]any{"groups": rule.Spec.Groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := filepath.Join(dir, "agent-rules.yaml")
+	if err := os.WriteFile(rules, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runPromtool(t, promtool, "check", "rules", rules); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	// The agent answers for 20 minutes, fails from 20m (up 0), is gone from 40m (no series);
+	// another release's agent is down all along and is not this rule's.
+	tests := `rule_files: [agent-rules.yaml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: up{job="fedbr-agent-metrics",namespace="fedbr-system",service="fedbr-agent-metrics",pod="fedbr-agent-0"}
+        values: 1x20 0x20
+      - series: up{job="other-metrics",namespace="fedbr-system",service="other-metrics",pod="other-0"}
+        values: 0x60
+    alert_rule_test:
+      - eval_time: 19m
+        alertname: FedbrAgentDown
+        exp_alerts: []
+      - eval_time: 29m
+        alertname: FedbrAgentDown
+        exp_alerts: []
+      - eval_time: 31m
+        alertname: FedbrAgentDown
+        exp_alerts:
+          - exp_labels: {severity: critical}
+            exp_annotations:
+              summary: "no fedbr agent of fedbr-system/fedbr-agent has answered its metrics scrape for 10m: this data plane's backups and restores wait"
+      - eval_time: 55m
+        alertname: FedbrAgentDown
+        exp_alerts:
+          - exp_labels: {severity: critical}
+            exp_annotations:
+              summary: "no fedbr agent of fedbr-system/fedbr-agent has answered its metrics scrape for 10m: this data plane's backups and restores wait"
+`
+	testFile := filepath.Join(dir, "agent-rules-test.yaml")
+	if err := os.WriteFile(testFile, []byte(tests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runPromtool(t, promtool, "test", "rules", testFile); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
+	}
+
+	out, err := agent.run(t, map[string]any{"clusterName": "dp1", "metrics": map[string]any{"prometheusRule": map[string]any{"enabled": true}}},
+		"template", agent.release, agent.name)
+	if err == nil || !strings.Contains(out, "metrics.prometheusRule.enabled needs metrics.enabled and metrics.serviceMonitor.enabled") {
+		t.Errorf("rendered the rule without its ServiceMonitor (%v):\n%s", err, out)
+	}
+}

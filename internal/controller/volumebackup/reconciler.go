@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,6 +65,7 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 			metrics.BackupIncrementalSize.WithLabelValues(b.Namespace, b.Name).Set(float64(res.Status.IncrementalBackupSize))
 		}
 		observePause(b, res)
+		observeClean(b, res)
 		return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer,
 			RequeueAfter: res.RequeueAfter, RecordFirst: RecordFirst(b.Status, res), SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
 	}
@@ -81,12 +83,28 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 // observePause keeps fedbr_volumebackup_gc_paused_since_timestamp_seconds while the backup's
 // pause holds (GCPaused=True, from when it became so) and drops it otherwise.
 func observePause(b *fedv1alpha1.VolumeBackup, res Result) {
-	c := apimeta.FindStatusCondition(res.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition)
-	if c == nil || c.Status != metav1.ConditionTrue || res.RemoveFinalizer {
-		metrics.GCPausedSince.DeleteLabelValues(b.Namespace, b.Name)
+	heldSince(metrics.GCPausedSince, b, res, func(c *metav1.Condition) bool {
+		return c.Status == metav1.ConditionTrue
+	}, fedv1alpha1.VolumeBackupGCPausedCondition)
+}
+
+// observeClean keeps fedbr_volumebackup_clean_failed_since_timestamp_seconds while the
+// backup's clean fails (Cleaned=False, CleanFailed, from when it began) and drops it otherwise.
+func observeClean(b *fedv1alpha1.VolumeBackup, res Result) {
+	heldSince(metrics.BackupCleanFailedSince, b, res, func(c *metav1.Condition) bool {
+		return c.Status == metav1.ConditionFalse && c.Reason == fedv1alpha1.VolumeBackupCleanFailedReason
+	}, fedv1alpha1.VolumeBackupCleanedCondition)
+}
+
+// heldSince sets the backup's series of g to the last transition of its condition typ while
+// holds says so of it, and deletes the series otherwise or when the backup goes.
+func heldSince(g *prometheus.GaugeVec, b *fedv1alpha1.VolumeBackup, res Result, holds func(*metav1.Condition) bool, typ string) {
+	c := apimeta.FindStatusCondition(res.Status.Conditions, typ)
+	if c == nil || !holds(c) || res.RemoveFinalizer {
+		g.DeleteLabelValues(b.Namespace, b.Name)
 		return
 	}
-	metrics.GCPausedSince.WithLabelValues(b.Namespace, b.Name).Set(float64(c.LastTransitionTime.Unix()))
+	g.WithLabelValues(b.Namespace, b.Name).Set(float64(c.LastTransitionTime.Unix()))
 }
 
 // WatchPlane watches the VolumeBackupMembers of a data plane (call once its cache synced).

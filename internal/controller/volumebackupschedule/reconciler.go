@@ -139,13 +139,20 @@ func cleanFailure(b *fedv1alpha1.VolumeBackup) string {
 }
 
 // report sets the schedule's metrics: its latest closed window (none while paused or before
-// its second tick) and its newest complete backup. A schedule without one has no last-success
-// series yet; a size is reported once one is known.
+// its second tick), whether a failing clean holds its retention, and its newest complete
+// backup. A schedule without one has no last-success series yet; a size is reported once one
+// is known.
 func report(s *fedv1alpha1.VolumeBackupSchedule, res Result) {
 	if res.Window.IsZero() {
 		metrics.ScheduleWindowStart.DeleteLabelValues(s.Namespace, s.Name)
 	} else {
 		metrics.ScheduleWindowStart.WithLabelValues(s.Namespace, s.Name).Set(float64(res.Window.Unix()))
+	}
+	if c := meta.FindStatusCondition(res.Status.Conditions, fedv1alpha1.VolumeBackupScheduleRetentionCondition); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == fedv1alpha1.VolumeBackupScheduleCleanFailedReason {
+		metrics.ScheduleRetentionBlocked.WithLabelValues(s.Namespace, s.Name).Set(1)
+	} else {
+		metrics.ScheduleRetentionBlocked.DeleteLabelValues(s.Namespace, s.Name)
 	}
 	last := res.Last
 	if !last.Found {
@@ -164,4 +171,5 @@ func forget(namespace, name string) {
 	metrics.ScheduleLastSuccess.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastDuration.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastSize.DeleteLabelValues(namespace, name)
+	metrics.ScheduleRetentionBlocked.DeleteLabelValues(namespace, name)
 }
