@@ -26,6 +26,16 @@ const (
 	TagRestorePending = "fedbr.io/restore-pending"
 )
 
+// TagNamespace is the Kubernetes namespace of the member a snapshot or volume was made for
+// (Owner.Namespace): every snapshot the backup step and every volume restore-volumes creates
+// carries it from its create call on, and fedbr never removes or changes it. It is what a
+// per-namespace IAM policy conditions on (docs/iam/fedbr-steps-per-namespace.json): a step
+// identity may create only what carries its own namespace (aws:RequestTag) and delete, untag
+// or read the blocks of only what carries it (aws:ResourceTag). A volume restored into
+// namespace B from a backup taken in A carries B; the snapshot's A is kept only under the
+// copied key snapshot/fedbr.io/namespace.
+const TagNamespace = "fedbr.io/namespace"
+
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // ValidateID checks a backup or restore identity: 1–128 letters, digits, '.', '_' or '-',
@@ -100,4 +110,13 @@ func PendingRestoreTags(owner *Owner) map[string]string {
 		return nil
 	}
 	return map[string]string{TagRestorePending: owner.String()}
+}
+
+// NamespaceTags are the permanent tags of what a step creates for owner: TagNamespace with
+// the owner's namespace; nil without an owner.
+func NamespaceTags(owner *Owner) map[string]string {
+	if owner == nil {
+		return nil
+	}
+	return map[string]string{TagNamespace: owner.Namespace}
 }

@@ -34,3 +34,13 @@ func TestPendingTags(t *testing.T) {
 		t.Errorf("restore pending tag %q", got)
 	}
 }
+
+func TestNamespaceTags(t *testing.T) {
+	if NamespaceTags(nil) != nil {
+		t.Error("namespace tags without an owner")
+	}
+	got := NamespaceTags(&Owner{Cluster: "c1", Namespace: "tenant-a"})
+	if len(got) != 1 || got[TagNamespace] != "tenant-a" {
+		t.Errorf("namespace tags = %v, want only %s=tenant-a", got, TagNamespace)
+	}
+}

@@ -90,7 +90,9 @@ type Options struct {
 	// Owner, when set, is where the member this step runs for lives: every volume carries
 	// meta.TagRestorePending=<owner> until restoremeta records it, so that plane's agent may
 	// sweep a volume no restoremeta records once its member is gone. The tag is removed before
-	// restoremeta is written, whether or not Owner is set.
+	// restoremeta is written, whether or not Owner is set. Every volume also carries
+	// meta.TagNamespace=<owner's namespace> from its CreateVolume on, for good (whatever the
+	// backup's namespace): what a per-namespace IAM policy conditions on.
 	Owner *meta.Owner
 	// Scope defaults to ScopeAll.
 	Scope Scope
@@ -657,7 +659,9 @@ func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
 }
 
 // tags are upstream's restore tags, the source snapshot's tags under snapshot/, the user's
-// tags and, winning over all, fedbr's restore identity.
+// tags and, winning over all, fedbr's restore identity, pending mark and the restoring
+// member's namespace (meta.TagNamespace: the snapshot's own, the backup's namespace, is only
+// ever copied as snapshot/fedbr.io/namespace).
 func (r *restorer) tags(s cloud.Snapshot) map[string]string {
 	t := map[string]string{}
 	for k, v := range s.Tags {
@@ -671,6 +675,7 @@ func (r *restorer) tags(s cloud.Snapshot) map[string]string {
 	maps.Copy(t, r.o.Tags)
 	maps.Copy(t, meta.RestoreTags(r.o.RestoreID))
 	maps.Copy(t, meta.PendingRestoreTags(r.o.Owner))
+	maps.Copy(t, meta.NamespaceTags(r.o.Owner))
 	return t
 }
 

@@ -33,8 +33,11 @@ type lab struct {
 	rec   *meta.Record
 }
 
+// backupNamespace is the namespace newLab's backup was taken for (its snapshots' meta.TagNamespace).
+const backupNamespace = "tidb"
+
 // newLab serves the AWS double and takes a backup of two stores (data + raft volume each,
-// each data volume holding a file naming it) tagged b1.
+// each data volume holding a file naming it) tagged b1, for namespace backupNamespace.
 func newLab(t *testing.T, opts awsdouble.Options) *lab {
 	t.Helper()
 	return newLabSized(t, opts, []int32{20, 20})
@@ -65,7 +68,10 @@ func newLabSized(t *testing.T, opts awsdouble.Options, dataGiB []int32) *lab {
 		if err := volumelock.NewWriter(in.Volumes[0].Dir).Append("whoami", []byte(in.Volumes[0].ID)); err != nil {
 			t.Fatal(err)
 		}
-		snaps, err := p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{in.Volumes[0].ID, in.Volumes[1].ID}, Tags: meta.BackupTags("b1")})
+		// As the backup step tags them for a member in namespace backupNamespace.
+		tags := meta.BackupTags("b1")
+		tags[meta.TagNamespace] = backupNamespace
+		snaps, err := p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{in.Volumes[0].ID, in.Volumes[1].ID}, Tags: tags})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,7 +54,8 @@ func TestFitTagsDropOrder(t *testing.T) {
 // TestRestoreDropsCopiedTagsOverTheLimit: a snapshot of a volume with 47 tags (48 with the
 // backup's identity) would give its restored volume 52 (AWS refuses more than 50: the double answers TagLimitExceeded); the
 // restore drops the least useful copied tags, leaves room for the 4 operator tags and says
-// what it dropped.
+// what it dropped. fedbr's own tags count: with an owner, its pending mark and the permanent
+// fedbr.io/namespace take two more places.
 func TestRestoreDropsCopiedTagsOverTheLimit(t *testing.T) {
 	ctx := testContext(t)
 	al := awsdoubletest.Serve(t, awsdouble.Options{}, "")
@@ -86,24 +87,44 @@ func TestRestoreDropsCopiedTagsOverTheLimit(t *testing.T) {
 	if err := store.PutBackupMeta(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	res, err := restorevolumes.Run(ctx, p, &fakePD{}, store, restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2b"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 48 copied + TiDBCluster-BR, ebs.csi.aws.com/cluster, createdFromSnapshotId, fedbr.io/restore
 	// = 52; room 46: the two Kubernetes tags, the fedbr one and the three greatest cost tags go.
-	want := []string{"snapshot/CSIVolumeName", "snapshot/cost-42", "snapshot/cost-43", "snapshot/cost-44", "snapshot/fedbr.io/backup",
+	dropped := []string{"snapshot/CSIVolumeName", "snapshot/cost-42", "snapshot/cost-43", "snapshot/cost-44", "snapshot/fedbr.io/backup",
 		"snapshot/kubernetes.io/created-for/pvc/name"}
-	if !slices.Equal(res.DroppedTags, want) {
-		t.Errorf("dropped %v, want %v", res.DroppedTags, want)
+	var full cloud.Volume // r1's: 46 tags, the room left exactly
+	for _, c := range []struct {
+		restoreID string
+		owner     *meta.Owner
+		dropped   []string
+		// kept is the volume's tags once the restore completed (its pending mark removed).
+		kept int
+	}{
+		{"r1", nil, dropped, cloud.MaxTags - 4},
+		// With an owner, fedbr.io/restore-pending and the permanent fedbr.io/namespace count too:
+		// 54 for 46, two more cost tags go; the pending mark leaves once restoremeta is written.
+		{"r2", &meta.Owner{Cluster: "9a1f-kube-system-uid", Namespace: "tenant-b"}, append([]string{"snapshot/cost-40", "snapshot/cost-41"}, dropped...), cloud.MaxTags - 5},
+	} {
+		res, err := restorevolumes.Run(ctx, p, &fakePD{}, store, restorevolumes.Options{RestoreID: c.restoreID, TargetAZ: "us-west-2b", Owner: c.owner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := slices.Sorted(slices.Values(c.dropped)); !slices.Equal(res.DroppedTags, want) {
+			t.Errorf("restore %s dropped %v, want %v", c.restoreID, res.DroppedTags, want)
+		}
+		vols, err := p.DescribeVolumes(ctx, []string{res.Volumes[0].VolumeID})
+		if err != nil || len(vols) != 1 {
+			t.Fatal(vols, err)
+		}
+		tags := vols[0].Tags
+		if n := len(tags); n != c.kept || tags[meta.TagRestore] != c.restoreID || tags["snapshot/cost-39"] != "v" ||
+			(c.owner != nil && tags[meta.TagNamespace] != c.owner.Namespace) {
+			t.Errorf("restore %s: its volume carries %d tags (want %d): %v", c.restoreID, n, c.kept, tags)
+		}
+		if c.owner == nil {
+			full = vols[0]
+		}
 	}
-	vols, err := p.DescribeVolumes(ctx, []string{res.Volumes[0].VolumeID})
-	if err != nil || len(vols) != 1 {
-		t.Fatal(vols, err)
-	}
-	if n := len(vols[0].Tags); n != cloud.MaxTags-4 || vols[0].Tags[meta.TagRestore] != "r1" || vols[0].Tags["snapshot/cost-41"] != "v" {
-		t.Errorf("restored volume carries %d tags (want %d): %v", n, cloud.MaxTags-4, vols[0].Tags)
-	}
+	vols := []cloud.Volume{full}
 	// The room left takes the operator tags; one more tag than that is AWS's TagLimitExceeded.
 	if err := p.TagVolume(ctx, vols[0].ID, restorevolumes.OperatorTags("pv", "pvc", "ns")); err != nil {
 		t.Fatalf("operator tags: %v", err)

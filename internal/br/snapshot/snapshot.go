@@ -11,7 +11,8 @@
 // earlier attempt died before recording them, deletes them and starts afresh — so a backup
 // id never owns two sets of one volume. Until the backup completes every snapshot is also marked
 // pending for its owner (meta.TagBackupPending), so what a lost answer or a killed attempt
-// leaves once the member is gone is the agent's orphan sweeper's.
+// leaves once the member is gone is the agent's orphan sweeper's; and for good with its owner's
+// namespace (meta.TagNamespace), which a per-namespace IAM policy conditions on.
 package snapshot
 
 import (
@@ -85,7 +86,9 @@ type Options struct {
 	// Owner, when set, is where the member this step runs for lives: every snapshot carries
 	// meta.TagBackupPending=<owner> until the backup completes, so that plane's agent may
 	// sweep the snapshots of a backup that never completed once its member is gone. The tag
-	// is removed before backupmeta is marked completed, whether or not Owner is set.
+	// is removed before backupmeta is marked completed, whether or not Owner is set. Every
+	// snapshot also carries meta.TagNamespace=<owner's namespace> from its CreateSnapshots on,
+	// for good: what a per-namespace IAM policy conditions on.
 	Owner *meta.Owner
 	// CleanupTimeout bounds the deletion of snapshots after a failure, which runs even when
 	// ctx was cancelled (default 5m).
@@ -777,10 +780,12 @@ func (s *snapshotter) plan(ctx context.Context, rec *meta.Record) ([]cloud.Snaps
 }
 
 // identityTags are the tags fedbr sets on every snapshot of the backup: its identity and,
-// with an owner, the pending mark.
+// with an owner, the pending mark and the owner's namespace (meta.TagNamespace, permanent).
+// They win over --tags and over the tags CreateSnapshots copies from the source volume.
 func identityTags(backupID string, owner *meta.Owner) map[string]string {
 	tags := meta.BackupTags(backupID)
 	maps.Copy(tags, meta.PendingBackupTags(owner))
+	maps.Copy(tags, meta.NamespaceTags(owner))
 	return tags
 }
 

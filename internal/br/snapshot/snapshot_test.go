@@ -772,20 +772,22 @@ func TestBackupMetaCountsTheWholeCluster(t *testing.T) {
 // fails an armed step while it prepares: it never asks for the backup ts, so it never
 // reports Armed and the manager never starts the pause (startPause waits for every member
 // armed), and nothing is snapshotted. The error names the volume, its tags and the limit. A
-// volume that fills the 50 exactly is snapshotted.
+// volume that fills the 50 exactly is snapshotted. fedbr's own tags count: the permanent
+// fedbr.io/namespace is one of the 7 the step adds.
 func TestTooManyTagsFailsBeforeThePause(t *testing.T) {
 	ctx := testContext(t)
 	owner := &meta.Owner{Cluster: "3c5d3f0e-kube-system-uid", Namespace: "tidb"}
 	userTags := map[string]string{"team": "db", "cost-center": "42", "env": "prod"}
-	// fedbr's: the user's 3, fedbr.io/backup, fedbr.io/store, fedbr.io/backup-pending.
-	const fedbrTags = 6
+	// fedbr's: the user's 3, fedbr.io/backup, fedbr.io/store, fedbr.io/backup-pending,
+	// fedbr.io/namespace.
+	const fedbrTags = 7
 	for _, tt := range []struct {
 		name    string
 		volTags int // the data volume's own tags, all distinct from fedbr's
 		want    string
 	}{
-		{"45 of the volume's own: 51 in all", 45, "volume %s of TiKV store 1 has 45 tags and the snapshot step adds 6: 51, more than the 50 AWS allows on a snapshot"},
-		{"44 of the volume's own: 50 in all", 44, ""},
+		{"44 of the volume's own: 51 in all", 44, "volume %s of TiKV store 1 has 44 tags and the snapshot step adds 7: 51, more than the 50 AWS allows on a snapshot"},
+		{"43 of the volume's own: 50 in all", 43, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := newLab(t, 1, awsdouble.Faults{})

@@ -29,9 +29,13 @@ import (
 
 const (
 	stepsPolicy = "../../../docs/iam/fedbr-steps.json"
-	agentPolicy = "../../../docs/iam/fedbr-agent.json"
-	kmsPolicy   = "../../../docs/iam/fedbr-kms.json"
-	awsDoc      = "../../../docs/aws.md"
+	// stepsNSPolicy is the steps' policy for one identity per namespace (EKS Pod Identity's
+	// session tags, or per-namespace roles tagged kubernetes-namespace): the same actions,
+	// each limited to what carries the principal's namespace (per_namespace_test.go).
+	stepsNSPolicy = "../../../docs/iam/fedbr-steps-per-namespace.json"
+	agentPolicy   = "../../../docs/iam/fedbr-agent.json"
+	kmsPolicy     = "../../../docs/iam/fedbr-kms.json"
+	awsDoc        = "../../../docs/aws.md"
 )
 
 // s3Actions maps the S3 operations fedbr calls to their IAM actions, which S3 names otherwise.
@@ -324,22 +328,7 @@ func methodsOf(iface any) []string {
 
 func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 	awsFuncs := scanPackage(t, ".")
-	blobFuncs := scanPackage(t, "../blob")
-
-	// The steps call the provider's methods they name, and the S3 store's every method (the
-	// metadata store writes, reads, lists and deletes).
-	var stepSets []map[string]bool
-	for _, m := range calledMethods(t, awsFuncs, "../../br", "../../cmd/br") {
-		stepSets = append(stepSets, awsFuncs[m])
-	}
-	for _, m := range []string{"Put", "Get", "List", "Delete"} {
-		acts, ok := blobFuncs[m]
-		if !ok {
-			t.Fatalf("internal/cloud/blob has no %s", m)
-		}
-		stepSets = append(stepSets, acts)
-	}
-	steps := union(stepSets...)
+	steps := stepActions(t, awsFuncs)
 
 	// The agent calls the provider only through these interfaces, and reads no storage (the
 	// restore-volumes step reports what the agent needs of a backup): no agent package imports
@@ -358,7 +347,7 @@ func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 	for _, c := range []struct {
 		policy string
 		want   []string
-	}{{stepsPolicy, steps}, {agentPolicy, agent}} {
+	}{{stepsPolicy, steps}, {stepsNSPolicy, steps}, {agentPolicy, agent}} {
 		missing, extra := diff(c.want, policyActions(t, c.policy))
 		if len(missing) > 0 {
 			t.Errorf("%s lacks %v, which the code calls", c.policy, missing)
@@ -385,6 +374,25 @@ func TestIAMPoliciesAllowExactlyWhatTheCodeCalls(t *testing.T) {
 			t.Errorf("docs/aws.md does not explain %s", a)
 		}
 	}
+}
+
+// stepActions are the IAM actions the steps call: the provider's methods they name, and the
+// S3 store's every method (the metadata store writes, reads, lists and deletes).
+func stepActions(t *testing.T, awsFuncs map[string]map[string]bool) []string {
+	t.Helper()
+	blobFuncs := scanPackage(t, "../blob")
+	var stepSets []map[string]bool
+	for _, m := range calledMethods(t, awsFuncs, "../../br", "../../cmd/br") {
+		stepSets = append(stepSets, awsFuncs[m])
+	}
+	for _, m := range []string{"Put", "Get", "List", "Delete"} {
+		acts, ok := blobFuncs[m]
+		if !ok {
+			t.Fatalf("internal/cloud/blob has no %s", m)
+		}
+		stepSets = append(stepSets, acts)
+	}
+	return union(stepSets...)
 }
 
 // blobPackage is the blob stores' import path: the only code that reaches S3.
