@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -79,9 +80,11 @@ func TestDeletedWithCreateSnapshotsInFlight(t *testing.T) {
 		t.Fatal("clean Job started while the snapshot step's pod still ran")
 	}
 	// The garbage collector: the pod is gone, so the Job goes.
-	j := getJob(ctx, ns, job.Name("fed-b1", job.StepSnapshot))
-	j.Finalizers = nil
-	must(t, c.Update(ctx, j))
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := getJob(ctx, ns, job.Name("fed-b1", job.StepSnapshot))
+		j.Finalizers = nil
+		return c.Update(ctx, j)
+	}))
 
 	var cj = getJob(ctx, ns, CleanJobName("fed-b1", 1))
 	eventually(t, "clean Job", func() (bool, string) {
