@@ -13,6 +13,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/backoff"
+	"github.com/fedbr/fedbr/internal/br/clean"
 )
 
 // CleanJobName is the name of clean attempt n (1, 2, …): each retry is a new Job, so a failed
@@ -129,7 +130,10 @@ func (p *plan) planClean(complete bool) {
 		return
 	case cj.Exists() && !cj.Done():
 		msg := fmt.Sprintf("clean attempt %d of %d running", attempts, limit)
-		if reported && st.Total > 0 {
+		switch {
+		case reported && st.Phase == clean.PhaseSettling:
+			msg += ": waiting for AWS to show the snapshots of the CreateSnapshots calls the stopped snapshot step may have sent"
+		case reported && st.Total > 0:
 			msg += fmt.Sprintf(": %d of %d snapshots deleted", st.Deleted, st.Total)
 		}
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason, msg, time.Time{})

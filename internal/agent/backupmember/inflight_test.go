@@ -137,10 +137,15 @@ func TestDeletedWithCreateSnapshotsInFlight(t *testing.T) {
 		t.Fatalf("the member was released (clean args %v, summary %+v) while its CreateSnapshots was in flight; once AWS ran it, snapshots of the backup are left for the orphan sweeper: %v",
 			a, o.sum, snapshotIDs(lab.Server, uid))
 	}
-	// The clean waits for the held call; the finalizer holds meanwhile.
+	// The clean waits for the held call; the finalizer holds meanwhile, and the member says why.
 	if got := getMember(t, ctx, key); got == nil || !slices.Contains(got.Finalizers, Finalizer) {
 		t.Fatal("the member was released while its clean waited for the CreateSnapshots in flight")
 	}
+	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepClean: map[string]any{"phase": clean.PhaseSettling, "seen": 0, "expected": 1}})
+	eventually(t, "Cleaning names the wait", func() (bool, string) {
+		ok, seen := condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberCleanedCondition, "False", dpv1alpha1.BackupMemberCleaningReason)
+		return ok && strings.Contains(seen, "CreateSnapshots calls the stopped snapshot step may have sent"), seen
+	})
 	release() // AWS runs the call whose caller is gone
 	o := <-cleaned
 	report(o)
