@@ -152,7 +152,10 @@ func must(t *testing.T, err error) {
 
 // seedCluster creates a TidbCluster with one TiKV pod on an EBS CSI volume, as the operator
 // and the CSI driver would leave them.
-func seedCluster(t *testing.T, ctx context.Context, ns string) {
+func seedCluster(t *testing.T, ctx context.Context, ns string) { seedClusterOn(t, ctx, ns, "vol-"+ns) }
+
+// seedClusterOn is seedCluster with the TiKV pod's volume volumeID.
+func seedClusterOn(t *testing.T, ctx context.Context, ns, volumeID string) {
 	c := env.Client
 	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	tc := &pcv1alpha1.TidbCluster{ObjectMeta: metav1.ObjectMeta{Name: "basic", Namespace: ns},
@@ -171,7 +174,7 @@ func seedCluster(t *testing.T, ctx context.Context, ns string) {
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
 			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: tidbcluster.EBSCSIDriver, VolumeHandle: "vol-" + ns}},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: tidbcluster.EBSCSIDriver, VolumeHandle: volumeID}},
 		}}
 	must(t, c.Create(ctx, pv))
 	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "tikv-basic-tikv-0", Namespace: ns},

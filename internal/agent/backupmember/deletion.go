@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +13,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/backoff"
+	"github.com/fedbr/fedbr/internal/br/clean"
 )
 
 // CleanJobName is the name of clean attempt n (1, 2, …): each retry is a new Job, so a failed
@@ -21,7 +23,9 @@ func CleanJobName(member string, attempt int) string {
 }
 
 // planDeletion lets go of everything before the finalizer goes: the pause is lifted, a running
-// snapshot is stopped, and the snapshots are cleaned per cleanPolicy.
+// snapshot step is stopped and its pod waited out (no step of the backup can then send another
+// CreateSnapshots), and the snapshots are cleaned per cleanPolicy — by the one clean step, which
+// also waits for what calls the stopped step sent may still make (volumesInFlight).
 func (p *plan) planDeletion() {
 	if pj := p.o.Pause; pj.Exists() && !pj.Done() && !pj.Suspended {
 		p.add(Action{Kind: StopJob, Name: pj.Name})
@@ -42,7 +46,9 @@ func (p *plan) planDeletion() {
 	}
 	if sj := p.o.Snapshot; sj.Exists() && !sj.Done() && !p.snapshotsDone() {
 		// The clean must not race a snapshot step that is still creating snapshots; stopping it
-		// makes it delete what it started.
+		// makes it delete what it started. The deletion is in the foreground (apply.DeleteJob):
+		// the Job stays, Deleting, until its pod is gone, so no call is sent after the clean
+		// starts.
 		if !sj.Deleting {
 			p.add(Action{Kind: DeleteJob, Name: sj.Name})
 		}
@@ -75,6 +81,20 @@ func (p *plan) snapshotEverStarted() bool {
 	_, reported := p.o.Report.Step(job.StepSnapshot)
 	return reported || p.o.Snapshot.Exists() || p.m.Status.SnapshotsTotal > 0 || p.m.Status.BackupPath != "" ||
 		p.isTrue(dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || p.isTrue(dpv1alpha1.BackupMemberCompleteCondition)
+}
+
+// volumesInFlight are the volumes handed the snapshot step when it may have sent CreateSnapshots
+// calls whose answers it never read: it had its backup ts (only then does it start snapshots)
+// and never reported every snapshot started. Its pod is gone by now (planDeletion waits for the
+// foreground deletion of its Job), so it sends no more calls, but AWS runs a call whose caller
+// is gone and shows what it made some time later; the clean waits for those snapshots (its
+// --expect-volumes) so they are deleted with the backup, not left for the orphan sweeper.
+func (p *plan) volumesInFlight() []string {
+	s, _ := p.o.Report.Step(job.StepSnapshot)
+	if p.m.Spec.BackupTS == "" || p.isTrue(dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || dpv1alpha1.SnapshotsStarted(s) {
+		return nil
+	}
+	return p.m.Status.TiKVVolumes
 }
 
 // MaxCleanAttempts is how many clean attempts the member gets: annotation
@@ -110,7 +130,10 @@ func (p *plan) planClean(complete bool) {
 		return
 	case cj.Exists() && !cj.Done():
 		msg := fmt.Sprintf("clean attempt %d of %d running", attempts, limit)
-		if reported && st.Total > 0 {
+		switch {
+		case reported && st.Phase == clean.PhaseSettling:
+			msg += ": waiting for AWS to show the snapshots of the CreateSnapshots calls the stopped snapshot step may have sent"
+		case reported && st.Total > 0:
 			msg += fmt.Sprintf(": %d of %d snapshots deleted", st.Deleted, st.Total)
 		}
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason, msg, time.Time{})
@@ -142,6 +165,9 @@ func (p *plan) planClean(complete bool) {
 	args := []string{"br", job.StepClean, "--storage", storage.Flag, "--backup-id", string(p.m.UID),
 		"--backup-outcome", outcome, "--delete-ratio", strconv.FormatFloat(p.m.Spec.Template.EffectiveSnapshotsDeleteRatio(), 'f', -1, 64),
 		"--member", p.m.Name}
+	if vols := p.volumesInFlight(); len(vols) > 0 {
+		args = append(args, "--expect-volumes", strings.Join(vols, ","))
+	}
 	args = append(args, p.o.Env.CloudArgs()...)
 	spec := p.jobSpec(job.StepClean, args)
 	spec.Name = CleanJobName(p.m.Name, attempts+1) // counted once observed

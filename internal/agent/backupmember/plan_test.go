@@ -1152,3 +1152,38 @@ func TestIndependentRun(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanExpectsTheVolumesOfCallsInFlight: the clean is told the volumes handed the snapshot
+// step (--expect-volumes) exactly when that step may have sent CreateSnapshots calls it never
+// read the answers of: it had its backup ts and never reported every snapshot started.
+func TestCleanExpectsTheVolumesOfCallsInFlight(t *testing.T) {
+	base := func(m *dpv1alpha1.VolumeBackupMember) {
+		m.Status.BackupPath = "s3://bk/nightly-az1"
+		m.Status.TiKVVolumes = []string{"vol-1", "vol-2"}
+		m.Spec.BackupTS = tsText
+	}
+	stoppedStep := report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Failed", "error": "start snapshots: context canceled"})})
+	startedStep := report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Failed", "error": "snapshot snap-1 is in the error state",
+		"startedAt": metav1.NewMicroTime(t0)})})
+	for _, tt := range []struct {
+		name   string
+		mut    func(*dpv1alpha1.VolumeBackupMember)
+		report job.Report
+		want   string
+	}{
+		{name: "stopped before it reported the starts", mut: func(*dpv1alpha1.VolumeBackupMember) {}, report: stoppedStep, want: "vol-1,vol-2"},
+		{name: "no report at all", mut: func(*dpv1alpha1.VolumeBackupMember) {}, report: job.ReportOf(nil), want: "vol-1,vol-2"},
+		{name: "every snapshot started (its report)", mut: func(*dpv1alpha1.VolumeBackupMember) {}, report: startedStep, want: ""},
+		{name: "every snapshot started (the condition)", mut: withCond(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue,
+			dpv1alpha1.BackupMemberSnapshotsStartedReason), report: stoppedStep, want: ""},
+		{name: "no backup ts: the armed step never started one", mut: func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = "" }, report: stoppedStep, want: ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := obs(member(dpv1alpha1.BackupMemberExecute, deleting(fedv1alpha1.CleanPolicyDelete), base, tt.mut), func(o *Observed) { o.Report = tt.report })
+			args := jobOf(t, planned(t, o), job.StepClean).Job.Spec.Template.Spec.Containers[0].Args
+			if got := argValue(args, "--expect-volumes"); got != tt.want {
+				t.Errorf("--expect-volumes %q, want %q (args %v)", got, tt.want, args)
+			}
+		})
+	}
+}

@@ -2,7 +2,9 @@
 // account's API budget, then its metadata. It refuses to call a completed backup clean when
 // its backupmeta is gone (the snapshots it listed may have leaked); it then sweeps the
 // snapshots carrying the backup's identity tags and reports them. A failed backup without
-// backupmeta is cleanable. A storage holding another backup's backupmeta (where this backup's
+// backupmeta is cleanable. When the backup's snapshot step may have left CreateSnapshots calls
+// unanswered (Options.Expected), it first waits, within a bound, until AWS shows a snapshot of
+// every volume the step was given, so that what those calls made is deleted with the rest. A storage holding another backup's backupmeta (where this backup's
 // snapshot step was refused) is left alone: only this backup's tagged snapshots go. Every step
 // is idempotent, so a retried clean converges.
 package clean
@@ -12,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -38,6 +41,15 @@ const (
 	DefaultDeleteRatio = 1.0
 )
 
+// Settle bounds: AWS documents no bound for how long a call runs after its caller is gone nor
+// for how long what it made stays invisible to DescribeSnapshots ("Eventual consistency in the
+// Amazon EC2 API" advises retrying a describe with backoff up to a few minutes), so the wait
+// is fedbr's: as long as the provider's own consistency window (internal/cloud/aws).
+const (
+	DefaultSettleTimeout  = 2 * time.Minute
+	DefaultSettleInterval = 5 * time.Second
+)
+
 // maxInFlight bounds concurrent DeleteSnapshot calls, so a slow call does not lower the
 // paced rate.
 const maxInFlight = 8
@@ -61,6 +73,19 @@ type Options struct {
 	// sweep: an operator's explicit acknowledgement that whatever backupmeta listed beyond
 	// the tagged snapshots is lost (otherwise such a clean fails on every retry).
 	AcceptMissingMeta bool
+	// Expected are the volumes the backup's snapshot step was given, when that step may have
+	// left CreateSnapshots calls unanswered (it was stopped, or failed, before it reported every
+	// snapshot started): AWS runs a call whose caller is gone, and shows what it made some time
+	// later. Before deleting anything the clean then lists the backup's tagged snapshots until
+	// every expected volume has one (listed by backupmeta or carrying the identity tag), for at
+	// most SettleTimeout from its start; a volume still without one is reported (Unseen) and
+	// whatever AWS shows for it later is the agent's orphan sweeper's. Needs a backup identity;
+	// ignored with DryRun.
+	Expected []string
+	// SettleTimeout bounds that wait (0: DefaultSettleTimeout); SettleInterval spaces its
+	// listings (0: DefaultSettleInterval).
+	SettleTimeout  time.Duration
+	SettleInterval time.Duration
 	// Progress receives one line per step; nil discards them.
 	Progress io.Writer
 	// Report receives the machine-readable status on every change; nil drops it.
@@ -84,12 +109,25 @@ func (o Options) Validate() error {
 	if o.DeleteRatio != 0 && (o.DeleteRatio < MinDeleteRatio || o.DeleteRatio > MaxDeleteRatio) {
 		return fmt.Errorf("delete ratio %v: want %v to %v snapshots per second", o.DeleteRatio, MinDeleteRatio, MaxDeleteRatio)
 	}
+	for _, v := range o.Expected {
+		if !volumeIDPattern.MatchString(v) {
+			return fmt.Errorf("expected volume %q: want an EBS volume id (vol-…)", v)
+		}
+	}
+	if o.SettleTimeout < 0 || o.SettleInterval < 0 {
+		return fmt.Errorf("settle timeout %s and interval %s: want non-negative durations", o.SettleTimeout, o.SettleInterval)
+	}
 	return nil
 }
+
+var volumeIDPattern = regexp.MustCompile(`^vol-[0-9a-zA-Z]{1,64}$`)
 
 // Status is the state of a clean, for the member's status.steps.
 type Status struct {
 	Phase string `json:"phase"`
+	// Seen of Expected volumes have a snapshot of the backup (phase Settling).
+	Seen     int `json:"seen,omitempty"`
+	Expected int `json:"expected,omitempty"`
 	// Deleted of Total snapshots to delete were deleted (from DeletingSnapshots on).
 	Deleted int `json:"deleted"`
 	Total   int `json:"total"`
@@ -101,6 +139,9 @@ type Status struct {
 const (
 	// PhaseStarting: reading backupmeta and sweeping for orphaned snapshots.
 	PhaseStarting = "Starting"
+	// PhaseSettling: waiting for AWS to show a snapshot of every expected volume (Seen of
+	// Expected), before anything is deleted (Options.Expected).
+	PhaseSettling = "Settling"
 	// PhaseDeletingSnapshots: deleting snapshots (Deleted of Total).
 	PhaseDeletingSnapshots = "DeletingSnapshots"
 	// PhaseDeletingMetadata: every snapshot is gone; the metadata objects are being deleted.
@@ -127,6 +168,10 @@ type Summary struct {
 	// Deleted were deleted now; AlreadyGone did not exist any more.
 	Deleted     []string `json:"deleted"`
 	AlreadyGone []string `json:"alreadyGone"`
+	// Unseen are the expected volumes (Options.Expected) of which AWS showed no snapshot of
+	// the backup when the settle wait ended; SettleSeconds is how long it waited.
+	Unseen        []string `json:"unseen,omitempty"`
+	SettleSeconds float64  `json:"settleSeconds,omitempty"`
 	// OtherBackup names the backup whose backupmeta the storage holds when it is not this
 	// one's (this backup's snapshot step was refused there); its metadata is left alone.
 	OtherBackup string `json:"otherBackup,omitempty"`
@@ -163,8 +208,15 @@ func Run(ctx context.Context, snaps cloud.Snapshots, store *meta.Store, o Option
 	if c.o.Report == nil {
 		c.o.Report = func(Status) {}
 	}
+	if c.o.SettleTimeout == 0 {
+		c.o.SettleTimeout = DefaultSettleTimeout
+	}
+	if c.o.SettleInterval == 0 {
+		c.o.SettleInterval = DefaultSettleInterval
+	}
 	c.report(PhaseStarting)
 	start := c.o.Clock.Now()
+	c.start = start
 	c.sum = Summary{BackupID: o.BackupID, DryRun: o.DryRun, Listed: []string{}, Orphans: []string{}, Deleted: []string{},
 		AlreadyGone: []string{}, Metadata: []string{}}
 	err := c.run(ctx)
@@ -200,6 +252,7 @@ type cleaner struct {
 	sum   Summary
 	// rec is the backup's backupmeta when found (MetaFound).
 	rec   *meta.Record
+	start time.Time
 	logMu sync.Mutex
 
 	statusMu sync.Mutex
@@ -287,16 +340,31 @@ func (c *cleaner) foreign(rec *meta.Record) (string, bool) {
 	return "", false
 }
 
-// sweep finds the snapshots carrying the backup's identity that backupmeta does not list.
+// sweep finds the snapshots carrying the backup's identity that backupmeta does not list,
+// once every expected volume has one or the settle wait is over (Options.Expected).
 func (c *cleaner) sweep(ctx context.Context) error {
 	if c.sum.BackupID == "" {
 		c.logf("No backup identity known; skipping the sweep for orphaned snapshots")
+		if len(c.o.Expected) > 0 {
+			c.sum.Unseen = slices.Sorted(slices.Values(c.o.Expected))
+		}
 		return nil
 	}
 	c.logf("Listing snapshots tagged %s=%s", meta.TagBackup, c.sum.BackupID)
-	found, err := c.snaps.ListSnapshots(ctx, meta.BackupTags(c.sum.BackupID))
-	if err != nil {
-		return fmt.Errorf("sweep snapshots of backup %s: %w", c.sum.BackupID, err)
+	var found []cloud.Snapshot
+	for {
+		var err error
+		found, err = c.snaps.ListSnapshots(ctx, meta.BackupTags(c.sum.BackupID))
+		if err != nil {
+			return fmt.Errorf("sweep snapshots of backup %s: %w", c.sum.BackupID, err)
+		}
+		settled, err := c.settled(ctx, found)
+		if err != nil {
+			return err
+		}
+		if settled {
+			break
+		}
 	}
 	for _, s := range found {
 		if !slices.Contains(c.sum.Listed, s.ID) {
@@ -305,6 +373,63 @@ func (c *cleaner) sweep(ctx context.Context) error {
 	}
 	slices.Sort(c.sum.Orphans)
 	return nil
+}
+
+// settled says whether the sweep may go on with found: every expected volume has a snapshot of
+// the backup, or the settle wait is over (then the volumes without one are Unseen). Otherwise
+// it reports how many have one and waits SettleInterval before the next listing.
+func (c *cleaner) settled(ctx context.Context, found []cloud.Snapshot) (bool, error) {
+	if len(c.o.Expected) == 0 {
+		return true, nil
+	}
+	seen := map[string]bool{}
+	if c.rec != nil {
+		for _, v := range c.rec.Volumes() {
+			if v.SnapshotID != "" {
+				seen[v.ID] = true
+			}
+		}
+	}
+	for _, s := range found {
+		seen[s.VolumeID] = true
+	}
+	var unseen []string
+	for _, v := range c.o.Expected {
+		if !seen[v] && !slices.Contains(unseen, v) {
+			unseen = append(unseen, v)
+		}
+	}
+	slices.Sort(unseen)
+	waited := c.o.Clock.Now().Sub(c.start)
+	c.sum.SettleSeconds = waited.Seconds()
+	switch {
+	case len(unseen) == 0:
+		c.logf("Every one of the %d volumes the snapshot step was given has a snapshot of backup %s", len(c.o.Expected), c.sum.BackupID)
+		return true, nil
+	case c.o.DryRun:
+		c.sum.Unseen = unseen
+		return true, nil
+	case waited >= c.o.SettleTimeout:
+		c.sum.Unseen = unseen
+		c.logf("After %s, AWS shows no snapshot of backup %s of %d volumes the snapshot step was given (%s): it never started them, or a CreateSnapshots still to land makes one, which the agent's orphan sweeper deletes",
+			waited.Round(time.Second), c.sum.BackupID, len(unseen), strings.Join(unseen, ", "))
+		return true, nil
+	}
+	c.statusMu.Lock()
+	changed := c.status.Phase != PhaseSettling || c.status.Seen != len(c.o.Expected)-len(unseen)
+	c.status.Seen, c.status.Expected = len(c.o.Expected)-len(unseen), len(c.o.Expected)
+	c.statusMu.Unlock()
+	if changed {
+		c.logf("Waiting for AWS to show a snapshot of %d of the %d volumes the snapshot step was given (a CreateSnapshots it sent may still run): %s",
+			len(unseen), len(c.o.Expected), strings.Join(unseen, ", "))
+		c.report(PhaseSettling)
+	}
+	select {
+	case <-ctx.Done():
+		return false, fmt.Errorf("wait for the snapshot step's calls to settle: %w", ctx.Err())
+	case <-c.o.Clock.After(c.o.SettleInterval):
+	}
+	return false, nil
 }
 
 // deleteSnapshots deletes the listed and orphaned snapshots that still exist, paced at the

@@ -452,7 +452,8 @@ func TestCleanLeavesAnotherBackupsMetadata(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []clean.Options{{DeleteRatio: 0.05}, {DeleteRatio: 2.5}, {Outcome: "maybe"}, {BackupID: "a/b"}} {
+	for _, o := range []clean.Options{{DeleteRatio: 0.05}, {DeleteRatio: 2.5}, {Outcome: "maybe"}, {BackupID: "a/b"},
+		{Expected: []string{"vol-1,vol-2"}}, {Expected: []string{""}}, {SettleTimeout: -time.Second}} {
 		if err := o.Validate(); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
@@ -530,5 +531,110 @@ func TestCleanLeavesWhatItDidNotWrite(t *testing.T) {
 	}
 	if got := l.keys(t); !slices.Equal(got, slices.Sorted(slices.Values(append([]string{meta.TombstoneKey}, others...)))) {
 		t.Errorf("objects after the clean: %v, want the tombstone and %v", got, others)
+	}
+}
+
+// TestCleanWaitsForCreateSnapshotsInFlight: the snapshot step was stopped while AWS held its
+// CreateSnapshots (its caller gone, the call still to run). The clean, told the volumes the
+// step was given, lists the backup's snapshots until AWS shows one of each, so the snapshots
+// the call makes once AWS runs it are deleted by this clean, not left for the sweeper.
+func TestCleanWaitsForCreateSnapshotsInFlight(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	in, err := l.srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 10}, {Device: "/dev/xvdc", SizeGiB: 10}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vols := []string{in.Volumes[0].ID, in.Volumes[1].ID}
+	release := l.srv.Hold("CreateSnapshots")
+	t.Cleanup(release)
+	stepCtx, stop := context.WithCancel(ctx)
+	stepDone := make(chan error, 1)
+	go func() {
+		_, err := l.p.SnapshotInstance(stepCtx, cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: vols, Tags: meta.BackupTags("b1")})
+		stepDone <- err
+	}()
+	waitFor(t, ctx, "CreateSnapshots in flight", func() bool { return l.srv.Stats().InFlight["CreateSnapshots"] == 1 })
+	stop() // the step's pod got SIGTERM and exited without the answer
+	if err := <-stepDone; err == nil {
+		t.Fatal("the stopped step got an answer")
+	}
+
+	settling := make(chan clean.Status, 1)
+	var once sync.Once
+	done := make(chan error, 1)
+	var sum clean.Summary
+	go func() {
+		var err error
+		sum, err = clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b1", Outcome: clean.Failed, Expected: vols,
+			SettleInterval: 10 * time.Millisecond, SettleTimeout: time.Hour, Report: func(st clean.Status) {
+				if st.Phase == clean.PhaseSettling {
+					once.Do(func() { settling <- st })
+				}
+			}})
+		done <- err
+	}()
+	select {
+	case st := <-settling:
+		if st.Seen != 0 || st.Expected != 2 {
+			t.Errorf("settling %+v, want 0 of 2 volumes seen", st)
+		}
+	case err := <-done:
+		t.Fatalf("the clean ended (%v, %+v) while AWS still held the CreateSnapshots", err, sum)
+	}
+	release() // AWS runs the call whose caller is gone
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Deleted) != 2 || len(sum.Orphans) != 2 || len(sum.Unseen) != 0 || sum.Result != "cleaned" {
+		t.Fatalf("summary = %+v, want the 2 snapshots the held call made deleted", sum)
+	}
+	if left := l.left(t, "b1"); len(left) != 0 {
+		t.Fatalf("snapshots of the backup left: %v", left)
+	}
+}
+
+// TestCleanSettleIsBounded: an expected volume of which AWS never shows a snapshot (the step
+// never started it) ends the wait after SettleTimeout and is reported Unseen, and the clean
+// succeeds; volumes backupmeta lists a snapshot for are seen at once, without a wait.
+func TestCleanSettleIsBounded(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t)
+	rec := l.backup(t, "b1", 1)
+	l.writeMeta(t, rec)
+	var listed []string
+	for _, v := range rec.Volumes() {
+		listed = append(listed, v.ID)
+	}
+	sum, err := clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b1", Expected: listed, Clock: newVirtualClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.SettleSeconds != 0 || len(sum.Unseen) != 0 || len(sum.Deleted) != 2 {
+		t.Fatalf("summary = %+v, want no wait: backupmeta lists every expected volume", sum)
+	}
+
+	rec = l.backup(t, "b2", 1)
+	l.writeMeta(t, rec)
+	clock := newVirtualClock()
+	sum, err = clean.Run(ctx, l.p, l.store, clean.Options{BackupID: "b2", Expected: append(listed[:0:0], rec.Volumes()[0].ID, "vol-0never"),
+		SettleTimeout: time.Minute, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.Unseen, []string{"vol-0never"}) || sum.SettleSeconds < 60 || len(sum.Deleted) != 2 || sum.Result != "cleaned" {
+		t.Fatalf("summary = %+v, want vol-0never unseen after the minute and the backup cleaned", sum)
+	}
+}
+
+// waitFor polls cond until it holds or ctx ends.
+func waitFor(t *testing.T, ctx context.Context, what string, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: never", what)
+		case <-time.After(5 * time.Millisecond):
+		}
 	}
 }

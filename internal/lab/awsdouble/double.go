@@ -168,6 +168,8 @@ type Server struct {
 	hashing     chan struct{}
 	throttleAcc float64
 	stats       Stats
+	// holds are the gates of the actions Hold holds, by action.
+	holds map[string]chan struct{}
 
 	flushMu    sync.Mutex
 	flushTimer *time.Timer
@@ -571,6 +573,43 @@ func (s *Server) volumeByID(id string) (*Volume, bool) {
 		return nil, false
 	}
 	return v, true
+}
+
+// Hold holds every call of action (an EC2 action name) that arrives from now on, in flight
+// (Stats.InFlight), until release is called; each then runs as any other call, whether or not
+// its caller still waits for the answer, as AWS runs a call it received after its client hung
+// up, gave up or died. Unlike Faults.Latency it holds for no duration: a test releases the
+// calls on an event it observed. release may be called more than once; call it before the
+// server closes, which waits for the calls it serves.
+func (s *Server) Hold(action string) (release func()) {
+	gate := make(chan struct{})
+	s.mu.Lock()
+	if s.holds == nil {
+		s.holds = map[string]chan struct{}{}
+	}
+	s.holds[action] = gate
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.holds[action] == gate {
+				delete(s.holds, action)
+			}
+			s.mu.Unlock()
+			close(gate)
+		})
+	}
+}
+
+// held waits while action is held (Hold); the caller's request context is not consulted.
+func (s *Server) held(action string) {
+	s.mu.Lock()
+	gate := s.holds[action]
+	s.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 }
 
 // FailSnapshot makes a pending snapshot turn error after d (in the double's clock).

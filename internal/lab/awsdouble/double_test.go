@@ -563,6 +563,55 @@ func TestHeldCallRunsAfterItsCallerGaveUp(t *testing.T) {
 	}
 }
 
+// TestHoldRunsTheCallOnRelease: a CreateSnapshots held by Server.Hold stays in flight, its
+// snapshot not made, after its caller gave up; released, it runs and makes the snapshot the
+// caller never saw.
+func TestHoldRunsTheCallOnRelease(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
+	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := srv.Hold("CreateSnapshots")
+	t.Cleanup(release)
+	c, _ := clients(url)
+	callCtx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CreateSnapshots(callCtx, &ec2.CreateSnapshotsInput{
+			InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(in.ID), ExcludeBootVolume: awssdk.Bool(true)}})
+		done <- err
+	}()
+	for srv.Stats().InFlight["CreateSnapshots"] != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call never showed as in flight")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the caller that gave up got an answer")
+	}
+	if n, inFlight := len(srv.Inventory(nil).Snapshots), srv.Stats().InFlight["CreateSnapshots"]; n != 0 || inFlight != 1 {
+		t.Fatalf("held after its caller gave up: %d snapshots, %d in flight; want 0 and 1", n, inFlight)
+	}
+	release()
+	release() // idempotent
+	for srv.Stats().InFlight["CreateSnapshots"] != 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the released call never ran")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if n := len(srv.Inventory(nil).Snapshots); n != 1 {
+		t.Errorf("%d snapshots after the released call ran, want the 1 its caller never saw", n)
+	}
+}
+
 // TestVolumesFromSnapshotsCounted: only a volume made from a snapshot counts.
 func TestVolumesFromSnapshotsCounted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

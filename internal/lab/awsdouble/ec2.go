@@ -73,6 +73,7 @@ func (s *Server) serveEC2(w http.ResponseWriter, r *http.Request) {
 		}
 		s.count(action, code)
 	}()
+	s.held(action)
 	switch s.inject(action) {
 	case faultThrottle:
 		aerr = errf(503, "RequestLimitExceeded", "Request limit exceeded.")

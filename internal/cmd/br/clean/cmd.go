@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,13 @@ cleaned; for a completed backup the tagged snapshots are deleted and reported, t
 metadata is kept, and the command fails: the snapshots backupmeta listed may have leaked
 (--accept-missing-meta acknowledges that and finishes the clean).
 
+--expect-volumes names the volumes a snapshot step that may have left CreateSnapshots calls
+unanswered was given (the agent passes them when it stopped such a step): AWS runs a call whose
+caller is gone and shows what it made some time later, so before deleting anything the clean
+lists the backup's tagged snapshots every 5 s until each of these volumes has one, for at most
+--settle-timeout; a volume still without one is reported ("unseen") and whatever AWS shows for it
+later is left to the agent's orphan sweeper.
+
 Progress lines go to stderr; the final JSON summary goes to stdout. Exit status 0 only when
 the backup is clean. With --member the status ({phase, deleted, total, error}) is server-side
 applied to the member's status.steps entry "clean" on every phase change and at most once a
@@ -61,6 +69,8 @@ second otherwise, with the summary as its result before exiting 0.`,
 	f.StringVar(&o.outcome, "backup-outcome", string(clean.Completed), "how the backup ended: completed or failed; a failed backup without backupmeta is cleanable")
 	f.Float64Var(&o.engine.DeleteRatio, "delete-ratio", clean.DefaultDeleteRatio, fmt.Sprintf("snapshots deleted per second, %v to %v", clean.MinDeleteRatio, clean.MaxDeleteRatio))
 	f.BoolVar(&o.engine.DryRun, "dry-run", false, "report what would be deleted and delete nothing")
+	f.StringSliceVar(&o.engine.Expected, "expect-volumes", nil, "volumes (comma-separated) the backup's snapshot step was given, when it may have left CreateSnapshots calls unanswered: wait until each has a snapshot of the backup before deleting")
+	f.DurationVar(&o.engine.SettleTimeout, "settle-timeout", clean.DefaultSettleTimeout, "how long --expect-volumes waits at most")
 	f.BoolVar(&o.engine.AcceptMissingMeta, "accept-missing-meta", false, "clean a completed backup whose backupmeta is missing anyway, after the tag sweep: accept that snapshots it listed may be lost")
 	o.report.Register(f)
 	return cmd
@@ -81,7 +91,14 @@ func (o *options) validate() error {
 		return fmt.Errorf("--delete-ratio %v: want %v to %v snapshots per second", r, clean.MinDeleteRatio, clean.MaxDeleteRatio)
 	}
 	if err := o.engine.Validate(); err != nil {
-		return fmt.Errorf("--backup-id: %w", err)
+		flag := "--backup-id"
+		switch {
+		case strings.HasPrefix(err.Error(), "expected volume"):
+			flag = "--expect-volumes"
+		case strings.HasPrefix(err.Error(), "settle"):
+			flag = "--settle-timeout"
+		}
+		return fmt.Errorf("%s: %w", flag, err)
 	}
 	return nil
 }

@@ -30,6 +30,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", "/tmp/x", "--delete-ratio", "2.5"}, "--delete-ratio 2.5"},
 		{[]string{"-s", "/tmp/x", "--backup-outcome", "maybe"}, "--backup-outcome"},
 		{[]string{"-s", "/tmp/x", "--backup-id", "a/b"}, "--backup-id"},
+		{[]string{"-s", "/tmp/x", "--expect-volumes", "vol-1,sda"}, `--expect-volumes: expected volume "sda"`},
+		{[]string{"-s", "/tmp/x", "--settle-timeout", "-1s"}, "--settle-timeout"},
 		{[]string{"-s", "gs://bucket/x"}, "only s3://"},
 		{[]string{"-s", "s3:///x"}, "want s3://BUCKET"},
 		{[]string{"-s", "/tmp/x", "--aws-endpoint", "127.0.0.1:4566"}, "--aws-endpoint"},
@@ -51,7 +53,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "backup-outcome", "delete-ratio", "dry-run", "accept-missing-meta",
-		"member", "member-namespace", "kubeconfig"} {
+		"expect-volumes", "settle-timeout", "member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)
