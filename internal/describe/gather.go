@@ -70,6 +70,7 @@ func (s *Source) Backup(ctx context.Context, namespace, name string) (*View, err
 	}
 	st := b.Status
 	v := &View{Kind: "VolumeBackup", Namespace: b.Namespace, Name: b.Name, Phase: string(st.Phase), Conditions: st.Conditions,
+		Final: slices.Contains([]fedv1alpha1.VolumeBackupPhase{fedv1alpha1.VolumeBackupComplete, fedv1alpha1.VolumeBackupFailed, fedv1alpha1.VolumeBackupCleaned}, st.Phase),
 		Fields: []Field{
 			{"Initializer", st.Initializer},
 			{"Commit ts", st.CommitTs},
@@ -110,6 +111,7 @@ func (s *Source) Restore(ctx context.Context, namespace, name string) (*View, er
 	}
 	st := r.Status
 	v := &View{Kind: "VolumeRestore", Namespace: r.Namespace, Name: r.Name, Phase: string(st.Phase), Conditions: st.Conditions,
+		Final: st.Phase == fedv1alpha1.VolumeRestoreComplete || st.Phase == fedv1alpha1.VolumeRestoreFailed,
 		Fields: []Field{
 			{"Commit ts", st.CommitTs},
 			{"Started", timeString(st.TimeStarted)},

@@ -99,7 +99,7 @@ func (p *printer) member(m Member) {
 	if len(m.Steps) > 0 {
 		p.line(1, "Steps:")
 		for _, s := range m.Steps {
-			p.line(2, "%s", p.step(s))
+			p.line(2, "%s", p.step(s, m.Observed[s.Name]))
 		}
 	}
 	if len(m.Jobs) > 0 {
@@ -125,12 +125,12 @@ func (p *printer) member(m Member) {
 }
 
 // step is one step report on one line: phase, age, progress with an estimate, error.
-func (p *printer) step(s dpv1alpha1.StepReport) string {
+func (p *printer) step(s dpv1alpha1.StepReport, obs []Observation) string {
 	out := s.Name + ": " + orNone(s.Phase)
 	if s.Since != nil {
 		out += " for " + p.age(s.Since.Time)
 	}
-	if prog := Progress(s, p.now); prog != "" {
+	if prog := Progress(s, obs, p.now); prog != "" {
 		out += ", " + prog
 	}
 	if s.Error != "" {
@@ -139,15 +139,16 @@ func (p *printer) step(s dpv1alpha1.StepReport) string {
 	return out
 }
 
-// Progress describes a long step's progress — snapshots, volumes, bytes read — with an
-// estimate of the time left at the rate since the phase began, or "" when the step reports
-// none.
-func Progress(s dpv1alpha1.StepReport, now time.Time) string {
+// Progress describes a long step's progress, or "" when the step reports none. The snapshot
+// step shows the percent it reports and the time left at the rate between the observations
+// obs of that percent (snapshotProgress, Estimate); the others — volumes created, bytes read,
+// snapshots deleted — the time left at the rate since the step's phase began.
+func Progress(s dpv1alpha1.StepReport, obs []Observation, now time.Time) string {
 	done, total := s.Done, s.Total
 	unit := "done"
 	switch {
-	case s.Name == dpv1alpha1.StepSnapshot:
-		unit = "snapshots"
+	case estimated(s):
+		return snapshotProgress(s, obs)
 	case s.Name == dpv1alpha1.StepRestoreVolumes:
 		unit = "volumes"
 		if total == 0 && s.Volumes > 0 {

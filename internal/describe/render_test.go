@@ -22,12 +22,10 @@ func TestProgress(t *testing.T) {
 		want string
 	}{
 		{"no progress reported", dpv1alpha1.StepReport{Name: "pause", Phase: "Ready"}, ""},
-		{"snapshots a quarter started 30 s in: 90 s left", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Started", Done: 10, Total: 40, Since: micro(t0.Add(-30 * time.Second))},
-			"10/40 snapshots (25%), about 1m30s left"},
-		{"nothing done yet: no estimate", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Started", Done: 0, Total: 40, Since: micro(t0.Add(-30 * time.Second))},
-			"0/40 snapshots (0%)"},
-		{"completed: no estimate", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Completed", Done: 40, Total: 40, Since: micro(t0.Add(-time.Minute))},
-			"40/40 snapshots (100%)"},
+		{"snapshots: the percent reported, estimating from one read", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Waiting", Done: 10, Total: 40, Percent: 37.5, Since: micro(t0.Add(-30 * time.Second))},
+			"10/40 snapshots completed, 37.5%, estimating"},
+		{"completed: no estimate", dpv1alpha1.StepReport{Name: "snapshot", Phase: "Completed", Done: 40, Total: 40, Percent: 100, Since: micro(t0.Add(-time.Minute))},
+			"40/40 snapshots completed, 100.0%"},
 		{"restore-volumes counts its volumes", dpv1alpha1.StepReport{Name: "restore-volumes", Phase: "Creating", Done: 3, Volumes: 6, Since: micro(t0.Add(-10 * time.Second))},
 			"3/6 volumes (50%), about 10s left"},
 		{"warm-up in bytes", dpv1alpha1.StepReport{Name: "warmup-0", Phase: "Reading", Done: 1 << 30, Total: 4 << 30, Since: micro(t0.Add(-time.Minute))},
@@ -36,7 +34,7 @@ func TestProgress(t *testing.T) {
 			"5/10 snapshots deleted (50%), about 5s left"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if got := Progress(c.s, t0); got != c.want {
+			if got := Progress(c.s, nil, t0); got != c.want {
 				t.Errorf("Progress = %q, want %q", got, c.want)
 			}
 		})
@@ -51,8 +49,9 @@ func TestRender(t *testing.T) {
 		Events: []Event{{Time: t0.Add(-time.Minute), Type: "Normal", Reason: "Created", Object: "VolumeBackup/nightly", Message: "members created", Count: 3}},
 		Members: []Member{
 			{Plane: "dp1", Namespace: "tidb", Name: "fed-nightly", Phase: "Running",
-				Steps: []dpv1alpha1.StepReport{{Name: "snapshot", Phase: "Started", Done: 2, Total: 4, Since: micro(t0.Add(-4 * time.Second))},
+				Steps: []dpv1alpha1.StepReport{{Name: "snapshot", Phase: "Waiting", Done: 2, Total: 4, Percent: 75, Since: micro(t0.Add(-4 * time.Second))},
 					{Name: "pause", Phase: "Failed", Error: "lost the lease"}},
+				Observed: map[string][]Observation{"snapshot": {{At: t0.Add(-2 * time.Second), Percent: 65}, {At: t0, Percent: 75}}},
 				Jobs: []Job{{Name: "fed-nightly-snapshot", Step: "snapshot", Status: "Active (1 running)",
 					Pods: []Pod{{Name: "fed-nightly-snapshot-x", Phase: "Running", Node: "n1", Restarts: 1, Exit: "exit 137 (Error)"}}}}},
 			{Plane: "dp2", Namespace: "tidb", Name: "fed-nightly", Problem: "data plane unreachable: connection refused"},
@@ -69,7 +68,7 @@ func TestRender(t *testing.T) {
 		"GCPaused  True    Paused  2s   held by fed-nightly", // one line per condition
 		"Created (x3)",
 		"Member tidb/fed-nightly in data plane dp1\n",
-		"    snapshot: Started for 4s, 2/4 snapshots (50%), about 4s left\n",
+		"    snapshot: Waiting for 4s, 2/4 snapshots completed, 75.0%, about 5s left\n",
 		"    pause: Failed; error: lost the lease\n",
 		"    fed-nightly-snapshot (snapshot): Active (1 running)\n",
 		"      pod fed-nightly-snapshot-x: Running on n1, 1 restarts, exit 137 (Error)\n",

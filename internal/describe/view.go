@@ -21,6 +21,9 @@ type View struct {
 	Namespace string
 	Name      string
 	Phase     string
+	// Final says the operation has reached a phase it does not leave (Complete, Failed,
+	// Cleaned); `describe --watch` stops there.
+	Final bool
 	// Fields are the operation's summary lines (commit ts, sizes, times, the pause window), in
 	// order; empty values are left out when rendered.
 	Fields     []Field
@@ -51,6 +54,9 @@ type Member struct {
 	Events     []Event
 	// Notes say what could not be read about an existing member (its Jobs, pods or events).
 	Notes []string
+	// Observed are the observations of a step's percent so far, by step name (Observer), for
+	// the estimate of the time left.
+	Observed map[string][]Observation
 	// ok says the member was read.
 	ok bool
 }

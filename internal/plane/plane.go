@@ -123,13 +123,27 @@ func Load(o Options) (*Set, error) {
 
 // loadPlane builds the plane of one context.
 func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error) {
-	eks, err := credentialPlugin(raw, name)
+	cfg, err := Config(raw, name, "manager")
 	if err != nil {
 		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
 	}
+	return newPlane(name, cfg, o)
+}
+
+// Config is the client configuration of context name of raw, built as the manager builds its
+// planes' (component names the user agent, fedbr-<component>/<version>): an exec user of
+// the two EKS forms gets its tokens minted in-process, any other exec plugin or auth-provider
+// is refused (ErrExecPlugin, ErrAuthProvider) before anything could run it. `fedbr describe`
+// and `fedbr logs` build the data planes' clients with it, so that a kubeconfig read from a
+// Secret never runs a command on the machine that reads it.
+func Config(raw *clientcmdapi.Config, name, component string) (*rest.Config, error) {
+	eks, err := credentialPlugin(raw, name)
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := clientcmd.NewNonInteractiveClientConfig(*raw, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
+		return nil, err
 	}
 	// Like clientcmd, which reads a user's credentials only for a TLS server, never send a
 	// token in the clear.
@@ -137,15 +151,19 @@ func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error)
 		cfg.ExecProvider = nil // served in-process: nothing is run
 		cfg.Wrap(eks.Wrap)
 	}
-	return newPlane(name, restconfig.Finish(cfg, "manager"), o)
+	if cfg.ExecProvider != nil || cfg.AuthProvider != nil {
+		// credentialPlugin refused or served every plugin; this is the net under it.
+		return nil, fmt.Errorf("context %q still names a credential plugin: %w", name, ErrExecPlugin)
+	}
+	return restconfig.Finish(cfg, component), nil
 }
 
 // ErrExecPlugin is the load error of a context whose user runs an exec credential plugin
 // other than the two EKS token commands, which fedbr serves in-process.
-var ErrExecPlugin = errors.New("the manager runs no credential plugin: it mints EKS tokens itself for \"aws eks get-token\" and \"aws-iam-authenticator token\" users; give this plane a token or a client certificate")
+var ErrExecPlugin = errors.New("fedbr runs no credential plugin: it mints EKS tokens itself for \"aws eks get-token\" and \"aws-iam-authenticator token\" users; give this plane a token or a client certificate")
 
 // ErrAuthProvider is the load error of a context whose user names an auth-provider.
-var ErrAuthProvider = errors.New("the manager runs no auth-provider; give this plane a token or a client certificate")
+var ErrAuthProvider = errors.New("fedbr runs no auth-provider; give this plane a token or a client certificate")
 
 // credentialPlugin looks at the user of context name: an exec plugin of one of the two EKS
 // forms (ekstoken.Parse) gets a token Source that the plane's transport takes its bearer

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -22,40 +23,39 @@ import (
 
 	"github.com/fedbr/fedbr/internal/describe"
 	"github.com/fedbr/fedbr/internal/manager"
+	"github.com/fedbr/fedbr/internal/plane"
 )
 
-// conn are the flags that say where the control plane and the data planes are.
-type conn struct {
-	kubeconfig, context, namespace string
-	planesKubeconfig, planesSecret string
-	planesKey                      string
-	timeout                        time.Duration
+// Control is where the control plane is: the flags --kubeconfig, --context, -n/--namespace and
+// --request-timeout, read as kubectl reads them. `fedbr get` uses it too.
+type Control struct {
+	Kubeconfig, Context, Namespace string
+	Timeout                        time.Duration
 }
 
-func (c *conn) flags(cmd *cobra.Command) {
+// AddFlags adds the control plane's flags to cmd.
+func (c *Control) AddFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig of the control plane (default: $KUBECONFIG or ~/.kube/config)")
-	f.StringVar(&c.context, "context", "", "context of the control plane in --kubeconfig (default: its current context)")
-	f.StringVarP(&c.namespace, "namespace", "n", "", "namespace of the operation in the control plane (default: the context's)")
-	f.StringVar(&c.planesKubeconfig, "planes-kubeconfig", "", "kubeconfig with one context per data plane, named as the operations' k8sClusterName (default: read from --planes-secret)")
-	f.StringVar(&c.planesSecret, "planes-secret", "fedbr-system/fedbr-dataplanes", "NAMESPACE/NAME of the manager's data-plane kubeconfig Secret in the control plane, read when --planes-kubeconfig is not given")
-	f.StringVar(&c.planesKey, "planes-secret-key", "kubeconfig", "key of the kubeconfig in --planes-secret")
-	f.DurationVar(&c.timeout, "request-timeout", 15*time.Second, "bound of each request to a cluster; a data plane that does not answer is reported, the others still shown")
+	f.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig of the control plane (default: $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&c.Context, "context", "", "context of the control plane in --kubeconfig (default: its current context)")
+	f.StringVarP(&c.Namespace, "namespace", "n", "", "namespace in the control plane (default: the context's)")
+	f.DurationVar(&c.Timeout, "request-timeout", 15*time.Second, "bound of each request to a cluster (describe, logs: a data plane that does not answer in time is reported, the others still shown)")
 }
 
-// source connects to the control plane and builds a client per data plane.
-func (c *conn) source(ctx context.Context) (*describe.Source, string, error) {
-	if c.timeout <= 0 {
+// Client connects to the control plane with fedbr's scheme and returns the namespace the
+// flags select (-n, else the context's).
+func (c *Control) Client() (client.Client, string, error) {
+	if c.Timeout <= 0 {
 		return nil, "", errors.New("--request-timeout must be positive")
 	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = c.kubeconfig
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.context})
+	rules.ExplicitPath = c.Kubeconfig
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: c.Context})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
 		return nil, "", fmt.Errorf("control plane kubeconfig: %w", err)
 	}
-	ns := c.namespace
+	ns := c.Namespace
 	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
 			return nil, "", fmt.Errorf("control plane namespace: %w", err)
@@ -65,16 +65,41 @@ func (c *conn) source(ctx context.Context) (*describe.Source, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	cfg.Timeout = c.timeout
+	cfg.Timeout = c.Timeout
 	control, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, "", fmt.Errorf("control plane client: %w", err)
 	}
+	return control, ns, nil
+}
+
+// conn are the flags that say where the control plane and the data planes are.
+type conn struct {
+	Control
+	planesKubeconfig, planesSecret string
+	planesKey                      string
+}
+
+func (c *conn) flags(cmd *cobra.Command) {
+	c.AddFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&c.planesKubeconfig, "planes-kubeconfig", "", "kubeconfig with one context per data plane, named as the operations' k8sClusterName (default: read from --planes-secret)")
+	f.StringVar(&c.planesSecret, "planes-secret", "fedbr-system/fedbr-dataplanes", "NAMESPACE/NAME of the manager's data-plane kubeconfig Secret in the control plane, read when --planes-kubeconfig is not given")
+	f.StringVar(&c.planesKey, "planes-secret-key", "kubeconfig", "key of the kubeconfig in --planes-secret")
+}
+
+// source connects to the control plane and builds a client per data plane.
+func (c *conn) source(ctx context.Context) (*describe.Source, string, error) {
+	control, ns, err := c.Client()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme := control.Scheme()
 	raw, err := c.planesConfig(ctx, control)
 	if err != nil {
 		return nil, "", err
 	}
-	planes, err := Planes(raw, c.timeout, func(cfg *rest.Config) (client.Client, error) { return client.New(cfg, client.Options{Scheme: scheme}) })
+	planes, err := Planes(raw, c.Timeout, func(cfg *rest.Config) (client.Client, error) { return client.New(cfg, client.Options{Scheme: scheme}) })
 	if err != nil {
 		return nil, "", err
 	}
@@ -105,7 +130,11 @@ func (c *conn) planesConfig(ctx context.Context, control client.Client) ([]byte,
 }
 
 // Planes builds a client per context of a kubeconfig: a context that does not load gets its
-// error instead, so one bad context hides only its own plane.
+// error instead, so one bad context hides only its own plane. Each context is built as the
+// manager builds it (plane.Config): the kubeconfig usually comes from a Secret, so an exec
+// credential plugin is never run on this machine — the two EKS token commands are served
+// in-process with this machine's AWS identity from the environment, any other plugin or
+// auth-provider leaves its plane unreadable with the reason.
 func Planes(kubeconfig []byte, timeout time.Duration, newClient func(*rest.Config) (client.Client, error)) (map[string]describe.Plane, error) {
 	cfg, err := clientcmd.Load(kubeconfig)
 	if err != nil {
@@ -116,7 +145,7 @@ func Planes(kubeconfig []byte, timeout time.Duration, newClient func(*rest.Confi
 	}
 	planes := map[string]describe.Plane{}
 	for name := range cfg.Contexts {
-		rc, err := clientcmd.NewNonInteractiveClientConfig(*cfg, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		rc, err := plane.Config(cfg, name, "describe")
 		if err != nil {
 			planes[name] = describe.Plane{Err: fmt.Errorf("context %s: %w", name, err)}
 			continue
@@ -143,13 +172,17 @@ var kinds = []string{"backup", "restore", "schedule"}
 func NewDescribeCmd() *cobra.Command {
 	var c conn
 	var events int
+	var watch bool
+	var interval time.Duration
 	cmd := &cobra.Command{
 		Use:   "describe backup|restore|schedule NAME",
 		Short: "Show a VolumeBackup, VolumeRestore or VolumeBackupSchedule across every data plane",
 		Long: "describe shows the operation's status and conditions, and for each data plane its member: phase,\n" +
 			"conditions, step reports with progress and an estimate of the time left, the step Jobs and pods,\n" +
 			"and recent events. A schedule shows its backups. It reads the control plane with your kubeconfig\n" +
-			"and the data planes with the manager's kubeconfig (--planes-kubeconfig or --planes-secret).",
+			"and the data planes with the manager's kubeconfig (--planes-kubeconfig or --planes-secret).\n" +
+			"With --watch it reads again every --interval and shows the view again whenever it changed, until\n" +
+			"the operation is Complete, Failed, Cleaned or deleted, or Ctrl-C.",
 		Args:      cobra.ExactArgs(2),
 		ValidArgs: kinds,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -160,30 +193,75 @@ func NewDescribeCmd() *cobra.Command {
 			if events < 0 {
 				return errors.New("--events must not be negative")
 			}
+			if watch && interval <= 0 {
+				return errors.New("--interval must be positive")
+			}
 			ctx := cmd.Context()
 			src, ns, err := c.source(ctx)
 			if err != nil {
 				return err
 			}
 			src.Events = events
-			var v *describe.View
-			switch kind {
-			case "backup":
-				v, err = src.Backup(ctx, ns, name)
-			case "restore":
-				v, err = src.Restore(ctx, ns, name)
-			default:
-				v, err = src.Schedule(ctx, ns, name)
+			gather := func(ctx context.Context) (*describe.View, error) {
+				switch kind {
+				case "backup":
+					return src.Backup(ctx, ns, name)
+				case "restore":
+					return src.Restore(ctx, ns, name)
+				default:
+					return src.Schedule(ctx, ns, name)
+				}
 			}
-			if err != nil {
-				return err
+			out := cmd.OutOrStdout()
+			if !watch {
+				v, err := gather(ctx)
+				if err != nil {
+					return err
+				}
+				var o describe.Observer
+				now := time.Now()
+				o.Observe(v, now)
+				return describe.Render(out, v, now)
 			}
-			return describe.Render(cmd.OutOrStdout(), v, time.Now())
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			w := &describe.Watch{
+				Gather: gather,
+				Draw:   func(v *describe.View, now time.Time) error { return draw(out, v, now, interval) },
+				Note:   func(s string) { _, _ = fmt.Fprintln(out, s) },
+				Next: func(ctx context.Context) bool {
+					select {
+					case <-ctx.Done():
+						return false
+					case <-tick.C:
+						return true
+					}
+				},
+				Now: time.Now,
+			}
+			return w.Run(ctx)
 		},
 	}
 	c.flags(cmd)
 	cmd.Flags().IntVar(&events, "events", 10, "newest events shown per object group")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "read again every --interval and show the view again when it changed, until the operation is Complete, Failed, Cleaned or deleted (a schedule: until Ctrl-C); the snapshot step's time left is estimated from the percent read between reads")
+	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "with --watch, how often to read again")
 	return cmd
+}
+
+// draw shows one view of a watch: on a terminal in place of the previous one, else after it
+// under a line with the time it was read.
+func draw(w io.Writer, v *describe.View, now time.Time, interval time.Duration) error {
+	header := "--- " + now.UTC().Format(time.RFC3339) + " ---\n"
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			header = fmt.Sprintf("\x1b[H\x1b[2J%s, read every %s; Ctrl-C to stop\n", now.Format("15:04:05"), interval)
+		}
+	}
+	if _, err := io.WriteString(w, header); err != nil {
+		return err
+	}
+	return describe.Render(w, v, now)
 }
 
 // NewLogsCmd returns `fedbr logs`.

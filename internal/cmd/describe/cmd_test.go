@@ -3,11 +3,13 @@ package describe
 import (
 	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,7 +171,7 @@ func TestDescribeAndLogsAcrossPlanes(t *testing.T) {
 	create(t, ctx, m)
 	since := metav1.NewMicroTime(time.Now().Add(-20 * time.Second))
 	m.Status = dpv1alpha1.VolumeBackupMemberStatus{Phase: "Snapshotting", BackupPath: "s3://bk/p-dp1",
-		Steps: []dpv1alpha1.StepReport{{Name: dpv1alpha1.StepSnapshot, Phase: "Started", Done: 1, Total: 3, Since: &since}}}
+		Steps: []dpv1alpha1.StepReport{{Name: dpv1alpha1.StepSnapshot, Phase: "Waiting", Done: 1, Total: 3, Percent: 40, Since: &since}}}
 	if err := env.Client.Status().Update(ctx, m); err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +204,9 @@ func TestDescribeAndLogsAcrossPlanes(t *testing.T) {
 		"the initializer's pause holds",
 		"MembersCreated",
 		"Member tidb/fed-nightly in data plane dp1",
-		"snapshot: Started for ",
-		"1/3 snapshots (33%), about ",
+		"snapshot: Waiting for ",
+		// One read: the estimate needs two (describe --watch).
+		"1/3 snapshots completed, 40.0%, estimating\n",
 		"fed-nightly-snapshot (snapshot): Active (0 running)",
 		"pod fed-nightly-snapshot-abcde: ",
 		"SuccessfulCreate",
@@ -264,6 +267,199 @@ func TestDescribeAndLogsAcrossPlanes(t *testing.T) {
 		_, err := execute(t, NewDescribeCmd, args...)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("describe %v: %v, want an error with %q", c.args, err, c.want)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a running command writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitFor waits until the output holds want (the watch's next read shows it), or fails.
+func waitFor(t *testing.T, out *syncBuffer, done chan error, want string) {
+	t.Helper()
+	deadline := time.After(time.Minute)
+	for !strings.Contains(out.String(), want) {
+		select {
+		case err := <-done:
+			if strings.Contains(out.String(), want) { // its last words
+				done <- err
+				return
+			}
+			t.Fatalf("describe --watch ended (%v) before showing %q:\n%s", err, want, out.String())
+		case <-deadline:
+			t.Fatalf("describe --watch did not show %q within a minute:\n%s", want, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestDescribeWatch watches a backup through its snapshot step to Complete: the first view
+// estimates nothing (one read of the percent), a later one estimates the time left from the
+// percent's rise between reads, and the watch ends by itself at Complete.
+func TestDescribeWatch(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the API server")
+	}
+	ctx := context.Background()
+	planes := planesKubeconfig(t)
+	create(t, ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "watched"}})
+	storage := fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p"}}
+	vb := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: "default"},
+		Spec: fedv1alpha1.VolumeBackupSpec{Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: storage},
+			Clusters: []fedv1alpha1.VolumeBackupMemberCluster{{K8sClusterName: "dp1", TCName: "tc", TCNamespace: "watched"}}}}
+	create(t, ctx, vb)
+	vb.Status = fedv1alpha1.VolumeBackupStatus{Phase: fedv1alpha1.VolumeBackupSnapshotsCreated}
+	if err := env.Client.Status().Update(ctx, vb); err != nil {
+		t.Fatal(err)
+	}
+	m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-watched", Namespace: "watched",
+		Labels: map[string]string{dpv1alpha1.LabelOwnerUID: string(vb.UID)}},
+		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "watched", K8sClusterName: "dp1", TCName: "tc", TCNamespace: "watched",
+			Phase: dpv1alpha1.BackupMemberExecute, Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: storage}}}
+	create(t, ctx, m)
+	since := metav1.NewMicroTime(time.Now())
+	setPercent := func(p float64) {
+		t.Helper()
+		m.Status = dpv1alpha1.VolumeBackupMemberStatus{Phase: "Snapshotting",
+			Steps: []dpv1alpha1.StepReport{{Name: dpv1alpha1.StepSnapshot, Phase: "Waiting", Done: 1, Total: 3, Percent: p, Since: &since}}}
+		if err := env.Client.Status().Update(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPercent(40)
+
+	out := &syncBuffer{}
+	c := NewDescribeCmd()
+	c.SetOut(out)
+	c.SetErr(out)
+	c.SetArgs([]string{"backup", "watched", "-n", "default", "--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", planes,
+		"--request-timeout", "5s", "--watch", "--interval", "100ms"})
+	done := make(chan error, 1)
+	go func() { done <- c.ExecuteContext(ctx) }()
+
+	waitFor(t, out, done, "1/3 snapshots completed, 40.0%, estimating\n")
+	setPercent(70)
+	waitFor(t, out, done, "1/3 snapshots completed, 70.0%, about ")
+	vb.Status.Phase = fedv1alpha1.VolumeBackupComplete
+	if err := env.Client.Status().Update(ctx, vb); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, out, done, "VolumeBackup default/watched reached Complete.\n")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("describe --watch: %v\n%s", err, out.String())
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("describe --watch did not end at Complete:\n%s", out.String())
+	}
+	got := out.String()
+	t.Logf("describe --watch:\n%s", got)
+	if n := strings.Count(got, "VolumeBackup default/watched\n"); n < 3 {
+		t.Errorf("%d views drawn, want at least 3 (40 %%, 70 %%, Complete)", n)
+	}
+	if !strings.Contains(got, "\n--- ") {
+		t.Errorf("the views are not separated by a time line:\n%s", got)
+	}
+}
+
+// TestDescribeRunsNoCredentialPlugin: the data planes' kubeconfig (here a file; the same for the
+// Secret) names exec credential plugins. A plugin other than the EKS token commands is refused
+// when the kubeconfig loads; an "aws eks get-token" user gets its token minted in-process. Both
+// commands are scripts that would leave a marker file: neither exists afterwards, so nothing
+// named in the kubeconfig was run on this machine.
+func TestDescribeRunsNoCredentialPlugin(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the API server")
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	script := func(name string) (path, marker string) {
+		path, marker = filepath.Join(dir, "bin", name), filepath.Join(dir, name+".ran")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte("#!/bin/sh\ntouch "+marker+"\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return path, marker
+	}
+	kubelogin, kubeloginRan := script("kubelogin")
+	aws, awsRan := script("aws")
+	// The in-process EKS token is signed with this machine's AWS identity from the environment.
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
+	t.Setenv("AWS_SESSION_TOKEN", "")
+
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster]
+	out := clientcmdapi.NewConfig()
+	out.Clusters["dp-exec"], out.Contexts["dp-exec"] = server, ctxOf("dp-exec")
+	out.AuthInfos["dp-exec"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1",
+		Command: kubelogin, Args: []string{"get-token"}, InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	out.Clusters["dp-eks"], out.Contexts["dp-eks"] = server, ctxOf("dp-eks")
+	out.AuthInfos["dp-eks"] = &clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1beta1",
+		Command: aws, Args: []string{"eks", "get-token", "--cluster-name", "dp-eks", "--region", "us-east-1"},
+		InteractiveMode: clientcmdapi.NeverExecInteractiveMode}}
+	planes := filepath.Join(dir, "planes")
+	if err := clientcmd.WriteToFile(*out, planes); err != nil {
+		t.Fatal(err)
+	}
+	create(t, ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "plugins"}})
+	vb := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "plugins", Namespace: "default"},
+		Spec: fedv1alpha1.VolumeBackupSpec{Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: fedv1alpha1.StorageProvider{
+			S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p"}}},
+			Clusters: []fedv1alpha1.VolumeBackupMemberCluster{
+				{K8sClusterName: "dp-exec", TCName: "tc", TCNamespace: "plugins"},
+				{K8sClusterName: "dp-eks", TCName: "tc", TCNamespace: "plugins"},
+			}}}
+	create(t, ctx, vb)
+
+	for _, run := range []struct {
+		newCmd func() *cobra.Command
+		args   []string
+		want   []string
+	}{
+		{NewDescribeCmd, []string{"backup", "plugins"}, []string{
+			`Member plugins/fed-plugins in data plane dp-exec` + "\n" + `  data plane unreachable: context dp-exec: user "dp-exec" runs exec plugin "` + kubelogin + `": fedbr runs no credential plugin`,
+			// The token minted in-process reaches the API server, which does not know it (401).
+			"Member plugins/fed-plugins in data plane dp-eks\n  cannot read the member: ",
+			"the server has asked for the client to provide credentials",
+		}},
+		{NewLogsCmd, []string{"backup", "plugins"}, []string{`==> dp-exec: unreachable: context dp-exec: user "dp-exec" runs exec plugin`}},
+	} {
+		got, err := execute(t, run.newCmd, append(run.args, "-n", "default", "--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", planes, "--request-timeout", "5s")...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", run.args, err, got)
+		}
+		for _, want := range run.want {
+			if !strings.Contains(got, want) {
+				t.Errorf("%v output lacks %q:\n%s", run.args, want, got)
+			}
+		}
+	}
+	// The commands have returned: every request they made is done.
+	for _, marker := range []string{kubeloginRan, awsRan} {
+		if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the credential plugin named in the data planes' kubeconfig ran on this machine (%s: %v)", marker, err)
 		}
 	}
 }
