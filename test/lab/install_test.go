@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
@@ -193,6 +194,10 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 func labCmd(t *testing.T, ctx context.Context, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, bins.fedbr, args...)
+	// The lab's AWS credentials in the environment, as an SRE's shell has theirs: fedbr signs
+	// the EKS-auth plane's token (the manager's kubeconfig names `aws eks get-token` for it) with
+	// them, in-process.
+	cmd.Env = append(os.Environ(), awsdouble.CredentialsEnv()...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("fedbr-lab %s: %v\n%s", strings.Join(args, " "), err, out)
