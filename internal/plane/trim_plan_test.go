@@ -126,7 +126,7 @@ func randBackupMember(r *rand.Rand, b *fedv1alpha1.VolumeBackup, cluster string)
 		BackupTS: pick(r, "", "1000", "900"), StartPause: r.IntN(2) == 0, ResumeGC: r.IntN(2) == 0, BackupFailed: r.IntN(4) == 0,
 		Template: b.Spec.Template}}
 	m.Status = dpv1alpha1.VolumeBackupMemberStatus{ObservedGeneration: int64(r.IntN(3)),
-		Phase:    pick(r, "", "Running", "Complete", "Failed"),
+		Phase:      pick(r, "", "Running", "Complete", "Failed"),
 		BackupPath: pick(r, "", "s3://backups/nightly-"+cluster), CommitTs: pick(r, "", "900", "1000", "junk"),
 		SnapshotsTotal: int32(r.IntN(4)), SnapshotsCompleted: int32(r.IntN(4)), BackupSize: int64(r.IntN(1e6)), IncrementalBackupSize: int64(r.IntN(1e6)),
 		TimeStarted: randTime(r), TimeCompleted: randTime(r), CleanAttempts: int32(r.IntN(3)), TiKVVolumes: []string{"vol-1", "vol-2"},
@@ -211,8 +211,8 @@ func TestPlansAreTheSameFromTrimmedBackupMembers(t *testing.T) {
 func randRestoreMember(r *rand.Rand, vr *fedv1alpha1.VolumeRestore, cluster string) *dpv1alpha1.VolumeRestoreMember {
 	m := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: randMeta(r, vr), Spec: dpv1alpha1.VolumeRestoreMemberSpec{
 		VolumeRestore: vr.Name, K8sClusterName: cluster, TCName: "basic", TCNamespace: "tidb", AZName: "us-west-2a",
-		Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "nightly-" + cluster}},
-		Phase:  pick(r, dpv1alpha1.RestoreMemberRestoreVolume, dpv1alpha1.RestoreMemberRestoreData, dpv1alpha1.RestoreMemberRestoreFinish),
+		Backup:     fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "nightly-" + cluster}},
+		Phase:      pick(r, dpv1alpha1.RestoreMemberRestoreVolume, dpv1alpha1.RestoreMemberRestoreData, dpv1alpha1.RestoreMemberRestoreFinish),
 		DataMember: r.IntN(3) == 0, Template: vr.Spec.Template}}
 	m.Status = dpv1alpha1.VolumeRestoreMemberStatus{ObservedGeneration: int64(r.IntN(3)),
 		Phase:    pick(r, "", "Running", "Complete", "Failed"),

@@ -29,7 +29,9 @@ func TestTrimKeepsWhatTheManagerReadsOfABackupMember(t *testing.T) {
 		t.Fatalf("the padded step clock %q… is not the time it should be", m.Annotations[dpv1alpha1.AnnotationPhaseSince][:40])
 	}
 	p, s := m.Status.Steps[0], m.Status.Steps[1]
-	f := func(c metav1.Condition) metav1.Condition { return metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message} }
+	f := func(c metav1.Condition) metav1.Condition {
+		return metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+	}
 	st := func(c metav1.Condition) metav1.Condition { return metav1.Condition{Type: c.Type, Status: c.Status} }
 	want := &dpv1alpha1.VolumeBackupMember{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: "uid-1", ResourceVersion: "7", Generation: 3,
@@ -57,7 +59,9 @@ func TestTrimKeepsWhatTheManagerReadsOfARestoreMember(t *testing.T) {
 	m.Status.Phase, m.Status.CommitTs = "Running", "400"
 	m.Annotations[dpv1alpha1.AnnotationPhaseSince] = "2026-12-06T13:00:00.5+01:00"
 	got := TrimRestoreMember(m.DeepCopy())
-	f := func(c metav1.Condition) metav1.Condition { return metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message} }
+	f := func(c metav1.Condition) metav1.Condition {
+		return metav1.Condition{Type: c.Type, Status: c.Status, Reason: c.Reason, Message: c.Message}
+	}
 	st := func(c metav1.Condition) metav1.Condition { return metav1.Condition{Type: c.Type, Status: c.Status} }
 	cs := m.Status.Conditions
 	want := &dpv1alpha1.VolumeRestoreMember{
