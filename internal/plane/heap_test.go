@@ -46,7 +46,7 @@ const keptPerMember = 96 << 10
 // cacheOverhead is what a plane's cache costs besides the members it holds: two informers and
 // the client (measured at about 0.5 MiB with no member), and each informer's watch decoding,
 // whose buffers are kept for as long as the watch runs and grow to the largest object it decoded
-// (at most what the API server stores, about 1.5 MiB), by doubling: about 4 MiB each. So 4 MiB +
+// (at most what the API server stores, about 1.5 MiB), by doubling: up to about 6 MiB each. So 4 MiB +
 // 2 × 6 MiB: it depends on the largest member, not on how many there are. (The split is not
 // measured: the cache over the padded members holds about 8.5 MiB more than their arithmetic.)
 const cacheOverhead = 16 << 20
