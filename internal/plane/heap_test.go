@@ -221,7 +221,7 @@ func setStatus(m client.Object, st any) {
 
 func pad(c byte, n int) string { return strings.Repeat(string(c), n) }
 
-// paddedMeta is metadata at its bounds: a 250-byte name, owner labels of 63 bytes, 100 labels
+// paddedMeta is metadata at its bounds: a 245-byte name, owner labels of 63 bytes, 100 labels
 // more, a phase-since annotation with 16 KiB of fraction digits (a valid RFC 3339 time), a 64 KiB
 // annotation, and 32 finalizers.
 func paddedMeta(kind string, i int) metav1.ObjectMeta {
