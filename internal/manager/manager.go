@@ -112,9 +112,7 @@ func runOnce(ctx context.Context, o Options) error {
 		// A reload builds the controllers again in the same process; their names (and so their
 		// metrics) are the same on purpose.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	if o.Namespace != "" {
-		mopts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}}
+		Cache:      controlCache(o.Namespace),
 	}
 	mgr, err := ctrl.NewManager(o.Control, mopts)
 	if err != nil {
@@ -167,6 +165,19 @@ func runOnce(ctx context.Context, o Options) error {
 		return errReload
 	}
 	return err
+}
+
+// controlCache is the control-plane cache's options: the objects of namespace ("" = all),
+// without their managedFields, which the manager never reads. The rest of a VolumeBackup,
+// VolumeRestore or VolumeBackupSchedule is kept: the controllers read their spec, status, labels
+// and annotations, and write them back by merge patch from the cached copy. The data planes'
+// caches keep less (plane.CacheOptions).
+func controlCache(namespace string) cache.Options {
+	o := cache.Options{DefaultTransform: cache.TransformStripManagedFields()}
+	if namespace != "" {
+		o.DefaultNamespaces = map[string]cache.Config{namespace: {}}
+	}
+	return o
 }
 
 // watchFile calls changed once when path's content differs from was (a mounted Secret is

@@ -9,6 +9,9 @@
 // probe interval bounds how fast an outage is noticed, never how fast a member change is seen
 // (that is the watch).
 //
+// A plane's cache keeps of each member only what the manager reads (trim.go): a member padded
+// to the API server's limit costs the manager's memory no more than one of the agent's.
+//
 // A context's user authenticates as the kubeconfig says, but the manager runs no credential
 // plugin: an exec user of Amazon EKS's two forms ("aws eks get-token", "aws-iam-authenticator
 // token") gets its tokens minted in-process with the manager's own AWS identity (package
@@ -202,7 +205,7 @@ func credentialPlugin(raw *clientcmdapi.Config, name string) (*ekstoken.Source, 
 }
 
 func newPlane(name string, cfg *rest.Config, o Options) (*Plane, error) {
-	c, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme = o.Scheme })
+	c, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme, co.Cache = o.Scheme, CacheOptions(o.Scheme) })
 	if err != nil {
 		return nil, fmt.Errorf("data plane %q: %w", name, err)
 	}
