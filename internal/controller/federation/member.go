@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -184,4 +185,24 @@ func Message(cs []metav1.Condition, failed, ready, fallback string) string {
 		return c.Message
 	}
 	return fallback
+}
+
+// MaxConditionMessage is the API's limit on a condition's message (metav1.Condition's
+// maxLength): a longer one makes the whole status update fail.
+const MaxConditionMessage = 32768
+
+// CutMessage is msg within MaxConditionMessage bytes, cut at a rune boundary with "…" at the
+// end. A member's own message may already be that long, and the controllers prefix it with
+// the plane and reason; without the cut the VolumeBackup or VolumeRestore could never be
+// marked failed.
+func CutMessage(msg string) string {
+	if len(msg) <= MaxConditionMessage {
+		return msg
+	}
+	const ellipsis = "…"
+	cut := MaxConditionMessage - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + ellipsis
 }

@@ -3,8 +3,10 @@ package federation
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -76,5 +78,23 @@ func TestCreateSaysWhetherItCreated(t *testing.T) {
 		if err != nil || created != want {
 			t.Errorf("create #%d: created %v, err %v; want %v, nil", i+1, created, err, want)
 		}
+	}
+}
+
+// CutMessage keeps a message the API takes as it is and cuts a longer one to the limit at a
+// rune boundary: the cut message is valid UTF-8, within the limit, and ends in "…".
+func TestCutMessage(t *testing.T) {
+	if m := "member in dp1 failed: X: short"; CutMessage(m) != m {
+		t.Errorf("CutMessage changed %q", m)
+	}
+	exact := strings.Repeat("a", MaxConditionMessage)
+	if CutMessage(exact) != exact {
+		t.Error("a message of exactly the limit was cut")
+	}
+	// "member in dp1 failed: R: " and a member's 32 KiB of three-byte runes.
+	long := "member in dp1 failed: R: " + strings.Repeat("界", MaxConditionMessage/3)
+	got := CutMessage(long)
+	if len(got) > MaxConditionMessage || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "member in dp1 failed: R: 界") {
+		t.Errorf("CutMessage of %d bytes: %d bytes, valid %v, ends %q", len(long), len(got), utf8.ValidString(got), got[len(got)-6:])
 	}
 }

@@ -36,6 +36,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/controller/federation"
 )
 
 // Member is what the manager observed of one data plane's member.
@@ -652,6 +653,7 @@ func memberTrue(m Member, t string) bool {
 // setCondition sets c with the status's generation; LastTransitionTime moves to now only when
 // the condition's status changes.
 func setCondition(st *fedv1alpha1.VolumeBackupStatus, c metav1.Condition, now time.Time) {
+	c.Message = federation.CutMessage(c.Message)
 	c.ObservedGeneration = st.ObservedGeneration
 	c.LastTransitionTime = metav1.NewTime(now)
 	meta.SetStatusCondition(&st.Conditions, c)

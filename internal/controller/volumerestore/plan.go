@@ -27,6 +27,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/controller/federation"
 )
 
 // Member is what the manager observed of one data plane's member.
@@ -454,6 +455,7 @@ func step(st *fedv1alpha1.VolumeRestoreStatus, name string, now time.Time, finis
 func memberTrue(m Member, t string) bool { return meta.IsStatusConditionTrue(m.Status.Conditions, t) }
 
 func setCondition(st *fedv1alpha1.VolumeRestoreStatus, c metav1.Condition, now time.Time) {
+	c.Message = federation.CutMessage(c.Message)
 	c.ObservedGeneration = st.ObservedGeneration
 	c.LastTransitionTime = metav1.NewTime(now)
 	meta.SetStatusCondition(&st.Conditions, c)
