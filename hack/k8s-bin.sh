@@ -70,8 +70,10 @@ build() {
 	log "built ${names[*]} in $((SECONDS - start))s"
 }
 
-# What is missing, per tools module; the two modules build at once (their builds' serial
-# stretches, links above all, leave a core idle that the other fills).
+# What is missing, per tools module. The modules build one after the other, etcd's first: the
+# Kubernetes build then finds the packages the two share (gRPC, protobuf, etcd's client, …)
+# compiled in the cache; two go commands at once each compile them (cold, 2026-12-06: with the
+# two at once the tools took 23 minutes, against 11.75 one after the other in an earlier run).
 declare -A missing=()
 for b in "${BINARIES[@]}"; do
 	set -- $b
@@ -81,17 +83,12 @@ for b in "${BINARIES[@]}"; do
 		missing[$2]+=" $1"
 	fi
 done
-pids=()
-for module in "${!missing[@]}"; do
-	# shellcheck disable=SC2086 # the names are words
-	build "$module" ${missing[$module]} &
-	pids+=($!)
+for module in etcd k8s; do
+	if [[ -n "${missing[$module]:-}" ]]; then
+		# shellcheck disable=SC2086 # the names are words
+		build "$module" ${missing[$module]}
+	fi
 done
-failed=0
-for pid in "${pids[@]}"; do
-	wait "$pid" || failed=1
-done
-((failed == 0)) || { log "a build failed (above); what was built is kept"; exit 1; }
 
 printf 'kubernetes %s\netcd %s\n' "$K8S_VERSION" "$ETCD_VERSION" >"$DIR/VERSIONS"
 touch "$DIR/.complete"
