@@ -150,6 +150,22 @@ func RunMain(m *testing.M, use func(*Env)) int {
 		fmt.Println("skipping: needs a real API server (-short)")
 		return 0
 	}
+	return runWithEnv(m, use)
+}
+
+// RunMainPureWhenShort is RunMain for a package that also has tests without an API server:
+// under -short it runs them (use is not called, so the package's Env stays nil and its API
+// server tests must skip on testing.Short).
+func RunMainPureWhenShort(m *testing.M, use func(*Env)) int {
+	flag.Parse()
+	if testing.Short() {
+		return m.Run()
+	}
+	return runWithEnv(m, use)
+}
+
+// runWithEnv starts the API server, hands it to use, runs the tests and stops it.
+func runWithEnv(m *testing.M, use func(*Env)) int {
 	e, err := New()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -25,22 +23,7 @@ import (
 var env *testenv.Env
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		os.Exit(m.Run())
-	}
-	e, err := testenv.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = e
-	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the API server:", err)
-		code = max(code, 1)
-	}
-	os.Exit(code)
+	os.Exit(testenv.RunMainPureWhenShort(m, func(e *testenv.Env) { env = e }))
 }
 
 func run(t *testing.T, args ...string) (string, error) {
