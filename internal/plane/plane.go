@@ -16,7 +16,9 @@
 // plugin: an exec user of Amazon EKS's two forms ("aws eks get-token", "aws-iam-authenticator
 // token") gets its tokens minted in-process with the manager's own AWS identity (package
 // ekstoken), and any other exec plugin or auth-provider leaves that plane unreachable with
-// ErrExecPlugin or ErrAuthProvider, naming the context and the command.
+// ErrExecPlugin or ErrAuthProvider, naming the context and the command. A context naming a
+// local file (a token file, a certificate or key path) is refused with ErrFileReference: the
+// kubeconfig comes from a Secret, and the file would be read where it is loaded.
 package plane
 
 import (
@@ -24,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -140,6 +144,9 @@ func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error)
 // and `fedbr logs` build the data planes' clients with it, so that a kubeconfig read from a
 // Secret never runs a command on the machine that reads it.
 func Config(raw *clientcmdapi.Config, name, component string) (*rest.Config, error) {
+	if err := fileReferences(raw, name); err != nil {
+		return nil, err
+	}
 	eks, err := credentialPlugin(raw, name)
 	if err != nil {
 		return nil, err
@@ -165,8 +172,40 @@ func Config(raw *clientcmdapi.Config, name, component string) (*rest.Config, err
 // other than the two EKS token commands, which fedbr serves in-process.
 var ErrExecPlugin = errors.New("fedbr runs no credential plugin: it mints EKS tokens itself for \"aws eks get-token\" and \"aws-iam-authenticator token\" users; give this plane a token or a client certificate")
 
+// ErrFileReference is the load error of a context that names a local file (a token file, a
+// client certificate or key, a CA file): the planes' kubeconfig comes from a Secret, and a file
+// it names would be read on the machine that loads it and sent to the server it names.
+var ErrFileReference = errors.New("the data planes' kubeconfig must carry its credentials inline (token, client-certificate-data, client-key-data, certificate-authority-data), not name local files: flatten it with kubectl config view --flatten --minify")
+
 // ErrAuthProvider is the load error of a context whose user names an auth-provider.
 var ErrAuthProvider = errors.New("fedbr runs no auth-provider; give this plane a token or a client certificate")
+
+// fileReferences refuses a context whose cluster or user names a local file (ErrFileReference),
+// before clientcmd could read it.
+func fileReferences(raw *clientcmdapi.Config, name string) error {
+	c := raw.Contexts[name]
+	if c == nil {
+		return nil // clientcmd reports the missing context
+	}
+	var named []string
+	add := func(field, path string) {
+		if path != "" {
+			named = append(named, fmt.Sprintf("%s %s", field, path))
+		}
+	}
+	if cl := raw.Clusters[c.Cluster]; cl != nil {
+		add("cluster "+strconv.Quote(c.Cluster)+" certificate-authority", cl.CertificateAuthority)
+	}
+	if u := raw.AuthInfos[c.AuthInfo]; u != nil {
+		add("user "+strconv.Quote(c.AuthInfo)+" tokenFile", u.TokenFile)
+		add("user "+strconv.Quote(c.AuthInfo)+" client-certificate", u.ClientCertificate)
+		add("user "+strconv.Quote(c.AuthInfo)+" client-key", u.ClientKey)
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	return fmt.Errorf("context %q names %s: %w", name, strings.Join(named, ", "), ErrFileReference)
+}
 
 // credentialPlugin looks at the user of context name: an exec plugin of one of the two EKS
 // forms (ekstoken.Parse) gets a token Source that the plane's transport takes its bearer

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -208,5 +209,50 @@ func TestCredentialPlugins(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFileReferencesAreRefused: a planes kubeconfig is read from a Secret, by the manager in its
+// pod and by `fedbr describe`, `get` and `logs` on an SRE's machine. client-go reads every file
+// a context names (tokenFile, client-certificate, client-key, certificate-authority) and sends
+// what it read to the server the same context names: whoever may write that Secret could make
+// either reader send a local file (the pod's service-account token, an SRE's credentials) to a
+// server of their choosing. Each file-naming context is refused with ErrFileReference, naming the
+// context, the field and the path, before anything is read; a context with inline data loads.
+func TestFileReferencesAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("local-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["inline"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", CertificateAuthorityData: []byte("-")}
+	kc.Clusters["ca-file"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1", CertificateAuthority: secret}
+	kc.AuthInfos["token"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.AuthInfos["token-file"] = &clientcmdapi.AuthInfo{TokenFile: secret}
+	kc.AuthInfos["cert-file"] = &clientcmdapi.AuthInfo{ClientCertificate: secret, ClientKeyData: []byte("-")}
+	kc.AuthInfos["key-file"] = &clientcmdapi.AuthInfo{ClientCertificateData: []byte("-"), ClientKey: secret}
+	for _, tc := range []struct{ context, cluster, user, field string }{
+		{"ca", "ca-file", "token", "certificate-authority"},
+		{"token-file", "inline", "token-file", "tokenFile"},
+		{"cert", "inline", "cert-file", "client-certificate"},
+		{"key", "inline", "key-file", "client-key"},
+	} {
+		kc.Contexts[tc.context] = &clientcmdapi.Context{Cluster: tc.cluster, AuthInfo: tc.user}
+		t.Run(tc.context, func(t *testing.T) {
+			_, err := Config(kc, tc.context, "test")
+			if !errors.Is(err, ErrFileReference) {
+				t.Fatalf("Config(%s) = %v; want %v", tc.context, err, ErrFileReference)
+			}
+			for _, m := range []string{`context "` + tc.context + `"`, tc.field, secret} {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("%q does not mention %s", err, m)
+				}
+			}
+		})
+	}
+	kc.Contexts["inline"] = &clientcmdapi.Context{Cluster: "inline", AuthInfo: "token"}
+	if _, err := Config(kc, "inline", "test"); err != nil {
+		t.Errorf("a context with inline credentials: %v", err)
 	}
 }
