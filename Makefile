@@ -29,7 +29,8 @@ PROMTOOL := .cache/bin/promtool-$(PROMTOOL_VERSION)
 GENERATED := api config test/fixtures/crd charts/fedbr-manager/crds charts/fedbr-agent/crds \
 	charts/fedbr-manager/files/manager_role.yaml charts/fedbr-agent/files/agent_role.yaml \
 	charts/fedbr-agent/files/manager_dataplane_role.yaml charts/fedbr-agent/files/dataplane_viewer_role.yaml \
-	$(foreach c,fedbr-manager fedbr-agent,$(foreach f,_helpers.tpl service.yaml servicemonitor.yaml serviceaccount.yaml,charts/$(c)/templates/$(f)))
+	$(foreach c,fedbr-manager fedbr-agent,charts/$(c)/files/leader_election_role.yaml) \
+	$(foreach c,fedbr-manager fedbr-agent,$(foreach f,_helpers.tpl service.yaml servicemonitor.yaml serviceaccount.yaml metrics-reader.yaml leader-election.yaml,charts/$(c)/templates/$(f)))
 
 # Flags of `make unit`. `make test` and `make test-long` run hack/test.sh, which groups the
 # packages (race detector, parallelism) and prints their times.
@@ -84,10 +85,10 @@ generate: ## Regenerate deepcopy code and CRD manifests from api/ (and the chart
 	rm -f charts/fedbr-manager/crds/*.yaml charts/fedbr-agent/crds/*.yaml
 	cp config/crd/bases/federation.pingcap.com_*.yaml charts/fedbr-manager/crds/
 	cp config/crd/bases/dataplane.fedbr.io_*.yaml charts/fedbr-agent/crds/
-	cp config/rbac/manager_role.yaml charts/fedbr-manager/files/
-	cp config/rbac/agent_role.yaml config/rbac/manager_dataplane_role.yaml config/rbac/dataplane_viewer_role.yaml charts/fedbr-agent/files/
+	cp config/rbac/manager_role.yaml config/rbac/leader_election_role.yaml charts/fedbr-manager/files/
+	cp config/rbac/agent_role.yaml config/rbac/manager_dataplane_role.yaml config/rbac/dataplane_viewer_role.yaml config/rbac/leader_election_role.yaml charts/fedbr-agent/files/
 	# Templates both charts use, word for word.
-	for c in fedbr-manager fedbr-agent; do cp charts/shared-templates/{_helpers.tpl,service.yaml,servicemonitor.yaml,serviceaccount.yaml,metrics-reader.yaml} charts/$$c/templates/; done
+	for c in fedbr-manager fedbr-agent; do cp charts/shared-templates/{_helpers.tpl,service.yaml,servicemonitor.yaml,serviceaccount.yaml,metrics-reader.yaml,leader-election.yaml} charts/$$c/templates/; done
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files differ from what is committed.

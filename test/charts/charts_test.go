@@ -216,7 +216,54 @@ func checkInstall(t *testing.T, c chart, objs objects, want install) *appsv1.Dep
 		t.Errorf("no ClusterRoleBinding of %s to service account %s/%s", want.role, c.namespace, pod.Spec.ServiceAccountName)
 	}
 	objs.get(t, "ServiceAccount", pod.Spec.ServiceAccountName, nil)
+	checkLeases(t, objs, want.args, pod.Spec.ServiceAccountName, c.namespace)
 	return &d
+}
+
+// checkLeases: the leader election Lease is the only one a component writes, in the namespace
+// --leader-election-namespace names; so no ClusterRole grants leases, and a Role there grants
+// what client-go's Lease lock calls (get, create, update) to the component's service account.
+func checkLeases(t *testing.T, objs objects, args []string, sa, saNamespace string) {
+	t.Helper()
+	for _, obj := range objs.all("ClusterRole") {
+		var r rbacv1.ClusterRole
+		as(t, obj, &r)
+		for _, rule := range r.Rules {
+			if slices.Contains(rule.Resources, "leases") {
+				t.Errorf("ClusterRole %s grants leases %v in every namespace; want a Role in the Lease's namespace only", r.Name, rule.Verbs)
+			}
+		}
+	}
+	var ns string
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--leader-election-namespace="); ok {
+			ns = v
+		}
+	}
+	if ns == "" {
+		return
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}}}
+	var granted bool
+	for _, obj := range objs.all("RoleBinding") {
+		var b rbacv1.RoleBinding
+		if as(t, obj, &b); b.Namespace != ns || b.RoleRef.Kind != "Role" ||
+			!slices.Contains(b.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: saNamespace}) {
+			continue
+		}
+		for _, ro := range objs.all("Role") {
+			var r rbacv1.Role
+			if as(t, ro, &r); r.Namespace == ns && r.Name == b.RoleRef.Name {
+				granted = equality.Semantic.DeepEqual(r.Rules, want)
+				if !granted {
+					t.Errorf("Role %s/%s: %s", ns, r.Name, cmp.Diff(want, r.Rules))
+				}
+			}
+		}
+	}
+	if !granted {
+		t.Errorf("no Role in %s, bound to %s/%s, grants the leader election Lease", ns, saNamespace, sa)
+	}
 }
 
 // bound tells whether a ClusterRoleBinding binds role to service account namespace/name.
@@ -457,10 +504,11 @@ func TestAgentChart(t *testing.T) {
 			if sa := objs.get(t, "ServiceAccount", "fedbr-agent", nil); len(sa.GetAnnotations()) != 0 {
 				t.Errorf("agent service account annotations %v by default", sa.GetAnnotations())
 			}
-			for _, kind := range []string{"RoleBinding", "Secret"} {
-				if n := len(objs.all(kind)); n != 0 {
-					t.Errorf("%d %s rendered, want none by default", n, kind)
-				}
+			if n := len(objs.all("Secret")); n != 0 {
+				t.Errorf("%d Secrets rendered, want none by default", n)
+			}
+			if n := len(stepBindings(objs)); n != 0 {
+				t.Errorf("%d RoleBindings besides the leader election's rendered, want none by default", n)
 			}
 			if n := len(objs.all("ServiceAccount")); n != 1 {
 				t.Errorf("%d service accounts by default, want the agent's", n)
@@ -584,7 +632,8 @@ func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namesp
 	if slices.Sort(got); !slices.Equal(got, namespaces) {
 		t.Errorf("steps' service accounts in %v, want %v", got, namespaces)
 	}
-	for _, obj := range objs.all("RoleBinding") {
+	bindings := stepBindings(objs)
+	for _, obj := range bindings {
 		var b rbacv1.RoleBinding
 		as(t, obj, &b)
 		if b.RoleRef.Kind != "ClusterRole" || b.RoleRef.Name != "fedbr-br-step" || len(b.Subjects) != 1 || b.Subjects[0].Name != job.ServiceAccountName ||
@@ -592,9 +641,20 @@ func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namesp
 			t.Errorf("RoleBinding %s/%s: %+v %+v", b.Namespace, b.Name, b.RoleRef, b.Subjects)
 		}
 	}
-	if n := len(objs.all("RoleBinding")); n != len(namespaces) {
+	if n := len(bindings); n != len(namespaces) {
 		t.Errorf("%d RoleBindings, want one per namespace %v", n, namespaces)
 	}
+}
+
+// stepBindings are the RoleBindings but the leader election's (checkLeases).
+func stepBindings(objs objects) objects {
+	var out objects
+	for _, obj := range objs.all("RoleBinding") {
+		if !strings.HasSuffix(obj.GetName(), "-leader-election") {
+			out = append(out, obj)
+		}
+	}
+	return out
 }
 
 // TestConfigManagerIsRestricted: the manager's plain manifest (config/manager, for installs
