@@ -1,5 +1,5 @@
 // Package root is the top of fedbr's command tree: every subcommand a user installs (manager,
-// agent, br, warmup, get, describe, logs, backup, version). The lab is not among them; cmd/fedbr-lab adds it.
+// agent, br, warmup, get, describe, logs, backup, restore, version). The lab is not among them; cmd/fedbr-lab adds it.
 package root
 
 import (
@@ -15,6 +15,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/describe"
 	"github.com/fedbr/fedbr/internal/cmd/get"
 	"github.com/fedbr/fedbr/internal/cmd/manager"
+	"github.com/fedbr/fedbr/internal/cmd/restore"
 	"github.com/fedbr/fedbr/internal/cmd/version"
 	"github.com/fedbr/fedbr/internal/cmd/warmup"
 )
@@ -30,6 +31,6 @@ func NewCmd() *cobra.Command {
 		SilenceErrors: false,
 	}
 	cmd.AddCommand(version.NewCmd(), br.NewCmd(), manager.NewCmd(), agent.NewCmd(), warmup.NewCmd(),
-		get.NewCmd(), describe.NewDescribeCmd(), describe.NewLogsCmd(), backup.NewCmd())
+		get.NewCmd(), describe.NewDescribeCmd(), describe.NewLogsCmd(), backup.NewCmd(), restore.NewCmd())
 	return cmd
 }

@@ -1,0 +1,209 @@
+// Package restore is `fedbr restore create`: the VolumeRestore of a Complete VolumeBackup,
+// written from the backup itself (every data plane's storage prefix as its member wrote it),
+// so that an SRE restoring under pressure types a backup's name and a namespace, not a
+// storage path per plane.
+package restore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/cmd/describe"
+)
+
+// NewCmd returns `fedbr restore` with its subcommands.
+func NewCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Write VolumeRestores from VolumeBackups",
+	}
+	cmd.AddCommand(newCreateCmd())
+	return cmd
+}
+
+// Options are what a VolumeRestore is built from besides its backup.
+type Options struct {
+	// Name is the VolumeRestore's name ("": the backup's).
+	Name string
+	// Into is the data-plane namespace of the TidbClusters to restore into, in every plane.
+	Into string
+	// TCName is the TidbClusters' name in every plane ("": each plane's backed-up one).
+	TCName string
+	// Warmup and WarmupStrategy are the template's.
+	Warmup         fedv1alpha1.RestoreWarmupMode
+	WarmupStrategy fedv1alpha1.RestoreWarmupStrategy
+}
+
+// ErrNotComplete: only a Complete backup has a snapshot of every volume and the metadata of
+// every plane.
+var ErrNotComplete = errors.New("only a Complete VolumeBackup can be restored")
+
+// Build is the VolumeRestore of b with o, in b's namespace: one cluster per cluster of the
+// backup, each restoring from the storage its member wrote (MemberStorage) into the TidbCluster
+// o names in o.Into. The restore lives in the backup's namespace, the one whose storage
+// prefix the agents' policy lets it read.
+func Build(b *fedv1alpha1.VolumeBackup, o Options) (*fedv1alpha1.VolumeRestore, error) {
+	var errs []error
+	if b.Status.Phase != fedv1alpha1.VolumeBackupComplete {
+		errs = append(errs, fmt.Errorf("VolumeBackup %s/%s is %q: %w", b.Namespace, b.Name, b.Status.Phase, ErrNotComplete))
+	}
+	if o.Into == "" {
+		errs = append(errs, errors.New("--into is required: the data-plane namespace to restore into (its TidbClusters in recovery mode)"))
+	} else if msgs := validation.IsDNS1123Label(o.Into); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--into %q: %v", o.Into, msgs))
+	}
+	if o.TCName != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.TCName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--tc %q: %v", o.TCName, msgs))
+		}
+	}
+	if o.Name != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("name %q: %v", o.Name, msgs))
+		}
+	}
+	if !slices.Contains([]fedv1alpha1.RestoreWarmupMode{fedv1alpha1.RestoreWarmupNone, fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupAsync}, o.Warmup) {
+		errs = append(errs, fmt.Errorf("--warmup %q: want sync or async (or none: \"\")", o.Warmup))
+	}
+	strategies := []fedv1alpha1.RestoreWarmupStrategy{"", fedv1alpha1.RestoreWarmupStrategyFio, fedv1alpha1.RestoreWarmupStrategyHybrid,
+		fedv1alpha1.RestoreWarmupStrategyFsr, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly}
+	if !slices.Contains(strategies, o.WarmupStrategy) {
+		errs = append(errs, fmt.Errorf("--warmup-strategy %q: want fio, hybrid, fsr or check-wal-only", o.WarmupStrategy))
+	}
+	if len(b.Spec.Clusters) == 0 {
+		errs = append(errs, fmt.Errorf("VolumeBackup %s/%s names no cluster", b.Namespace, b.Name))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	name := o.Name
+	if name == "" {
+		name = b.Name
+	}
+	r := &fedv1alpha1.VolumeRestore{
+		TypeMeta:   metav1.TypeMeta{APIVersion: fedv1alpha1.GroupVersion.String(), Kind: "VolumeRestore"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace},
+	}
+	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = o.Warmup, o.WarmupStrategy
+	for _, c := range b.Spec.Clusters {
+		tc := o.TCName
+		if tc == "" {
+			tc = c.TCName
+		}
+		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: c.K8sClusterName,
+			TCName: tc, TCNamespace: o.Into, Backup: b.Spec.Template.MemberStorage(c.K8sClusterName)})
+	}
+	return r, nil
+}
+
+type createOptions struct {
+	conn   describe.Control
+	build  Options
+	backup string
+	dryRun bool
+	output string
+}
+
+func newCreateCmd() *cobra.Command {
+	o := &createOptions{}
+	var warmup, strategy string
+	cmd := &cobra.Command{
+		Use:   "create [NAME] --from-backup BACKUP --into NAMESPACE",
+		Short: "Create the VolumeRestore of a Complete VolumeBackup, every data plane's storage filled in",
+		Long: `create writes the VolumeRestore of the Complete VolumeBackup --from-backup, in the backup's
+namespace of the control plane (-n), named NAME (default: the backup's name). It has one cluster
+per data plane of the backup, each restoring from the storage prefix that plane's member wrote,
+into the TidbCluster of the same name (or --tc) in namespace --into of that plane. Those
+TidbClusters must exist in recovery mode before the restore can go on (docs/operations.md);
+fedbr backup manifests prints the ones the backup saved.
+
+-o yaml|json prints the VolumeRestore instead of creating it; --dry-run has the API server check
+it (admission included) without creating it.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.build.Name = args[0]
+			}
+			o.build.Warmup, o.build.WarmupStrategy = fedv1alpha1.RestoreWarmupMode(warmup), fedv1alpha1.RestoreWarmupStrategy(strategy)
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	o.conn.AddFlags(cmd)
+	f := cmd.Flags()
+	f.StringVar(&o.backup, "from-backup", "", "the Complete VolumeBackup to restore, in -n's namespace (required)")
+	f.StringVar(&o.build.Into, "into", "", "the data-plane namespace of the TidbClusters to restore into, in every plane (required)")
+	f.StringVar(&o.build.TCName, "tc", "", "the TidbClusters' name in every plane (default: each plane's backed-up TidbCluster's name)")
+	f.StringVar(&warmup, "warmup", "", "template.warmup: sync or async (default none)")
+	f.StringVar(&strategy, "warmup-strategy", "", "template.warmupStrategy: fio, hybrid, fsr or check-wal-only (default hybrid when --warmup is set)")
+	f.BoolVar(&o.dryRun, "dry-run", false, "have the API server check the VolumeRestore without creating it")
+	f.StringVarP(&o.output, "output", "o", "", "yaml or json: print the VolumeRestore instead of creating it")
+	return cmd
+}
+
+func (o *createOptions) run(ctx context.Context, w io.Writer) error {
+	switch o.output {
+	case "", "yaml", "json":
+	default:
+		return fmt.Errorf("--output %q: want yaml or json", o.output)
+	}
+	if o.backup == "" {
+		return errors.New("--from-backup is required: the Complete VolumeBackup to restore")
+	}
+	c, ns, err := o.conn.Client()
+	if err != nil {
+		return err
+	}
+	var b fedv1alpha1.VolumeBackup
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: o.backup}, &b); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("VolumeBackup %s not found in namespace %s", o.backup, ns)
+		}
+		return fmt.Errorf("read VolumeBackup %s/%s: %w", ns, o.backup, err)
+	}
+	r, err := Build(&b, o.build)
+	if err != nil {
+		return err
+	}
+	switch o.output {
+	case "yaml":
+		out, err := yaml.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(out)
+		return err
+	case "json":
+		out, err := json.MarshalIndent(r, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", out)
+		return err
+	}
+	var opts []client.CreateOption
+	if o.dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := c.Create(ctx, r, opts...); err != nil {
+		return fmt.Errorf("create VolumeRestore %s/%s: %w", r.Namespace, r.Name, err)
+	}
+	verb := "created"
+	if o.dryRun {
+		verb = "checked by the API server (--dry-run), not created"
+	}
+	_, err = fmt.Fprintf(w, "VolumeRestore %s/%s %s: %d data planes into namespace %s; watch it with fedbr describe restore %s -n %s --watch\n",
+		r.Namespace, r.Name, verb, len(r.Spec.Clusters), o.build.Into, r.Name, r.Namespace)
+	return err
+}
