@@ -135,6 +135,9 @@ func runOnce(ctx context.Context, o Options) error {
 		return err
 	}
 	rec := mgr.GetEventRecorder("fedbr-manager")
+	if err := volumebackup.IndexClusters(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("index VolumeBackups by TidbCluster: %w", err)
+	}
 	backups = volumebackup.NewReconciler(mgr.GetClient(), planes, rec)
 	restores = volumerestore.NewReconciler(mgr.GetClient(), planes, rec)
 	if err := backups.SetupWithManager(mgr); err != nil {

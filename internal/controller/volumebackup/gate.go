@@ -1,12 +1,15 @@
 package volumebackup
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
@@ -146,4 +149,55 @@ func terminal(a *fedv1alpha1.VolumeBackup) bool {
 // for good: the pause has not been asked for yet).
 func NeedsOthers(b *fedv1alpha1.VolumeBackup) bool {
 	return b.DeletionTimestamp == nil && !terminal(b) && !pauseAsked(b)
+}
+
+// ClusterIndex is the field index of VolumeBackups by the TidbClusters they back up
+// (clusterKeys: data plane, namespace and name of each), registered with the manager's cache
+// by IndexClusters. The pause gate reads the backups of the same TidbClusters through it
+// instead of listing every VolumeBackup of the control plane, which a schedule run for months
+// fills with thousands (issue 44).
+const ClusterIndex = "fedbr.spec.clusters.tidbCluster"
+
+// clusterKeys are the index values of a VolumeBackup: one per cluster it names.
+func clusterKeys(o client.Object) []string {
+	b, ok := o.(*fedv1alpha1.VolumeBackup)
+	if !ok {
+		return nil
+	}
+	keys := make([]string, 0, len(b.Spec.Clusters))
+	for _, c := range b.Spec.Clusters {
+		keys = append(keys, clusterKey(c))
+	}
+	return keys
+}
+
+// clusterKey is the index value of one cluster: its plane, namespace and TidbCluster, none of
+// which can hold a slash.
+func clusterKey(c fedv1alpha1.VolumeBackupMemberCluster) string {
+	return c.K8sClusterName + "/" + c.TCNamespace + "/" + c.TCName
+}
+
+// IndexClusters registers ClusterIndex with the manager's cache; call it before the cache starts.
+func IndexClusters(ctx context.Context, i client.FieldIndexer) error {
+	return i.IndexField(ctx, &fedv1alpha1.VolumeBackup{}, ClusterIndex, clusterKeys)
+}
+
+// sharing lists the backups other than b that name one of b's TidbClusters (SharesCluster),
+// through ClusterIndex, each once.
+func sharing(ctx context.Context, c client.Reader, b *fedv1alpha1.VolumeBackup) ([]*fedv1alpha1.VolumeBackup, error) {
+	var out []*fedv1alpha1.VolumeBackup
+	seen := map[types.UID]bool{b.UID: true}
+	for _, cl := range b.Spec.Clusters {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list, client.MatchingFields{ClusterIndex: clusterKey(cl)}); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			if a := &list.Items[i]; !seen[a.UID] && SharesCluster(a, b) {
+				seen[a.UID] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
 }

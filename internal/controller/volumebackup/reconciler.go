@@ -119,15 +119,11 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
 		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
 	if NeedsOthers(b) {
-		var list fedv1alpha1.VolumeBackupList
-		if err := c.List(ctx, &list); err != nil {
-			return o, fmt.Errorf("list VolumeBackups for the pause gate: %w", err)
+		others, err := sharing(ctx, c, b)
+		if err != nil {
+			return o, fmt.Errorf("list the VolumeBackups of the same TidbClusters for the pause gate: %w", err)
 		}
-		for i := range list.Items {
-			if a := &list.Items[i]; a.UID != b.UID && SharesCluster(a, b) {
-				o.Others = append(o.Others, a)
-			}
-		}
+		o.Others = others
 	}
 	for _, c := range b.Spec.Clusters {
 		p, ok := planes.Get(c.K8sClusterName)
@@ -159,14 +155,14 @@ func waiters(ctx context.Context, c client.Reader, a client.Object) []reconcile.
 	if !ok {
 		return nil
 	}
-	var list fedv1alpha1.VolumeBackupList
-	if err := c.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing VolumeBackups to wake those waiting for a pause")
+	others, err := sharing(ctx, c, ab)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the VolumeBackups of the same TidbClusters to wake those waiting for a pause")
 		return nil
 	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		if b := &list.Items[i]; b.UID != ab.UID && NeedsOthers(b) && SharesCluster(ab, b) {
+	for _, b := range others {
+		if NeedsOthers(b) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
 		}
 	}
