@@ -45,6 +45,24 @@ func (c *Control) AddFlags(cmd *cobra.Command) {
 // Client connects to the control plane with fedbr's scheme and returns the namespace the
 // flags select (-n, else the context's).
 func (c *Control) Client() (client.Client, string, error) {
+	cfg, ns, err := c.Config()
+	if err != nil {
+		return nil, "", err
+	}
+	scheme, err := manager.Scheme()
+	if err != nil {
+		return nil, "", err
+	}
+	control, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, "", fmt.Errorf("control plane client: %w", err)
+	}
+	return control, ns, nil
+}
+
+// Config is the control plane's client configuration (bounded by --request-timeout) and the
+// namespace the flags select.
+func (c *Control) Config() (*rest.Config, string, error) {
 	if c.Timeout <= 0 {
 		return nil, "", errors.New("--request-timeout must be positive")
 	}
@@ -61,16 +79,8 @@ func (c *Control) Client() (client.Client, string, error) {
 			return nil, "", fmt.Errorf("control plane namespace: %w", err)
 		}
 	}
-	scheme, err := manager.Scheme()
-	if err != nil {
-		return nil, "", err
-	}
 	cfg.Timeout = c.Timeout
-	control, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, "", fmt.Errorf("control plane client: %w", err)
-	}
-	return control, ns, nil
+	return cfg, ns, nil
 }
 
 // conn are the flags that say where the control plane and the data planes are.

@@ -1,5 +1,5 @@
 // Package root is the top of fedbr's command tree: every subcommand a user installs (manager,
-// agent, br, warmup, get, describe, logs, backup, restore, version). The lab is not among them; cmd/fedbr-lab adds it.
+// agent, br, warmup, get, describe, logs, preflight, backup, restore, version). The lab is not among them; cmd/fedbr-lab adds it.
 package root
 
 import (
@@ -31,6 +31,6 @@ func NewCmd() *cobra.Command {
 		SilenceErrors: false,
 	}
 	cmd.AddCommand(version.NewCmd(), br.NewCmd(), manager.NewCmd(), agent.NewCmd(), warmup.NewCmd(),
-		get.NewCmd(), describe.NewDescribeCmd(), describe.NewLogsCmd(), backup.NewCmd(), restore.NewCmd())
+		get.NewCmd(), describe.NewDescribeCmd(), describe.NewLogsCmd(), describe.NewPreflightCmd(), backup.NewCmd(), restore.NewCmd())
 	return cmd
 }

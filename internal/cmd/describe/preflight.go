@@ -1,0 +1,199 @@
+package describe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/crd"
+	"github.com/fedbr/fedbr/internal/plane"
+)
+
+// ManagerDataPlaneRules are what the manager's identity does in every data plane: the rules of
+// the ClusterRole fedbr-manager-dataplane (config/rbac/manager_dataplane_role.yaml, held to
+// this by a test). preflight asks each plane whether the planes kubeconfig's identity may.
+var ManagerDataPlaneRules = []rbacv1.PolicyRule{
+	{APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers", "volumerestoremembers"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+	{APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers/status", "volumerestoremembers/status"},
+		Verbs: []string{"get"}},
+}
+
+// MinKubernetesMinor is the oldest Kubernetes 1.x the charts work on: ValidatingAdmissionPolicy
+// v1 (docs/compatibility.md).
+const MinKubernetesMinor = 30
+
+// Result is one preflight check: where (control, or a data plane's context), what, and its
+// error (nil: passed).
+type Result struct {
+	Where, What string
+	Err         error
+}
+
+// NewPreflightCmd returns `fedbr preflight`.
+func NewPreflightCmd() *cobra.Command {
+	var c conn
+	cmd := &cobra.Command{
+		Use:   "preflight",
+		Short: "Check that the control plane and every data plane are ready for fedbr, one line per check",
+		Long: `preflight checks, with your kubeconfig for the control plane and the manager's data-plane
+kubeconfig (from its Secret, or --planes-kubeconfig) for each data plane, what fedbr needs
+before a first backup:
+
+  control  fedbr's CRDs are installed and are fedbr's (not tidb-operator's BR Federation CRDs)
+  control  the data planes' kubeconfig loads (no credential plugin run, no local file named)
+  plane    its context loads, its API server answers, and runs Kubernetes 1.30 or later
+  plane    the member CRDs (dataplane.fedbr.io/v1alpha1) are served
+  plane    the kubeconfig's identity may do what the manager does there (the ClusterRole
+           fedbr-manager-dataplane), asked of the plane's API server
+
+It exits non-zero when a check fails. It does not see the agents (the manager's identity may
+not read them): kubectl -n fedbr-system get deploy in each plane shows them.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			results := c.preflight(cmd.Context())
+			return Report(cmd.OutOrStdout(), results)
+		},
+	}
+	c.flags(cmd)
+	return cmd
+}
+
+// Report prints one line per result and fails when any failed.
+func Report(w io.Writer, results []Result) error {
+	failed := 0
+	for _, r := range results {
+		mark, why := "ok  ", ""
+		if r.Err != nil {
+			mark, why = "FAIL", ": "+r.Err.Error()
+			failed++
+		}
+		if _, err := fmt.Fprintf(w, "%s  %-10s %s%s\n", mark, r.Where, r.What, why); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("preflight: %d of %d checks failed", failed, len(results))
+	}
+	return nil
+}
+
+func (c *conn) preflight(ctx context.Context) []Result {
+	var out []Result
+	cfg, _, err := c.Config()
+	if err != nil {
+		return append(out, Result{"control", "kubeconfig loads", err})
+	}
+	out = append(out, Result{"control", "fedbr's CRDs installed", crd.Check(ctx, cfg, crd.Manager)})
+	control, _, err := c.Client()
+	if err != nil {
+		return append(out, Result{"control", "client", err})
+	}
+	raw, err := c.planesConfig(ctx, control)
+	if err != nil {
+		return append(out, Result{"control", "data planes' kubeconfig", err})
+	}
+	kc, err := clientcmd.Load(raw)
+	if err == nil && len(kc.Contexts) == 0 {
+		err = errors.New("no context: want one per data plane, named as its k8sClusterName")
+	}
+	out = append(out, Result{"control", "data planes' kubeconfig loads", err})
+	if err != nil {
+		return out
+	}
+	names := make([]string, 0, len(kc.Contexts))
+	for n := range kc.Contexts {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		rc, err := plane.Config(kc, name, "preflight")
+		if err != nil {
+			out = append(out, Result{name, "context loads", err})
+			continue
+		}
+		rc.Timeout = c.Timeout
+		kube, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			out = append(out, Result{name, "context loads", err})
+			continue
+		}
+		out = append(out, PlaneChecks(ctx, name, kube)...)
+	}
+	return out
+}
+
+// PlaneChecks are the checks of one data plane through kube, built from the planes
+// kubeconfig's context name: reachable and recent enough (the later checks are skipped when it
+// does not answer), the member CRDs served, and the manager's rights.
+func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface) []Result {
+	v, err := kube.Discovery().ServerVersion()
+	if err != nil {
+		return []Result{{name, "API server answers", err}}
+	}
+	out := []Result{{name, "API server answers", nil}}
+	minor, err := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	switch {
+	case err != nil || v.Major != "1":
+		err = fmt.Errorf("version %s.%s not understood", v.Major, v.Minor)
+	case minor < MinKubernetesMinor:
+		err = fmt.Errorf("version %s (%s): the agent's chart needs 1.%d or later (ValidatingAdmissionPolicy v1)", v.GitVersion, name, MinKubernetesMinor)
+	}
+	out = append(out, Result{name, "Kubernetes 1." + strconv.Itoa(MinKubernetesMinor) + " or later", err})
+	gv := dpv1alpha1.GroupVersion.String()
+	served, err := kube.Discovery().ServerResourcesForGroupVersion(gv)
+	if err == nil {
+		var missing []string
+		for _, r := range []string{"volumebackupmembers", "volumerestoremembers"} {
+			if !slices.ContainsFunc(served.APIResources, func(a metav1.APIResource) bool { return a.Name == r }) {
+				missing = append(missing, r)
+			}
+		}
+		if len(missing) > 0 {
+			err = fmt.Errorf("%s not served: install the agent's chart (its CRDs)", strings.Join(missing, ", "))
+		}
+	} else {
+		err = fmt.Errorf("%s not served: install the agent's chart (its CRDs): %w", gv, err)
+	}
+	out = append(out, Result{name, "member CRDs served", err})
+	out = append(out, Result{name, "the manager's rights (fedbr-manager-dataplane)", managerRights(ctx, kube)})
+	return out
+}
+
+// managerRights asks the plane whether the identity kube authenticates as may do every verb of
+// ManagerDataPlaneRules, cluster-wide as the ClusterRole grants it.
+func managerRights(ctx context.Context, kube kubernetes.Interface) error {
+	var denied []string
+	for _, rule := range ManagerDataPlaneRules {
+		for _, res := range rule.Resources {
+			resource, sub, _ := strings.Cut(res, "/")
+			for _, verb := range rule.Verbs {
+				review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+					ResourceAttributes: &authorizationv1.ResourceAttributes{Group: rule.APIGroups[0], Resource: resource, Subresource: sub, Verb: verb}}}
+				got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+				if err != nil {
+					return fmt.Errorf("ask the API server: %w", err)
+				}
+				if !got.Status.Allowed {
+					denied = append(denied, verb+" "+res)
+				}
+			}
+		}
+	}
+	if len(denied) > 0 {
+		return fmt.Errorf("the identity may not %s: bind the ClusterRole fedbr-manager-dataplane to it (the agent chart's managerAccess)", strings.Join(denied, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package describe
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fedbr/fedbr/internal/testenv"
+)
+
+// TestManagerDataPlaneRulesAreTheClusterRoles: what preflight asks each plane is what the
+// agent chart grants the manager there.
+func TestManagerDataPlaneRulesAreTheClusterRoles(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "manager_dataplane_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(role.Rules, ManagerDataPlaneRules) {
+		t.Errorf("ManagerDataPlaneRules %+v, config/rbac/manager_dataplane_role.yaml %+v", ManagerDataPlaneRules, role.Rules)
+	}
+}
+
+// TestPreflight runs `fedbr preflight` against a real API server as the control plane and as
+// data planes reached as several identities: the admin passes everything; an identity bound
+// to fedbr-manager-dataplane passes; one bound to nothing fails the rights check naming what
+// it may not do; a server nothing listens on fails that it answers. The command exits non-zero.
+func TestPreflight(t *testing.T) {
+	if env == nil {
+		t.Skip("needs the API server")
+	}
+	ctx := context.Background()
+	b, err := os.ReadFile(filepath.Join(env.RepoRoot, "config", "rbac", "manager_dataplane_role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.Unmarshal(b, &role); err != nil {
+		t.Fatal(err)
+	}
+	role.Name = "preflight-manager-dataplane"
+	if err := env.Client.Create(ctx, &role); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	create(t, ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "preflight-manager"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "preflight-manager"}}})
+
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := cfg.Contexts[cfg.CurrentContext]
+	good, admin := cfg.Clusters[cur.Cluster], cfg.AuthInfos[cur.AuthInfo]
+	planes := clientcmdapi.NewConfig()
+	add := func(name string, cluster *clientcmdapi.Cluster, impersonate string) {
+		u := admin.DeepCopy()
+		u.Impersonate = impersonate
+		planes.Clusters[name], planes.AuthInfos[name], planes.Contexts[name] = cluster, u, ctxOf(name)
+	}
+	gone := good.DeepCopy()
+	gone.Server = "https://127.0.0.1:1"
+	add("a-admin", good, "")
+	add("b-manager", good, "preflight-manager")
+	add("c-nobody", good, "nobody")
+	add("d-gone", gone, "")
+	path := filepath.Join(t.TempDir(), "planes")
+	if err := clientcmd.WriteToFile(*planes, path); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute(t, NewPreflightCmd, "--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", path, "--request-timeout", "5s")
+	if err == nil || !strings.Contains(err.Error(), "preflight: 2 of ") {
+		t.Fatalf("preflight: %v; want 2 checks failed\n%s", err, out)
+	}
+	want := []string{
+		`ok    control    fedbr's CRDs installed`,
+		`ok    control    data planes' kubeconfig loads`,
+		`ok    a-admin    API server answers`,
+		`ok    a-admin    Kubernetes 1.30 or later`,
+		`ok    a-admin    member CRDs served`,
+		`ok    a-admin    the manager's rights (fedbr-manager-dataplane)`,
+		`ok    b-manager  the manager's rights (fedbr-manager-dataplane)`,
+		`FAIL  c-nobody   the manager's rights (fedbr-manager-dataplane): the identity may not get volumebackupmembers, list volumebackupmembers`,
+		`FAIL  d-gone     API server answers: `,
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("preflight does not say %q:\n%s", w, out)
+		}
+	}
+	if strings.Contains(out, "d-gone     member CRDs") {
+		t.Errorf("checks went on after the plane did not answer:\n%s", out)
+	}
+}
