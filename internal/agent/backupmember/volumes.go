@@ -211,6 +211,13 @@ func claimVolume(c Cluster, claim string) (meta.Volume, json.RawMessage, json.Ra
 	if err != nil {
 		return meta.Volume{}, nil, nil, err
 	}
+	// The record names the volume on the PV as upstream's backup does, so upstream's restore
+	// finds the PV; the object read from the API stays as it is.
+	pv = pv.DeepCopy()
+	if pv.Annotations == nil {
+		pv.Annotations = map[string]string{}
+	}
+	pv.Annotations[meta.AnnotationVolumeID] = id
 	pvJSON, err := cleanJSON(pv)
 	if err != nil {
 		return meta.Volume{}, nil, nil, err

@@ -1,6 +1,7 @@
 package backupmember
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -195,5 +196,32 @@ func TestDiscoverTiKVShapes(t *testing.T) {
 			t.Errorf("%s: stores %v, tikv.replicas %d, %d claims, %d PVs; want stores %v and as many of each",
 				tt.name, got, rec.TiKV.Replicas, len(rec.Kubernetes.PVCs), len(rec.Kubernetes.PVs), tt.stores)
 		}
+	}
+}
+
+// TestDiscoverAnnotatesPVsWithTheirVolume: each PV the clustermeta records carries
+// temporary/volume-id=<its EBS volume id>, the annotation upstream tidb-operator's restore
+// finds a backed-up volume's PV by (pkg/backup/snapshotter/snapshotter.go,
+// ProcessCSBPVCsAndPVs; it fails "pv with volume id … not found" without it), and the PV the
+// agent read is left as it was.
+func TestDiscoverAnnotatesPVsWithTheirVolume(t *testing.T) {
+	c := cluster()
+	c.PVs["pv-1"].Annotations = map[string]string{"pv.kubernetes.io/provisioned-by": tidbcluster.EBSCSIDriver}
+	rec, err := Discover(*c, "az1", "uid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pv corev1.PersistentVolume
+	if err := json.Unmarshal(rec.Kubernetes.PVs[0], &pv); err != nil {
+		t.Fatal(err)
+	}
+	if got := pv.Annotations[meta.AnnotationVolumeID]; got != "vol-1" {
+		t.Errorf("recorded PV annotation %s = %q, want vol-1 (annotations %v)", meta.AnnotationVolumeID, got, pv.Annotations)
+	}
+	if got := pv.Annotations["pv.kubernetes.io/provisioned-by"]; got != tidbcluster.EBSCSIDriver {
+		t.Errorf("recorded PV lost its own annotations: %v", pv.Annotations)
+	}
+	if _, ok := c.PVs["pv-1"].Annotations[meta.AnnotationVolumeID]; ok {
+		t.Error("Discover annotated the PV object it was given")
 	}
 }
