@@ -6,7 +6,8 @@ package compat_test
 // and shares nothing with fedbr's internal/meta, so a field fedbr's writer renames, drops or
 // fills differently shows up here even when fedbr's own reader is content.
 //
-// The rules and where upstream states them (pingcap/tidb master, pingcap/tidb-operator v1.6.6):
+// The rules and where upstream states them (pingcap/tidb: br/pkg/config/ebs.go read at 149a2b7f;
+// pingcap/tidb-operator v1.6.6, the same in v1.5.5):
 //
 //   - br/pkg/config/ebs.go (VolSnapBackupMeta, NewMetaFromStorage, checkEBSBRMeta): the JSON
 //     members; cluster_info present, cluster_version a semantic version, resolved_ts not 0, at
