@@ -20,3 +20,8 @@ func PVVolumeID(pv *corev1.PersistentVolume) string {
 	}
 	return ""
 }
+
+// AnnotationVolumeID is put on each PV a clustermeta records, naming the EBS volume behind it:
+// upstream tidb-operator's restore finds a backed-up volume's PV by this annotation, not by
+// the PV's volume source, so a backup without it cannot be restored by upstream.
+const AnnotationVolumeID = "temporary/volume-id"

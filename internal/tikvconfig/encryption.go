@@ -1,7 +1,8 @@
 // Package tikvconfig reads TiKV's configuration as tidb-operator holds it in a TidbCluster's
 // spec.tikv.config: a TOML string or a map of the same keys (tidb-operator's
 // TiKVConfigWraper, a GenericConfig, accepts both and writes the string). Of it fedbr reads
-// only the encryption at rest (TiKV's [security.encryption]), which a restore checks.
+// the encryption at rest (TiKV's [security.encryption]), which a restore checks, and which
+// key holds a storage volume's mount path, which a backup records as the volume's type.
 package tikvconfig
 
 import (
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -121,32 +123,9 @@ func (k MasterKey) table() map[string]any {
 // ParseEncryption reads security.encryption from config, spec.tikv.config as JSON: a TOML
 // string, a map, or absent (null or empty: no encryption). At most MaxBytes are parsed.
 func ParseEncryption(config json.RawMessage) (Encryption, error) {
-	raw := bytes.TrimSpace(config)
-	if len(raw) == 0 || string(raw) == "null" {
-		return Encryption{}, nil
-	}
-	if len(raw) > MaxBytes {
-		return Encryption{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalid, len(raw), MaxBytes)
-	}
-	var tree map[string]any
-	switch raw[0] {
-	case '"':
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return Encryption{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		if n := strings.Count(s, ".") + strings.Count(s, "[") + strings.Count(s, "{"); n > MaxTOMLSeparators {
-			return Encryption{}, fmt.Errorf("%w: TOML with %d of '.', '[' and '{', at most %d", ErrInvalid, n, MaxTOMLSeparators)
-		}
-		if _, err := toml.Decode(s, &tree); err != nil {
-			return Encryption{}, fmt.Errorf("%w: TOML: %w", ErrInvalid, err)
-		}
-	case '{':
-		if err := json.Unmarshal(raw, &tree); err != nil {
-			return Encryption{}, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-	default:
-		return Encryption{}, fmt.Errorf("%w: neither a TOML string nor a map", ErrInvalid)
+	tree, err := parse(config)
+	if err != nil || tree == nil {
+		return Encryption{}, err
 	}
 	enc, err := table(tree, "security", "encryption")
 	if err != nil || enc == nil {
@@ -164,6 +143,67 @@ func ParseEncryption(config json.RawMessage) (Encryption, error) {
 		return Encryption{}, err
 	}
 	return e, nil
+}
+
+// parse reads config, spec.tikv.config as JSON (a TOML string, a map, or absent: nil), into
+// its tree of tables. At most MaxBytes are parsed.
+func parse(config json.RawMessage) (map[string]any, error) {
+	raw := bytes.TrimSpace(config)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if len(raw) > MaxBytes {
+		return nil, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalid, len(raw), MaxBytes)
+	}
+	var tree map[string]any
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		if n := strings.Count(s, ".") + strings.Count(s, "[") + strings.Count(s, "{"); n > MaxTOMLSeparators {
+			return nil, fmt.Errorf("%w: TOML with %d of '.', '[' and '{', at most %d", ErrInvalid, n, MaxTOMLSeparators)
+		}
+		if _, err := toml.Decode(s, &tree); err != nil {
+			return nil, fmt.Errorf("%w: TOML: %w", ErrInvalid, err)
+		}
+	case '{':
+		if err := json.Unmarshal(raw, &tree); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: neither a TOML string nor a map", ErrInvalid)
+	}
+	return tree, nil
+}
+
+// KeysHolding lists, sorted, the dotted keys of config (spec.tikv.config as JSON: a TOML
+// string, a map, or absent) whose value is the string value: e.g. raft-engine.dir for
+// "/var/lib/raft" when `[raft-engine] dir = "/var/lib/raft"`. A backup types a TiKV storage
+// volume by the key that points TiKV at its mount path.
+func KeysHolding(config json.RawMessage, value string) ([]string, error) {
+	tree, err := parse(config)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			switch v := v.(type) {
+			case map[string]any:
+				walk(prefix+k+".", v)
+			case string:
+				if v == value {
+					keys = append(keys, prefix+k)
+				}
+			}
+		}
+	}
+	walk("", tree)
+	slices.Sort(keys)
+	return keys, nil
 }
 
 // masterKey reads the master key table key of security.encryption.

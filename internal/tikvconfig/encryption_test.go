@@ -3,6 +3,7 @@ package tikvconfig
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,6 +77,33 @@ func TestMapReadsBack(t *testing.T) {
 		}
 		if (e == Encryption{}) != (e.Map() == nil) {
 			t.Errorf("%+v: map %v", e, e.Map())
+		}
+	}
+}
+
+// TestKeysHolding: the dotted keys whose value is a path, from a TOML string (tables, dotted
+// keys) or a map, sorted; none from an absent config; a config that is neither is invalid.
+func TestKeysHolding(t *testing.T) {
+	for _, tt := range []struct {
+		name, config string
+		want         []string
+		err          bool
+	}{
+		{"TOML tables", strconv.Quote("[raft-engine]\ndir = \"/var/lib/raft\"\n[rocksdb]\nwal-dir = \"/var/lib/wal\"\n"), []string{"raft-engine.dir"}, false},
+		{"TOML dotted keys, two hold it", strconv.Quote("rocksdb.wal-dir = \"/var/lib/raft\"\nraft-engine.dir = \"/var/lib/raft\"\n"), []string{"raft-engine.dir", "rocksdb.wal-dir"}, false},
+		{"map", `{"raft-engine":{"dir":"/var/lib/raft","enable":true}}`, []string{"raft-engine.dir"}, false},
+		{"no key holds it", strconv.Quote("[raft-engine]\ndir = \"/data/raft\"\n"), nil, false},
+		{"absent", ``, nil, false},
+		{"null", `null`, nil, false},
+		{"neither TOML nor a map", `[1]`, nil, true},
+		{"bad TOML", strconv.Quote("[raft-engine"), nil, true},
+	} {
+		got, err := KeysHolding(json.RawMessage(tt.config), "/var/lib/raft")
+		if (err != nil) != tt.err || !slices.Equal(got, tt.want) {
+			t.Errorf("%s: KeysHolding = %v, %v; want %v (error %v)", tt.name, got, err, tt.want, tt.err)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: error %v is not ErrInvalid", tt.name, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tikvconfig"
 )
 
 // tikvDataVolume is the name tidb-operator gives the TiKV data volume in the pod (its claim is
@@ -73,9 +74,13 @@ func Discover(c Cluster, k8sClusterName, backupID string) (*meta.Record, error) 
 	if tc.Spec.TiDB != nil {
 		rec.TiDB.Replicas = int(tc.Spec.TiDB.Replicas)
 	}
+	typeOf, err := storageVolumeTypes(tc)
+	if err != nil {
+		return nil, err
+	}
 	var errs []error
 	for i := range pods {
-		store, pvcs, pvs, err := discoverPod(c, &pods[i], storeOf)
+		store, pvcs, pvs, err := discoverPod(c, &pods[i], storeOf, typeOf)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -139,8 +144,36 @@ func unsettled(tc *pcv1alpha1.TidbCluster, running []corev1.Pod, want int) strin
 	return msg + "; back up a settled cluster"
 }
 
-// discoverPod finds one TiKV pod's store, instance and EBS volumes.
-func discoverPod(c Cluster, pod *corev1.Pod, storeOf map[string]string) (meta.TiKVStore, []json.RawMessage, []json.RawMessage, error) {
+// storageVolumeTypes returns the type of a TiKV storage volume mounted at a path: the TiKV
+// config key (dotted, e.g. raft-engine.dir) whose value is that path, the first in sorted
+// order if several are, or "" if none is. That is the type upstream's backup gives such a
+// volume; BR and both restores treat every type but the data volume's alike. The config is
+// read once; a config that is neither a TOML string nor a map is refused.
+func storageVolumeTypes(tc *pcv1alpha1.TidbCluster) (func(mountPath string) string, error) {
+	var config json.RawMessage
+	if tc.Spec.TiKV != nil && tc.Spec.TiKV.Config != nil {
+		config = tc.Spec.TiKV.Config.Raw
+	}
+	if _, err := tikvconfig.KeysHolding(config, ""); err != nil {
+		return nil, fmt.Errorf("%w: TidbCluster %s/%s spec.tikv.config: %w", ErrVolumeDiscovery, tc.Namespace, tc.Name, err)
+	}
+	types := map[string]string{}
+	return func(mountPath string) string {
+		if t, ok := types[mountPath]; ok || mountPath == "" {
+			return t
+		}
+		keys, _ := tikvconfig.KeysHolding(config, mountPath) // parsed above
+		types[mountPath] = ""
+		if len(keys) > 0 {
+			types[mountPath] = keys[0]
+		}
+		return types[mountPath]
+	}, nil
+}
+
+// discoverPod finds one TiKV pod's store, instance and EBS volumes; typeOf types its storage
+// volumes by their mount paths.
+func discoverPod(c Cluster, pod *corev1.Pod, storeOf map[string]string, typeOf func(string) string) (meta.TiKVStore, []json.RawMessage, []json.RawMessage, error) {
 	var store meta.TiKVStore
 	idText, ok := storeOf[pod.Name]
 	if !ok {
@@ -177,7 +210,7 @@ func discoverPod(c Cluster, pod *corev1.Pod, storeOf map[string]string) (meta.Ti
 			return store, nil, nil, fmt.Errorf("TiKV pod %s: %w", pod.Name, err)
 		}
 		vol.MountPath = mounts[v.Name]
-		vol.Type = v.Name
+		vol.Type = typeOf(vol.MountPath)
 		if v.Name == tikvDataVolume || claim == "tikv-"+pod.Name {
 			vol.Type = meta.DataDirType
 		}
@@ -211,6 +244,13 @@ func claimVolume(c Cluster, claim string) (meta.Volume, json.RawMessage, json.Ra
 	if err != nil {
 		return meta.Volume{}, nil, nil, err
 	}
+	// The record names the volume on the PV as upstream's backup does, so upstream's restore
+	// finds the PV; the object read from the API stays as it is.
+	pv = pv.DeepCopy()
+	if pv.Annotations == nil {
+		pv.Annotations = map[string]string{}
+	}
+	pv.Annotations[meta.AnnotationVolumeID] = id
 	pvJSON, err := cleanJSON(pv)
 	if err != nil {
 		return meta.Volume{}, nil, nil, err

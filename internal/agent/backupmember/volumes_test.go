@@ -1,14 +1,17 @@
 package backupmember
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
@@ -195,5 +198,92 @@ func TestDiscoverTiKVShapes(t *testing.T) {
 			t.Errorf("%s: stores %v, tikv.replicas %d, %d claims, %d PVs; want stores %v and as many of each",
 				tt.name, got, rec.TiKV.Replicas, len(rec.Kubernetes.PVCs), len(rec.Kubernetes.PVs), tt.stores)
 		}
+	}
+}
+
+// TestDiscoverAnnotatesPVsWithTheirVolume: each PV the clustermeta records carries
+// temporary/volume-id=<its EBS volume id>, the annotation upstream tidb-operator's restore
+// finds a backed-up volume's PV by (pkg/backup/snapshotter/snapshotter.go,
+// ProcessCSBPVCsAndPVs; it fails "pv with volume id … not found" without it), and the PV the
+// agent read is left as it was.
+func TestDiscoverAnnotatesPVsWithTheirVolume(t *testing.T) {
+	c := cluster()
+	c.PVs["pv-1"].Annotations = map[string]string{"pv.kubernetes.io/provisioned-by": tidbcluster.EBSCSIDriver}
+	rec, err := Discover(*c, "az1", "uid-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pv corev1.PersistentVolume
+	if err := json.Unmarshal(rec.Kubernetes.PVs[0], &pv); err != nil {
+		t.Fatal(err)
+	}
+	if got := pv.Annotations[meta.AnnotationVolumeID]; got != "vol-1" {
+		t.Errorf("recorded PV annotation %s = %q, want vol-1 (annotations %v)", meta.AnnotationVolumeID, got, pv.Annotations)
+	}
+	if got := pv.Annotations["pv.kubernetes.io/provisioned-by"]; got != tidbcluster.EBSCSIDriver {
+		t.Errorf("recorded PV lost its own annotations: %v", pv.Annotations)
+	}
+	if _, ok := c.PVs["pv-1"].Annotations[meta.AnnotationVolumeID]; ok {
+		t.Error("Discover annotated the PV object it was given")
+	}
+}
+
+// TestDiscoverTypesStorageVolumesByTiKVConfigKey: a storage volume's type is the TiKV config
+// key whose value is its mount path (raft-engine.dir, rocksdb.wal-dir), as upstream's backup
+// defines it (pkg/backup/snapshotter/snapshotter.go, collectVolumesInfo), whether
+// spec.tikv.config is a TOML string or a map; "" when no key holds the path; the data volume
+// stays storage.data-dir. A config that is neither is refused, naming the field.
+func TestDiscoverTypesStorageVolumesByTiKVConfigKey(t *testing.T) {
+	withVolumes := func(config string) *Cluster {
+		c := cluster()
+		c.TC.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", MountPath: "/var/lib/raft"}, {Name: "wal", MountPath: "/var/lib/wal"}}
+		if config != "" {
+			c.TC.Spec.TiKV.Config = &apiextensionsv1.JSON{Raw: []byte(config)}
+		}
+		pod := &c.Pods[0]
+		for i, name := range []string{"raft", "wal"} {
+			vol, claim, pv := "tikv-"+name, "tikv-"+name+"-basic-tikv-0", "pv-"+name
+			pod.Spec.Containers[0].VolumeMounts = append(pod.Spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: vol, MountPath: "/var/lib/" + name})
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+			c.PVCs[claim] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: "tidb"},
+				Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pv}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+			c.PVs[pv] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pv}, Spec: corev1.PersistentVolumeSpec{
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: tidbcluster.EBSCSIDriver, VolumeHandle: fmt.Sprintf("vol-%d", i+2)}}}}
+		}
+		return c
+	}
+	toml := strconv.Quote("[raft-engine]\ndir = \"/var/lib/raft\"\n[rocksdb]\nwal-dir = \"/var/lib/wal\"\n")
+	for _, tt := range []struct {
+		name, config string
+		want         map[string]string // mount path → type
+		err          string
+	}{
+		{"TOML string", toml, map[string]string{"/var/lib/tikv": meta.DataDirType, "/var/lib/raft": "raft-engine.dir", "/var/lib/wal": "rocksdb.wal-dir"}, ""},
+		{"map", `{"raft-engine":{"dir":"/var/lib/raft"},"rocksdb":{"wal-dir":"/var/lib/wal"}}`,
+			map[string]string{"/var/lib/tikv": meta.DataDirType, "/var/lib/raft": "raft-engine.dir", "/var/lib/wal": "rocksdb.wal-dir"}, ""},
+		{"no key holds the WAL's path", strconv.Quote("[raft-engine]\ndir = \"/var/lib/raft\"\n"),
+			map[string]string{"/var/lib/tikv": meta.DataDirType, "/var/lib/raft": "raft-engine.dir", "/var/lib/wal": ""}, ""},
+		{"no config", "", map[string]string{"/var/lib/tikv": meta.DataDirType, "/var/lib/raft": "", "/var/lib/wal": ""}, ""},
+		{"config neither TOML nor a map", `42`, nil, "spec.tikv.config"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, err := Discover(*withVolumes(tt.config), "az1", "uid-1")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("error %v, want one naming %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, v := range rec.TiKV.Stores[0].Volumes {
+				got[v.MountPath] = v.Type
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("types by mount path %v, want %v", got, tt.want)
+			}
+		})
 	}
 }
