@@ -143,6 +143,19 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 		}
 	}
 
+	// The install as `fedbr preflight` sees it: the manager's data-plane kubeconfig from the
+	// chart's Secret, each plane's member CRDs and the manager's rights there.
+	pre := labCmd(t, ctx, "preflight", "--kubeconfig", l.Kubeconfig, "--context", l.Control)
+	passed := 0
+	for _, line := range strings.Split(pre, "\n") {
+		if strings.HasPrefix(line, "ok  ") {
+			passed++
+		}
+	}
+	if n := passed; n != 2+4*len(l.DataPlanes) {
+		t.Fatalf("fedbr preflight passed %d checks, want %d:\n%s", n, 2+4*len(l.DataPlanes), pre)
+	}
+
 	labCmd(t, ctx, "lab", "tidb", "--dir", l.Dir, "--namespace", restored, "--recovery", "--bucket", "")
 	restore := adapt(t, "federation_v1alpha1_volumerestore.yaml", clusters,
 		subst{"namespace: default", "namespace: " + restored},
