@@ -67,6 +67,13 @@ type Options struct {
 	// DeleteRatio is the pace of snapshot deletion in snapshots per second; 0 means
 	// DefaultDeleteRatio.
 	DeleteRatio float64
+	// SourceNamespaces are the data-plane namespaces (path.Match globs) whose snapshots the
+	// clean may delete: every snapshot it would delete must carry meta.TagNamespace with one of
+	// them (meta.CheckNamespace), or nothing is deleted and the clean fails with
+	// meta.ErrForeignSnapshot, as for any snapshot not the backup's. The agent passes the
+	// namespaces its policy lets the member's owner act on; nil checks no namespace (a clean
+	// run by hand with the operator's identity).
+	SourceNamespaces meta.Namespaces
 	// DryRun reports what would be deleted and deletes nothing.
 	DryRun bool
 	// AcceptMissingMeta lets a completed backup without backupmeta be cleaned after the
@@ -519,7 +526,7 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 func (c *cleaner) check(existing []cloud.Snapshot) error {
 	var errs []error
 	if c.rec != nil {
-		errs = append(errs, c.rec.CheckSnapshots(existing, c.sum.BackupID))
+		errs = append(errs, c.rec.CheckSnapshots(existing, c.sum.BackupID, nil))
 	}
 	for _, s := range existing {
 		if slices.Contains(c.sum.Orphans, s.ID) {
