@@ -24,6 +24,7 @@ type options struct {
 	report  session.ReportFlags
 	engine  clean.Options
 	outcome string
+	source  session.SourceNamespaces
 }
 
 // NewCmd returns `br clean`.
@@ -72,6 +73,7 @@ second otherwise, with the summary as its result before exiting 0.`,
 	f.StringSliceVar(&o.engine.Expected, "expect-volumes", nil, "volumes (comma-separated) the backup's snapshot step was given, when it may have left CreateSnapshots calls unanswered: wait until each has a snapshot of the backup before deleting")
 	f.DurationVar(&o.engine.SettleTimeout, "settle-timeout", clean.DefaultSettleTimeout, "how long --expect-volumes waits at most")
 	f.BoolVar(&o.engine.AcceptMissingMeta, "accept-missing-meta", false, "clean a completed backup whose backupmeta is missing anyway, after the tag sweep: accept that snapshots it listed may be lost")
+	o.source.Register(f, "the namespace is not checked (a clean run by hand acts with the operator's own identity)")
 	o.report.Register(f)
 	return cmd
 }
@@ -83,6 +85,11 @@ func (o *options) validate() error {
 	if err := o.report.Validate(); err != nil {
 		return err
 	}
+	source, err := o.source.Parse()
+	if err != nil {
+		return err
+	}
+	o.engine.SourceNamespaces = source
 	o.engine.Outcome = clean.Outcome(o.outcome)
 	if o.outcome != string(clean.Completed) && o.outcome != string(clean.Failed) {
 		return fmt.Errorf("--backup-outcome %q: want %s or %s", o.outcome, clean.Completed, clean.Failed)
