@@ -2,9 +2,13 @@ package restoremember
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/policy"
 )
@@ -56,5 +60,14 @@ func TestRestoreVolumesSourceNamespaces(t *testing.T) {
 				t.Fatalf("--source-namespaces given twice: %v", args)
 			}
 		})
+	}
+	// A template cannot widen the set through its BR options.
+	asked := robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, owned("dst"), func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.Template.BR = &fedv1alpha1.BRConfig{Options: []string{"--source-namespaces=*"}}
+	}), targetTC(2, true))
+	res := Plan(asked, t0)
+	failed := apimeta.FindStatusCondition(res.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
+	if argsOf(asked) != nil || failed == nil || !strings.Contains(failed.Message, `br option "--source-namespaces=*"`) {
+		t.Errorf("a template asking for every namespace: actions %v, Failed %+v; want no Job and the option refused", res.Actions, failed)
 	}
 }
