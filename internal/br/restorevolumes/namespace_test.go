@@ -39,9 +39,10 @@ func TestEveryVolumeCarriesItsNamespace(t *testing.T) {
 	l := newLab(t, awsdouble.Options{})
 	owner := &meta.Owner{Cluster: "9a1f-kube-system-uid", Namespace: "tenant-b"}
 	rec := &volumeRecorder{Cloud: l.p}
+	// The snapshots' namespace and the member's: both the member's owner may act on.
+	source := meta.Namespaces{backupNamespace, owner.Namespace}
 	res, err := restorevolumes.Run(ctx, rec, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2a", Owner: owner,
-		SourceNamespaces: meta.Namespaces{backupNamespace, owner.Namespace}, // the backup's namespace and the member's, both the owner's
-		Tags: map[string]string{meta.TagNamespace: "forged", "team": "db"}})
+		SourceNamespaces: source, Tags: map[string]string{meta.TagNamespace: "forged", "team": "db"}})
 	if err != nil {
 		t.Fatal(err)
 	}
