@@ -16,7 +16,7 @@ import (
 // (newLab's backup b1, taken for namespace backupNamespace, stands for it). A restore for a
 // member whose snapshots must come from other namespaces fails with meta.ErrForeignSnapshot,
 // naming the snapshot, its namespace tag or its absence and the allowed namespaces, before any
-// volume is created or FSR enabled.
+// volume is created, FSR enabled or PD touched.
 func TestRestoreRefusesAnotherNamespacesSnapshots(t *testing.T) {
 	tenantA := &meta.Owner{Cluster: "9a1f-kube-system-uid", Namespace: "tenant-a"}
 	for _, tc := range []struct {
@@ -53,7 +53,8 @@ func TestRestoreRefusesAnotherNamespacesSnapshots(t *testing.T) {
 			o, names := tc.poison(t, l)
 			o.RestoreID, o.FSR = "r1", true
 			before := l.volumeCount()
-			_, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, o)
+			pd := &fakePD{}
+			_, err := restorevolumes.Run(ctx, l.p, pd, l.store, o)
 			allowed := "allowed: " + o.SourceNamespaces.String()
 			if o.SourceNamespaces == nil {
 				allowed = "allowed: " + o.Owner.Namespace
@@ -71,6 +72,9 @@ func TestRestoreRefusesAnotherNamespacesSnapshots(t *testing.T) {
 			if l.volumeCount() != before || calls["CreateVolume"] != 0 || calls["EnableFastSnapshotRestores"] != 0 {
 				t.Fatalf("volumes %d → %d, CreateVolume calls %d, EnableFastSnapshotRestores calls %d; want none",
 					before, l.volumeCount(), calls["CreateVolume"], calls["EnableFastSnapshotRestores"])
+			}
+			if pd.calls != nil {
+				t.Fatalf("PD calls %v; want none before the snapshots were checked", pd.calls)
 			}
 		})
 	}

@@ -501,6 +501,11 @@ func (r *restorer) recoveryTS(ctx context.Context, rec *meta.Record) (uint64, er
 	if err != nil {
 		return 0, fmt.Errorf("restore volumes: describe the backup's snapshots for PD's TSO: %w", err)
 	}
+	// Snapshots that are not the member's to restore (plan checks them again before any
+	// create) fail the step before PD is touched too.
+	if err := rec.CheckSnapshots(snaps, rec.BackupID(), r.o.sourceNamespaces()); err != nil {
+		return 0, fmt.Errorf("restore volumes: %w", err)
+	}
 	ts := RecoveryTS(r.res.ResolvedTS, snaps)
 	r.logf("PD's TSO goes to %d: above the resolved ts %d and every commit the snapshots can hold (their latest start plus %s)", ts, r.res.ResolvedTS, CaptureSkew)
 	return ts, nil
