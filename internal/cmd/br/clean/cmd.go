@@ -40,9 +40,9 @@ that a retried clean knows the backup is already gone.
 
 With --backup-id, snapshots tagged fedbr.io/backup=ID that backupmeta does not list
 are deleted too and reported as orphans. Before anything is deleted every snapshot is checked: the
-account's, tagged with the backup's identity, of the volume backupmeta records and, with
---source-namespaces, tagged fedbr.io/namespace with one of them; one that is not fails the
-clean, and nothing is deleted. When backupmeta is missing, a backup that failed is
+account's, tagged with the backup's identity (if it has one), of the volume backupmeta records
+and, with --source-namespaces, tagged fedbr.io/namespace with one of them (not needed without
+an identity); one that is not fails the clean, and nothing is deleted. When backupmeta is missing, a backup that failed is
 cleaned; for a completed backup the tagged snapshots are deleted and reported, the other
 metadata is kept, and the command fails: the snapshots backupmeta listed may have leaked
 (--accept-missing-meta acknowledges that and finishes the clean).

@@ -60,8 +60,9 @@ func NewCmd() *cobra.Command {
 It reads the backup's backupmeta from --storage (a backup whose snapshots have not all
 completed is refused) and checks its snapshots: each must be the account's, tagged with the
 backup's identity, of the volume recorded for it and tagged fedbr.io/namespace with one of
---source-namespaces (else --owner's namespace; neither: not checked), or the step fails before
-anything is touched. It sets PD's snapshot-recovering marker and raises PD's TSO to at least
+--source-namespaces (else --owner's namespace; neither: not checked; an upstream backup's
+snapshots, with --allow-upstream-backup, need neither tag), or the step fails before anything
+is touched. It sets PD's snapshot-recovering marker and raises PD's TSO to at least
 the backup's resolved ts (while the volumes are created; they are recorded only once PD is
 prepared). It creates one volume per backed-up volume (--volume-scope) from
 its snapshot, in --target-az (default: the volume's original AZ), with the given type, IOPS,
