@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 		for _, v := range r.Volumes() {
 			snaps = append(snaps, cloud.Snapshot{ID: v.SnapshotID, VolumeID: v.ID, Owned: true})
 		}
-		_ = r.CheckSnapshots(snaps, r.BackupID())
+		_ = r.CheckSnapshots(snaps, r.BackupID(), nil)
 		_ = r.RestoredVolumes()
 		if _, err := r.Marshal(); err != nil {
 			t.Fatalf("a parsed record does not marshal: %v", err)

@@ -3,6 +3,8 @@ package meta
 import (
 	"errors"
 	"fmt"
+	"path"
+	"strings"
 
 	"github.com/fedbr/fedbr/internal/cloud"
 )
@@ -13,6 +15,14 @@ import (
 // checked against the cloud first, and one that fails is refused by name before any create or
 // delete call.
 var ErrNotOwned = errors.New("refused: not this backup's or restore's")
+
+// ErrForeignSnapshot marks a snapshot whose namespace tag (TagNamespace) is missing or names a
+// data-plane namespace the member may not act on. The backup identity tag does not prove whose
+// a snapshot is: a tenant writes the backupmeta in its own storage and can copy another
+// tenant's, identity and snapshot ids included; the namespace tag it cannot forge, as the
+// per-namespace IAM policy lets a step create only snapshots tagged with its own namespace. It
+// is an ErrNotOwned.
+var ErrForeignSnapshot = fmt.Errorf("%w: a snapshot of a namespace this member may not act on", ErrNotOwned)
 
 // Rules a snapshot or volume must pass, as the errors name them.
 const (
@@ -27,6 +37,9 @@ const (
 	RuleSourceVolume = "source volume"
 	// RuleRestoreTag: a restored volume carries fedbr.io/restore=<its restore id>.
 	RuleRestoreTag = "tag " + TagRestore
+	// RuleNamespace: a fedbr backup's snapshot carries fedbr.io/namespace=<a data-plane
+	// namespace the member may act on> (Namespaces).
+	RuleNamespace = "tag " + TagNamespace
 )
 
 // CheckSnapshot checks that s is a snapshot of backup backupID (empty: a backup without
@@ -53,10 +66,82 @@ func (r *Record) BackupID() string {
 	return r.Fedbr.BackupID
 }
 
+// Namespaces are the data-plane namespaces, as path.Match globs, whose snapshots an operation
+// may create volumes from or delete, matched against each snapshot's TagNamespace. Nil checks
+// nothing: a step run by hand with neither --source-namespaces nor --owner acts with the
+// operator's own identity, which may act on every namespace.
+type Namespaces []string
+
+// Validate checks the globs: at least one, none empty, each in path.Match syntax.
+func (n Namespaces) Validate() error {
+	if n == nil {
+		return nil
+	}
+	if len(n) == 0 {
+		return errors.New("no namespace: want at least one data-plane namespace or glob")
+	}
+	var errs []error
+	for _, g := range n {
+		if strings.TrimSpace(g) == "" {
+			errs = append(errs, errors.New("an empty namespace pattern"))
+			continue
+		}
+		if _, err := path.Match(g, ""); err != nil {
+			errs = append(errs, fmt.Errorf("namespace pattern %q: not a glob (path.Match syntax: *, ?, [a-z], \\ escapes): %w", g, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Allows says whether namespace matches one of the globs; a nil Namespaces allows any.
+func (n Namespaces) Allows(namespace string) bool {
+	if n == nil {
+		return true
+	}
+	for _, g := range n {
+		if ok, err := path.Match(g, namespace); ok && err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckNamespace checks that snapshot s carries TagNamespace with a namespace n allows. A
+// snapshot of a backup without fedbr's identity (backupID empty: upstream BR took it, which
+// tags no namespace) passes without the tag, the documented risk of restoring such backups,
+// but not with another namespace's: that is a fedbr snapshot named by a backupmeta that left
+// fedbr's identity out.
+func CheckNamespace(s cloud.Snapshot, backupID string, n Namespaces) error {
+	if n == nil {
+		return nil
+	}
+	ns, tagged := s.Tags[TagNamespace]
+	switch {
+	case !tagged && backupID == "":
+		return nil
+	case !tagged:
+		return fmt.Errorf("snapshot %s: carries no %s tag, so nothing proves it is of a namespace this member may act on (allowed: %s; a snapshot fedbr took before it tagged namespaces gets the tag, with its backup's namespace, from the operator) (rule %s): %w",
+			s.ID, TagNamespace, n, RuleNamespace, ErrForeignSnapshot)
+	case !n.Allows(ns):
+		return fmt.Errorf("snapshot %s: tagged %s=%q, a namespace this member may not act on (allowed: %s; the agent's --allow-same-namespace and --allow-namespaces decide) (rule %s): %w",
+			s.ID, TagNamespace, ns, n, RuleNamespace, ErrForeignSnapshot)
+	}
+	return nil
+}
+
+// String lists the globs for a message.
+func (n Namespaces) String() string {
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
+}
+
 // CheckSnapshots checks every snapshot the record lists that is among snaps (a described
 // snapshot set; one not there is missing, which the caller judges) with CheckSnapshot, for
-// backup backupID and the volume the record lists it for. Every refusal is reported.
-func (r *Record) CheckSnapshots(snaps []cloud.Snapshot, backupID string) error {
+// backup backupID and the volume the record lists it for, then with CheckNamespace against
+// namespaces. Every refusal is reported.
+func (r *Record) CheckSnapshots(snaps []cloud.Snapshot, backupID string, namespaces Namespaces) error {
 	byID := make(map[string]cloud.Snapshot, len(snaps))
 	for _, s := range snaps {
 		byID[s.ID] = s
@@ -67,7 +152,11 @@ func (r *Record) CheckSnapshots(snaps []cloud.Snapshot, backupID string) error {
 		if !ok {
 			continue
 		}
-		if err := CheckSnapshot(s, backupID, v.ID); err != nil {
+		err := CheckSnapshot(s, backupID, v.ID)
+		if err == nil {
+			err = CheckNamespace(s, backupID, namespaces)
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("store %d: %w", v.StoreID, err))
 		}
 	}

@@ -118,8 +118,8 @@ const (
 	// refused: the agent's policy refuses its member; want is the rule, names the field and value
 	// its message names. No Job is created for it.
 	refused outcome = "refused by policy"
-	// allowed: within policy (the operator allowed it): the agent creates the member's pause Job,
-	// running want (the image).
+	// allowed: within policy (the operator allowed it): the agent creates the member's first
+	// step's Job (a backup's pause, a restore's restore-volumes), running want (the image).
 	allowed outcome = "allowed"
 )
 
@@ -138,6 +138,10 @@ type row struct {
 	podAnnotations map[string]string
 	// podLabelsAbsent, when set, are label keys an allowed input's step pod must not carry.
 	podLabelsAbsent []string
+	// sourceNamespaces, when set, is the --source-namespaces an allowed restore's
+	// restore-volumes step is given: the only namespaces whose snapshots it may use, whatever
+	// the backupmeta it reads names.
+	sourceNamespaces string
 }
 
 func TestHostileInputs(t *testing.T) {
@@ -281,17 +285,26 @@ func ownerOf(o client.Object) (client.Object, *[]metav1.Condition) {
 	return nil, nil
 }
 
-// assertAllowed: the agent creates the member's pause Job running the image, and no rule
-// refused the member.
+// assertAllowed: the agent creates the member's first step's Job (a backup's pause, a
+// restore's restore-volumes) running the image, and no rule refused the member.
 func assertAllowed(t *testing.T, r row) {
 	t.Helper()
 	ctx := context.Background()
 	m, key := memberOf(r.input)
 	ns, name, _ := strings.Cut(key, "/")
-	testenv.Eventually(t, "the pause Job of "+key, time.Minute, func() (bool, string) {
+	step := job.StepPause
+	if _, ok := m.(*dpv1alpha1.VolumeRestoreMember); ok {
+		step = job.StepRestoreVolumes
+	}
+	testenv.Eventually(t, "the "+step+" Job of "+key, time.Minute, func() (bool, string) {
 		j := &batchv1.Job{}
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.Name(name, job.StepPause)}, j); err != nil {
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: job.Name(name, step)}, j); err != nil {
 			return false, err.Error()
+		}
+		if args := j.Spec.Template.Spec.Containers[0].Args; r.sourceNamespaces != "" {
+			if i := slices.Index(args, "--source-namespaces"); i < 0 || i+1 >= len(args) || args[i+1] != r.sourceNamespaces {
+				t.Fatalf("the %s step's args %v, want --source-namespaces %s", step, args, r.sourceNamespaces)
+			}
 		}
 		img := j.Spec.Template.Spec.Containers[0].Image
 		if r.podAnnotations != nil && !maps.Equal(j.Spec.Template.Annotations, r.podAnnotations) {

@@ -321,6 +321,8 @@ func table() []row {
 			input: backup("team-a", "ok-labels", func(b *fedv1alpha1.VolumeBackup) {
 				b.Labels = map[string]string{"istio.io/rev": "canary", "sidecar.istio.io/inject": "true", "azure.workload.identity/use": "true", "team": "db"}
 			})},
+		{name: "a copied backupmeta names another tenant's snapshots: the restore may use only its own namespaces' (the step refuses the rest)", outcome: allowed,
+			want: agentImage, sourceNamespaces: "team-a", setup: seedTC("team-a", "ok-copied-meta"), input: restore("team-a", "ok-copied-meta", nil)},
 		{name: "backup with harmless env, a scratch volume and the steps' own service account named", outcome: allowed, want: agentImage,
 			setup: seedTC("team-a", "ok-harmless"),
 			input: tmpl("team-a", "ok-harmless", func(t *fedv1alpha1.VolumeBackupMemberSpec) {

@@ -168,6 +168,7 @@ func (p *plan) planClean(complete bool) {
 	if vols := p.volumesInFlight(); len(vols) > 0 {
 		args = append(args, "--expect-volumes", strings.Join(vols, ","))
 	}
+	args = append(args, job.SourceNamespaceArgs(p.o.Policy.DataNamespaces(p.m.Labels[dpv1alpha1.LabelOwnerNamespace]))...)
 	args = append(args, p.o.Env.CloudArgs()...)
 	spec := p.jobSpec(job.StepClean, args)
 	spec.Name = CleanJobName(p.m.Name, attempts+1) // counted once observed

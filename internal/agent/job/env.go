@@ -2,6 +2,7 @@ package job
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,20 @@ func (e Env) OwnerArgs(namespace string) []string {
 		return nil
 	}
 	return []string{"--owner", e.ClusterID + "/" + namespace}
+}
+
+// SourceNamespaceArgs are the --source-namespaces flag of a step that restores from or deletes
+// snapshots (restore-volumes, clean): the data-plane namespaces, as globs, the agent's policy
+// lets the member's owner act on (policy.Policy.DataNamespaces). The step uses only snapshots
+// tagged fedbr.io/namespace with one of them, so a backupmeta copied from another tenant's
+// storage cannot make it restore from or delete that tenant's snapshots. None when there are
+// none, which the policy's member check never lets reach a Job: a member is refused unless
+// its owner may act on its own namespace.
+func SourceNamespaceArgs(globs []string) []string {
+	if len(globs) == 0 {
+		return nil
+	}
+	return []string{"--source-namespaces", strings.Join(globs, ",")}
 }
 
 // TTLSeconds is TTL in seconds.

@@ -127,6 +127,7 @@ func (p *plan) planRestoreVolumes() bool {
 	}
 	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
+	args = append(args, job.SourceNamespaceArgs(p.o.Policy.DataNamespaces(p.m.Labels[dpv1alpha1.LabelOwnerNamespace]))...)
 	p.createJob(p.jobSpec(job.StepRestoreVolumes, args, storage, 0))
 	return false
 }

@@ -67,6 +67,13 @@ type Options struct {
 	// DeleteRatio is the pace of snapshot deletion in snapshots per second; 0 means
 	// DefaultDeleteRatio.
 	DeleteRatio float64
+	// SourceNamespaces are the data-plane namespaces (path.Match globs) whose snapshots the
+	// clean may delete: every snapshot it would delete must carry meta.TagNamespace with one of
+	// them (meta.CheckNamespace), or nothing is deleted and the clean fails with
+	// meta.ErrForeignSnapshot, as for any snapshot not the backup's. The agent passes the
+	// namespaces its policy lets the member's owner act on; nil checks no namespace (a clean
+	// run by hand with the operator's identity).
+	SourceNamespaces meta.Namespaces
 	// DryRun reports what would be deleted and deletes nothing.
 	DryRun bool
 	// AcceptMissingMeta lets a completed backup without backupmeta be cleaned after the
@@ -113,6 +120,9 @@ func (o Options) Validate() error {
 		if !volumeIDPattern.MatchString(v) {
 			return fmt.Errorf("expected volume %q: want an EBS volume id (vol-…)", v)
 		}
+	}
+	if err := o.SourceNamespaces.Validate(); err != nil {
+		return fmt.Errorf("source namespaces: %w", err)
 	}
 	if o.SettleTimeout < 0 || o.SettleInterval < 0 {
 		return fmt.Errorf("settle timeout %s and interval %s: want non-negative durations", o.SettleTimeout, o.SettleInterval)
@@ -514,16 +524,21 @@ func (c *cleaner) deleteSnapshots(ctx context.Context) error {
 
 // check refuses, before anything is deleted, every existing snapshot that is not this
 // backup's: not the account's, or (with a backup identity) not tagged with it, or (listed by
-// backupmeta) not taken of the volume it lists it for. A backupmeta naming another backup's
-// snapshot must not make clean delete it.
+// backupmeta) not taken of the volume it lists it for, or (with SourceNamespaces) not tagged
+// with a namespace the clean may act on. A backupmeta naming another backup's snapshot, or
+// copied whole from another tenant's storage, must not make clean delete it.
 func (c *cleaner) check(existing []cloud.Snapshot) error {
 	var errs []error
 	if c.rec != nil {
-		errs = append(errs, c.rec.CheckSnapshots(existing, c.sum.BackupID))
+		errs = append(errs, c.rec.CheckSnapshots(existing, c.sum.BackupID, c.o.SourceNamespaces))
 	}
 	for _, s := range existing {
 		if slices.Contains(c.sum.Orphans, s.ID) {
-			errs = append(errs, meta.CheckSnapshot(s, c.sum.BackupID, ""))
+			err := meta.CheckSnapshot(s, c.sum.BackupID, "")
+			if err == nil {
+				err = meta.CheckNamespace(s, c.sum.BackupID, c.o.SourceNamespaces)
+			}
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)

@@ -50,6 +50,17 @@ func testContext(t *testing.T) context.Context {
 // backup snapshots stores × 2 volumes tagged with backupID and returns the backupmeta.
 func (l *lab) backup(t *testing.T, backupID string, stores int) *meta.Record {
 	t.Helper()
+	return l.backupIn(t, backupID, "", stores)
+}
+
+// backupIn is backup for a member in namespace: its snapshots also carry meta.TagNamespace,
+// as the backup step tags them (none for "").
+func (l *lab) backupIn(t *testing.T, backupID, namespace string, stores int) *meta.Record {
+	t.Helper()
+	tags := meta.BackupTags(backupID)
+	if namespace != "" {
+		tags[meta.TagNamespace] = namespace
+	}
 	ctx := testContext(t)
 	rec := &meta.Record{
 		ClusterInfo: &meta.ClusterInfo{Version: "7.5.0", FullBackupType: meta.FullBackupTypeEBS, ResolvedTS: 4242},
@@ -66,7 +77,7 @@ func (l *lab) backup(t *testing.T, backupID string, stores int) *meta.Record {
 			t.Fatal(err)
 		}
 		snaps, err := l.p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: in.ID,
-			VolumeIDs: []string{in.Volumes[0].ID, in.Volumes[1].ID}, Tags: meta.BackupTags(backupID)})
+			VolumeIDs: []string{in.Volumes[0].ID, in.Volumes[1].ID}, Tags: tags})
 		if err != nil {
 			t.Fatal(err)
 		}

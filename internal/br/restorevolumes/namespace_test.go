@@ -29,7 +29,7 @@ func (c *volumeRecorder) CreateVolume(ctx context.Context, spec cloud.VolumeSpec
 }
 
 // TestEveryVolumeCarriesItsNamespace: a backup taken for namespace backupNamespace restored
-// for a member in another namespace: every CreateVolume asks for meta.TagNamespace with the
+// for a member in another namespace (both the member's owner may act on): every CreateVolume asks for meta.TagNamespace with the
 // restoring member's namespace (the tag a per-namespace IAM policy requires at create), never
 // the snapshot's (kept, like every copied tag, only as snapshot/fedbr.io/namespace) nor a
 // --tags value for that key; every volume carries it once the restore recorded it (it is
@@ -39,8 +39,10 @@ func TestEveryVolumeCarriesItsNamespace(t *testing.T) {
 	l := newLab(t, awsdouble.Options{})
 	owner := &meta.Owner{Cluster: "9a1f-kube-system-uid", Namespace: "tenant-b"}
 	rec := &volumeRecorder{Cloud: l.p}
+	// The snapshots' namespace and the member's: both the member's owner may act on.
+	source := meta.Namespaces{backupNamespace, owner.Namespace}
 	res, err := restorevolumes.Run(ctx, rec, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2a", Owner: owner,
-		Tags: map[string]string{meta.TagNamespace: "forged", "team": "db"}})
+		SourceNamespaces: source, Tags: map[string]string{meta.TagNamespace: "forged", "team": "db"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,6 +94,13 @@ type Options struct {
 	// meta.TagNamespace=<owner's namespace> from its CreateVolume on, for good (whatever the
 	// backup's namespace): what a per-namespace IAM policy conditions on.
 	Owner *meta.Owner
+	// SourceNamespaces are the data-plane namespaces (path.Match globs) whose snapshots the
+	// restore may create volumes from: every snapshot must carry meta.TagNamespace with one of
+	// them (meta.CheckNamespace), or the step fails with meta.ErrForeignSnapshot before any
+	// volume is created or FSR enabled. The agent passes the namespaces its policy lets the
+	// member's owner act on. Nil means Owner's namespace alone, or no check without Owner (a
+	// step run by hand with the operator's identity).
+	SourceNamespaces meta.Namespaces
 	// Scope defaults to ScopeAll.
 	Scope Scope
 	// FSR restores the data volumes through fast snapshot restore: enabled in the target AZ,
@@ -230,6 +237,21 @@ func (o Options) Validate() error {
 		if err := o.Owner.Validate(); err != nil {
 			return err
 		}
+	}
+	if err := o.SourceNamespaces.Validate(); err != nil {
+		return fmt.Errorf("source namespaces: %w", err)
+	}
+	return nil
+}
+
+// sourceNamespaces are the namespaces whose snapshots the restore may use: SourceNamespaces,
+// else Owner's namespace, else nil (no check).
+func (o Options) sourceNamespaces() meta.Namespaces {
+	switch {
+	case o.SourceNamespaces != nil:
+		return o.SourceNamespaces
+	case o.Owner != nil:
+		return meta.Namespaces{o.Owner.Namespace}
 	}
 	return nil
 }
@@ -479,6 +501,11 @@ func (r *restorer) recoveryTS(ctx context.Context, rec *meta.Record) (uint64, er
 	if err != nil {
 		return 0, fmt.Errorf("restore volumes: describe the backup's snapshots for PD's TSO: %w", err)
 	}
+	// Snapshots that are not the member's to restore (plan checks them again before any
+	// create) fail the step before PD is touched too.
+	if err := rec.CheckSnapshots(snaps, rec.BackupID(), r.o.sourceNamespaces()); err != nil {
+		return 0, fmt.Errorf("restore volumes: %w", err)
+	}
 	ts := RecoveryTS(r.res.ResolvedTS, snaps)
 	r.logf("PD's TSO goes to %d: above the resolved ts %d and every commit the snapshots can hold (their latest start plus %s)", ts, r.res.ResolvedTS, CaptureSkew)
 	return ts, nil
@@ -608,9 +635,10 @@ func (r *restorer) plan(ctx context.Context, rec *meta.Record) ([]plan, error) {
 		return nil, fmt.Errorf("describe the backup's snapshots: %w", err)
 	}
 	// Metadata is untrusted: every snapshot must be the account's and this backup's (its
-	// identity tag, or for an upstream backup its recorded source volume) before anything is
-	// created from it.
-	if err := rec.CheckSnapshots(snaps, rec.BackupID()); err != nil {
+	// identity tag, or for an upstream backup its recorded source volume), and of a namespace
+	// the member may act on (its namespace tag, which a tenant copying another's backupmeta
+	// cannot forge), before anything is created from it.
+	if err := rec.CheckSnapshots(snaps, rec.BackupID(), r.o.sourceNamespaces()); err != nil {
 		return nil, fmt.Errorf("plan volumes: %w", err)
 	}
 	byID := map[string]cloud.Snapshot{}

@@ -150,6 +150,7 @@ func TestRestoreVolumes(t *testing.T) {
 	markedPending := -1 // volumes marked pending while they were waited for
 	o := restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2c", VolumeType: "gp3", IOPS: 4000, Throughput: 200,
 		Encrypted: true, KMSKeyID: kmsKey, Tags: map[string]string{"team": "db"}, Owner: owner, Progress: &progress,
+		SourceNamespaces: meta.Namespaces{backupNamespace}, // the backup's; its owner may act on it
 		Report: func(s restorevolumes.Status) {
 			if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
 				phases = append(phases, s.Phase)

@@ -51,8 +51,8 @@ func TestFitTagsDropOrder(t *testing.T) {
 	}
 }
 
-// TestRestoreDropsCopiedTagsOverTheLimit: a snapshot of a volume with 47 tags (48 with the
-// backup's identity) would give its restored volume 52 (AWS refuses more than 50: the double answers TagLimitExceeded); the
+// TestRestoreDropsCopiedTagsOverTheLimit: a snapshot of a volume with 47 tags (49 with the
+// backup's identity and namespace) would give its restored volume 53 (AWS refuses more than 50: the double answers TagLimitExceeded); the
 // restore drops the least useful copied tags, leaves room for the 4 operator tags and says
 // what it dropped. fedbr's own tags count: with an owner, its pending mark and the permanent
 // fedbr.io/namespace take two more places.
@@ -68,7 +68,10 @@ func TestRestoreDropsCopiedTagsOverTheLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{in.Volumes[0].ID}, Tags: meta.BackupTags("b1")})
+	// As the backup step tags them for a member in tenant-b, the namespace r2 restores for.
+	tags := meta.BackupTags("b1")
+	tags[meta.TagNamespace] = "tenant-b"
+	snaps, err := p.SnapshotInstance(ctx, cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{in.Volumes[0].ID}, Tags: tags})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +90,10 @@ func TestRestoreDropsCopiedTagsOverTheLimit(t *testing.T) {
 	if err := store.PutBackupMeta(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	// 48 copied + TiDBCluster-BR, ebs.csi.aws.com/cluster, createdFromSnapshotId, fedbr.io/restore
-	// = 52; room 46: the two Kubernetes tags, the fedbr one and the three greatest cost tags go.
+	// 49 copied + TiDBCluster-BR, ebs.csi.aws.com/cluster, createdFromSnapshotId, fedbr.io/restore
+	// = 53; room 46: the two Kubernetes tags, the two fedbr ones and the three greatest cost tags go.
 	dropped := []string{"snapshot/CSIVolumeName", "snapshot/cost-42", "snapshot/cost-43", "snapshot/cost-44", "snapshot/fedbr.io/backup",
-		"snapshot/kubernetes.io/created-for/pvc/name"}
+		"snapshot/fedbr.io/namespace", "snapshot/kubernetes.io/created-for/pvc/name"}
 	var full cloud.Volume // r1's: 46 tags, the room left exactly
 	for _, c := range []struct {
 		restoreID string
@@ -101,7 +104,7 @@ func TestRestoreDropsCopiedTagsOverTheLimit(t *testing.T) {
 	}{
 		{"r1", nil, dropped, cloud.MaxTags - 4},
 		// With an owner, fedbr.io/restore-pending and the permanent fedbr.io/namespace count too:
-		// 54 for 46, two more cost tags go; the pending mark leaves once restoremeta is written.
+		// 55 for 46, two more cost tags go; the pending mark leaves once restoremeta is written.
 		{"r2", &meta.Owner{Cluster: "9a1f-kube-system-uid", Namespace: "tenant-b"}, append([]string{"snapshot/cost-40", "snapshot/cost-41"}, dropped...), cloud.MaxTags - 5},
 	} {
 		res, err := restorevolumes.Run(ctx, p, &fakePD{}, store, restorevolumes.Options{RestoreID: c.restoreID, TargetAZ: "us-west-2b", Owner: c.owner})

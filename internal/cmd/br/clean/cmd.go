@@ -24,6 +24,7 @@ type options struct {
 	report  session.ReportFlags
 	engine  clean.Options
 	outcome string
+	source  session.SourceNamespaces
 }
 
 // NewCmd returns `br clean`.
@@ -38,7 +39,10 @@ the backup's metadata objects, backupmeta last. A small "cleaned" tombstone obje
 that a retried clean knows the backup is already gone.
 
 With --backup-id, snapshots tagged fedbr.io/backup=ID that backupmeta does not list
-are deleted too and reported as orphans. When backupmeta is missing, a backup that failed is
+are deleted too and reported as orphans. Before anything is deleted every snapshot is checked: the
+account's, tagged with the backup's identity (if it has one), of the volume backupmeta records
+and, with --source-namespaces, tagged fedbr.io/namespace with one of them (not needed without
+an identity); one that is not fails the clean, and nothing is deleted. When backupmeta is missing, a backup that failed is
 cleaned; for a completed backup the tagged snapshots are deleted and reported, the other
 metadata is kept, and the command fails: the snapshots backupmeta listed may have leaked
 (--accept-missing-meta acknowledges that and finishes the clean).
@@ -72,6 +76,7 @@ second otherwise, with the summary as its result before exiting 0.`,
 	f.StringSliceVar(&o.engine.Expected, "expect-volumes", nil, "volumes (comma-separated) the backup's snapshot step was given, when it may have left CreateSnapshots calls unanswered: wait until each has a snapshot of the backup before deleting")
 	f.DurationVar(&o.engine.SettleTimeout, "settle-timeout", clean.DefaultSettleTimeout, "how long --expect-volumes waits at most")
 	f.BoolVar(&o.engine.AcceptMissingMeta, "accept-missing-meta", false, "clean a completed backup whose backupmeta is missing anyway, after the tag sweep: accept that snapshots it listed may be lost")
+	o.source.Register(f, "the namespace is not checked (a clean run by hand acts with the operator's own identity)")
 	o.report.Register(f)
 	return cmd
 }
@@ -83,6 +88,11 @@ func (o *options) validate() error {
 	if err := o.report.Validate(); err != nil {
 		return err
 	}
+	source, err := o.source.Parse()
+	if err != nil {
+		return err
+	}
+	o.engine.SourceNamespaces = source
 	o.engine.Outcome = clean.Outcome(o.outcome)
 	if o.outcome != string(clean.Completed) && o.outcome != string(clean.Failed) {
 		return fmt.Errorf("--backup-outcome %q: want %s or %s", o.outcome, clean.Completed, clean.Failed)

@@ -32,6 +32,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-s", "/tmp/x", "--backup-id", "a/b"}, "--backup-id"},
 		{[]string{"-s", "/tmp/x", "--expect-volumes", "vol-1,sda"}, `--expect-volumes: expected volume "sda"`},
 		{[]string{"-s", "/tmp/x", "--settle-timeout", "-1s"}, "--settle-timeout"},
+		{[]string{"-s", "/tmp/x", "--source-namespaces", ""}, "--source-namespaces: no namespace"},
+		{[]string{"-s", "/tmp/x", "--source-namespaces", "tidb,team-[a"}, `--source-namespaces: namespace pattern "team-[a": not a glob`},
 		{[]string{"-s", "gs://bucket/x"}, "only s3://"},
 		{[]string{"-s", "s3:///x"}, "want s3://BUCKET"},
 		{[]string{"-s", "/tmp/x", "--aws-endpoint", "127.0.0.1:4566"}, "--aws-endpoint"},
@@ -53,7 +55,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "backup-id", "backup-outcome", "delete-ratio", "dry-run", "accept-missing-meta",
-		"expect-volumes", "settle-timeout", "member", "member-namespace", "kubeconfig"} {
+		"expect-volumes", "settle-timeout", "source-namespaces", "member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
 			t.Errorf("flag --%s is missing or undocumented", name)

@@ -43,6 +43,7 @@ type options struct {
 	scope      string
 	outputFile string
 	owner      string
+	source     session.SourceNamespaces
 	tls        session.TLSFlags
 	// client is --ca/--cert/--key loaded by validate (nil: plaintext).
 	client *tidb.TLS
@@ -57,7 +58,11 @@ func NewCmd() *cobra.Command {
 		Long: `The volume phase of a restore, run before any TiKV starts on the new volumes.
 
 It reads the backup's backupmeta from --storage (a backup whose snapshots have not all
-completed is refused), sets PD's snapshot-recovering marker and raises PD's TSO to at least
+completed is refused) and checks its snapshots: each must be the account's, tagged with the
+backup's identity, of the volume recorded for it and tagged fedbr.io/namespace with one of
+--source-namespaces (else --owner's namespace; neither: not checked; an upstream backup's
+snapshots, with --allow-upstream-backup, need neither tag), or the step fails before anything
+is touched. It sets PD's snapshot-recovering marker and raises PD's TSO to at least
 the backup's resolved ts (while the volumes are created; they are recorded only once PD is
 prepared). It creates one volume per backed-up volume (--volume-scope) from
 its snapshot, in --target-az (default: the volume's original AZ), with the given type, IOPS,
@@ -102,6 +107,7 @@ condition is True instead.`,
 	f.StringVar(&o.engine.KMSKeyID, "kms-key-id", "", "KMS key (id, alias or ARN) encrypting the new volumes; needs --volume-encrypted (default: the account's EBS default key)")
 	f.StringToStringVar(&o.engine.Tags, "tags", nil, "extra tags for every new volume, KEY=VALUE[,KEY=VALUE]")
 	f.StringVar(&o.owner, "owner", "", fmt.Sprintf(session.OwnerUsage, meta.TagRestorePending))
+	o.source.Register(f, "a snapshot must carry --owner's namespace, and with no --owner either the namespace is not checked (a step run by hand acts with the operator's own identity)")
 	f.StringVar(&o.scope, "volume-scope", string(restorevolumes.ScopeAll), "which volumes to restore: all, data (storage.data-dir only) or non-data")
 	f.BoolVar(&o.engine.AllowUpstream, "allow-upstream-backup", false,
 		"restore a backupmeta without fedbr's identity (upstream BR wrote it), whose snapshots can be checked only for their owner and source volume (the agent passes it when its --allow-upstream-backups is on)")
@@ -154,6 +160,9 @@ func (o *options) validate() error {
 		return err
 	}
 	o.engine.Owner = owner
+	if o.engine.SourceNamespaces, err = o.source.Parse(); err != nil {
+		return err
+	}
 	if err := o.engine.Validate(); err != nil {
 		return fmt.Errorf("restore-volumes flags: %w", err)
 	}

@@ -70,6 +70,9 @@ func TestBadFlags(t *testing.T) {
 		{append(base, "--tags", "team="+strings.Repeat("v", 257)), "257 characters, at most 256"},
 		{append(base, "--fsr-quota", "-1"), "FSR quota -1"},
 		{append(base, "--owner", "uid/Not_A_Namespace"), "--owner"},
+		{append(base, "--source-namespaces", ""), "--source-namespaces: no namespace"},
+		{append(base, "--source-namespaces", "tidb,team-[a"), `--source-namespaces: namespace pattern "team-[a": not a glob`},
+		{append(base, "--source-namespaces", "tidb,,ops"), "--source-namespaces: an empty namespace pattern"},
 		{append(base, "--concurrency", "0"), "must be positive"},
 		{append(base, "extra"), "unknown command"},
 		{append(base, "--member", "-vb"), `--member "-vb" is not a valid object name`},
@@ -85,7 +88,7 @@ func TestBadFlags(t *testing.T) {
 func TestHelpDocumentsEveryFlag(t *testing.T) {
 	cmd := NewCmd()
 	for _, name := range []string{"storage", "region", "aws-endpoint", "restore-id", "pd", "target-az", "volume-type", "volume-iops",
-		"volume-throughput", "volume-encrypted", "kms-key-id", "tags", "owner", "volume-scope", "use-fsr", "fsr-quota", "concurrency", "cleanup-timeout", "output-file",
+		"volume-throughput", "volume-encrypted", "kms-key-id", "tags", "owner", "source-namespaces", "volume-scope", "use-fsr", "fsr-quota", "concurrency", "cleanup-timeout", "output-file",
 		"member", "member-namespace", "kubeconfig"} {
 		f := cmd.Flags().Lookup(name)
 		if f == nil || f.Usage == "" {
