@@ -70,6 +70,20 @@ func TestStalledWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true),
 				running(reading(nil), reading(at(-time.Minute)))),
 			stalled: w0},
+		{name: "sync: a Job that never reported (its pod never ran): counted from the Job's start",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true),
+				running(reading(at(-time.Minute)), ""), func(o *Observed) {
+					o.Report = rreport(map[string]string{job.WarmupKey(0): reading(at(-time.Minute))})
+					o.Warmups[w1] = job.State{Name: w1, Phase: job.Active, Started: t0.Add(-2 * time.Hour)}
+				}),
+			stalled: w1},
+		{name: "sync: a Job that never reported, started within the window: requeued",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true),
+				running(reading(at(-time.Minute)), ""), func(o *Observed) {
+					o.Report = rreport(map[string]string{job.WarmupKey(0): reading(at(-time.Minute))})
+					o.Warmups[w1] = job.State{Name: w1, Phase: job.Active, Started: t0.Add(-time.Hour)}
+				}),
+			requeue: time.Hour},
 		{name: "check-wal-only (async mode, TiKV still waits): judged",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupAsync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly), volumesIn), targetTC(2, true),
 				running(reading(at(-3*time.Hour)), reading(at(-time.Minute)))),
@@ -87,7 +101,11 @@ func TestStalledWarmup(t *testing.T) {
 			case tt.stalled != "" && (f == nil || f.Reason != dpv1alpha1.ProgressStalledReason):
 				t.Fatalf("Failed = %+v, want reason %s", f, dpv1alpha1.ProgressStalledReason)
 			case tt.stalled != "":
-				for _, part := range []string{tt.stalled, "3Gi of 12Gi", "25%", "2h0m0s", "stallTimeout"} {
+				parts := []string{tt.stalled, "3Gi of 12Gi", "25%", "2h0m0s", "stallTimeout"}
+				if strings.Contains(tt.name, "never reported") {
+					parts = []string{tt.stalled, "reported no progress", "2h0m0s", "stallTimeout", "events"}
+				}
+				for _, part := range parts {
 					if !strings.Contains(f.Message, part) {
 						t.Errorf("message %q does not say %q", f.Message, part)
 					}
