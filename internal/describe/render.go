@@ -142,8 +142,21 @@ func (p *printer) step(s dpv1alpha1.StepReport, obs []Observation) string {
 // Progress describes a long step's progress, or "" when the step reports none. The snapshot
 // step shows the percent it reports and the time left at the rate between the observations
 // obs of that percent (snapshotProgress, Estimate); the others — volumes created, bytes read,
-// snapshots deleted — the time left at the rate since the step's phase began.
+// snapshots deleted — the time left at the rate since the step's phase began. A running step
+// whose progress has not moved for a minute or more (its progressAt) says for how long: the
+// agent fails it once that reaches stallTimeout.
 func Progress(s dpv1alpha1.StepReport, obs []Observation, now time.Time) string {
+	out := progress(s, obs, now)
+	if out == "" || s.ProgressAt == nil || s.Phase == "Completed" || s.Phase == "Failed" {
+		return out
+	}
+	if still := now.Sub(s.ProgressAt.Time); still >= time.Minute {
+		out += ", no progress for " + round(still).String()
+	}
+	return out
+}
+
+func progress(s dpv1alpha1.StepReport, obs []Observation, now time.Time) string {
 	done, total := s.Done, s.Total
 	unit := "done"
 	switch {

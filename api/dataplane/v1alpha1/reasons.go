@@ -22,6 +22,10 @@ const (
 	// DeadlineExceededReason: a step's Job was stopped at its active deadline (stepTimeout; for
 	// the pause, volumeBackupInitJobMaxActiveSeconds).
 	DeadlineExceededReason = "DeadlineExceeded"
+	// ProgressStalledReason: a long step (the snapshot step's wait for its snapshots, a
+	// warm-up TiKV waits for) reported no progress for stallTimeout; the message names the
+	// step, its progress and since when it has not moved.
+	ProgressStalledReason = "ProgressStalled"
 )
 
 // Reasons of the Failed condition (True) of both member kinds when the agent's policy refuses

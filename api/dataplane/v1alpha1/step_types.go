@@ -82,6 +82,11 @@ type StepReport struct {
 	Total int64 `json:"total,omitempty"`
 	// +optional
 	Percent float64 `json:"percent,omitempty"`
+	// ProgressAt is when the step's progress last moved (Done or Percent grew), or when the
+	// phase that reports progress began: the agent fails a step whose progress has not moved
+	// for stallTimeout.
+	// +optional
+	ProgressAt *metav1.MicroTime `json:"progressAt,omitempty"`
 	// Deleted is clean's count of snapshots deleted (of Total).
 	// +optional
 	Deleted int32 `json:"deleted,omitempty"`

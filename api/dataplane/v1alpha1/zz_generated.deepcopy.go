@@ -59,6 +59,10 @@ func (in *StepReport) DeepCopyInto(out *StepReport) {
 		in, out := &in.CompletedAt, &out.CompletedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.ProgressAt != nil {
+		in, out := &in.ProgressAt, &out.ProgressAt
+		*out = (*in).DeepCopy()
+	}
 	if in.PausedSchedulers != nil {
 		in, out := &in.PausedSchedulers, &out.PausedSchedulers
 		*out = make([]string, len(*in))

@@ -11,11 +11,18 @@ import (
 const (
 	DefaultInitJobMaxActiveSeconds = 600
 	DefaultSnapshotsDeleteRatio    = 1.0
-	DefaultStepTimeout             = 24 * time.Hour
-	DefaultPauseWaitTimeout        = 30 * time.Minute
-	DefaultCleanPolicy             = CleanPolicyRetain
-	DefaultCalcSizeLevel           = CalcSizeAll
-	DefaultWarmupStrategy          = RestoreWarmupStrategyHybrid
+	// DefaultStepTimeout is the ceiling on a member step and a member phase: a sync warm-up of
+	// 16 TiB at gp3's baseline 125 MiB/s takes about 37 h, and fits with room to spare.
+	DefaultStepTimeout = 72 * time.Hour
+	// DefaultStallTimeout is how long a long step (the snapshot step's wait, a warm-up TiKV
+	// waits for) may report no progress. EBS reports a snapshot's progress in whole percents:
+	// one percent of a 16 TiB first snapshot at the 33-56 MB/s first snapshots were measured
+	// at is 50 min to 1.5 h, and AWS's progress is not linear; 6 h is four times that.
+	DefaultStallTimeout     = 6 * time.Hour
+	DefaultPauseWaitTimeout = 30 * time.Minute
+	DefaultCleanPolicy      = CleanPolicyRetain
+	DefaultCalcSizeLevel    = CalcSizeAll
+	DefaultWarmupStrategy   = RestoreWarmupStrategyHybrid
 )
 
 // AnnotationForceRemove on a deleted VolumeBackup or VolumeRestore lets it go although some data
@@ -131,9 +138,24 @@ func (t *VolumeRestoreMemberSpec) EffectiveStepTimeout() time.Duration {
 	return stepTimeout(t.StepTimeout)
 }
 
+// EffectiveStallTimeout is how long the snapshot step's wait may go without progress.
+func (t *VolumeBackupMemberSpec) EffectiveStallTimeout() time.Duration {
+	return positiveOr(t.StallTimeout, DefaultStallTimeout)
+}
+
+// EffectiveStallTimeout is how long a warm-up TiKV waits for may go without progress.
+func (t *VolumeRestoreMemberSpec) EffectiveStallTimeout() time.Duration {
+	return positiveOr(t.StallTimeout, DefaultStallTimeout)
+}
+
 func stepTimeout(d *metav1.Duration) time.Duration {
+	return positiveOr(d, DefaultStepTimeout)
+}
+
+// positiveOr is d, or def when d is unset or not positive.
+func positiveOr(d *metav1.Duration, def time.Duration) time.Duration {
 	if d == nil || d.Duration <= 0 {
-		return DefaultStepTimeout
+		return def
 	}
 	return d.Duration
 }

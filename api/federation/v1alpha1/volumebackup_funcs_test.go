@@ -40,7 +40,7 @@ func TestEffectiveDefaults(t *testing.T) {
 	var b VolumeBackupMemberSpec
 	if b.EffectiveCleanPolicy() != CleanPolicyRetain || b.EffectiveCalcSizeLevel() != CalcSizeAll ||
 		b.EffectiveInitJobDeadline() != 10*time.Minute || b.EffectiveSnapshotsDeleteRatio() != 1 ||
-		b.EffectiveStepTimeout() != 24*time.Hour {
+		b.EffectiveStepTimeout() != DefaultStepTimeout {
 		t.Errorf("unexpected defaults: %v %v %v %v %v", b.EffectiveCleanPolicy(), b.EffectiveCalcSizeLevel(),
 			b.EffectiveInitJobDeadline(), b.EffectiveSnapshotsDeleteRatio(), b.EffectiveStepTimeout())
 	}
@@ -55,8 +55,31 @@ func TestEffectiveDefaults(t *testing.T) {
 		t.Errorf("set values not honoured")
 	}
 	var r VolumeRestoreMemberSpec
-	if r.EffectiveWarmupStrategy() != RestoreWarmupStrategyHybrid || r.EffectiveStepTimeout() != 24*time.Hour {
+	if r.EffectiveWarmupStrategy() != RestoreWarmupStrategyHybrid || r.EffectiveStepTimeout() != DefaultStepTimeout {
 		t.Errorf("unexpected restore defaults")
+	}
+}
+
+// TestStepAndStallTimeouts: the ceiling fits a 16 TiB sync warm-up at gp3's 125 MiB/s (about
+// 37 h), the stall window is the shorter, normal bound, and both honour a set value.
+func TestStepAndStallTimeouts(t *testing.T) {
+	warmup16TiB := time.Duration(16<<40/(125<<20)) * time.Second
+	var b VolumeBackupMemberSpec
+	var r VolumeRestoreMemberSpec
+	for _, got := range []struct {
+		name        string
+		step, stall time.Duration
+	}{{"backup", b.EffectiveStepTimeout(), b.EffectiveStallTimeout()}, {"restore", r.EffectiveStepTimeout(), r.EffectiveStallTimeout()}} {
+		if got.step != 72*time.Hour || got.step < warmup16TiB {
+			t.Errorf("%s: default stepTimeout %s, want 72h (a 16 TiB warm-up at 125 MiB/s takes %s)", got.name, got.step, warmup16TiB)
+		}
+		if got.stall != 6*time.Hour {
+			t.Errorf("%s: default stallTimeout %s, want 6h", got.name, got.stall)
+		}
+	}
+	b.StallTimeout, r.StallTimeout = &metav1.Duration{Duration: 30 * time.Minute}, &metav1.Duration{Duration: 12 * time.Hour}
+	if b.EffectiveStallTimeout() != 30*time.Minute || r.EffectiveStallTimeout() != 12*time.Hour {
+		t.Errorf("set stallTimeout not honoured: backup %s, restore %s", b.EffectiveStallTimeout(), r.EffectiveStallTimeout())
 	}
 }
 

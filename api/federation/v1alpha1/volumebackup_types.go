@@ -123,13 +123,24 @@ type VolumeBackupMemberSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 0.1 && self <= 2.0",message="snapshotsDeleteRatio must be between 0.1 and 2.0 deletions per second"
 	// +optional
 	SnapshotsDeleteRatio *float64 `json:"snapshotsDeleteRatio,omitempty"`
-	// StepTimeout bounds each member step (a Job) so a stuck step fails the backup instead of
-	// stalling it forever (fedbr extension; default 24h).
+	// StepTimeout is the ceiling on each member step (a Job: its activeDeadlineSeconds) and on
+	// each member phase, so a stuck step fails the backup instead of stalling it forever
+	// (fedbr extension; default 72h). The snapshot step's wait for its snapshots is bounded
+	// first by StallTimeout; raise this ceiling only for a first full snapshot that takes longer.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="stepTimeout must be a positive duration such as 30m or 6h"
 	// +optional
 	StepTimeout *metav1.Duration `json:"stepTimeout,omitempty"`
+	// StallTimeout fails the member (reason ProgressStalled) when the snapshot step's wait for
+	// its snapshots reports no progress (snapshots completed, or their mean percent) for this
+	// long: from its last progress, or from when every snapshot started (fedbr extension;
+	// default 6h).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="stallTimeout must be a positive duration such as 2h or 12h"
+	// +optional
+	StallTimeout *metav1.Duration `json:"stallTimeout,omitempty"`
 }
 
 // VolumeBackupSpec says which data planes to back up and how.

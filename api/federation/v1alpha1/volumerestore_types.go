@@ -129,12 +129,22 @@ type VolumeRestoreMemberSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
-	// StepTimeout bounds each member step (default 24h).
+	// StepTimeout is the ceiling on each member step (a Job: its activeDeadlineSeconds) and on
+	// each member phase (default 72h: a sync warm-up of 16 TiB at gp3's 125 MiB/s takes about
+	// 37 h). A warm-up that TiKV waits for is bounded first by StallTimeout.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="stepTimeout must be a positive duration such as 30m or 6h"
 	// +optional
 	StepTimeout *metav1.Duration `json:"stepTimeout,omitempty"`
+	// StallTimeout fails the member (reason ProgressStalled) when a warm-up that TiKV waits for
+	// (sync, or check-wal-only) reports no bytes read for this long: from its last progress, or
+	// from its start (fedbr extension; default 6h).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="stallTimeout must be a positive duration such as 2h or 12h"
+	// +optional
+	StallTimeout *metav1.Duration `json:"stallTimeout,omitempty"`
 }
 
 // VolumeRestoreSpec says which data planes to restore into and how.

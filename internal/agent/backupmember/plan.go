@@ -161,7 +161,8 @@ func (a Action) String() string {
 type Result struct {
 	Actions []Action
 	Status  dpv1alpha1.VolumeBackupMemberStatus
-	// RequeueAfter is set only when time alone changes the decision (a clean retry's backoff).
+	// RequeueAfter is set only when time alone changes the decision (a clean retry's backoff,
+	// the end of a snapshot wait's stall window).
 	RequeueAfter time.Duration
 	// RemoveFinalizer releases the agent's finalizer: the loop does it after the status.
 	RemoveFinalizer bool
@@ -325,6 +326,13 @@ func NeedsDiscovery(m *dpv1alpha1.VolumeBackupMember, snapshot job.State, r job.
 }
 
 func (p *plan) add(a Action) { p.res.Actions = append(p.res.Actions, a) }
+
+// requeueIn has the member looked at again in d at the latest.
+func (p *plan) requeueIn(d time.Duration) {
+	if d > 0 && (p.res.RequeueAfter == 0 || d < p.res.RequeueAfter) {
+		p.res.RequeueAfter = d
+	}
+}
 
 func (p *plan) set(t string, s metav1.ConditionStatus, reason, msg string, at time.Time) {
 	condition.Set(&p.res.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg},

@@ -84,6 +84,36 @@ func (p *plan) observeSnapshot() {
 		p.fail(dpv1alpha1.InvalidReportReason, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", sj.Name,
 			job.StepSnapshot))
 	}
+	p.observeStall(st, reported)
+}
+
+// observeStall fails the member (ProgressStalled) when the snapshot step's wait for its
+// snapshots has reported no progress for stallTimeout: since its progressAt, or, from a step
+// that has not stamped one, since every snapshot started. The failure takes the route every
+// failure takes: the manager tears the backup down, and the teardown stops the step
+// (planSnapshot), which deletes the snapshots it started. A wait that moved within the window
+// is looked at again when the window would end.
+func (p *plan) observeStall(st dpv1alpha1.StepReport, reported bool) {
+	sj := p.o.Snapshot
+	if !reported || st.Phase != job.PhaseWaiting || !sj.Exists() || sj.Done() || sj.Deleting || sj.Suspended ||
+		p.isTrue(dpv1alpha1.BackupMemberFailedCondition) || p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
+		return
+	}
+	since := timeOf(st.ProgressAt)
+	if since.IsZero() {
+		since = timeOf(st.StartedAt)
+	}
+	if since.IsZero() {
+		return // nothing to count from: the Job's deadline (stepTimeout) bounds it
+	}
+	window := p.m.Spec.Template.EffectiveStallTimeout()
+	if left := since.Add(window).Sub(p.now); left > 0 {
+		p.requeueIn(left)
+		return
+	}
+	p.fail(dpv1alpha1.ProgressStalledReason, fmt.Sprintf("the snapshot step's wait for its snapshots made no progress for %s (stallTimeout): %d of %d snapshots completed, %.2f%%, unchanged since %s; "+
+		"the backup fails and the step deletes the snapshots it started. If AWS is only slow (a large first snapshot), raise spec.template.stallTimeout of the VolumeBackup",
+		window, st.Done, st.Total, st.Percent, since.UTC().Format(time.RFC3339)))
 }
 
 func (p *plan) complete(sum SnapshotSummary) {

@@ -238,7 +238,8 @@ func (a Action) String() string {
 type Result struct {
 	Actions []Action
 	Status  dpv1alpha1.VolumeRestoreMemberStatus
-	// RequeueAfter is set only for what cannot be watched (cloud volumes).
+	// RequeueAfter is set only for what cannot be watched (cloud volumes) and when time alone
+	// changes the decision (the end of a warm-up's stall window).
 	RequeueAfter time.Duration
 	// RemoveFinalizer releases the agent's finalizer: the loop does it after the status.
 	RemoveFinalizer bool
@@ -339,6 +340,13 @@ func phaseOf(st *dpv1alpha1.VolumeRestoreMemberStatus, m *dpv1alpha1.VolumeResto
 }
 
 func (p *plan) add(a Action) { p.res.Actions = append(p.res.Actions, a) }
+
+// requeueIn has the member looked at again in d at the latest.
+func (p *plan) requeueIn(d time.Duration) {
+	if d > 0 && (p.res.RequeueAfter == 0 || d < p.res.RequeueAfter) {
+		p.res.RequeueAfter = d
+	}
+}
 
 func (p *plan) set(t string, s metav1.ConditionStatus, reason, msg string) {
 	condition.Set(&p.res.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg},

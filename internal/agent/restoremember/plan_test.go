@@ -957,8 +957,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 				if !slices.Contains(args, "--wait-start") || argValue(args, "--member") != "fed-r1" || argValue(args, "--pd") != "http://pd:2379" {
 					t.Errorf("args %v", args)
 				}
-				if got := argValue(args, "--timeout"); got != "24h0m0s" {
-					t.Errorf("--timeout %q, want the restore's stepTimeout 24h0m0s (not the command's 1h default)", got)
+				if got := argValue(args, "--timeout"); got != fedv1alpha1.DefaultStepTimeout.String() {
+					t.Errorf("--timeout %q, want the restore's stepTimeout %s (not the command's 1h default)", got, fedv1alpha1.DefaultStepTimeout)
 				}
 				if b := *r.Actions[1].Job.Spec.BackoffLimit; b != dataRetries {
 					t.Errorf("restore-data backoffLimit %d, want %d: a killed attempt is run again", b, dataRetries)

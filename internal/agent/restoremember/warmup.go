@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -137,6 +138,9 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 		case st.Phase == job.Succeeded:
 			corrupted = append(corrupted, p.walCorruptions(name, key)...)
 		case st.Exists():
+			if p.m.Spec.Template.WarmsUpBeforeTiKV() && p.warmupStalled(name, key, wp, st) {
+				return false
+			}
 			running = append(running, name)
 		default:
 			node, pinned := nodes[wp.ordinal]
@@ -184,6 +188,56 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 		msg = fmt.Sprintf("the RocksDB logs of %d TiKV members' volumes verified, no corruption; the volumes besides the data volume read (check-wal-only)", len(plans))
 	}
 	p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmedUpReason, msg)
+	return true
+}
+
+// warmupPhaseReading is `fedbr warmup`'s phase while it reads (internal/cmd/warmup).
+const warmupPhaseReading = "Reading"
+
+// warmupStalled fails the member (ProgressStalled) when the running warm-up Job name, which
+// TiKV waits for, has read nothing for stallTimeout: since its progressAt, or, from a Job that
+// has not stamped one, since its reading began, or, from a Job that never reported (its pod
+// never ran: refused, unschedulable), since the Job started. The failure takes the route every
+// failure takes: the manager fails the restore and deletes its members, and the deletion stops
+// the Jobs. A Job that moved within the window has the member looked at again when the window
+// would end. An async warm-up is never judged: TiKV serves beside it, and only its Job's
+// deadline (stepTimeout) bounds it.
+func (p *plan) warmupStalled(name, key string, wp warmupPlan, st job.State) bool {
+	r, reported := p.o.Report.Step(key)
+	if reported && r.Phase != warmupPhaseReading || st.Done() || st.Deleting {
+		return false
+	}
+	var since time.Time
+	switch {
+	case r.ProgressAt != nil:
+		since = r.ProgressAt.Time
+	case r.Since != nil:
+		since = r.Since.Time
+	case !reported:
+		since = st.Started
+	}
+	if since.IsZero() {
+		return false // nothing to count from: the Job's deadline (stepTimeout) bounds it
+	}
+	window := p.m.Spec.Template.EffectiveStallTimeout()
+	if left := since.Add(window).Sub(p.now); left > 0 {
+		p.requeueIn(left)
+		return false
+	}
+	what := fmt.Sprintf("the %s warm-up Job %s (TiKV member %d, claims %s)", p.m.Spec.Template.Warmup, name, wp.ordinal, wp.claims())
+	const raise = "TiKV waits for it, so the restore fails. If the volumes are only slow to read, raise spec.template.stallTimeout of the VolumeRestore, or warm up async"
+	if !reported {
+		p.fail(dpv1alpha1.ProgressStalledReason, fmt.Sprintf("%s reported no progress for %s (stallTimeout) since it started at %s: its pod may never have run (see the Job's and its pods' events); %s",
+			what, window, since.UTC().Format(time.RFC3339), raise))
+		return true
+	}
+	read := fmt.Sprintf("%s read", resource.NewQuantity(r.Done, resource.BinarySI))
+	if r.Total > 0 {
+		read = fmt.Sprintf("%s of %s (%.0f%%) read", resource.NewQuantity(r.Done, resource.BinarySI), resource.NewQuantity(r.Total, resource.BinarySI),
+			float64(r.Done)*100/float64(r.Total))
+	}
+	p.fail(dpv1alpha1.ProgressStalledReason, fmt.Sprintf("%s read nothing for %s (stallTimeout): %s, unchanged since %s; %s",
+		what, window, read, since.UTC().Format(time.RFC3339), raise))
 	return true
 }
 

@@ -92,6 +92,7 @@ type stepDocument struct {
 	Done        int64     `json:"done"`
 	Total       int64     `json:"total"`
 	Percent     float64   `json:"percent"`
+	ProgressAt  time.Time `json:"progressAt"`
 	Deleted     int32     `json:"deleted"`
 	Volumes     int32     `json:"volumes"`
 	Slowest     float64   `json:"slowestStartSeconds"`
@@ -120,6 +121,7 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		e.ResolvedTS, e.Attempt, e.Regions = d.ResolvedTS, d.Attempt, d.Regions
 		e.Since, e.GCPausedAt, e.LiftedAt, e.ReadyAt = micro(d.Since), micro(d.GCPausedAt), micro(d.LiftedAt), micro(d.ReadyAt)
 		e.BackupTSAt, e.StartedAt, e.CompletedAt = micro(d.BackupTSAt), micro(d.StartedAt), micro(d.CompletedAt)
+		e.ProgressAt = micro(d.ProgressAt)
 		e.ServiceSafePoint, e.PausedSchedulers, e.ScheduleConfig = d.ServiceSafePoint, d.Schedulers, d.ScheduleConfig
 		if len(d.Backup) > 0 && string(d.Backup) != "null" {
 			e.Backup = &runtime.RawExtension{Raw: d.Backup}

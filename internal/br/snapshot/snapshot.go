@@ -120,6 +120,10 @@ type Progress struct {
 	// BackupTSAt it bounds the step's own work (cluster check, cloud calls and waits), which
 	// the backup's orchestration overhead excludes.
 	CompletedAt time.Time `json:"completedAt,omitzero"`
+	// ProgressAt is when the wait's progress (Done, Percent) last grew, from the start of
+	// Waiting on (the command stamps it: report.ProgressClock); the agent fails a wait whose
+	// progress has not moved for stallTimeout.
+	ProgressAt time.Time `json:"progressAt,omitzero"`
 	// SlowestStartSeconds is the slowest CreateSnapshots call of this step (from Waiting on):
 	// the floor a GC pause window is measured against.
 	SlowestStartSeconds float64 `json:"slowestStartSeconds,omitempty"`

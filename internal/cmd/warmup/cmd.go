@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -51,7 +52,9 @@ type status struct {
 	Done    int64      `json:"done"`
 	Total   int64      `json:"total"`
 	Percent float64    `json:"percent"`
-	Error   string     `json:"error,omitempty"`
+	// ProgressAt is when Done last grew (report.ProgressClock), from the start of Reading.
+	ProgressAt *time.Time `json:"progressAt,omitempty"`
+	Error      string     `json:"error,omitempty"`
 }
 
 // NewCmd returns `warmup`.
@@ -225,12 +228,19 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	started := time.Now()
+	var (
+		mu    sync.Mutex
+		clock report.ProgressClock // the bytes read: a total found larger is no progress
+	)
 	progress := func(done, total int64) {
 		pct := 100.0
 		if total > 0 {
 			pct = float64(done) * 100 / float64(total)
 		}
-		rep.Update(phaseReading, status{Phase: phaseReading, Since: &started, Done: done, Total: total, Percent: pct})
+		mu.Lock()
+		at := clock.Observe(done, 0, time.Now())
+		mu.Unlock()
+		rep.Update(phaseReading, status{Phase: phaseReading, Since: &started, Done: done, Total: total, Percent: pct, ProgressAt: &at})
 	}
 	progress(0, 0)
 	sum, err := engine.Run(ctx, engine.Options{

@@ -208,7 +208,8 @@ func decide(o Observed, now time.Time) Result {
 		return fail(o, res, now, fedv1alpha1.MemberFailedReason, fmt.Sprintf("member in %s failed: %s: %s", name, c.Reason, c.Message))
 	}
 	if name, ok := timedOut(o, b, now); ok {
-		return fail(o, res, now, fedv1alpha1.StepTimeoutReason, fmt.Sprintf("member in %s stayed in phase %s longer than %s", name, o.Members[name].Phase, b.Spec.Template.EffectiveStepTimeout()))
+		return fail(o, res, now, fedv1alpha1.StepTimeoutReason, fmt.Sprintf("member in %s stayed in phase %s longer than stepTimeout (%s); if its step still progresses (fedbr describe shows it), raise spec.template.stepTimeout",
+			name, o.Members[name].Phase, b.Spec.Template.EffectiveStepTimeout()))
 	}
 
 	if hidden := hiddenMembers(o); len(hidden) > 0 && b.Status.Phase == fedv1alpha1.VolumeBackupSnapshotsCreated {

@@ -155,7 +155,8 @@ func decide(o Observed, now time.Time) Result {
 	for _, c := range r.Spec.Clusters {
 		m := o.Members[c.K8sClusterName]
 		if m.Exists && !m.PhaseSince.IsZero() && !memberTrue(m, dpv1alpha1.RestoreMemberCompleteCondition) && now.Sub(m.PhaseSince) > limit {
-			return fail(o, res, now, fedv1alpha1.StepTimeoutReason, fmt.Sprintf("member in %s stayed in phase %s longer than %s", c.K8sClusterName, m.Phase, limit))
+			return fail(o, res, now, fedv1alpha1.StepTimeoutReason, fmt.Sprintf("member in %s stayed in phase %s longer than stepTimeout (%s); if its step still progresses (fedbr describe shows it), raise spec.template.stepTimeout",
+				c.K8sClusterName, m.Phase, limit))
 		}
 	}
 

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -218,6 +219,7 @@ func (o *options) run(cmd *cobra.Command) error {
 		return err
 	}
 	var tsAt, startedAt, completedAt time.Time // stamped once, carried in every later report
+	var waitClock report.ProgressClock         // the wait's progress, from its first report
 	o.tsReceived = func() { tsAt = time.Now() }
 	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
 		if snapshot.PauseMayLift(pr.Phase) && startedAt.IsZero() {
@@ -228,6 +230,9 @@ func (o *options) run(cmd *cobra.Command) error {
 			completedAt = time.Now()
 		}
 		pr.BackupTSAt, pr.StartedAt, pr.CompletedAt = tsAt, startedAt, completedAt
+		if pr.Phase == snapshot.PhaseWaiting {
+			pr.ProgressAt = waitClock.Observe(int64(pr.Done), pr.Percent, time.Now())
+		}
 		rep.Update(pr.Phase, pr)
 	})
 	if err != nil {
