@@ -40,7 +40,8 @@ const (
 	// carries the member's cluster suffix; a restore's spec.backup) lies under none of the storage
 	// roots the policy allows the member's control-plane namespace (by default any bucket, under
 	// the prefix named like that namespace), its prefix has an empty, "." or ".." segment or a
-	// leading "/", or the member has no owner-namespace label.
+	// leading or trailing "/", its bucket a "/" or its location a "?" (which the steps would
+	// read as another location), or the member has no owner-namespace label.
 	StorageNotAllowedReason = "StorageNotAllowed"
 	// ImageNotAllowedReason: template toolImage or warmupImage (or a pod's image) is neither the
 	// agent's own image nor matched by an allowed image pattern.

@@ -216,8 +216,8 @@ func (p *Policy) checkNamespaces(m Member) []Violation {
 }
 
 // checkStorage refuses a member whose S3 storage lies under no storage root of its
-// control-plane namespace, whose prefix names its location in more than one way, or that names
-// no control-plane namespace. A local storage is a volume, judged by the volume rules; an S3
+// control-plane namespace, whose location names itself in more than one way or reads otherwise
+// to the steps, or that names no control-plane namespace. A local storage is a volume, judged by the volume rules; an S3
 // storage without a bucket is no location at all (InvalidStorage, when a step needs it).
 func (p *Policy) checkStorage(m Member) []Violation {
 	l := m.S3
@@ -229,6 +229,10 @@ func (p *Policy) checkStorage(m Member) []Violation {
 	switch {
 	case m.OwnerNamespace == "":
 		v.Why = "the member names no control-plane namespace, so no storage root is its own"
+	case strings.ContainsAny(l.Bucket, "/?") || strings.Contains(l.Prefix, "?"):
+		// The steps take --storage s3://BUCKET/PREFIX up to its first "?" (the query) and
+		// its bucket up to the first "/": they would read another location than this one.
+		v.Why = `a "/" in the bucket or a "?" in the location makes the steps read another location than the one judged; never allowed`
 	case !ok:
 		v.Why = `the prefix has an empty, "." or ".." segment (or a leading or trailing "/"), which names a location in more than one way; never allowed`
 	case !p.storageAllowed(m.OwnerNamespace, l.Bucket, segs):

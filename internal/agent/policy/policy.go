@@ -1,12 +1,14 @@
 // Package policy is the agent's operator-owned policy over what a member may make the agent
-// run: which control-plane namespaces may act on which data-plane namespaces, which images the
-// step and warm-up pods may run, and whether they may use hostPath volumes, foreign service
-// accounts, credential-choosing environment variables or privilege.
+// run: which control-plane namespaces may act on which data-plane namespaces, under which S3
+// prefixes their backups and restores may keep or read metadata, which images the step and
+// warm-up pods may run, and whether they may use hostPath volumes, foreign service accounts,
+// credential-choosing environment variables or privilege.
 //
 // Everything a member's template says reaches pods in the data plane, and whoever may create a
 // VolumeBackup or VolumeRestore in the control plane writes that template. The policy comes from
 // the agent's flags (Config), never from a member, and its defaults are safe: a member acts
-// only in the data-plane namespace named like its owner's control-plane namespace, runs only
+// only in the data-plane namespace named like its owner's control-plane namespace, stores only
+// under the S3 prefix of that name (a restore of another tenant's prefix fails), runs only
 // the agent's own image as the steps' own service account, and gets no hostPath, no credential
 // overrides and no privileged pod.
 //
@@ -16,10 +18,10 @@
 // planners take Check's verdict as an observed input and fail a refused member before any pod
 // exists; CheckPod refuses each pod again when its Job is built (job.BuildGuarded).
 //
-// What the namespace rule is worth: a member records its owner's namespace in its label
-// dataplane.fedbr.io/owner-namespace, set by the manager. Anyone who may write members in the
-// data plane can write that label too, so the rule holds only as long as members are writable
-// by the manager's data-plane identity and the agent alone (docs/security.md).
+// What the namespace and storage rules are worth: a member records its owner's namespace in
+// its label dataplane.fedbr.io/owner-namespace, set by the manager. Anyone who may write members
+// in the data plane can write that label too, so the rules hold only as long as members are
+// writable by the manager's data-plane identity and the agent alone (docs/security.md).
 package policy
 
 import (
