@@ -532,7 +532,7 @@ func TestAgentChart(t *testing.T) {
 			"policy": map[string]any{"sameNamespace": false, "namespaces": []any{"ops=tidb-*", "ci=tidb-ci"},
 				"images": []any{"registry.example.com/fedbr:*", "registry.example.com/warm:*"}, "hostPath": true,
 				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "upstreamBackups": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"},
-				"volumeTypes": []any{"csi", "projected"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"},
+				"volumeTypes": []any{"csi", "projected"}, "allowedStorage": []any{"s3://backups-*/tenants/{namespace}", "s3://shared"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"},
 				"podLabels": []any{"team", "app.kubernetes.io/*"}},
 			"verbosity":          1,
 			"apiServer":          map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "dp"},
@@ -549,7 +549,7 @@ func TestAgentChart(t *testing.T) {
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",
 			"--allowed-images=registry.example.com/fedbr:*,registry.example.com/warm:*", "--allow-host-path=true",
 			"--allowed-service-accounts=tidb/br-*", "--allow-privileged-warmup=true", "--allow-upstream-backups=true", "--allowed-env=HTTPS_PROXY,AWS_CA_BUNDLE",
-			"--allowed-volume-types=csi,projected", "--pod-annotations=iam.amazonaws.com/role,sidecar.istio.io/*",
+			"--allowed-volume-types=csi,projected", "--allowed-storage=s3://backups-*/tenants/{namespace},s3://shared", "--pod-annotations=iam.amazonaws.com/role,sidecar.istio.io/*",
 			"--pod-labels=team,app.kubernetes.io/*", "--v=1", "--job-ttl=3h"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDressed(t, d)

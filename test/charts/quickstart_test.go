@@ -9,9 +9,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/policy"
+	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -82,6 +91,9 @@ func TestQuickstartHelmCommandsRender(t *testing.T) {
 	if sa := m.get(t, "ServiceAccount", "fedbr-manager", nil); sa.GetAnnotations()["eks.amazonaws.com/role-arn"] != "arn:aws:iam::111122223333:role/fedbr-manager" {
 		t.Errorf("manager service account annotations %v", sa.GetAnnotations())
 	}
+	var agent appsv1.Deployment
+	a.get(t, "Deployment", "fedbr-agent", &agent)
+	checkQuickstartWithinPolicy(t, doc, agent.Spec.Template.Spec.Containers[0].Args)
 
 	policies := testenv.CodeBlocks(t, doc, "json")
 	for i, p := range policies {
@@ -109,6 +121,79 @@ func TestQuickstartHelmCommandsRender(t *testing.T) {
 				t.Errorf("%s json block %d: the conditions %v do not name the issuer %s", doc, i, cond, issuer)
 			}
 		}
+	}
+}
+
+// checkQuickstartWithinPolicy judges the members the manager would create for every
+// VolumeBackup, schedule and VolumeRestore of the page (a schedule's at some tick) with the
+// policy of the agents as the page installs them (args, their rendered command line): the page
+// must not walk a reader into a refusal (a restore of another namespace's prefix, an unmapped
+// namespace).
+func checkQuickstartWithinPolicy(t *testing.T, doc string, args []string) {
+	t.Helper()
+	c := policy.Config{AgentImage: "fedbr", StepServiceAccount: job.ServiceAccountName, SameNamespace: true}
+	for _, a := range args {
+		if v, ok := strings.CutPrefix(a, "--allow-namespaces="); ok {
+			c.Namespaces = append(c.Namespaces, v)
+		}
+		if v, ok := strings.CutPrefix(a, "--allowed-storage="); ok {
+			c.Storage = append(c.Storage, strings.Split(v, ",")...)
+		}
+		if a == "--allow-same-namespace=false" {
+			c.SameNamespace = false
+		}
+	}
+	pol, err := policy.New(c)
+	if err != nil {
+		t.Fatalf("the quickstart's agent policy: %v", err)
+	}
+	// meta is a member's, in data-plane namespace ns, created for control-plane namespace owner.
+	meta := func(owner, ns string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: ns, Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: owner}}
+	}
+	judge := func(what, owner, ns string, m policy.Member) {
+		if vs := pol.Check(m); len(vs) != 0 {
+			t.Errorf("%s: %s of namespace %s, member in %s, is refused by the agents the page installs: %s", doc, what, owner, ns, policy.Message(vs))
+		}
+	}
+	unmarshal := func(block string, into any) {
+		if err := yaml.Unmarshal([]byte(block), into); err != nil {
+			t.Fatalf("%s: %v", doc, err)
+		}
+	}
+	n := 0
+	backup := func(what, owner string, spec fedv1alpha1.VolumeBackupSpec) {
+		for _, cl := range spec.Clusters {
+			judge(what, owner, cl.TCNamespace, policy.ForBackup(&dpv1alpha1.VolumeBackupMember{ObjectMeta: meta(owner, cl.TCNamespace),
+				Spec: dpv1alpha1.VolumeBackupMemberSpec{TCNamespace: cl.TCNamespace, Template: fedv1alpha1.VolumeBackupMemberSpec{
+					StorageProvider: spec.Template.MemberStorage(cl.K8sClusterName)}}}))
+			n++
+		}
+	}
+	for _, block := range testenv.CodeBlocks(t, doc, "yaml") {
+		var obj metav1.PartialObjectMetadata
+		unmarshal(block, &obj)
+		switch obj.Kind {
+		case "VolumeBackup":
+			var b fedv1alpha1.VolumeBackup
+			unmarshal(block, &b)
+			backup("VolumeBackup "+b.Name, b.Namespace, b.Spec)
+		case "VolumeBackupSchedule":
+			var s fedv1alpha1.VolumeBackupSchedule
+			unmarshal(block, &s)
+			backup("VolumeBackupSchedule "+s.Name, s.Namespace, volumebackupschedule.NewBackup(&s, time.Date(2026, 11, 29, 6, 0, 0, 0, time.UTC)).Spec)
+		case "VolumeRestore":
+			var r fedv1alpha1.VolumeRestore
+			unmarshal(block, &r)
+			for _, cl := range r.Spec.Clusters {
+				judge("VolumeRestore "+r.Name, r.Namespace, cl.TCNamespace, policy.ForRestore(&dpv1alpha1.VolumeRestoreMember{ObjectMeta: meta(r.Namespace, cl.TCNamespace),
+					Spec: dpv1alpha1.VolumeRestoreMemberSpec{TCNamespace: cl.TCNamespace, Backup: cl.Backup, Template: r.Spec.Template}}, nil))
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no member judged", doc)
 	}
 }
 

@@ -58,7 +58,9 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 	})
 
 	installed := time.Now()
-	if err := env.Install(ctx, l, env.InstallOptions{Helm: helm, Log: t.Logf}); err != nil {
+	// The playground's restore lives with its backup in the control plane's tidb, whose prefix
+	// it reads (the agents' default storage policy), and restores into tidb-restored.
+	if err := env.Install(ctx, l, env.InstallOptions{Helm: helm, Log: t.Logf, AllowNamespaces: []string{"tidb=tidb-restored"}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))
@@ -126,6 +128,7 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	}
 	backup := adapt(t, "federation_v1alpha1_volumebackup.yaml", clusters,
 		subst{"namespace: default", "namespace: " + source},
+		subst{"prefix: default/", "prefix: " + source + "/"},
 		subst{"region: us-east-1", "region: " + l.AWS.Region},
 		subst{"acme-tidb-backups", bucket},
 		// The lab's nodes give every pod the lab's AWS credentials.
@@ -157,8 +160,11 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	}
 
 	labCmd(t, ctx, "lab", "tidb", "--dir", l.Dir, "--namespace", restored, "--recovery", "--bucket", "")
+	// The restore is the backup's namespace's: it reads that namespace's prefix and acts on
+	// the data planes' restored namespace (env.Install's AllowNamespaces above).
 	restore := adapt(t, "federation_v1alpha1_volumerestore.yaml", clusters,
-		subst{"namespace: default", "namespace: " + restored},
+		subst{"namespace: default", "namespace: " + source},
+		subst{"prefix: default/", "prefix: " + source + "/"},
 		subst{"tcNamespace: tidb\n", "tcNamespace: " + restored + "\n"},
 		subst{"region: us-east-1", "region: " + l.AWS.Region},
 		subst{"acme-tidb-backups", bucket},
@@ -167,8 +173,8 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 		subst{regexp.MustCompile(`(?m)^ *azName: .*\n`), ""})
 	started = time.Now()
 	k.must(ctx, l.Control, restore, "apply", "-f", "-")
-	k.waitComplete(ctx, l.Control, restored, "volumerestore", "restore-"+name, 6*time.Minute)
-	t.Logf("VolumeRestore %s/restore-%s Complete after %s", restored, name, time.Since(started).Round(time.Millisecond))
+	k.waitComplete(ctx, l.Control, source, "volumerestore", "restore-"+name, 6*time.Minute)
+	t.Logf("VolumeRestore %s/restore-%s Complete after %s", source, name, time.Since(started).Round(time.Millisecond))
 	k.waitStores(ctx, l, restored)
 
 	// The restored cluster holds exactly the bank's state at the backup's commit ts.
@@ -185,6 +191,7 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	const schedule = "every-6h"
 	sched := adapt(t, "federation_v1alpha1_volumebackupschedule.yaml", clusters,
 		subst{"namespace: default", "namespace: " + source},
+		subst{"prefix: default/", "prefix: " + source + "/"},
 		subst{`schedule: "0 */6 * * *"`, `schedule: "* * * * *"`},
 		subst{"region: us-east-1", "region: " + l.AWS.Region},
 		subst{"acme-tidb-backups", bucket})

@@ -89,7 +89,7 @@ func TestForgedStepResults(t *testing.T) {
 
 	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: fedv1alpha1.VolumeBackupSpec{Clusters: []fedv1alpha1.VolumeBackupMemberCluster{{K8sClusterName: plane, TCName: name, TCNamespace: ns}},
-			Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "p"}}}}}
+			Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: ns + "/p"}}}}}
 	if err := env.Client.Create(ctx, b); err != nil {
 		t.Fatal(err)
 	}

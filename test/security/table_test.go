@@ -26,7 +26,11 @@ const (
 // envFrom) have no row; the agent's pod check refuses them all the same should a builder ever
 // produce them (internal/agent/policy, internal/agent/job).
 func table() []row {
-	s3 := fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "p"}}
+	// s3 is a storage under control-plane namespace ns's own prefix, as the agent's default
+	// policy wants it (--allowed-storage s3://*/{namespace}).
+	s3 := func(ns string) fedv1alpha1.StorageProvider {
+		return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: ns + "/p"}}
+	}
 	hostPath := func(dir string) corev1.Volume {
 		return corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir}}}
 	}
@@ -47,7 +51,7 @@ func table() []row {
 	backup := func(ns, name string, mut func(*fedv1alpha1.VolumeBackup)) *fedv1alpha1.VolumeBackup {
 		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: fedv1alpha1.VolumeBackupSpec{Clusters: []fedv1alpha1.VolumeBackupMemberCluster{{K8sClusterName: plane, TCName: name, TCNamespace: ns}},
-				Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: s3}}}
+				Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: s3(ns)}}}
 		if mut != nil {
 			mut(b)
 		}
@@ -58,7 +62,7 @@ func table() []row {
 	}
 	restore := func(ns, name string, mut func(*fedv1alpha1.VolumeRestore)) *fedv1alpha1.VolumeRestore {
 		r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			Spec: fedv1alpha1.VolumeRestoreSpec{Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{{K8sClusterName: plane, TCName: name, TCNamespace: ns, Backup: s3}}}}
+			Spec: fedv1alpha1.VolumeRestoreSpec{Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{{K8sClusterName: plane, TCName: name, TCNamespace: ns, Backup: s3(ns)}}}}
 		if mut != nil {
 			mut(r)
 		}
@@ -72,7 +76,7 @@ func table() []row {
 	member := func(ns, name, owner string, mut func(*dpv1alpha1.VolumeBackupMember)) *dpv1alpha1.VolumeBackupMember {
 		m := &dpv1alpha1.VolumeBackupMember{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 			Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: name, K8sClusterName: plane, TCName: name, TCNamespace: ns,
-				Phase: dpv1alpha1.BackupMemberInitialize, Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: s3}}}
+				Phase: dpv1alpha1.BackupMemberInitialize, Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: s3(ns)}}}
 		if owner != "" {
 			m.Labels = map[string]string{dpv1alpha1.LabelOwnerNamespace: owner}
 		}
@@ -84,7 +88,7 @@ func table() []row {
 	restoreMember := func(ns, name, owner string, mut func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.VolumeRestoreMember {
 		m := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: owner}},
 			Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: name, K8sClusterName: plane, TCName: name, TCNamespace: ns,
-				Phase: dpv1alpha1.RestoreMemberRestoreVolume, Backup: s3}}
+				Phase: dpv1alpha1.RestoreMemberRestoreVolume, Backup: s3(owner)}}
 		if mut != nil {
 			mut(m)
 		}
@@ -249,6 +253,21 @@ func table() []row {
 			input: member("team-a", "p-member-tc-ns", "team-a", func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.TCNamespace = "team-b" })},
 		{name: "forged restore member claiming another control-plane namespace", outcome: refused, want: dpv1alpha1.NamespaceNotAllowedReason,
 			names: `metadata.namespace "team-b": control-plane namespace "team-a" may not act`, input: restoreMember("team-b", "p-member-owner", "team-a", nil)},
+		{name: "restore names another tenant's prefix (it would read that tenant's backupmeta and restore its snapshots)", outcome: refused,
+			want: dpv1alpha1.StorageNotAllowedReason, names: `spec.backup.s3 "s3://backups/team-b/nightly-dp1": not under a storage root of control-plane namespace "team-a"`,
+			input: restore("team-a", "p-other-prefix", func(r *fedv1alpha1.VolumeRestore) {
+				r.Spec.Clusters[0].Backup = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "team-b/nightly-dp1"}}
+			})},
+		{name: "restore climbs out of its own prefix by ..", outcome: refused, want: dpv1alpha1.StorageNotAllowedReason,
+			names: `spec.backup.s3 "s3://backups/team-a/../team-b/nightly-dp1": the prefix has an empty, "." or ".." segment`,
+			input: restore("team-a", "p-dotdot-prefix", func(r *fedv1alpha1.VolumeRestore) {
+				r.Spec.Clusters[0].Backup = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Path: "s3://backups/team-a/../team-b", Prefix: "nightly-dp1"}}
+			})},
+		{name: "backup's prefix is its namespace's name alone: its member writes beside it, under team-a-dp1 (careless)", outcome: refused,
+			want: dpv1alpha1.StorageNotAllowedReason, names: `spec.template.s3 "s3://backups/team-a-dp1"`,
+			input: tmpl("team-a", "p-lookalike-prefix", func(t *fedv1alpha1.VolumeBackupMemberSpec) {
+				t.StorageProvider = fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "team-a"}}
+			})},
 		{name: "backup breaking several rules: the first is the reason, the message names each", outcome: refused, want: dpv1alpha1.ImageNotAllowedReason,
 			names: `spec.template.serviceAccount "tidb-admin"`,
 			input: tmpl("team-a", "p-several", func(t *fedv1alpha1.VolumeBackupMemberSpec) {

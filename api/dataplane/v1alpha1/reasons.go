@@ -40,6 +40,13 @@ const (
 	// dataplane.fedbr.io/owner-namespace, which the manager sets) may not act on the member's
 	// namespace or on spec.tcNamespace, or the member has no such label.
 	NamespaceNotAllowedReason = "NamespaceNotAllowed"
+	// StorageNotAllowedReason: the member's S3 storage (a backup's template storage, which
+	// carries the member's cluster suffix; a restore's spec.backup) lies under none of the storage
+	// roots the policy allows the member's control-plane namespace (by default any bucket, under
+	// the prefix named like that namespace), its prefix has an empty, "." or ".." segment or a
+	// leading or trailing "/", its bucket a "/" or its location a "?" (which the steps would
+	// read as another location), or the member has no owner-namespace label.
+	StorageNotAllowedReason = "StorageNotAllowed"
 	// ImageNotAllowedReason: template toolImage or warmupImage (or a pod's image) is neither the
 	// agent's own image nor matched by an allowed image pattern.
 	ImageNotAllowedReason = "ImageNotAllowed"

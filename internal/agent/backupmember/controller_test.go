@@ -203,7 +203,7 @@ func newMember(ns string, phase dpv1alpha1.BackupMemberPhase, policy fedv1alpha1
 		ObjectMeta: metav1.ObjectMeta{Name: "fed-b1", Namespace: ns, Labels: map[string]string{"team": "db", dpv1alpha1.LabelOwnerNamespace: ns}},
 		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b1", K8sClusterName: "az1", TCName: "basic", TCNamespace: ns, Phase: phase,
 			Template: fedv1alpha1.VolumeBackupMemberSpec{CleanPolicy: policy,
-				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p-az1"}}}},
+				StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: ns + "/p-az1"}}}},
 	}
 }
 
@@ -348,7 +348,7 @@ func TestBackupProtocol(t *testing.T) {
 		return snap != nil, "no snapshot Job"
 	})
 	uid := string(getMember(t, ctx, key).UID)
-	if a := args(snap); !slices.Contains(a, "--wait-backup-ts") || argValue(a, "--backup-id") != uid || argValue(a, "--storage") != "s3://bk/p-az1" ||
+	if a := args(snap); !slices.Contains(a, "--wait-backup-ts") || argValue(a, "--backup-id") != uid || argValue(a, "--storage") != "s3://bk/"+ns+"/p-az1" ||
 		argValue(a, "--aws-endpoint") != "http://127.0.0.1:4566" || snap.Labels["team"] != "db" {
 		t.Errorf("snapshot Job args %v labels %v", a, snap.Labels)
 	}
@@ -411,7 +411,7 @@ func TestBackupProtocol(t *testing.T) {
 		size = getJob(ctx, ns, job.Name("fed-b1", job.StepSize))
 		return size != nil, "no size Job"
 	})
-	if a := args(size); argValue(a, "--level") != "all" || argValue(a, "--storage") != "s3://bk/p-az1" {
+	if a := args(size); argValue(a, "--level") != "all" || argValue(a, "--storage") != "s3://bk/"+ns+"/p-az1" {
 		t.Errorf("size Job args %v", a)
 	}
 	if got := getMember(t, ctx, key).Status.BackupSize; got != 0 {

@@ -22,7 +22,12 @@ func TestPlanPolicy(t *testing.T) {
 	judged := func(p *policy.Policy) func(*Observed) {
 		return func(o *Observed) { o.Policy, o.Refusals = p, p.Check(policy.ForBackup(o.Member)) }
 	}
-	owned := func(m *dpv1alpha1.VolumeBackupMember) { m.Labels[dpv1alpha1.LabelOwnerNamespace] = m.Namespace }
+	// owned is the manager's member: its owner's namespace, its storage under that namespace's
+	// prefix.
+	owned := func(m *dpv1alpha1.VolumeBackupMember) {
+		m.Labels[dpv1alpha1.LabelOwnerNamespace] = m.Namespace
+		m.Spec.Template.S3.Prefix = m.Namespace + "/" + m.Spec.Template.S3.Prefix
+	}
 	image := func(img string) func(*dpv1alpha1.VolumeBackupMember) {
 		return func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.Template.ToolImage = img }
 	}
@@ -43,6 +48,18 @@ func TestPlanPolicy(t *testing.T) {
 			o:    obs(member(dpv1alpha1.BackupMemberInitialize, owned, image("evil.example.com/br:1")), judged(strict), func(o *Observed) { o.Cluster = cluster() }),
 			want: want{actions: nil, phase: PhaseFailed, reason: failedReason(dpv1alpha1.ImageNotAllowedReason),
 				failMatch: `spec.template.toolImage "evil.example.com/br:1"`},
+		},
+		{
+			name: "a backup writing under another tenant's prefix: no Job, no backup path",
+			o: obs(member(dpv1alpha1.BackupMemberInitialize, owned, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.Template.S3.Prefix = "team-b/nightly-az1" }),
+				judged(strict), func(o *Observed) { o.Cluster = cluster() }),
+			want: want{actions: nil, phase: PhaseFailed, reason: failedReason(dpv1alpha1.StorageNotAllowedReason),
+				failMatch: `spec.template.s3 "s3://bk/team-b/nightly-az1": not under a storage root of control-plane namespace "tidb"`,
+				check: func(t *testing.T, r Result) {
+					if len(r.Actions) != 0 || r.Status.BackupPath != "" {
+						t.Errorf("actions %v, backupPath %q", r.Actions, r.Status.BackupPath)
+					}
+				}},
 		},
 		{
 			name: "a member from another control-plane namespace: no Job, no inputs, no backup path",

@@ -34,9 +34,27 @@ type Member struct {
 	// storage's.
 	Volumes []Volume
 	Mounts  []Mount
+	// S3 is the member's S3 storage as its steps will use it; nil when it has none.
+	S3 *S3Location
 	// WarmupStrategy is the restore's warm-up strategy, and BlockWarmup why that warm-up reads
 	// block devices (in a privileged container); "" when it reads none.
 	WarmupStrategy, BlockWarmup string
+}
+
+// S3Location is an S3 storage and where it is: its bucket and its prefix as the steps take them
+// (job.StorageFor: bucket and prefix, else the path's bucket and the path's prefix joined with
+// the prefix), the prefix not cleaned, so that the policy sees what was written.
+type S3Location struct {
+	Path           string
+	Bucket, Prefix string
+}
+
+// String is the location as s3://BUCKET/PREFIX.
+func (l S3Location) String() string {
+	if l.Prefix == "" {
+		return "s3://" + l.Bucket
+	}
+	return "s3://" + l.Bucket + "/" + l.Prefix
 }
 
 // Field is a value and where it is.
@@ -110,6 +128,21 @@ func (m *Member) template(volumes []corev1.Volume, mounts []corev1.VolumeMount) 
 }
 
 func (m *Member) storage(field string, sp fedv1alpha1.StorageProvider) {
+	if s := sp.S3; s != nil {
+		l := S3Location{Path: field + ".s3", Bucket: s.Bucket, Prefix: s.Prefix}
+		if s.Bucket == "" {
+			// As job.StorageFor reads a path, joined without cleaning: path.Join would
+			// hide a ".." from the policy.
+			var rest string
+			l.Bucket, rest, _ = strings.Cut(strings.TrimPrefix(s.Path, "s3://"), "/")
+			if rest != "" && l.Prefix != "" {
+				l.Prefix = rest + "/" + l.Prefix
+			} else {
+				l.Prefix = rest + l.Prefix
+			}
+		}
+		m.S3 = &l
+	}
 	if sp.Local == nil {
 		return
 	}
@@ -117,11 +150,12 @@ func (m *Member) storage(field string, sp fedv1alpha1.StorageProvider) {
 	m.Mounts = append(m.Mounts, Mount{Path: field + ".local.volumeMount", Mount: sp.Local.VolumeMount})
 }
 
-// Check returns every rule m breaks, in a fixed order: namespaces, images, service account,
-// volumes, mounts, env, privilege.
+// Check returns every rule m breaks, in a fixed order: namespaces, storage, images, service
+// account, volumes, mounts, env, privilege.
 func (p *Policy) Check(m Member) []Violation {
 	var vs []Violation
 	vs = append(vs, p.checkNamespaces(m)...)
+	vs = append(vs, p.checkStorage(m)...)
 	for _, img := range m.Images {
 		if !p.imageAllowed(img.Value) {
 			vs = append(vs, p.imageViolation(img.Path, img.Value))
@@ -179,6 +213,35 @@ func (p *Policy) checkNamespaces(m Member) []Violation {
 		}
 	}
 	return vs
+}
+
+// checkStorage refuses a member whose S3 storage lies under no storage root of its
+// control-plane namespace, whose location names itself in more than one way or reads otherwise
+// to the steps, or that names no control-plane namespace. A local storage is a volume, judged by the volume rules; an S3
+// storage without a bucket is no location at all (InvalidStorage, when a step needs it).
+func (p *Policy) checkStorage(m Member) []Violation {
+	l := m.S3
+	if l == nil || l.Bucket == "" {
+		return nil
+	}
+	v := Violation{Rule: dpv1alpha1.StorageNotAllowedReason, Field: l.Path, Value: l.String()}
+	segs, ok := segments(l.Prefix)
+	switch {
+	case m.OwnerNamespace == "":
+		v.Why = "the member names no control-plane namespace, so no storage root is its own"
+	case strings.ContainsAny(l.Bucket, "/?") || strings.Contains(l.Prefix, "?"):
+		// The steps take --storage s3://BUCKET/PREFIX up to its first "?" (the query) and
+		// its bucket up to the first "/": they would read another location than this one.
+		v.Why = `a "/" in the bucket or a "?" in the location makes the steps read another location than the one judged; never allowed`
+	case !ok:
+		v.Why = `the prefix has an empty, "." or ".." segment (or a leading or trailing "/"), which names a location in more than one way; never allowed`
+	case !p.storageAllowed(m.OwnerNamespace, l.Bucket, segs):
+		v.Why = fmt.Sprintf("not under a storage root of control-plane namespace %q (allowed: %s); refused unless --allowed-storage names a root it lies under",
+			m.OwnerNamespace, strings.Join(p.storageRoots(m.OwnerNamespace), ", "))
+	default:
+		return nil
+	}
+	return []Violation{v}
 }
 
 // namespacesAllowed describes the namespace rule for a message.

@@ -1,12 +1,14 @@
 // Package policy is the agent's operator-owned policy over what a member may make the agent
-// run: which control-plane namespaces may act on which data-plane namespaces, which images the
-// step and warm-up pods may run, and whether they may use hostPath volumes, foreign service
-// accounts, credential-choosing environment variables or privilege.
+// run: which control-plane namespaces may act on which data-plane namespaces, under which S3
+// prefixes their backups and restores may keep or read metadata, which images the step and
+// warm-up pods may run, and whether they may use hostPath volumes, foreign service accounts,
+// credential-choosing environment variables or privilege.
 //
 // Everything a member's template says reaches pods in the data plane, and whoever may create a
 // VolumeBackup or VolumeRestore in the control plane writes that template. The policy comes from
 // the agent's flags (Config), never from a member, and its defaults are safe: a member acts
-// only in the data-plane namespace named like its owner's control-plane namespace, runs only
+// only in the data-plane namespace named like its owner's control-plane namespace, stores only
+// under the S3 prefix of that name (a restore of another tenant's prefix fails), runs only
 // the agent's own image as the steps' own service account, and gets no hostPath, no credential
 // overrides and no privileged pod.
 //
@@ -16,10 +18,10 @@
 // planners take Check's verdict as an observed input and fail a refused member before any pod
 // exists; CheckPod refuses each pod again when its Job is built (job.BuildGuarded).
 //
-// What the namespace rule is worth: a member records its owner's namespace in its label
-// dataplane.fedbr.io/owner-namespace, set by the manager. Anyone who may write members in the
-// data plane can write that label too, so the rule holds only as long as members are writable
-// by the manager's data-plane identity and the agent alone (docs/security.md).
+// What the namespace and storage rules are worth: a member records its owner's namespace in
+// its label dataplane.fedbr.io/owner-namespace, set by the manager. Anyone who may write members
+// in the data plane can write that label too, so the rules hold only as long as members are
+// writable by the manager's data-plane identity and the agent alone (docs/security.md).
 package policy
 
 import (
@@ -61,6 +63,10 @@ type Config struct {
 	// projected, csi, …) a template's volumes may have (--allowed-volume-types), beyond
 	// DefaultVolumeTypes. hostPath is HostPath's.
 	VolumeTypes []string
+	// Storage are the S3 roots s3://BUCKET_GLOB/PREFIX a member's S3 storage must lie under
+	// (--allowed-storage); {namespace}, a whole segment of PREFIX, stands for the member's
+	// control-plane namespace. None: DefaultStorage.
+	Storage []string
 	// UpstreamBackups lets a restore read a backupmeta without fedbr's identity, as upstream
 	// BR writes it (--allow-upstream-backups): its snapshots can be checked only for their
 	// owner and source volume, so whoever may write into a storage prefix could name the
@@ -75,6 +81,87 @@ func (p *Policy) UpstreamBackups() bool { return p.c.UpstreamBackups }
 type Policy struct {
 	c          Config
 	namespaces []mapping
+	// storage are the storage roots in force: Config.Storage, or DefaultStorage.
+	storage []root
+}
+
+// NamespaceSegment, a whole segment of a storage root's prefix, stands for the member's
+// control-plane namespace.
+const NamespaceSegment = "{namespace}"
+
+// DefaultStorage are the storage roots when --allowed-storage names none: any bucket, under the
+// prefix named like the member's control-plane namespace. Which buckets the steps may reach at
+// all is their identity's (IAM) business; which prefix of a bucket belongs to whom is the
+// policy's, since every tenant's backups may share a bucket and one identity.
+var DefaultStorage = []string{"s3://*/" + NamespaceSegment}
+
+// root is one storage root: a bucket glob, and the prefix's segments ({namespace} as is).
+type root struct {
+	raw, bucket string
+	prefix      []string
+}
+
+// parseRoot reads s3://BUCKET_GLOB[/PREFIX]. The prefix is literal (S3 keys are), its
+// segments neither empty nor "." or "..", {namespace} a whole segment.
+func parseRoot(r string) (root, error) {
+	if strings.TrimSpace(r) == "" {
+		return root{}, errors.New("--allowed-storage: an empty pattern")
+	}
+	rest, ok := strings.CutPrefix(r, "s3://")
+	if !ok {
+		return root{}, fmt.Errorf("--allowed-storage %q: want s3://BUCKET_GLOB[/PREFIX] (%s, a whole segment of PREFIX, stands for the member's control-plane namespace)", r, NamespaceSegment)
+	}
+	bucket, prefix, _ := strings.Cut(rest, "/")
+	out := root{raw: r, bucket: bucket}
+	switch {
+	case bucket == "":
+		return root{}, fmt.Errorf("--allowed-storage %q: the bucket pattern is empty (* is any bucket)", r)
+	case strings.Contains(bucket, NamespaceSegment):
+		return root{}, fmt.Errorf("--allowed-storage %q: %s stands only for a whole segment of the prefix", r, NamespaceSegment)
+	}
+	if _, err := path.Match(bucket, ""); err != nil {
+		return root{}, fmt.Errorf("--allowed-storage %q: bucket pattern %q is not a glob pattern (path.Match syntax: *, ?, [a-z], \\ escapes): %w", r, bucket, err)
+	}
+	if prefix == "" {
+		return out, nil
+	}
+	segs, ok := segments(prefix)
+	if !ok {
+		return root{}, fmt.Errorf(`--allowed-storage %q: the prefix has an empty, "." or ".." segment (or a leading or trailing "/")`, r)
+	}
+	for _, s := range segs {
+		switch {
+		case s != NamespaceSegment && strings.Contains(s, NamespaceSegment):
+			return root{}, fmt.Errorf("--allowed-storage %q: %s stands only for a whole segment of the prefix", r, NamespaceSegment)
+		case strings.ContainsAny(s, "*?["):
+			return root{}, fmt.Errorf("--allowed-storage %q: the prefix is literal (S3 keys are), not a glob; only the bucket is a pattern", r)
+		}
+	}
+	out.prefix = segs
+	return out, nil
+}
+
+// segments splits an S3 prefix at "/"; false when a segment is empty (a leading, trailing or
+// doubled "/"), "." or "..": such a prefix names its location in more than one way (the steps
+// clean a storage path, S3 does not), and a policy must not be fooled by a look-alike.
+func segments(prefix string) ([]string, bool) {
+	if prefix == "" {
+		return nil, true
+	}
+	segs := strings.Split(prefix, "/")
+	return segs, !slices.ContainsFunc(segs, func(s string) bool { return s == "" || s == "." || s == ".." })
+}
+
+func mustRoots(rs []string) []root {
+	out := make([]root, 0, len(rs))
+	for _, r := range rs {
+		rt, err := parseRoot(r)
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, rt)
+	}
+	return out
 }
 
 // mapping is one --allow-namespaces entry.
@@ -124,6 +211,17 @@ func New(c Config) (*Policy, error) {
 			errs = append(errs, fmt.Errorf("--allowed-volume-types %q: not a volume type (one of %s)", t, strings.Join(volumeTypes, ", ")))
 		}
 	}
+	if len(c.Storage) == 0 {
+		p.storage = mustRoots(DefaultStorage)
+	}
+	for _, r := range c.Storage {
+		rt, err := parseRoot(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		p.storage = append(p.storage, rt)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -146,9 +244,10 @@ func globs(flag string, patterns []string) []error {
 }
 
 // Default is the safe policy: the agent's own image and the steps' own service account, each
-// control-plane namespace acting on its namesake only, nothing else allowed.
+// control-plane namespace acting on its namesake only and storing under its own name's prefix
+// (DefaultStorage), nothing else allowed.
 func Default(agentImage, stepServiceAccount string) *Policy {
-	return &Policy{c: Config{AgentImage: agentImage, StepServiceAccount: stepServiceAccount, SameNamespace: true}}
+	return &Policy{c: Config{AgentImage: agentImage, StepServiceAccount: stepServiceAccount, SameNamespace: true}, storage: mustRoots(DefaultStorage)}
 }
 
 // Violation is one rule a member or a pod breaks.
@@ -198,10 +297,10 @@ func (p *Policy) String() string {
 		}
 		return strings.Join(l, ", ")
 	}
-	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; env: %s; volume types: %s; upstream backups %s",
+	return fmt.Sprintf("namespaces: %s; images: %s; service accounts: %s; hostPath %s; privileged warm-up %s; env: %s; volume types: %s; storage: %s; upstream backups %s",
 		list(ns), list(append([]string{p.c.AgentImage}, p.c.Images...)), list(append([]string{p.c.StepServiceAccount}, p.c.ServiceAccounts...)),
 		onOff(p.c.HostPath), onOff(p.c.PrivilegedWarmup), list(append(slices.Clone(DefaultEnv), p.c.Env...)),
-		list(append(slices.Clone(DefaultVolumeTypes), p.c.VolumeTypes...)), onOff(p.c.UpstreamBackups))
+		list(append(slices.Clone(DefaultVolumeTypes), p.c.VolumeTypes...)), list(p.storageRoots("")), onOff(p.c.UpstreamBackups))
 }
 
 func onOff(b bool) string {
@@ -241,4 +340,41 @@ func match(pattern, s string) bool {
 
 func matchAny(patterns []string, s string) bool {
 	return slices.ContainsFunc(patterns, func(g string) bool { return match(g, s) })
+}
+
+// storageRoots are the storage roots in force as written, with {namespace} replaced by owner
+// unless owner is "".
+func (p *Policy) storageRoots(owner string) []string {
+	out := make([]string, len(p.storage))
+	for i, r := range p.storage {
+		out[i] = r.raw
+		if owner != "" {
+			out[i] = "s3://" + r.bucket
+			if len(r.prefix) > 0 {
+				out[i] += "/" + strings.Join(r.expand(owner), "/")
+			}
+		}
+	}
+	return out
+}
+
+// expand is the root's prefix for control-plane namespace owner.
+func (r root) expand(owner string) []string {
+	out := slices.Clone(r.prefix)
+	for i, s := range out {
+		if s == NamespaceSegment {
+			out[i] = owner
+		}
+	}
+	return out
+}
+
+// storageAllowed says whether control-plane namespace owner may use the S3 location bucket
+// with the prefix segments prefix: a root's bucket glob matches and its prefix is prefix's
+// first segments ("tenant-a" is not under "tenant").
+func (p *Policy) storageAllowed(owner, bucket string, prefix []string) bool {
+	return slices.ContainsFunc(p.storage, func(r root) bool {
+		rp := r.expand(owner)
+		return match(r.bucket, bucket) && len(prefix) >= len(rp) && slices.Equal(prefix[:len(rp)], rp)
+	})
 }

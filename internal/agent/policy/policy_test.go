@@ -40,6 +40,17 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"bad env glob", Config{Env: []string{"AWS_\\"}}, `--allowed-env "AWS_\\": not a glob pattern`},
 		{"unknown volume type", Config{VolumeTypes: []string{"downwardApi"}}, `--allowed-volume-types "downwardApi": not a volume type`},
 		{"hostPath as a volume type", Config{VolumeTypes: []string{"hostPath"}}, "--allowed-volume-types hostPath: hostPath volumes are --allow-host-path's"},
+		{"storage root without the s3 scheme", Config{Storage: []string{"bk/{namespace}"}}, `--allowed-storage "bk/{namespace}": want s3://BUCKET_GLOB[/PREFIX]`},
+		{"storage root without a bucket", Config{Storage: []string{"s3:///{namespace}"}}, `--allowed-storage "s3:///{namespace}": the bucket pattern is empty`},
+		{"empty storage root", Config{Storage: []string{" "}}, "--allowed-storage: an empty pattern"},
+		{"bad bucket glob", Config{Storage: []string{"s3://bk-[/{namespace}"}}, `--allowed-storage "s3://bk-[/{namespace}": bucket pattern "bk-[" is not a glob pattern`},
+		{"{namespace} in the bucket", Config{Storage: []string{"s3://{namespace}/x"}}, `--allowed-storage "s3://{namespace}/x": {namespace} stands only for a whole segment of the prefix`},
+		{"{namespace} inside a segment", Config{Storage: []string{"s3://bk/ns-{namespace}"}}, `--allowed-storage "s3://bk/ns-{namespace}": {namespace} stands only for a whole segment of the prefix`},
+		{"empty prefix segment", Config{Storage: []string{"s3://bk/tenants//{namespace}"}}, `--allowed-storage "s3://bk/tenants//{namespace}": the prefix has an empty, "." or ".." segment`},
+		{"dot-dot prefix segment", Config{Storage: []string{"s3://bk/{namespace}/.."}}, `--allowed-storage "s3://bk/{namespace}/..": the prefix has an empty, "." or ".." segment`},
+		{"dot prefix segment", Config{Storage: []string{"s3://bk/./{namespace}"}}, `--allowed-storage "s3://bk/./{namespace}": the prefix has an empty, "." or ".." segment`},
+		{"prefix with a leading slash", Config{Storage: []string{"s3://bk//{namespace}"}}, `--allowed-storage "s3://bk//{namespace}": the prefix has an empty, "." or ".." segment`},
+		{"a glob in the prefix", Config{Storage: []string{"s3://bk/team-*"}}, `--allowed-storage "s3://bk/team-*": the prefix is literal`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.c.AgentImage, tt.c.StepServiceAccount = agentImage, "fedbr-br"
@@ -58,7 +69,7 @@ func backupMember(mut ...func(*dpv1alpha1.VolumeBackupMember)) *dpv1alpha1.Volum
 	m := &dpv1alpha1.VolumeBackupMember{
 		ObjectMeta: metav1.ObjectMeta{Name: "fed-b1", Namespace: "tidb", Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: "tidb"}},
 		Spec: dpv1alpha1.VolumeBackupMemberSpec{VolumeBackup: "b1", K8sClusterName: "az1", TCName: "basic", TCNamespace: "tidb",
-			Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk"}}}},
+			Template: fedv1alpha1.VolumeBackupMemberSpec{StorageProvider: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "tidb/b1-az1"}}}},
 	}
 	for _, f := range mut {
 		f(m)
@@ -70,7 +81,7 @@ func restoreMember(mut ...func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.Vol
 	m := &dpv1alpha1.VolumeRestoreMember{
 		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: "tidb", Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: "tidb"}},
 		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r1", K8sClusterName: "az1", TCName: "basic", TCNamespace: "tidb",
-			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk"}}},
+			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "tidb/b1-az1"}}},
 	}
 	for _, f := range mut {
 		f(m)
@@ -101,8 +112,12 @@ func TestCheckBackupMember(t *testing.T) {
 	withTemplate := func(f func(*fedv1alpha1.VolumeBackupMemberSpec)) func(*dpv1alpha1.VolumeBackupMember) {
 		return func(m *dpv1alpha1.VolumeBackupMember) { f(&m.Spec.Template) }
 	}
+	// owner is a member of control-plane namespace ns, its storage under ns's prefix.
 	owner := func(ns string) func(*dpv1alpha1.VolumeBackupMember) {
-		return func(m *dpv1alpha1.VolumeBackupMember) { m.Labels[dpv1alpha1.LabelOwnerNamespace] = ns }
+		return func(m *dpv1alpha1.VolumeBackupMember) {
+			m.Labels[dpv1alpha1.LabelOwnerNamespace] = ns
+			m.Spec.Template.S3.Prefix = ns + "/b1-az1"
+		}
 	}
 	for _, tt := range []struct {
 		name string
@@ -112,8 +127,9 @@ func TestCheckBackupMember(t *testing.T) {
 	}{
 		{name: "the manager's plain member", c: Config{SameNamespace: true}, m: backupMember()},
 		{name: "no owner label", c: Config{SameNamespace: true},
-			m:    backupMember(func(m *dpv1alpha1.VolumeBackupMember) { m.Labels = nil }),
-			want: []violation{{dpv1alpha1.NamespaceNotAllowedReason, "metadata.labels[dataplane.fedbr.io/owner-namespace]", ""}}},
+			m: backupMember(func(m *dpv1alpha1.VolumeBackupMember) { m.Labels = nil }),
+			want: []violation{{dpv1alpha1.NamespaceNotAllowedReason, "metadata.labels[dataplane.fedbr.io/owner-namespace]", ""},
+				{dpv1alpha1.StorageNotAllowedReason, "spec.template.s3", "s3://bk/tidb/b1-az1"}}},
 		{name: "another control-plane namespace", c: Config{SameNamespace: true}, m: backupMember(owner("team-a")),
 			want: []violation{{dpv1alpha1.NamespaceNotAllowedReason, "metadata.namespace", "tidb"}}},
 		{name: "a mapped control-plane namespace", c: Config{SameNamespace: true, Namespaces: []string{"team-*=tidb,tidb-restored"}}, m: backupMember(owner("team-a"))},
@@ -280,6 +296,95 @@ func TestCheckRestoreMember(t *testing.T) {
 	}
 }
 
+// TestCheckStorage: a member's S3 storage, as its steps will use it, lies under a storage root
+// of its control-plane namespace, segment by segment; a local storage is the volume rules'.
+func TestCheckStorage(t *testing.T) {
+	s3 := func(bucket, prefix string) fedv1alpha1.StorageProvider {
+		return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: bucket, Prefix: prefix}}
+	}
+	backup := func(sp fedv1alpha1.StorageProvider) Member {
+		return ForBackup(backupMember(func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.Template.StorageProvider = sp }))
+	}
+	restore := func(sp fedv1alpha1.StorageProvider) Member {
+		return ForRestore(restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Backup = sp }), nil)
+	}
+	refused := func(field, value string) []violation {
+		return []violation{{dpv1alpha1.StorageNotAllowedReason, field, value}}
+	}
+	tenants := []string{"s3://bk/tenants/{namespace}/fedbr"}
+	for _, tt := range []struct {
+		name    string
+		storage []string
+		m       Member
+		want    []violation
+	}{
+		{name: "a backup under its namespace's prefix", m: backup(s3("bk", "tidb/nightly-az1"))},
+		{name: "a restore of the namespace's prefix itself", m: restore(s3("any-bucket", "tidb"))},
+		{name: "a look-alike sibling of the namespace's prefix", m: restore(s3("bk", "tidb-b/nightly-az1")),
+			want: refused("spec.backup.s3", "s3://bk/tidb-b/nightly-az1")},
+		{name: "a backup whose VolumeBackup prefix is the namespace's name alone (its member's is tidb-az1)", m: backup(s3("bk", "tidb-az1")),
+			want: refused("spec.template.s3", "s3://bk/tidb-az1")},
+		{name: "a restore of another tenant's prefix", m: restore(s3("bk", "team-b/nightly-az1")),
+			want: refused("spec.backup.s3", "s3://bk/team-b/nightly-az1")},
+		{name: "a restore of the bucket's root", m: restore(s3("bk", "")), want: refused("spec.backup.s3", "s3://bk")},
+		{name: "a way out by ..", m: restore(s3("bk", "tidb/../team-b/nightly-az1")), want: refused("spec.backup.s3", "s3://bk/tidb/../team-b/nightly-az1")},
+		{name: "an empty segment", m: restore(s3("bk", "tidb//nightly-az1")), want: refused("spec.backup.s3", "s3://bk/tidb//nightly-az1")},
+		{name: "a trailing slash", m: restore(s3("bk", "tidb/nightly-az1/")), want: refused("spec.backup.s3", "s3://bk/tidb/nightly-az1/")},
+		{name: "a . segment", m: backup(s3("bk", "tidb/./nightly-az1")), want: refused("spec.template.s3", "s3://bk/tidb/./nightly-az1")},
+		{name: "a leading slash", m: backup(s3("bk", "/tidb/nightly-az1")), want: refused("spec.template.s3", "s3://bk//tidb/nightly-az1")},
+		{name: "a path under the namespace's prefix", m: restore(fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Path: "s3://bk/tidb", Prefix: "nightly-az1"}})},
+		{name: "a path of another tenant, its prefix named like the namespace",
+			m:    restore(fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Path: "s3://bk/team-b", Prefix: "tidb"}}),
+			want: refused("spec.backup.s3", "s3://bk/team-b/tidb")},
+		{name: "a path that climbs out", m: backup(fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Path: "s3://bk/tidb/../team-b", Prefix: "x-az1"}}),
+			want: refused("spec.template.s3", "s3://bk/tidb/../team-b/x-az1")},
+		{name: "a bucket wins over a path, as for the steps",
+			m: restore(fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Bucket: "bk", Prefix: "tidb/x", Path: "s3://other/team-b"}})},
+		{name: "a bucket with a slash, which the steps would split into another bucket and prefix", storage: []string{"s3://backups[^a]*/{namespace}"},
+			m: restore(s3("backups/team-b", "tidb/x")), want: refused("spec.backup.s3", "s3://backups/team-b/tidb/x")},
+		{name: "a bucket with a query", m: restore(fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Path: "s3://bk?region=us-east-1/tidb/x"}}),
+			want: refused("spec.backup.s3", "s3://bk?region=us-east-1/tidb/x")},
+		{name: "a query in the prefix", m: restore(s3("bk", "tidb/x?region=us-east-1")), want: refused("spec.backup.s3", "s3://bk/tidb/x?region=us-east-1")},
+		{name: "a bucket the glob matches", storage: []string{"s3://backups-*/{namespace}"}, m: restore(s3("backups-prod", "tidb/x"))},
+		{name: "a bucket the glob does not match", storage: []string{"s3://backups-*/{namespace}"}, m: restore(s3("other", "tidb/x")),
+			want: refused("spec.backup.s3", "s3://other/tidb/x")},
+		{name: "a custom root with {namespace} deep in it", storage: tenants, m: backup(s3("bk", "tenants/tidb/fedbr/nightly-az1"))},
+		{name: "a custom root replaces the default", storage: tenants, m: backup(s3("bk", "tidb/nightly-az1")),
+			want: refused("spec.template.s3", "s3://bk/tidb/nightly-az1")},
+		{name: "a custom root of another tenant", storage: tenants, m: restore(s3("bk", "tenants/team-b/fedbr/nightly-az1")),
+			want: refused("spec.backup.s3", "s3://bk/tenants/team-b/fedbr/nightly-az1")},
+		{name: "a root short of a segment", storage: tenants, m: restore(s3("bk", "tenants/tidb")),
+			want: refused("spec.backup.s3", "s3://bk/tenants/tidb")},
+		{name: "a whole bucket for everyone", storage: []string{"s3://shared", "s3://bk/tenants/{namespace}/fedbr"}, m: restore(s3("shared", "team-b/x"))},
+		{name: "an S3 storage without an owner", m: func() Member { m := restore(s3("bk", "tidb/x")); m.OwnerNamespace = ""; return m }(),
+			want: []violation{{dpv1alpha1.NamespaceNotAllowedReason, "metadata.labels[dataplane.fedbr.io/owner-namespace]", ""},
+				{dpv1alpha1.StorageNotAllowedReason, "spec.backup.s3", "s3://bk/tidb/x"}}},
+		{name: "a local storage is the volume rules'", m: restore(fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{Prefix: "../team-b",
+			Volume:      corev1.Volume{Name: "b", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "backups"}}},
+			VolumeMount: corev1.VolumeMount{Name: "b", MountPath: "/backup"}}})},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			check(t, mustNew(t, Config{SameNamespace: true, Storage: tt.storage}).Check(tt.m), tt.want)
+		})
+	}
+}
+
+func TestStorageMessage(t *testing.T) {
+	vs := Default(agentImage, "fedbr-br").Check(ForRestore(restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Backup.S3.Prefix = "team-b/nightly-az1" }), nil))
+	if Reason(vs) != dpv1alpha1.StorageNotAllowedReason {
+		t.Fatalf("reason %q (%v)", Reason(vs), vs)
+	}
+	for _, want := range []string{`spec.backup.s3 "s3://bk/team-b/nightly-az1"`, `control-plane namespace "tidb"`, "s3://*/tidb", "--allowed-storage"} {
+		if msg := Message(vs); !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	vs = Default(agentImage, "fedbr-br").Check(ForRestore(restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Backup.S3.Prefix = "tidb/../team-b" }), nil))
+	if msg := Message(vs); !strings.Contains(msg, `an empty, "." or ".." segment`) {
+		t.Errorf("message %q does not name the bad segment", msg)
+	}
+}
+
 func TestCheckPod(t *testing.T) {
 	pod := func(mut ...func(*corev1.PodSpec)) *corev1.PodSpec {
 		p := &corev1.PodSpec{ServiceAccountName: "fedbr-br", Containers: []corev1.Container{{Name: "br", Image: agentImage}}}
@@ -360,9 +465,16 @@ func TestMessageNamesEveryFieldAndValue(t *testing.T) {
 func TestString(t *testing.T) {
 	s := mustNew(t, Config{SameNamespace: true, Namespaces: []string{"ops=tidb,tidb-*"}, Images: []string{"r/*"}, HostPath: true}).String()
 	for _, want := range []string{"namespaces: same name, [ops=tidb,tidb-*]", "images: registry.example.com/fedbr:v1, r/*", "service accounts: fedbr-br",
-		"hostPath allowed", "privileged warm-up refused", "env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC", "volume types: emptyDir, configMap, secret, persistentVolumeClaim"} {
+		"hostPath allowed", "privileged warm-up refused", "env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC", "volume types: emptyDir, configMap, secret, persistentVolumeClaim",
+		"storage: s3://*/{namespace}"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("%q lacks %q", s, want)
 		}
+	}
+	if s := mustNew(t, Config{Storage: []string{"s3://a/{namespace}", "s3://b"}}).String(); !strings.Contains(s, "storage: s3://a/{namespace}, s3://b;") {
+		t.Errorf("%q lacks the storage roots", s)
+	}
+	if s := Default(agentImage, "fedbr-br").String(); !strings.Contains(s, "storage: s3://*/{namespace}") {
+		t.Errorf("the default policy %q lacks the default storage root", s)
 	}
 }

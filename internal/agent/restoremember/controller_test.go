@@ -589,6 +589,32 @@ func TestSameNameClaimIsRefusedBeforeAnyVolume(t *testing.T) {
 	}
 }
 
+// TestAnotherTenantsPrefixIsRefusedBeforeAnyJob: a restore whose backup is under another
+// control-plane namespace's prefix fails with StorageNotAllowed, naming the location, before any
+// Job (restore-volumes would read that tenant's backupmeta and create volumes from its
+// snapshots).
+func TestAnotherTenantsPrefixIsRefusedBeforeAnyJob(t *testing.T) {
+	f := newFixture(t, "rs-tenant")
+	m := &dpv1alpha1.VolumeRestoreMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: f.ns, Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: f.ns}},
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r1", K8sClusterName: f.cluster, TCName: "restored", TCNamespace: f.ns,
+			AZName: "us-west-2b", Phase: dpv1alpha1.RestoreMemberRestoreVolume,
+			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "team-b/nightly-az1"}}},
+	}
+	must(t, env.Client.Create(f.ctx, m))
+	f.key = client.ObjectKeyFromObject(m)
+	f.waitCondition(dpv1alpha1.RestoreMemberFailedCondition)
+	c := apimeta.FindStatusCondition(f.member().Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
+	if c.Reason != dpv1alpha1.StorageNotAllowedReason || !strings.Contains(c.Message, `spec.backup.s3 "s3://backups/team-b/nightly-az1"`) {
+		t.Errorf("Failed %s: %s", c.Reason, c.Message)
+	}
+	jobs := &batchv1.JobList{}
+	must(t, env.Client.List(f.ctx, jobs, client.InNamespace(f.ns)))
+	if len(jobs.Items) != 0 {
+		t.Errorf("Jobs created for a refused restore: %d (%s)", len(jobs.Items), jobs.Items[0].Name)
+	}
+}
+
 // TestSyncWarmupGatesTiKV: a sync warm-up's Jobs run once the claims exist, and only when they
 // finished does the TidbCluster get the restored volumes.
 func TestSyncWarmupGatesTiKV(t *testing.T) {

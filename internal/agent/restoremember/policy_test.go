@@ -28,8 +28,11 @@ func TestPlanPolicy(t *testing.T) {
 			o.Policy, o.Refusals = p, p.Check(policy.ForRestore(o.Member, otherTiKVVolumes(o.TC)))
 		}
 	}
+	// owned is the manager's member: its owner's namespace, the backup under that namespace's
+	// prefix.
 	owned := func(m *dpv1alpha1.VolumeRestoreMember) {
 		m.Labels = map[string]string{dpv1alpha1.LabelOwnerNamespace: m.Namespace}
+		m.Spec.Backup.S3.Prefix = m.Namespace + "/" + m.Spec.Backup.S3.Prefix
 	}
 	warm := func(mode fedv1alpha1.RestoreWarmupMode, strategy fedv1alpha1.RestoreWarmupStrategy) func(*dpv1alpha1.VolumeRestoreMember) {
 		return func(m *dpv1alpha1.VolumeRestoreMember) {

@@ -119,9 +119,9 @@ else $KUBECONFIG. See docs/agent.md.`,
 }
 
 // addPolicyFlags binds the policy's flags (docs/agent.md, "Policy"). The defaults are the safe
-// policy: same-named namespaces only, the agent's own image, the steps' own service account, no
-// hostPath, no variables but harmless ones, only scratch, ConfigMap, Secret and claim volumes, no
-// privileged warm-up.
+// policy: same-named namespaces only, S3 storage under the prefix named like the owner's
+// namespace, the agent's own image, the steps' own service account, no hostPath, no variables
+// but harmless ones, only scratch, ConfigMap, Secret and claim volumes, no privileged warm-up.
 func addPolicyFlags(f *pflag.FlagSet, c *policy.Config, env *job.Env) {
 	f.BoolVar(&c.SameNamespace, "allow-same-namespace", true,
 		"let a VolumeBackup or VolumeRestore act on the data-plane namespace named like its own control-plane namespace")
@@ -143,6 +143,10 @@ func addPolicyFlags(f *pflag.FlagSet, c *policy.Config, env *job.Env) {
 		"label keys (exact, or a prefix ending in *) of a VolumeBackup's or VolumeRestore's that its step Jobs and pods carry; the rest (istio.io/rev, sidecar.istio.io/inject, azure.workload.identity/use, … among them) stay on the member (default: none)")
 	f.BoolVar(&c.UpstreamBackups, "allow-upstream-backups", false,
 		"let restores read backups without fedbr's identity (upstream BR's), whose snapshots can be checked only for their owner and source volume, not for a backup tag")
+	f.StringSliceVar(&c.Storage, "allowed-storage", nil,
+		"S3 roots s3://BUCKET_GLOB[/PREFIX] a member's S3 storage must lie under, where the segment "+policy.NamespaceSegment+
+			" of PREFIX is the member's control-plane namespace (default "+strings.Join(policy.DefaultStorage, ",")+
+			": any bucket, under the prefix named like that namespace; a root given replaces it)")
 	f.StringSliceVar(&c.VolumeTypes, "allowed-volume-types", nil,
 		"volume types (downwardAPI, projected, csi, ephemeral, nfs, …) a template's volumes may have besides "+
 			strings.Join(policy.DefaultVolumeTypes, ", ")+" (hostPath: --allow-host-path)")

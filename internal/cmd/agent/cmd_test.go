@@ -19,7 +19,7 @@ func TestDryRun(t *testing.T) {
 	}
 	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `region "us-west-2", endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s",
 		"policy: namespaces: same name; images: fedbr:dev; service accounts: fedbr-br; hostPath refused; privileged warm-up refused; " +
-			"env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC; volume types: emptyDir, configMap, secret, persistentVolumeClaim; upstream backups refused; " +
+			"env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC; volume types: emptyDir, configMap, secret, persistentVolumeClaim; storage: s3://*/{namespace}; upstream backups refused; " +
 			"pod annotations: iam.amazonaws.com/role, eks.amazonaws.com/role-arn; pod labels: none"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output %q lacks %q", out.String(), want)
@@ -47,14 +47,16 @@ func TestDryRunPolicyFlags(t *testing.T) {
 	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--region", "us-west-2", "--dry-run", "--allow-same-namespace=false",
 		"--allow-namespaces", "backup-admins=tidb,tidb-*", "--allow-namespaces", "ops=*", "--allowed-images", "registry.example.com/fedbr:*,registry.example.com/fedbr@sha256:*",
 		"--allow-host-path", "--allowed-service-accounts", "tidb/br-irsa", "--allow-privileged-warmup", "--allowed-env", "AWS_REGION",
-		"--allowed-volume-types", "csi", "--allow-upstream-backups", "--pod-annotations", "iam.amazonaws.com/role,vault.hashicorp.com/*",
+		"--allowed-volume-types", "csi", "--allowed-storage", "s3://backups-*/tenants/{namespace},s3://shared", "--allowed-storage", "s3://scratch/{namespace}/tmp",
+		"--allow-upstream-backups", "--pod-annotations", "iam.amazonaws.com/role,vault.hashicorp.com/*",
 		"--pod-labels", "team,app.kubernetes.io/*"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
 	want := "policy: namespaces: [backup-admins=tidb,tidb-*], [ops=*]; images: fedbr:dev, registry.example.com/fedbr:*, registry.example.com/fedbr@sha256:*; " +
 		"service accounts: fedbr-br, tidb/br-irsa; hostPath allowed; privileged warm-up allowed; env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC, AWS_REGION; " +
-		"volume types: emptyDir, configMap, secret, persistentVolumeClaim, csi; upstream backups allowed; pod annotations: iam.amazonaws.com/role, vault.hashicorp.com/*; " +
+		"volume types: emptyDir, configMap, secret, persistentVolumeClaim, csi; storage: s3://backups-*/tenants/{namespace}, s3://shared, s3://scratch/{namespace}/tmp; " +
+		"upstream backups allowed; pod annotations: iam.amazonaws.com/role, vault.hashicorp.com/*; " +
 		"pod labels: team, app.kubernetes.io/*"
 	if !strings.Contains(out.String(), want) {
 		t.Errorf("output %q lacks %q", out.String(), want)
@@ -80,6 +82,8 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allow-namespaces", "team-a", "--dry-run"},
 			`--allow-namespaces "team-a": want CONTROL_NAMESPACE=DATA_NAMESPACE[,DATA_NAMESPACE…]`},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-service-accounts", "a/b/c", "--dry-run"}, "want NAME or NAMESPACE/NAME"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-storage", "s3://bk/tenants/../{namespace}", "--dry-run"},
+			`policy: --allowed-storage "s3://bk/tenants/../{namespace}": the prefix has an empty, "." or ".." segment`},
 	} {
 		cmd := NewCmd()
 		cmd.SetOut(&bytes.Buffer{})

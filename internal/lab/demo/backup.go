@@ -19,10 +19,11 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 )
 
-// storage is the backups' S3 location in the AWS double: the agents and steps reach it
-// through their --aws-endpoint (s3.endpoint is refused at admission).
-func (d *run) storage(prefix string) fedv1alpha1.StorageProvider {
-	return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: bucket, Prefix: prefix,
+// storage is the S3 location of backup name in the AWS double, under the control-plane
+// namespace's prefix as the agents' default policy wants it (--allowed-storage): the agents and
+// steps reach it through their --aws-endpoint (s3.endpoint is refused at admission).
+func (d *run) storage(name string) fedv1alpha1.StorageProvider {
+	return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: bucket, Prefix: controlNamespace + "/" + name,
 		Region: d.lab.AWS.Region}}
 }
 
