@@ -5,7 +5,10 @@
 // deleted, or SIGKILLed) before the snapshots start fails its backup, and a killed pause's hold
 // is lifted before its TTL; a backup deleted with its CreateSnapshots calls in flight leaves
 // nothing under either clean policy; a backup failed by one snapshot after the others completed
-// still reports the size of what its failed member had snapshotted. After every scenario the
+// still reports the size of what its failed member had snapshotted; another tenant, in
+// namespaces of its own, is refused the backup by its storage prefix and by a copy of its
+// metadata under the tenant's own prefix, before any volume, and the backup then restores
+// exactly. After every scenario the
 // source holds no pause and the AWS double holds nothing the scenario made. The TiDB clusters run
 // with TLS (spec.tlsCluster), so every day-2 path dials PD and TiKV as a TLS cluster needs; the
 // demo and the crash suite run them in plaintext. fedbr is installed through its charts

@@ -59,11 +59,17 @@ const (
 	// fails with the member's reason, and that member still reports the full size of what it
 	// had snapshotted, measured before its snapshot step deleted it (#19).
 	ScenarioFailedSized = "a snapshot fails after the others completed: the failed backup has a size"
+	// ScenarioCrossTenant has another tenant, with namespaces of its own, try to restore the
+	// lab's backup into its TidbClusters: by naming the backup's storage (refused by the
+	// agents' storage roots) and from a copy of the backup's metadata under its own prefix
+	// (refused by restore-volumes: the snapshots carry another namespace), neither making a
+	// volume; the backup then restores exactly (issue 38).
+	ScenarioCrossTenant = "another tenant restores our backup: refused before any volume, and it still restores exactly"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -135,6 +141,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf(dayTwoName, i))
 		case ScenarioFailedSized:
 			res.Outcome, res.Err = d.failedSized(ctx, fmt.Sprintf(dayTwoName, i))
+		case ScenarioCrossTenant:
+			res.Outcome, res.Err = d.crossTenant(ctx, fmt.Sprintf(dayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {

@@ -11,9 +11,9 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/policy"
-	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/meta"
 )
 
 // TestAgentPolicyAllowsTheLab: the agents' --allow-namespaces lets the demo's members act in
