@@ -45,7 +45,7 @@ const (
 )
 
 // RestoreWarmupStrategy says how restored volumes are warmed.
-// +kubebuilder:validation:Enum=fio;hybrid;fsr;check-wal-only
+// +kubebuilder:validation:Enum=fio;hybrid;fsr;check-wal-only;fs
 type RestoreWarmupStrategy string
 
 const (
@@ -58,6 +58,10 @@ const (
 	// RestoreWarmupStrategyCheckWALOnly verifies the RocksDB write-ahead logs and reads the
 	// volumes besides the data volume; TiKV waits for it, and a failure fails the restore.
 	RestoreWarmupStrategyCheckWALOnly RestoreWarmupStrategy = "check-wal-only"
+	// RestoreWarmupStrategyFs reads the files of every volume (data, raft, WAL) and no block
+	// device: its pods run unprivileged, so the TiDB namespace can stay at Pod Security
+	// restricted. A block no file holds stays cold; TiKV never reads one.
+	RestoreWarmupStrategyFs RestoreWarmupStrategy = "fs"
 )
 
 // VolumeRestoreMemberSpec is the template copied into every data plane's member.

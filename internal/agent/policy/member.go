@@ -104,6 +104,8 @@ func ForRestore(m *dpv1alpha1.VolumeRestoreMember, otherTiKVVolumes []string) Me
 // besides its data volume, reads block devices; "" when it reads none.
 func WarmupReadsBlocks(strategy fedv1alpha1.RestoreWarmupStrategy, other []string) string {
 	switch {
+	case strategy == fedv1alpha1.RestoreWarmupStrategyFs:
+		return ""
 	case strategy == fedv1alpha1.RestoreWarmupStrategyFio:
 		return "a fio warm-up reads every TiKV volume block by block"
 	case len(other) > 0: // hybrid, fsr, check-wal-only

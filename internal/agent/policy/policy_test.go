@@ -277,6 +277,7 @@ func TestCheckRestoreMember(t *testing.T) {
 			want: []violation{{dpv1alpha1.PrivilegedNotAllowedReason, "spec.template.warmupStrategy", "fsr"}}},
 		{name: "check-wal-only with a raft volume reads blocks", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly)), other: []string{"tikv-raft"},
 			want: []violation{{dpv1alpha1.PrivilegedNotAllowedReason, "spec.template.warmupStrategy", "check-wal-only"}}},
+		{name: "fs with a raft volume reads files only: no privilege", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFs)), other: []string{"tikv-raft"}},
 		{name: "check-wal-only on the data volume alone reads files", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly)), other: []string{}},
 		{name: "fio reads blocks, TidbCluster unknown", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFio)),
 			want: []violation{{dpv1alpha1.PrivilegedNotAllowedReason, "spec.template.warmupStrategy", "fio"}}},

@@ -307,6 +307,8 @@ func planWarmups(claims []Claim, strategy fedv1alpha1.RestoreWarmupStrategy, not
 		fsr := strategy == fedv1alpha1.RestoreWarmupStrategyFsr
 		mode := "--block"
 		switch {
+		case strategy == fedv1alpha1.RestoreWarmupStrategyFs:
+			mode = "--fs" // every volume by its files: no device, no privilege
 		case data && fsr && !notFast[claimVolume(c)]:
 			continue // fast snapshot restore initialized it
 		case data && (fsr || strategy == fedv1alpha1.RestoreWarmupStrategyHybrid):

@@ -21,6 +21,7 @@ import (
 	brreport "github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/podsecurity"
 )
 
 // mustResult is restore-volumes' result as its report carries it.
@@ -111,6 +112,29 @@ func TestPlanWarmup(t *testing.T) {
 		o    Observed
 		want rwant
 	}{
+		{
+			name: "fs: every volume read by its files, in an unprivileged container (no namespace needs Pod Security privileged)",
+			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupStrategyFs), volumesIn), targetTC(2, true), restored),
+			want: rwant{actions: append(ensure, CreateJob, CreateJob), true: []string{dpv1alpha1.RestoreMemberWarmUpStartedCondition}, phase: PhaseVolumeComplete,
+				check: func(t *testing.T, r Result) {
+					got := args(t, r)
+					for name, a := range map[string]string{
+						w0: "--fs " + raft0 + " --wal " + raft0 + " --fs " + data0 + " --wal " + data0 + cpDir,
+						w1: "--fs " + raft1 + " --wal " + raft1 + " --fs " + data1 + " --wal " + data1 + cpDir,
+					} {
+						if got[name] != a {
+							t.Errorf("Job %s args %q, want %q", name, got[name], a)
+						}
+					}
+					spec := firstJob(t, r).Spec.Template.Spec
+					if sc := spec.Containers[0].SecurityContext; sc == nil || sc.Privileged != nil && *sc.Privileged {
+						t.Errorf("an fs warm-up runs privileged: %+v", sc)
+					}
+					if err := podsecurity.Check(podsecurity.Restricted, &metav1.ObjectMeta{}, &spec); err != nil {
+						t.Errorf("an fs warm-up pod is not restricted: %v", err)
+					}
+				}},
+		},
 		{
 			name: "sync: one Job per TiKV member reads its claims before TiKV starts (hybrid: files of the data volume, devices of the others)",
 			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true), restored),

@@ -78,9 +78,9 @@ func Build(b *fedv1alpha1.VolumeBackup, o Options) (*fedv1alpha1.VolumeRestore, 
 		errs = append(errs, fmt.Errorf("--warmup %q: want sync or async (or none: \"\")", o.Warmup))
 	}
 	strategies := []fedv1alpha1.RestoreWarmupStrategy{"", fedv1alpha1.RestoreWarmupStrategyFio, fedv1alpha1.RestoreWarmupStrategyHybrid,
-		fedv1alpha1.RestoreWarmupStrategyFsr, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly}
+		fedv1alpha1.RestoreWarmupStrategyFsr, fedv1alpha1.RestoreWarmupStrategyCheckWALOnly, fedv1alpha1.RestoreWarmupStrategyFs}
 	if !slices.Contains(strategies, o.WarmupStrategy) {
-		errs = append(errs, fmt.Errorf("--warmup-strategy %q: want fio, hybrid, fsr or check-wal-only", o.WarmupStrategy))
+		errs = append(errs, fmt.Errorf("--warmup-strategy %q: want fio, hybrid, fsr, check-wal-only or fs", o.WarmupStrategy))
 	}
 	if len(b.Spec.Clusters) == 0 {
 		errs = append(errs, fmt.Errorf("VolumeBackup %s/%s names no cluster", b.Namespace, b.Name))
@@ -146,7 +146,7 @@ it (admission included) without creating it.`,
 	f.StringVar(&o.build.Into, "into", "", "the data-plane namespace of the TidbClusters to restore into, in every plane (required)")
 	f.StringVar(&o.build.TCName, "tc", "", "the TidbClusters' name in every plane (default: each plane's backed-up TidbCluster's name)")
 	f.StringVar(&warmup, "warmup", "", "template.warmup: sync or async (default none)")
-	f.StringVar(&strategy, "warmup-strategy", "", "template.warmupStrategy: fio, hybrid, fsr or check-wal-only (default hybrid when --warmup is set)")
+	f.StringVar(&strategy, "warmup-strategy", "", "template.warmupStrategy: fio, hybrid, fsr, check-wal-only or fs (default hybrid when --warmup is set)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "have the API server check the VolumeRestore without creating it")
 	f.StringVarP(&o.output, "output", "o", "", "yaml or json: print the VolumeRestore instead of creating it")
 	return cmd
