@@ -532,7 +532,7 @@ func TestAgentChart(t *testing.T) {
 			"policy": map[string]any{"sameNamespace": false, "namespaces": []any{"ops=tidb-*", "ci=tidb-ci"},
 				"images": []any{"registry.example.com/fedbr:*", "registry.example.com/warm:*"}, "hostPath": true,
 				"serviceAccounts": []any{"tidb/br-*"}, "privilegedWarmup": true, "upstreamBackups": true, "env": []any{"HTTPS_PROXY", "AWS_CA_BUNDLE"},
-				"volumeTypes": []any{"csi", "projected"}, "allowedStorage": []any{"s3://backups-*/tenants/{namespace}", "s3://shared"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"},
+				"volumeTypes": []any{"csi", "projected"}, "storage": []any{"s3://backups-*/tenants/{namespace}", "s3://shared"}, "podAnnotations": []any{"iam.amazonaws.com/role", "sidecar.istio.io/*"},
 				"podLabels": []any{"team", "app.kubernetes.io/*"}},
 			"verbosity":          1,
 			"apiServer":          map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "dp"},
