@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -176,21 +178,8 @@ func (o *createOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	switch o.output {
-	case "yaml":
-		out, err := yaml.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(out)
-		return err
-	case "json":
-		out, err := json.MarshalIndent(r, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", out)
-		return err
+	if o.output != "" {
+		return printRestore(w, r, o.output)
 	}
 	var opts []client.CreateOption
 	if o.dryRun {
@@ -205,5 +194,28 @@ func (o *createOptions) run(ctx context.Context, w io.Writer) error {
 	}
 	_, err = fmt.Fprintf(w, "VolumeRestore %s/%s %s: %d data planes into namespace %s; watch it with fedbr describe restore %s -n %s --watch\n",
 		r.Namespace, r.Name, verb, len(r.Spec.Clusters), o.build.Into, r.Name, r.Namespace)
+	return err
+}
+
+// printRestore writes r as yaml or json, as an SRE would write it: without the empty status and
+// creation time an unsent object has.
+func printRestore(w io.Writer, r *fedv1alpha1.VolumeRestore, format string) error {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+	if err != nil {
+		return err
+	}
+	delete(obj, "status")
+	unstructured.RemoveNestedField(obj, "metadata", "creationTimestamp")
+	var out []byte
+	if format == "json" {
+		out, err = json.MarshalIndent(obj, "", "  ")
+		out = append(out, '\n')
+	} else {
+		out, err = yaml.Marshal(obj)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(out)
 	return err
 }

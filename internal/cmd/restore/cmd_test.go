@@ -139,6 +139,9 @@ func TestCreate(t *testing.T) {
 	if err := yaml.UnmarshalStrict([]byte(out), &printed); err != nil || printed.Kind != "VolumeRestore" || len(printed.Spec.Clusters) != 3 {
 		t.Fatalf("-o yaml printed (%v):\n%s", err, out)
 	}
+	if strings.Contains(out, "status") || strings.Contains(out, "creationTimestamp") {
+		t.Errorf("-o yaml prints what an unsent object has:\n%s", out)
+	}
 	exists := func() bool {
 		err := env.Client.Get(ctx, key, &fedv1alpha1.VolumeRestore{})
 		if err != nil && !apierrors.IsNotFound(err) {
