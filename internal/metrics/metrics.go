@@ -104,12 +104,18 @@ var (
 		Name: "fedbr_dataplane_reachable",
 		Help: "1 while the data plane is reachable from the manager.",
 	}, []string{"plane"})
+	// PlaneTokenExpiry is when a data plane's kubeconfig token expires (its exp claim), for the
+	// planes whose context has a static token that says (a bound service-account token).
+	PlaneTokenExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_dataplane_token_expiry_timestamp_seconds",
+		Help: "When the data plane's kubeconfig token expires (Unix seconds); absent for credentials without an expiry the manager can read.",
+	}, []string{"plane"})
 )
 
 // All are the manager's metrics.
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
+		RestoresFinished, RestoreDuration, PlaneReachable, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
 		BackupCleanFailedSince, ScheduleRetentionBlocked}
 }
 

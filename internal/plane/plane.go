@@ -54,6 +54,7 @@ type Plane struct {
 	Cluster cluster.Cluster
 
 	probe     discovery.DiscoveryInterface
+	token     Token // of the context's static token, if any
 	mu        sync.Mutex
 	synced    bool
 	reachable bool
@@ -134,7 +135,17 @@ func loadPlane(raw *clientcmdapi.Config, name string, o Options) (*Plane, error)
 	if err != nil {
 		return nil, fmt.Errorf("context %q of %s: %w", name, o.Kubeconfig, err)
 	}
-	return newPlane(name, cfg, o)
+	p, err := newPlane(name, cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	p.token, _ = ContextToken(raw, name)
+	return p, nil
+}
+
+// TokenExpiry is when the plane's kubeconfig token expires (zero: not known to).
+func (p *Plane) TokenExpiry() time.Time {
+	return p.token.Expiry
 }
 
 // Config is the client configuration of context name of raw, built as the manager builds its
@@ -327,6 +338,7 @@ func (s *Set) Start(ctx context.Context) error {
 	wg.Wait()
 	for name := range s.planes {
 		metrics.PlaneReachable.DeleteLabelValues(name) // a reload may drop the plane
+		metrics.PlaneTokenExpiry.DeleteLabelValues(name)
 	}
 	return nil
 }
@@ -336,6 +348,13 @@ func (s *Set) run(ctx context.Context, p *Plane) {
 	if p.Cluster == nil {
 		p.set(false, p.LastError()) // reported unreachable, with its load error
 		return
+	}
+	if exp := p.token.Expiry; !exp.IsZero() {
+		metrics.PlaneTokenExpiry.WithLabelValues(p.Name).Set(float64(exp.Unix()))
+	}
+	if p.token.expired(time.Now()) {
+		// Its cache cannot sync: say why now rather than wait for a sync that cannot come.
+		p.set(false, p.tokenExpired())
 	}
 	go func() {
 		if err := p.Cluster.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -368,6 +387,9 @@ func (s *Set) probeLoop(ctx context.Context, p *Plane) {
 	defer t.Stop()
 	for {
 		_, err := p.probe.ServerVersion()
+		if err != nil && p.token.expired(time.Now()) {
+			err = fmt.Errorf("%w: %w", p.tokenExpired(), err)
+		}
 		if changed := p.set(err == nil, err); changed {
 			s.o.Log.Info("data plane reachability changed", "plane", p.Name, "reachable", err == nil, "error", err)
 			s.notify()
@@ -378,6 +400,11 @@ func (s *Set) probeLoop(ctx context.Context, p *Plane) {
 		case <-t.C:
 		}
 	}
+}
+
+// tokenExpired is the reason of a plane whose token has expired.
+func (p *Plane) tokenExpired() error {
+	return fmt.Errorf("context %q: token of %s expired at %s: %w", p.Name, p.token.Subject, p.token.Expiry.Format(time.RFC3339), ErrTokenExpired)
 }
 
 // set records a probe result and says whether reachability changed.

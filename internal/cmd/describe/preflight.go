@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -55,6 +56,8 @@ before a first backup:
   control  fedbr's CRDs are installed and are fedbr's (not tidb-operator's BR Federation CRDs)
   control  the data planes' kubeconfig loads (no credential plugin run, no local file named)
   plane    its context loads, its API server answers, and runs Kubernetes 1.30 or later
+  plane    a static token is a bound one with 7 days or more left (not a token Secret's,
+           which never expires): the manager's tokens are rotated before they expire
   plane    the member CRDs (dataplane.fedbr.io/v1alpha1) are served
   plane    the kubeconfig's identity may do what the manager does there (the ClusterRole
            fedbr-manager-dataplane), asked of the plane's API server
@@ -123,6 +126,9 @@ func (c *conn) preflight(ctx context.Context) []Result {
 		if err != nil {
 			out = append(out, Result{name, "context loads", err})
 			continue
+		}
+		if tok, ok := plane.ContextToken(kc, name); ok {
+			out = append(out, Result{name, "token bound, 7 days or more left", tok.Check(time.Now())})
 		}
 		rc.Timeout = c.Timeout
 		kube, err := kubernetes.NewForConfig(rc)

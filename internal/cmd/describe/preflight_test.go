@@ -6,11 +6,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
@@ -37,7 +41,10 @@ func TestManagerDataPlaneRulesAreTheClusterRoles(t *testing.T) {
 // TestPreflight runs `fedbr preflight` against a real API server as the control plane and as
 // data planes reached as several identities: the admin passes everything; an identity bound
 // to fedbr-manager-dataplane passes; one bound to nothing fails the rights check naming what
-// it may not do; a server nothing listens on fails that it answers. The command exits non-zero.
+// it may not do; a server nothing listens on fails that it answers. A service account's bound
+// token (TokenRequest, as docs/install.md mints the manager's) with 8 days left passes the
+// token check and the rights; one with 2 days left fails it, saying when it expires. The
+// command exits non-zero.
 func TestPreflight(t *testing.T) {
 	if env == nil {
 		t.Skip("needs the API server")
@@ -56,8 +63,23 @@ func TestPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	create(t, ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "preflight-manager"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "preflight-manager"}}})
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "preflight-manager"},
+			{Kind: rbacv1.ServiceAccountKind, Name: "preflight-remote", Namespace: "default"}}})
+	create(t, ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "preflight-remote"}})
+	kube, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mint := func(d time.Duration) string {
+		secs := int64(d / time.Second)
+		tr, err := kube.CoreV1().ServiceAccounts("default").CreateToken(ctx, "preflight-remote",
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
 
 	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
 	if err != nil {
@@ -71,6 +93,11 @@ func TestPreflight(t *testing.T) {
 		u.Impersonate = impersonate
 		planes.Clusters[name], planes.AuthInfos[name], planes.Contexts[name] = cluster, u, ctxOf(name)
 	}
+	bound := func(name, token string) {
+		planes.Clusters[name], planes.AuthInfos[name], planes.Contexts[name] = good, &clientcmdapi.AuthInfo{Token: token}, ctxOf(name)
+	}
+	bound("e-bound", mint(8*24*time.Hour))
+	bound("f-soon", mint(2*24*time.Hour))
 	gone := good.DeepCopy()
 	gone.Server = "https://127.0.0.1:1"
 	add("a-admin", good, "")
@@ -82,8 +109,8 @@ func TestPreflight(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := execute(t, NewPreflightCmd, "--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", path, "--request-timeout", "5s")
-	if err == nil || !strings.Contains(err.Error(), "preflight: 2 of ") {
-		t.Fatalf("preflight: %v; want 2 checks failed\n%s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "preflight: 3 of ") {
+		t.Fatalf("preflight: %v; want 3 checks failed\n%s", err, out)
 	}
 	want := []string{
 		`ok    control    fedbr's CRDs installed`,
@@ -95,6 +122,9 @@ func TestPreflight(t *testing.T) {
 		`ok    b-manager  the manager's rights (fedbr-manager-dataplane)`,
 		`FAIL  c-nobody   the manager's rights (fedbr-manager-dataplane): the identity may not get volumebackupmembers, list volumebackupmembers`,
 		`FAIL  d-gone     API server answers: `,
+		`ok    e-bound    token bound, 7 days or more left`,
+		`ok    e-bound    the manager's rights (fedbr-manager-dataplane)`,
+		`FAIL  f-soon     token bound, 7 days or more left: expires at `,
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -36,9 +38,11 @@ const (
 	// ManagerRelease and AgentRelease are the Helm releases, also the Deployments' names.
 	ManagerRelease = "fedbr-manager"
 	AgentRelease   = "fedbr-agent"
-	// managerRemote is the agent chart's service account (and its token Secret) that the
-	// manager's data-plane kubeconfig authenticates as (managerAccess.serviceAccount).
-	managerRemote = "fedbr-manager-remote"
+	// managerRemote is the agent chart's service account that the manager's data-plane
+	// kubeconfig authenticates as (managerAccess.serviceAccount), with a bound token of
+	// managerTokenLifetime.
+	managerRemote        = "fedbr-manager-remote"
+	managerTokenLifetime = 30 * 24 * time.Hour
 	// PodSecurityEnforce is the Pod Security Admission label Install puts on InstallNamespace.
 	PodSecurityEnforce = "pod-security.kubernetes.io/enforce"
 )
@@ -431,7 +435,7 @@ func (in *installer) podsWaiting(ctx context.Context, cs kubernetes.Interface, d
 
 // dataPlaneKubeconfig is the manager's kubeconfig: a context per data plane, named after it
 // (the k8sClusterName), with the plane's API server (on loopback, reachable from the manager's
-// pod process) and the token of fedbr-manager-remote, bound there to fedbr-manager-dataplane;
+// pod process) and a bound token (TokenRequest) of fedbr-manager-remote, bound there to fedbr-manager-dataplane;
 // the EKS authenticator's plane (Lab.EKSAuth) has instead the exec user EKS's own kubeconfigs
 // have ("aws eks get-token --cluster-name PLANE --region REGION"), whose tokens the manager
 // mints in-process (package ekstoken) and whose user is bound there to the same role.
@@ -461,20 +465,32 @@ func (in *installer) dataPlaneKubeconfig(ctx context.Context) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		var token, ca []byte
+		// As docs/install.md builds it: the cluster's CA from ConfigMap kube-root-ca.crt and a
+		// bound token of the service account, minted by TokenRequest (kubectl create token).
+		var ca []byte
 		err = poll(ctx, in.o.Timeout, func() (bool, string, error) {
-			s, err := cs.CoreV1().Secrets(InstallNamespace).Get(ctx, managerRemote, metav1.GetOptions{})
+			cm, err := cs.CoreV1().ConfigMaps(InstallNamespace).Get(ctx, "kube-root-ca.crt", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return false, "the root CA publisher to make ConfigMap kube-root-ca.crt", nil
+			}
 			if err != nil {
 				return false, "", err
 			}
-			token, ca = s.Data[corev1.ServiceAccountTokenKey], s.Data[corev1.ServiceAccountRootCAKey]
-			return len(token) > 0 && len(ca) > 0, "the token controller to fill Secret " + managerRemote, nil
+			ca = []byte(cm.Data["ca.crt"])
+			return len(ca) > 0, "ConfigMap kube-root-ca.crt to carry ca.crt", nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", d.Cluster, err)
 		}
+		secs := int64(managerTokenLifetime / time.Second)
+		tr, err := cs.CoreV1().ServiceAccounts(InstallNamespace).CreateToken(ctx, managerRemote,
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: a token for %s/%s: %w", d.Cluster, InstallNamespace, managerRemote, err)
+		}
+		token := tr.Status.Token
 		out.Clusters[d.Cluster] = &clientcmdapi.Cluster{Server: raw.Clusters[kctx.Cluster].Server, CertificateAuthorityData: ca}
-		out.AuthInfos[d.Cluster] = &clientcmdapi.AuthInfo{Token: string(token)}
+		out.AuthInfos[d.Cluster] = &clientcmdapi.AuthInfo{Token: token}
 		out.Contexts[d.Cluster] = &clientcmdapi.Context{Cluster: d.Cluster, AuthInfo: d.Cluster, Namespace: InstallNamespace}
 	}
 	names := make([]string, 0, len(in.l.DataPlanes))
