@@ -59,6 +59,11 @@ image: ## Build fedbr's image (cmd/fedbr, static) without Docker: OCI layout and
 		--platforms $(IMAGE_PLATFORMS) --ldflags '$(LDFLAGS)' --version $(VERSION) --revision $(COMMIT) \
 		--source $(IMAGE_SOURCE) --created $(SOURCE_DATE_EPOCH)
 
+.PHONY: release
+release: $(HELM) ## make release VERSION=vX.Y.Z: set the charts' versions, then (committed) build the image and chart packages in _output/release, checking they agree (docs/development.md).
+	@[[ "$(origin VERSION)" == "command line" ]] || { echo "release: give VERSION=vX.Y.Z" >&2; exit 2; }
+	HELM="$(abspath $(HELM))" bash hack/release.sh $(VERSION)
+
 .PHONY: image-push
 image-push: image ## Build the image and push every platform of it to IMAGE, with docker login's credentials.
 	cd hack/image && go run . push --layout $(abspath $(IMAGE_DIR))/oci --ref $(IMAGE)

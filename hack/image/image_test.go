@@ -286,6 +286,29 @@ func TestBinaryFromTheImageRuns(t *testing.T) {
 	}
 }
 
+// TestVerify: the fixture is fedbr testVersion under testTag; another version or tag is refused
+// naming each disagreement (the labels, and what the binary says).
+func TestVerify(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the image's binary is for Linux")
+	}
+	ctx := context.Background()
+	if err := Verify(ctx, fixture.out.Layout, testTag, testVersion); err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	err := Verify(ctx, fixture.out.Layout, "example.com/fedbr/fedbr:v1.0.0", "v1.0.0")
+	for _, want := range []string{
+		"image example.com/fedbr/fedbr:v1.0.0 is not fedbr v1.0.0: ",
+		"the layout's index is not named example.com/fedbr/fedbr:v1.0.0 alone",
+		"linux/" + runtime.GOARCH + `: label org.opencontainers.image.version is "` + testVersion + `"`,
+		"linux/" + runtime.GOARCH + `: fedbr version prints "fedbr ` + testVersion + " (commit " + testRevision,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Verify of another version: %v; want it to say %q", err, want)
+		}
+	}
+}
+
 // TestDockerTarballs: each platform's tarball holds that platform's image under the tag, as
 // docker load reads it.
 func TestDockerTarballs(t *testing.T) {

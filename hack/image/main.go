@@ -3,12 +3,15 @@
 //
 //	image build --repo DIR --out DIR --tag REF --version V --revision R --source URL [flags]
 //	image push --layout DIR --ref REF
+//	image verify --layout DIR --tag REF --version V
 //
 // build compiles ./cmd/fedbr for every --platforms entry and writes an OCI image layout
 // (OUT/oci) and a docker-loadable tarball per platform (OUT/fedbr-<os>-<arch>.tar). Each image
 // is two layers on an empty base: CA certificates, passwd and group with the nonroot user
 // (65532), its home and a sticky /tmp; then the binary at /usr/local/bin/fedbr, the
-// entrypoint. push uploads the layout's multi-platform index to a registry.
+// entrypoint. push uploads the layout's multi-platform index to a registry. verify checks that a
+// layout is fedbr V under REF: its name, every image's version label, and what its binary for
+// this machine says it is (make release).
 package main
 
 import (
@@ -39,15 +42,17 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: image build|push [flags]")
+		return errors.New("usage: image build|push|verify [flags]")
 	}
 	switch args[0] {
 	case "build":
 		return build(ctx, args[1:], out)
 	case "push":
 		return push(ctx, args[1:], out)
+	case "verify":
+		return verify(ctx, args[1:], out)
 	default:
-		return fmt.Errorf("unknown command %q: want build or push", args[0])
+		return fmt.Errorf("unknown command %q: want build, push or verify", args[0])
 	}
 }
 
@@ -149,5 +154,23 @@ func push(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	_, err = fmt.Fprintf(out, "pushed %s@%s\n", ref.Context(), d)
+	return err
+}
+
+func verify(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	dir := fs.String("layout", "", "OCI layout written by build (OUT/oci)")
+	tag := fs.String("tag", "", "the name the layout's index must have, REPOSITORY:TAG")
+	version := fs.String("version", "", "the version every image and its binary must say")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *dir == "" || *tag == "" || *version == "" {
+		return errors.New("verify needs --layout, --tag and --version")
+	}
+	if err := Verify(ctx, *dir, *tag, *version); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(out, "image %s: every platform is fedbr %s\n", *tag, *version)
 	return err
 }
