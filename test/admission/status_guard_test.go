@@ -59,7 +59,7 @@ func statusPatch(ctx context.Context, c client.Client, obj client.Object, status
 // TestMemberStatusGuard: with the guard installed, the steps' service account (the step role
 // only) may still report in status.steps, by the steps' own server-side apply, but is refused
 // when it writes the conditions, phase or commit ts the agent and the manager act on; the agent
-// (the verb confirm in ClusterRole fedbr-agent) may write them.
+// (the verb confirm in ClusterRole fedbr-agent-namespaced) may write them.
 func TestMemberStatusGuard(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -75,8 +75,9 @@ func TestMemberStatusGuard(t *testing.T) {
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fedbr-br", Namespace: ns},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fedbr-br-step"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: job.ServiceAccountName, Namespace: ns}}},
-		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fedbr-agent-guard-test"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fedbr-agent"},
+		// As the agent chart binds it with watchNamespaces: the namespaced rules in this namespace.
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fedbr-agent", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fedbr-agent-namespaced"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "fedbr-agent", Namespace: ns}}},
 		// A namespace editor: the built-in edit role's own rules (envtest runs no controller
 		// manager to aggregate them into edit).

@@ -510,6 +510,7 @@ func TestAgentChart(t *testing.T) {
 			if n := len(stepBindings(objs)); n != 0 {
 				t.Errorf("%d RoleBindings besides the leader election's rendered, want none by default", n)
 			}
+			checkAgentBindings(t, objs)
 			if n := len(objs.all("ServiceAccount")); n != 1 {
 				t.Errorf("%d service accounts by default, want the agent's", n)
 			}
@@ -524,7 +525,7 @@ func TestAgentChart(t *testing.T) {
 			"stepImage":               "registry.example.com/fedbr-br:v9.9.9",
 			"leaderElection":          map[string]any{"namespace": "leases"},
 			"aws":                     map[string]any{"region": "us-west-2", "endpoint": "https://ec2.us-west-2.amazonaws.com"},
-			"watchNamespace":          "tidb",
+			"watchNamespaces":         []any{"tidb", "tidb-restore"},
 			"jobTTL":                  "2h",
 			"stepExitDelay":           "5s",
 			"maxConcurrentReconciles": 8,
@@ -543,7 +544,7 @@ func TestAgentChart(t *testing.T) {
 				"subjects": []any{map[string]any{"kind": "User", "name": "fedbr-manager", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}),
 		args: []string{"agent", "--k8s-cluster-name=dp-us-west-2a", "--image=registry.example.com/fedbr-br:v9.9.9", "--kubeconfig=/etc/fedbr/config/kubeconfig",
-			"--context=dp", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com", "--namespace=tidb", "--job-ttl=2h", "--step-exit-delay=5s",
+			"--context=dp", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com", "--namespace=tidb,tidb-restore", "--job-ttl=2h", "--step-exit-delay=5s",
 			"--metrics-bind-address=:9090", "--metrics-secure=true", "--metrics-cert-dir=/etc/fedbr/metrics-certs", "--health-probe-bind-address=:9091", "--leader-elect=true", "--leader-election-namespace=leases",
 			"--max-concurrent-reconciles=8", "--orphan-sweep-interval=30m", "--orphan-grace=2h",
 			"--allow-same-namespace=false", "--allow-namespaces=ops=tidb-*", "--allow-namespaces=ci=tidb-ci",
@@ -560,6 +561,7 @@ func TestAgentChart(t *testing.T) {
 				t.Errorf("agent service account annotations %v", a)
 			}
 			checkStepServiceAccounts(t, objs, stepRoleArn, "tidb", "tidb-restore")
+			checkAgentBindings(t, objs, "tidb", "tidb-restore")
 			if !bound(t, objs, "fedbr-manager-dataplane", "fedbr-manager-remote", "fedbr-system") {
 				t.Error("the manager's service account is not bound to fedbr-manager-dataplane")
 			}
@@ -648,15 +650,63 @@ func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namesp
 	}
 }
 
-// stepBindings are the RoleBindings but the leader election's (checkLeases).
+// stepBindings are the RoleBindings but the leader election's (checkLeases) and the agent's own
+// (checkAgentBindings).
 func stepBindings(objs objects) objects {
 	var out objects
 	for _, obj := range objs.all("RoleBinding") {
-		if !strings.HasSuffix(obj.GetName(), "-leader-election") {
+		kind, _, _ := unstructured.NestedString(obj.Object, "roleRef", "kind")
+		ref, _, _ := unstructured.NestedString(obj.Object, "roleRef", "name")
+		if !strings.HasSuffix(obj.GetName(), "-leader-election") && (kind != "ClusterRole" || !strings.HasPrefix(ref, "fedbr-agent")) {
 			out = append(out, obj)
 		}
 	}
 	return out
+}
+
+// clusterScoped are the resources of ClusterRole fedbr-agent, the agent's rights bound
+// cluster-wide whatever watchNamespaces says.
+var clusterScoped = map[string]bool{"persistentvolumes": true, "nodes": true, "namespaces": true, "tokenreviews": true, "subjectaccessreviews": true}
+
+// checkAgentBindings: ClusterRole fedbr-agent grants only what is cluster-scoped; with
+// watchNamespaces the namespaced rules (fedbr-agent-namespaced) are RoleBindings in exactly
+// those namespaces and fedbr-agent-self one in the release namespace, and nothing binds the
+// namespaced rules cluster-wide; without, one ClusterRoleBinding does.
+func checkAgentBindings(t *testing.T, objs objects, watch ...string) {
+	t.Helper()
+	var role rbacv1.ClusterRole
+	objs.get(t, "ClusterRole", "fedbr-agent", &role)
+	for _, r := range role.Rules {
+		for _, res := range r.Resources {
+			if !clusterScoped[res] {
+				t.Errorf("ClusterRole fedbr-agent grants %v on %s cluster-wide; namespaced rules belong in fedbr-agent-namespaced", r.Verbs, res)
+			}
+		}
+	}
+	if want := len(watch) == 0; bound(t, objs, "fedbr-agent-namespaced", "fedbr-agent", agent.namespace) != want {
+		t.Errorf("fedbr-agent-namespaced bound cluster-wide: %v, want %v (watchNamespaces %v)", !want, want, watch)
+	}
+	got := map[string]string{}
+	for _, obj := range objs.all("RoleBinding") {
+		var b rbacv1.RoleBinding
+		if as(t, obj, &b); b.RoleRef.Kind != "ClusterRole" || !strings.HasPrefix(b.RoleRef.Name, "fedbr-agent") {
+			continue // the leader election's Role (checkLeases), the steps' (checkStepServiceAccounts)
+		}
+		if len(b.Subjects) != 1 || b.Subjects[0].Name != "fedbr-agent" || b.Subjects[0].Namespace != agent.namespace {
+			t.Errorf("RoleBinding %s/%s: %+v %+v", b.Namespace, b.Name, b.RoleRef, b.Subjects)
+		}
+		got[b.Namespace+"/"+b.RoleRef.Name] = b.Name
+	}
+	want := map[string]string{}
+	for _, ns := range watch {
+		want[ns+"/fedbr-agent-namespaced"] = "fedbr-agent"
+	}
+	if len(watch) > 0 {
+		want[agent.namespace+"/fedbr-agent-self"] = "fedbr-agent-self"
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the agent's RoleBindings (namespace/role: name) %v, want %v", got, want)
+	}
 }
 
 // TestConfigManagerIsRestricted: the manager's plain manifest (config/manager, for installs

@@ -60,7 +60,10 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 	installed := time.Now()
 	// The playground's restore lives with its backup in the control plane's tidb, whose prefix
 	// it reads (the agents' default storage policy), and restores into tidb-restored.
-	if err := env.Install(ctx, l, env.InstallOptions{Helm: helm, Log: t.Logf, AllowNamespaces: []string{"tidb=tidb-restored"}}); err != nil {
+	if err := env.Install(ctx, l, env.InstallOptions{Helm: helm, Log: t.Logf, AllowNamespaces: []string{"tidb=tidb-restored"},
+		// The agents' namespaced rights as RoleBindings in the two namespaces the journey uses
+		// only (the agent chart's watchNamespaces), as an operator who lists them installs it.
+		WatchNamespaces: []string{"tidb", "tidb-restored"}}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))

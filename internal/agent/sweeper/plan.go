@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fedbr/fedbr/internal/agent/metrics"
@@ -12,12 +13,17 @@ import (
 )
 
 // Scope is what this agent may sweep: resources whose pending tag names its cluster and, when
-// Namespace is set (the agent's --namespace), that namespace.
+// Namespaces are set (the agent's --namespace), one of them.
 type Scope struct {
 	// Cluster is this Kubernetes cluster's id (the kube-system namespace's uid).
 	Cluster string
-	// Namespace limits the sweep to members of one namespace; empty means all.
-	Namespace string
+	// Namespaces limit the sweep to members of these namespaces; none means all.
+	Namespaces []string
+}
+
+// holds says whether the scope covers namespace ns.
+func (s Scope) holds(ns string) bool {
+	return len(s.Namespaces) == 0 || slices.Contains(s.Namespaces, ns)
 }
 
 // Observed is everything a sweep decides on. The cloud listings come first and the
@@ -153,8 +159,8 @@ func (c candidate) decide(o Observed, members map[string]bool, inUse func() stri
 		return keep("tag %s: %v", c.pendingKey, err)
 	case owner.Cluster != o.Scope.Cluster:
 		return keep("made for another Kubernetes cluster (%s)", owner.Cluster)
-	case o.Scope.Namespace != "" && owner.Namespace != o.Scope.Namespace:
-		return keep("made for namespace %s, outside this agent's %s", owner.Namespace, o.Scope.Namespace)
+	case !o.Scope.holds(owner.Namespace):
+		return keep("made for namespace %s, outside this agent's %s", owner.Namespace, strings.Join(o.Scope.Namespaces, ", "))
 	}
 	id := c.tags[c.idKey]
 	if err := meta.ValidateID(id); err != nil {

@@ -99,7 +99,7 @@ func (s *Sweeper) NeedLeaderElection() bool { return true }
 // counted; the next one runs on time.
 func (s *Sweeper) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, s.Log)
-	s.Log.Info("Starting the orphan sweeper", "interval", s.Interval.String(), "grace", s.Grace.String(), "cluster", s.Scope.Cluster, "namespace", s.Scope.Namespace)
+	s.Log.Info("Starting the orphan sweeper", "interval", s.Interval.String(), "grace", s.Grace.String(), "cluster", s.Scope.Cluster, "namespaces", s.Scope.Namespaces)
 	if s.Pod.Name == "" {
 		s.Log.Info("No $POD_NAMESPACE and $POD_NAME: orphan deletions are logged and counted, not recorded as Events")
 	}
@@ -165,34 +165,37 @@ func (s *Sweeper) observe(ctx context.Context) (Observed, error) {
 	if len(o.Snapshots) == 0 && len(o.Volumes) == 0 {
 		return o, nil
 	}
-	var in []client.ListOption
-	if s.Scope.Namespace != "" {
-		in = append(in, client.InNamespace(s.Scope.Namespace))
+	// One list per namespace of the scope (one list of all when it has none): an agent whose
+	// rights are Roles in its namespaces may not list across them.
+	nss := s.Scope.Namespaces
+	if len(nss) == 0 {
+		nss = []string{metav1.NamespaceAll}
 	}
-	var backups dpv1alpha1.VolumeBackupMemberList
-	if err := s.Reader.List(ctx, &backups, in...); err != nil {
-		return o, fmt.Errorf("list VolumeBackupMembers: %w", err)
-	}
-	o.BackupMembers, o.Referenced = map[string]bool{}, map[string]string{}
-	for i := range backups.Items {
-		m := &backups.Items[i]
-		o.BackupMembers[string(m.UID)] = true
-		ids, err := recordedSnapshots(m)
-		if err != nil {
-			o.ReferencesUnknown = "VolumeBackupMember " + m.Namespace + "/" + m.Name
-			log.FromContext(ctx).Info("Cannot read the snapshots a member records; deleting no snapshot", "member", o.ReferencesUnknown, "error", err.Error())
+	o.BackupMembers, o.Referenced, o.RestoreMembers = map[string]bool{}, map[string]string{}, map[string]bool{}
+	for _, ns := range nss {
+		var backups dpv1alpha1.VolumeBackupMemberList
+		if err := s.Reader.List(ctx, &backups, client.InNamespace(ns)); err != nil {
+			return o, fmt.Errorf("list VolumeBackupMembers: %w", err)
 		}
-		for _, id := range ids {
-			o.Referenced[id] = m.Namespace + "/" + m.Name
+		for i := range backups.Items {
+			m := &backups.Items[i]
+			o.BackupMembers[string(m.UID)] = true
+			ids, err := recordedSnapshots(m)
+			if err != nil {
+				o.ReferencesUnknown = "VolumeBackupMember " + m.Namespace + "/" + m.Name
+				log.FromContext(ctx).Info("Cannot read the snapshots a member records; deleting no snapshot", "member", o.ReferencesUnknown, "error", err.Error())
+			}
+			for _, id := range ids {
+				o.Referenced[id] = m.Namespace + "/" + m.Name
+			}
 		}
-	}
-	var restores dpv1alpha1.VolumeRestoreMemberList
-	if err := s.Reader.List(ctx, &restores, in...); err != nil {
-		return o, fmt.Errorf("list VolumeRestoreMembers: %w", err)
-	}
-	o.RestoreMembers = map[string]bool{}
-	for i := range restores.Items {
-		o.RestoreMembers[string(restores.Items[i].UID)] = true
+		var restores dpv1alpha1.VolumeRestoreMemberList
+		if err := s.Reader.List(ctx, &restores, client.InNamespace(ns)); err != nil {
+			return o, fmt.Errorf("list VolumeRestoreMembers: %w", err)
+		}
+		for i := range restores.Items {
+			o.RestoreMembers[string(restores.Items[i].UID)] = true
+		}
 	}
 	if len(o.Volumes) == 0 {
 		return o, nil

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,7 +53,7 @@ type options struct {
 	kubeconfig      string
 	context         string
 	clusterName     string
-	namespace       string
+	namespaces      []string
 	metrics         metricsauth.Flags
 	probeAddr       string
 	leaderElect     bool
@@ -104,7 +105,8 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.StringVar(&o.env.AWSEndpoint, "aws-endpoint", "", "AWS endpoint override (the lab's AWS double), passed to the steps as --aws-endpoint")
 	f.DurationVar(&o.env.StepExitDelay, "step-exit-delay", job.DefaultStepExitDelay, "how long every step waits after writing its exit marker ("+job.ExitMarker+", an emptyDir) before it exits, so a mesh or log sidecar can finish first (0: none)")
 	f.DurationVar(&o.jobTTL, "job-ttl", job.DefaultTTL, "how long finished step Jobs are kept (ttlSecondsAfterFinished)")
-	f.StringVar(&o.namespace, "namespace", "", "only reconcile members in this namespace (default: all)")
+	f.StringSliceVar(&o.namespaces, "namespace", nil, "only reconcile members in these namespaces, comma-separated or repeated (default: all); "+
+		"the agent then reads and writes namespaced objects only there, so its rights can be Roles in them (the chart's watchNamespaces)")
 	o.metrics.Register(f)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz probes (0 disables them)")
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that several agent replicas run one at a time")
@@ -175,6 +177,11 @@ func (o *options) validate() error {
 	if o.env.StepExitDelay < 0 || o.env.StepExitDelay > time.Minute {
 		errs = append(errs, fmt.Errorf("--step-exit-delay %s: want 0 to 1m", o.env.StepExitDelay))
 	}
+	for _, ns := range o.namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--namespace %q: not a namespace name: %s", ns, strings.Join(msgs, "; ")))
+		}
+	}
 	if o.maxConcurrent < 1 {
 		errs = append(errs, errors.New("--max-concurrent-reconciles must be at least 1"))
 	}
@@ -221,9 +228,9 @@ func (o *options) run(cmd *cobra.Command) error {
 	}
 	out := cmd.OutOrStdout()
 	if o.dryRun {
-		ns := o.namespace
-		if ns == "" {
-			ns = "all namespaces"
+		ns := "all namespaces"
+		if len(o.namespaces) > 0 {
+			ns = "namespaces " + strings.Join(o.namespaces, ", ")
 		}
 		sweep := "orphan sweeper off"
 		if o.sweepInterval > 0 {
@@ -313,8 +320,11 @@ func (o *options) manager(cfg *rest.Config) (ctrl.Manager, error) {
 		&corev1.PersistentVolume{}:      {Label: ours},
 		&corev1.Pod{}:                   {Label: labels.NewSelector().Add(*comp)},
 	}}
-	if o.namespace != "" {
-		copts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	if len(o.namespaces) > 0 {
+		copts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.namespaces {
+			copts.DefaultNamespaces[ns] = cache.Config{}
+		}
 	}
 	leNS := o.leaderElectNS
 	if o.leaderElect && leNS == "" {
@@ -365,7 +375,7 @@ func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
 	}
 	if o.sweepInterval > 0 {
 		s := &sweeper.Sweeper{Cloud: provider, Reader: mgr.GetAPIReader(), Recorder: rec, Metrics: m,
-			Scope:    sweeper.Scope{Cluster: o.env.ClusterID, Namespace: o.namespace},
+			Scope:    sweeper.Scope{Cluster: o.env.ClusterID, Namespaces: o.namespaces},
 			Interval: o.sweepInterval, Grace: o.orphanGrace, Pod: sweeper.PodFromEnv(),
 			Log: mgr.GetLogger().WithName("orphan-sweeper")}
 		if err := mgr.Add(s); err != nil {

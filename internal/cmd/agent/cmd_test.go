@@ -13,11 +13,11 @@ func TestDryRun(t *testing.T) {
 	cmd := NewCmd()
 	var out bytes.Buffer
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--region", "us-west-2", "--aws-endpoint", "http://127.0.0.1:4566", "--namespace", "tidb", "--dry-run"})
+	cmd.SetArgs([]string{"--k8s-cluster-name", "az1", "--image", "fedbr:dev", "--region", "us-west-2", "--aws-endpoint", "http://127.0.0.1:4566", "--namespace", "tidb,tidb-restore", "--dry-run"})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`data plane "az1"`, "in tidb", "Jobs in fedbr:dev", `region "us-west-2", endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s",
+	for _, want := range []string{`data plane "az1"`, "in namespaces tidb, tidb-restore:", "Jobs in fedbr:dev", `region "us-west-2", endpoint "http://127.0.0.1:4566"`, "orphan sweep every 10m0s, grace 1h0m0s",
 		"policy: namespaces: same name; images: fedbr:dev; service accounts: fedbr-br; hostPath refused; privileged warm-up refused; " +
 			"env: TZ, GOMAXPROCS, GOMEMLIMIT, GOGC; volume types: emptyDir, configMap, secret, persistentVolumeClaim; storage: s3://*/{namespace}; upstream backups refused; " +
 			"pod annotations: iam.amazonaws.com/role, eks.amazonaws.com/role-arn; pod labels: none"} {
@@ -82,6 +82,7 @@ func TestRejectsBadFlags(t *testing.T) {
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allow-namespaces", "team-a", "--dry-run"},
 			`--allow-namespaces "team-a": want CONTROL_NAMESPACE=DATA_NAMESPACE[,DATA_NAMESPACE…]`},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-service-accounts", "a/b/c", "--dry-run"}, "want NAME or NAMESPACE/NAME"},
+		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--namespace", "tidb,tidb-*", "--dry-run"}, `--namespace "tidb-*": not a namespace name`},
 		{[]string{"--k8s-cluster-name", "az1", "--image", "x", "--allowed-storage", "s3://bk/tenants/../{namespace}", "--dry-run"},
 			`policy: --allowed-storage "s3://bk/tenants/../{namespace}": the prefix has an empty, "." or ".." segment`},
 	} {

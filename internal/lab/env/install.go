@@ -58,6 +58,10 @@ type InstallOptions struct {
 	// the chart's policy.namespaces); the chart's default policy lets a member act on the
 	// data-plane namespace named like its control-plane namespace.
 	AllowNamespaces []string
+	// WatchNamespaces sets the agent chart's watchNamespaces (--namespace): the agents reconcile
+	// members only there, with their namespaced rights as RoleBindings there. Empty: every
+	// namespace, those rights cluster-wide.
+	WatchNamespaces []string
 	// PrivilegedWarmup sets the agent chart's policy.privilegedWarmup (--allow-privileged-warmup:
 	// warm-ups that read block devices).
 	PrivilegedWarmup bool
@@ -263,6 +267,9 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 		values["managerAccess"].(map[string]any)["subjects"] = []any{
 			map[string]any{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": a.User},
 		}
+	}
+	if len(in.o.WatchNamespaces) > 0 {
+		values["watchNamespaces"] = in.o.WatchNamespaces
 	}
 	policy := map[string]any{}
 	if len(in.o.AllowNamespaces) > 0 {
