@@ -92,7 +92,8 @@ func PlanFSR(cands []FSRCandidate, quota int, enabled []string) FSRPlan {
 // the snapshots that go without FSR (planned so, or refused by AWS at run time, e.g. because
 // another user of the account took the quota meanwhile) in the status and the result. It
 // returns the snapshots enabled, which must come out fast-restored; the returned func disables
-// FSR again.
+// FSR again, only where this restore turned it on: a snapshot-AZ pair whose FSR was on before
+// (another restore's, an operator's) stays as it was.
 func (r *restorer) enableFSR(ctx context.Context, plans []plan) (map[string]bool, func(), error) {
 	var cands []FSRCandidate
 	azOf := map[string]string{}
@@ -107,8 +108,15 @@ func (r *restorer) enableFSR(ctx context.Context, plans []plan) (map[string]bool
 		return nil, func() {}, fmt.Errorf("read the region's fast snapshot restores: %w", err)
 	}
 	var inUse []string
+	// Snapshot-AZ pairs FSR was on for before this restore asked: another user's (another
+	// restore, an operator), which this restore uses but never disables.
+	theirs := map[string]bool{}
 	for _, s := range states {
-		if s.State != "disabling" && s.State != "disabled" && !slices.Contains(inUse, s.SnapshotID) {
+		if s.State == "disabling" || s.State == "disabled" {
+			continue
+		}
+		theirs[s.SnapshotID+"@"+s.AZ] = true
+		if !slices.Contains(inUse, s.SnapshotID) {
 			inUse = append(inUse, s.SnapshotID)
 		}
 	}
@@ -126,7 +134,14 @@ func (r *restorer) enableFSR(ctx context.Context, plans []plan) (map[string]bool
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.o.CleanupTimeout)
 		defer cancel()
 		for _, az := range asked {
-			if err := r.c.DisableFSR(cctx, az, byAZ[az]); err != nil {
+			mine := slices.DeleteFunc(slices.Clone(byAZ[az]), func(id string) bool { return theirs[id+"@"+az] })
+			if kept := len(byAZ[az]) - len(mine); kept > 0 {
+				r.logf("Leaving FSR of %d snapshots in %s enabled: it was on before this restore asked", kept, az)
+			}
+			if len(mine) == 0 {
+				continue
+			}
+			if err := r.c.DisableFSR(cctx, az, mine); err != nil {
 				r.logf("Disabling FSR in %s failed (credits keep being billed until it is disabled): %v", az, err)
 			}
 		}

@@ -129,3 +129,40 @@ func TestRestoreWithFSRBeyondQuota(t *testing.T) {
 		})
 	}
 }
+
+// TestFSREnabledByOthersStaysEnabled: a snapshot of the restore whose fast snapshot restore
+// another user of the account had turned on in the target AZ before the restore is used, and
+// keeps it afterwards; the restore disables only what it enabled itself.
+func TestFSREnabledByOthersStaysEnabled(t *testing.T) {
+	ctx := testContext(t)
+	l := newLabSized(t, awsdouble.Options{TimeFactor: 3600}, []int32{30, 10})
+	theirs, ours := l.rec.TiKV.Stores[0].Volumes[0].SnapshotID, l.rec.TiKV.Stores[1].Volumes[0].SnapshotID
+	if _, refused, err := l.p.EnableFSR(ctx, "us-west-2b", []string{theirs}); err != nil || len(refused) > 0 {
+		t.Fatalf("another user's FSR: refused %v, %v", refused, err)
+	}
+	res, err := restorevolumes.Run(ctx, l.p, &fakePD{}, l.store, restorevolumes.Options{RestoreID: "r1", TargetAZ: "us-west-2b", FSR: true})
+	if err != nil {
+		t.Fatalf("restore with FSR: %v", err)
+	}
+	for _, v := range res.Volumes {
+		if v.Type == meta.DataDirType && !v.FastRestored {
+			t.Errorf("data volume of %s not fast-restored", v.SnapshotID)
+		}
+	}
+	states, err := l.p.DescribeFSR(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := map[string]string{}
+	for _, s := range states {
+		if s.AZ == "us-west-2b" {
+			on[s.SnapshotID] = s.State
+		}
+	}
+	if st := on[theirs]; st == "" || st == "disabling" || st == "disabled" {
+		t.Errorf("FSR of %s, which another user had enabled before the restore, is %q after it; want it left on", theirs, st)
+	}
+	if st := on[ours]; st != "" && st != "disabling" && st != "disabled" {
+		t.Errorf("FSR of %s, which the restore enabled, is %q after it; want it disabled", ours, st)
+	}
+}
