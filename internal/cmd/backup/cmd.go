@@ -2,13 +2,16 @@
 package backup
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/cmd/restore"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -23,9 +26,11 @@ func NewCmd() *cobra.Command {
 }
 
 type manifestsOptions struct {
-	session session.Flags
-	kinds   []string
-	list    bool
+	session    session.Flags
+	kinds      []string
+	list       bool
+	forRestore string
+	tcName     string
 }
 
 func newManifestsCmd() *cobra.Command {
@@ -43,6 +48,12 @@ The manifests read are those the backupmeta lists (fedbr.manifests); a storage w
 backupmeta, or whose backupmeta lists none (an older fedbr, or a backup that failed before
 recording its snapshots), is listed under manifests/ instead.
 
+--for-restore NAMESPACE prints instead the TidbClusters as a restore into NAMESPACE needs them
+(fedbr restore create --with-tidbclusters makes and sends them itself): in NAMESPACE, named
+--tc (default: the saved name), with spec.recoveryMode true, spec.cluster moved into NAMESPACE
+(and renamed with --tc), and without the source's status, uid, resourceVersion, managedFields,
+owners, finalizers and last-applied annotation.
+
 --storage is a member's backup path (status.backupPath of its VolumeBackupMember, or the
 VolumeBackup's storage prefix and the data plane's name). Every manifest is checked as it is
 read: a storage holding a malformed or oversized one, or a backupmeta whose list is malformed,
@@ -54,12 +65,20 @@ fails with "invalid metadata".`,
 	o.session.Register(f)
 	f.StringSliceVar(&o.kinds, "kind", nil, "print only these kinds (e.g. TidbCluster,TidbMonitor)")
 	f.BoolVar(&o.list, "list", false, "print the manifests' keys, one a line, instead of their content")
+	f.StringVar(&o.forRestore, "for-restore", "", "print the TidbClusters ready for a restore into this data-plane namespace (recovery mode, no source status or server fields)")
+	f.StringVar(&o.tcName, "tc", "", "with --for-restore: the restored TidbClusters' name (default: the saved name)")
 	return cmd
 }
 
 func (o *manifestsOptions) run(cmd *cobra.Command) error {
 	if err := o.session.Validate(); err != nil {
 		return err
+	}
+	if o.forRestore == "" && o.tcName != "" {
+		return errors.New("--tc goes with --for-restore")
+	}
+	if o.forRestore != "" && (o.list || len(o.kinds) > 0) {
+		return errors.New("--for-restore prints the TidbClusters only: it takes neither --list nor --kind")
 	}
 	ctx := cmd.Context()
 	store, err := o.session.Store(ctx)
@@ -69,6 +88,9 @@ func (o *manifestsOptions) run(cmd *cobra.Command) error {
 	ms, err := store.Manifests(ctx)
 	if err != nil {
 		return err
+	}
+	if o.forRestore != "" {
+		o.kinds = []string{restore.TidbClusterKind}
 	}
 	if len(o.kinds) > 0 {
 		ms = slices.DeleteFunc(ms, func(m meta.Manifest) bool { return !slices.Contains(o.kinds, m.Kind) })
@@ -90,6 +112,17 @@ func (o *manifestsOptions) run(cmd *cobra.Command) error {
 			}
 		}
 		body := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(m.YAML)), "---"))
+		if o.forRestore != "" {
+			u, err := restore.ForRestore(m, o.forRestore, o.tcName)
+			if err != nil {
+				return err
+			}
+			b, err := yaml.Marshal(u.Object)
+			if err != nil {
+				return err
+			}
+			body = strings.TrimSpace(string(b))
+		}
 		if _, err := fmt.Fprintf(out, "# %s\n%s\n", m.Key, body); err != nil {
 			return err
 		}

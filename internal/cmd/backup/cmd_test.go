@@ -75,3 +75,32 @@ func TestManifestsPrintsTheSavedObjects(t *testing.T) {
 		t.Errorf("recorded list: %q, %v; want the one key recorded", out, err)
 	}
 }
+
+// TestManifestsForRestore: --for-restore prints only the TidbClusters, each as a restore into
+// that namespace needs it (recovery mode, the namespace, no status or server fields; --tc
+// renames); the flags that do not go together are refused.
+func TestManifestsForRestore(t *testing.T) {
+	dir := t.TempDir()
+	d, err := blob.NewDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := meta.NewStore(d, nil)
+	ctx := context.Background()
+	if _, err := s.PutManifest(ctx, "tidb", "TidbMonitor", "mon", []byte("apiVersion: pingcap.com/v1alpha1\nkind: TidbMonitor\nmetadata:\n  name: mon\n  namespace: tidb\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutManifest(ctx, "tidb", "TidbCluster", "basic", []byte("apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata:\n  name: basic\n  namespace: tidb\n  uid: u1\n  resourceVersion: \"9\"\nspec:\n  tikv:\n    replicas: 3\nstatus:\n  tikv: {}\n")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "--storage", dir, "--for-restore", "tidb-restore", "--tc", "restored")
+	want := "# manifests/tidb/TidbCluster/basic.yaml\napiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata:\n  name: restored\n  namespace: tidb-restore\nspec:\n  recoveryMode: true\n  tikv:\n    replicas: 3\n"
+	if err != nil || out != want {
+		t.Errorf("--for-restore: %q, %v; want %q", out, err, want)
+	}
+	for _, args := range [][]string{{"--tc", "x"}, {"--for-restore", "tidb-restore", "--list"}, {"--for-restore", "tidb-restore", "--kind", "TidbMonitor"}, {"--for-restore", "Bad_NS"}} {
+		if _, err := run(t, append([]string{"--storage", dir}, args...)...); err == nil {
+			t.Errorf("%v: accepted", args)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,11 +19,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/cmd/describe"
+	"github.com/fedbr/fedbr/internal/plane"
 )
 
 // NewCmd returns `fedbr restore` with its subcommands.
@@ -116,6 +121,12 @@ type createOptions struct {
 	backup string
 	dryRun bool
 	output string
+	// withTCs makes the TidbClusters too, from the manifests the backup saved, read from its
+	// storage with this machine's AWS identity (region, endpoint) and created in each plane
+	// through planesKubeconfig.
+	withTCs          bool
+	planesKubeconfig string
+	region, endpoint string
 }
 
 func newCreateCmd() *cobra.Command {
@@ -128,11 +139,20 @@ func newCreateCmd() *cobra.Command {
 namespace of the control plane (-n), named NAME (default: the backup's name). It has one cluster
 per data plane of the backup, each restoring from the storage prefix that plane's member wrote,
 into the TidbCluster of the same name (or --tc) in namespace --into of that plane. Those
-TidbClusters must exist in recovery mode before the restore can go on (docs/operations.md);
-fedbr backup manifests prints the ones the backup saved.
+TidbClusters must exist in recovery mode before the restore can go on (docs/operations.md).
 
--o yaml|json prints the VolumeRestore instead of creating it; --dry-run has the API server check
-it (admission included) without creating it.`,
+--with-tidbclusters makes them too: from each plane's storage it reads the TidbCluster the backup
+saved (with this machine's AWS credentials from the environment; --region, --aws-endpoint), turns
+it into the one the restore needs (in --into, named --tc or as saved, spec.recoveryMode true,
+spec.cluster moved along, without the source's status and server fields: fedbr backup manifests
+--for-restore prints the same), and creates it in that plane through --planes-kubeconfig, whose
+contexts are named as the data planes and may create TidbClusters in --into (your identity, not
+the manager's, which may not). An existing TidbCluster of that name is never changed: the command
+stops before the VolumeRestore. Then it creates the VolumeRestore.
+
+-o yaml|json prints the VolumeRestore (-o yaml with --with-tidbclusters: every TidbCluster too,
+each after a "# data plane NAME" line) instead of creating anything; --dry-run has the API servers
+check them (admission included) without creating them.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -151,6 +171,10 @@ it (admission included) without creating it.`,
 	f.StringVar(&strategy, "warmup-strategy", "", "template.warmupStrategy: fio, hybrid, fsr, check-wal-only or fs (default hybrid when --warmup is set)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "have the API server check the VolumeRestore without creating it")
 	f.StringVarP(&o.output, "output", "o", "", "yaml or json: print the VolumeRestore instead of creating it")
+	f.BoolVar(&o.withTCs, "with-tidbclusters", false, "also create each plane's TidbCluster in recovery mode from the manifests the backup saved")
+	f.StringVar(&o.planesKubeconfig, "planes-kubeconfig", "", "with --with-tidbclusters: kubeconfig with one context per data plane, named as its k8sClusterName, that may create TidbClusters in --into")
+	f.StringVar(&o.region, "region", "", "with --with-tidbclusters: the S3 region when the backup's storage names none (default: from the AWS environment)")
+	f.StringVar(&o.endpoint, "aws-endpoint", "", "with --with-tidbclusters: an S3 endpoint override (the lab's AWS double)")
 	return cmd
 }
 
@@ -178,12 +202,42 @@ func (o *createOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var tcs []planeTC
+	if o.withTCs {
+		if o.output == "json" {
+			return errors.New("--with-tidbclusters prints one YAML document per object, each TidbCluster after a comment naming its plane: use -o yaml")
+		}
+		if o.output == "" && o.planesKubeconfig == "" {
+			return errors.New("--with-tidbclusters creates the TidbClusters through --planes-kubeconfig (contexts named as the data planes, allowed to create TidbClusters in --into); give it, or -o yaml to print them")
+		}
+		if tcs, err = o.tidbClusters(ctx, &b, r); err != nil {
+			return err
+		}
+	} else if o.planesKubeconfig != "" || o.region != "" || o.endpoint != "" {
+		return errors.New("--planes-kubeconfig, --region and --aws-endpoint go with --with-tidbclusters")
+	}
 	if o.output != "" {
-		return printRestore(w, r, o.output)
+		if err := printObject(w, r, o.output); err != nil {
+			return err
+		}
+		for _, tc := range tcs {
+			if _, err := fmt.Fprintf(w, "---\n# data plane %s\n", tc.plane); err != nil {
+				return err
+			}
+			if err := printObject(w, tc.obj, o.output); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	var opts []client.CreateOption
 	if o.dryRun {
 		opts = append(opts, client.DryRunAll)
+	}
+	if len(tcs) > 0 {
+		if err := o.createTidbClusters(ctx, w, tcs, opts); err != nil {
+			return err
+		}
 	}
 	if err := c.Create(ctx, r, opts...); err != nil {
 		return fmt.Errorf("create VolumeRestore %s/%s: %w", r.Namespace, r.Name, err)
@@ -197,10 +251,10 @@ func (o *createOptions) run(ctx context.Context, w io.Writer) error {
 	return err
 }
 
-// printRestore writes r as yaml or json, as an SRE would write it: without the empty status and
+// printObject writes o as yaml or json, as an SRE would write it: without the empty status and
 // creation time an unsent object has.
-func printRestore(w io.Writer, r *fedv1alpha1.VolumeRestore, format string) error {
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(r)
+func printObject(w io.Writer, o runtime.Object, format string) error {
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
 		return err
 	}
@@ -218,4 +272,95 @@ func printRestore(w io.Writer, r *fedv1alpha1.VolumeRestore, format string) erro
 	}
 	_, err = w.Write(out)
 	return err
+}
+
+// planeTC is the TidbCluster a restore needs in one data plane.
+type planeTC struct {
+	plane string
+	obj   *unstructured.Unstructured
+}
+
+// tidbClusters reads, for each cluster of r, the TidbCluster the backup saved in that plane's
+// storage and turns it into the one r restores into (ForRestore).
+func (o *createOptions) tidbClusters(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) ([]planeTC, error) {
+	var out []planeTC
+	for i, c := range b.Spec.Clusters {
+		st, err := job.StorageFor(b.Spec.Template.MemberStorage(c.K8sClusterName))
+		if err != nil {
+			return nil, fmt.Errorf("data plane %s: %w", c.K8sClusterName, err)
+		}
+		if !strings.HasPrefix(st.Flag, "s3://") {
+			return nil, fmt.Errorf("data plane %s: --with-tidbclusters reads the saved manifests from S3; this backup's storage is in the plane's pods (print them there with fedbr backup manifests --for-restore)", c.K8sClusterName)
+		}
+		sess := session.Flags{Storage: st.Flag, Region: o.region, Endpoint: o.endpoint}
+		store, err := sess.Store(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("data plane %s: open %s: %w", c.K8sClusterName, st.Flag, err)
+		}
+		ms, err := store.Manifests(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("data plane %s: read the manifests in %s: %w", c.K8sClusterName, st.Flag, err)
+		}
+		m, err := SavedTidbCluster(ms, c.TCNamespace, c.TCName)
+		if err != nil {
+			return nil, fmt.Errorf("data plane %s (%s): %w", c.K8sClusterName, st.Flag, err)
+		}
+		u, err := ForRestore(m, r.Spec.Clusters[i].TCNamespace, r.Spec.Clusters[i].TCName)
+		if err != nil {
+			return nil, fmt.Errorf("data plane %s: %w", c.K8sClusterName, err)
+		}
+		out = append(out, planeTC{plane: c.K8sClusterName, obj: u})
+	}
+	return out, nil
+}
+
+// ErrTidbClusterExists: --with-tidbclusters never changes a TidbCluster that is there already.
+var ErrTidbClusterExists = errors.New("a TidbCluster of that name exists already: fedbr changes no existing TidbCluster (delete it, or restore with --tc another name)")
+
+// createTidbClusters creates each plane's TidbCluster through the context of --planes-kubeconfig
+// named as the plane, built as the manager builds its planes (no credential plugin is run). It
+// first checks in every plane that none exists, so that a refused one leaves nothing created.
+func (o *createOptions) createTidbClusters(ctx context.Context, w io.Writer, tcs []planeTC, opts []client.CreateOption) error {
+	raw, err := clientcmd.LoadFromFile(o.planesKubeconfig)
+	if err != nil {
+		return fmt.Errorf("--planes-kubeconfig: %w", err)
+	}
+	clients := map[string]client.Client{}
+	for _, tc := range tcs {
+		if raw.Contexts[tc.plane] == nil {
+			return fmt.Errorf("--planes-kubeconfig %s has no context %q (one per data plane, named as its k8sClusterName)", o.planesKubeconfig, tc.plane)
+		}
+		rc, err := plane.Config(raw, tc.plane, "restore-create")
+		if err != nil {
+			return fmt.Errorf("data plane %s: %w", tc.plane, err)
+		}
+		rc.Timeout = o.conn.Timeout
+		cl, err := client.New(rc, client.Options{})
+		if err != nil {
+			return fmt.Errorf("data plane %s: %w", tc.plane, err)
+		}
+		clients[tc.plane] = cl
+		existing := &unstructured.Unstructured{}
+		existing.SetGroupVersionKind(tc.obj.GroupVersionKind())
+		err = cl.Get(ctx, client.ObjectKeyFromObject(tc.obj), existing)
+		switch {
+		case err == nil:
+			return fmt.Errorf("data plane %s: TidbCluster %s/%s: %w", tc.plane, tc.obj.GetNamespace(), tc.obj.GetName(), ErrTidbClusterExists)
+		case !apierrors.IsNotFound(err):
+			return fmt.Errorf("data plane %s: read TidbCluster %s/%s: %w", tc.plane, tc.obj.GetNamespace(), tc.obj.GetName(), err)
+		}
+	}
+	for _, tc := range tcs {
+		if err := clients[tc.plane].Create(ctx, tc.obj.DeepCopy(), opts...); err != nil {
+			return fmt.Errorf("data plane %s: create TidbCluster %s/%s: %w", tc.plane, tc.obj.GetNamespace(), tc.obj.GetName(), err)
+		}
+		verb := "created"
+		if o.dryRun {
+			verb = "checked (--dry-run), not created"
+		}
+		if _, err := fmt.Fprintf(w, "data plane %s: TidbCluster %s/%s in recovery mode %s\n", tc.plane, tc.obj.GetNamespace(), tc.obj.GetName(), verb); err != nil {
+			return err
+		}
+	}
+	return nil
 }

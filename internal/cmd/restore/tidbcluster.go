@@ -1,0 +1,113 @@
+package restore
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fedbr/fedbr/internal/meta"
+)
+
+// TidbClusterKind is the kind of the manifest a restore needs in every data plane.
+const TidbClusterKind = "TidbCluster"
+
+// lastApplied is kubectl's annotation holding a whole earlier manifest: a restored copy must not
+// carry the source's, which a later kubectl apply would diff against.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// keptMetadata are the metadata fields a restored TidbCluster keeps of the saved one; the rest
+// (uid, resourceVersion, generation, creationTimestamp, managedFields, ownerReferences,
+// finalizers, deletion marks) belonged to the source object.
+var keptMetadata = []string{"name", "namespace", "labels", "annotations"}
+
+// SavedTidbCluster is the TidbCluster namespace/name among the manifests a backup saved.
+func SavedTidbCluster(ms []meta.Manifest, namespace, name string) (meta.Manifest, error) {
+	for _, m := range ms {
+		if m.Kind == TidbClusterKind && m.Namespace == namespace && m.Name == name {
+			return m, nil
+		}
+	}
+	var have []string
+	for _, m := range ms {
+		if m.Kind == TidbClusterKind {
+			have = append(have, m.Namespace+"/"+m.Name)
+		}
+	}
+	return meta.Manifest{}, fmt.Errorf("the backup saved no TidbCluster %s/%s (it saved %v)", namespace, name, have)
+}
+
+// ForRestore is the TidbCluster a restore of m needs in its data plane: the saved spec, named
+// name ("": the saved name) in namespace into, in recovery mode (spec.recoveryMode: true, which
+// the restore's last step clears), without the source object's status and server-set
+// metadata; spec.cluster, the TidbCluster it joins across Kubernetes clusters, is moved into
+// into too (and renamed to name when one is given), so the restored clusters join each other,
+// not the source. A manifest that is not a TidbCluster with TiKV is refused.
+func ForRestore(m meta.Manifest, into, name string) (*unstructured.Unstructured, error) {
+	if msgs := validation.IsDNS1123Label(into); len(msgs) > 0 {
+		return nil, fmt.Errorf("namespace %q: %s", into, strings.Join(msgs, "; "))
+	}
+	if name != "" {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			return nil, fmt.Errorf("TidbCluster name %q: %s", name, strings.Join(msgs, "; "))
+		}
+	}
+	var obj map[string]any
+	if err := yaml.Unmarshal(m.YAML, &obj); err != nil {
+		return nil, fmt.Errorf("%s: %w", m.Key, err)
+	}
+	u := &unstructured.Unstructured{Object: obj}
+	if u.GetKind() != TidbClusterKind || !strings.HasPrefix(u.GetAPIVersion(), "pingcap.com/") {
+		return nil, fmt.Errorf("%s: %s %s, want a pingcap.com TidbCluster", m.Key, u.GetAPIVersion(), u.GetKind())
+	}
+	if tikv, ok, _ := unstructured.NestedMap(obj, "spec", "tikv"); !ok || tikv == nil {
+		return nil, fmt.Errorf("%s: the saved TidbCluster has no spec.tikv: there is nothing to restore into", m.Key)
+	}
+	renamed := name != ""
+	if !renamed {
+		name = u.GetName()
+	}
+	md, _, _ := unstructured.NestedMap(obj, "metadata")
+	for k := range md {
+		if !slices.Contains(keptMetadata, k) {
+			delete(md, k)
+		}
+	}
+	obj["metadata"] = md
+	u.SetName(name)
+	u.SetNamespace(into)
+	if a := u.GetAnnotations(); a != nil {
+		delete(a, lastApplied)
+		u.SetAnnotations(a)
+		if len(a) == 0 {
+			unstructured.RemoveNestedField(obj, "metadata", "annotations")
+		}
+	}
+	delete(obj, "status")
+	if err := unstructured.SetNestedField(obj, true, "spec", "recoveryMode"); err != nil {
+		return nil, err
+	}
+	if ref, ok, err := unstructured.NestedMap(obj, "spec", "cluster"); err != nil {
+		return nil, fmt.Errorf("%s: spec.cluster: %w", m.Key, err)
+	} else if ok && ref != nil {
+		if n, _ := ref["name"].(string); n == "" {
+			return nil, errors.New(m.Key + ": spec.cluster has no name")
+		}
+		if _, named := ref["namespace"]; named {
+			ref["namespace"] = into
+		}
+		if renamed {
+			// Every restored TidbCluster has the one name the restore gives them, so the one
+			// joined has it too; with the saved names, the joined one keeps its own.
+			ref["name"] = name
+		}
+		if err := unstructured.SetNestedMap(obj, ref, "spec", "cluster"); err != nil {
+			return nil, err
+		}
+	}
+	return u, nil
+}
