@@ -131,6 +131,7 @@ func TestLab(t *testing.T) {
 	t.Run("StatefulSet", func(t *testing.T) { testStatefulSet(t, ctx, w) })
 	t.Run("TiDB", func(t *testing.T) { testTiDB(t, ctx, w) })
 	t.Run("Install", func(t *testing.T) { testInstall(t, ctx, l, binDir) })
+	t.Run("RBACUsed", func(t *testing.T) { testRBACUsed(t, l) })
 
 	start = time.Now()
 	if err := env.Down(ctx, dir, 10*time.Second); err != nil {

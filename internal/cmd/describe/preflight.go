@@ -27,9 +27,7 @@ import (
 // this by a test). preflight asks each plane whether the planes kubeconfig's identity may.
 var ManagerDataPlaneRules = []rbacv1.PolicyRule{
 	{APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers", "volumerestoremembers"},
-		Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
-	{APIGroups: []string{dpv1alpha1.GroupVersion.Group}, Resources: []string{"volumebackupmembers/status", "volumerestoremembers/status"},
-		Verbs: []string{"get"}},
+		Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 }
 
 // MinKubernetesMinor is the oldest Kubernetes 1.x the charts work on: ValidatingAdmissionPolicy

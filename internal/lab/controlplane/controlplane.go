@@ -232,6 +232,12 @@ func startCluster(ctx context.Context, o Options, dir, name string) (Cluster, er
 		// patch applied again to the stored object shows as a step repeated), and nothing
 		// else is added.
 		"--vmodule=trace=2",
+		// What fedbr's components ask of the cluster and what RBAC refuses them (audit.go).
+		"--audit-policy-file=" + filepath.Join(dir, "audit-policy.yaml"), "--audit-log-path=" + AuditLogPath(dir),
+		"--audit-log-format=json", "--audit-log-mode=blocking",
+	}
+	if err := os.WriteFile(filepath.Join(dir, "audit-policy.yaml"), []byte(auditPolicy), 0o600); err != nil {
+		return c, err
 	}
 	if err := start(APIServer, apiPort, append(apiArgs, o.APIServerArgs[name]...)...); err != nil {
 		return c, err

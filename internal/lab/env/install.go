@@ -222,7 +222,10 @@ func (in *installer) controlNode(ctx context.Context) func() error {
 }
 
 // namespaces creates fedbr-system in every cluster, enforcing the restricted Pod Security
-// Standard.
+// Standard, and in the data planes each of WatchNamespaces that is missing, as an operator
+// who lists them creates them first (the agent chart binds its rights in them; Helm cannot
+// create a RoleBinding in a namespace that does not exist). An existing one is left as it is;
+// a new one enforces restricted until `lab tidb` sets its own level.
 func (in *installer) namespaces(ctx context.Context) func() error {
 	return func() error {
 		var fns []func() error
@@ -238,6 +241,15 @@ func (in *installer) namespaces(ctx context.Context) func() error {
 				}
 				if err := EnsureNamespace(ctx, c, InstallNamespace, "restricted"); err != nil {
 					return fmt.Errorf("%s: %w", cluster, err)
+				}
+				if cluster == in.l.Control {
+					return nil
+				}
+				for _, ns := range in.o.WatchNamespaces {
+					n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{PodSecurityEnforce: "restricted"}}}
+					if err := c.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
+						return fmt.Errorf("%s: namespace %s: %w", cluster, ns, err)
+					}
 				}
 				return nil
 			})
