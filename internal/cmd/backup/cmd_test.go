@@ -21,11 +21,10 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// TestManifestsPrintsTheSavedObjects: the TidbCluster first, then the objects that reference
-// it, as one YAML stream; --kind narrows, --list prints keys; a malformed manifest in the
-// storage fails with "invalid metadata"; once the backupmeta lists its manifests
-// (fedbr.manifests), only those are read.
-func TestManifestsPrintsTheSavedObjects(t *testing.T) {
+// saved is a backup's storage in a temporary directory holding a TidbMonitor mon and the
+// TidbCluster basic of namespace tidb as tc says it.
+func saved(t *testing.T, tc string) (string, blob.Store) {
+	t.Helper()
 	dir := t.TempDir()
 	d, err := blob.NewDir(dir)
 	if err != nil {
@@ -36,9 +35,19 @@ func TestManifestsPrintsTheSavedObjects(t *testing.T) {
 	if _, err := s.PutManifest(ctx, "tidb", "TidbMonitor", "mon", []byte("apiVersion: pingcap.com/v1alpha1\nkind: TidbMonitor\nmetadata:\n  name: mon\n  namespace: tidb\n")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PutManifest(ctx, "tidb", "TidbCluster", "basic", []byte(`{"apiVersion":"pingcap.com/v1alpha1","kind":"TidbCluster","metadata":{"name":"basic","namespace":"tidb"}}`)); err != nil {
+	if _, err := s.PutManifest(ctx, "tidb", "TidbCluster", "basic", []byte(tc)); err != nil {
 		t.Fatal(err)
 	}
+	return dir, d
+}
+
+// TestManifestsPrintsTheSavedObjects: the TidbCluster first, then the objects that reference
+// it, as one YAML stream; --kind narrows, --list prints keys; a malformed manifest in the
+// storage fails with "invalid metadata"; once the backupmeta lists its manifests
+// (fedbr.manifests), only those are read.
+func TestManifestsPrintsTheSavedObjects(t *testing.T) {
+	ctx := context.Background()
+	dir, d := saved(t, `{"apiVersion":"pingcap.com/v1alpha1","kind":"TidbCluster","metadata":{"name":"basic","namespace":"tidb"}}`)
 	out, err := run(t, "--storage", dir)
 	want := "# manifests/tidb/TidbCluster/basic.yaml\n" + `{"apiVersion":"pingcap.com/v1alpha1","kind":"TidbCluster","metadata":{"name":"basic","namespace":"tidb"}}` +
 		"\n---\n# manifests/tidb/TidbMonitor/mon.yaml\napiVersion: pingcap.com/v1alpha1\nkind: TidbMonitor\nmetadata:\n  name: mon\n  namespace: tidb\n"
@@ -80,19 +89,7 @@ func TestManifestsPrintsTheSavedObjects(t *testing.T) {
 // that namespace needs it (recovery mode, the namespace, no status or server fields; --tc
 // renames); the flags that do not go together are refused.
 func TestManifestsForRestore(t *testing.T) {
-	dir := t.TempDir()
-	d, err := blob.NewDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := meta.NewStore(d, nil)
-	ctx := context.Background()
-	if _, err := s.PutManifest(ctx, "tidb", "TidbMonitor", "mon", []byte("apiVersion: pingcap.com/v1alpha1\nkind: TidbMonitor\nmetadata:\n  name: mon\n  namespace: tidb\n")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.PutManifest(ctx, "tidb", "TidbCluster", "basic", []byte("apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata:\n  name: basic\n  namespace: tidb\n  uid: u1\n  resourceVersion: \"9\"\nspec:\n  tikv:\n    replicas: 3\nstatus:\n  tikv: {}\n")); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := saved(t, "apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata:\n  name: basic\n  namespace: tidb\n  uid: u1\n  resourceVersion: \"9\"\nspec:\n  tikv:\n    replicas: 3\nstatus:\n  tikv: {}\n")
 	out, err := run(t, "--storage", dir, "--for-restore", "tidb-restore", "--tc", "restored")
 	want := "# manifests/tidb/TidbCluster/basic.yaml\napiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata:\n  name: restored\n  namespace: tidb-restore\nspec:\n  recoveryMode: true\n  tikv:\n    replicas: 3\n"
 	if err != nil || out != want {
