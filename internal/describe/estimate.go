@@ -5,6 +5,7 @@ import (
 	"time"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/br/report"
 )
 
 // Observation is the percent a step reported, as read at At.
@@ -104,9 +105,9 @@ func snapshotProgress(s dpv1alpha1.StepReport, obs []Observation) string {
 		return ""
 	}
 	out := fmt.Sprintf("%d/%d snapshots completed, %.1f%%", s.Done, s.Total, s.Percent)
-	// "Waiting" is the snapshot step's phase while its snapshots progress (package
+	// Waiting is the snapshot step's phase while its snapshots progress (package
 	// internal/br/snapshot); before it no percent is reported, after it there is nothing left.
-	if s.Phase != "Waiting" {
+	if s.Phase != report.PhaseWaiting {
 		return out
 	}
 	if e := Estimate(obs); e != "" {

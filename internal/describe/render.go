@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/br/report"
 )
 
 // Render writes v for people; now dates the ages and the progress estimates.
@@ -147,7 +148,7 @@ func (p *printer) step(s dpv1alpha1.StepReport, obs []Observation) string {
 // agent fails it once that reaches stallTimeout.
 func Progress(s dpv1alpha1.StepReport, obs []Observation, now time.Time) string {
 	out := progress(s, obs, now)
-	if out == "" || s.ProgressAt == nil || s.Phase == "Completed" || s.Phase == "Failed" {
+	if out == "" || s.ProgressAt == nil || s.Phase == report.PhaseCompleted || s.Phase == report.PhaseFailed {
 		return out
 	}
 	if still := now.Sub(s.ProgressAt.Time); still >= time.Minute {
@@ -185,7 +186,7 @@ func progress(s dpv1alpha1.StepReport, obs []Observation, now time.Time) string 
 		out = fmt.Sprintf("%d/%d %s", done, total, unit)
 	}
 	out += fmt.Sprintf(" (%d%%)", done*100/total)
-	if s.Phase == "Completed" || s.Phase == "Failed" || done <= 0 || done >= total || s.Since == nil {
+	if s.Phase == report.PhaseCompleted || s.Phase == report.PhaseFailed || done <= 0 || done >= total || s.Since == nil {
 		return out
 	}
 	elapsed := now.Sub(s.Since.Time)

@@ -6,23 +6,24 @@ import (
 	"strconv"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/br/report"
 )
 
 // Phases the steps report.
 const (
-	PhaseStarting   = "Starting"
-	PhaseGCPaused   = "GCPaused"
-	PhaseReady      = "Ready"
-	PhaseStopping   = "Stopping"
-	PhaseStopped    = "Stopped"
-	PhaseFailed     = dpv1alpha1.StepPhaseFailed
-	PhaseChecking   = "Checking"
-	PhaseStarted    = "Started"
-	PhaseWaiting    = "Waiting"
-	PhaseCompleted  = "Completed"
-	PhaseCleaningUp = "CleaningUp"
-	PhaseLifting    = "Lifting"
-	PhaseLifted     = "Lifted"
+	PhaseStarting   = report.PhaseStarting
+	PhaseGCPaused   = report.PhaseGCPaused
+	PhaseReady      = report.PhaseReady
+	PhaseStopping   = report.PhaseStopping
+	PhaseStopped    = report.PhaseStopped
+	PhaseFailed     = report.PhaseFailed
+	PhaseChecking   = report.PhaseChecking
+	PhaseStarted    = report.PhaseStarted
+	PhaseWaiting    = report.PhaseWaiting
+	PhaseCompleted  = report.PhaseCompleted
+	PhaseCleaningUp = report.PhaseCleaningUp
+	PhaseLifting    = report.PhaseLifting
+	PhaseLifted     = report.PhaseLifted
 )
 
 // Report is what a member's steps reported of themselves (its status.steps): each step's

@@ -17,6 +17,7 @@ import (
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/warmup"
@@ -192,7 +193,7 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 }
 
 // warmupPhaseReading is `fedbr warmup`'s phase while it reads (internal/cmd/warmup).
-const warmupPhaseReading = "Reading"
+const warmupPhaseReading = report.PhaseReading
 
 // warmupStalled fails the member (ProgressStalled) when the running warm-up Job name, which
 // TiKV waits for, has read nothing for stallTimeout: since its progressAt, or, from a Job that

@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -148,18 +149,18 @@ type Status struct {
 // Phases reported in Status, in the order they happen.
 const (
 	// PhaseStarting: reading backupmeta and sweeping for orphaned snapshots.
-	PhaseStarting = "Starting"
+	PhaseStarting = report.PhaseStarting
 	// PhaseSettling: waiting for AWS to show a snapshot of every expected volume (Seen of
 	// Expected), before anything is deleted (Options.Expected).
-	PhaseSettling = "Settling"
+	PhaseSettling = report.PhaseSettling
 	// PhaseDeletingSnapshots: deleting snapshots (Deleted of Total).
-	PhaseDeletingSnapshots = "DeletingSnapshots"
+	PhaseDeletingSnapshots = report.PhaseDeletingSnapshots
 	// PhaseDeletingMetadata: every snapshot is gone; the metadata objects are being deleted.
-	PhaseDeletingMetadata = "DeletingMetadata"
+	PhaseDeletingMetadata = report.PhaseDeletingMetadata
 	// PhaseCompleted: the backup is clean (or, with DryRun, reported).
-	PhaseCompleted = "Completed"
+	PhaseCompleted = report.PhaseCompleted
 	// PhaseFailed: the clean failed (see Error); a retry continues it.
-	PhaseFailed = "Failed"
+	PhaseFailed = report.PhaseFailed
 )
 
 // Summary is the result of a clean, printed as JSON.

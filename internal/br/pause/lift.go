@@ -7,15 +7,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 // Phases of a lift (and PhaseFailed).
 const (
 	// PhaseLifting: undoing what the pause recorded placing, then reading PD back.
-	PhaseLifting Phase = "Lifting"
+	PhaseLifting Phase = report.PhaseLifting
 	// PhaseLifted: PD shows nothing of the pause's identity held.
-	PhaseLifted Phase = "Lifted"
+	PhaseLifted Phase = report.PhaseLifted
 )
 
 // LiftStatus is the machine-readable state of a lift.

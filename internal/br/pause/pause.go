@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
@@ -18,16 +19,16 @@ import (
 type Phase string
 
 const (
-	PhaseStarting Phase = "Starting"
+	PhaseStarting Phase = report.PhaseStarting
 	// PhaseGCPaused: the GC safepoint is pinned; leases are being taken.
-	PhaseGCPaused Phase = "GCPaused"
+	PhaseGCPaused Phase = report.PhaseGCPaused
 	// PhaseReady: GC pinned, every TiKV leased and applied, PD scheduling paused. Snapshots may start.
 	PhaseReady    Phase = "Ready"
-	PhaseStopping Phase = "Stopping"
+	PhaseStopping Phase = report.PhaseStopping
 	// PhaseStopped: everything was lifted.
-	PhaseStopped Phase = "Stopped"
+	PhaseStopped Phase = report.PhaseStopped
 	// PhaseFailed: the pause broke (see Error); whatever was lifted is lifted, the rest lapses by TTL.
-	PhaseFailed Phase = "Failed"
+	PhaseFailed Phase = report.PhaseFailed
 )
 
 // Status is the machine-readable state of a pause.

@@ -35,9 +35,6 @@ import (
 	"github.com/fedbr/fedbr/internal/backoff"
 )
 
-// PhaseFailed is the phase every command's status ends in when the command fails.
-const PhaseFailed = "Failed"
-
 // ResultSuffix ends the key of a command's final summary: `<command>.result`.
 const ResultSuffix = ".result"
 

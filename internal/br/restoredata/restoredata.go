@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/recovery"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -141,19 +142,19 @@ type Status struct {
 // Phases reported in Status, in the order they happen.
 const (
 	// PhaseStarting: checking the configuration.
-	PhaseStarting = "Starting"
+	PhaseStarting = report.PhaseStarting
 	// PhaseWaitingForStores: waiting for the backup's TiKV stores to come up.
-	PhaseWaitingForStores = "WaitingForStores"
+	PhaseWaitingForStores = report.PhaseWaitingForStores
 	// PhaseRecoveringRegions: reading region metas, planning leaders, raising PD's id
 	// allocator and making the leaders; retried as a whole (Attempt).
-	PhaseRecoveringRegions = "RecoveringRegions"
+	PhaseRecoveringRegions = report.PhaseRecoveringRegions
 	// PhaseFlashingBack: flashing every region back to ResolvedTS, then lifting PD's
 	// snapshot-recovering mark.
-	PhaseFlashingBack = "FlashingBack"
+	PhaseFlashingBack = report.PhaseFlashingBack
 	// PhaseCompleted: the cluster holds exactly the data at ResolvedTS.
-	PhaseCompleted = "Completed"
+	PhaseCompleted = report.PhaseCompleted
 	// PhaseFailed: the data phase failed (see Error).
-	PhaseFailed = "Failed"
+	PhaseFailed = report.PhaseFailed
 )
 
 // Result summarises a data phase.

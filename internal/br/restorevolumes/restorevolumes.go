@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fedbr/fedbr/internal/backoff"
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -173,24 +174,24 @@ type Status struct {
 // Phases reported in Status, in the order they happen.
 const (
 	// PhaseStarting: reading backupmeta.
-	PhaseStarting = "Starting"
+	PhaseStarting = report.PhaseStarting
 	// PhaseAwaitingCheck: the backup is read and reported (Status.Backup); waiting until the
 	// target was checked against it (Options.Check). Nothing was changed yet.
-	PhaseAwaitingCheck = "AwaitingCheck"
+	PhaseAwaitingCheck = report.PhaseAwaitingCheck
 	// PhasePreparingPD: reading the backup; PD is marked snapshot-recovering and its TSO
 	// raised from here on, while the volumes are created.
-	PhasePreparingPD = "PreparingPD"
+	PhasePreparingPD = report.PhasePreparingPD
 	// PhaseCreatingVolumes: sweeping an earlier attempt's volumes, enabling fast snapshot
 	// restore and creating the volumes.
-	PhaseCreatingVolumes = "CreatingVolumes"
+	PhaseCreatingVolumes = report.PhaseCreatingVolumes
 	// PhaseWaitingVolumes: every volume was created; waiting until all are available.
-	PhaseWaitingVolumes = "WaitingVolumes"
+	PhaseWaitingVolumes = report.PhaseWaitingVolumes
 	// PhaseCompleted: every volume is available and restoremeta is written.
-	PhaseCompleted = "Completed"
+	PhaseCompleted = report.PhaseCompleted
 	// PhaseCleaningUp: the phase failed; the attempt's volumes are being deleted.
-	PhaseCleaningUp = "CleaningUp"
+	PhaseCleaningUp = report.PhaseCleaningUp
 	// PhaseFailed: the phase failed (see Error).
-	PhaseFailed = "Failed"
+	PhaseFailed = report.PhaseFailed
 )
 
 // Validate checks the options.

@@ -28,6 +28,7 @@ import (
 	brpb "github.com/pingcap/kvproto/pkg/brpb"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/cloud/budget"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -137,25 +138,25 @@ type Progress struct {
 const (
 	// PhaseArmed: started ahead of the pause (`--wait-backup-ts`), connected and waiting for the
 	// backup ts; nothing has been checked or snapshotted yet.
-	PhaseArmed = "Armed"
+	PhaseArmed = report.PhaseArmed
 	// PhaseChecking: waiting until no TiKV has a pending admin operation and the regions tile
 	// the key space.
-	PhaseChecking = "Checking"
+	PhaseChecking = report.PhaseChecking
 	// PhaseStarting: the snapshots are being started; the pause must still hold.
-	PhaseStarting = "Starting"
+	PhaseStarting = report.PhaseStarting
 	// PhaseStarted: every snapshot has started while the pause held, and backupmeta is being
 	// written. From here on the pause may be lifted (see PauseMayLift): a snapshot is a
 	// point-in-time image from its start, and recording it needs no pause. It is never reported
 	// before every snapshot started and the pause was confirmed still held.
-	PhaseStarted = "Started"
+	PhaseStarted = report.PhaseStarted
 	// PhaseWaiting: backupmeta is written (pending) with every snapshot; they are completing.
-	PhaseWaiting = "Waiting"
+	PhaseWaiting = report.PhaseWaiting
 	// PhaseCompleted: every snapshot completed and backupmeta says so.
-	PhaseCompleted = "Completed"
+	PhaseCompleted = report.PhaseCompleted
 	// PhaseCleaningUp: the step failed after snapshots started; they are being deleted.
-	PhaseCleaningUp = "CleaningUp"
+	PhaseCleaningUp = report.PhaseCleaningUp
 	// PhaseFailed: the step failed (see Error).
-	PhaseFailed = "Failed"
+	PhaseFailed = report.PhaseFailed
 )
 
 // PauseMayLift says whether a step in phase has started every snapshot, so that the pause it

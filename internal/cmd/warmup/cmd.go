@@ -40,8 +40,8 @@ type options struct {
 
 // Phases reported under --report-as (and report.PhaseFailed).
 const (
-	phaseReading   = "Reading"
-	phaseCompleted = "Completed"
+	phaseReading   = report.PhaseReading
+	phaseCompleted = report.PhaseCompleted
 )
 
 // status is the progress document reported under --report-as: the bytes read of the bytes to

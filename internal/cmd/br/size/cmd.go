@@ -23,7 +23,7 @@ const command = "size"
 // Phases reported under the command's key (and report.PhaseFailed).
 const (
 	phaseSizing    = "Sizing"
-	phaseCompleted = "Completed"
+	phaseCompleted = report.PhaseCompleted
 )
 
 // status is the document reported under the command's key.
