@@ -3,7 +3,6 @@ package controlplane
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -108,7 +107,7 @@ func ReadAudit(path, user string) ([]Request, error) {
 		return nil, err
 	}
 	if len(out) == 0 {
-		return nil, errors.New(path + ": no audited request" + map[bool]string{true: " of " + user, false: ""}[user != ""])
+		return nil, fmt.Errorf("%s: no audited request of %q", path, user)
 	}
 	slices.SortStableFunc(out, func(a, b Request) int { return strings.Compare(a.Rule(), b.Rule()) })
 	return out, nil
