@@ -46,7 +46,8 @@ func readyReason(b *vb, reason string) bool {
 	return c != nil && c.Reason == reason
 }
 
-// inPause: the pause holds and not every snapshot has started.
+// inPause: the pause holds and not every snapshot has started (the points that use it hold
+// CreateSnapshots in the AWS double until they strike, so the window waits for them).
 func inPause(b *vb, _ *vr) bool {
 	return b != nil && cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionTrue) &&
 		b.Status.Phase == fedv1alpha1.VolumeBackupRunning
@@ -72,10 +73,10 @@ var Points = []demo.KillPoint{
 		At: func(b *vb, _ *vr) bool {
 			return b != nil && cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionUnknown)
 		}},
-	{Name: "manager, inside the GC pause window", Target: demo.KillManager, MayFail: true, At: inPause},
-	{Name: "agent of the initializer, inside the GC pause window", Target: demo.KillAgent, Plane: 0, MayFail: true, At: inPause},
-	{Name: "pause step, inside the GC pause window", Target: demo.KillStep, Plane: 0, Step: job.StepPause, MayFail: true, At: inPause},
-	{Name: "snapshot step of plane 3, inside the GC pause window", Target: demo.KillStep, Plane: 2, Step: job.StepSnapshot, MayFail: true, At: inPause},
+	{Name: "manager, inside the GC pause window", Target: demo.KillManager, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "agent of the initializer, inside the GC pause window", Target: demo.KillAgent, Plane: 0, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "pause step, inside the GC pause window", Target: demo.KillStep, Plane: 0, Step: job.StepPause, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "snapshot step of plane 3, inside the GC pause window", Target: demo.KillStep, Plane: 2, Step: job.StepSnapshot, MayFail: true, At: inPause, HoldSnapshots: true},
 	{Name: "manager, snapshots created", Target: demo.KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
 	{Name: "agent of plane 2, snapshots created", Target: demo.KillAgent, Plane: 1, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
 	{Name: "snapshot step of plane 2, snapshots created", Target: demo.KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,

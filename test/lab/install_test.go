@@ -63,7 +63,10 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 	if err := env.Install(ctx, l, env.InstallOptions{Helm: helm, Log: t.Logf, AllowNamespaces: []string{"tidb=tidb-restored"},
 		// The agents' namespaced rights as RoleBindings in the two namespaces the journey uses
 		// only (the agent chart's watchNamespaces), as an operator who lists them installs it.
-		WatchNamespaces: []string{"tidb", "tidb-restored"}}); err != nil {
+		WatchNamespaces: []string{"tidb", "tidb-restored"},
+		// The steps there authenticate with IRSA, as on EKS; the policy lets issue 38's attack
+		// through to them (testAWSConfigRedirection).
+		StepRoleNamespaces: []string{"tidb", "tidb-restored"}, Policy: redirectionPolicy}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))
@@ -73,6 +76,10 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 		return
 	}
 	t.Run("BackupRestore", func(t *testing.T) { testPlaygroundBackupRestore(t, ctx, k.with(t), l) })
+	if t.Failed() {
+		return
+	}
+	t.Run("AWSConfigRedirection", func(t *testing.T) { testAWSConfigRedirection(t, ctx, k.with(t), l, "tidb", "fedbr-demo") })
 }
 
 // testRestrictedEnforced: a pod with no security context (root allowed, privilege escalation,

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -183,6 +184,7 @@ func (s *Server) Inventory(tags map[string]string) Inventory {
 //	GET  /_lab/faults, PUT /_lab/faults  Faults (PUT replaces them; unknown fields are refused)
 //	POST /_lab/snapshots/{id}/fail?after=1m  a pending snapshot turns error after that long
 //	POST /_lab/advance?by=1h     moves the double's clock forward
+//	PUT  /_lab/holds/{action}, DELETE /_lab/holds/{action}  Hold an EC2 action's calls; release them
 //	GET  /_lab/stats             → Stats
 //	GET  /_lab/healthz
 func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
@@ -235,6 +237,8 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]string{"now": s.Now().UTC().Format(time.RFC3339)})
 	case strings.HasPrefix(path, "snapshots/") && strings.HasSuffix(path, "/fail") && r.Method == http.MethodPost:
 		s.adminFailSnapshot(w, r, strings.TrimSuffix(strings.TrimPrefix(path, "snapshots/"), "/fail"))
+	case strings.HasPrefix(path, "holds/") && (r.Method == http.MethodPut || r.Method == http.MethodDelete):
+		s.adminHold(w, r, strings.TrimPrefix(path, "holds/"))
 	case path == "faults" && r.Method == http.MethodGet:
 		writeJSON(w, 200, s.Faults())
 	case path == "faults" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
@@ -242,6 +246,33 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, 404, map[string]string{"error": "unknown admin path " + r.URL.Path})
 	}
+}
+
+// adminHold is PUT /_lab/holds/{action} (Hold the action's calls from now on) and DELETE (release
+// them): a lab process outside this one holds calls as an in-process test does with Hold. Only
+// the EC2 actions the double serves may be held.
+func (s *Server) adminHold(w http.ResponseWriter, r *http.Request, action string) {
+	if _, ok := ec2Actions[action]; !ok {
+		writeJSON(w, 400, map[string]string{"error": fmt.Sprintf("cannot hold %q: not an EC2 action the double serves", action)})
+		return
+	}
+	s.mu.Lock()
+	old := s.adminHolds[action]
+	delete(s.adminHolds, action)
+	s.mu.Unlock()
+	if old != nil {
+		old()
+	}
+	if r.Method == http.MethodPut {
+		release := s.Hold(action)
+		s.mu.Lock()
+		if s.adminHolds == nil {
+			s.adminHolds = map[string]func(){}
+		}
+		s.adminHolds[action] = release
+		s.mu.Unlock()
+	}
+	writeJSON(w, 200, map[string]string{"action": action, "held": strconv.FormatBool(r.Method == http.MethodPut)})
 }
 
 // adminFailSnapshot is POST /_lab/snapshots/{id}/fail?after=DURATION.

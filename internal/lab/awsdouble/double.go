@@ -20,6 +20,7 @@ package awsdouble
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -67,6 +68,10 @@ type Options struct {
 	// OmitFullSnapshotSize leaves fullSnapshotSizeInBytes out of DescribeSnapshots, as older
 	// AWS answers did, so clients must list blocks.
 	OmitFullSnapshotSize bool
+	// WebIdentityRoles are the roles of the account that AssumeRoleWithWebIdentity may assume
+	// (IRSA), by name, each with the token subjects its trust policy allows (globs, as
+	// StringLike on the issuer's sub: system:serviceaccount:*:fedbr-br). Default none.
+	WebIdentityRoles map[string][]string
 }
 
 func (o Options) withDefaults() Options {
@@ -170,6 +175,10 @@ type Server struct {
 	stats       Stats
 	// holds are the gates of the actions Hold holds, by action.
 	holds map[string]chan struct{}
+	// adminHolds release the holds set through the admin API, by action.
+	adminHolds map[string]func()
+	// egress is the TLS of the double's STS hosts as an HTTPS proxy serves them (webidentity.go).
+	egress *tls.Config
 
 	flushMu    sync.Mutex
 	flushTimer *time.Timer
@@ -197,6 +206,9 @@ func Open(dir string, opts Options) (*Server, error) {
 		buckets: map[string]*limiter{},
 		blocks:  map[string]*blockSet{},
 		hashing: make(chan struct{}, 2),
+	}
+	if s.egress, err = egressTLS(dir, opts.Region); err != nil {
+		return nil, err
 	}
 	s.begun = time.Now()
 	// AWS's clock kept running while the double was down; it never goes back.
@@ -442,6 +454,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case r.Method == http.MethodConnect:
+		s.serveConnect(w, r)
 	case isSTSHost(r.Host):
 		s.serveSTS(w, r)
 	case strings.HasPrefix(r.URL.Path, "/_lab/"):

@@ -612,6 +612,62 @@ func TestHoldRunsTheCallOnRelease(t *testing.T) {
 	}
 }
 
+// TestAdminHold: PUT /_lab/holds/CreateSnapshots holds the calls as Hold does, DELETE releases
+// them; an action the double does not serve is refused by name.
+func TestAdminHold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
+	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := func(method, action string) (int, string) {
+		req, _ := http.NewRequest(method, url+"/_lab/holds/"+action, nil) //nolint:noctx // also called from Cleanup, after ctx ends
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var body map[string]string
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body["error"]
+	}
+	if st, msg := admin(http.MethodPut, "StealEverything"); st != 400 || !strings.Contains(msg, `"StealEverything"`) {
+		t.Fatalf("hold of an unknown action: %d %q, want 400 naming it", st, msg)
+	}
+	if st, msg := admin(http.MethodPut, "CreateSnapshots"); st != 200 {
+		t.Fatalf("hold: %d %s", st, msg)
+	}
+	t.Cleanup(func() { admin(http.MethodDelete, "CreateSnapshots") })
+	c, _ := clients(url)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.CreateSnapshots(ctx, &ec2.CreateSnapshotsInput{
+			InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(in.ID), ExcludeBootVolume: awssdk.Bool(true)}})
+		done <- err
+	}()
+	for srv.Stats().InFlight["CreateSnapshots"] != 1 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the call never showed as in flight")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if n := len(srv.Inventory(nil).Snapshots); n != 0 {
+		t.Fatalf("%d snapshots while held, want 0", n)
+	}
+	if st, msg := admin(http.MethodDelete, "CreateSnapshots"); st != 200 {
+		t.Fatalf("release: %d %s", st, msg)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the released call: %v", err)
+	}
+	if n := len(srv.Inventory(nil).Snapshots); n != 1 {
+		t.Errorf("%d snapshots after release, want 1", n)
+	}
+}
+
 // TestVolumesFromSnapshotsCounted: only a volume made from a snapshot counts.
 func TestVolumesFromSnapshotsCounted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -23,7 +23,8 @@ import (
 // (kubernetes-sigs/aws-iam-authenticator pkg/token/token.go). It is reached by the request's
 // Host: a real STS host name (sts.amazonaws.com, sts.REGION.amazonaws.com[.cn]) on the
 // double's listener, so a replay that keeps the token's host reaches it with the host the
-// signature covers. Nothing else of STS is served.
+// signature covers. It also answers IRSA's AssumeRoleWithWebIdentity (webidentity.go).
+// Nothing else of STS is served.
 
 const (
 	stsNamespace = "https://sts.amazonaws.com/doc/2011-06-15/"
@@ -89,6 +90,12 @@ type xmlSTSError struct {
 
 // serveSTS answers one STS request.
 func (s *Server) serveSTS(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost {
+		if err := r.ParseForm(); err == nil && r.PostForm.Get("Action") == webIdentityAction {
+			s.serveWebIdentity(w, r)
+			return
+		}
+	}
 	const action = "GetCallerIdentity"
 	s.received(action)
 	arn, userID, e := s.getCallerIdentity(r)

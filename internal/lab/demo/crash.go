@@ -63,6 +63,10 @@ type KillPoint struct {
 	At func(b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) bool
 	// MayFail allows the point to end Failed (with a reason); otherwise it must complete.
 	MayFail bool
+	// HoldSnapshots holds every CreateSnapshots call in the AWS double, in flight, from before
+	// the backup starts until the strike: the pause window then stays open until the point is
+	// struck inside it, however short fedbr keeps it.
+	HoldSnapshots bool
 }
 
 // CrashResult is what one kill point came to.
@@ -167,6 +171,15 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 	c := d.kube[d.lab.Control]
 	var b *fedv1alpha1.VolumeBackup
 	restoreNS := fmt.Sprintf(crashNamespace, i)
+	var release func() error
+	if p.HoldSnapshots {
+		var err error
+		if release, err = d.holdCalls(ctx, "CreateSnapshots"); err != nil {
+			res.Err = err
+			return res
+		}
+		defer func() { _ = release() }()
+	}
 	if p.Restore {
 		b = base
 	} else {
@@ -190,6 +203,11 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 	}
 	watch := &phaseWatch{}
 	err := d.watchPoint(ctx, p, b, watch)
+	if release != nil {
+		if rerr := release(); err == nil {
+			err = rerr
+		}
+	}
 	if err == nil {
 		res.Outcome, err = d.pointOutcome(ctx, p, b, watch, restoreDone)
 	}

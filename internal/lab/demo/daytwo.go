@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -168,25 +169,54 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 	return out, nil
 }
 
-// setFaults replaces the AWS double's injected faults through its admin endpoint.
-func (d *run) setFaults(ctx context.Context, f awsdouble.Faults) error {
-	body, err := json.Marshal(f)
-	if err != nil {
-		return err
+// awsAdmin calls the AWS double's admin endpoint (/_lab/PATH) with in as its JSON body (nil: none)
+// and decodes the answer into out (nil: discarded); what means names the call in its errors.
+func (d *run) awsAdmin(ctx context.Context, what, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, strings.TrimSuffix(d.lab.AWS.Endpoint, "/")+"/_lab/faults", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(d.lab.AWS.Endpoint, "/")+"/_lab/"+path, body)
 	if err != nil {
 		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("set the AWS double's faults: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("set the AWS double's faults: %s", resp.Status)
+		return fmt.Errorf("%s: %s", what, resp.Status)
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	return nil
+}
+
+// setFaults replaces the AWS double's injected faults.
+func (d *run) setFaults(ctx context.Context, f awsdouble.Faults) error {
+	return d.awsAdmin(ctx, "set the AWS double's faults", http.MethodPut, "faults", f, nil)
+}
+
+// holdCalls holds every call of the EC2 action that reaches the AWS double from now on, in
+// flight, until release (awsdouble.Server.Hold); release always lets them go, also when ctx has
+// ended, and says whether it could.
+func (d *run) holdCalls(ctx context.Context, action string) (release func() error, err error) {
+	if err := d.awsAdmin(ctx, "hold the AWS double's "+action, http.MethodPut, "holds/"+action, nil, nil); err != nil {
+		return nil, err
+	}
+	return func() error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		return d.awsAdmin(rctx, "release the AWS double's "+action, http.MethodDelete, "holds/"+action, nil, nil)
+	}, nil
 }
 
 // slowSnapshots holds every CreateSnapshots call for inFlight before AWS runs it; AWS runs it
@@ -232,19 +262,8 @@ func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]st
 // awsStats reads the AWS double's counters.
 func (d *run) awsStats(ctx context.Context) (awsdouble.Stats, error) {
 	var st awsdouble.Stats
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(d.lab.AWS.Endpoint, "/")+"/_lab/stats", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return st, fmt.Errorf("read the AWS double's stats: %w", err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return st, fmt.Errorf("read the AWS double's stats: %w", err)
-	}
-	return st, nil
+	err := d.awsAdmin(ctx, "read the AWS double's stats", http.MethodGet, "stats", nil, &st)
+	return st, err
 }
 
 // inFlightCalls is how many CreateSnapshots calls the AWS double has received and not yet run.

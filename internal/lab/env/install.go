@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,6 +68,14 @@ type InstallOptions struct {
 	PrivilegedWarmup bool
 	// AgentArgs are the agent chart's extraArgs: flags added to every agent's command line.
 	AgentArgs []string
+	// Policy is merged into the agent chart's policy values (env, volumeTypes, podAnnotations, …).
+	Policy map[string]any
+	// StepRoleNamespaces are the data-plane namespaces where the agent chart creates the steps'
+	// service account fedbr-br with the lab's step role (stepServiceAccount: StepRoleARN), so
+	// their steps authenticate with IRSA through the lab nodes' stand-in for EKS's pod identity
+	// webhook; elsewhere the agent makes fedbr-br without a role and steps get the nodes'
+	// credentials. Each is created first when missing, as WatchNamespaces are.
+	StepRoleNamespaces []string
 	// Timeout bounds each wait; default 2 minutes.
 	Timeout time.Duration
 	// Log receives progress lines; nil discards them.
@@ -245,7 +254,7 @@ func (in *installer) namespaces(ctx context.Context) func() error {
 				if cluster == in.l.Control {
 					return nil
 				}
-				for _, ns := range in.o.WatchNamespaces {
+				for _, ns := range slices.Concat(in.o.WatchNamespaces, in.o.StepRoleNamespaces) {
 					n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{PodSecurityEnforce: "restricted"}}}
 					if err := c.Create(ctx, n); err != nil && !apierrors.IsAlreadyExists(err) {
 						return fmt.Errorf("%s: namespace %s: %w", cluster, ns, err)
@@ -289,6 +298,10 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 	}
 	if in.o.PrivilegedWarmup {
 		policy["privilegedWarmup"] = true
+	}
+	maps.Copy(policy, in.o.Policy)
+	if len(in.o.StepRoleNamespaces) > 0 {
+		values["stepServiceAccount"] = map[string]any{"namespaces": in.o.StepRoleNamespaces, "roleArn": StepRoleARN()}
 	}
 	if len(policy) > 0 {
 		values["policy"] = policy

@@ -243,6 +243,18 @@ func (u *upper) startEKSAuth(awsPort int) (map[string][]string, error) {
 	return map[string][]string{cluster: files.APIServerArgs()}, nil
 }
 
+// StepRoleName is the IAM role of the steps in the lab's AWS double (IRSA): the fedbr-br service
+// account of any namespace may assume it, as docs/iam's account-wide trust allows.
+const StepRoleName = "fedbr-br"
+
+// stepRoleSubjects are the token subjects StepRoleName's trust allows.
+const stepRoleSubjects = "system:serviceaccount:*:fedbr-br"
+
+// StepRoleARN is StepRoleName's ARN in the lab's account.
+func StepRoleARN() string {
+	return "arn:aws:iam::" + awsdouble.DefaultAccountID + ":role/" + StepRoleName
+}
+
 // startAWS starts the AWS double on awsPort, waits for it, and creates the instance of every
 // node that has none yet.
 func (u *upper) startAWS(ctx context.Context, awsPort int) error {
@@ -250,7 +262,7 @@ func (u *upper) startAWS(ctx context.Context, awsPort int) error {
 	p, err := controlplane.Spawn(controlplane.Command{
 		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: awsPort,
 		Args: []string{"lab", "aws", "--dir", u.lab.AWS.Dir, "--listen", listen, "--region", u.plan.Region,
-			"--snapshot-base-duration", u.o.SnapshotTime.String()},
+			"--snapshot-base-duration", u.o.SnapshotTime.String(), "--web-identity-role", StepRoleName + "=" + stepRoleSubjects},
 	})
 	u.mu.Lock()
 	u.lab.AWS.Process = p
@@ -291,7 +303,8 @@ func (u *upper) startNodes(ctx context.Context, cfg *rest.Config, c controlplane
 	images = append(images, u.o.Images...)
 	for j, n := range d.Nodes {
 		args := []string{"lab", "node", "--kubeconfig", c.Kubeconfig, "--context", cluster, "--name", n.Name,
-			"--zone", d.Zone, "--aws-endpoint", u.lab.AWS.Endpoint, "--instance-id", n.InstanceID, "--dir", n.Dir,
+			"--zone", d.Zone, "--aws-endpoint", u.lab.AWS.Endpoint, "--aws-egress-ca", awsdouble.EgressCAFile(u.lab.AWS.Dir),
+			"--instance-id", n.InstanceID, "--dir", n.Dir,
 			"--shutdown-grace", nodeShutdownGrace.String()}
 		for _, im := range images {
 			args = append(args, "--image", im)

@@ -75,6 +75,9 @@ type Options struct {
 	// override it): what a real node gives its pods, such as the AWS credentials of its
 	// instance role (the lab's credentials for the AWS double). Optional.
 	Env []corev1.EnvVar
+	// WebIdentity makes the node stand in for EKS's pod identity webhook (IRSA, irsa.go) and
+	// route its pods with a role to STS. Optional.
+	WebIdentity *WebIdentity
 	// Address is the node's and every pod's IP; default 127.0.0.1 (pods share the host network).
 	Address string
 	// KubeletListen is where the kubelet API (container logs) listens; default Address:0.

@@ -41,6 +41,7 @@ type lab struct {
 	instance string
 	volume   awsdouble.VolumeInfo
 	admin    AWSAdmin
+	aws      string // the AWS double's URL, also the pods' HTTPS proxy to STS
 	pids     string // where probe processes record their pids
 	nodeDir  string
 }
@@ -145,7 +146,8 @@ func startLab() (*lab, error) {
 		return nil, err
 	}
 
-	aws, err := awsdouble.Open(filepath.Join(base, "aws"), awsdouble.Options{Unlimited: true})
+	aws, err := awsdouble.Open(filepath.Join(base, "aws"), awsdouble.Options{Unlimited: true,
+		WebIdentityRoles: map[string][]string{"irsa": {"system:serviceaccount:testirsa:irsa"}}})
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +159,7 @@ func startLab() (*lab, error) {
 		return nil, err
 	}
 
-	l := &lab{client: client, node: "lab-node-1", zone: zone, instance: inst.ID, volume: inst.Volumes[0],
+	l := &lab{client: client, node: "lab-node-1", aws: srv.URL, zone: zone, instance: inst.ID, volume: inst.Volumes[0],
 		pids: filepath.Join(base, "pids"), nodeDir: filepath.Join(base, "node")}
 	if err := os.MkdirAll(l.pids, 0o755); err != nil {
 		return nil, err
@@ -173,6 +175,9 @@ func startLab() (*lab, error) {
 		Volumes:        l.admin,
 		EBS:            ebs,
 		RestartBackoff: 200 * time.Millisecond,
+		// The node's instance credentials, which a pod with an IRSA role does not get.
+		Env:         []corev1.EnvVar{{Name: "AWS_ACCESS_KEY_ID", Value: "node"}, {Name: "AWS_SECRET_ACCESS_KEY", Value: "node"}},
+		WebIdentity: &WebIdentity{Proxy: srv.URL, CAFile: awsdouble.EgressCAFile(filepath.Join(base, "aws"))},
 	})
 	if err != nil {
 		return nil, err

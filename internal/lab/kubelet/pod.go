@@ -59,7 +59,9 @@ type podRun struct {
 	ebsVolumes []string
 	// devices are the EBS volumes of the pod's claims by the pod's volume name: what the mount table of
 	// each container lists as mounted from a device (mounttable.go).
-	devices  map[string]Volume
+	devices map[string]Volume
+	// irsa is what EKS's pod identity webhook adds to the pod (irsa.go); nil for none.
+	irsa     *webIdentityPod
 	stopping bool
 	deleting bool
 	killAt   time.Time
@@ -181,7 +183,12 @@ func (r *podRun) run(ctx context.Context) {
 		r.failImage(fmt.Errorf("pod directory: %w", err))
 		return
 	}
-	if !r.retry(ctx, func() error { return r.prepareVolumes(ctx) }, func(err error) {
+	if !r.retry(ctx, func() error {
+		if err := r.resolveWebIdentity(ctx); err != nil {
+			return err
+		}
+		return r.prepareVolumes(ctx)
+	}, func(err error) {
 		log.Info("Preparing volumes failed, retrying", "err", err)
 		r.set(func(st *corev1.PodStatus) { st.Message = err.Error() })
 	}) {
@@ -341,6 +348,7 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	if h, p := r.p.apiHostPort(); h != "" {
 		base = append(base, corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: h}, corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: p})
 	}
+	c.VolumeMounts, base = r.withWebIdentity(c, base, root)
 	env, err := r.envSource().environment(ctx, &c, base)
 	if err != nil {
 		return nil, err

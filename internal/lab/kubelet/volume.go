@@ -110,9 +110,10 @@ func (a AWSAdmin) call(ctx context.Context, method, path string, body []byte, ou
 func (r *podRun) prepareVolumes(ctx context.Context) error {
 	// All at once, as the kubelet's volume manager mounts them: most are an API round trip
 	// (a token, a ConfigMap, a claim), and a pod start should wait for the slowest, not the sum.
-	paths := make([]string, len(r.spec.Spec.Volumes))
+	volumes := r.podVolumes()
+	paths := make([]string, len(volumes))
 	g, gctx := errgroup.WithContext(ctx)
-	for i, v := range r.spec.Spec.Volumes {
+	for i, v := range volumes {
 		g.Go(func() error {
 			p, err := r.prepareVolume(gctx, v)
 			if err == nil {
@@ -129,7 +130,7 @@ func (r *podRun) prepareVolumes(ctx context.Context) error {
 		return err
 	}
 	byName := make(map[string]string, len(paths))
-	for i, v := range r.spec.Spec.Volumes {
+	for i, v := range volumes {
 		byName[v.Name] = paths[i]
 	}
 	r.mu.Lock()

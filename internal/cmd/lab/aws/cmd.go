@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os/signal"
+	"path"
 	"strings"
 	"syscall"
 	"time"
@@ -25,6 +26,8 @@ type options struct {
 	double  awsdouble.Options
 	faults  awsdouble.Faults
 	latency []string
+	// webIdentityRoles are --web-identity-role's NAME=GLOB[,GLOB…].
+	webIdentityRoles []string
 }
 
 // NewCmd returns the `lab aws` command.
@@ -34,12 +37,17 @@ func NewCmd() *cobra.Command {
 		Use:   "aws --dir DIR [--listen ADDR]",
 		Short: "Serve the AWS double (EC2, EBS direct, CloudWatch, S3, STS) for the lab",
 		Long: `Serve the lab's AWS double: EC2 Query API, EBS direct, CloudWatch (FSR credits), a
-path-style S3 and STS (presigned GetCallerIdentity, as EKS tokens use it), all on one address, with state kept in --dir across restarts. Point the AWS SDK
-at it with an endpoint override (fedbr: --aws-endpoint http://ADDR).
+path-style S3 and STS (presigned GetCallerIdentity, as EKS tokens use it; and IRSA's
+AssumeRoleWithWebIdentity for the roles of --web-identity-role), all on one address, with
+state kept in --dir across restarts. Point the AWS SDK at it with an endpoint override (fedbr:
+--aws-endpoint http://ADDR). It is also an HTTPS proxy (CONNECT) to STS's host names only, with
+TLS from the CA it writes to DIR/egress-tls/ca.crt: a client at STS's default endpoint reaches
+it with HTTPS_PROXY=http://ADDR and SSL_CERT_FILE on that CA.
 
 Admin API: POST /_lab/instances, GET /_lab/volumes/{id}, GET /_lab/inventory?tag=K=V,
 GET|PUT /_lab/faults, POST /_lab/snapshots/{id}/fail?after=DURATION,
-POST /_lab/advance?by=DURATION, GET /_lab/healthz.`,
+POST /_lab/advance?by=DURATION, PUT|DELETE /_lab/holds/{ACTION}, GET /_lab/stats,
+GET /_lab/healthz.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return o.run(cmd)
@@ -57,6 +65,7 @@ POST /_lab/advance?by=DURATION, GET /_lab/healthz.`,
 	f.BoolVar(&o.double.Unlimited, "unlimited", false, "disable AWS's rate limits and quotas")
 	f.DurationVar(&o.double.DescribeDelay, "describe-delay", 0, "eventual consistency: how long a created snapshot or volume stays invisible to Describe* and the calls naming it")
 	f.BoolVar(&o.double.OmitFullSnapshotSize, "omit-full-snapshot-size", false, "leave fullSnapshotSizeInBytes out of DescribeSnapshots")
+	f.StringArrayVar(&o.webIdentityRoles, "web-identity-role", nil, "a role AssumeRoleWithWebIdentity may assume (IRSA), NAME=SUBJECT_GLOB[,SUBJECT_GLOB…], the subjects its trust allows (repeatable)")
 	f.Float64Var(&o.faults.Throttle, "throttle", 0, "fraction of API calls to throttle (0-1)")
 	f.StringSliceVar(&o.faults.Unavailable, "unavailable", nil, "actions answering the unavailable error (* for all)")
 	f.StringSliceVar(&o.latency, "latency", nil, "added latency per action, ACTION=DURATION (* for all)")
@@ -86,6 +95,21 @@ func (o *options) run(cmd *cobra.Command) error {
 			o.faults.Latency = map[string]awsdouble.Duration{}
 		}
 		o.faults.Latency[action] = awsdouble.Duration(dur)
+	}
+	for _, r := range o.webIdentityRoles {
+		name, globs, ok := strings.Cut(r, "=")
+		if !ok || name == "" || globs == "" {
+			return fmt.Errorf("--web-identity-role %q: want NAME=SUBJECT_GLOB[,SUBJECT_GLOB…]", r)
+		}
+		if o.double.WebIdentityRoles == nil {
+			o.double.WebIdentityRoles = map[string][]string{}
+		}
+		for _, g := range strings.Split(globs, ",") {
+			if _, err := path.Match(g, ""); err != nil {
+				return fmt.Errorf("--web-identity-role %q: subject glob %q: %w", r, g, err)
+			}
+			o.double.WebIdentityRoles[name] = append(o.double.WebIdentityRoles[name], g)
+		}
 	}
 	if err := o.faults.Validate(); err != nil {
 		return fmt.Errorf("faults: %w", err)

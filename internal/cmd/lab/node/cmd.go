@@ -33,6 +33,7 @@ type options struct {
 	images      []string
 	capacity    map[string]string
 	awsEndpoint string
+	egressCA    string
 	dryRun      bool
 	node        kubelet.Options
 }
@@ -78,6 +79,7 @@ deleted pod is gone.`,
 	f.StringArrayVar(&o.images, "image", nil, "image mapping PATTERN=PATH (repeatable)")
 	f.StringVar(&o.awsEndpoint, "aws-endpoint", "", "AWS double URL (admin API) for instances and EBS volumes")
 	f.StringVar(&o.node.InstanceID, "instance-id", "", "AWS-double instance the node stands for")
+	f.StringVar(&o.egressCA, "aws-egress-ca", "", "the AWS double's egress CA (DIR/egress-tls/ca.crt): serve IRSA, as EKS's pod identity webhook, to pods whose service account names a role (eks.amazonaws.com/role-arn), routed to the double's STS through it as their HTTPS proxy (needs --aws-endpoint)")
 	f.StringVar(&o.node.Address, "address", "127.0.0.1", "node and pod IP")
 	f.StringVar(&o.node.KubeletListen, "kubelet-listen", "", "kubelet API address for kubectl logs (default ADDRESS:free port)")
 	f.StringToStringVar(&o.capacity, "capacity", nil, "node capacity, e.g. cpu=64,memory=256Gi,pods=110")
@@ -127,6 +129,9 @@ func (o *options) run(cmd *cobra.Command) error {
 			return err
 		}
 		o.node.EBS = ebs
+		if o.egressCA != "" {
+			o.node.WebIdentity = &kubelet.WebIdentity{Proxy: o.awsEndpoint, CAFile: o.egressCA}
+		}
 		// A node's pods get AWS credentials from the node (its instance role); the lab's
 		// are given explicitly, since an endpoint override implies none.
 		for _, kv := range awsdouble.CredentialsEnv() {
@@ -152,6 +157,9 @@ func (o *options) run(cmd *cobra.Command) error {
 func (o *options) complete() error {
 	if o.node.Name == "" || o.node.Dir == "" {
 		return errors.New("--name and --dir are required")
+	}
+	if o.egressCA != "" && o.awsEndpoint == "" {
+		return errors.New("--aws-egress-ca needs --aws-endpoint (the double that is the pods' route to STS)")
 	}
 	if o.awsEndpoint != "" && o.node.Zone == "" {
 		return errors.New("--aws-endpoint needs --zone: the node's instance lives in a zone")
