@@ -45,6 +45,9 @@ type Options struct {
 	Kubeconfig string
 	// Namespace limits the control-plane objects watched ("" = all).
 	Namespace string
+	// DataPlaneNamespaces limit the data-plane namespaces where members are made and watched
+	// (nil = all): plane.Options.Namespaces.
+	DataPlaneNamespaces []string
 	// Metrics is the /metrics endpoint; HealthAddr the probes' listen address ("0" disables).
 	Metrics    metricsauth.Flags
 	HealthAddr string
@@ -124,6 +127,7 @@ func runOnce(ctx context.Context, o Options) error {
 	var restores *volumerestore.Reconciler
 	planes, err := plane.Load(plane.Options{
 		Kubeconfig: o.Kubeconfig, Scheme: scheme, ProbeInterval: o.ProbeInterval, Log: o.Log.WithName("planes"),
+		Namespaces: o.DataPlaneNamespaces,
 		OnSynced: func(p *plane.Plane) error {
 			if err := volumebackup.WatchPlane(backups, p); err != nil {
 				return err
@@ -158,7 +162,7 @@ func runOnce(ctx context.Context, o Options) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err
 	}
-	o.Log.Info("starting", "dataPlanes", planes.Names(), "namespace", o.Namespace)
+	o.Log.Info("starting", "dataPlanes", planes.Names(), "namespace", o.Namespace, "dataPlaneNamespaces", o.DataPlaneNamespaces)
 
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

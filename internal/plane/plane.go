@@ -38,6 +38,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -86,6 +87,9 @@ type Options struct {
 	ProbeInterval, ProbeTimeout time.Duration
 	// OnSynced is called once per plane when its cache has synced (add watches here).
 	OnSynced func(*Plane) error
+	// Namespaces restrict each plane's cache to these namespaces, where the manager's identity
+	// is bound per namespace (the agent chart's watchNamespaces); empty: every namespace.
+	Namespaces []string
 	// Log is the logger.
 	Log logr.Logger
 }
@@ -255,7 +259,15 @@ func credentialPlugin(raw *clientcmdapi.Config, name string) (*ekstoken.Source, 
 }
 
 func newPlane(name string, cfg *rest.Config, o Options) (*Plane, error) {
-	c, err := cluster.New(cfg, func(co *cluster.Options) { co.Scheme, co.Cache = o.Scheme, CacheOptions(o.Scheme) })
+	c, err := cluster.New(cfg, func(co *cluster.Options) {
+		co.Scheme, co.Cache = o.Scheme, CacheOptions(o.Scheme)
+		if len(o.Namespaces) > 0 {
+			co.Cache.DefaultNamespaces = map[string]cache.Config{}
+			for _, ns := range o.Namespaces {
+				co.Cache.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("data plane %q: %w", name, err)
 	}
@@ -287,6 +299,10 @@ func (s *Set) Get(name string) (*Plane, bool) {
 	}
 	return p, true
 }
+
+// Namespaces are the namespaces the planes' caches hold (Options.Namespaces), for the planners;
+// nil: every namespace.
+func (s *Set) Namespaces() []string { return s.o.Namespaces }
 
 // Known is the set of plane names, for the planners.
 func (s *Set) Known() map[string]bool {

@@ -330,7 +330,7 @@ func TestManagerChart(t *testing.T) {
 	}, {
 		name: "everything on",
 		values: dressed(map[string]any{
-			"dataPlanes":     map[string]any{"secretName": "planes", "key": "config", "kubeconfig": kubeconfig},
+			"dataPlanes":     map[string]any{"secretName": "planes", "key": "config", "kubeconfig": kubeconfig, "namespaces": []any{"tidb", "tidb-restore"}},
 			"controlPlane":   map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "hub"},
 			"leaderElection": map[string]any{"namespace": "leases"},
 			"watchNamespace": "tidb-backup",
@@ -344,7 +344,7 @@ func TestManagerChart(t *testing.T) {
 				"prometheusRule": map[string]any{"enabled": true}, "grafanaDashboard": map[string]any{"enabled": true}},
 			"serviceAccount": map[string]any{"name": "fedbr-hub", "annotations": map[string]any{"example.com/a": "b"}},
 		}),
-		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
+		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--dataplane-namespaces=tidb,tidb-restore", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
 			"--namespace=tidb-backup", "--metrics-bind-address=:9090", "--metrics-secure=true", "--metrics-cert-dir=/etc/fedbr/metrics-certs", "--health-probe-bind-address=:9091", "--leader-elect=true",
 			"--leader-election-namespace=leases", "--probe-interval=2s", "--reload-check=30s", "--log-development=true", "--v=1", "--probe-interval=3s"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
@@ -562,8 +562,22 @@ func TestAgentChart(t *testing.T) {
 			}
 			checkStepServiceAccounts(t, objs, stepRoleArn, "tidb", "tidb-restore")
 			checkAgentBindings(t, objs, "tidb", "tidb-restore")
-			if !bound(t, objs, "fedbr-manager-dataplane", "fedbr-manager-remote", "fedbr-system") {
-				t.Error("the manager's service account is not bound to fedbr-manager-dataplane")
+			// With watchNamespaces the manager's rights are there only, for both subjects.
+			if bound(t, objs, "fedbr-manager-dataplane", "fedbr-manager-remote", "fedbr-system") {
+				t.Error("the manager's service account is bound to fedbr-manager-dataplane cluster-wide despite watchNamespaces")
+			}
+			got := map[string]int{}
+			for _, obj := range objs.all("RoleBinding") {
+				var b rbacv1.RoleBinding
+				if as(t, obj, &b); b.RoleRef.Kind == "ClusterRole" && b.RoleRef.Name == "fedbr-manager-dataplane" {
+					if len(b.Subjects) != 2 || b.Subjects[0].Name != "fedbr-manager-remote" || b.Subjects[1].Name != "fedbr-manager" {
+						t.Errorf("RoleBinding %s/%s subjects %+v, want the service account and the user", b.Namespace, b.Name, b.Subjects)
+					}
+					got[b.Namespace]++
+				}
+			}
+			if want := map[string]int{"tidb": 1, "tidb-restore": 1}; !maps.Equal(got, want) {
+				t.Errorf("fedbr-manager-dataplane RoleBindings by namespace %v, want %v", got, want)
 			}
 			// The manager's tokens are minted bound and expiring (docs/install.md): the chart
 			// makes no token Secret, whose token would never expire.
@@ -650,14 +664,14 @@ func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namesp
 	}
 }
 
-// stepBindings are the RoleBindings but the leader election's (checkLeases) and the agent's own
-// (checkAgentBindings).
+// stepBindings are the RoleBindings but the leader election's (checkLeases), the agent's own
+// (checkAgentBindings) and the manager's.
 func stepBindings(objs objects) objects {
 	var out objects
 	for _, obj := range objs.all("RoleBinding") {
 		kind, _, _ := unstructured.NestedString(obj.Object, "roleRef", "kind")
 		ref, _, _ := unstructured.NestedString(obj.Object, "roleRef", "name")
-		if !strings.HasSuffix(obj.GetName(), "-leader-election") && (kind != "ClusterRole" || !strings.HasPrefix(ref, "fedbr-agent")) {
+		if !strings.HasSuffix(obj.GetName(), "-leader-election") && (kind != "ClusterRole" || !strings.HasPrefix(ref, "fedbr-agent") && ref != "fedbr-manager-dataplane") {
 			out = append(out, obj)
 		}
 	}

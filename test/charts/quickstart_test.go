@@ -78,15 +78,27 @@ func TestQuickstartHelmCommandsRender(t *testing.T) {
 		t.Errorf("agent service account annotations %v", sa.GetAnnotations())
 	}
 	checkStepServiceAccounts(t, a, "arn:aws:iam::111122223333:role/fedbr-br", "tidb", "tidb-restore")
-	groupBound := false
-	for _, obj := range a.all("ClusterRoleBinding") {
-		var b rbacv1.ClusterRoleBinding
-		if as(t, obj, &b); b.RoleRef.Name == "fedbr-manager-dataplane" {
-			groupBound = groupBound || slices.Contains(b.Subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "fedbr-manager"})
+	// The manager's group is bound in the watched namespaces only, and the manager watches them.
+	groupBound := map[string]bool{}
+	for _, obj := range a.all("RoleBinding") {
+		var b rbacv1.RoleBinding
+		if as(t, obj, &b); b.RoleRef.Name == "fedbr-manager-dataplane" &&
+			slices.Contains(b.Subjects, rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "fedbr-manager"}) {
+			groupBound[b.Namespace] = true
 		}
 	}
-	if !groupBound {
-		t.Error("the agent chart does not bind group fedbr-manager to ClusterRole fedbr-manager-dataplane")
+	for _, obj := range a.all("ClusterRoleBinding") {
+		if obj.GetName() == "fedbr-manager-dataplane" {
+			t.Error("the agent chart binds fedbr-manager-dataplane cluster-wide despite watchNamespaces")
+		}
+	}
+	if !groupBound["tidb"] || !groupBound["tidb-restore"] || len(groupBound) != 2 {
+		t.Errorf("group fedbr-manager bound to fedbr-manager-dataplane in %v, want tidb and tidb-restore", groupBound)
+	}
+	var manager appsv1.Deployment
+	m.get(t, "Deployment", "fedbr-manager", &manager)
+	if !slices.Contains(manager.Spec.Template.Spec.Containers[0].Args, "--dataplane-namespaces=tidb,tidb-restore") {
+		t.Errorf("the manager does not watch the agents' namespaces: %v", manager.Spec.Template.Spec.Containers[0].Args)
 	}
 	if sa := m.get(t, "ServiceAccount", "fedbr-manager", nil); sa.GetAnnotations()["eks.amazonaws.com/role-arn"] != "arn:aws:iam::111122223333:role/fedbr-manager" {
 		t.Errorf("manager service account annotations %v", sa.GetAnnotations())

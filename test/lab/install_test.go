@@ -158,7 +158,7 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 
 	// The install as `fedbr preflight` sees it: the manager's data-plane kubeconfig from the
 	// chart's Secret, each plane's member CRDs and the manager's rights there.
-	pre := labCmd(t, ctx, "preflight", "--kubeconfig", l.Kubeconfig, "--context", l.Control)
+	pre := labCmd(t, ctx, "preflight", "--kubeconfig", l.Kubeconfig, "--context", l.Control, "--dataplane-namespaces", source+","+restored)
 	passed := 0
 	for _, line := range strings.Split(pre, "\n") {
 		if strings.HasPrefix(line, "ok  ") {

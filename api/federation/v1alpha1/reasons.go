@@ -12,6 +12,9 @@ const (
 	// UnknownClusterReason: a k8sClusterName of spec.clusters has no context in the manager's
 	// kubeconfig.
 	UnknownClusterReason = "UnknownCluster"
+	// NamespaceNotWatchedReason: a cluster's tcNamespace is not among the data-plane namespaces
+	// the manager watches (its --dataplane-namespaces), where its identity may act.
+	NamespaceNotWatchedReason = "NamespaceNotWatched"
 	// MemberFailedReason: a member's Failed condition is True; the message names its data plane
 	// and gives its reason and message.
 	MemberFailedReason = "MemberFailed"

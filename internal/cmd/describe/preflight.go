@@ -44,6 +44,7 @@ type Result struct {
 // NewPreflightCmd returns `fedbr preflight`.
 func NewPreflightCmd() *cobra.Command {
 	var c conn
+	var namespaces []string
 	cmd := &cobra.Command{
 		Use:   "preflight",
 		Short: "Check that the control plane and every data plane are ready for fedbr, one line per check",
@@ -58,17 +59,20 @@ before a first backup:
            which never expires): the manager's tokens are rotated before they expire
   plane    the member CRDs (dataplane.fedbr.io/v1alpha1) are served
   plane    the kubeconfig's identity may do what the manager does there (the ClusterRole
-           fedbr-manager-dataplane), asked of the plane's API server
+           fedbr-manager-dataplane), asked of the plane's API server: cluster-wide, or in each
+           of --dataplane-namespaces (the manager's own, where the agent chart's
+           watchNamespaces binds the role per namespace)
 
 It exits non-zero when a check fails. It does not see the agents (the manager's identity may
 not read them): kubectl -n fedbr-system get deploy in each plane shows them.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			results := c.preflight(cmd.Context())
+			results := c.preflight(cmd.Context(), namespaces)
 			return Report(cmd.OutOrStdout(), results)
 		},
 	}
 	c.flags(cmd)
+	cmd.Flags().StringSliceVar(&namespaces, "dataplane-namespaces", nil, "the manager's --dataplane-namespaces (its chart's dataPlanes.namespaces): check its rights in each (default: cluster-wide)")
 	return cmd
 }
 
@@ -91,7 +95,7 @@ func Report(w io.Writer, results []Result) error {
 	return nil
 }
 
-func (c *conn) preflight(ctx context.Context) []Result {
+func (c *conn) preflight(ctx context.Context, namespaces []string) []Result {
 	var out []Result
 	cfg, _, err := c.Config()
 	if err != nil {
@@ -134,15 +138,16 @@ func (c *conn) preflight(ctx context.Context) []Result {
 			out = append(out, Result{name, "context loads", err})
 			continue
 		}
-		out = append(out, PlaneChecks(ctx, name, kube)...)
+		out = append(out, PlaneChecks(ctx, name, kube, namespaces)...)
 	}
 	return out
 }
 
 // PlaneChecks are the checks of one data plane through kube, built from the planes
 // kubeconfig's context name: reachable and recent enough (the later checks are skipped when it
-// does not answer), the member CRDs served, and the manager's rights.
-func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface) []Result {
+// does not answer), the member CRDs served, and the manager's rights (in namespaces, else
+// cluster-wide).
+func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface, namespaces []string) []Result {
 	v, err := kube.Discovery().ServerVersion()
 	if err != nil {
 		return []Result{{name, "API server answers", err}}
@@ -172,32 +177,45 @@ func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface) []
 		err = fmt.Errorf("%s not served: install the agent's chart (its CRDs): %w", gv, err)
 	}
 	out = append(out, Result{name, "member CRDs served", err})
-	out = append(out, Result{name, "the manager's rights (fedbr-manager-dataplane)", managerRights(ctx, kube)})
+	what := "the manager's rights (fedbr-manager-dataplane)"
+	if len(namespaces) > 0 {
+		what += " in " + strings.Join(namespaces, ", ")
+	}
+	out = append(out, Result{name, what, managerRights(ctx, kube, namespaces)})
 	return out
 }
 
 // managerRights asks the plane whether the identity kube authenticates as may do every verb of
-// ManagerDataPlaneRules, cluster-wide as the ClusterRole grants it.
-func managerRights(ctx context.Context, kube kubernetes.Interface) error {
+// ManagerDataPlaneRules in each of namespaces, or cluster-wide (none), as the agent chart binds
+// the ClusterRole.
+func managerRights(ctx context.Context, kube kubernetes.Interface, namespaces []string) error {
+	where := namespaces
+	if len(where) == 0 {
+		where = []string{""}
+	}
 	var denied []string
-	for _, rule := range ManagerDataPlaneRules {
-		for _, res := range rule.Resources {
-			resource, sub, _ := strings.Cut(res, "/")
-			for _, verb := range rule.Verbs {
-				review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
-					ResourceAttributes: &authorizationv1.ResourceAttributes{Group: rule.APIGroups[0], Resource: resource, Subresource: sub, Verb: verb}}}
-				got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-				if err != nil {
-					return fmt.Errorf("ask the API server: %w", err)
-				}
-				if !got.Status.Allowed {
-					denied = append(denied, verb+" "+res)
+	for _, ns := range where {
+		for _, rule := range ManagerDataPlaneRules {
+			for _, res := range rule.Resources {
+				resource, sub, _ := strings.Cut(res, "/")
+				for _, verb := range rule.Verbs {
+					review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+						ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Group: rule.APIGroups[0], Resource: resource, Subresource: sub, Verb: verb}}}
+					got, err := kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+					if err != nil {
+						return fmt.Errorf("ask the API server: %w", err)
+					}
+					if !got.Status.Allowed && ns == "" {
+						denied = append(denied, verb+" "+res)
+					} else if !got.Status.Allowed {
+						denied = append(denied, verb+" "+res+" in "+ns)
+					}
 				}
 			}
 		}
 	}
 	if len(denied) > 0 {
-		return fmt.Errorf("the identity may not %s: bind the ClusterRole fedbr-manager-dataplane to it (the agent chart's managerAccess)", strings.Join(denied, ", "))
+		return fmt.Errorf("the identity may not %s: bind the ClusterRole fedbr-manager-dataplane to it (the agent chart's managerAccess; with watchNamespaces it is bound there only, so pass the manager's --dataplane-namespaces)", strings.Join(denied, ", "))
 	}
 	return nil
 }

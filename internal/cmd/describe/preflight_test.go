@@ -134,4 +134,37 @@ func TestPreflight(t *testing.T) {
 	if strings.Contains(out, "d-gone     member CRDs") {
 		t.Errorf("checks went on after the plane did not answer:\n%s", out)
 	}
+	// The role bound in namespace tidb only, as the agent chart binds it with watchNamespaces:
+	// it passes with the manager's --dataplane-namespaces tidb, and fails naming the namespace
+	// (or cluster-wide) where it is not bound.
+	for _, ns := range []string{"tidb", "other"} {
+		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	create(t, ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "tidb", Name: "preflight-manager"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "preflight-ns-manager"}}})
+	planes = clientcmdapi.NewConfig()
+	add("g-ns", good, "preflight-ns-manager")
+	if err := clientcmd.WriteToFile(*planes, path); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		namespaces string
+		want       string
+	}{
+		{"tidb", `ok    g-ns       the manager's rights (fedbr-manager-dataplane) in tidb`},
+		{"tidb,other", `FAIL  g-ns       the manager's rights (fedbr-manager-dataplane) in tidb, other: the identity may not get volumebackupmembers in other,`},
+		{"", `FAIL  g-ns       the manager's rights (fedbr-manager-dataplane): the identity may not get volumebackupmembers, `},
+	} {
+		args := []string{"--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", path, "--request-timeout", "5s"}
+		if tc.namespaces != "" {
+			args = append(args, "--dataplane-namespaces", tc.namespaces)
+		}
+		out, _ := execute(t, NewPreflightCmd, args...)
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("preflight --dataplane-namespaces %q does not say %q:\n%s", tc.namespaces, tc.want, out)
+		}
+	}
 }

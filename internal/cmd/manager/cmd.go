@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -68,6 +70,7 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.run.Kubeconfig, "kubeconfig", "", "kubeconfig with one context per data plane (context name = k8sClusterName)")
 	f.StringVar(&o.controlConfig, "control-kubeconfig", "", "kubeconfig of the control plane (default: $KUBECONFIG, else in-cluster)")
 	f.StringVar(&o.controlContext, "control-context", "", "context of --control-kubeconfig to use (default: its current context)")
+	f.StringSliceVar(&o.run.DataPlaneNamespaces, "dataplane-namespaces", nil, "only make and watch members in these data-plane namespaces (comma-separated), where the manager's identity is bound per namespace; a VolumeBackup or VolumeRestore naming another fails NamespaceNotWatched (default: every namespace)")
 	f.StringVar(&o.run.Namespace, "namespace", "", "only act on VolumeBackups/VolumeRestores/VolumeBackupSchedules in this namespace (default: all)")
 	o.run.Metrics.Register(f)
 	f.StringVar(&o.run.HealthAddr, "health-probe-bind-address", ":8081", "healthz/readyz listen address (0 disables)")
@@ -91,6 +94,11 @@ func (o *options) validate() error {
 		return fmt.Errorf("--reload-check %s: want at least 100ms", o.run.ReloadCheck)
 	case o.verbosity < 0:
 		return fmt.Errorf("--v %d: want 0 or more", o.verbosity)
+	}
+	for _, ns := range o.run.DataPlaneNamespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return fmt.Errorf("--dataplane-namespaces: %q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
 	}
 	// In a pod on a lab node the Secret's files are under $FEDBR_LAB_ROOT (podenv.Path); elsewhere
 	// the paths are used as given.

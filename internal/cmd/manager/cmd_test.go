@@ -3,6 +3,7 @@ package manager
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,30 @@ func TestInLabPod(t *testing.T) {
 	o.run.Kubeconfig = "/etc/fedbr/dataplanes/kubeconfig"
 	if err := o.validate(); err == nil {
 		t.Error("a kubeconfig missing at its absolute path passed validation")
+	}
+}
+
+// TestDataPlaneNamespacesFlag: --dataplane-namespaces takes namespace names only, and says which
+// is not one.
+func TestDataPlaneNamespacesFlag(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		arg     string
+		wantErr string
+	}{
+		{"tidb,tidb-restored", ""},
+		{"tidb,Tidb_2", `"Tidb_2" is not a namespace name`},
+		{"tidb,", `"" is not a namespace name`},
+	} {
+		o := &options{}
+		o.run.Kubeconfig, o.run.ProbeInterval, o.run.ReloadCheck = kc, time.Second, time.Second
+		o.run.DataPlaneNamespaces = strings.Split(tc.arg, ",")
+		err := o.validate()
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("--dataplane-namespaces %s: %v, want %q", tc.arg, err, tc.wantErr)
+		}
 	}
 }

@@ -206,3 +206,13 @@ func CutMessage(msg string) string {
 	}
 	return msg[:cut] + ellipsis
 }
+
+// NotWatched says why a member of plane in namespace ns cannot be made where the manager watches
+// only namespaces (its --dataplane-namespaces; nil: every one), or "" when it can.
+func NotWatched(namespaces []string, plane, ns string) string {
+	if len(namespaces) == 0 || slices.Contains(namespaces, ns) {
+		return ""
+	}
+	return fmt.Sprintf("%s: namespace %q is not among the data-plane namespaces the manager watches (%s): add it to the manager's dataPlanes.namespaces and to the agent chart's watchNamespaces there",
+		plane, ns, strings.Join(namespaces, ", "))
+}

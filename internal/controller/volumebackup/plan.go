@@ -65,6 +65,9 @@ type Observed struct {
 	// Known are the data planes in the manager's kubeconfig; Reachable the ones answering now.
 	Known     map[string]bool
 	Reachable map[string]bool
+	// Namespaces are the data-plane namespaces the manager watches (its --dataplane-namespaces);
+	// nil: every namespace.
+	Namespaces []string
 	// ForceRemove lets a deleted backup go although some planes could not confirm their
 	// members are gone.
 	ForceRemove bool
@@ -180,6 +183,9 @@ func decide(o Observed, now time.Time) Result {
 		if !o.Known[c.K8sClusterName] {
 			msg := fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName)
 			return fail(o, res, now, fedv1alpha1.UnknownClusterReason, msg)
+		}
+		if msg := federation.NotWatched(o.Namespaces, c.K8sClusterName, c.TCNamespace); msg != "" {
+			return fail(o, res, now, fedv1alpha1.NamespaceNotWatchedReason, msg)
 		}
 	}
 	if st.TimeStarted == nil {

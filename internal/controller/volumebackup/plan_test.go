@@ -150,6 +150,7 @@ func TestPlan(t *testing.T) {
 		members   map[string]Member
 		reachable map[string]bool
 		known     map[string]bool
+		watched   []string
 		force     bool
 		now       time.Time
 		want      []Action
@@ -404,6 +405,32 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name:    "a namespace the manager does not watch is a terminal, explained failure before any member",
+			watched: []string{"tidb-a", "tidb-b"},
+			mutate: func(b *fedv1alpha1.VolumeBackup) {
+				for i := range b.Spec.Clusters {
+					b.Spec.Clusters[i].TCNamespace = "tidb-a"
+				}
+				b.Spec.Clusters[1].TCNamespace = "tidb"
+			},
+			wantPhase: fedv1alpha1.VolumeBackupFailed,
+			check: func(t *testing.T, r Result) {
+				c := cond(r.Status, fedv1alpha1.VolumeBackupFailedCondition)
+				if c == nil || c.Reason != fedv1alpha1.NamespaceNotWatchedReason || !strings.Contains(c.Message, `az2: namespace "tidb"`) {
+					t.Errorf("Failed = %+v", c)
+				}
+				if len(r.Actions) != 0 {
+					t.Errorf("actions %v, want none", r.Actions)
+				}
+			},
+		},
+		{
+			name:      "namespaces the manager watches: members as usual",
+			watched:   []string{"other", "tidb"},
+			want:      []Action{{Kind: CreateMember, Cluster: "az1", Phase: init_}, {Kind: CreateMember, Cluster: "az2", Phase: exec}, {Kind: CreateMember, Cluster: "az3", Phase: exec}},
+			wantPhase: fedv1alpha1.VolumeBackupRunning,
+		},
+		{
 			name:      "an unreachable cluster: act on the others, say why it waits",
 			members:   map[string]Member{"az1": withTS(member(init_, inited), "100")},
 			reachable: map[string]bool{"az1": true, "az2": true},
@@ -631,7 +658,7 @@ func TestPlan(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(b)
 			}
-			o := Observed{Backup: b, Members: tc.members, Known: tc.known, Reachable: tc.reachable, ForceRemove: tc.force}
+			o := Observed{Backup: b, Members: tc.members, Known: tc.known, Reachable: tc.reachable, Namespaces: tc.watched, ForceRemove: tc.force}
 			if o.Members == nil {
 				o.Members = map[string]Member{}
 			}

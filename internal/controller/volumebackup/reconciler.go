@@ -116,7 +116,7 @@ func WatchPlane(r *Reconciler, p *plane.Plane) error {
 // backups of the same TiDB cluster from the control plane's. A plane whose read fails counts
 // as unreachable for this pass.
 func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup, w *written) (Observed, error) {
-	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
+	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(), Namespaces: planes.Namespaces(),
 		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
 	if NeedsOthers(b) {
 		others, err := sharing(ctx, c, b)

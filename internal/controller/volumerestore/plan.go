@@ -45,6 +45,9 @@ type Observed struct {
 	Members   map[string]Member
 	Known     map[string]bool
 	Reachable map[string]bool
+	// Namespaces are the data-plane namespaces the manager watches (its --dataplane-namespaces);
+	// nil: every namespace.
+	Namespaces []string
 	// ForceRemove lets a deleted restore go although some planes could not confirm their
 	// members are gone.
 	ForceRemove bool
@@ -139,6 +142,9 @@ func decide(o Observed, now time.Time) Result {
 	for _, c := range r.Spec.Clusters {
 		if !o.Known[c.K8sClusterName] {
 			return fail(o, res, now, fedv1alpha1.UnknownClusterReason, fmt.Sprintf("no context %q in the manager's kubeconfig", c.K8sClusterName))
+		}
+		if msg := federation.NotWatched(o.Namespaces, c.K8sClusterName, c.TCNamespace); msg != "" {
+			return fail(o, res, now, fedv1alpha1.NamespaceNotWatchedReason, msg)
 		}
 	}
 	if st.TimeStarted == nil {

@@ -66,6 +66,7 @@ func TestPlan(t *testing.T) {
 		mutate    func(*fedv1alpha1.VolumeRestore)
 		members   map[string]Member
 		known     map[string]bool
+		watched   []string
 		reachable map[string]bool
 		force     bool
 		now       time.Time
@@ -224,6 +225,22 @@ func TestPlan(t *testing.T) {
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 		},
 		{
+			name:      "a namespace the manager does not watch fails with the plane and the namespace, before any member",
+			watched:   []string{"tidb-restored"},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
+			check: func(t *testing.T, r Result) {
+				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
+				if c == nil || c.Reason != fedv1alpha1.NamespaceNotWatchedReason || !strings.Contains(c.Message, `az1: namespace "tidb"`) {
+					t.Errorf("Failed = %+v", c)
+				}
+				for _, a := range r.Actions {
+					if a.Kind == CreateMember {
+						t.Errorf("action %v, want no member made", a)
+					}
+				}
+			},
+		},
+		{
 			name:      "an unknown cluster fails with its name",
 			known:     map[string]bool{"az1": true},
 			wantPhase: fedv1alpha1.VolumeRestoreFailed,
@@ -313,7 +330,7 @@ func TestPlan(t *testing.T) {
 			if tc.mutate != nil {
 				tc.mutate(r)
 			}
-			o := Observed{Restore: r, Members: tc.members, Known: tc.known, Reachable: tc.reachable, ForceRemove: tc.force}
+			o := Observed{Restore: r, Members: tc.members, Known: tc.known, Reachable: tc.reachable, Namespaces: tc.watched, ForceRemove: tc.force}
 			if o.Members == nil {
 				o.Members = map[string]Member{}
 			}

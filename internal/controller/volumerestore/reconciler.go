@@ -68,7 +68,7 @@ func WatchPlane(r *Reconciler, p *plane.Plane) error {
 // observe reads every member from its plane's cache. A plane whose read fails counts as
 // unreachable for this pass.
 func observe(ctx context.Context, planes *plane.Set, vr *fedv1alpha1.VolumeRestore) (Observed, error) {
-	o := Observed{Restore: vr, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(),
+	o := Observed{Restore: vr, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(), Namespaces: planes.Namespaces(),
 		ForceRemove: vr.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
 	for _, c := range vr.Spec.Clusters {
 		p, ok := planes.Get(c.K8sClusterName)

@@ -60,8 +60,9 @@ type InstallOptions struct {
 	// data-plane namespace named like its control-plane namespace.
 	AllowNamespaces []string
 	// WatchNamespaces sets the agent chart's watchNamespaces (--namespace): the agents reconcile
-	// members only there, with their namespaced rights as RoleBindings there. Empty: every
-	// namespace, those rights cluster-wide.
+	// members only there, with their namespaced rights and the manager's as RoleBindings there;
+	// and the manager chart's dataPlanes.namespaces (--dataplane-namespaces) to match. Empty:
+	// every namespace, those rights cluster-wide.
 	WatchNamespaces []string
 	// PrivilegedWarmup sets the agent chart's policy.privilegedWarmup (--allow-privileged-warmup:
 	// warm-ups that read block devices).
@@ -338,7 +339,7 @@ func (in *installer) manager(ctx context.Context, kubeconfig []byte, healthPort 
 	values := map[string]any{
 		// One replica: each would listen on the same health port of the shared host network.
 		"replicas":       1,
-		"dataPlanes":     map[string]any{"kubeconfig": string(kubeconfig)},
+		"dataPlanes":     map[string]any{"kubeconfig": string(kubeconfig), "namespaces": in.o.WatchNamespaces},
 		"metrics":        map[string]any{"enabled": false},
 		"health":         map[string]any{"port": healthPort},
 		"probeInterval":  "1s",
