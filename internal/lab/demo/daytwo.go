@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,11 +67,16 @@ const (
 	// (refused by restore-volumes: the snapshots carry another namespace), neither making a
 	// volume; the backup then restores exactly (issue 38).
 	ScenarioCrossTenant = "another tenant restores our backup: refused before any volume, and it still restores exactly"
+	// ScenarioEncrypted backs up the source cluster while its TiKV encrypts at rest with a KMS
+	// key (spec.tikv.config), then restores into TidbClusters without encryption: every plane
+	// refuses it (EncryptionMismatch, naming the key) before any volume is made from a snapshot
+	// (issue 40; tidb-operator #4914).
+	ScenarioEncrypted = "an encrypted backup restored without its key: refused before any volume"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -144,6 +150,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 			res.Outcome, res.Err = d.failedSized(ctx, fmt.Sprintf(dayTwoName, i))
 		case ScenarioCrossTenant:
 			res.Outcome, res.Err = d.crossTenant(ctx, fmt.Sprintf(dayTwoName, i))
+		case ScenarioEncrypted:
+			res.Outcome, res.Err = d.encryptedRefused(ctx, fmt.Sprintf(dayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -806,6 +814,102 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 		return "", err
 	}
 	return fmt.Sprintf("a restore over claim %s refused (%s) before any volume was made from a snapshot", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
+}
+
+// encryptionKey is the KMS key the source's TiKV encrypts with in ScenarioEncrypted.
+const encryptionKey = "fedbr-lab-key-a"
+
+// encryptedRefused is ScenarioEncrypted.
+func (d *run) encryptedRefused(ctx context.Context, name string) (string, error) {
+	config := fmt.Sprintf(`{"spec":{"tikv":{"config":{"security":{"encryption":{"data-encryption-method":"aes256-ctr",`+
+		`"master-key":{"type":"kms","key-id":%q,"region":%q}}}}}}}`, encryptionKey, d.lab.AWS.Region)
+	revert, err := d.patchSourceTCs(ctx, []byte(config))
+	if err != nil {
+		return "", err
+	}
+	b, err := d.backup(ctx)
+	if rerr := revert(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return "", err
+	}
+	before, err := d.awsStats(ctx)
+	if err != nil {
+		return "", err
+	}
+	prev := d.o
+	defer func() { d.o = prev }()
+	d.o.RestoreNamespace = name + "-restored"
+	r, err := d.restore(ctx, b)
+	if err == nil || !errors.Is(err, errFailed) {
+		return "", fmt.Errorf("restore of the encrypted backup into TiKV without encryption: %w; want it refused", err)
+	}
+	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberEncryptionMismatchReason) || !strings.Contains(err.Error(), encryptionKey) {
+		return "", fmt.Errorf("restore refused with %w; want %s naming the key %s", err, dpv1alpha1.RestoreMemberEncryptionMismatchReason, encryptionKey)
+	}
+	c := d.kube[d.lab.Control]
+	if err := d.deleteAndWait(ctx, c, r); err != nil {
+		return "", err
+	}
+	after, err := d.awsStats(ctx)
+	if err != nil {
+		return "", err
+	}
+	if n := after.VolumesFromSnapshots - before.VolumesFromSnapshots; n != 0 {
+		return "", fmt.Errorf("the refused restore created %d volumes from the backup's snapshots", n)
+	}
+	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
+		return "", err
+	}
+	if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("a backup encrypted with KMS key %s refused (%s) by TiKV without encryption, before any volume was made from a snapshot",
+		encryptionKey, dpv1alpha1.RestoreMemberEncryptionMismatchReason), nil
+}
+
+// patchSourceTCs merge-patches the source TidbCluster of every data plane and returns what puts
+// back each one's spec.tikv.config as it was.
+func (d *run) patchSourceTCs(ctx context.Context, patch []byte) (revert func() error, err error) {
+	type saved struct {
+		c      client.Client
+		tc     *pcv1alpha1.TidbCluster
+		config []byte
+	}
+	var done []saved
+	revert = func() error {
+		var errs []error
+		for _, s := range done {
+			// A merge patch merges maps: clear the config, then give back the old one.
+			patches := []string{`{"spec":{"tikv":{"config":null}}}`}
+			if s.config != nil {
+				patches = append(patches, `{"spec":{"tikv":{"config":`+string(s.config)+`}}}`)
+			}
+			for _, p := range patches {
+				if err := s.c.Patch(context.WithoutCancel(ctx), s.tc, client.RawPatch(types.MergePatchType, []byte(p))); err != nil {
+					errs = append(errs, fmt.Errorf("put back %s/%s's spec.tikv.config: %w", s.tc.Namespace, s.tc.Name, err))
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	for _, dp := range d.lab.DataPlanes {
+		c := d.kube[dp.Cluster]
+		tc := &pcv1alpha1.TidbCluster{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: d.o.TCName}, tc); err != nil {
+			return nil, errors.Join(fmt.Errorf("%s: %w", dp.Cluster, err), revert())
+		}
+		var old []byte
+		if tc.Spec.TiKV != nil && tc.Spec.TiKV.Config != nil {
+			old = slices.Clone(tc.Spec.TiKV.Config.Raw)
+		}
+		if err := c.Patch(ctx, tc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return nil, errors.Join(fmt.Errorf("%s: patch %s/%s: %w", dp.Cluster, tc.Namespace, tc.Name, err), revert())
+		}
+		done = append(done, saved{c: c, tc: tc, config: old})
+	}
+	return revert, nil
 }
 
 // toleratedOutage takes a backup and restores it with tolerateSingleTiKVOutage into a cluster
