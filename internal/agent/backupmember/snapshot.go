@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -257,8 +258,10 @@ func (p *plan) inputsConfigMap() (*corev1.ConfigMap, []string, error) {
 }
 
 // tidbClusterManifest is the TidbCluster as a manifest the snapshot step keeps next to the
-// backup (JSON is YAML): the whole object as read, without status and the server's
-// bookkeeping.
+// backup (JSON is YAML): the whole object as read, without the server's bookkeeping and without
+// status but its status.tikv.failureStores, the failed-over stores whose extra TiKV pods the
+// backup took (a restore made from the manifest needs that many TiKV: fedbr restore create
+// --with-tidbclusters).
 func tidbClusterManifest(c Cluster) ([]byte, error) {
 	raw, err := c.tidbClusterJSON()
 	if err != nil {
@@ -268,7 +271,11 @@ func tidbClusterManifest(c Cluster) ([]byte, error) {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, err
 	}
+	failed, _, _ := unstructured.NestedMap(m, "status", "tikv", "failureStores")
 	delete(m, "status")
+	if len(failed) > 0 {
+		m["status"] = map[string]any{"tikv": map[string]any{"failureStores": failed}}
+	}
 	m["apiVersion"], m["kind"] = "pingcap.com/v1alpha1", "TidbCluster"
 	return json.Marshal(m)
 }

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
@@ -285,5 +286,37 @@ func TestDiscoverTypesStorageVolumesByTiKVConfigKey(t *testing.T) {
 				t.Errorf("types by mount path %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestManifestKeepsFailureStores: the saved TidbCluster manifest drops status but its
+// status.tikv.failureStores, which a restore made from it needs (restore create
+// --with-tidbclusters sizes the restored TiKV from it); without failed-over stores, no status.
+func TestManifestKeepsFailureStores(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status map[string]any
+		want   map[string]any
+	}{
+		{"failed-over stores", map[string]any{"tikv": map[string]any{"phase": "Normal", "stores": map[string]any{"1": map[string]any{}},
+			"failureStores": map[string]any{"4": map[string]any{"podName": "basic-tikv-1", "storeID": "4"}}}, "pd": map[string]any{}},
+			map[string]any{"tikv": map[string]any{"failureStores": map[string]any{"4": map[string]any{"podName": "basic-tikv-1", "storeID": "4"}}}}},
+		{"none", map[string]any{"tikv": map[string]any{"phase": "Normal"}}, nil},
+	} {
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "pingcap.com/v1alpha1", "kind": "TidbCluster",
+			"metadata": map[string]any{"name": "basic", "namespace": "tidb"}, "spec": map[string]any{"tikv": map[string]any{"replicas": int64(1)}},
+			"status": tc.status}}
+		raw, err := tidbClusterManifest(Cluster{TC: &pcv1alpha1.TidbCluster{}, Object: obj})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		st, _ := got["status"].(map[string]any)
+		if !reflect.DeepEqual(st, tc.want) {
+			t.Errorf("%s: status %v, want %v", tc.name, st, tc.want)
+		}
 	}
 }

@@ -87,6 +87,22 @@ func ForRestore(m meta.Manifest, into, name string) (*unstructured.Unstructured,
 			unstructured.RemoveNestedField(obj, "metadata", "annotations")
 		}
 	}
+	// tidb-operator ran a TiKV pod more per failed-over store, and the backup took each one's
+	// volumes: the restored cluster needs as many TiKV (restore-volumes refuses another count),
+	// as plain replicas, the failover itself not restored.
+	if failed, _, _ := unstructured.NestedMap(obj, "status", "tikv", "failureStores"); len(failed) > 0 {
+		replicas, _, err := unstructured.NestedFieldNoCopy(obj, "spec", "tikv", "replicas")
+		if err != nil {
+			return nil, fmt.Errorf("%s: spec.tikv.replicas: %w", m.Key, err)
+		}
+		n, ok := asInt(replicas)
+		if !ok {
+			return nil, fmt.Errorf("%s: spec.tikv.replicas %v is not a number", m.Key, replicas)
+		}
+		if err := unstructured.SetNestedField(obj, n+int64(len(failed)), "spec", "tikv", "replicas"); err != nil {
+			return nil, err
+		}
+	}
 	delete(obj, "status")
 	if err := unstructured.SetNestedField(obj, true, "spec", "recoveryMode"); err != nil {
 		return nil, err
@@ -110,4 +126,17 @@ func ForRestore(m meta.Manifest, into, name string) (*unstructured.Unstructured,
 		}
 	}
 	return u, nil
+}
+
+// asInt reads a number of a decoded YAML or JSON document.
+func asInt(v any) (int64, bool) {
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case float64:
+		return int64(n), n == float64(int64(n))
+	}
+	return 0, false
 }

@@ -74,6 +74,11 @@ func TestForRestore(t *testing.T) {
 			yaml: "apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata: {name: basic, namespace: tidb}\nspec: {cluster: {name: first}, tikv: {replicas: 1}}\n",
 			want: map[string]any{"apiVersion": "pingcap.com/v1alpha1", "kind": "TidbCluster", "metadata": map[string]any{"name": "basic", "namespace": "tidb-restore"},
 				"spec": map[string]any{"recoveryMode": true, "cluster": map[string]any{"name": "first"}, "tikv": map[string]any{"replicas": float64(1)}}}},
+		{name: "failed-over stores: as many TiKV as tidb-operator ran (replicas plus one per failed-over store), the failover not kept", into: "tidb-restore",
+			yaml: "apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata: {name: basic, namespace: tidb}\nspec: {tikv: {replicas: 3}}\n" +
+				"status: {tikv: {failureStores: {\"4\": {podName: basic-tikv-1, storeID: \"4\"}, \"9\": {podName: basic-tikv-2, storeID: \"9\"}}}}\n",
+			want: map[string]any{"apiVersion": "pingcap.com/v1alpha1", "kind": "TidbCluster", "metadata": map[string]any{"name": "basic", "namespace": "tidb-restore"},
+				"spec": map[string]any{"recoveryMode": true, "tikv": map[string]any{"replicas": float64(5)}}}},
 		{name: "not a TidbCluster", into: "tidb-restore", yaml: "apiVersion: pingcap.com/v1alpha1\nkind: TidbMonitor\nmetadata: {name: m}\nspec: {}\n",
 			wantErr: "pingcap.com/v1alpha1 TidbMonitor, want a pingcap.com TidbCluster"},
 		{name: "a TidbCluster of another group", into: "tidb-restore", yaml: "apiVersion: example.com/v1\nkind: TidbCluster\nmetadata: {name: m}\nspec: {tikv: {}}\n",

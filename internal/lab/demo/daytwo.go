@@ -31,6 +31,7 @@ import (
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
@@ -72,11 +73,16 @@ const (
 	// refuses it (EncryptionMismatch, naming the key) before any volume is made from a snapshot
 	// (issue 40; tidb-operator #4914).
 	ScenarioEncrypted = "an encrypted backup restored without its key: refused before any volume"
+	// ScenarioFailover fails a store of the last plane over as tidb-operator does
+	// (status.tikv.failureStores: one TiKV pod more than spec.tikv.replicas, kept), then backs
+	// up the source with that pod and restores it, exactly, into TidbClusters with as many TiKV
+	// (issue 40). The source keeps the failover pod for the scenarios after it.
+	ScenarioFailover = "a failed-over store's extra TiKV pod: backed up and restored exactly"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -152,6 +158,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 			res.Outcome, res.Err = d.crossTenant(ctx, fmt.Sprintf(dayTwoName, i))
 		case ScenarioEncrypted:
 			res.Outcome, res.Err = d.encryptedRefused(ctx, fmt.Sprintf(dayTwoName, i))
+		case ScenarioFailover:
+			res.Outcome, res.Err = d.failover(ctx, fmt.Sprintf(dayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -814,6 +822,79 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 		return "", err
 	}
 	return fmt.Sprintf("a restore over claim %s refused (%s) before any volume was made from a snapshot", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
+}
+
+// failover is ScenarioFailover.
+func (d *run) failover(ctx context.Context, name string) (string, error) {
+	plane := d.lab.DataPlanes[len(d.lab.DataPlanes)-1].Cluster
+	c := d.kube[plane]
+	key := client.ObjectKey{Namespace: d.o.Namespace, Name: d.o.TCName}
+	tc := &pcv1alpha1.TidbCluster{}
+	if err := c.Get(ctx, key, tc); err != nil {
+		return "", err
+	}
+	want := tidbcluster.TiKVPods(tc) + 1
+	if len(tc.Status.TiKV.FailureStores) == 0 {
+		// The store of the plane's first TiKV, failed over as tidb-operator records it once the
+		// store was Down for its tikvFailoverPeriod (the lab's store never went down: the pod
+		// came back, and tidb-operator keeps the failover pod until recoverFailover).
+		ids := tidbcluster.StoreIDByPod(tc)
+		pod := operator.MemberName(tc.Name, operator.ComponentTiKV, 0)
+		id := ids[pod]
+		if id == "" {
+			return "", fmt.Errorf("%s: %s/%s has no store for %s in status.tikv.stores", plane, key.Namespace, key.Name, pod)
+		}
+		patch := fmt.Sprintf(`{"status":{"tikv":{"failureStores":{%q:{"podName":%q,"storeID":%q,"createdAt":%q}}}}}`,
+			id, pod, id, time.Now().UTC().Format(time.RFC3339))
+		if err := c.Patch(ctx, tc, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			return "", fmt.Errorf("%s: fail store %s over: %w", plane, id, err)
+		}
+	} else {
+		want = tidbcluster.TiKVPods(tc)
+	}
+	// The lab's operator, as tidb-operator, runs one TiKV pod more; its store joins.
+	if err := d.poll(ctx, fmt.Sprintf("%s: %d TiKV stores up with the failover pod", plane, want), func() (bool, string, error) {
+		if err := c.Get(ctx, key, tc); err != nil {
+			return false, "", err
+		}
+		up := tidbcluster.StoresUp(tc)
+		return up == want, fmt.Sprintf("%d of %d stores up", up, want), nil
+	}); err != nil {
+		return "", err
+	}
+	if d.sourceTiKV == nil {
+		d.sourceTiKV = map[string]int{}
+	}
+	d.sourceTiKV[plane] = want
+	b, err := d.backup(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := d.waitTransfersAfter(ctx, b); err != nil {
+		return "", err
+	}
+	prev := d.o
+	defer func() { d.o = prev }()
+	d.o.RestoreNamespace = name + "-restored"
+	r, err := d.restore(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if err := d.check(ctx, b, r); err != nil {
+		return "", err
+	}
+	cc := d.kube[d.lab.Control]
+	if err := d.deleteAndWait(ctx, cc, r); err != nil {
+		return "", err
+	}
+	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
+		return "", err
+	}
+	if err := d.deleteAndWait(ctx, cc, b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s backed up with %d TiKV (spec.tikv.replicas %d and a failed-over store) and restored exactly into %d", plane, want,
+		tidbcluster.TiKVReplicas(tc), want), nil
 }
 
 // encryptionKey is the KMS key the source's TiKV encrypts with in ScenarioEncrypted.

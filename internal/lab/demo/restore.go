@@ -33,6 +33,9 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		if down := d.o.RestoreDownTiKV[cluster]; down != "" {
 			tc.Annotations[operator.AnnotationDownTiKV] = down
 		}
+		if n := d.sourceTiKV[cluster]; n > 0 {
+			tc.Spec.TiKV.Replicas = int32(n)
+		}
 	}
 	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
 		return nil, err

@@ -45,6 +45,10 @@ type run struct {
 	ctrls map[string]controller
 	// crashBefore are the volumes that existed when a crash suite started.
 	crashBefore map[string]bool
+	// sourceTiKV are the source cluster's TiKV pods in a plane where they are not
+	// Options.TiKVPerPlane (a failed-over store's pod: ScenarioFailover), by plane: a restore's
+	// TidbCluster there needs as many TiKV.
+	sourceTiKV map[string]int
 	report      *Report
 	started     time.Time
 

@@ -222,10 +222,9 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 	}
 	p.members(cfg, lay, o, ComponentPD, pdReplicas, func(i int) bool { return true })
 
-	tikvReplicas := 0
-	if tc.Spec.TiKV != nil {
-		tikvReplicas = int(tc.Spec.TiKV.Replicas)
-	}
+	// tidb-operator runs one TiKV pod more for each store it failed over
+	// (status.tikv.failureStores), and keeps it until the failover is recovered.
+	tikvReplicas := tikvPodCount(tc)
 	_, volumesReady := tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation]
 	down, err := downOrdinals(tc)
 	if err != nil {
@@ -248,6 +247,17 @@ func ComputePlan(cfg Config, o Observed) (Plan, error) {
 	}
 	p.members(cfg, lay, o, ComponentTiKV, tikvReplicas, canStart)
 	return p, nil
+}
+
+// tikvPodCount is how many TiKV pods tidb-operator runs for tc: spec.tikv.replicas plus one per
+// failed-over store in status.tikv.failureStores (its StatefulSet's replicas). The lab operator
+// never fails a store over itself; a test sets failureStores as tidb-operator does once a store
+// was Down for its tikvFailoverPeriod.
+func tikvPodCount(tc *pcv1alpha1.TidbCluster) int {
+	if tc.Spec.TiKV == nil || tc.Spec.TiKV.Replicas == 0 {
+		return 0
+	}
+	return int(tc.Spec.TiKV.Replicas) + len(tc.Status.TiKV.FailureStores)
 }
 
 // downOrdinals reads AnnotationDownTiKV.
@@ -566,10 +576,8 @@ func status(cfg Config, o Observed) pcv1alpha1.TidbClusterStatus {
 			ClientURL: m.ClientURL, Health: m.Healthy}
 	}
 	byAddr := map[string]string{}
-	if tk := o.Cluster.Spec.TiKV; tk != nil {
-		for i := 0; i < int(tk.Replicas); i++ {
-			byAddr[cfg.Addressing.TiKV(i)] = MemberName(o.Cluster.Name, ComponentTiKV, i)
-		}
+	for i := range tikvPodCount(o.Cluster) {
+		byAddr[cfg.Addressing.TiKV(i)] = MemberName(o.Cluster.Name, ComponentTiKV, i)
 	}
 	st.TiKV.Stores = map[string]pcv1alpha1.TiKVStore{}
 	for _, s := range o.PD.Stores {

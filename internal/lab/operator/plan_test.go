@@ -109,6 +109,16 @@ func actionNames(p Plan) []string {
 	return out
 }
 
+// failedOver marks the stores failed over in tc's status.tikv.failureStores, as tidb-operator
+// does once a store was Down for its failover period.
+func failedOver(tc *pcv1alpha1.TidbCluster, stores ...string) *pcv1alpha1.TidbCluster {
+	tc.Status.TiKV.FailureStores = map[string]pcv1alpha1.TiKVFailureStore{}
+	for i, s := range stores {
+		tc.Status.TiKV.FailureStores[s] = pcv1alpha1.TiKVFailureStore{PodName: MemberName(tc.Name, ComponentTiKV, i), StoreID: s}
+	}
+	return tc
+}
+
 func TestComputePlan(t *testing.T) {
 	tests := []struct {
 		name string
@@ -147,6 +157,15 @@ func TestComputePlan(t *testing.T) {
 			name: "scale out adds the next ordinal",
 			obs:  world(newTC(tikvReplicas(4)), true, "pd-0", "tikv-0", "tikv-1", "tikv-2"),
 			want: []string{"CreatePVC tikv-basic-tikv-3", "CreatePod basic-tikv-3"},
+		},
+		{
+			name: "a failed-over store adds a pod past spec.tikv.replicas, as tidb-operator's StatefulSet does",
+			obs:  world(failedOver(newTC(), "4"), true, "pd-0", "tikv-0", "tikv-1", "tikv-2"),
+			want: []string{"CreatePVC tikv-basic-tikv-3", "CreatePod basic-tikv-3"},
+		},
+		{
+			name: "the failover pod is kept while the store stays failed over",
+			obs:  world(failedOver(newTC(), "4"), true, "pd-0", "tikv-0", "tikv-1", "tikv-2", "tikv-3"),
 		},
 		{
 			name: "scale in deletes the highest ordinals and keeps their claims",
