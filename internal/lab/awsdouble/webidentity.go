@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -212,6 +213,10 @@ func randomHex(n int) string {
 func egressTLS(dir, region string) (*tls.Config, error) {
 	set, err := labtls.New(filepath.Join(dir, egressDir), "sts.amazonaws.com", "sts."+region+".amazonaws.com")
 	if err != nil {
+		return nil, fmt.Errorf("egress TLS: %w", err)
+	}
+	// Every pod trusts it, whatever user it runs as: a CA certificate is public.
+	if err := os.Chmod(EgressCAFile(dir), 0o644); err != nil {
 		return nil, fmt.Errorf("egress TLS: %w", err)
 	}
 	cfg := set.Node()

@@ -41,6 +41,9 @@ func TestAssumeRoleWithWebIdentityThroughTheEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if fi, err := os.Stat(awsdouble.EgressCAFile(dir)); err != nil || fi.Mode().Perm()&0o004 == 0 {
+		t.Fatalf("the egress CA is not readable by every user (a non-root pod trusts it): %v %v", fi.Mode(), err)
+	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(ca) {
 		t.Fatal("no CA in the egress CA file")

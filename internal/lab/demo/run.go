@@ -49,8 +49,8 @@ type run struct {
 	// Options.TiKVPerPlane (a failed-over store's pod: ScenarioFailover), by plane: a restore's
 	// TidbCluster there needs as many TiKV.
 	sourceTiKV map[string]int
-	report      *Report
-	started     time.Time
+	report     *Report
+	started    time.Time
 
 	// tlsSet is the lab's CA with Options.TLS (nil without); tls the demo's client side of it.
 	tlsSet *labtls.Set
