@@ -19,7 +19,7 @@ import (
 
 // awsConfigAnnotation carries the attacker's AWS config file to the step pods (an annotation the
 // agents' policy lets through by name in this lab: redirectionPolicy).
-const awsConfigAnnotation = "lab.fedbr.io/aws-config"
+const awsConfigAnnotation = "tenant.example.com/aws-config"
 
 // redirectionPolicy is what an operator would have to allow for issue 38's attack to reach a step
 // pod at all: HOME, downward-API volumes and the annotation. The test allows them, so that what
@@ -87,18 +87,27 @@ spec:
 	// The attack reached the steps: each plane's step pods of this backup had the file at
 	// $HOME/.aws/config (the lab's container roots, internal/lab/kubelet doc.go).
 	delivered := 0
+	var seen []string
 	for _, d := range l.DataPlanes {
 		for _, n := range d.Nodes {
+			pods, _ := filepath.Glob(filepath.Join(n.Dir, "pods", source+"_fed-"+name+"-*"))
+			for _, p := range pods {
+				seen = append(seen, filepath.Base(p))
+			}
 			files, _ := filepath.Glob(filepath.Join(n.Dir, "pods", source+"_fed-"+name+"-*", "containers", "*", "root", "h", ".aws", "config"))
 			for _, f := range files {
-				if b, err := os.ReadFile(f); err == nil && string(b) == config {
+				b, err := os.ReadFile(f)
+				if err == nil && string(b) == config {
 					delivered++
+				} else {
+					seen = append(seen, fmt.Sprintf("%s: %q %v", f, b, err))
 				}
 			}
 		}
 	}
 	if delivered < len(l.DataPlanes) {
-		t.Fatalf("the AWS config reached %d step containers, want at least one per plane (%d): the test would judge nothing", delivered, len(l.DataPlanes))
+		t.Fatalf("the AWS config reached %d step containers, want at least one per plane (%d): the test would judge nothing; step pods and files seen: %q",
+			delivered, len(l.DataPlanes), seen)
 	}
 	mu.Lock()
 	got := captured
