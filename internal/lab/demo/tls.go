@@ -24,7 +24,7 @@ import (
 
 // setupTLS makes the lab's CA for Options.TLS (labtls): a node certificate valid for every
 // member address the demo's TidbClusters can have (the source's and the restore's address
-// blocks of every data plane) and a client certificate, written under the demo's log
+// blocks of every data plane, with one failover TiKV each) and a client certificate, written under the demo's log
 // directory; d.tls is the client side the demo itself dials PD and TiKV with.
 func (d *run) setupTLS() error {
 	var hosts []string
@@ -38,7 +38,9 @@ func (d *run) setupTLS() error {
 			for i := range 3 {
 				hosts = append(hosts, hostOf(a.PD(i)))
 			}
-			for i := range d.o.TiKVPerPlane {
+			// One more TiKV per plane: a failed-over store's pod (ScenarioFailover), and the
+			// restore's TiKV as many.
+			for i := range d.o.TiKVPerPlane + 1 {
 				hosts = append(hosts, hostOf(a.TiKV(i)))
 			}
 		}
