@@ -37,6 +37,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 )
@@ -82,6 +83,15 @@ const (
 	PhaseCleaning         = "Cleaning"
 	PhaseCleanFailed      = "CleanFailed"
 )
+
+// Phases are every Phase* above (held to them by TestPhasesListsEveryPhase).
+var Phases = []string{PhasePending, PhaseArmed, PhaseInitializing, PhasePaused, PhaseSnapshotting, PhaseSnapshotsCreated,
+	PhaseComplete, PhaseFailed, PhaseCleaning, PhaseCleanFailed}
+
+// MetricsKind is this kind's phases and step Jobs for the agent's metrics.
+func MetricsKind() metrics.Kind {
+	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepPause, job.StepSnapshot, job.StepSize, job.StepClean, job.StepLift}}
+}
 
 // Clean retries back off from cleanBackoffBase, doubling to cleanBackoffMax.
 const (

@@ -22,6 +22,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	"github.com/fedbr/fedbr/internal/testenv"
 )
 
 var (
@@ -1185,5 +1186,15 @@ func TestCleanExpectsTheVolumesOfCallsInFlight(t *testing.T) {
 				t.Errorf("--expect-volumes %q, want %q (args %v)", got, tt.want, args)
 			}
 		})
+	}
+}
+
+// TestPhasesListsEveryPhase: Phases (the agent metrics' series) are exactly the Phase* constants
+// of plan.go.
+func TestPhasesListsEveryPhase(t *testing.T) {
+	want := testenv.StringConsts(t, "plan.go", "Phase")
+	got := slices.Sorted(slices.Values(Phases))
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("Phases %v, want every Phase* constant of plan.go %v", got, want)
 	}
 }

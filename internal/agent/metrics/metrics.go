@@ -31,15 +31,13 @@ type Metrics struct {
 	observed map[string]bool
 }
 
-// Kinds and their phases, initialised to zero so dashboards see every series from the start.
-var phases = map[string][]string{
-	"VolumeBackupMember":  {"Pending", "Armed", "Initializing", "Paused", "Snapshotting", "SnapshotsCreated", "Complete", "Failed", "Cleaning", "CleanFailed"},
-	"VolumeRestoreMember": {"Pending", "RestoringVolumes", "VolumeComplete", "TikvComplete", "RestoringData", "DataComplete", "Finishing", "Complete", "Failed", "Cleaning", "CleanFailed"},
-}
-
-var steps = map[string][]string{
-	"VolumeBackupMember":  {"pause", "snapshot", "size", "clean", "lift"},
-	"VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"},
+// Kind is a member kind with the phases its planner derives and the steps its Jobs run: their
+// series start at zero, so dashboards see every one from the start. The planners own the lists
+// (backupmember.MetricsKind, restoremember.MetricsKind).
+type Kind struct {
+	Name   string
+	Phases []string
+	Steps  []string
 }
 
 // Orphan kinds, the values of OrphansDeleted's label.
@@ -51,8 +49,8 @@ const (
 // OrphanKinds are the orphan kinds, each series initialised to zero.
 var OrphanKinds = []string{OrphanSnapshot, OrphanVolume}
 
-// New creates the metrics; Register adds them to a registry.
-func New() *Metrics {
+// New creates the metrics, every series of kinds at zero; Register adds them to a registry.
+func New(kinds ...Kind) *Metrics {
 	m := &Metrics{
 		JobsCreated: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "fedbr", Subsystem: "agent", Name: "jobs_created_total",
@@ -79,12 +77,12 @@ func New() *Metrics {
 	for _, kind := range OrphanKinds {
 		m.OrphansDeleted.WithLabelValues(kind)
 	}
-	for kind, ps := range phases {
-		for _, p := range ps {
-			m.Members.WithLabelValues(kind, p)
+	for _, k := range kinds {
+		for _, p := range k.Phases {
+			m.Members.WithLabelValues(k.Name, p)
 		}
-		for _, s := range steps[kind] {
-			m.JobsCreated.WithLabelValues(kind, s)
+		for _, s := range k.Steps {
+			m.JobsCreated.WithLabelValues(k.Name, s)
 		}
 	}
 	return m

@@ -37,12 +37,13 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
-// TestEveryPhaseStartsAtZero: every phase the planners derive (backupmember, restoremember
-// Phase* constants; kept in step by hand: this package cannot import them) has its series
-// from the start, and so has every step's Job counter.
+// TestEveryPhaseStartsAtZero: every phase and step of the kinds New is given has its series
+// from the start (the planners' lists: backupmember and restoremember MetricsKind).
 func TestEveryPhaseStartsAtZero(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := New()
+	kinds := []Kind{{Name: "VolumeBackupMember", Phases: []string{"Pending", "Complete"}, Steps: []string{"pause", "snapshot"}},
+		{Name: "VolumeRestoreMember", Phases: []string{"RestoringData"}, Steps: []string{"warmup"}}}
+	m := New(kinds...)
 	if err := m.Register(reg); err != nil {
 		t.Fatal(err)
 	}
@@ -63,21 +64,15 @@ func TestEveryPhaseStartsAtZero(t *testing.T) {
 			series[f.GetName()][key] = true
 		}
 	}
-	want := map[string][]string{
-		"VolumeBackupMember":  {"Pending", "Armed", "Initializing", "Paused", "Snapshotting", "SnapshotsCreated", "Complete", "Failed", "Cleaning", "CleanFailed"},
-		"VolumeRestoreMember": {"Pending", "RestoringVolumes", "VolumeComplete", "TikvComplete", "RestoringData", "DataComplete", "Finishing", "Complete", "Failed", "Cleaning", "CleanFailed"},
-	}
-	for kind, phases := range want {
-		for _, p := range phases {
-			if !series["fedbr_agent_members"]["fedbr_agent_members,kind="+kind+",phase="+p] {
-				t.Errorf("no fedbr_agent_members series for %s phase %s", kind, p)
+	for _, k := range kinds {
+		for _, p := range k.Phases {
+			if !series["fedbr_agent_members"]["fedbr_agent_members,kind="+k.Name+",phase="+p] {
+				t.Errorf("no fedbr_agent_members series for %s phase %s", k.Name, p)
 			}
 		}
-	}
-	for kind, steps := range map[string][]string{"VolumeBackupMember": {"pause", "snapshot", "size", "clean", "lift"}, "VolumeRestoreMember": {"restore-volumes", "restore-data", "warmup"}} {
-		for _, s := range steps {
-			if !series["fedbr_agent_jobs_created_total"]["fedbr_agent_jobs_created_total,kind="+kind+",step="+s] {
-				t.Errorf("no fedbr_agent_jobs_created_total series for %s step %s", kind, s)
+		for _, s := range k.Steps {
+			if !series["fedbr_agent_jobs_created_total"]["fedbr_agent_jobs_created_total,kind="+k.Name+",step="+s] {
+				t.Errorf("no fedbr_agent_jobs_created_total series for %s step %s", k.Name, s)
 			}
 		}
 	}

@@ -40,6 +40,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -81,6 +82,15 @@ const (
 	PhaseCleaning         = "Cleaning"
 	PhaseCleanFailed      = "CleanFailed"
 )
+
+// Phases are every Phase* above (held to them by TestPhasesListsEveryPhase).
+var Phases = []string{PhasePending, PhaseRestoringVolumes, PhaseVolumeComplete, PhaseTikvComplete, PhaseRestoringData,
+	PhaseDataComplete, PhaseFinishing, PhaseComplete, PhaseFailed, PhaseCleaning, PhaseCleanFailed}
+
+// MetricsKind is this kind's phases and step Jobs for the agent's metrics.
+func MetricsKind() metrics.Kind {
+	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup}}
+}
 
 // cloudRecheck is how soon what cannot be watched (EC2) is looked at again.
 const cloudRecheck = 10 * time.Second

@@ -30,6 +30,7 @@ import (
 	"github.com/fedbr/fedbr/internal/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/testenv"
 )
 
 var (
@@ -1248,5 +1249,15 @@ func TestRestoreVolumesUpstreamFlag(t *testing.T) {
 	failed := apimeta.FindStatusCondition(res.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition)
 	if argsOf(asked) != nil || failed == nil || !strings.Contains(failed.Message, `br option "--allow-upstream-backup"`) {
 		t.Errorf("a template asking for upstream backups: actions %v, Failed %+v; want no Job and the option refused", res.Actions, failed)
+	}
+}
+
+// TestPhasesListsEveryPhase: Phases (the agent metrics' series) are exactly the Phase* constants
+// of plan.go.
+func TestPhasesListsEveryPhase(t *testing.T) {
+	want := testenv.StringConsts(t, "plan.go", "Phase")
+	got := slices.Sorted(slices.Values(Phases))
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("Phases %v, want every Phase* constant of plan.go %v", got, want)
 	}
 }

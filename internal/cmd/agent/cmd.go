@@ -359,7 +359,7 @@ func (o *options) manager(cfg *rest.Config) (ctrl.Manager, error) {
 
 // setup registers both member controllers, the orphan sweeper and the metrics.
 func (o *options) setup(ctx context.Context, mgr ctrl.Manager) error {
-	m := metrics.New()
+	m := metrics.New(backupmember.MetricsKind(), restoremember.MetricsKind())
 	if err := m.Register(nil); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
