@@ -15,6 +15,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/kubelet"
 )
 
 // awsConfigAnnotation carries the attacker's AWS config file to the step pods (an annotation the
@@ -131,17 +132,8 @@ spec:
 // awsStats reads the AWS double's counters.
 func awsStats(ctx context.Context, t *testing.T, l *env.Lab) awsdouble.Stats {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(l.AWS.Endpoint, "/")+"/_lab/stats", nil)
+	st, err := kubelet.AWSAdmin{Endpoint: l.AWS.Endpoint}.Stats(ctx)
 	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	var st awsdouble.Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
 	return st

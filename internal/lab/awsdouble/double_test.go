@@ -527,39 +527,48 @@ func TestHeldCallRunsAfterItsCallerGaveUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
+	srv.SetFaults(awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(time.Second)}})
+	callCtx, giveUp := context.WithCancel(ctx)
+	done := snapshotsInFlight(ctx, callCtx, t, srv, url)
+	giveUp()
+	if err := <-done; err == nil {
+		t.Fatal("the caller that gave up got an answer")
+	}
+	waitInFlight(ctx, t, srv, 0, "the held call never ran")
+	if n := len(srv.Inventory(nil).Snapshots); n != 1 {
+		t.Errorf("%d snapshots after the held call ran, want the 1 its caller never saw", n)
+	}
+}
+
+// snapshotsInFlight starts CreateSnapshots of a new instance's volume with callCtx and returns
+// once the double shows the call in flight; the call's error arrives on the channel.
+func snapshotsInFlight(ctx, callCtx context.Context, t *testing.T, srv *awsdouble.Server, url string) <-chan error {
+	t.Helper()
 	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.SetFaults(awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(time.Second)}})
 	c, _ := clients(url)
-	callCtx, giveUp := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.CreateSnapshots(callCtx, &ec2.CreateSnapshotsInput{
 			InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(in.ID), ExcludeBootVolume: awssdk.Bool(true)}})
 		done <- err
 	}()
-	for srv.Stats().InFlight["CreateSnapshots"] != 1 {
+	waitInFlight(ctx, t, srv, 1, "the call never showed as in flight")
+	return done
+}
+
+// waitInFlight waits until the double counts n CreateSnapshots in flight, failing with why when
+// ctx ends first.
+func waitInFlight(ctx context.Context, t *testing.T, srv *awsdouble.Server, n int, why string) {
+	t.Helper()
+	for srv.Stats().InFlight["CreateSnapshots"] != n {
 		select {
 		case <-ctx.Done():
-			t.Fatal("the call never showed as in flight")
+			t.Fatal(why)
 		case <-time.After(5 * time.Millisecond):
 		}
-	}
-	giveUp()
-	if err := <-done; err == nil {
-		t.Fatal("the caller that gave up got an answer")
-	}
-	for srv.Stats().InFlight["CreateSnapshots"] != 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the held call never ran")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	if n := len(srv.Inventory(nil).Snapshots); n != 1 {
-		t.Errorf("%d snapshots after the held call ran, want the 1 its caller never saw", n)
 	}
 }
 
@@ -570,27 +579,10 @@ func TestHoldRunsTheCallOnRelease(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
-	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	release := srv.Hold("CreateSnapshots")
 	t.Cleanup(release)
-	c, _ := clients(url)
 	callCtx, giveUp := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.CreateSnapshots(callCtx, &ec2.CreateSnapshotsInput{
-			InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(in.ID), ExcludeBootVolume: awssdk.Bool(true)}})
-		done <- err
-	}()
-	for srv.Stats().InFlight["CreateSnapshots"] != 1 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the call never showed as in flight")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	done := snapshotsInFlight(ctx, callCtx, t, srv, url)
 	giveUp()
 	if err := <-done; err == nil {
 		t.Fatal("the caller that gave up got an answer")
@@ -600,13 +592,7 @@ func TestHoldRunsTheCallOnRelease(t *testing.T) {
 	}
 	release()
 	release() // idempotent
-	for srv.Stats().InFlight["CreateSnapshots"] != 0 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the released call never ran")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	waitInFlight(ctx, t, srv, 0, "the released call never ran")
 	if n := len(srv.Inventory(nil).Snapshots); n != 1 {
 		t.Errorf("%d snapshots after the released call ran, want the 1 its caller never saw", n)
 	}
@@ -618,10 +604,6 @@ func TestAdminHold(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	srv, url := serve(t, t.TempDir(), awsdouble.Options{})
-	in, err := srv.CreateInstance(awsdouble.InstanceSpec{Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 4}}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	admin := func(method, action string) (int, string) {
 		req, _ := http.NewRequest(method, url+"/_lab/holds/"+action, nil) //nolint:noctx // also called from Cleanup, after ctx ends
 		resp, err := http.DefaultClient.Do(req)
@@ -640,20 +622,7 @@ func TestAdminHold(t *testing.T) {
 		t.Fatalf("hold: %d %s", st, msg)
 	}
 	t.Cleanup(func() { admin(http.MethodDelete, "CreateSnapshots") })
-	c, _ := clients(url)
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.CreateSnapshots(ctx, &ec2.CreateSnapshotsInput{
-			InstanceSpecification: &types.InstanceSpecification{InstanceId: awssdk.String(in.ID), ExcludeBootVolume: awssdk.Bool(true)}})
-		done <- err
-	}()
-	for srv.Stats().InFlight["CreateSnapshots"] != 1 {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the call never showed as in flight")
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
+	done := snapshotsInFlight(ctx, ctx, t, srv, url)
 	if n := len(srv.Inventory(nil).Snapshots); n != 0 {
 		t.Fatalf("%d snapshots while held, want 0", n)
 	}

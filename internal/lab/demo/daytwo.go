@@ -1,13 +1,9 @@
 package demo
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +27,7 @@ import (
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/kubelet"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -185,53 +182,25 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 	return out, nil
 }
 
-// awsAdmin calls the AWS double's admin endpoint (/_lab/PATH) with in as its JSON body (nil: none)
-// and decodes the answer into out (nil: discarded); what means names the call in its errors.
-func (d *run) awsAdmin(ctx context.Context, what, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(d.lab.AWS.Endpoint, "/")+"/_lab/"+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", what, resp.Status)
-	}
-	if out != nil {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-	}
-	return nil
-}
+// awsAdmin is the AWS double's admin API.
+func (d *run) awsAdmin() kubelet.AWSAdmin { return kubelet.AWSAdmin{Endpoint: d.lab.AWS.Endpoint} }
 
 // setFaults replaces the AWS double's injected faults.
 func (d *run) setFaults(ctx context.Context, f awsdouble.Faults) error {
-	return d.awsAdmin(ctx, "set the AWS double's faults", http.MethodPut, "faults", f, nil)
+	return d.awsAdmin().SetFaults(ctx, f)
 }
 
 // holdCalls holds every call of the EC2 action that reaches the AWS double from now on, in
 // flight, until release (awsdouble.Server.Hold); release always lets them go, also when ctx has
 // ended, and says whether it could.
 func (d *run) holdCalls(ctx context.Context, action string) (release func() error, err error) {
-	if err := d.awsAdmin(ctx, "hold the AWS double's "+action, http.MethodPut, "holds/"+action, nil, nil); err != nil {
+	if err := d.awsAdmin().Hold(ctx, action); err != nil {
 		return nil, err
 	}
 	return func() error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		return d.awsAdmin(rctx, "release the AWS double's "+action, http.MethodDelete, "holds/"+action, nil, nil)
+		return d.awsAdmin().Release(rctx, action)
 	}, nil
 }
 
@@ -277,9 +246,7 @@ func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]st
 
 // awsStats reads the AWS double's counters.
 func (d *run) awsStats(ctx context.Context) (awsdouble.Stats, error) {
-	var st awsdouble.Stats
-	err := d.awsAdmin(ctx, "read the AWS double's stats", http.MethodGet, "stats", nil, &st)
-	return st, err
+	return d.awsAdmin().Stats(ctx)
 }
 
 // inFlightCalls is how many CreateSnapshots calls the AWS double has received and not yet run.
@@ -811,12 +778,8 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if err := d.deleteAndWait(ctx, d.kube[d.lab.Control], r); err != nil {
 		return "", err
 	}
-	after, err := d.awsStats(ctx)
-	if err != nil {
+	if err := d.noVolumesSince(ctx, before, "the refused restore"); err != nil {
 		return "", err
-	}
-	if n := after.VolumesFromSnapshots - before.VolumesFromSnapshots; n != 0 {
-		return "", fmt.Errorf("the refused restore created %d volumes from the backup's snapshots", n)
 	}
 	if err := d.deleteRestored(ctx, ns); err != nil {
 		return "", err
@@ -883,18 +846,37 @@ func (d *run) failover(ctx context.Context, name string) (string, error) {
 	if err := d.check(ctx, b, r); err != nil {
 		return "", err
 	}
-	cc := d.kube[d.lab.Control]
-	if err := d.deleteAndWait(ctx, cc, r); err != nil {
-		return "", err
-	}
-	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
-		return "", err
-	}
-	if err := d.deleteAndWait(ctx, cc, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s backed up with %d TiKV (spec.tikv.replicas %d and a failed-over store) and restored exactly into %d", plane, want,
 		tidbcluster.TiKVReplicas(tc), want), nil
+}
+
+// noVolumesSince fails when the AWS double made a volume from a snapshot since it counted before:
+// what (a refused restore) should have made none.
+func (d *run) noVolumesSince(ctx context.Context, before awsdouble.Stats, what string) error {
+	after, err := d.awsStats(ctx)
+	if err != nil {
+		return err
+	}
+	if n := after.VolumesFromSnapshots - before.VolumesFromSnapshots; n != 0 {
+		return fmt.Errorf("%s created %d volumes from the backup's snapshots", what, n)
+	}
+	return nil
+}
+
+// deleteAll deletes a scenario's restore r, the namespace ns it restored into (deleteRestored)
+// and its backup b, each waited for.
+func (d *run) deleteAll(ctx context.Context, r *fedv1alpha1.VolumeRestore, ns string, b *fedv1alpha1.VolumeBackup) error {
+	c := d.kube[d.lab.Control]
+	if err := d.deleteAndWait(ctx, c, r); err != nil {
+		return err
+	}
+	if err := d.deleteRestored(ctx, ns); err != nil {
+		return err
+	}
+	return d.deleteAndWait(ctx, c, b)
 }
 
 // encryptionKey is the KMS key the source's TiKV encrypts with in ScenarioEncrypted.
@@ -929,21 +911,10 @@ func (d *run) encryptedRefused(ctx context.Context, name string) (string, error)
 	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberEncryptionMismatchReason) || !strings.Contains(err.Error(), encryptionKey) {
 		return "", fmt.Errorf("restore refused with %w; want %s naming the key %s", err, dpv1alpha1.RestoreMemberEncryptionMismatchReason, encryptionKey)
 	}
-	c := d.kube[d.lab.Control]
-	if err := d.deleteAndWait(ctx, c, r); err != nil {
+	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
 		return "", err
 	}
-	after, err := d.awsStats(ctx)
-	if err != nil {
-		return "", err
-	}
-	if n := after.VolumesFromSnapshots - before.VolumesFromSnapshots; n != 0 {
-		return "", fmt.Errorf("the refused restore created %d volumes from the backup's snapshots", n)
-	}
-	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
-		return "", err
-	}
-	if err := d.deleteAndWait(ctx, c, b); err != nil {
+	if err := d.noVolumesSince(ctx, before, "the refused restore"); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("a backup encrypted with KMS key %s refused (%s) by TiKV without encryption, before any volume was made from a snapshot",
@@ -1022,14 +993,7 @@ func (d *run) toleratedOutage(ctx context.Context, name string) (string, error) 
 	if err := d.check(ctx, b, r); err != nil {
 		return "", err
 	}
-	c := d.kube[d.lab.Control]
-	if err := d.deleteAndWait(ctx, c, r); err != nil {
-		return "", err
-	}
-	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
-		return "", err
-	}
-	if err := d.deleteAndWait(ctx, c, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("restored exactly with TiKV 1 of %s down", down), nil

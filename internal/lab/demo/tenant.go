@@ -112,12 +112,8 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 			return "", err
 		}
 	}
-	after, err := d.awsStats(ctx)
-	if err != nil {
+	if err := d.noVolumesSince(ctx, before, fmt.Sprintf("tenant %s's refused restores", otherTenant)); err != nil {
 		return "", err
-	}
-	if n := after.VolumesFromSnapshots - before.VolumesFromSnapshots; n != 0 {
-		return "", fmt.Errorf("tenant %s's refused restores created %d volumes from the backup's snapshots", otherTenant, n)
 	}
 	if err := d.deleteRestored(ctx, otherTenant); err != nil {
 		return "", err
@@ -136,13 +132,7 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 	if err := d.check(ctx, b, r); err != nil {
 		return "", err
 	}
-	if err := d.deleteAndWait(ctx, control, r); err != nil {
-		return "", err
-	}
-	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
-		return "", err
-	}
-	if err := d.deleteAndWait(ctx, control, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("refused before any volume (%s); the backup then restored exactly", strings.Join(outcomes, "; ")), nil

@@ -21,6 +21,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 )
 
 // EBSDriver is the CSI driver name whose volume handles are AWS-double volume ids.
@@ -46,7 +48,8 @@ type VolumeResolver interface {
 
 // AWSAdmin talks to the AWS double's admin API: it resolves volumes
 // (GET {Endpoint}/_lab/volumes/{id}) and creates the instance a node stands for
-// (POST {Endpoint}/_lab/instances).
+// (POST {Endpoint}/_lab/instances); the lab's suites read its counters, set its faults and hold
+// its calls through it too.
 type AWSAdmin struct {
 	// Endpoint is the double's base URL, e.g. http://127.0.0.1:4566.
 	Endpoint string
@@ -79,6 +82,45 @@ func (a AWSAdmin) CreateInstance(ctx context.Context, zone string, tags map[stri
 	return got.ID, nil
 }
 
+// Stats reads the double's counters (GET /_lab/stats).
+func (a AWSAdmin) Stats(ctx context.Context) (awsdouble.Stats, error) {
+	var st awsdouble.Stats
+	if err := a.call(ctx, http.MethodGet, "/_lab/stats", nil, &st); err != nil {
+		return st, fmt.Errorf("read the AWS double's stats: %w", err)
+	}
+	return st, nil
+}
+
+// SetFaults replaces the double's injected faults (PUT /_lab/faults).
+func (a AWSAdmin) SetFaults(ctx context.Context, f awsdouble.Faults) error {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if err := a.call(ctx, http.MethodPut, "/_lab/faults", body, nil); err != nil {
+		return fmt.Errorf("set the AWS double's faults: %w", err)
+	}
+	return nil
+}
+
+// Hold holds every call of the EC2 action that reaches the double from now on, in flight, until
+// Release (PUT and DELETE /_lab/holds/{action}: awsdouble.Server.Hold).
+func (a AWSAdmin) Hold(ctx context.Context, action string) error {
+	if err := a.call(ctx, http.MethodPut, "/_lab/holds/"+url.PathEscape(action), nil, nil); err != nil {
+		return fmt.Errorf("hold the AWS double's %s: %w", action, err)
+	}
+	return nil
+}
+
+// Release lets the calls Hold held run.
+func (a AWSAdmin) Release(ctx context.Context, action string) error {
+	if err := a.call(ctx, http.MethodDelete, "/_lab/holds/"+url.PathEscape(action), nil, nil); err != nil {
+		return fmt.Errorf("release the AWS double's %s: %w", action, err)
+	}
+	return nil
+}
+
+// call sends body (none when nil) and decodes the answer into out (discarded when nil).
 func (a AWSAdmin) call(ctx context.Context, method, path string, body []byte, out any) error {
 	c := a.Client
 	if c == nil {
@@ -100,6 +142,9 @@ func (a AWSAdmin) call(ctx context.Context, method, path string, body []byte, ou
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if out == nil {
+		return nil
 	}
 	return json.Unmarshal(b, out)
 }
