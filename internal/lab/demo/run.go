@@ -25,6 +25,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/labbr"
 	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -368,13 +369,24 @@ func (d *run) stopBank() {
 }
 
 // waitTransfers waits, within the timeout, until the bank has committed bank.MinTransfers
-// transfers after ts: before the backup (ts 0) and after its commit ts, so that the checker has
-// enough on each side of it.
+// transfers after ts: before the backup (ts 0, and then until PD's min resolved ts passed them)
+// and after its commit ts, so that the checker has enough on each side of it.
 func (d *run) waitTransfers(ctx context.Context, ts uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
 	defer cancel()
-	if _, err := d.bankLog.WaitAfter(ctx, ts, bank.MinTransfers); err != nil {
+	last, err := d.bankLog.WaitAfter(ctx, ts, bank.MinTransfers)
+	if err != nil {
 		return fmt.Errorf("bank: %w", err)
+	}
+	if ts != 0 {
+		return nil
+	}
+	// A backup pins PD's min resolved ts, which trails the newest commits: only once it has
+	// passed the last of these transfers does a backup started now have them before its ts.
+	h := d.tls.NewPDHTTPClient("fedbr-lab-demo", []string{d.lab.DataPlanes[0].PDAddress()})
+	defer h.Close()
+	if _, err := labbr.WaitResolved(ctx, h, last); err != nil {
+		return fmt.Errorf("bank: the first %d transfers committed, but PD's %w", bank.MinTransfers, err)
 	}
 	return nil
 }
