@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/fedbr/fedbr/internal/mountinfo"
 	"github.com/fedbr/fedbr/internal/podenv"
 )
 
@@ -70,18 +71,12 @@ func mountedDevice(m mount, path string) (string, error) {
 }
 
 // mount is one line of /proc/self/mountinfo.
-type mount struct {
-	Dev    string // MAJOR:MINOR of the file system's device
-	Root   string // the directory of the file system mounted
-	Point  string // where it is mounted
-	FSType string
-	Source string
-}
+type mount = mountinfo.Mount
 
 // mountDevice returns the mount at dir, which must be mounted from a device under /dev. When
 // several are mounted at dir, the last one hides the others.
-func mountDevice(mountinfo, dir string) (mount, error) {
-	ms, err := parseMountinfo(mountinfo)
+func mountDevice(table, dir string) (mount, error) {
+	ms, err := mountinfo.Parse(table)
 	if err != nil {
 		return mount{}, err
 	}
@@ -98,54 +93,4 @@ func mountDevice(mountinfo, dir string) (mount, error) {
 		return mount{}, fmt.Errorf("%s is mounted from %q (%s), not from a block device under /dev: use --fs %s to read its files", dir, found.Source, found.FSType, dir)
 	}
 	return *found, nil
-}
-
-// parseMountinfo parses the text of /proc/PID/mountinfo (see proc_pid_mountinfo(5)), whose
-// lines read
-//
-//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
-//
-// with optional fields (master:1) up to the "-", and spaces, tabs, newlines and
-// backslashes in paths escaped as \ooo.
-func parseMountinfo(text string) ([]mount, error) {
-	var ms []mount
-	for i, line := range strings.Split(text, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 {
-			continue
-		}
-		sep := -1
-		for j := 6; j < len(f); j++ {
-			if f[j] == "-" {
-				sep = j
-				break
-			}
-		}
-		if sep < 0 || len(f) < sep+3 {
-			return nil, fmt.Errorf("mountinfo line %d is malformed: %q", i+1, line)
-		}
-		ms = append(ms, mount{Dev: f[2], Root: unescape(f[3]), Point: unescape(f[4]), FSType: f[sep+1], Source: unescape(f[sep+2])})
-	}
-	return ms, nil
-}
-
-// unescape decodes the kernel's \ooo octal escapes.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1], '3') && isOctal(s[i+2], '7') && isOctal(s[i+3], '7') {
-			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func isOctal(c, maxDigit byte) bool {
-	return c >= '0' && c <= maxDigit
 }

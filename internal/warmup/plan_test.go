@@ -242,26 +242,6 @@ func TestMountDevice(t *testing.T) {
 	}
 }
 
-func TestUnescape(t *testing.T) {
-	for in, want := range map[string]string{
-		`/plain`:          `/plain`,
-		`/a\040b`:         `/a b`,
-		`/tab\011nl\012`:  "/tab\tnl\n",
-		`/back\134slash`:  `/back\slash`,
-		`/not\08octal`:    `/not\08octal`,
-		`/short\04`:       `/short\04`,
-		`/too\400big`:     `/too\400big`,
-		`\040\040`:        `  `,
-		`/trailing\`:      `/trailing\`,
-		`/mixed\040\x`:    `/mixed \x`,
-		`/unicode-é\040é`: `/unicode-é é`,
-	} {
-		if got := unescape(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestProgressLine(t *testing.T) {
 	for _, tc := range []struct {
 		done, total int64

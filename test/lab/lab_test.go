@@ -29,6 +29,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/testenv"
 	"github.com/fedbr/fedbr/internal/warmup"
@@ -353,7 +354,7 @@ func testSIGTERM(t *testing.T, ctx context.Context, w *world) {
 	}
 }
 
-// testBlockWarmup: a lab volume is a directory, so a regular file in it stands for the block
+// testBlockWarmup: a regular file on a hostPath stands for the block
 // device. A first warm-up pod is deleted (SIGTERM) once its checkpoint recorded some segments;
 // a second pod given the same arguments skips exactly those and reads the rest, and the
 // checkpoint then records every segment.
@@ -505,7 +506,15 @@ func testStatefulSet(t *testing.T, ctx context.Context, w *world) {
 			t.Errorf("volume %s of %s: zone %s instance %s, want %s and the instance of node %s (%s)",
 				v.ID, name, v.AZ, v.InstanceID, d.Zone, node.Name, node.Annotations[kubelet.InstanceIDAnnotation])
 		}
-		if b, err := os.ReadFile(filepath.Join(v.Dir, "owner")); err != nil || strings.TrimSpace(string(b)) != name {
+		// The volume is an ext4 image on a loop device, mounted on the pod's node.
+		mnt, err := loopfs.MountOf(v.Image)
+		if err != nil || mnt == "" {
+			t.Fatalf("volume %s of %s (image %q) is not mounted: %v", v.ID, name, v.Image, err)
+		}
+		if !strings.HasPrefix(mnt, w.lab.Dir+"/") {
+			t.Errorf("volume %s of %s is mounted at %s, outside the lab", v.ID, name, mnt)
+		}
+		if b, err := os.ReadFile(filepath.Join(mnt, "owner")); err != nil || strings.TrimSpace(string(b)) != name {
 			t.Errorf("volume %s holds %q, %v; want what %s wrote", v.ID, b, err, name)
 		}
 	}

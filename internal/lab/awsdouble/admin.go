@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +43,10 @@ type VolumeInfo struct {
 	AZ         string `json:"az"`
 	Device     string `json:"device,omitempty"`
 	InstanceID string `json:"instanceId,omitempty"`
-	Dir        string `json:"dir"`
+	// Dir is the volume's directory, or Image its device image (awsdouble.VolumesExt4),
+	// which a lab node attaches as a loop device.
+	Dir   string `json:"dir,omitempty"`
+	Image string `json:"image,omitempty"`
 	// SizeGiB is the volume's capacity: the length of the device a lab node shows for it.
 	SizeGiB int32 `json:"sizeGiB"`
 }
@@ -80,16 +81,15 @@ func (s *Server) CreateInstance(spec InstanceSpec) (InstanceInfo, error) {
 		if v.Encrypted {
 			v.KMSKeyID = s.defaultKMSKey()
 		}
-		v.Dir = filepath.Join(s.dir, "volumes", v.ID)
-		if err := os.MkdirAll(v.Dir, 0o755); err != nil {
-			return InstanceInfo{}, fmt.Errorf("create volume dir: %w", err)
+		if err := s.makeVolumeStorage(v, nil); err != nil {
+			return InstanceInfo{}, fmt.Errorf("create volume %s: %w", v.ID, err)
 		}
 		s.st.Volumes[v.ID] = v
 		if i == 0 {
 			info.RootVolumeID = v.ID
 			continue
 		}
-		info.Volumes = append(info.Volumes, VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: in.ID, Dir: v.Dir, SizeGiB: v.SizeGiB})
+		info.Volumes = append(info.Volumes, VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: in.ID, Dir: v.Dir, Image: v.Image, SizeGiB: v.SizeGiB})
 	}
 	s.st.Instances[in.ID] = in
 	s.markDirty()
@@ -210,7 +210,7 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 		v, ok := s.st.Volumes[id]
 		var info VolumeInfo
 		if ok {
-			info = VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: v.InstanceID, Dir: v.Dir, SizeGiB: v.SizeGiB}
+			info = VolumeInfo{ID: v.ID, AZ: v.AZ, Device: v.Device, InstanceID: v.InstanceID, Dir: v.Dir, Image: v.Image, SizeGiB: v.SizeGiB}
 		}
 		s.mu.Unlock()
 		if !ok {

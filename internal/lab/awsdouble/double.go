@@ -59,6 +59,8 @@ type Options struct {
 	Limits *Limits
 	// Unlimited disables all API rate limits and quotas.
 	Unlimited bool
+	// Volumes is how volumes are kept: VolumesDir (default) or VolumesExt4.
+	Volumes string
 	// DescribeDelay is AWS's eventual consistency: a snapshot or volume created through the
 	// API stays invisible for this long after its creation call returned (in the double's
 	// clock). Asked for by id, Describe*, Delete*, CreateTags and the other calls that name it
@@ -189,6 +191,9 @@ type Server struct {
 // Open opens (or creates) the double's state in dir.
 func Open(dir string, opts Options) (*Server, error) {
 	opts = opts.withDefaults()
+	if err := ValidVolumes(opts.Volumes); err != nil {
+		return nil, err
+	}
 	for _, sub := range []string{"volumes", "snapshots", "s3"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
@@ -210,6 +215,7 @@ func Open(dir string, opts Options) (*Server, error) {
 	if s.egress, err = egressTLS(dir, opts.Region); err != nil {
 		return nil, err
 	}
+	s.thawAll()
 	s.begun = time.Now()
 	// AWS's clock kept running while the double was down; it never goes back.
 	if d := st.VirtualNow.Sub(s.begun.Round(0)); d > 0 {

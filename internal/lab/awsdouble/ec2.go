@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -660,10 +658,10 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 		snaps[i] = &Snapshot{ID: ids[i], VolumeID: v.ID, SizeGiB: v.SizeGiB, Encrypted: v.Encrypted, KMSKeyID: v.KMSKeyID,
 			Description: form.Get("Description"), Tags: tags}
 	}
-	files, err := s.capture(vols, ids)
+	files, images, err := s.captureAll(vols, ids)
 	if err != nil {
 		for _, id := range ids {
-			_ = os.RemoveAll(filepath.Join(s.dir, "snapshots", id))
+			s.removeSnapshotStorage(id)
 		}
 		return nil, errf(500, "InternalError", "capture: %v", err)
 	}
@@ -673,6 +671,9 @@ func (s *Server) createSnapshots(form url.Values) (any, *apiError) {
 		sn.Files = files[sn.VolumeID]
 		for _, f := range sn.Files {
 			sn.Bytes += f.Length
+		}
+		if n, ok := images[sn.VolumeID]; ok {
+			sn.Image, sn.Bytes = true, n
 		}
 		sn.Started = now
 		secs := float64(sn.Bytes) / (s.opts.SnapshotMBps * 1e6)
@@ -776,7 +777,7 @@ func (s *Server) deleteSnapshot(form url.Values) (any, *apiError) {
 	}
 	delete(s.st.Snapshots, id)
 	delete(s.blocks, id)
-	_ = os.RemoveAll(filepath.Join(s.dir, "snapshots", id))
+	s.removeSnapshotStorage(id)
 	s.markDirty()
 	return okResponse("DeleteSnapshot"), nil
 }
@@ -911,15 +912,11 @@ func (s *Server) createVolume(form url.Values) (any, *apiError) {
 	if len(v.Tags) > 50 {
 		return nil, errf(400, "TagLimitExceeded", "The maximum number of tags per resource (50) was exceeded.")
 	}
-	v.Dir = filepath.Join(s.dir, "volumes", v.ID)
-	if err := os.MkdirAll(v.Dir, 0o755); err != nil {
+	if err := s.makeVolumeStorage(v, sn); err != nil {
+		s.removeVolumeStorage(v)
 		return nil, errf(500, "InternalError", "%v", err)
 	}
 	if sn != nil {
-		if err := s.restoreFiles(sn, v.Dir); err != nil {
-			_ = os.RemoveAll(v.Dir)
-			return nil, errf(500, "InternalError", "%v", err)
-		}
 		if f, ok := s.st.FSR[sn.ID+"/"+az]; ok {
 			st := s.fsrState(f, sn.SizeGiB, s.now())
 			if (st == "enabled" || st == "optimizing") && s.credits(f, sn.SizeGiB, s.now()) >= 1 {
@@ -953,7 +950,7 @@ func (s *Server) deleteVolume(form url.Values) (any, *apiError) {
 		return nil, errf(400, "VolumeInUse", "Volume %s is currently attached to %s", id, v.InstanceID)
 	}
 	delete(s.st.Volumes, id)
-	_ = os.RemoveAll(v.Dir)
+	s.removeVolumeStorage(v)
 	s.markDirty()
 	return okResponse("DeleteVolume"), nil
 }

@@ -69,7 +69,9 @@ type Volume struct {
 	InstanceID   string    `json:"instanceId,omitempty"`
 	Device       string    `json:"device,omitempty"`
 	AttachTime   time.Time `json:"attachTime,omitempty"`
-	Dir          string    `json:"dir"`
+	// Dir is the volume's directory (Options.Volumes dir), Image its block device image (ext4).
+	Dir   string `json:"dir,omitempty"`
+	Image string `json:"image,omitempty"`
 }
 
 // Snapshot is an EBS snapshot of the double: the captured files with their lengths.
@@ -93,6 +95,9 @@ type Snapshot struct {
 	// VisibleAt is when the API first shows the snapshot (DescribeDelay); zero is at once.
 	VisibleAt time.Time    `json:"visibleAt,omitzero"`
 	Files     []FileRecord `json:"files"`
+	// Image is set when the snapshot is an image of the volume's device (snapshots/ID.img)
+	// rather than its files.
+	Image bool `json:"image,omitempty"`
 	// Bytes is the captured data size.
 	Bytes int64 `json:"bytes"`
 }
@@ -384,6 +389,13 @@ func (s *Server) state(sn *Snapshot) (string, float64) {
 
 // computeBlocks reads a snapshot's image and returns its non-zero blocks.
 func (s *Server) computeBlocks(sn *Snapshot) ([]block, error) {
+	if sn.Image {
+		out, err := imageBlocks(s.snapshotImage(sn.ID))
+		if err != nil {
+			return nil, fmt.Errorf("read snapshot %s: %w", sn.ID, err)
+		}
+		return out, nil
+	}
 	r, closeAll, err := s.image(sn)
 	if err != nil {
 		return nil, fmt.Errorf("read snapshot %s: %w", sn.ID, err)

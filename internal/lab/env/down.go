@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 )
 
 // Down stops every process of the lab in dir and checks that none is left. Operators and bank
@@ -61,6 +62,11 @@ func Down(ctx context.Context, dir string, grace time.Duration) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 		errs = append(errs, fmt.Errorf("processes %v were still running in %s after the lab stopped; killed them", left, dir))
+	}
+	// A node stopped by SIGKILL (a crash test) leaves its volumes mounted, as a dead node's
+	// kernel would hold them; the lab is gone, so they go too.
+	if err := loopfs.UnmountUnder(dir); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

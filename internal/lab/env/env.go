@@ -23,10 +23,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/checkout"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/eksauth"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 )
 
 // File is the lab description under the lab directory.
@@ -87,6 +89,10 @@ type Options struct {
 	// SnapshotTime is the fixed time the AWS double adds to every snapshot's completion (its
 	// --snapshot-base-duration); default DefaultSnapshotTime.
 	SnapshotTime time.Duration
+	// Volumes is how the AWS double keeps EBS volumes (its --volumes): awsdouble.VolumesExt4
+	// (default: images the nodes attach as loop devices and mount ext4; needs root) or
+	// awsdouble.VolumesDir.
+	Volumes string
 	// ReadyTimeout bounds each wait; default 2 minutes.
 	ReadyTimeout time.Duration
 	// Log receives progress lines; nil discards them.
@@ -255,6 +261,14 @@ func (o Options) validate() error {
 	if st, err := os.Stat(o.Fedbr); err != nil || st.IsDir() {
 		return fmt.Errorf("fedbr-lab binary %s: not a file", o.Fedbr)
 	}
+	if err := awsdouble.ValidVolumes(o.Volumes); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	if o.Volumes == awsdouble.VolumesExt4 {
+		if err := loopfs.Available(); err != nil {
+			return err
+		}
+	}
 	for _, dir := range o.CRDDirs {
 		crds, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil || len(crds) == 0 {
@@ -308,6 +322,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SnapshotTime <= 0 {
 		o.SnapshotTime = DefaultSnapshotTime
+	}
+	if o.Volumes == "" {
+		o.Volumes = awsdouble.VolumesExt4
 	}
 	if o.Log == nil {
 		o.Log = func(string, ...any) {}

@@ -262,7 +262,7 @@ func (u *upper) startAWS(ctx context.Context, awsPort int) error {
 	p, err := controlplane.Spawn(controlplane.Command{
 		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, "logs", "aws.log"), Component: ComponentAWS, Port: awsPort,
 		Args: []string{"lab", "aws", "--dir", u.lab.AWS.Dir, "--listen", listen, "--region", u.plan.Region,
-			"--snapshot-base-duration", u.o.SnapshotTime.String(), "--web-identity-role", StepRoleName + "=" + stepRoleSubjects},
+			"--snapshot-base-duration", u.o.SnapshotTime.String(), "--volumes", u.o.Volumes, "--web-identity-role", StepRoleName + "=" + stepRoleSubjects},
 	})
 	u.mu.Lock()
 	u.lab.AWS.Process = p

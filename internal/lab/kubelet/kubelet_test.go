@@ -29,6 +29,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 	"github.com/fedbr/fedbr/internal/lab/port"
 )
 
@@ -146,13 +147,17 @@ func startLab() (*lab, error) {
 		return nil, err
 	}
 
-	aws, err := awsdouble.Open(filepath.Join(base, "aws"), awsdouble.Options{Unlimited: true,
+	if err := loopfs.Available(); err != nil {
+		return nil, err
+	}
+	// Every EBS volume is an ext4 image the node attaches as a loop device and mounts.
+	aws, err := awsdouble.Open(filepath.Join(base, "aws"), awsdouble.Options{Unlimited: true, Volumes: awsdouble.VolumesExt4,
 		WebIdentityRoles: map[string][]string{"irsa": {"system:serviceaccount:testirsa:irsa"}}})
 	if err != nil {
 		return nil, err
 	}
 	srv := httptest.NewServer(aws)
-	teardown = append(teardown, func() { srv.Close(); _ = aws.Close() })
+	teardown = append(teardown, func() { srv.Close(); _ = aws.Close(); _ = loopfs.UnmountUnder(base) })
 	zone := aws.Options().Region + "a"
 	inst, err := aws.CreateInstance(awsdouble.InstanceSpec{AZ: zone, Volumes: []awsdouble.VolumeSpec{{Device: "/dev/xvdb", SizeGiB: 1}}})
 	if err != nil {
@@ -481,11 +486,6 @@ func TestEnvAndVolumes(t *testing.T) {
 			t.Errorf("probe output lacks %q:\n%s", want, out)
 		}
 	}
-	// The PVC is the AWS-double volume's directory.
-	b, err := os.ReadFile(filepath.Join(l.volume.Dir, "out"))
-	if err != nil || string(b) != "written by report" {
-		t.Errorf("volume %s holds %q, %v; want what the pod wrote", l.volume.ID, b, err)
-	}
 	// A pod that ran to its end holds its volume no longer: it is detached, so the claim's next
 	// pod may attach it on another node (as the attach-detach controller does).
 	deadline := time.Now().Add(10 * time.Second)
@@ -502,6 +502,26 @@ func TestEnvAndVolumes(t *testing.T) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// Unmounted before it was detached, so its loop device is gone too; its file system holds
+	// what the pod wrote, beside mke2fs's lost+found.
+	if dev, err := loopfs.LoopDevice(l.volume.Image); err != nil || dev != "" {
+		t.Errorf("volume %s's image is still attached as %q (%v) after the volume was detached", l.volume.ID, dev, err)
+	} else {
+		mnt := filepath.Join(t.TempDir(), "mnt")
+		if err := loopfs.Mount(l.volume.Image, mnt); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(mnt, "out"))
+		if err != nil || string(b) != "written by report" {
+			t.Errorf("volume %s holds %q, %v; want what the pod wrote", l.volume.ID, b, err)
+		}
+		if info, err := os.Stat(filepath.Join(mnt, "lost+found")); err != nil || info.Mode().Perm() != 0o700 {
+			t.Errorf("lost+found: %v, %v; want mke2fs's, mode 0700", info, err)
+		}
+		if err := loopfs.Unmount(mnt); err != nil {
+			t.Error(err)
+		}
 	}
 	// The service-account token is a real token the API server accepts.
 	token, err := os.ReadFile(filepath.Join(root, "var/run/secrets/kubernetes.io/serviceaccount/token"))

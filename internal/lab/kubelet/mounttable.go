@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
+	"github.com/fedbr/fedbr/internal/mountinfo"
 )
 
 // MountTable is where, under a container's root ($FEDBR_LAB_ROOT), the lab writes the
@@ -23,9 +26,9 @@ const ebsMajor = 259
 // volume is listed as mounted from /dev/<attachment device> (ext4); every other volume as
 // mounted from no device, as a kubelet binds a directory or mounts a tmpfs. Only a privileged
 // container sees the host's devices, so only there is /dev/<device> created under the root: a
-// sparse file of the volume's capacity standing for the device (its blocks read as zeros, as a
-// fresh EBS volume's do; a warm-up discards what it reads, so the data TiKV sees comes from
-// the volume's directory either way). devices are the pod's EBS volumes by the pod's volume name.
+// link to the loop device of an image volume, so a block warm-up reads the bytes TiKV wrote;
+// for a directory volume, a sparse file of the volume's capacity standing for the device (its
+// blocks read as zeros). devices are the pod's EBS volumes by the pod's volume name.
 func writeMountTable(root string, c corev1.Container, devices map[string]Volume) error {
 	privileged := c.SecurityContext != nil && c.SecurityContext.Privileged != nil && *c.SecurityContext.Privileged
 	var b strings.Builder
@@ -43,12 +46,17 @@ func writeMountTable(root string, c corev1.Container, devices map[string]Volume)
 		id, sub := i+2, "/"+strings.TrimPrefix(filepath.Clean("/"+m.SubPath), "/")
 		v, ebs := devices[m.Name]
 		if !ebs || v.Device == "" {
-			fmt.Fprintf(&b, "%d 1 0:%d %s %s rw - none lab rw\n", id, id+100, mountEscape(sub), mountEscape(point))
+			fmt.Fprintf(&b, "%d 1 0:%d %s %s rw - none lab rw\n", id, id+100, mountinfo.Escape(sub), mountinfo.Escape(point))
 			continue
 		}
 		dev := "/dev/" + filepath.Base(v.Device)
-		fmt.Fprintf(&b, "%d 1 %d:%d %s %s rw,relatime - ext4 %s rw\n", id, ebsMajor, i+1, mountEscape(sub), mountEscape(point), dev)
-		if privileged {
+		fmt.Fprintf(&b, "%d 1 %d:%d %s %s rw,relatime - ext4 %s rw\n", id, ebsMajor, i+1, mountinfo.Escape(sub), mountinfo.Escape(point), dev)
+		if privileged && v.Image != "" {
+			// The volume's real device: the loop device its image is attached as.
+			if err := linkDevice(filepath.Join(root, dev), v.Image); err != nil {
+				return fmt.Errorf("mount table: device of volume %s: %w", v.ID, err)
+			}
+		} else if privileged {
 			if err := sparseDevice(filepath.Join(root, dev), int64(max(v.SizeGiB, 1))<<30); err != nil {
 				return fmt.Errorf("mount table: device of volume %s: %w", v.ID, err)
 			}
@@ -59,6 +67,21 @@ func writeMountTable(root string, c corev1.Container, devices map[string]Volume)
 		return err
 	}
 	return os.WriteFile(p, []byte(b.String()), 0o444)
+}
+
+// linkDevice makes p a link to the loop device image is attached as.
+func linkDevice(p, image string) error {
+	loop, err := loopfs.LoopDevice(image)
+	if err != nil {
+		return err
+	}
+	if loop == "" {
+		return fmt.Errorf("image %s is not attached", image)
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.Symlink("/dev/"+loop, p)
 }
 
 // sparseDevice creates the file standing for a device of size bytes; reading it costs no disk.
@@ -75,19 +98,4 @@ func sparseDevice(p string, size int64) error {
 		return err
 	}
 	return f.Close()
-}
-
-// mountEscape escapes a path as the kernel does in mountinfo: space, tab, newline and
-// backslash as three-digit octal.
-func mountEscape(p string) string {
-	var b strings.Builder
-	for _, r := range p {
-		switch r {
-		case ' ', '\t', '\n', '\\':
-			fmt.Fprintf(&b, "\\%03o", r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 )
 
 // provider is the virtual-kubelet pod provider: it keeps one podRun per pod and reports
@@ -30,6 +32,9 @@ type provider struct {
 	notify func(*corev1.Pod)
 	dirty  map[string]bool
 	kick   chan struct{}
+
+	// stageMu serializes staging and unstaging image volumes (pods of one claim race).
+	stageMu sync.Mutex
 }
 
 func newProvider(ctx context.Context, o Options) *provider {
@@ -126,6 +131,10 @@ func (p *provider) detach(gone *podRun) {
 	p.mu.Unlock()
 	for _, v := range vols {
 		if inUse[v] {
+			continue
+		}
+		if err := p.unstage(v); err != nil {
+			klog.FromContext(p.ctx).Error(err, "Unmounting volume failed; it stays attached", "volume", v, "pod", gone.key)
 			continue
 		}
 		if err := p.o.EBS.DetachVolume(p.ctx, v, p.o.InstanceID); err != nil {
@@ -253,6 +262,10 @@ func (p *provider) stopAll(grace time.Duration) {
 		r.stop(min(grace, r.gracePeriod(r.spec)), "", "")
 	}
 	p.wg.Wait()
+	// A node that goes away leaves its volumes attached but no longer mounted.
+	if err := loopfs.UnmountUnder(p.stagingDir()); err != nil {
+		klog.FromContext(p.ctx).Error(err, "Unmounting the node's volumes failed")
+	}
 }
 
 // apiHostPort is the API server address given to pods as KUBERNETES_SERVICE_HOST/PORT.

@@ -28,10 +28,12 @@ import (
 // EBSDriver is the CSI driver name whose volume handles are AWS-double volume ids.
 const EBSDriver = "ebs.csi.aws.com"
 
-// Volume is a lab EBS volume: a directory on this machine.
+// Volume is a lab EBS volume: a directory on this machine, or an image file the node attaches
+// as a loop device and mounts ext4.
 type Volume struct {
-	ID  string `json:"id"`
-	Dir string `json:"dir"`
+	ID    string `json:"id"`
+	Dir   string `json:"dir,omitempty"`
+	Image string `json:"image,omitempty"`
 	// InstanceID is the instance the volume is attached to; empty when detached.
 	InstanceID string `json:"instanceId,omitempty"`
 	AZ         string `json:"az,omitempty"`
@@ -432,6 +434,9 @@ func (r *podRun) claimDir(ctx context.Context, name, claim string) (string, erro
 		r.mu.Unlock()
 		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
 			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
+		}
+		if v.Image != "" {
+			return r.p.stage(ctx, v)
 		}
 		// NodeStageVolume formats a new volume: its root then is a fresh ext4's.
 		if err := freshFilesystem(v.Dir); err != nil {

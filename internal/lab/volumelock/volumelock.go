@@ -1,5 +1,7 @@
 // Package volumelock is the lock protocol between processes that write into a lab volume
-// (a directory standing for an EBS volume) and the AWS double that snapshots it.
+// (a directory standing for an EBS volume, or the mount point of an ext4 image volume) and the
+// AWS double that snapshots it. An image volume's capture also freezes its file system
+// (awsdouble, VolumesExt4); the lock keeps a logical write of a lab writer whole across it.
 //
 // The protocol makes a point-in-time capture possible without copying data:
 //

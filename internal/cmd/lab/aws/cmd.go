@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 )
 
 type options struct {
@@ -62,6 +63,8 @@ GET /_lab/healthz.`,
 	f.Float64Var(&o.double.SnapshotMBps, "snapshot-mbps", 40, "snapshot completion speed in MB/s of captured data")
 	f.DurationVar(&o.double.SnapshotBaseDuration, "snapshot-base-duration", 0, "fixed time added to each snapshot's completion")
 	f.DurationVar(&o.double.VolumeCreateDuration, "volume-create-duration", time.Second, "how long a new volume stays creating")
+	f.StringVar(&o.double.Volumes, "volumes", awsdouble.VolumesDir,
+		"how volumes are kept: dir (a directory each; snapshots hard-link their files) or ext4 (a sparse device image each, which lab nodes attach as loop devices and mount ext4; a snapshot copies the image with the file systems frozen)")
 	f.BoolVar(&o.double.Unlimited, "unlimited", false, "disable AWS's rate limits and quotas")
 	f.DurationVar(&o.double.DescribeDelay, "describe-delay", 0, "eventual consistency: how long a created snapshot or volume stays invisible to Describe* and the calls naming it")
 	f.BoolVar(&o.double.OmitFullSnapshotSize, "omit-full-snapshot-size", false, "leave fullSnapshotSizeInBytes out of DescribeSnapshots")
@@ -109,6 +112,14 @@ func (o *options) run(cmd *cobra.Command) error {
 				return fmt.Errorf("--web-identity-role %q: subject glob %q: %w", r, g, err)
 			}
 			o.double.WebIdentityRoles[name] = append(o.double.WebIdentityRoles[name], g)
+		}
+	}
+	if err := awsdouble.ValidVolumes(o.double.Volumes); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	if o.double.Volumes == awsdouble.VolumesExt4 && !o.dryRun {
+		if err := loopfs.Available(); err != nil {
+			return err
 		}
 	}
 	if err := o.faults.Validate(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	labinstall "github.com/fedbr/fedbr/internal/cmd/lab/install"
+	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
@@ -70,6 +71,8 @@ through its Helm charts, as ` + "`fedbr-lab lab install`" + ` does (its flags pr
 	f.StringVar(&o.repoDir, "repo", ".", "fedbr checkout whose .cache holds the binaries and config/crd/bases and test/fixtures/crd the CRDs, when --bin-dir or --crd-dir is not given")
 	f.DurationVar(&o.o.SnapshotTime, "snapshot-time", env.DefaultSnapshotTime,
 		"fixed time the AWS double adds to every snapshot's completion (EBS takes minutes; an instant one puts the completion's work inside the GC pause window)")
+	f.StringVar(&o.o.Volumes, "volumes", awsdouble.VolumesExt4,
+		"how EBS volumes are kept: ext4 (image files the nodes attach as loop devices and mount ext4, as EBS volumes on EKS; needs root, loop devices, e2fsprogs) or dir (directories)")
 	f.DurationVar(&o.o.ReadyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for each part to be ready")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the plan")
 	f.BoolVar(&o.install, "install", false, "then install fedbr through its Helm charts, as `fedbr-lab lab install` (flags --install-*)")

@@ -1,0 +1,47 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"k8s.io/klog/v2"
+
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
+)
+
+// stagingDir holds the mount points of the node's image volumes, one per volume id (the
+// kubelet's globalmount of a CSI volume).
+func (p *provider) stagingDir() string { return filepath.Join(p.o.Dir, "volumes") }
+
+// stage is NodeStageVolume for an image volume: the image attached as a loop device and
+// mounted ext4 (formatted on first use) at the node's staging path, which it returns. A
+// volume already staged there (another pod of the node, or a node restarted) is used as it is.
+func (p *provider) stage(ctx context.Context, v Volume) (string, error) {
+	target := filepath.Join(p.stagingDir(), v.ID)
+	p.stageMu.Lock()
+	defer p.stageMu.Unlock()
+	if err := os.MkdirAll(p.stagingDir(), 0o755); err != nil {
+		return "", err
+	}
+	if err := loopfs.Mount(v.Image, target); err != nil {
+		return "", fmt.Errorf("volume %s: %w", v.ID, err)
+	}
+	return target, makeTraversable(klog.FromContext(ctx), p.stagingDir())
+}
+
+// unstage is NodeUnstageVolume: volume id's file system unmounted from the node (its loop
+// device then detaches); nothing when it is not staged here.
+func (p *provider) unstage(id string) error {
+	p.stageMu.Lock()
+	defer p.stageMu.Unlock()
+	target := filepath.Join(p.stagingDir(), id)
+	if err := loopfs.Unmount(target); err != nil {
+		return err
+	}
+	if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return nil
+}
