@@ -108,7 +108,7 @@ func backupAndRestore(t *testing.T, o demo.Options) {
 	r, err := demo.Run(ctx, o)
 	if r != nil {
 		var b strings.Builder
-		r.Print(&b)
+		r.Print(&b, demo.PrintOptions{Instrumentation: true})
 		t.Log("\n" + b.String())
 	}
 	if err != nil {
@@ -214,7 +214,8 @@ func checkWarmup(t *testing.T, l *env.Lab, r *demo.Report, o demo.Options) {
 	if r.WarmupResults != want || r.WarmupWALChecks != want*volumes {
 		t.Errorf("%d warm-up Jobs reported, verifying the RocksDB logs of %d volumes; want %d and %d", r.WarmupResults, r.WarmupWALChecks, want, want*volumes)
 	}
-	// fio reads every block of every volume: the lab's devices are the volumes' capacity (1 GiB).
+	// fio reads every block of every volume, so every byte TiKV wrote: the lab's devices are the
+	// volumes' loop devices, of the volumes' capacity (1 GiB).
 	switch fio := int64(want*volumes) << 30; {
 	case check && r.WarmupBytes != 0:
 		t.Errorf("check-wal-only Jobs read %d B; want none (they verify the data volume's logs only)", r.WarmupBytes)
@@ -281,7 +282,7 @@ func BenchmarkFederatedBackupRestore(b *testing.B) {
 			b.Fatal(err)
 		}
 		var out strings.Builder
-		r.Print(&out)
+		r.Print(&out, demo.PrintOptions{Instrumentation: true})
 		b.Log("\n" + out.String())
 		b.ReportMetric(r.GCPause.Seconds(), "gc-pause-s")
 		b.ReportMetric(r.SlowestCreateSnapshots.Seconds(), "floor-s")

@@ -137,9 +137,19 @@ func (r *Report) add(name string, start, end *metav1.Time) {
 	r.Timeline = append(r.Timeline, s)
 }
 
-// Print writes the timeline and the measurements.
-func (r *Report) Print(w io.Writer) {
+// PrintOptions choose what Print shows beyond the headline and the details.
+type PrintOptions struct {
+	// Instrumentation adds the project's own measurements: the pause window's breakdown, the
+	// member writes inside it, the backup's overhead hop by hop, the snapshot steps' reports.
+	Instrumentation bool
+}
+
+// Print writes the headline (Headline), the timeline and the measurements, and the result
+// again last.
+func (r *Report) Print(w io.Writer, o PrintOptions) {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format+"\n", args...) }
+	r.Headline(w)
+	p("")
 	p("timeline")
 	var origin time.Time
 	for _, s := range r.Timeline {
@@ -155,29 +165,11 @@ func (r *Report) Print(w io.Writer) {
 		p("  floor (slowest CreateSnapshots call) %s: window = %.1f × floor, floor + %s (target: floor + ≤ 1s)",
 			f.Round(time.Millisecond), r.GCPause.Seconds()/f.Seconds(), (r.GCPause - f).Round(time.Millisecond))
 	}
-	for _, s := range r.PauseBreakdown {
-		if !s.Start.IsZero() && !s.End.IsZero() {
-			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
-		}
-	}
-	if len(r.OverheadHops) > 0 {
-		p("backup overhead, hop by hop (each until the last data plane was seen past it):")
-		for _, s := range r.OverheadHops {
-			if !s.Start.IsZero() && !s.End.IsZero() {
-				p("  %-52s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
-			}
-		}
-	}
-	if r.WindowWrites != nil {
-		p("  member writes seen inside the window: %d: %s", r.WindowWrites.Total(""), r.WindowWrites)
-		p("    the initializer's, from the pause taking hold: %s", strings.Join(r.InitializerWrites, ", "))
+	if o.Instrumentation {
+		r.printInstrumentation(p)
 	}
 	p("snapshots: %d, skew between the first and the last start: %s; sized after completion: full %d B, incremental %d B",
 		r.Snapshots, r.SnapshotSkew.Round(time.Millisecond), r.BackupSize, r.IncrementalBackupSize)
-	p("snapshot steps that told their members of start and completion themselves: %d of %d", r.SelfReported, len(r.backupMembers))
-	if r.SnapshotsSeenLate != 0 {
-		p("the last snapshot completed in AWS %s before its step reported it", r.SnapshotsSeenLate.Round(time.Millisecond))
-	}
 	for _, o := range []struct {
 		what string
 		wall time.Duration
@@ -216,11 +208,85 @@ func (r *Report) Print(w io.Writer) {
 		p("step pods dialing PD/TiKV with --ca/--cert/--key: %s", strings.Join(parts, ", "))
 	}
 	p("left behind after deleting the backup: %d snapshots, %d volumes", r.OrphanSnapshots, r.OrphanVolumes)
-	if r.Err != nil {
-		p("RESULT: FAIL: %v", r.Err)
-		return
+	p("%s", r.result())
+}
+
+// printInstrumentation prints the project's hop-by-hop measurements of the backup.
+func (r *Report) printInstrumentation(p func(string, ...any)) {
+	for _, s := range r.PauseBreakdown {
+		if !s.Start.IsZero() && !s.End.IsZero() {
+			p("  %-40s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+		}
 	}
-	p("RESULT: PASS")
+	if len(r.OverheadHops) > 0 {
+		p("backup overhead, hop by hop (each until the last data plane was seen past it):")
+		for _, s := range r.OverheadHops {
+			if !s.Start.IsZero() && !s.End.IsZero() {
+				p("  %-52s %s", s.Name, s.End.Sub(s.Start).Round(time.Millisecond))
+			}
+		}
+	}
+	if r.WindowWrites != nil {
+		p("  member writes seen inside the window: %d: %s", r.WindowWrites.Total(""), r.WindowWrites)
+		p("    the initializer's, from the pause taking hold: %s", strings.Join(r.InitializerWrites, ", "))
+	}
+	p("snapshot steps that told their members of start and completion themselves: %d of %d", r.SelfReported, len(r.backupMembers))
+	if r.SnapshotsSeenLate != 0 {
+		p("the last snapshot completed in AWS %s before its step reported it", r.SnapshotsSeenLate.Round(time.Millisecond))
+	}
+}
+
+// result is the report's verdict line.
+func (r *Report) result() string {
+	if r.Err != nil {
+		return fmt.Sprintf("RESULT: FAIL: %v", r.Err)
+	}
+	return "RESULT: PASS"
+}
+
+// Headline writes what ran and its outcome first, with the numbers a user judges fedbr by:
+// how long the backup and the restore took, how long GC and PD scheduling were held, whether
+// the restored data is exactly the data at the commit ts, and what was left behind.
+func (r *Report) Headline(w io.Writer) {
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(w, format+"\n", args...) }
+	planes := len(r.backupMembers)
+	p("%s: one TiDB cluster over %d data planes backed up while a bank workload wrote, restored into fresh clusters, checked", r.result(), planes)
+	commit := "(none)"
+	if r.Backup != nil && r.Backup.Status.CommitTs != "" {
+		commit = r.Backup.Status.CommitTs
+	}
+	switch {
+	case r.BackupWall > 0:
+		p("  backup   %s: %d EBS snapshots consistent at commit ts %s; GC and PD scheduling held %s",
+			r.BackupWall.Round(100*time.Millisecond), r.Snapshots, commit, r.GCPause.Round(time.Millisecond))
+	default:
+		p("  backup   did not complete")
+	}
+	switch {
+	case r.RestoreWall > 0:
+		warm := "no warm-up"
+		if r.Warmup != "" {
+			warm = fmt.Sprintf("warm-up %s (%d of %d Jobs)", r.Warmup, r.WarmupJobs, r.WarmupJobsTotal)
+		}
+		p("  restore  %s into fresh TidbClusters in every plane, %s", r.RestoreWall.Round(100*time.Millisecond), warm)
+	default:
+		p("  restore  did not complete")
+	}
+	switch r.Checker {
+	case "pass":
+		p("  data     exact: the %d transfers committed at or before the commit ts, none of the %d after it",
+			r.TxnsBeforeCommitTS, r.TxnsAfterCommitTS)
+	case "":
+		p("  data     not checked")
+	default:
+		p("  data     WRONG: %s", r.Checker)
+	}
+	held := "lifted"
+	if r.HeldAfterBackup.Any() {
+		held = fmt.Sprintf("STILL HELD: %+v", r.HeldAfterBackup)
+	}
+	p("  cleanup  the source's GC and PD scheduling %s; deleting the backup left %d snapshots, %d volumes",
+		held, r.OrphanSnapshots, r.OrphanVolumes)
 }
 
 // BackupOverhead is the backup's wall time minus its work: what fedbr's controllers, the

@@ -18,8 +18,9 @@ import (
 // NewCmd returns `fedbr-lab lab demo`.
 func NewCmd() *cobra.Command {
 	var (
-		dir string
-		o   labdemo.Options
+		dir  string
+		o    labdemo.Options
+		show labdemo.PrintOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "demo --dir DIR",
@@ -28,8 +29,10 @@ func NewCmd() *cobra.Command {
 			"create one TiDB cluster over every data plane, run the bank workload, take a VolumeBackup while\n" +
 			"it writes, create fresh TidbClusters in recovery mode, run a VolumeRestore into them, check the\n" +
 			"restored cluster holds exactly the transactions committed at or before the backup's commit ts,\n" +
-			"delete the backup and count what is left. Prints progress and a timeline; exits 0 only if\n" +
-			"everything passed.",
+			"delete the backup and count what is left. Prints a picture of what runs where, progress, then a\n" +
+			"headline (the result, the backup's and the restore's times, the GC pause, whether the data is\n" +
+			"exact, what was left behind) before the timeline and the details; exits 0 only if everything\n" +
+			"passed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
@@ -45,15 +48,17 @@ func NewCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			_, _ = fmt.Fprint(cmd.OutOrStdout(), labdemo.Layout+"\n")
 			r, err := labdemo.Run(ctx, o)
 			if r != nil {
-				r.Print(cmd.OutOrStdout())
+				r.Print(cmd.OutOrStdout(), show)
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "the lab's directory (as given to `fedbr-lab lab up`)")
+	f.BoolVar(&show.Instrumentation, "instrumentation", false, "also print the project's own measurements of the backup: the pause window's breakdown, the member writes inside it, the overhead hop by hop")
 	f.StringVar(&o.Fedbr, "fedbr", "", "fedbr binary for the manager and agents (default: the lab's)")
 	f.IntVar(&o.TiKVPerPlane, "tikv", 3, "TiKV stores per data plane")
 	f.IntVar(&o.Accounts, "accounts", 200, "bank accounts")
