@@ -72,6 +72,13 @@ DEMO_DIR ?= _output/demo
 # DEMO_FLAGS go to `fedbr-lab lab demo`, e.g. `make demo DEMO_FLAGS=--tls`.
 DEMO_FLAGS ?=
 
+# BENCH_SCALE_FLAGS go to hack/benchscale, e.g. --regions 100000 --steps pause.
+BENCH_SCALE_FLAGS ?=
+
+.PHONY: bench-scale
+bench-scale: build ## The heaviest steps at a million regions over 100 stores, each a process of its own beside the doubles': wall, CPU and peak RSS per phase (run it on a quiet machine).
+	go run ./hack/benchscale --fedbr bin/fedbr --fedbr-lab bin/fedbr-lab $(BENCH_SCALE_FLAGS)
+
 .PHONY: demo
 demo: build k8s-bin $(HELM) ## Run the main job in the lab, fedbr installed through its charts: backup under load, restore into fresh clusters, check, timeline.
 	-bin/fedbr-lab lab down --dir $(DEMO_DIR) >/dev/null 2>&1

@@ -19,6 +19,7 @@ import (
 	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
 	"github.com/fedbr/fedbr/internal/cmd/lab/status"
 	labtidb "github.com/fedbr/fedbr/internal/cmd/lab/tidb"
+	labregions "github.com/fedbr/fedbr/internal/cmd/lab/regions"
 	labtikv "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
 	"github.com/fedbr/fedbr/internal/cmd/lab/up"
 )
@@ -33,6 +34,6 @@ func NewCmd() *cobra.Command {
 		PersistentPreRun: func(*cobra.Command, []string) { pingcaplog.SetLevel(zapcore.WarnLevel) },
 	}
 	cmd.AddCommand(up.NewCmd(), down.NewCmd(), labinstall.NewCmd(), status.NewCmd(), lablogs.NewCmd(),
-		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labeksauth.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labbank.NewCmd(), labtidb.NewCmd(), labdemo.NewCmd())
+		labnode.NewCmd(), labop.NewCmd(), labaws.NewCmd(), labeksauth.NewCmd(), labpd.NewCmd(), labtikv.NewCmd(), labregions.NewCmd(), labbank.NewCmd(), labtidb.NewCmd(), labdemo.NewCmd())
 	return cmd
 }
