@@ -128,7 +128,9 @@ func (o options) measure(step, dir string) ([]row, error) {
 	clusterDone := exitOf(cluster)
 	defer func() {
 		_ = cluster.Process.Signal(syscall.SIGTERM)
-		<-clusterDone
+		if err := <-clusterDone; err != nil {
+			fmt.Fprintf(os.Stderr, "bench-scale: the region-only cluster ended with %v (log %s)\n", err, clusterLog.Name())
+		}
 	}()
 	pd, err := waitReady(ready, o.readyTimeout, clusterDone)
 	if err != nil {
@@ -201,7 +203,7 @@ func (o options) runStep(step, dir string, args []string) ([]row, error) {
 		if err := waitPhase(ctx, filepath.Join(dir, "pause-status.json"), "Ready", done); err != nil {
 			_ = cmd.Process.Kill()
 			wg.Wait()
-			<-done
+			_ = waitExit(done) // killed: its error says so
 			m.stop()
 			return nil, fmt.Errorf("%w (log %s)", err, logFile.Name())
 		}
@@ -347,6 +349,9 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
+// waitExit is the error of a process exitOf waits for.
+func waitExit(done <-chan error) error { return <-done }
+
 // exitOf waits for cmd in the background: the channel gives its Wait's error once it exited.
 func exitOf(cmd *exec.Cmd) <-chan error {
 	done := make(chan error, 1)
@@ -369,7 +374,7 @@ func waitReady(path string, limit time.Duration, exited <-chan error) (string, e
 		}
 		select {
 		case err := <-exited:
-			return "", fmt.Errorf("exited before it served: %v", err)
+			return "", fmt.Errorf("exited before it served: %w", err)
 		case <-deadline:
 			return "", fmt.Errorf("not serving within %s", limit)
 		case <-time.After(200 * time.Millisecond):
@@ -396,7 +401,7 @@ func waitPhase(ctx context.Context, path, phase string, exited <-chan error) err
 		}
 		select {
 		case err := <-exited:
-			return fmt.Errorf("exited before phase %s: %v", phase, err)
+			return fmt.Errorf("exited before phase %s: %w", phase, err)
 		case <-ctx.Done():
 			return fmt.Errorf("no phase %s within the timeout", phase)
 		case <-time.After(20 * time.Millisecond):

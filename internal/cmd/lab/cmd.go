@@ -17,9 +17,9 @@ import (
 	labnode "github.com/fedbr/fedbr/internal/cmd/lab/node"
 	labop "github.com/fedbr/fedbr/internal/cmd/lab/operator"
 	labpd "github.com/fedbr/fedbr/internal/cmd/lab/pd"
+	labregions "github.com/fedbr/fedbr/internal/cmd/lab/regions"
 	"github.com/fedbr/fedbr/internal/cmd/lab/status"
 	labtidb "github.com/fedbr/fedbr/internal/cmd/lab/tidb"
-	labregions "github.com/fedbr/fedbr/internal/cmd/lab/regions"
 	labtikv "github.com/fedbr/fedbr/internal/cmd/lab/tikv"
 	"github.com/fedbr/fedbr/internal/cmd/lab/up"
 )
