@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -483,4 +484,38 @@ func conditionMessage(cs []metav1.Condition, t string) string {
 		return c.Reason + ": " + c.Message
 	}
 	return ""
+}
+
+// startSuite starts what a suite of points or scenarios shares: the controllers, the source
+// cluster and its bank workload (stopped by d.stop), the bucket, and the record of the volumes
+// that exist now (the nodes' root volumes, the source cluster's), which are not the suite's to
+// account for.
+func (d *run) startSuite(ctx context.Context) error {
+	if err := ensureDir(logDir(d.lab)); err != nil {
+		return err
+	}
+	if err := d.startControllers(ctx); err != nil {
+		return err
+	}
+	if err := d.sourceCluster(ctx); err != nil {
+		return err
+	}
+	if err := d.startBank(ctx); err != nil {
+		return err
+	}
+	if err := d.waitTransfers(ctx, 0); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
+		return err
+	}
+	vols, err := d.aws.ListVolumes(ctx, nil)
+	if err != nil {
+		return err
+	}
+	d.crashBefore = map[string]bool{}
+	for _, v := range vols {
+		d.crashBefore[v.ID] = true
+	}
+	return nil
 }
