@@ -15,6 +15,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	brsnapshot "github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -71,7 +72,7 @@ func NeedsConfirmation(m *dpv1alpha1.VolumeBackupMember, snapshot job.State, r j
 // retry.
 func ObserveConfirmation(ctx context.Context, reader client.Reader, snaps Snapshots, o Observed) *Confirmation {
 	c := &Confirmation{}
-	var sum SnapshotSummary
+	var sum brsnapshot.Result
 	if _, err := o.Report.Result(job.StepSnapshot, &sum); err != nil {
 		return c // Plan fails the member on the unreadable result
 	}
@@ -107,7 +108,7 @@ func ObserveConfirmation(ctx context.Context, reader client.Reader, snaps Snapsh
 
 // confirm judges the completion report sum against what the agent found (c): nil when it
 // matches, else every mismatch (the first maxMismatches named).
-func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64, sum SnapshotSummary) []string {
+func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64, sum brsnapshot.Result) []string {
 	var bad []string
 	uid := string(m.UID)
 	ts, err := strconv.ParseUint(m.Spec.BackupTS, 10, 64)
@@ -195,7 +196,7 @@ func confirm(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, reportTS uint64,
 // confirmed checks the completion report sum with the agent's own observation and says
 // whether the member may complete: on a mismatch it fails the member (SnapshotsNotConfirmed);
 // when the observation could not be made it says so in Failed=False and looks again soon.
-func (p *plan) confirmed(sum SnapshotSummary) bool {
+func (p *plan) confirmed(sum brsnapshot.Result) bool {
 	c := p.o.Confirm
 	if c == nil {
 		c = &Confirmation{CloudErr: errors.New("the snapshots were not described")}

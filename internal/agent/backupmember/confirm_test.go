@@ -18,6 +18,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	brsnapshot "github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
@@ -42,126 +43,126 @@ func confirmation() *Confirmation {
 // TestConfirm: every mismatch between a completion report and what the agent finds gives its
 // reason; a match confirms.
 func TestConfirm(t *testing.T) {
-	base := func() (*dpv1alpha1.VolumeBackupMember, *Confirmation, uint64, SnapshotSummary) {
+	base := func() (*dpv1alpha1.VolumeBackupMember, *Confirmation, uint64, brsnapshot.Result) {
 		m := member(dpv1alpha1.BackupMemberExecute, func(m *dpv1alpha1.VolumeBackupMember) {
 			m.Spec.BackupTS = tsText
 			m.CreationTimestamp = metav1.NewTime(tsAt.Add(-time.Minute))
 		})
 		c := &Confirmation{Volumes: []string{"vol-1", "vol-2"},
 			Snapshots: []cloud.Snapshot{snapshot("snap-1", "vol-1"), snapshot("snap-2", "vol-2")}}
-		sum := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, Snapshots: []ReportedSnapshot{
+		sum := brsnapshot.Result{BackupID: "uid-1", ResolvedTS: backupTS, Snapshots: []brsnapshot.Snapshot{
 			{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-1"}, {StoreID: 2, VolumeID: "vol-2", SnapshotID: "snap-2"}}}
 		return m, c, backupTS, sum
 	}
 	for _, tt := range []struct {
 		name string
-		mut  func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, ts *uint64, sum *SnapshotSummary)
+		mut  func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, ts *uint64, sum *brsnapshot.Result)
 		want []string // substrings of the mismatches, in order; none: confirmed
 	}{
-		{name: "everything matches", mut: func(*dpv1alpha1.VolumeBackupMember, *Confirmation, *uint64, *SnapshotSummary) {}},
+		{name: "everything matches", mut: func(*dpv1alpha1.VolumeBackupMember, *Confirmation, *uint64, *brsnapshot.Result) {}},
 		{name: "a snapshot AWS does not have",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Snapshots = c.Snapshots[:1]
 			},
 			want: []string{`snapshot "snap-2": not found in AWS`, "TiKV volume vol-2: 0 snapshots, want exactly one"}},
 		{name: "a snapshot of another account",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Snapshots[1].Owned = false
 			},
 			want: []string{"snapshot snap-2: owned by account", "rule owner=self", "TiKV volume vol-2: 0 snapshots"}},
 		{name: "a snapshot of another backup",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Snapshots[0].Tags = map[string]string{meta.TagBackup: "uid-other"}
 			},
 			want: []string{`snapshot snap-1: tagged fedbr.io/backup="uid-other", not "uid-1" (rule tag fedbr.io/backup)`, "TiKV volume vol-1: 0 snapshots"}},
 		{name: "a snapshot without fedbr's tags",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Snapshots[0].Tags = nil
 			},
 			want: []string{"rule tag fedbr.io/backup"}},
 		{name: "a snapshot of another volume than the result says",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				sum.Snapshots[0].VolumeID = "vol-2"
 			},
 			want: []string{"rule source volume"}},
 		{name: "a snapshot still pending",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Snapshots[1].State = cloud.SnapshotPending
 			},
 			want: []string{"snapshot snap-2: pending, not completed"}},
 		{name: "a snapshot of a volume that is not the TidbCluster's TiKV",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				c.Snapshots[1].VolumeID, sum.Snapshots[1].VolumeID = "vol-9", "vol-9"
 			},
 			want: []string{"snapshot snap-2: of volume vol-9, which is not a TiKV volume of TidbCluster tidb/basic", "TiKV volume vol-2: 0 snapshots"}},
 		{name: "a TiKV volume without a snapshot",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Volumes = append(c.Volumes, "vol-3")
 			},
 			want: []string{"TiKV volume vol-3: 0 snapshots, want exactly one"}},
 		{name: "two snapshots of one TiKV volume",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				c.Snapshots = append(c.Snapshots, snapshot("snap-3", "vol-1"))
-				sum.Snapshots = append(sum.Snapshots, ReportedSnapshot{StoreID: 3, VolumeID: "vol-1", SnapshotID: "snap-3"})
+				sum.Snapshots = append(sum.Snapshots, brsnapshot.Snapshot{StoreID: 3, VolumeID: "vol-1", SnapshotID: "snap-3"})
 			},
 			want: []string{"TiKV volume vol-1: 2 snapshots, want exactly one"}},
 		{name: "a snapshot named twice",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				sum.Snapshots = append(sum.Snapshots, sum.Snapshots[0])
 			},
 			want: []string{"snapshot snap-1: named twice"}},
 		{name: "no snapshot at all",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				sum.Snapshots = nil
 			},
 			want: []string{"the result names no snapshot", "TiKV volume vol-1: 0 snapshots", "TiKV volume vol-2: 0 snapshots"}},
 		{name: "snapshots started before the backup ts",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				c.Snapshots[1].Started = tsAt.Add(-time.Minute)
 			},
 			want: []string{"is after snapshot snap-2 started"}},
 		{name: "a backup ts older than any pause holds",
-			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				m.Spec.Template.VolumeBackupInitJobMaxActiveSeconds = ptr.To[int32](90)
 				c.Snapshots[1].Started = tsAt.Add(90*time.Second + confirmSkew + time.Second)
 			},
 			want: []string{"is more than the pause's deadline (1m30s) before snapshot snap-2 started"}},
 		{name: "a member created after the backup ts (its plane answered late)",
-			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				m.CreationTimestamp = metav1.NewTime(tsAt.Add(time.Minute))
 				c.Snapshots[0].Started = tsAt.Add(2 * time.Minute)
 				c.Snapshots[1].Started = tsAt.Add(2 * time.Minute)
 			}},
 		{name: "within the clock skew both ways",
-			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(m *dpv1alpha1.VolumeBackupMember, c *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				m.Spec.Template.VolumeBackupInitJobMaxActiveSeconds = ptr.To[int32](90)
 				c.Snapshots[0].Started = tsAt.Add(-confirmSkew + time.Second)
 				c.Snapshots[1].Started = tsAt.Add(90*time.Second + confirmSkew - time.Second)
 			}},
 		{name: "a result of another backup",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				sum.BackupID = "uid-other"
 			},
 			want: []string{`the result names backup "uid-other", not this member's uid-1`}},
 		{name: "a report at another ts than the manager's",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, ts *uint64, _ *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, ts *uint64, _ *brsnapshot.Result) {
 				*ts = backupTS - 1
 			},
 			want: []string{fmt.Sprintf("the step reports backup ts %d (result %d), the member's spec.backupTS is %d", backupTS-1, backupTS, backupTS)}},
 		{name: "a result at another ts than the manager's",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				sum.ResolvedTS = 7
 			},
 			want: []string{"(result 7)"}},
 		{name: "no backup ts in the spec",
-			mut: func(m *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, _ *SnapshotSummary) {
+			mut: func(m *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, _ *brsnapshot.Result) {
 				m.Spec.BackupTS = ""
 			},
 			want: []string{`spec.backupTS "" is not the TSO the manager asked for`}},
 		{name: "many mismatches: the first ten are named",
-			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *SnapshotSummary) {
+			mut: func(_ *dpv1alpha1.VolumeBackupMember, _ *Confirmation, _ *uint64, sum *brsnapshot.Result) {
 				for i := range 12 {
-					sum.Snapshots = append(sum.Snapshots, ReportedSnapshot{SnapshotID: fmt.Sprintf("snap-x%d", i)})
+					sum.Snapshots = append(sum.Snapshots, brsnapshot.Snapshot{SnapshotID: fmt.Sprintf("snap-x%d", i)})
 				}
 			},
 			want: []string{`snapshot "snap-x0"`, "and 2 more"}},
@@ -221,8 +222,8 @@ func TestForgedCompletionNeverCompletes(t *testing.T) {
 	})
 	forged := report(map[string]string{
 		job.StepSnapshot: mustJSON(map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS}),
-		job.StepSnapshot + ".result": mustJSON(SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS,
-			Snapshots: []ReportedSnapshot{{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-0123456789abcdef0"}}}),
+		job.StepSnapshot + ".result": mustJSON(brsnapshot.Result{BackupID: "uid-1", ResolvedTS: backupTS,
+			Snapshots: []brsnapshot.Snapshot{{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-0123456789abcdef0"}}}),
 	})
 	o := obs(m, func(o *Observed) { o.Snapshot, o.Report = active(snapName), forged })
 	if !NeedsConfirmation(m, o.Snapshot, o.Report) {
@@ -264,7 +265,7 @@ func (describedAll) DescribeSnapshots(_ context.Context, ids []string) ([]cloud.
 // store added or replaced while the snapshots completed; here the TidbCluster is even gone);
 // one without a record rediscovers them.
 func TestConfirmationUsesTheVolumesHandedTheStep(t *testing.T) {
-	sum := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, Snapshots: []ReportedSnapshot{
+	sum := brsnapshot.Result{BackupID: "uid-1", ResolvedTS: backupTS, Snapshots: []brsnapshot.Snapshot{
 		{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-1"}, {StoreID: 2, VolumeID: "vol-2", SnapshotID: "snap-2"}}}
 	o := obs(member(dpv1alpha1.BackupMemberExecute, func(m *dpv1alpha1.VolumeBackupMember) {
 		m.Spec.BackupTS = tsText

@@ -22,6 +22,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
+	brsnapshot "github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -199,8 +200,8 @@ func TestPlan(t *testing.T) {
 	pauseReady := report(map[string]string{job.StepPause: mustJSON(map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 3, "gcPausedAt": pausedAt})})
 	ready := withCond(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason)
 	execute := func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = tsText }
-	summary := SnapshotSummary{BackupID: "uid-1", ResolvedTS: backupTS, SizeGiB: 30}
-	summary.Snapshots = append(summary.Snapshots, ReportedSnapshot{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-1", SizeGiB: 30})
+	summary := brsnapshot.Result{BackupID: "uid-1", ResolvedTS: backupTS, SizeGiB: 30}
+	summary.Snapshots = append(summary.Snapshots, brsnapshot.Snapshot{StoreID: 1, VolumeID: "vol-1", SnapshotID: "snap-1", SizeGiB: 30})
 	snapDone := map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Completed", "done": 1, "total": 1, "backupTS": backupTS}),
 		job.StepSnapshot + ".result": mustJSON(summary)}
 

@@ -17,24 +17,8 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	brsnapshot "github.com/fedbr/fedbr/internal/br/snapshot"
 )
-
-// SnapshotSummary is the part of `fedbr br snapshot`'s final JSON summary the agent reads.
-type SnapshotSummary struct {
-	BackupID   string             `json:"backupID"`
-	ResolvedTS uint64             `json:"resolvedTS"`
-	Snapshots  []ReportedSnapshot `json:"snapshots"`
-	SizeGiB    int64              `json:"sizeGiB"`
-}
-
-// ReportedSnapshot is one snapshot of a SnapshotSummary: the step's claim, which the agent
-// confirms in AWS before the member is Complete (confirm.go).
-type ReportedSnapshot struct {
-	StoreID    uint64 `json:"storeID"`
-	VolumeID   string `json:"volumeID"`
-	SnapshotID string `json:"snapshotID"`
-	SizeGiB    int32  `json:"sizeGiB"`
-}
 
 // InputsConfigMapName is the ConfigMap holding the snapshot step's volume file and manifests.
 func InputsConfigMapName(member string) string { return job.Name(member, "inputs") }
@@ -64,7 +48,7 @@ func (p *plan) observeSnapshot() {
 	if p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) {
 		return
 	}
-	var sum SnapshotSummary
+	var sum brsnapshot.Result
 	hasResult, err := p.o.Report.Result(job.StepSnapshot, &sum)
 	switch {
 	case err != nil:
@@ -117,7 +101,7 @@ func (p *plan) observeStall(st dpv1alpha1.StepReport, reported bool) {
 		window, st.Done, st.Total, st.Percent, since.UTC().Format(time.RFC3339)))
 }
 
-func (p *plan) complete(sum SnapshotSummary) {
+func (p *plan) complete(sum brsnapshot.Result) {
 	s := &p.res.Status
 	s.SnapshotsTotal = int32(min(len(sum.Snapshots), math.MaxInt32))
 	s.SnapshotsCompleted = s.SnapshotsTotal

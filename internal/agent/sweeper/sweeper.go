@@ -22,7 +22,6 @@ package sweeper
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -38,7 +37,9 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/apply"
+	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
+	brsnapshot "github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cloud"
 	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/podenv"
@@ -215,18 +216,9 @@ func (s *Sweeper) observe(ctx context.Context) (Observed, error) {
 
 // recordedSnapshots are the snapshot ids in a backup member's snapshot result.
 func recordedSnapshots(m *dpv1alpha1.VolumeBackupMember) ([]string, error) {
-	st, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSnapshot)
-	if !ok || st.Result == nil || len(st.Result.Raw) == 0 {
-		return nil, nil
-	}
-	// The snapshot step's summary (br/snapshot.Result); only the ids are needed here.
-	var res struct {
-		Snapshots []struct {
-			SnapshotID string `json:"snapshotID"`
-		} `json:"snapshots"`
-	}
-	if err := json.Unmarshal(st.Result.Raw, &res); err != nil {
-		return nil, fmt.Errorf("snapshot result: %w", err)
+	var res brsnapshot.Result
+	if ok, err := job.ReportOf(m.Status.Steps).Result(job.StepSnapshot, &res); !ok || err != nil {
+		return nil, err
 	}
 	ids := make([]string, 0, len(res.Snapshots))
 	for _, sn := range res.Snapshots {
