@@ -23,7 +23,7 @@ const (
 	// PhaseGCPaused: the GC safepoint is pinned; leases are being taken.
 	PhaseGCPaused Phase = report.PhaseGCPaused
 	// PhaseReady: GC pinned, every TiKV leased and applied, PD scheduling paused. Snapshots may start.
-	PhaseReady    Phase = "Ready"
+	PhaseReady    Phase = report.PhaseReady
 	PhaseStopping Phase = report.PhaseStopping
 	// PhaseStopped: everything was lifted.
 	PhaseStopped Phase = report.PhaseStopped

@@ -20,9 +20,9 @@ const (
 
 	// The pause and lift (internal/br/pause).
 	PhaseGCPaused = "GCPaused"
-	PhaseReady    = "Ready"
-	PhaseStopping = "Stopping"
-	PhaseStopped  = "Stopped"
+	PhaseReady    = dpv1alpha1.PausePhaseReady
+	PhaseStopping = dpv1alpha1.PausePhaseStopping
+	PhaseStopped  = dpv1alpha1.PausePhaseStopped
 	PhaseLifting  = "Lifting"
 	PhaseLifted   = "Lifted"
 
