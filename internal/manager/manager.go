@@ -48,6 +48,9 @@ type Options struct {
 	// DataPlaneNamespaces limit the data-plane namespaces where members are made and watched
 	// (nil = all): plane.Options.Namespaces.
 	DataPlaneNamespaces []string
+	// AgentNamespace is where each data plane's agent holds its leader-election Lease, which
+	// the manager reads to tell whether the agent runs (default agentlease.DefaultNamespace).
+	AgentNamespace string
 	// Metrics is the /metrics endpoint; HealthAddr the probes' listen address ("0" disables).
 	Metrics    metricsauth.Flags
 	HealthAddr string
@@ -127,7 +130,7 @@ func runOnce(ctx context.Context, o Options) error {
 	var restores *volumerestore.Reconciler
 	planes, err := plane.Load(plane.Options{
 		Kubeconfig: o.Kubeconfig, Scheme: scheme, ProbeInterval: o.ProbeInterval, Log: o.Log.WithName("planes"),
-		Namespaces: o.DataPlaneNamespaces,
+		Namespaces: o.DataPlaneNamespaces, AgentNamespace: o.AgentNamespace,
 		OnSynced: func(p *plane.Plane) error {
 			if err := volumebackup.WatchPlane(backups, p); err != nil {
 				return err

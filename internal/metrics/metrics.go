@@ -104,6 +104,11 @@ var (
 		Name: "fedbr_dataplane_reachable",
 		Help: "1 while the data plane is reachable from the manager.",
 	}, []string{"plane"})
+	// PlaneAgentUp is 1 while a data plane's agent holds and renews its leader-election Lease.
+	PlaneAgentUp = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_dataplane_agent_up",
+		Help: "1 while the data plane's agent holds and renews its Lease (fedbr-agent-<plane> in the agent namespace), as the manager last read it; 0 when no agent does, or the Lease cannot be read.",
+	}, []string{"plane"})
 	// PlaneTokenExpiry is when a data plane's kubeconfig token expires (its exp claim), for the
 	// planes whose context has a static token that says (a bound service-account token).
 	PlaneTokenExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -115,7 +120,7 @@ var (
 // All are the manager's metrics.
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
+		RestoresFinished, RestoreDuration, PlaneReachable, PlaneAgentUp, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
 		BackupCleanFailedSince, ScheduleRetentionBlocked}
 }
 

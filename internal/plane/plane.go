@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -42,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/cloud/aws/ekstoken"
 	"github.com/fedbr/fedbr/internal/metrics"
 	"github.com/fedbr/fedbr/internal/restconfig"
@@ -55,11 +57,23 @@ type Plane struct {
 	Cluster cluster.Cluster
 
 	probe     discovery.DiscoveryInterface
+	leases    coordinationv1client.LeasesGetter
 	token     Token // of the context's static token, if any
 	mu        sync.Mutex
 	synced    bool
 	reachable bool
 	lastErr   error
+	// agentErr is why no agent runs for the plane (nil: one does), from the last probe.
+	agentErr     error
+	agentChecked bool
+}
+
+// Agent says whether a probe has looked for the plane's agent yet (checked) and, if so, why it
+// found none running (its Lease missing, released, stale or unreadable; nil when one runs).
+func (p *Plane) Agent() (checked bool, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.agentChecked, p.agentErr
 }
 
 // Reachable says whether the plane's cache has synced and its API server answered the last probe.
@@ -82,6 +96,9 @@ type Options struct {
 	Kubeconfig string
 	// Scheme knows the member kinds.
 	Scheme *runtime.Scheme
+	// AgentNamespace is where each plane's agent holds its Lease (default
+	// agentlease.DefaultNamespace); each probe reads it (Plane.Agent).
+	AgentNamespace string
 	// ProbeInterval is how often each API server is probed (default 5s); ProbeTimeout bounds a
 	// probe (default 3s).
 	ProbeInterval, ProbeTimeout time.Duration
@@ -105,6 +122,9 @@ type Set struct {
 
 // Load reads the kubeconfig and builds (without starting) one Cluster per context.
 func Load(o Options) (*Set, error) {
+	if o.AgentNamespace == "" {
+		o.AgentNamespace = agentlease.DefaultNamespace
+	}
 	if o.ProbeInterval <= 0 {
 		o.ProbeInterval = 5 * time.Second
 	}
@@ -277,7 +297,11 @@ func newPlane(name string, cfg *rest.Config, o Options) (*Plane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data plane %q: %w", name, err)
 	}
-	return &Plane{Name: name, Cluster: c, probe: d}, nil
+	l, err := coordinationv1client.NewForConfig(pc)
+	if err != nil {
+		return nil, fmt.Errorf("data plane %q: %w", name, err)
+	}
+	return &Plane{Name: name, Cluster: c, probe: d, leases: l}, nil
 }
 
 // Names lists the planes, sorted.
@@ -410,6 +434,12 @@ func (s *Set) probeLoop(ctx context.Context, p *Plane) {
 			s.o.Log.Info("data plane reachability changed", "plane", p.Name, "reachable", err == nil, "error", err)
 			s.notify()
 		}
+		if err == nil {
+			_, aerr := agentlease.Check(ctx, p.leases, s.o.AgentNamespace, p.Name, time.Now())
+			if p.setAgent(aerr) {
+				s.o.Log.Info("data plane agent changed", "plane", p.Name, "running", aerr == nil, "error", aerr)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -421,6 +451,20 @@ func (s *Set) probeLoop(ctx context.Context, p *Plane) {
 // tokenExpired is the reason of a plane whose token has expired.
 func (p *Plane) tokenExpired() error {
 	return fmt.Errorf("context %q: token of %s expired at %s: %w", p.Name, p.token.Subject, p.token.Expiry.Format(time.RFC3339), ErrTokenExpired)
+}
+
+// setAgent records whether an agent runs (err nil) and says whether that changed.
+func (p *Plane) setAgent(err error) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := !p.agentChecked || (p.agentErr == nil) != (err == nil)
+	p.agentErr, p.agentChecked = err, true
+	v := 0.0
+	if err == nil {
+		v = 1
+	}
+	metrics.PlaneAgentUp.WithLabelValues(p.Name).Set(v)
+	return changed
 }
 
 // set records a probe result and says whether reachability changed.

@@ -310,7 +310,7 @@ func TestManagerChart(t *testing.T) {
 	kubeconfig := "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n"
 	for _, tt := range []chartCase{{
 		name: "defaults",
-		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/kubeconfig", "--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081",
+		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/kubeconfig", "--agent-namespace=fedbr-system", "--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081",
 			"--leader-elect=true", "--leader-election-namespace=fedbr-system", "--probe-interval=5s", "--reload-check=10s", "--log-development=false", "--v=0"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
 			checkDefaultPod(t, manager, d)
@@ -330,7 +330,7 @@ func TestManagerChart(t *testing.T) {
 	}, {
 		name: "everything on",
 		values: dressed(map[string]any{
-			"dataPlanes":     map[string]any{"secretName": "planes", "key": "config", "kubeconfig": kubeconfig, "namespaces": []any{"tidb", "tidb-restore"}},
+			"dataPlanes":     map[string]any{"secretName": "planes", "key": "config", "kubeconfig": kubeconfig, "namespaces": []any{"tidb", "tidb-restore"}, "agentNamespace": "fedbr-agents"},
 			"controlPlane":   map[string]any{"kubeconfig": "/etc/fedbr/config/kubeconfig", "context": "hub"},
 			"leaderElection": map[string]any{"namespace": "leases"},
 			"watchNamespace": "tidb-backup",
@@ -344,7 +344,7 @@ func TestManagerChart(t *testing.T) {
 				"prometheusRule": map[string]any{"enabled": true}, "grafanaDashboard": map[string]any{"enabled": true}},
 			"serviceAccount": map[string]any{"name": "fedbr-hub", "annotations": map[string]any{"example.com/a": "b"}},
 		}),
-		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--dataplane-namespaces=tidb,tidb-restore", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
+		args: []string{"manager", "--kubeconfig=/etc/fedbr/dataplanes/config", "--dataplane-namespaces=tidb,tidb-restore", "--agent-namespace=fedbr-agents", "--control-kubeconfig=/etc/fedbr/config/kubeconfig", "--control-context=hub",
 			"--namespace=tidb-backup", "--metrics-bind-address=:9090", "--metrics-secure=true", "--metrics-cert-dir=/etc/fedbr/metrics-certs", "--health-probe-bind-address=:9091", "--leader-elect=true",
 			"--leader-election-namespace=leases", "--probe-interval=2s", "--reload-check=30s", "--log-development=true", "--v=1", "--probe-interval=3s"},
 		check: func(t *testing.T, objs objects, d *appsv1.Deployment) {
@@ -562,6 +562,7 @@ func TestAgentChart(t *testing.T) {
 			}
 			checkStepServiceAccounts(t, objs, stepRoleArn, "tidb", "tidb-restore")
 			checkAgentBindings(t, objs, "tidb", "tidb-restore")
+			checkManagerAgentLease(t, objs, "leases", "fedbr-agent-dp-us-west-2a", "fedbr-manager-remote", "fedbr-manager")
 			// With watchNamespaces the manager's rights are there only, for both subjects.
 			if bound(t, objs, "fedbr-manager-dataplane", "fedbr-manager-remote", "fedbr-system") {
 				t.Error("the manager's service account is bound to fedbr-manager-dataplane cluster-wide despite watchNamespaces")
@@ -665,17 +666,40 @@ func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namesp
 }
 
 // stepBindings are the RoleBindings but the leader election's (checkLeases), the agent's own
-// (checkAgentBindings) and the manager's.
+// (checkAgentBindings) and the manager's (its data-plane role, and the agent's Lease:
+// checkManagerAgentLease).
 func stepBindings(objs objects) objects {
 	var out objects
 	for _, obj := range objs.all("RoleBinding") {
 		kind, _, _ := unstructured.NestedString(obj.Object, "roleRef", "kind")
 		ref, _, _ := unstructured.NestedString(obj.Object, "roleRef", "name")
-		if !strings.HasSuffix(obj.GetName(), "-leader-election") && (kind != "ClusterRole" || !strings.HasPrefix(ref, "fedbr-agent") && ref != "fedbr-manager-dataplane") {
+		if !strings.HasSuffix(obj.GetName(), "-leader-election") && obj.GetName() != "fedbr-manager-agent-lease" &&
+			(kind != "ClusterRole" || !strings.HasPrefix(ref, "fedbr-agent") && ref != "fedbr-manager-dataplane") {
 			out = append(out, obj)
 		}
 	}
 	return out
+}
+
+// checkManagerAgentLease: the manager may get the agent's leader-election Lease, that one
+// only, in its namespace, and nothing else there (agentlease).
+func checkManagerAgentLease(t *testing.T, objs objects, ns, lease string, subjects ...string) {
+	t.Helper()
+	var r rbacv1.Role
+	var b rbacv1.RoleBinding
+	objs.get(t, "Role", "fedbr-manager-agent-lease", &r)
+	objs.get(t, "RoleBinding", "fedbr-manager-agent-lease", &b)
+	want := []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{lease}, Verbs: []string{"get"}}}
+	if r.Namespace != ns || !equality.Semantic.DeepEqual(r.Rules, want) {
+		t.Errorf("Role %s/%s rules %+v, want %+v in %s", r.Namespace, r.Name, r.Rules, want, ns)
+	}
+	var names []string
+	for _, s := range b.Subjects {
+		names = append(names, s.Name)
+	}
+	if b.Namespace != ns || b.RoleRef.Kind != "Role" || b.RoleRef.Name != r.Name || !slices.Equal(names, subjects) {
+		t.Errorf("RoleBinding %s/%s: %+v to %v, want Role %s to %v in %s", b.Namespace, b.Name, b.RoleRef, names, r.Name, subjects, ns)
+	}
 }
 
 // clusterScoped are the resources of ClusterRole fedbr-agent, the agent's rights bound

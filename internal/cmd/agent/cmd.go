@@ -37,6 +37,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/backupmember"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/agent/metrics"
 	"github.com/fedbr/fedbr/internal/agent/policy"
 	"github.com/fedbr/fedbr/internal/agent/restoremember"
@@ -200,7 +201,7 @@ func (o *options) validate() error {
 		o.policy = pol
 	}
 	o.env.TTL = o.jobTTL
-	o.leaderElectName = "fedbr-agent-" + job.LabelValue(o.clusterName)
+	o.leaderElectName = agentlease.Name(o.clusterName)
 	return errors.Join(errs...)
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/crd"
 	"github.com/fedbr/fedbr/internal/plane"
 )
@@ -45,6 +46,7 @@ type Result struct {
 func NewPreflightCmd() *cobra.Command {
 	var c conn
 	var namespaces []string
+	agentNamespace := agentlease.DefaultNamespace
 	cmd := &cobra.Command{
 		Use:   "preflight",
 		Short: "Check that the control plane and every data plane are ready for fedbr, one line per check",
@@ -62,16 +64,19 @@ before a first backup:
            fedbr-manager-dataplane), asked of the plane's API server: cluster-wide, or in each
            of --dataplane-namespaces (the manager's own, where the agent chart's
            watchNamespaces binds the role per namespace)
+  plane    an agent runs for it: the Lease fedbr-agent-<context name> in --agent-namespace is
+           held and renewed (the agent's leader election, with its --k8s-cluster-name equal to
+           the context's name; the agent chart lets the manager's identity read that Lease)
 
-It exits non-zero when a check fails. It does not see the agents (the manager's identity may
-not read them): kubectl -n fedbr-system get deploy in each plane shows them.`,
+It exits non-zero when a check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			results := c.preflight(cmd.Context(), namespaces)
+			results := c.preflight(cmd.Context(), namespaces, agentNamespace)
 			return Report(cmd.OutOrStdout(), results)
 		},
 	}
 	c.flags(cmd)
+	cmd.Flags().StringVar(&agentNamespace, "agent-namespace", agentNamespace, "the agents' namespace in the data planes (the manager's --agent-namespace)")
 	cmd.Flags().StringSliceVar(&namespaces, "dataplane-namespaces", nil, "the manager's --dataplane-namespaces (its chart's dataPlanes.namespaces): check its rights in each (default: cluster-wide)")
 	return cmd
 }
@@ -95,7 +100,7 @@ func Report(w io.Writer, results []Result) error {
 	return nil
 }
 
-func (c *conn) preflight(ctx context.Context, namespaces []string) []Result {
+func (c *conn) preflight(ctx context.Context, namespaces []string, agentNamespace string) []Result {
 	var out []Result
 	cfg, _, err := c.Config()
 	if err != nil {
@@ -138,16 +143,16 @@ func (c *conn) preflight(ctx context.Context, namespaces []string) []Result {
 			out = append(out, Result{name, "context loads", err})
 			continue
 		}
-		out = append(out, PlaneChecks(ctx, name, kube, namespaces)...)
+		out = append(out, PlaneChecks(ctx, name, kube, namespaces, agentNamespace)...)
 	}
 	return out
 }
 
 // PlaneChecks are the checks of one data plane through kube, built from the planes
 // kubeconfig's context name: reachable and recent enough (the later checks are skipped when it
-// does not answer), the member CRDs served, and the manager's rights (in namespaces, else
-// cluster-wide).
-func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface, namespaces []string) []Result {
+// does not answer), the member CRDs served, the manager's rights (in namespaces, else
+// cluster-wide), and an agent running for the plane (its Lease in agentNamespace).
+func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface, namespaces []string, agentNamespace string) []Result {
 	v, err := kube.Discovery().ServerVersion()
 	if err != nil {
 		return []Result{{name, "API server answers", err}}
@@ -182,6 +187,12 @@ func PlaneChecks(ctx context.Context, name string, kube kubernetes.Interface, na
 		what += " in " + strings.Join(namespaces, ", ")
 	}
 	out = append(out, Result{name, what, managerRights(ctx, kube, namespaces)})
+	agent := "an agent runs (Lease " + agentNamespace + "/" + agentlease.Name(name) + ")"
+	st, err := agentlease.Check(ctx, kube.CoordinationV1(), agentNamespace, name, time.Now())
+	if err == nil {
+		agent += ", held by " + st.Holder
+	}
+	out = append(out, Result{name, agent, err})
 	return out
 }
 

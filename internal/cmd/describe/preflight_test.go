@@ -9,6 +9,7 @@ import (
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -17,8 +18,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -108,9 +111,28 @@ func TestPreflight(t *testing.T) {
 	if err := clientcmd.WriteToFile(*planes, path); err != nil {
 		t.Fatal(err)
 	}
+	// The agents' Leases: a-admin's held and renewed now, e-bound's last renewed an hour ago,
+	// f-soon's missing. The remote service account may read e-bound's and f-soon's (as the
+	// agent chart's managerAccess lets the manager read its plane's), preflight-manager none.
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentlease.DefaultNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	lease := func(plane string, renewed time.Time) {
+		create(t, ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: agentlease.DefaultNamespace, Name: agentlease.Name(plane)},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("agent-pod_" + plane), LeaseDurationSeconds: ptr.To[int32](15),
+				RenewTime: ptr.To(metav1.NewMicroTime(renewed))}})
+	}
+	lease("a-admin", time.Now())
+	lease("e-bound", time.Now().Add(-time.Hour))
+	create(t, ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: agentlease.DefaultNamespace, Name: "preflight-agent-lease"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"},
+			ResourceNames: []string{agentlease.Name("e-bound"), agentlease.Name("f-soon")}, Verbs: []string{"get"}}}})
+	create(t, ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: agentlease.DefaultNamespace, Name: "preflight-agent-lease"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "preflight-agent-lease"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "preflight-remote", Namespace: "default"}}})
 	out, err := execute(t, NewPreflightCmd, "--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", path, "--request-timeout", "5s")
-	if err == nil || !strings.Contains(err.Error(), "preflight: 3 of ") {
-		t.Fatalf("preflight: %v; want 3 checks failed\n%s", err, out)
+	if err == nil || !strings.Contains(err.Error(), "preflight: 7 of ") {
+		t.Fatalf("preflight: %v; want 7 checks failed\n%s", err, out)
 	}
 	want := []string{
 		`ok    control    fedbr's CRDs installed`,
@@ -125,6 +147,11 @@ func TestPreflight(t *testing.T) {
 		`ok    e-bound    token bound, 7 days or more left`,
 		`ok    e-bound    the manager's rights (fedbr-manager-dataplane)`,
 		`FAIL  f-soon     token bound, 7 days or more left: expires at `,
+		`ok    a-admin    an agent runs (Lease fedbr-system/fedbr-agent-a-admin), held by agent-pod_a-admin`,
+		`FAIL  b-manager  an agent runs (Lease fedbr-system/fedbr-agent-b-manager): the agent's lease is not readable: Lease fedbr-system/fedbr-agent-b-manager: `,
+		`FAIL  c-nobody   an agent runs (Lease fedbr-system/fedbr-agent-c-nobody): the agent's lease is not readable`,
+		`FAIL  e-bound    an agent runs (Lease fedbr-system/fedbr-agent-e-bound): the agent stopped renewing its lease: Lease fedbr-system/fedbr-agent-e-bound held by agent-pod_e-bound was last renewed 1h0m0s ago (it lasts 15s)`,
+		`FAIL  f-soon     an agent runs (Lease fedbr-system/fedbr-agent-f-soon): no agent runs for this data plane: no Lease fedbr-system/fedbr-agent-f-soon (the agent runs with --leader-elect and --k8s-cluster-name "f-soon", in namespace fedbr-system?)`,
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/manager"
 	"github.com/fedbr/fedbr/internal/podenv"
 	"github.com/fedbr/fedbr/internal/restconfig"
@@ -71,6 +72,7 @@ func NewCmd() *cobra.Command {
 	f.StringVar(&o.controlConfig, "control-kubeconfig", "", "kubeconfig of the control plane (default: $KUBECONFIG, else in-cluster)")
 	f.StringVar(&o.controlContext, "control-context", "", "context of --control-kubeconfig to use (default: its current context)")
 	f.StringSliceVar(&o.run.DataPlaneNamespaces, "dataplane-namespaces", nil, "only make and watch members in these data-plane namespaces (comma-separated), where the manager's identity is bound per namespace; a VolumeBackup or VolumeRestore naming another fails NamespaceNotWatched (default: every namespace)")
+	f.StringVar(&o.run.AgentNamespace, "agent-namespace", agentlease.DefaultNamespace, "the data planes' namespace of the agent, where each agent's leader-election Lease says whether it runs (metric fedbr_dataplane_agent_up)")
 	f.StringVar(&o.run.Namespace, "namespace", "", "only act on VolumeBackups/VolumeRestores/VolumeBackupSchedules in this namespace (default: all)")
 	o.run.Metrics.Register(f)
 	f.StringVar(&o.run.HealthAddr, "health-probe-bind-address", ":8081", "healthz/readyz listen address (0 disables)")
