@@ -56,7 +56,7 @@ func Check(ctx context.Context, c coordinationv1client.LeasesGetter, namespace, 
 	case apierrors.IsForbidden(err):
 		return State{}, fmt.Errorf("%w: Lease %s/%s: %w (the agent chart's managerAccess grants it)", ErrNotReadable, namespace, name, err)
 	case err != nil:
-		return State{}, fmt.Errorf("Lease %s/%s: %w", namespace, name, err)
+		return State{}, fmt.Errorf("read Lease %s/%s: %w", namespace, name, err)
 	}
 	var st State
 	if h := l.Spec.HolderIdentity; h != nil {
