@@ -1,6 +1,7 @@
 package describe
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 )
 
@@ -39,6 +41,9 @@ type Source struct {
 	Events int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// AgentNamespace is where each plane's agent holds its Lease (default
+	// agentlease.DefaultNamespace): a member's view says when no agent runs for its plane.
+	AgentNamespace string
 }
 
 func (s *Source) now() time.Time {
@@ -184,10 +189,22 @@ func (s *Source) member(ctx context.Context, plane, namespace, name string, owne
 		mv.Problem = "data plane unreachable: " + p.Err.Error()
 		return mv
 	}
+	// Best effort too: whether an agent runs for the plane, which a member stuck in a phase
+	// (or never taken up) is waiting for.
+	var noAgent string
+	if p.Kube != nil {
+		if _, err := agentlease.Check(ctx, p.Kube.CoordinationV1(), cmp.Or(s.AgentNamespace, agentlease.DefaultNamespace), plane, s.now()); err != nil &&
+			!errors.Is(err, agentlease.ErrNotReadable) {
+			noAgent = err.Error()
+		}
+	}
 	err := p.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
 	switch {
 	case apierrors.IsNotFound(err):
 		mv.Problem = "no member yet (the manager creates it when the operation starts, or it was deleted)"
+		if noAgent != "" {
+			mv.Problem += "; " + noAgent
+		}
 		return mv
 	case err != nil:
 		mv.Problem = "cannot read the member: " + err.Error()
@@ -198,6 +215,9 @@ func (s *Source) member(ctx context.Context, plane, namespace, name string, owne
 		return mv
 	}
 	mv.ok = true
+	if noAgent != "" {
+		mv.Notes = append(mv.Notes, noAgent)
+	}
 	// The rest is best effort: an identity that may read members but not Jobs, pods or events
 	// (the manager's) still shows the member.
 	sel := client.MatchingLabels(job.Selector(name))

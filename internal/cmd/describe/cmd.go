@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/describe"
 	"github.com/fedbr/fedbr/internal/manager"
 	"github.com/fedbr/fedbr/internal/plane"
@@ -88,6 +89,7 @@ type conn struct {
 	Control
 	planesKubeconfig, planesSecret string
 	planesKey                      string
+	agentNamespace                 string
 }
 
 func (c *conn) flags(cmd *cobra.Command) {
@@ -96,6 +98,7 @@ func (c *conn) flags(cmd *cobra.Command) {
 	f.StringVar(&c.planesKubeconfig, "planes-kubeconfig", "", "kubeconfig with one context per data plane, named as the operations' k8sClusterName (default: read from --planes-secret)")
 	f.StringVar(&c.planesSecret, "planes-secret", "fedbr-system/fedbr-dataplanes", "NAMESPACE/NAME of the manager's data-plane kubeconfig Secret in the control plane, read when --planes-kubeconfig is not given")
 	f.StringVar(&c.planesKey, "planes-secret-key", "kubeconfig", "key of the kubeconfig in --planes-secret")
+	f.StringVar(&c.agentNamespace, "agent-namespace", agentlease.DefaultNamespace, "the agents' namespace in the data planes (the manager's --agent-namespace), where each agent's Lease says whether it runs")
 }
 
 // source connects to the control plane and builds a client per data plane.
@@ -113,7 +116,7 @@ func (c *conn) source(ctx context.Context) (*describe.Source, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	return &describe.Source{Control: control, Planes: planes}, ns, nil
+	return &describe.Source{Control: control, Planes: planes, AgentNamespace: c.agentNamespace}, ns, nil
 }
 
 func (c *conn) planesConfig(ctx context.Context, control client.Client) ([]byte, error) {

@@ -13,8 +13,10 @@ import (
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -25,6 +27,7 @@ import (
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agentlease"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
@@ -208,6 +211,22 @@ func TestDescribeAndLogsAcrossPlanes(t *testing.T) {
 	t.Logf("describe backup:\n%s", out)
 	if strings.Contains(out, "not ours") {
 		t.Errorf("describe shows another object's event:\n%s", out)
+	}
+	// No agent Lease in dp1 (admin): its member says no agent runs there. The manager's identity
+	// (dp5) may not read the Lease here: that is no finding, and nothing is said.
+	noAgent := "no agent runs for this data plane: no Lease fedbr-system/fedbr-agent-dp1"
+	if !strings.Contains(out, noAgent) || strings.Contains(out, "fedbr-agent-dp5") {
+		t.Errorf("describe output: want %q, and nothing of dp5's Lease:\n%s", noAgent, out)
+	}
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentlease.DefaultNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	create(t, ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: agentlease.DefaultNamespace, Name: agentlease.Name("dp1")},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("fedbr-agent-0_1"), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}})
+	if out, _ := execute(t, NewDescribeCmd, "backup", "nightly", "-n", "default", "--kubeconfig", env.Kubeconfig,
+		"--planes-kubeconfig", planes, "--request-timeout", "5s"); strings.Contains(out, "fedbr-agent-dp1") {
+		t.Errorf("describe output names dp1's agent Lease although an agent holds it:\n%s", out)
 	}
 
 	// The schedule lists its backup.

@@ -46,7 +46,6 @@ type Result struct {
 func NewPreflightCmd() *cobra.Command {
 	var c conn
 	var namespaces []string
-	agentNamespace := agentlease.DefaultNamespace
 	cmd := &cobra.Command{
 		Use:   "preflight",
 		Short: "Check that the control plane and every data plane are ready for fedbr, one line per check",
@@ -71,12 +70,11 @@ before a first backup:
 It exits non-zero when a check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			results := c.preflight(cmd.Context(), namespaces, agentNamespace)
+			results := c.preflight(cmd.Context(), namespaces, c.agentNamespace)
 			return Report(cmd.OutOrStdout(), results)
 		},
 	}
 	c.flags(cmd)
-	cmd.Flags().StringVar(&agentNamespace, "agent-namespace", agentNamespace, "the agents' namespace in the data planes (the manager's --agent-namespace)")
 	cmd.Flags().StringSliceVar(&namespaces, "dataplane-namespaces", nil, "the manager's --dataplane-namespaces (its chart's dataPlanes.namespaces): check its rights in each (default: cluster-wide)")
 	return cmd
 }
