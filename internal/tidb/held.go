@@ -205,6 +205,19 @@ func (t *TLS) ServiceSafePoints(ctx context.Context, pdURL string) ([]ServiceSaf
 	return sps.Services, nil
 }
 
+// SnapshotRecovering reads PD's snapshot-recovering mark (GET
+// /admin/cluster/markers/snapshot-recovering), which a restore sets before its stores start
+// and restore-data lifts at its end. Over TLS pdURL is https://.
+func (t *TLS) SnapshotRecovering(ctx context.Context, pdURL string) (bool, error) {
+	var m struct {
+		Marked bool `json:"marked"`
+	}
+	if err := t.getJSON(ctx, strings.TrimSuffix(pdURL, "/")+"/pd/api/v1/admin/cluster/markers/snapshot-recovering", &m); err != nil {
+		return false, fmt.Errorf("read PD's snapshot-recovering mark: %w", err)
+	}
+	return m.Marked, nil
+}
+
 // PauseServicePrefix starts the id of every service safepoint a fedbr pause places.
 const PauseServicePrefix = "fedbr-"
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 
+	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/tikv/pd/client/clients/router"
 	"github.com/tikv/pd/client/opt"
 	"google.golang.org/grpc/codes"
@@ -181,4 +182,34 @@ func trimRanges(ranges []router.KeyRange, key []byte) []router.KeyRange {
 		ranges[0].StartKey = key
 	}
 	return ranges
+}
+
+// Tiles checks that regions, sorted by start key, tile the key space from start on without
+// gap or overlap, and returns the end of the last (empty: the end of the key space).
+func Tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
+	regions = slices.Clone(regions)
+	slices.SortFunc(regions, func(a, b *metapb.Region) int { return bytes.Compare(a.GetStartKey(), b.GetStartKey()) })
+	at := start
+	for _, r := range regions {
+		if !bytes.Equal(r.GetStartKey(), at) {
+			if bytes.Compare(r.GetStartKey(), at) > 0 {
+				return nil, fmt.Errorf("region hole: no region covers [%q, %q)", at, r.GetStartKey())
+			}
+			return nil, fmt.Errorf("regions overlap at %q (region %d starts at %q)", at, r.GetId(), r.GetStartKey())
+		}
+		at = r.GetEndKey()
+		if len(at) == 0 {
+			return nil, nil
+		}
+	}
+	return at, nil
+}
+
+// ComposeTS is the TSO of PD's answer (physical milliseconds, logical counter); an answer no
+// PD gives (negative, or a logical part of more than 18 bits) is an error.
+func ComposeTS(physical, logical int64) (uint64, error) {
+	if physical < 0 || logical < 0 || logical >= 1<<18 {
+		return 0, fmt.Errorf("PD answered an invalid TSO (physical %d, logical %d)", physical, logical)
+	}
+	return uint64(physical)<<18 | uint64(logical), nil
 }

@@ -286,10 +286,9 @@ func (r *run) recoverAndFlashBack(ctx context.Context, report func(phase string,
 	if err != nil {
 		return res, fmt.Errorf("get restore ts: %w", err)
 	}
-	if physical < 0 || logical < 0 || logical >= 1<<18 {
-		return res, fmt.Errorf("get restore ts: PD answered an invalid TSO (physical %d, logical %d)", physical, logical)
+	if res.RestoreTS, err = tidb.ComposeTS(physical, logical); err != nil {
+		return res, fmt.Errorf("get restore ts: %w", err)
 	}
-	res.RestoreTS = uint64(physical)<<18 | uint64(logical)
 	if res.RestoreTS <= cfg.ResolvedTS {
 		return res, fmt.Errorf("PD's TSO %d is not above the resolved ts %d: restore-volumes must reset it first", res.RestoreTS, cfg.ResolvedTS)
 	}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -239,7 +238,7 @@ func (s *snapshotter) checkHoles(ctx context.Context) error {
 		for i, r := range regions {
 			metas[i] = r.Meta
 		}
-		end, err := tiles(next, metas)
+		end, err := tidb.Tiles(next, metas)
 		if err != nil {
 			return err
 		}
@@ -260,27 +259,6 @@ func (s *snapshotter) checkHoles(ctx context.Context) error {
 func (s *snapshotter) regionScanner() *tidb.RegionScanner {
 	s.scanOnce.Do(func() { s.regions = tidb.NewRegionScanner(s.d.PD, tidb.RegionScanOptions{Log: s.logf}) })
 	return s.regions
-}
-
-// tiles checks that regions, sorted by start key, tile the key space from start on without
-// gap or overlap, and returns the end of the last (empty: the end of the key space).
-func tiles(start []byte, regions []*metapb.Region) ([]byte, error) {
-	regions = slices.Clone(regions)
-	slices.SortFunc(regions, func(a, b *metapb.Region) int { return bytes.Compare(a.GetStartKey(), b.GetStartKey()) })
-	at := start
-	for _, r := range regions {
-		if !bytes.Equal(r.GetStartKey(), at) {
-			if bytes.Compare(r.GetStartKey(), at) > 0 {
-				return nil, fmt.Errorf("region hole: no region covers [%q, %q)", at, r.GetStartKey())
-			}
-			return nil, fmt.Errorf("regions overlap at %q (region %d starts at %q)", at, r.GetId(), r.GetStartKey())
-		}
-		at = r.GetEndKey()
-		if len(at) == 0 {
-			return nil, nil
-		}
-	}
-	return at, nil
 }
 
 // CheckCluster is one attempt of the step's cluster check on its own — no TiKV reports a

@@ -16,6 +16,7 @@ import (
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	brsize "github.com/fedbr/fedbr/internal/cmd/br/size"
 	brsnapshot "github.com/fedbr/fedbr/internal/cmd/br/snapshot"
+	brverify "github.com/fedbr/fedbr/internal/cmd/br/verify"
 )
 
 // NewCmd returns `fedbr br` with its subcommands, in the order a backup and a restore use them.
@@ -34,7 +35,7 @@ func NewCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn",
 		"level of the PD and TiKV client libraries' own log (debug, info, warn, error); fedbr's progress lines are always printed")
 	cmd.AddCommand(brpause.NewCmd(), brlift.NewCmd(), brsnapshot.NewCmd(), brsize.NewCmd(), brclean.NewCmd(),
-		brrestorevolumes.NewCmd(), brrestoredata.NewCmd())
+		brrestorevolumes.NewCmd(), brrestoredata.NewCmd(), brverify.NewCmd())
 	return cmd
 }
 

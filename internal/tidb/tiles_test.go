@@ -1,4 +1,4 @@
-package snapshot
+package tidb
 
 import (
 	"strings"
@@ -30,7 +30,7 @@ func TestTiles(t *testing.T) {
 		{name: "overlap", regions: []*metapb.Region{region(1, "", "d"), region(2, "c", "")}, err: "overlap"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			next, err := tiles([]byte(tc.start), tc.regions)
+			next, err := Tiles([]byte(tc.start), tc.regions)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
