@@ -165,9 +165,10 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 			passed++
 		}
 	}
-	// Per plane four checks, and a fifth for a context with a bound token (every plane but the
-	// EKS-auth one, whose manager signs EKS tokens): it has 30 days left.
-	want := 2 + 4*len(l.DataPlanes)
+	// Per plane five checks (the last: its agent holds its Lease, which the manager's identity
+	// may read), and one more for a context with a bound token (every plane but the EKS-auth
+	// one, whose manager signs EKS tokens): it has 30 days left.
+	want := 2 + 5*len(l.DataPlanes)
 	for _, d := range l.DataPlanes {
 		if l.EKSAuth == nil || l.EKSAuth.Cluster != d.Cluster {
 			want++
@@ -175,6 +176,11 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	}
 	if n := passed; n != want {
 		t.Fatalf("fedbr preflight passed %d checks, want %d:\n%s", n, want, pre)
+	}
+	for _, d := range l.DataPlanes {
+		if w := "an agent runs (Lease fedbr-system/fedbr-agent-" + d.Cluster + "), held by "; !strings.Contains(pre, w) {
+			t.Errorf("fedbr preflight does not say %q:\n%s", w, pre)
+		}
 	}
 
 	labCmd(t, ctx, "lab", "tidb", "--dir", l.Dir, "--namespace", restored, "--recovery", "--bucket", "")
