@@ -15,6 +15,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -210,7 +211,7 @@ func Build(s Spec) *batchv1.Job {
 						WorkingDir:      "/",
 						Args:            s.Args,
 						Env:             append(podEnv(), s.Pod.Env...),
-						Resources:       s.Pod.Resources,
+						Resources:       withDefaultRequests(s.Pod.Resources),
 						VolumeMounts:    s.Pod.VolumeMounts,
 						SecurityContext: containerSecurity,
 					}},
@@ -316,4 +317,35 @@ func Owned(member metav1.Object, kind string, jobs []batchv1.Job) (owned []batch
 		}
 	}
 	return owned, foreign
+}
+
+// DefaultRequests are a step container's cpu and memory requests when its template names
+// neither as a request or a limit: a step pod is then not BestEffort, the first evicted under
+// a node's memory pressure (a pause evicted inside its window fails the backup). The memory is
+// what the pause and restore-data peak at on clusters of up to about a hundred thousand
+// regions (make bench-scale: about 100 MiB at twenty thousand, 1.3 and 2.4 GiB at a million;
+// docs/br.md, "Scale"); larger clusters set the template's resources. No limit is set: a
+// limit below a step's peak kills it mid-window.
+var DefaultRequests = corev1.ResourceList{
+	corev1.ResourceCPU:    resource.MustParse("100m"),
+	corev1.ResourceMemory: resource.MustParse("256Mi"),
+}
+
+// withDefaultRequests is r with DefaultRequests for each of cpu and memory r neither requests
+// nor limits (a limit alone makes Kubernetes request the limit).
+func withDefaultRequests(r corev1.ResourceRequirements) corev1.ResourceRequirements {
+	out := *r.DeepCopy()
+	for name, q := range DefaultRequests {
+		if _, ok := out.Requests[name]; ok {
+			continue
+		}
+		if _, ok := out.Limits[name]; ok {
+			continue
+		}
+		if out.Requests == nil {
+			out.Requests = corev1.ResourceList{}
+		}
+		out.Requests[name] = q
+	}
+	return out
 }

@@ -10,6 +10,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -335,5 +337,36 @@ func TestOwned(t *testing.T) {
 	if !slices.Equal(names, []string{"ours", "our-clean"}) || !slices.Equal(foreign, []string{"no-owner", "other-member", "not-controller",
 		"another-members-clean", "a-clean-with-a-controller", "a-pause-claiming-the-owner"}) {
 		t.Errorf("owned %v, foreign %v", owned, foreign)
+	}
+}
+
+// TestDefaultRequests: a step pod gets DefaultRequests for cpu and memory its template neither
+// requests nor limits (so it is never BestEffort), and never a limit; what the template says
+// is kept.
+func TestDefaultRequests(t *testing.T) {
+	q := resource.MustParse
+	for _, tt := range []struct {
+		name string
+		in   corev1.ResourceRequirements
+		want corev1.ResourceRequirements
+	}{
+		{"nothing set", corev1.ResourceRequirements{},
+			corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("100m"), corev1.ResourceMemory: q("256Mi")}}},
+		{"cpu requested", corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("2")}},
+			corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourceMemory: q("256Mi")}}},
+		{"memory limited only (Kubernetes requests the limit)", corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceMemory: q("4Gi")}},
+			corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: q("100m")}, Limits: corev1.ResourceList{corev1.ResourceMemory: q("4Gi")}}},
+		{"another resource only", corev1.ResourceRequirements{Requests: corev1.ResourceList{"example.com/gpu": q("1")}},
+			corev1.ResourceRequirements{Requests: corev1.ResourceList{"example.com/gpu": q("1"), corev1.ResourceCPU: q("100m"), corev1.ResourceMemory: q("256Mi")}}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in.DeepCopy()
+			if got := withDefaultRequests(tt.in); !equality.Semantic.DeepEqual(got, tt.want) {
+				t.Errorf("withDefaultRequests = %+v, want %+v", got, tt.want)
+			}
+			if !equality.Semantic.DeepEqual(&tt.in, in) {
+				t.Errorf("the template's requirements were changed: %+v", tt.in)
+			}
+		})
 	}
 }
