@@ -55,6 +55,9 @@ type podRun struct {
 	mu      sync.Mutex
 	status  corev1.PodStatus
 	volumes map[string]string
+	// blockVolumes are the pod's raw block claims (volumeMode Block), by volume name; their
+	// entry in volumes is the device.
+	blockVolumes map[string]bool
 	// ebsVolumes are the EBS volumes the pod uses, attached to the node's instance.
 	ebsVolumes []string
 	// devices are the EBS volumes of the pod's claims by the pod's volume name: what the mount table of
@@ -357,12 +360,15 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	if err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	devices, blocks := r.devices, r.blockVolumes
+	r.mu.Unlock()
 	if err := linkMounts(root, c.VolumeMounts, volumes, env); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	devices := r.devices
-	r.mu.Unlock()
+	if err := linkDevices(root, c, volumes, blocks); err != nil {
+		return nil, err
+	}
 	if err := writeMountTable(root, c, devices); err != nil {
 		return nil, err
 	}

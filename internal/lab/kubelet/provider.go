@@ -35,6 +35,8 @@ type provider struct {
 
 	// stageMu serializes staging and unstaging image volumes (pods of one claim race).
 	stageMu sync.Mutex
+	// blocks are the images of the raw block claims attached (stageBlock), by volume id.
+	blocks map[string]string
 }
 
 func newProvider(ctx context.Context, o Options) *provider {

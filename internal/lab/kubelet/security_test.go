@@ -7,12 +7,15 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/fedbr/fedbr/internal/lab/loopfs"
 )
 
 func TestContainerIdentity(t *testing.T) {
@@ -281,7 +284,7 @@ root refused
 }
 
 // freshVolume creates a new EBS volume in the node's zone and a claim "data" bound to it.
-func (l *lab) freshVolume(ctx context.Context, t *testing.T, ns string) string {
+func (l *lab) freshVolume(ctx context.Context, t *testing.T, ns string, mode ...corev1.PersistentVolumeMode) string {
 	t.Helper()
 	ebs, err := NewEC2(ctx, l.admin.Endpoint, strings.TrimSuffix(l.zone, "a"))
 	if err != nil {
@@ -299,6 +302,9 @@ func (l *lab) freshVolume(ctx context.Context, t *testing.T, ns string) string {
 		PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: EBSDriver, VolumeHandle: id}},
 		ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "data"},
 	}}
+	if len(mode) > 0 {
+		pv.Spec.VolumeMode = &mode[0]
+	}
 	if _, err := core.PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -308,6 +314,9 @@ func (l *lab) freshVolume(ctx context.Context, t *testing.T, ns string) string {
 		StorageClassName: new(""),
 		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 	}}
+	if len(mode) > 0 {
+		pvc.Spec.VolumeMode = &mode[0]
+	}
 	if _, err := core.PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -344,4 +353,62 @@ func TestRunAsNonRootRefusesRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.waitGone(ctx, t, ns, "root")
+}
+
+// TestRawBlockClaim: a volumeMode Block claim of an EBS volume reaches the container as the
+// volume's device at its devicePath, never formatted or mounted (what the container writes is
+// at the device's first bytes); once the pod is gone the device is detached with the volume.
+func TestRawBlockClaim(t *testing.T) {
+	l := getLab(t)
+	ctx := testCtx(t)
+	ns := l.namespace(ctx, t)
+	volID := l.freshVolume(ctx, t, ns, corev1.PersistentVolumeBlock)
+	v, err := l.admin.Volume(ctx, volID)
+	if err != nil || v.Image == "" {
+		t.Fatalf("volume %s: %+v, %v; want an image", volID, v, err)
+	}
+	script := `D=$FEDBR_LAB_ROOT/dev/xvdf
+test -b $D && echo block device
+printf raw-block-bytes | dd of=$D conv=notrunc status=none && echo written`
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "raw", Namespace: ns}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers: []corev1.Container{{Name: "probe", Image: "shell:latest", Command: []string{"sh", "-c", script},
+			VolumeDevices: []corev1.VolumeDevice{{Name: "data", DevicePath: "/dev/xvdf"}}}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+	}}
+	if _, err := l.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := l.waitPod(ctx, t, ns, "raw", "finished", func(p *corev1.Pod) bool { return terminalPhase(p.Status.Phase) })
+	if out := l.logs(ctx, t, ns, "raw"); got.Status.Phase != corev1.PodSucceeded || out != "block device\nwritten\n" {
+		t.Fatalf("phase %s, output %q", got.Status.Phase, out)
+	}
+	for {
+		if v, err = l.admin.Volume(ctx, volID); err != nil {
+			t.Fatal(err)
+		}
+		dev, err := loopfs.LoopDevice(v.Image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.InstanceID == "" && dev == "" {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("volume %s: attached to %q, loop device %q after its pod finished", volID, v.InstanceID, dev)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f, err := os.Open(v.Image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	head := make([]byte, len("raw-block-bytes"))
+	if _, err := f.ReadAt(head, 0); err != nil || string(head) != "raw-block-bytes" {
+		t.Errorf("the device's first bytes %q, %v; want what the container wrote", head, err)
+	}
+	if formatted, err := loopfs.Formatted(v.Image); err != nil || formatted {
+		t.Errorf("the raw block volume was formatted (%v, %v)", formatted, err)
+	}
 }

@@ -31,11 +31,33 @@ func (p *provider) stage(ctx context.Context, v Volume) (string, error) {
 	return target, makeTraversable(klog.FromContext(ctx), p.stagingDir())
 }
 
+// stageBlock is the EBS CSI driver's NodePublishVolume of a volumeMode Block volume: the image
+// attached as a loop device, not formatted or mounted; it returns the device.
+func (p *provider) stageBlock(v Volume) (string, error) {
+	p.stageMu.Lock()
+	defer p.stageMu.Unlock()
+	dev, err := loopfs.Attach(v.Image)
+	if err != nil {
+		return "", fmt.Errorf("volume %s: %w", v.ID, err)
+	}
+	if p.blocks == nil {
+		p.blocks = map[string]string{}
+	}
+	p.blocks[v.ID] = v.Image
+	return dev, nil
+}
+
 // unstage is NodeUnstageVolume: volume id's file system unmounted from the node (its loop
 // device then detaches); nothing when it is not staged here.
 func (p *provider) unstage(id string) error {
 	p.stageMu.Lock()
 	defer p.stageMu.Unlock()
+	if image, ok := p.blocks[id]; ok {
+		if err := loopfs.Detach(image); err != nil {
+			return err
+		}
+		delete(p.blocks, id)
+	}
 	target := filepath.Join(p.stagingDir(), id)
 	if err := loopfs.Unmount(target); err != nil {
 		return err

@@ -195,7 +195,11 @@ func (r *podRun) applyFSGroup(v corev1.Volume, dir string) error {
 	}
 	r.mu.Lock()
 	_, ebs := r.devices[v.Name]
+	raw := r.blockVolumes[v.Name]
 	r.mu.Unlock()
+	if raw {
+		return nil // a raw block device: no files to own
+	}
 	apply, readOnly := ownershipApplies(v.VolumeSource, ebs)
 	if !apply {
 		return nil
@@ -435,6 +439,22 @@ func (r *podRun) claimDir(ctx context.Context, name, claim string) (string, erro
 		if v.InstanceID != "" && r.p.o.InstanceID != "" && v.InstanceID != r.p.o.InstanceID {
 			return "", fmt.Errorf("volume %s is attached to instance %s, not to this node's %s", v.ID, v.InstanceID, r.p.o.InstanceID)
 		}
+		if block(pvc) {
+			if v.Image == "" {
+				return "", fmt.Errorf("claim %s is volumeMode Block: the lab attaches only image volumes as block devices (lab up --volumes ext4)", claim)
+			}
+			dev, err := r.p.stageBlock(v)
+			if err != nil {
+				return "", err
+			}
+			r.mu.Lock()
+			if r.blockVolumes == nil {
+				r.blockVolumes = map[string]bool{}
+			}
+			r.blockVolumes[name] = true
+			r.mu.Unlock()
+			return dev, nil
+		}
 		if v.Image != "" {
 			return r.p.stage(ctx, v)
 		}
@@ -449,6 +469,36 @@ func (r *podRun) claimDir(ctx context.Context, name, claim string) (string, erro
 		return pv.Spec.Local.Path, nil
 	}
 	return "", fmt.Errorf("volume %s: only CSI %s, hostPath and local persistent volumes work in the lab", pv.Name, EBSDriver)
+}
+
+// block says whether a claim is a raw block device (volumeMode Block).
+func block(pvc *corev1.PersistentVolumeClaim) bool {
+	return pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
+}
+
+// linkDevices gives a container its volumeDevices: root+devicePath a link to the claim's
+// device, as the kubelet makes the block device node. A volumeDevice naming a claim that is not
+// a block one, and a volumeMount naming one that is, are refused as the kubelet refuses them.
+func linkDevices(root string, c corev1.Container, volumes map[string]string, blocks map[string]bool) error {
+	for _, m := range c.VolumeMounts {
+		if blocks[m.Name] {
+			return fmt.Errorf("volume %s is a raw block claim (volumeMode Block): name it in volumeDevices, not volumeMounts", m.Name)
+		}
+	}
+	for _, d := range c.VolumeDevices {
+		dev, ok := volumes[d.Name]
+		if !ok || !blocks[d.Name] {
+			return fmt.Errorf("volumeDevice %s: %q is not a raw block claim of the pod", d.DevicePath, d.Name)
+		}
+		target := filepath.Join(root, filepath.Clean("/"+d.DevicePath))
+		if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+			return err
+		}
+		if err := os.Symlink(dev, target); err != nil {
+			return fmt.Errorf("volumeDevice %s: %w", d.DevicePath, err)
+		}
+	}
+	return nil
 }
 
 // writeFiles writes a volume's files afresh (the lab does not update them later).

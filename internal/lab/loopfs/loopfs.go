@@ -35,9 +35,9 @@ func Available() error {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		return fmt.Errorf("lab ext4 volumes need loop devices: %w (modprobe loop, or use directory volumes: lab up --volumes dir)", err)
 	}
-	for _, tool := range []string{"mkfs.ext4", "mount"} {
+	for _, tool := range []string{"mkfs.ext4", "mount", "losetup"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("lab ext4 volumes need %s (e2fsprogs, util-linux): %w", tool, err)
+			return fmt.Errorf("lab ext4 volumes need %s (e2fsprogs, mount, util-linux): %w", tool, err)
 		}
 	}
 	return nil
@@ -90,6 +90,35 @@ func Mount(image, target string) error {
 		return err
 	}
 	return run("mount", "-t", "ext4", "-o", "loop,noinit_itable", image, target)
+}
+
+// Attach attaches image as a loop device without mounting it (a raw block claim, as the EBS
+// CSI driver publishes a volumeMode Block volume) and returns the device (/dev/loopN). An image
+// attached already is returned as it is. Unlike Mount's, the device stays until Detach.
+func Attach(image string) (string, error) {
+	if dev, err := LoopDevice(image); err != nil || dev != "" {
+		return "/dev/" + dev, err
+	}
+	var out bytes.Buffer
+	cmd := exec.Command("losetup", "--find", "--show", image)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("losetup --find --show %s: %w: %s", image, err, strings.TrimSpace(out.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
+
+// Detach detaches the loop device of image when it has one that no file system is mounted
+// from (a raw block claim's, Attach).
+func Detach(image string) error {
+	dev, err := LoopDevice(image)
+	if err != nil || dev == "" {
+		return err
+	}
+	if points, err := MountPoints(dev); err != nil || len(points) > 0 {
+		return err
+	}
+	return run("losetup", "-d", "/dev/"+dev)
 }
 
 // Unmount unmounts the file system at target (its loop device then detaches), waiting a
