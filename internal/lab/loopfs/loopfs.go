@@ -69,18 +69,10 @@ func Mount(image, target string) error {
 	if dev, err := LoopDevice(image); err != nil {
 		return err
 	} else if dev != "" {
-		points, err := MountPoints(dev)
-		switch {
-		case err != nil:
+		if points, err := MountPoints(dev); err != nil {
 			return err
-		case slices.Contains(points, target):
+		} else if slices.Contains(points, target) {
 			return nil
-		case len(points) > 0:
-			// Two mounts of one ext4 from two devices would corrupt it, as two nodes writing
-			// one EBS volume would.
-			return fmt.Errorf("image %s is mounted at %s already (/dev/%s): it would be mounted twice", image, points[0], dev)
-		default:
-			return fmt.Errorf("image %s is attached as a raw block device (/dev/%s): detach it before mounting it", image, dev)
 		}
 	}
 	ok, err := Formatted(image)
@@ -104,16 +96,8 @@ func Mount(image, target string) error {
 // CSI driver publishes a volumeMode Block volume) and returns the device (/dev/loopN). An image
 // attached already is returned as it is. Unlike Mount's, the device stays until Detach.
 func Attach(image string) (string, error) {
-	if dev, err := LoopDevice(image); err != nil {
-		return "", err
-	} else if dev != "" {
-		if points, err := MountPoints(dev); err != nil || len(points) > 0 {
-			if err == nil {
-				err = fmt.Errorf("image %s is mounted at %s (/dev/%s): a raw block claim cannot share it", image, points[0], dev)
-			}
-			return "", err
-		}
-		return "/dev/" + dev, nil
+	if dev, err := LoopDevice(image); err != nil || dev != "" {
+		return "/dev/" + dev, err
 	}
 	var out bytes.Buffer
 	cmd := exec.Command("losetup", "--find", "--show", image)
