@@ -69,9 +69,12 @@ var Points = []demo.KillPoint{
 		At: func(b *vb, _ *vr) bool { return b != nil && readyReason(b, fedv1alpha1.VolumeBackupArmingReason) }},
 	{Name: "armed snapshot step of plane 2", Target: demo.KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
 		At: func(b *vb, _ *vr) bool { return b != nil && readyReason(b, fedv1alpha1.VolumeBackupArmingReason) }},
-	{Name: "manager, pause asked", Target: demo.KillManager, MayFail: true,
+	// GCPaused Unknown (asked, not yet held) lasts milliseconds now: the point holds every
+	// CreateSnapshots, so that when a poll misses it the manager is killed inside the window
+	// that follows, still after it asked for the pause.
+	{Name: "manager, pause asked", Target: demo.KillManager, MayFail: true, HoldSnapshots: true,
 		At: func(b *vb, _ *vr) bool {
-			return b != nil && cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionUnknown)
+			return b != nil && (cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionUnknown) || inPause(b, nil))
 		}},
 	{Name: "manager, inside the GC pause window", Target: demo.KillManager, MayFail: true, At: inPause, HoldSnapshots: true},
 	{Name: "agent of the initializer, inside the GC pause window", Target: demo.KillAgent, Plane: 0, MayFail: true, At: inPause, HoldSnapshots: true},
