@@ -179,5 +179,24 @@ func (t *TLS) PDURLs(addrs []string) []string {
 	return out
 }
 
+// AnyPD asks each of urls in turn with read and returns the first answer: every PD of a
+// cluster answers for the whole cluster, so one that is down is no reason to fail. It fails
+// only when none answers, with every PD's error.
+func AnyPD[T any](ctx context.Context, urls []string, read func(ctx context.Context, pdURL string) (T, error)) (T, error) {
+	var errs []error
+	for _, u := range urls {
+		v, err := read(ctx, u)
+		if err == nil {
+			return v, nil
+		}
+		errs = append(errs, err)
+	}
+	var zero T
+	if len(errs) == 0 {
+		return zero, errors.New("no PD address to ask")
+	}
+	return zero, errors.Join(errs...)
+}
+
 // Plaintext is no TLS: its methods dial PD and TiKV in plaintext.
 var Plaintext *TLS

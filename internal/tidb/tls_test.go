@@ -1,6 +1,8 @@
 package tidb_test
 
 import (
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,5 +60,28 @@ func TestLoadTLS(t *testing.T) {
 	}
 	if got := tidb.Plaintext.PDURLs(addrs); !slices.Equal(got, []string{"http://pd:2379", "http://pd:2379", "https://pd:2379"}) {
 		t.Errorf("PDURLs in plaintext = %v", got)
+	}
+}
+
+// TestAnyPD: the first PD that answers decides; a down one is skipped; with none answering the
+// error names every PD's failure.
+func TestAnyPD(t *testing.T) {
+	ctx := context.Background()
+	read := func(_ context.Context, u string) (string, error) {
+		if strings.Contains(u, "down") {
+			return "", fmt.Errorf("%s: connection refused", u)
+		}
+		return "answer of " + u, nil
+	}
+	v, err := tidb.AnyPD(ctx, []string{"http://down-1", "http://pd-2", "http://pd-3"}, read)
+	if err != nil || v != "answer of http://pd-2" {
+		t.Fatalf("one down: %q, %v", v, err)
+	}
+	_, err = tidb.AnyPD(ctx, []string{"http://down-1", "http://down-2"}, read)
+	if err == nil || !strings.Contains(err.Error(), "down-1: connection refused") || !strings.Contains(err.Error(), "down-2: connection refused") {
+		t.Fatalf("all down: %v", err)
+	}
+	if _, err := tidb.AnyPD(ctx, nil, read); err == nil || err.Error() != "no PD address to ask" {
+		t.Fatalf("no address: %v", err)
 	}
 }

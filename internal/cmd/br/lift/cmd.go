@@ -140,15 +140,9 @@ func (o *options) lift(ctx context.Context, publish func(pause.LiftStatus), logf
 	}
 	urls := o.client.PDURLs(o.pd)
 	readHeld := func(ctx context.Context, h tidb.Hold) (tidb.Held, error) {
-		var errs []error
-		for _, u := range urls { // any PD answers for the cluster
-			held, err := o.client.ReadHeldOf(ctx, u, h, time.Now())
-			if err == nil {
-				return held, nil
-			}
-			errs = append(errs, err)
-		}
-		return tidb.Held{}, errors.Join(errs...)
+		return tidb.AnyPD(ctx, urls, func(ctx context.Context, u string) (tidb.Held, error) {
+			return o.client.ReadHeldOf(ctx, u, h, time.Now())
+		})
 	}
 	if o.dryRun {
 		held, err := readHeld(ctx, hold)

@@ -98,15 +98,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	defer hc.Close()
 	urls := o.client.PDURLs(o.pd)
 	recovering := func(ctx context.Context) (bool, error) {
-		var errs []error
-		for _, u := range urls { // any PD answers for the cluster
-			marked, err := o.client.SnapshotRecovering(ctx, u)
-			if err == nil {
-				return marked, nil
-			}
-			errs = append(errs, err)
-		}
-		return false, errors.Join(errs...)
+		return tidb.AnyPD(ctx, urls, o.client.SnapshotRecovering)
 	}
 	r := verify.Until(ctx, verify.Deps{PD: pc, Stores: hc, Recovering: recovering, Log: logf},
 		verify.Config{Stores: o.stores, CommitTS: o.commitTS}, o.wait, o.interval)
