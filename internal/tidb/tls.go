@@ -144,13 +144,28 @@ func (t *TLS) NewPDClient(ctx context.Context, addrs []string) (pd.Client, error
 }
 
 // NewPDHTTPClient is PD's HTTP API client over t, named source in PD's logs. addrs are
-// host:port or URLs; with TLS, PD's client turns them into https:// URLs.
-func (t *TLS) NewPDHTTPClient(source string, addrs []string) pdhttp.Client {
+// host:port or URLs; with TLS, PD's client turns them into https:// URLs. It fails with
+// ErrPDUnreachable when no PD answers.
+func (t *TLS) NewPDHTTPClient(source string, addrs []string) (pdhttp.Client, error) {
+	var c pdhttp.Client
 	if t == nil {
-		return pdhttp.NewClient(source, addrs)
+		c = newPDHTTPClient(source, addrs)
+	} else {
+		c = newPDHTTPClient(source, addrs, pdhttp.WithTLSConfig(t.Config()))
 	}
-	return pdhttp.NewClient(source, addrs, pdhttp.WithTLSConfig(t.Config()))
+	// PD's client gives no error: it logs one and returns nil when no PD answered its member
+	// discovery (its retries included).
+	if c == nil {
+		return nil, fmt.Errorf("%w: no PD at %v answered for its members (PD's HTTP client)", ErrPDUnreachable, addrs)
+	}
+	return c, nil
 }
+
+// newPDHTTPClient is PD's constructor (a test's seam: PD's own gives up only after about 100 s).
+var newPDHTTPClient = pdhttp.NewClient
+
+// ErrPDUnreachable means no PD of the given addresses answered.
+var ErrPDUnreachable = errors.New("PD unreachable")
 
 // HTTPClient is an HTTP client for PD's API over t (http.DefaultClient for plaintext).
 func (t *TLS) HTTPClient() *http.Client {

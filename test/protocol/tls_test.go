@@ -66,9 +66,9 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	hc := client.NewPDHTTPClient("fedbr-test", []string{live.PDAddr()})
-	if hc == nil {
-		t.Fatal("PD's HTTP client over TLS did not start")
+	hc, err := client.NewPDHTTPClient("fedbr-test", []string{live.PDAddr()})
+	if err != nil {
+		t.Fatalf("PD's HTTP client over TLS did not start: %v", err)
 	}
 	defer hc.Close()
 
@@ -120,9 +120,9 @@ func TestTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	rh := client.NewPDHTTPClient("fedbr-test", []string{c.PDAddr()})
-	if rh == nil {
-		t.Fatal("PD's HTTP client over TLS did not start")
+	rh, err := client.NewPDHTTPClient("fedbr-test", []string{c.PDAddr()})
+	if err != nil {
+		t.Fatalf("PD's HTTP client over TLS did not start: %v", err)
 	}
 	defer rh.Close()
 	if err := rh.SetSnapshotRecoveringMark(ctx); err != nil {

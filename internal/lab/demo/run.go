@@ -384,7 +384,10 @@ func (d *run) waitTransfers(ctx context.Context, ts uint64) error {
 	}
 	// A backup pins PD's min resolved ts, which trails the newest commits: only once it has
 	// passed the last of these transfers does a backup started now have them before its ts.
-	h := d.tls.NewPDHTTPClient("fedbr-lab-demo", []string{d.lab.DataPlanes[0].PDAddress()})
+	h, err := d.tls.NewPDHTTPClient("fedbr-lab-demo", []string{d.lab.DataPlanes[0].PDAddress()})
+	if err != nil {
+		return err
+	}
 	defer h.Close()
 	if _, err := labbr.WaitResolved(ctx, h, last); err != nil {
 		return fmt.Errorf("bank: the first %d transfers committed, but PD's %w", bank.MinTransfers, err)

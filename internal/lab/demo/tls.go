@@ -17,6 +17,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/lab/labdns"
 	"github.com/fedbr/fedbr/internal/lab/labtls"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
@@ -77,10 +78,20 @@ func (d *run) withTLS(ctx context.Context, cluster string, tc *pcv1alpha1.TidbCl
 		tc.Spec.PDAddresses[i] = "https://" + strings.TrimPrefix(a, "http://")
 	}
 	s := d.tlsSet
+	nodeCert, nodeKey := s.NodeCert, s.NodeKey
+	if tc.Spec.ClusterDomain != "" {
+		// PD is also reached by its Service's names, as spec.cluster addresses it.
+		var err error
+		pd := operator.ServiceName(tc.Name)
+		if nodeCert, nodeKey, err = s.NodeWith(labdns.ServiceName(pd, tc.Namespace, tc.Spec.ClusterDomain),
+			labdns.ServiceName(pd+"-peer", tc.Namespace, tc.Spec.ClusterDomain)); err != nil {
+			return err
+		}
+	}
 	for name, data := range map[string][3][]byte{
 		job.ClusterClientSecret(tc.Name):                     {s.CA, s.Cert, s.Key},
-		operator.NodeSecret(tc.Name, operator.ComponentPD):   {s.CA, s.NodeCert, s.NodeKey},
-		operator.NodeSecret(tc.Name, operator.ComponentTiKV): {s.CA, s.NodeCert, s.NodeKey},
+		operator.NodeSecret(tc.Name, operator.ComponentPD):   {s.CA, nodeCert, nodeKey},
+		operator.NodeSecret(tc.Name, operator.ComponentTiKV): {s.CA, nodeCert, nodeKey},
 	} {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: tc.Namespace},
 			Data: map[string][]byte{labtls.CAFile: data[0], corev1.TLSCertKey: data[1], corev1.TLSPrivateKeyKey: data[2]}}

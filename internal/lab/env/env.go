@@ -168,6 +168,10 @@ type Node struct {
 	Process controlplane.Process `json:"process"`
 }
 
+// DNSDir is the lab's cluster DNS table (labdns), which every data plane's operator writes
+// and every data plane's node reads.
+func (l *Lab) DNSDir() string { return filepath.Join(l.Dir, "dns") }
+
 // PDAddress is the PD client URL of a TidbCluster in this data plane with the operator's
 // default addressing (http://127.0.N.10:2379).
 func (d DataPlane) PDAddress() string {

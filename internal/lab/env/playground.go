@@ -330,12 +330,9 @@ func RestoreBlock(d DataPlane) (string, error) {
 
 // RecoveryTidbClusters lays out, as FederatedTidbClusters does, fresh TidbClusters in
 // recovery mode for a VolumeRestore: each on its data plane's restore block (RestoreBlock),
-// the others joining the first's PD there.
+// the others joining the first's PD there through spec.cluster (its PD Service's name, which the
+// lab's cluster DNS resolves to the restore block).
 func RecoveryTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raftVolume bool) (map[string]*pcv1alpha1.TidbCluster, error) {
-	first, err := RestoreBlock(l.DataPlanes[0])
-	if err != nil {
-		return nil, err
-	}
 	tcs := FederatedTidbClusters(l, name, namespace, tikvPerPlane, raftVolume, nil)
 	for cluster, tc := range tcs {
 		dp, _ := l.DataPlane(cluster)
@@ -345,9 +342,6 @@ func RecoveryTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raft
 		}
 		tc.Spec.RecoveryMode = true
 		tc.Annotations = map[string]string{operator.AnnotationIPPrefix: block}
-		if len(tc.Spec.PDAddresses) > 0 {
-			tc.Spec.PDAddresses = []string{"http://" + first + ".10:2379"}
-		}
 	}
 	return tcs, nil
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+
 	"github.com/fedbr/fedbr/internal/lab/operator"
 )
 
@@ -54,8 +56,8 @@ func TestRecoveryTidbClusters(t *testing.T) {
 				tc.Annotations[operator.AnnotationIPPrefix], tc.Namespace, block)
 		}
 	}
-	if got := tcs["dp2"].Spec.PDAddresses; len(got) != 1 || got[0] != "http://127.0.121.10:2379" {
-		t.Errorf("dp2 joins PD at %v, want the first plane's restored PD", got)
+	if got := tidbcluster.ClusterRefPD(tcs["dp2"]); got != "http://basic-pd-peer.tidb-restored.svc.dp1.local:2379" || len(tcs["dp2"].Spec.PDAddresses) != 0 {
+		t.Errorf("dp2 joins PD at %v (pdAddresses %v), want the first plane's restored PD by name", got, tcs["dp2"].Spec.PDAddresses)
 	}
 	l.DataPlanes[1].IPPrefix = "127.0.200"
 	if _, err := RecoveryTidbClusters(l, "basic", "r", 1, false); err == nil || !strings.Contains(err.Error(), "no room for a restore block") {

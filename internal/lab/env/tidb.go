@@ -10,13 +10,14 @@ import (
 	"k8s.io/utils/ptr"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/labdns"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 )
 
 // FederatedTidbClusters lays out one TiDB cluster over every data plane of l: a TidbCluster
 // named name in namespace in each data-plane cluster, with tikvPerPlane TiKV each, the PD in
-// the first data plane and the others joining it through spec.pdAddresses (spec.acrossK8s,
-// spec.cluster naming the first). Every part carries the same initial region layout: the stores
+// the first data plane and the others joining it through spec.cluster with the first plane's
+// cluster domain (spec.acrossK8s; each part's spec.clusterDomain is its plane's). Every part carries the same initial region layout: the stores
 // interleaved across planes (store i of plane 1, of plane 2, …), so each region's three peers
 // sit in three different planes when there are three, and the given split keys. The map is
 // keyed by cluster. With raftVolume each TiKV has two volumes, as a TiKV with its raft log on a
@@ -39,18 +40,21 @@ func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raf
 			TypeMeta:   metav1.TypeMeta{APIVersion: pcv1alpha1.GroupVersion.String(), Kind: "TidbCluster"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: ann},
 			Spec: pcv1alpha1.TidbClusterSpec{
-				AcrossK8s: true,
-				PD:        &pcv1alpha1.ComponentSpec{Replicas: 1, StorageClassName: ptr.To(l.StorageClass), Requests: storage},
-				TiKV:      &pcv1alpha1.ComponentSpec{Replicas: int32(tikvPerPlane), StorageClassName: ptr.To(l.StorageClass), Requests: storage},
+				AcrossK8s:     true,
+				ClusterDomain: labdns.Domain(d.Cluster),
+				PD:            &pcv1alpha1.ComponentSpec{Replicas: 1, StorageClassName: ptr.To(l.StorageClass), Requests: storage},
+				TiKV:          &pcv1alpha1.ComponentSpec{Replicas: int32(tikvPerPlane), StorageClassName: ptr.To(l.StorageClass), Requests: storage},
 			},
 		}
 		if raftVolume {
 			tc.Spec.TiKV.StorageVolumes = []pcv1alpha1.StorageVolume{{Name: "raft", StorageSize: "1Gi", MountPath: "/var/lib/raft"}}
 		}
 		if i > 0 {
+			// As tidb-operator joins clusters across Kubernetes clusters: spec.cluster names the
+			// first plane's TidbCluster with that plane's domain, whose PD Service name the
+			// lab's cluster DNS resolves (labdns).
 			tc.Spec.PD = &pcv1alpha1.ComponentSpec{Replicas: 0}
-			tc.Spec.PDAddresses = []string{l.DataPlanes[0].PDAddress()}
-			tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Name: name, Namespace: namespace}
+			tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Name: name, Namespace: namespace, ClusterDomain: labdns.Domain(l.DataPlanes[0].Cluster)}
 		}
 		out[d.Cluster] = tc
 	}

@@ -3,7 +3,7 @@ package env
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 
 	"github.com/fedbr/fedbr/internal/lab/operator"
 )
@@ -42,8 +42,12 @@ func TestFederatedTidbClusters(t *testing.T) {
 		if tc.Spec.PD.Replicas != 0 || tc.Spec.Cluster == nil || tc.Spec.Cluster.Name != "bank" {
 			t.Errorf("%s must join dp1's PD: %+v", c, tc.Spec)
 		}
-		if diff := cmp.Diff([]string{"http://127.0.11.10:2379"}, tc.Spec.PDAddresses); diff != "" {
-			t.Errorf("%s pdAddresses (-want +got):\n%s", c, diff)
+		if len(tc.Spec.PDAddresses) != 0 || tc.Spec.ClusterDomain != c+".local" {
+			t.Errorf("%s: pdAddresses %v, clusterDomain %q: want none and its own", c, tc.Spec.PDAddresses, tc.Spec.ClusterDomain)
+		}
+		// As tidb-operator addresses the joined PD across Kubernetes clusters.
+		if got := tidbcluster.ClusterRefPD(tc); got != "http://bank-pd-peer.tidb.svc.dp1.local:2379" {
+			t.Errorf("%s joins PD at %s", c, got)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/eksauth"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
+	"github.com/fedbr/fedbr/internal/lab/labdns"
 	"github.com/fedbr/fedbr/internal/lab/port"
 )
 
@@ -305,6 +306,7 @@ func (u *upper) startNodes(ctx context.Context, cfg *rest.Config, c controlplane
 		args := []string{"lab", "node", "--kubeconfig", c.Kubeconfig, "--context", cluster, "--name", n.Name,
 			"--zone", d.Zone, "--aws-endpoint", u.lab.AWS.Endpoint, "--aws-egress-ca", awsdouble.EgressCAFile(u.lab.AWS.Dir),
 			"--instance-id", n.InstanceID, "--dir", n.Dir,
+			"--dns-dir", u.lab.DNSDir(), "--cluster-domain", labdns.Domain(cluster),
 			"--shutdown-grace", nodeShutdownGrace.String()}
 		for _, im := range images {
 			args = append(args, "--image", im)
@@ -351,7 +353,8 @@ func (u *upper) startOperator(c controlplane.Cluster, d DataPlane) error {
 	p, err := controlplane.Spawn(controlplane.Command{
 		Binary: u.lab.Fedbr, Dir: u.lab.Dir, Log: filepath.Join(u.lab.Dir, cluster, "logs", "operator.log"), Component: ComponentOperator,
 		Args: []string{"lab", "operator", "--kubeconfig", c.Kubeconfig, "--context", cluster,
-			"--ip-prefix", d.IPPrefix, "--store-id-base", fmt.Sprint(d.StoreIDBase)},
+			"--ip-prefix", d.IPPrefix, "--store-id-base", fmt.Sprint(d.StoreIDBase),
+			"--dns-dir", u.lab.DNSDir(), "--cluster-domain", labdns.Domain(cluster)},
 	})
 	u.mu.Lock()
 	for i := range u.lab.DataPlanes {

@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fedbr/fedbr/internal/lab/labdns"
 )
 
 // IRSA as EKS gives it (aws/amazon-eks-pod-identity-webhook): a pod whose service account
@@ -101,6 +103,8 @@ func (r *podRun) withWebIdentity(c corev1.Container, base []corev1.EnvVar, root 
 		// The token's path as the process sees it (mounts without mount namespaces, doc.go).
 		corev1.EnvVar{Name: "AWS_WEB_IDENTITY_TOKEN_FILE", Value: filepath.Join(root, webIdentityMountPath, "token")},
 		corev1.EnvVar{Name: "HTTPS_PROXY", Value: r.p.o.WebIdentity.Proxy},
+		// The proxy is for STS alone: the cluster's Services (PD by name) are dialed directly.
+		corev1.EnvVar{Name: "NO_PROXY", Value: labdns.NoProxy},
 		corev1.EnvVar{Name: "SSL_CERT_FILE", Value: r.p.o.WebIdentity.CAFile})
 	return mounts, env
 }

@@ -32,7 +32,7 @@ func TestIRSA(t *testing.T) {
 		Annotations: map[string]string{RoleARNAnnotation: role}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	vars := []string{"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ACCESS_KEY_ID", "HTTPS_PROXY", "SSL_CERT_FILE"}
+	vars := []string{"AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ACCESS_KEY_ID", "HTTPS_PROXY", "NO_PROXY", "SSL_CERT_FILE"}
 	probe := l.probe(append(append([]string{"report"}, vars...), "--", webIdentityMountPath+"/token")...)
 	skipped := l.probe(append([]string{"report"}, vars...)...)
 	skipped.Name = "skipped"
@@ -56,7 +56,9 @@ func TestIRSA(t *testing.T) {
 			env[k] = v
 		}
 	}
-	if env["AWS_ROLE_ARN"] != role || env["AWS_ACCESS_KEY_ID"] != "" || env["HTTPS_PROXY"] != l.aws ||
+	// The proxy is for STS only: the cluster's Service names are dialed directly (gRPC to PD by
+	// name went to the proxy and was refused before NO_PROXY).
+	if env["AWS_ROLE_ARN"] != role || env["AWS_ACCESS_KEY_ID"] != "" || env["HTTPS_PROXY"] != l.aws || env["NO_PROXY"] != ".svc,.local" ||
 		!strings.HasSuffix(env["AWS_WEB_IDENTITY_TOKEN_FILE"], webIdentityMountPath+"/token") || env["SSL_CERT_FILE"] == "" {
 		t.Fatalf("the role's container:\n%s", out)
 	}

@@ -78,6 +78,14 @@ type Options struct {
 	// WebIdentity makes the node stand in for EKS's pod identity webhook (IRSA, irsa.go) and
 	// route its pods with a role to STS. Optional.
 	WebIdentity *WebIdentity
+	// DNSDir is the lab's cluster DNS table (labdns). When set, every container runs in a mount
+	// namespace of its own with a hosts file of its own at /etc/hosts (labdns.Hosts), as the
+	// kubelet gives every pod its own: the pod's name, spec.hostAliases and the table. It needs
+	// root and util-linux's unshare, setpriv and mount.
+	DNSDir string
+	// ClusterDomain is the cluster's DNS domain (the kubelet's --cluster-domain): the table's
+	// names in it also resolve in their short forms. Empty: no short forms.
+	ClusterDomain string
 	// Address is the node's and every pod's IP; default 127.0.0.1 (pods share the host network).
 	Address string
 	// KubeletListen is where the kubelet API (container logs) listens; default Address:0.
@@ -139,6 +147,17 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 4
+	}
+	if o.DNSDir != "" {
+		if os.Geteuid() != 0 {
+			return o, fmt.Errorf("a hosts file per pod (--dns-dir) needs a root node: %w", errNotRoot)
+		}
+		if o.DNSDir, err = filepath.Abs(o.DNSDir); err != nil {
+			return o, err
+		}
+		if err := findOwnHostsTools(); err != nil {
+			return o, err
+		}
 	}
 	if o.EBS != nil && (o.InstanceID == "" || o.Zone == "" || o.Volumes == nil) {
 		return o, errors.New("provisioning EBS volumes needs the node's instance, zone and volume resolver")

@@ -45,6 +45,7 @@ type lab struct {
 	aws      string // the AWS double's URL, also the pods' HTTPS proxy to STS
 	pids     string // where probe processes record their pids
 	nodeDir  string
+	dnsDir   string // the lab cluster DNS table the node reads
 }
 
 var (
@@ -165,7 +166,7 @@ func startLab() (*lab, error) {
 	}
 
 	l := &lab{client: client, node: "lab-node-1", aws: srv.URL, zone: zone, instance: inst.ID, volume: inst.Volumes[0],
-		pids: filepath.Join(base, "pids"), nodeDir: filepath.Join(base, "node")}
+		pids: filepath.Join(base, "pids"), nodeDir: filepath.Join(base, "node"), dnsDir: filepath.Join(base, "dns")}
 	if err := os.MkdirAll(l.pids, 0o755); err != nil {
 		return nil, err
 	}
@@ -183,6 +184,8 @@ func startLab() (*lab, error) {
 		// The node's instance credentials, which a pod with an IRSA role does not get.
 		Env:         []corev1.EnvVar{{Name: "AWS_ACCESS_KEY_ID", Value: "node"}, {Name: "AWS_SECRET_ACCESS_KEY", Value: "node"}},
 		WebIdentity: &WebIdentity{Proxy: srv.URL, CAFile: awsdouble.EgressCAFile(filepath.Join(base, "aws"))},
+		// Every container gets its own /etc/hosts with the lab's cluster DNS (TestOwnHosts).
+		DNSDir: l.dnsDir, ClusterDomain: "dp1.local",
 	})
 	if err != nil {
 		return nil, err

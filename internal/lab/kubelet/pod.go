@@ -283,7 +283,7 @@ func (r *podRun) runContainer(ctx context.Context, c corev1.Container, exe strin
 			return false
 		}
 		logPath := LogPath(r.p.o.Dir, r.spec, c.Name, restarts)
-		cmd, err := r.command(ctx, c, exe, logPath)
+		cmd, image, err := r.command(ctx, c, exe, logPath)
 		if err != nil {
 			log.Info("Container config error, retrying", "err", err)
 			r.set(func(st *corev1.PodStatus) {
@@ -294,7 +294,7 @@ func (r *podRun) runContainer(ctx context.Context, c corev1.Container, exe strin
 			}
 			continue
 		}
-		term := r.exec(log, cmd, logPath, c.Name, k, restarts)
+		term := r.exec(log, cmd, image, logPath, c.Name, k, restarts)
 		succeeded := term.ExitCode == 0
 		restart := !r.stopped() && r.restartable(k, succeeded)
 		r.set(func(st *corev1.PodStatus) {
@@ -334,9 +334,9 @@ func (r *podRun) restartable(k kind, succeeded bool) bool {
 	return k == regular || !succeeded
 }
 
-// command builds the process of one run of a container: its root folder with the
+// command builds the process of one run of a container (and names its image): its root folder with the
 // mounts, its environment, argv and working directory, and its log file.
-func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath string) (*exec.Cmd, error) {
+func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath string) (*exec.Cmd, string, error) {
 	r.mu.Lock()
 	volumes := r.volumes
 	r.mu.Unlock()
@@ -354,51 +354,61 @@ func (r *podRun) command(ctx context.Context, c corev1.Container, exe, logPath s
 	c.VolumeMounts, base = r.withWebIdentity(c, base, root)
 	env, err := r.envSource().environment(ctx, &c, base)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	id, err := containerIdentity(r.spec, &c)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	r.mu.Lock()
 	devices, blocks := r.devices, r.blockVolumes
 	r.mu.Unlock()
 	if err := linkMounts(root, c.VolumeMounts, volumes, env); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := linkDevices(root, c, volumes, blocks); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := writeMountTable(root, c, devices); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	args, err := argv(exe, expandAll(c.Command, env), expandAll(c.Args, env))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	wd := root
 	if c.WorkingDir != "" {
 		wd = filepath.Join(root, filepath.Clean("/"+c.WorkingDir))
 		if err := os.MkdirAll(wd, 0o755); err != nil {
-			return nil, err
+			return nil, "", err
 		}
 	}
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	// As its securityContext's user, groups and supplementary groups (containerIdentity).
+	cred, err := id.forNode()
+	if err != nil {
+		return nil, "", err
+	}
+	image := args[0]
+	if p, err := exec.LookPath(image); err == nil {
+		image = p
+	}
+	if r.p.o.DNSDir != "" {
+		// With its own /etc/hosts: the wrapper starts as the node's root and becomes id itself.
+		if args, err = r.ownHosts(filepath.Join(r.dir, "containers", c.Name, "hosts"), id, args); err != nil {
+			return nil, "", err
+		}
+		cred = nil
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
 	cmd.Dir = wd
 	// Own process group, so signals reach everything the container started; the kernel
 	// kills the process if the node dies without stopping it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// As its securityContext's user, groups and supplementary groups (containerIdentity).
-	cred, err := id.forNode()
-	if err != nil {
-		return nil, err
-	}
-	cmd.SysProcAttr.Credential = cred
-	return cmd, nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: cred}
+	return cmd, image, nil
 }
 
 func (r *podRun) envSource() envSource {
@@ -407,7 +417,7 @@ func (r *podRun) envSource() envSource {
 
 // exec starts one run of a container and waits for it to end, terminating it when the pod
 // stops: SIGTERM to its process group, then SIGKILL once the grace period is over.
-func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k kind, restarts int) *corev1.ContainerStateTerminated {
+func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, image, logPath, name string, k kind, restarts int) *corev1.ContainerStateTerminated {
 	term := &corev1.ContainerStateTerminated{ExitCode: 128, Reason: ReasonStartError, StartedAt: metav1.Now()}
 	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -431,7 +441,7 @@ func (r *podRun) exec(log klog.Logger, cmd *exec.Cmd, logPath, name string, k ki
 		cs := r.container(st, name, k)
 		cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: term.StartedAt}}
 		cs.ContainerID = term.ContainerID
-		cs.ImageID = "lab://" + cmd.Path
+		cs.ImageID = "lab://" + image
 		cs.Started = new(true)
 		cs.Ready = k == regular && probe == nil
 		cs.RestartCount = int32(restarts)

@@ -18,6 +18,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -39,6 +41,11 @@ type Set struct {
 	NodeCert, NodeKey []byte
 	node              tls.Certificate
 	pool              *x509.CertPool
+	ca                *CA
+	nodeHosts         []string
+	now               time.Time
+	mu                sync.Mutex
+	serial            int64
 }
 
 // New makes a CA, a node certificate valid for hosts (IP addresses or DNS names; 127.0.0.1
@@ -49,42 +56,16 @@ func New(dir string, hosts ...string) (*Set, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	issue := func(serial int64, cn string, hosts []string) ([]byte, []byte, error) {
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
-			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(9 * 24 * time.Hour),
-			KeyUsage:    x509.KeyUsageDigitalSignature,
-			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		}
-		for _, h := range hosts {
-			if ip := net.ParseIP(h); ip != nil {
-				tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-			} else {
-				tmpl.DNSNames = append(tmpl.DNSNames, h)
-			}
-		}
-		der, key, err := ca.Issue(tmpl)
-		if err != nil {
-			return nil, nil, err
-		}
-		kb, err := x509.MarshalECPrivateKey(key)
-		if err != nil {
-			return nil, nil, err
-		}
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
-	}
-	nodeCert, nodeKey, err := issue(2, "fedbr lab node", append([]string{"127.0.0.1", "localhost"}, hosts...))
-	if err != nil {
-		return nil, err
-	}
-	s := &Set{Dir: dir, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.DER}), pool: x509.NewCertPool()}
+	s := &Set{Dir: dir, CA: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.DER}), pool: x509.NewCertPool(),
+		ca: ca, nodeHosts: append([]string{"127.0.0.1", "localhost"}, hosts...), now: time.Now()}
 	s.pool.AddCert(ca.Cert)
-	s.NodeCert, s.NodeKey = nodeCert, nodeKey
-	if s.node, err = tls.X509KeyPair(nodeCert, nodeKey); err != nil {
+	if s.NodeCert, s.NodeKey, err = s.issue(2, "fedbr lab node", s.nodeHosts); err != nil {
 		return nil, err
 	}
-	if s.Cert, s.Key, err = issue(3, "fedbr lab client", nil); err != nil {
+	if s.node, err = tls.X509KeyPair(s.NodeCert, s.NodeKey); err != nil {
+		return nil, err
+	}
+	if s.Cert, s.Key, err = s.issue(3, "fedbr lab client", nil); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -94,6 +75,44 @@ func New(dir string, hosts ...string) (*Set, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// NodeWith issues another node certificate (PEM certificate and key) valid for the node
+// certificate's hosts and names too: the DNS names one TidbCluster's members are reached by
+// (its PD Service's names in the lab's cluster DNS).
+func (s *Set) NodeWith(names ...string) (cert, key []byte, err error) {
+	s.mu.Lock()
+	s.serial++
+	serial := 100 + s.serial
+	s.mu.Unlock()
+	return s.issue(serial, "fedbr lab node", append(slices.Clone(s.nodeHosts), names...))
+}
+
+// issue makes a certificate of the set's CA for cn, valid for hosts (IP addresses or DNS
+// names), for servers and clients.
+func (s *Set) issue(serial int64, cn string, hosts []string) ([]byte, []byte, error) {
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: s.now.Add(-time.Hour), NotAfter: s.now.Add(9 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, key, err := s.ca.Issue(tmpl)
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
 }
 
 // CA is a throwaway certificate authority (an ECDSA P-256 key and its self-signed certificate):

@@ -57,6 +57,8 @@ type Reconciler struct {
 	Client client.Client
 	Config Config
 	PD     PDReader
+	// DNS is the lab's cluster DNS; nil: none.
+	DNS *DNS
 }
 
 // SetupWithManager registers the controller: TidbClusters, and the pods and Services they own.
@@ -84,10 +86,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	tc := &pcv1alpha1.TidbCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, tc); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.DNS.forget(req.Namespace, req.Name)
+		}
+		return reconcile.Result{}, err
 	}
 	logger := log.FromContext(ctx).WithValues("TidbCluster", klog.KObj(tc))
 	ctx = log.IntoContext(ctx, logger)
+	if err := r.DNS.publish(tc, r.Config.Addressing); err != nil {
+		return reconcile.Result{}, err
+	}
 
 	o, err := r.observe(ctx, tc)
 	if err != nil {
@@ -154,7 +162,7 @@ func (r *Reconciler) observe(ctx context.Context, tc *pcv1alpha1.TidbCluster) (O
 		if err != nil {
 			return o, err
 		}
-		pd, err := r.PD.Read(ctx, addr, t)
+		pd, err := r.PD.Read(ctx, r.DNS.resolve(addr), t)
 		if err != nil {
 			log.FromContext(ctx).V(1).Info("PD not ready", "err", err.Error())
 		}

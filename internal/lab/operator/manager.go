@@ -21,6 +21,9 @@ type RunOptions struct {
 	Config Config
 	// Namespace limits the operator to one namespace; empty watches all.
 	Namespace string
+	// DNSDir is the lab's cluster DNS table (labdns) the operator writes its PD Services' names
+	// to and resolves other clusters' names with, in ClusterDomain; empty: none.
+	DNSDir, ClusterDomain string
 }
 
 // NewScheme returns the kinds the operator reads and writes.
@@ -51,7 +54,7 @@ func Run(ctx context.Context, cfg *rest.Config, o RunOptions) error {
 	if err != nil {
 		return fmt.Errorf("create manager for %s: %w", cfg.Host, err)
 	}
-	if err := (&Reconciler{Client: mgr.GetClient(), Config: o.Config}).SetupWithManager(mgr); err != nil {
+	if err := (&Reconciler{Client: mgr.GetClient(), Config: o.Config, DNS: &DNS{Dir: o.DNSDir, Domain: o.ClusterDomain}}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up TidbCluster controller: %w", err)
 	}
 	if err := watchOperatorKinds(ctx, mgr); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 )
 
 // Annotations on a TidbCluster that shape the initial region layout of a fresh cluster. They
@@ -26,22 +27,29 @@ const (
 )
 
 // hasLocalPD reports whether the TidbCluster runs a PD of its own; without one its TiKV join
-// the PD named in spec.pdAddresses (another part of a federated TiDB cluster).
+// the PD named in spec.pdAddresses, else the PD of the TidbCluster spec.cluster references
+// (another part of a federated TiDB cluster).
 func hasLocalPD(tc *pcv1alpha1.TidbCluster) bool {
 	return tc.Spec.PD != nil && tc.Spec.PD.Replicas > 0
 }
 
-// pdAddress is the host:port the TidbCluster's TiKV use to reach PD: its own member 0, or the
-// first of spec.pdAddresses. validatePD has accepted the spec.
+// pdAddress is the host:port the TidbCluster's TiKV use to reach PD: its own member 0, the
+// first of spec.pdAddresses, or the referenced cluster's PD Service as tidb-operator names it
+// (tidbcluster.ClusterRefPD: a name the lab's cluster DNS resolves). validatePD has accepted
+// the spec.
 func pdAddress(a Addressing, tc *pcv1alpha1.TidbCluster) string {
 	if hasLocalPD(tc) {
 		return a.PD(0)
 	}
-	if len(tc.Spec.PDAddresses) == 0 {
-		return ""
+	if len(tc.Spec.PDAddresses) > 0 {
+		hostPort, _ := parsePDAddress(tc.Spec.PDAddresses[0])
+		return hostPort
 	}
-	hostPort, _ := parsePDAddress(tc.Spec.PDAddresses[0])
-	return hostPort
+	if ref := tidbcluster.ClusterRefPD(tc); ref != "" {
+		hostPort, _ := parsePDAddress(ref)
+		return hostPort
+	}
+	return ""
 }
 
 // parsePDAddress turns a PD client URL (http://host:port, as tidb-operator's pdAddresses
@@ -55,16 +63,16 @@ func parsePDAddress(s string) (string, error) {
 }
 
 // validatePD checks where the TidbCluster's PD is: exactly one local member (the PD double
-// serves one), or none and at least one PD address to join. spec.cluster alone is not enough
-// in the lab: names of other lab clusters do not resolve, so the address must be given.
+// serves one), or none and a PD to join: spec.pdAddresses, or spec.cluster (its name resolves
+// through the lab's cluster DNS, which the operator needs then).
 func validatePD(tc *pcv1alpha1.TidbCluster) error {
 	switch {
 	case hasLocalPD(tc) && tc.Spec.PD.Replicas != 1:
 		return fmt.Errorf("%w: spec.pd.replicas must be 0 or 1 (the PD double serves one member)", ErrInvalidSpec)
 	case hasLocalPD(tc) && len(tc.Spec.PDAddresses) > 0:
 		return fmt.Errorf("%w: spec.pdAddresses with a PD of its own: the PD double cannot join another PD; set spec.pd.replicas to 0", ErrInvalidSpec)
-	case !hasLocalPD(tc) && len(tc.Spec.PDAddresses) == 0:
-		return fmt.Errorf("%w: without a PD (spec.pd.replicas 0) spec.pdAddresses must name the PD to join", ErrInvalidSpec)
+	case !hasLocalPD(tc) && len(tc.Spec.PDAddresses) == 0 && tidbcluster.ClusterRefPD(tc) == "":
+		return fmt.Errorf("%w: without a PD (spec.pd.replicas 0) spec.pdAddresses or spec.cluster must name the PD to join", ErrInvalidSpec)
 	}
 	for _, s := range tc.Spec.PDAddresses {
 		if _, err := parsePDAddress(s); err != nil {

@@ -106,6 +106,16 @@ func TestComputePlanLayoutArgs(t *testing.T) {
 				"--initial-stores", "1001,2001,3001,1002", "--split-keys", "acct000100,acct000200"},
 		},
 		{
+			// tidb-operator's across-Kubernetes shape: the PD Service's name in the referenced
+			// cluster's domain, which the TiKV pod resolves through the lab's cluster DNS.
+			name: "joining by cluster reference",
+			tc: newTC(pdReplicas(0), func(tc *pcv1alpha1.TidbCluster) {
+				tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Name: "basic", Namespace: "tidb", ClusterDomain: "dp1.local"}
+			}),
+			want: []string{"lab", "tikv", "--store-id", "2002", "--data-dir", "var/lib/tikv", "--pd", "basic-pd-peer.tidb.svc.dp1.local:2379",
+				"--listen", "127.0.2.101:20160", "--advertise-addr", "127.0.2.101:20160"},
+		},
+		{
 			name: "the PD side with the federated layout",
 			tc:   newTC(annotated(layout...)),
 			pods: []string{"pd-0"},
@@ -158,7 +168,8 @@ func TestComputePlanInvalidTopology(t *testing.T) {
 		"own PD and an address":      newTC(func(tc *pcv1alpha1.TidbCluster) { tc.Spec.PDAddresses = []string{"http://127.0.1.10:2379"} }),
 		"address without scheme":     newTC(joining, func(tc *pcv1alpha1.TidbCluster) { tc.Spec.PDAddresses = []string{"127.0.1.10:2379"} }),
 		"address without port":       newTC(joining, func(tc *pcv1alpha1.TidbCluster) { tc.Spec.PDAddresses = []string{"http://pd"} }),
-		"cluster reference only":     newTC(pdReplicas(0), func(tc *pcv1alpha1.TidbCluster) { tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Name: "basic"} }),
+		"no PD to join":              newTC(pdReplicas(0)),
+		"cluster reference unnamed":  newTC(pdReplicas(0), func(tc *pcv1alpha1.TidbCluster) { tc.Spec.Cluster = &pcv1alpha1.TidbClusterRef{Namespace: "tidb"} }),
 		"two initial stores":         newTC(annotated(AnnotationInitialStores, "1,2")),
 		"initial store not a number": newTC(annotated(AnnotationInitialStores, "1,2,x")),
 		"initial store zero":         newTC(annotated(AnnotationInitialStores, "0,1,2")),

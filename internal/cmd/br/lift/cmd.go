@@ -159,7 +159,10 @@ func (o *options) lift(ctx context.Context, publish func(pause.LiftStatus), logf
 		return pause.LiftStatus{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
-	hc := o.client.NewPDHTTPClient("fedbr-br-lift", urls)
+	hc, err := o.client.NewPDHTTPClient("fedbr-br-lift", urls)
+	if err != nil {
+		return pause.LiftStatus{}, err
+	}
 	defer hc.Close()
 	return pause.Lift(ctx, pause.LiftDeps{PD: pc, HTTP: hc, ReadHeld: readHeld, Log: logf}, hold, publish)
 }

@@ -227,7 +227,10 @@ func (o options) pause(ctx context.Context, cmd *cobra.Command, pub *publisher, 
 		return pause.Status{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
-	hc := o.client.NewPDHTTPClient("fedbr-br-pause", session.PDHTTPAddrs(o.pd))
+	hc, err := o.client.NewPDHTTPClient("fedbr-br-pause", session.PDHTTPAddrs(o.pd))
+	if err != nil {
+		return pause.Status{}, err
+	}
 	defer hc.Close()
 
 	if o.waitStart {

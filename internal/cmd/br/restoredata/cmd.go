@@ -202,7 +202,10 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		return restoredata.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)
 	}
 	defer pc.Close()
-	hc := o.client.NewPDHTTPClient("fedbr-br-restore-data", session.PDHTTPAddrs(o.pd))
+	hc, err := o.client.NewPDHTTPClient("fedbr-br-restore-data", session.PDHTTPAddrs(o.pd))
+	if err != nil {
+		return restoredata.Result{}, err
+	}
 	defer hc.Close()
 	if o.waitStart {
 		logf("Armed: waiting for spec.phase restore-data of member %s", o.report.Member)

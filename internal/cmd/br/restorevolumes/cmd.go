@@ -247,7 +247,7 @@ func (o *options) restore(ctx context.Context, cmd *cobra.Command, logw io.Write
 		return restorevolumes.Result{}, err
 	}
 	store, p := c.Store, c.Provider
-	pd := newLazyPD(func() pdhttp.Client {
+	pd := newLazyPD(func() (pdhttp.Client, error) {
 		return o.client.NewPDHTTPClient("fedbr-br-restore-volumes", session.PDHTTPAddrs(o.pd))
 	}, logw)
 	defer pd.close()
@@ -289,34 +289,55 @@ type PD struct {
 var _ restorevolumes.PD = PD{}
 
 // lazyPD creates PD's HTTP client on first use, in the PD preparation that runs while the
-// volumes are created: creating it blocks until PD answers (retrying every second), and a
-// fresh cluster's PD is often still starting when the restore begins. A caller whose context
-// ends stops waiting for it.
+// volumes are created: creating it blocks until PD answers, and a fresh cluster's PD is often
+// still starting when the restore begins, so it is tried again (every lazyPDRetry) until it
+// answers. A caller whose context ends stops waiting for it, with the last error.
 type lazyPD struct {
-	open  func() pdhttp.Client
+	open  func() (pdhttp.Client, error)
 	log   io.Writer
 	once  sync.Once
 	ready chan struct{} // closed once pd is set
 	pd    PD
+	mu    sync.Mutex
+	last  error // the last failed open
 }
+
+// lazyPDRetry is the pause between two tries to open PD's HTTP client (each try itself retries
+// PD's member discovery for a while).
+var lazyPDRetry = time.Second
 
 var _ restorevolumes.PD = (*lazyPD)(nil)
 
-func newLazyPD(open func() pdhttp.Client, log io.Writer) *lazyPD {
+func newLazyPD(open func() (pdhttp.Client, error), log io.Writer) *lazyPD {
 	return &lazyPD{open: open, log: log, ready: make(chan struct{})}
 }
 
 func (l *lazyPD) get(ctx context.Context) (PD, error) {
 	l.once.Do(func() {
 		go func() {
-			l.pd = PD{Client: l.open(), Log: l.log}
-			close(l.ready)
+			for {
+				c, err := l.open()
+				if err == nil {
+					l.pd = PD{Client: c, Log: l.log}
+					close(l.ready)
+					return
+				}
+				l.mu.Lock()
+				l.last = err
+				l.mu.Unlock()
+				time.Sleep(lazyPDRetry)
+			}
 		}()
 	})
 	select {
 	case <-l.ready:
 		return l.pd, nil
 	case <-ctx.Done():
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.last != nil {
+			return PD{}, fmt.Errorf("connect to PD: %w (last try: %w)", ctx.Err(), l.last)
+		}
 		return PD{}, fmt.Errorf("connect to PD: %w", ctx.Err())
 	}
 }

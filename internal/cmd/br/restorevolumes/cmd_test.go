@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +28,7 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble/awsdoubletest"
 	"github.com/fedbr/fedbr/internal/lab/tidbcluster"
 	"github.com/fedbr/fedbr/internal/meta"
+	"github.com/fedbr/fedbr/internal/tidb"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -332,10 +335,10 @@ func TestLazyPDConnectsOnFirstUse(t *testing.T) {
 	c := startPD(t, ctx)
 	release := make(chan struct{})
 	opened := 0
-	l := newLazyPD(func() pdhttp.Client {
+	l := newLazyPD(func() (pdhttp.Client, error) {
 		opened++
 		<-release // PD still starting
-		return pdhttp.NewClient("fedbr-test", []string{c.PD.URL()})
+		return pdhttp.NewClient("fedbr-test", []string{c.PD.URL()}), nil
 	}, nil)
 	t.Cleanup(l.close)
 	if opened != 0 {
@@ -353,5 +356,40 @@ func TestLazyPDConnectsOnFirstUse(t *testing.T) {
 	ts := futureTS()
 	if err := l.ResetTS(ctx, ts); err != nil || tso(t, c.PDAddr()) < ts || opened != 1 {
 		t.Fatalf("reset: %v, client created %d times", err, opened)
+	}
+}
+
+// TestLazyPDRetriesUntilPDAnswers: PD's HTTP client gives up on a PD that does not answer yet
+// (tidb.ErrPDUnreachable, where it used to hand back nil and the step panicked); the lazy
+// client tries again until PD answers, and a caller that stops waiting gets the last error.
+func TestLazyPDRetriesUntilPDAnswers(t *testing.T) {
+	ctx := testContext(t)
+	c := startPD(t, ctx)
+	defer func(d time.Duration) { lazyPDRetry = d }(lazyPDRetry)
+	lazyPDRetry = 10 * time.Millisecond
+	var tries atomic.Int32
+	up := make(chan struct{})
+	var client *tidb.TLS
+	l := newLazyPD(func() (pdhttp.Client, error) {
+		tries.Add(1)
+		select {
+		case <-up:
+			return client.NewPDHTTPClient("fedbr-test", []string{c.PD.URL()})
+		default:
+			return nil, fmt.Errorf("%w: not yet", tidb.ErrPDUnreachable)
+		}
+	}, nil)
+	t.Cleanup(l.close)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := l.MarkSnapshotRecovering(short); !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, tidb.ErrPDUnreachable) {
+		t.Fatalf("a call while PD does not answer: %v, want its context's end and the last try's error", err)
+	}
+	close(up)
+	if err := l.MarkSnapshotRecovering(ctx); err != nil || !marked(t, c.PD.URL()) {
+		t.Fatalf("mark once PD answers: %v", err)
+	}
+	if n := tries.Load(); n < 2 {
+		t.Errorf("%d tries, want the failed ones and the one that answered", n)
 	}
 }

@@ -296,7 +296,10 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		}
 		return nil
 	}
-	hc := o.client.NewPDHTTPClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
+	hc, err := o.client.NewPDHTTPClient("fedbr-br-snapshot", session.PDHTTPAddrs(o.pd))
+	if err != nil {
+		return snapshot.Result{}, err
+	}
 	defer hc.Close()
 	var releasePause func()
 	if o.engine.BackupTS == 0 && !o.waitTS {

@@ -94,7 +94,10 @@ func (o *options) run(cmd *cobra.Command) error {
 		return fmt.Errorf("connect to PD: %w", err)
 	}
 	defer pc.Close()
-	hc := o.client.NewPDHTTPClient("fedbr-verify", o.pd)
+	hc, err := o.client.NewPDHTTPClient("fedbr-verify", o.pd)
+	if err != nil {
+		return err
+	}
 	defer hc.Close()
 	urls := o.client.PDURLs(o.pd)
 	recovering := func(ctx context.Context) (bool, error) {

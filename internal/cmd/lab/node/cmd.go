@@ -80,6 +80,8 @@ deleted pod is gone.`,
 	f.StringVar(&o.awsEndpoint, "aws-endpoint", "", "AWS double URL (admin API) for instances and EBS volumes")
 	f.StringVar(&o.node.InstanceID, "instance-id", "", "AWS-double instance the node stands for")
 	f.StringVar(&o.egressCA, "aws-egress-ca", "", "the AWS double's egress CA (DIR/egress-tls/ca.crt): serve IRSA, as EKS's pod identity webhook, to pods whose service account names a role (eks.amazonaws.com/role-arn), routed to the double's STS through it as their HTTPS proxy (needs --aws-endpoint)")
+	f.StringVar(&o.node.DNSDir, "dns-dir", "", "the lab's cluster DNS table: give every container its own /etc/hosts with the pod's name, its hostAliases and the table (needs root and util-linux)")
+	f.StringVar(&o.node.ClusterDomain, "cluster-domain", "", "this cluster's DNS domain: the table's names in it also resolve as <service>.<namespace>[.svc]")
 	f.StringVar(&o.node.Address, "address", "127.0.0.1", "node and pod IP")
 	f.StringVar(&o.node.KubeletListen, "kubelet-listen", "", "kubelet API address for kubectl logs (default ADDRESS:free port)")
 	f.StringToStringVar(&o.capacity, "capacity", nil, "node capacity, e.g. cpu=64,memory=256Gi,pods=110")

@@ -55,6 +55,8 @@ are deleted and recreated.`,
 	f.IntVar(&o.run.Config.Addressing.BasePort, "base-port", 0, "without --ip-prefix: first port of this cluster's block on 127.0.0.1 (uses base..base+199)")
 	f.Uint64Var(&o.run.Config.Addressing.StoreIDBase, "store-id-base", 0, "TiKV member i gets store id base+i+1 (distinct per lab cluster of one federated TiDB cluster)")
 	f.StringVar(&o.run.Config.Image, "image", "fedbr", "image of the PD and TiKV pods (the lab node maps it to the fedbr-lab binary)")
+	f.StringVar(&o.run.DNSDir, "dns-dir", "", "the lab's cluster DNS table: publish each PD Service's names there and resolve spec.cluster's PD with it (needs --cluster-domain)")
+	f.StringVar(&o.run.ClusterDomain, "cluster-domain", "", "this cluster's DNS domain, as in tidb-operator's clusterDomain (e.g. dp1.local)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "validate the flags and print the configuration without starting")
 	return cmd
 }
@@ -63,6 +65,9 @@ func (o *options) runE(cmd *cobra.Command) error {
 	a := o.run.Config.Addressing
 	if err := a.Validate(); err != nil {
 		return err
+	}
+	if (o.run.DNSDir == "") != (o.run.ClusterDomain == "") {
+		return fmt.Errorf("--dns-dir and --cluster-domain go together")
 	}
 	if o.run.Config.Image == "" {
 		return fmt.Errorf("--image must not be empty")

@@ -122,7 +122,10 @@ func TestServesTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := client.NewPDHTTPClient("test", []string{strings.TrimPrefix(url, "https://")})
+	c, err := client.NewPDHTTPClient("test", []string{strings.TrimPrefix(url, "https://")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	v, err := c.GetPDVersion(ctx)
 	c.Close()
 	if err != nil || v == "" {
