@@ -29,6 +29,7 @@ import (
 
 	"github.com/fedbr/fedbr/internal/agent/job"
 	agentcmd "github.com/fedbr/fedbr/internal/cmd/agent"
+	brpreflight "github.com/fedbr/fedbr/internal/cmd/br/preflight"
 	managercmd "github.com/fedbr/fedbr/internal/cmd/manager"
 	"github.com/fedbr/fedbr/internal/metrics"
 	"github.com/fedbr/fedbr/internal/podsecurity"
@@ -517,6 +518,7 @@ func TestAgentChart(t *testing.T) {
 			if *d.Spec.Replicas != 1 {
 				t.Errorf("%d replicas by default, want 1", *d.Spec.Replicas)
 			}
+			checkPreflightPods(t, objs, nil)
 		},
 	}, {
 		name: "everything on",
@@ -540,6 +542,7 @@ func TestAgentChart(t *testing.T) {
 			"extraArgs":          []any{"--job-ttl=3h"},
 			"serviceAccount":     map[string]any{"roleArn": roleArn, "annotations": map[string]any{"example.com/a": "b"}},
 			"stepServiceAccount": map[string]any{"namespaces": []any{"tidb", "tidb-restore"}, "roleArn": stepRoleArn},
+			"preflight":          map[string]any{"storage": "s3://backups-prod/{namespace}"},
 			"managerAccess": map[string]any{"serviceAccount": map[string]any{"create": true},
 				"subjects": []any{map[string]any{"kind": "User", "name": "fedbr-manager", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}),
@@ -561,6 +564,8 @@ func TestAgentChart(t *testing.T) {
 				t.Errorf("agent service account annotations %v", a)
 			}
 			checkStepServiceAccounts(t, objs, stepRoleArn, "tidb", "tidb-restore")
+			checkPreflightPods(t, objs, []string{"br", "preflight", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com",
+				"--storage=s3://backups-prod/{namespace}"}, "tidb", "tidb-restore")
 			checkAgentBindings(t, objs, "tidb", "tidb-restore")
 			checkManagerAgentLease(t, objs, "leases", "fedbr-agent-dp-us-west-2a", "fedbr-manager-remote", "fedbr-manager")
 			// With watchNamespaces the manager's rights are there only, for both subjects.
@@ -636,6 +641,42 @@ func checkAgentEnv(t *testing.T, d *appsv1.Deployment) {
 
 // checkStepServiceAccounts checks the steps' service account in each of namespaces: the
 // name the agent gives step Jobs, IRSA's annotation, bound to ClusterRole fedbr-br-step.
+// checkPreflightPods: the helm test is a pod fedbr-preflight in each step namespace, as the
+// steps' service account, restricted, running args, which the real command accepts.
+func checkPreflightPods(t *testing.T, objs objects, args []string, namespaces ...string) {
+	t.Helper()
+	var got []string
+	for _, obj := range objs.all("Pod") {
+		var p corev1.Pod
+		as(t, obj, &p)
+		got = append(got, p.Namespace)
+		if p.Name != "fedbr-preflight" || p.Annotations["helm.sh/hook"] != "test" || p.Spec.ServiceAccountName != job.ServiceAccountName ||
+			p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 1 {
+			t.Errorf("preflight pod %s/%s: %+v %+v", p.Namespace, p.Name, p.Annotations, p.Spec)
+			continue
+		}
+		c := p.Spec.Containers[0]
+		want := make([]string, len(args))
+		for i, a := range args {
+			want[i] = strings.ReplaceAll(a, "{namespace}", p.Namespace)
+		}
+		if !slices.Equal(c.Args, want) {
+			t.Errorf("preflight pod in %s: args %q, want %q", p.Namespace, c.Args, want)
+		}
+		if p.Spec.SecurityContext == nil || p.Spec.SecurityContext.RunAsNonRoot == nil || !*p.Spec.SecurityContext.RunAsNonRoot ||
+			c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
+			t.Errorf("preflight pod in %s is not restricted: %+v %+v", p.Namespace, p.Spec.SecurityContext, c.SecurityContext)
+		}
+		cmd := brpreflight.NewCmd()
+		if err := cmd.ParseFlags(c.Args[2:]); err != nil {
+			t.Errorf("fedbr br preflight refuses the hook's args %q: %v", c.Args, err)
+		}
+	}
+	if slices.Sort(got); !slices.Equal(got, namespaces) {
+		t.Errorf("preflight pods in %v, want %v", got, namespaces)
+	}
+}
+
 func checkStepServiceAccounts(t *testing.T, objs objects, roleArn string, namespaces ...string) {
 	t.Helper()
 	var got []string

@@ -78,6 +78,7 @@ func TestQuickstartHelmCommandsRender(t *testing.T) {
 		t.Errorf("agent service account annotations %v", sa.GetAnnotations())
 	}
 	checkStepServiceAccounts(t, a, "arn:aws:iam::111122223333:role/fedbr-br", "tidb", "tidb-restore")
+	checkPreflightPods(t, a, []string{"br", "preflight", "--region=us-west-2", "--storage=s3://acme-tidb-backups/tidb"}, "tidb", "tidb-restore")
 	// The manager's group is bound in the watched namespaces only, and the manager watches them.
 	groupBound := map[string]bool{}
 	for _, obj := range a.all("RoleBinding") {

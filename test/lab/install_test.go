@@ -66,7 +66,9 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 		WatchNamespaces: []string{"tidb", "tidb-restored"},
 		// The steps there authenticate with IRSA, as on EKS; the policy lets issue 38's attack
 		// through to them (testAWSConfigRedirection).
-		StepRoleNamespaces: []string{"tidb", "tidb-restored"}, Policy: redirectionPolicy}); err != nil {
+		StepRoleNamespaces: []string{"tidb", "tidb-restored"}, Policy: redirectionPolicy,
+		// The agent chart's helm test checks the playground's bucket (testPreflightHook).
+		PreflightStorage: "s3://fedbr-demo/preflight"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))
@@ -79,7 +81,33 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 	if t.Failed() {
 		return
 	}
+	t.Run("PreflightHook", func(t *testing.T) { testPreflightHook(t, ctx, helm, l) })
 	t.Run("AWSConfigRedirection", func(t *testing.T) { testAWSConfigRedirection(t, ctx, k.with(t), l, "tidb", "fedbr-demo") })
+}
+
+// testPreflightHook: `helm test` of the agent chart in every data plane runs fedbr br preflight
+// as the steps' service account in each step namespace: region, the IRSA web identity exchange
+// at the double's STS, EC2's reads and the playground's bucket (created by BackupRestore) pass.
+func testPreflightHook(t *testing.T, ctx context.Context, helm string, l *env.Lab) {
+	for _, d := range l.DataPlanes {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		out, err := exec.CommandContext(ctx, helm, "test", env.AgentRelease, "--namespace", env.InstallNamespace,
+			"--kubeconfig", l.Kubeconfig, "--kube-context", d.Cluster, "--logs", "--timeout", "90s").CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: helm test: %v\n%s", d.Cluster, err, out)
+		}
+		for _, want := range []string{"TEST SUITE:     fedbr-preflight", "Phase:          Succeeded", "ok    region    " + l.AWS.Region,
+			"ok    identity  WebIdentityCredentials (key ASIA…)", "ok    ec2 ", "ok    storage   s3://fedbr-demo/preflight: .fedbr-preflight/"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s: helm test output lacks %q:\n%s", d.Cluster, want, out)
+			}
+		}
+		// One pod per step namespace.
+		if n := strings.Count(string(out), "POD LOGS: fedbr-preflight"); n != 2 {
+			t.Errorf("%s: %d preflight pods' logs, want one in each of tidb and tidb-restored:\n%s", d.Cluster, n, out)
+		}
+	}
 }
 
 // testRestrictedEnforced: a pod with no security context (root allowed, privilege escalation,

@@ -68,6 +68,7 @@ type Config struct {
 // Provider is the AWS implementation of cloud.Provider.
 type Provider struct {
 	cfg    Config
+	aws    awssdk.Config // the loaded SDK configuration, region set
 	ec2    *ec2.Client
 	ebs    *ebs.Client
 	cw     *cloudwatch.Client
@@ -132,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Provider, error) {
 	default:
 		return nil, fmt.Errorf("unknown retry mode %q (want adaptive or standard)", cfg.RetryMode)
 	}
-	p := &Provider{cfg: cfg, budget: b, fresh: newFreshness(cfg.ConsistencyWindow)}
+	p := &Provider{cfg: cfg, aws: ac, budget: b, fresh: newFreshness(cfg.ConsistencyWindow)}
 	p.ec2 = ec2.NewFromConfig(ac, func(o *ec2.Options) {
 		if cfg.Endpoint != "" {
 			o.BaseEndpoint = awssdk.String(cfg.Endpoint)

@@ -11,6 +11,7 @@ import (
 	brclean "github.com/fedbr/fedbr/internal/cmd/br/clean"
 	brlift "github.com/fedbr/fedbr/internal/cmd/br/lift"
 	brpause "github.com/fedbr/fedbr/internal/cmd/br/pause"
+	brpreflight "github.com/fedbr/fedbr/internal/cmd/br/preflight"
 	brrestoredata "github.com/fedbr/fedbr/internal/cmd/br/restoredata"
 	brrestorevolumes "github.com/fedbr/fedbr/internal/cmd/br/restorevolumes"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
@@ -35,7 +36,7 @@ func NewCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&logLevel, "log-level", "warn",
 		"level of the PD and TiKV client libraries' own log (debug, info, warn, error); fedbr's progress lines are always printed")
 	cmd.AddCommand(brpause.NewCmd(), brlift.NewCmd(), brsnapshot.NewCmd(), brsize.NewCmd(), brclean.NewCmd(),
-		brrestorevolumes.NewCmd(), brrestoredata.NewCmd(), brverify.NewCmd())
+		brrestorevolumes.NewCmd(), brrestoredata.NewCmd(), brverify.NewCmd(), brpreflight.NewCmd())
 	return cmd
 }
 

@@ -77,6 +77,9 @@ type InstallOptions struct {
 	// webhook; elsewhere the agent makes fedbr-br without a role and steps get the nodes'
 	// credentials. Each is created first when missing, as WatchNamespaces are.
 	StepRoleNamespaces []string
+	// PreflightStorage is the agent chart's preflight.storage: the storage its helm test checks
+	// (default: none).
+	PreflightStorage string
 	// Timeout bounds each wait; default 2 minutes.
 	Timeout time.Duration
 	// Log receives progress lines; nil discards them.
@@ -306,6 +309,9 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 	}
 	if len(policy) > 0 {
 		values["policy"] = policy
+	}
+	if in.o.PreflightStorage != "" {
+		values["preflight"] = map[string]any{"storage": in.o.PreflightStorage}
 	}
 	if len(in.o.AgentArgs) > 0 {
 		values["extraArgs"] = in.o.AgentArgs
