@@ -62,6 +62,11 @@ func (p *provider) unstage(id string) error {
 	if err := loopfs.Unmount(target); err != nil {
 		return err
 	}
+	// Removing the mount point also detaches the copies of this mount that the containers'
+	// own mount namespaces (for /etc/hosts) took when they started: the kernel detaches mounts
+	// on a removed directory in every namespace. Without it such a copy would keep the file
+	// system mounted, its loop device attached, after the volume is detached
+	// (TestVolumeUnmountReachesOtherContainers).
 	if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
 		return err
 	}
