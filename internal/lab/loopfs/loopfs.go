@@ -66,13 +66,27 @@ func Formatted(image string) (bool, error) {
 // unmounted (autoclear). A target that already has image mounted is left as it is (a node
 // restarted), which makes Mount idempotent.
 func Mount(image, target string) error {
-	if dev, err := LoopDevice(image); err != nil {
+	dev, err := attachedDevice(image)
+	if err != nil {
 		return err
-	} else if dev != "" {
-		if points, err := MountPoints(dev); err != nil {
+	}
+	if dev != "" {
+		points, err := MountPoints(dev)
+		switch {
+		case err != nil:
 			return err
-		} else if slices.Contains(points, target) {
+		case slices.Contains(points, target):
 			return nil
+		case len(points) > 0:
+			// Two mounts of one ext4 from two devices would corrupt it, as two nodes writing
+			// one EBS volume would.
+			return fmt.Errorf("image %s is mounted at %s already (/dev/%s): it would be mounted twice", image, points[0], dev)
+		case autoclear(dev):
+			// A mount's device whose mount this namespace no longer sees: another mount
+			// namespace holds a copy of it.
+			return fmt.Errorf("image %s is still mounted in another mount namespace (/dev/%s): it would be mounted twice", image, dev)
+		default:
+			return fmt.Errorf("image %s is attached as a raw block device (/dev/%s): detach it before mounting it", image, dev)
 		}
 	}
 	ok, err := Formatted(image)
@@ -96,8 +110,16 @@ func Mount(image, target string) error {
 // CSI driver publishes a volumeMode Block volume) and returns the device (/dev/loopN). An image
 // attached already is returned as it is. Unlike Mount's, the device stays until Detach.
 func Attach(image string) (string, error) {
-	if dev, err := LoopDevice(image); err != nil || dev != "" {
-		return "/dev/" + dev, err
+	if dev, err := attachedDevice(image); err != nil {
+		return "", err
+	} else if dev != "" {
+		if points, err := MountPoints(dev); err != nil || len(points) > 0 {
+			if err == nil {
+				err = fmt.Errorf("image %s is mounted at %s (/dev/%s): a raw block claim cannot share it", image, points[0], dev)
+			}
+			return "", err
+		}
+		return "/dev/" + dev, nil
 	}
 	var out bytes.Buffer
 	cmd := exec.Command("losetup", "--find", "--show", image)
@@ -167,6 +189,34 @@ func UnmountUnder(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// attachedDevice is LoopDevice, but a mount's own device (autoclear) with no mount left is
+// waited for: the kernel releases it a moment after the last unmount, and it is no second
+// writer. A device still there after autoclearWait is returned as it is.
+func attachedDevice(image string) (string, error) {
+	deadline := time.Now().Add(autoclearWait)
+	for {
+		dev, err := LoopDevice(image)
+		if err != nil || dev == "" {
+			return dev, err
+		}
+		points, err := MountPoints(dev)
+		if err != nil || len(points) > 0 || !autoclear(dev) || time.Now().After(deadline) {
+			return dev, err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// autoclearWait bounds attachedDevice's wait for a released mount's loop device to go.
+const autoclearWait = 5 * time.Second
+
+// autoclear says whether loop device dev (loopN) goes with its last user: a mount's (mount -o
+// loop sets it), never a raw attach's (losetup without --autoclear).
+func autoclear(dev string) bool {
+	b, err := os.ReadFile(filepath.Join("/sys/block", dev, "loop", "autoclear"))
+	return err == nil && strings.TrimSpace(string(b)) == "1"
 }
 
 // LoopDevice is the loop device (loopN) whose backing file is image, or "" if none.
