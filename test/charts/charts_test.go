@@ -663,9 +663,11 @@ func checkPreflightPods(t *testing.T, objs objects, args []string, namespaces ..
 		if !slices.Equal(c.Args, want) {
 			t.Errorf("preflight pod in %s: args %q, want %q", p.Namespace, c.Args, want)
 		}
-		if p.Spec.SecurityContext == nil || p.Spec.SecurityContext.RunAsNonRoot == nil || !*p.Spec.SecurityContext.RunAsNonRoot ||
-			c.SecurityContext == nil || c.SecurityContext.AllowPrivilegeEscalation == nil || *c.SecurityContext.AllowPrivilegeEscalation {
-			t.Errorf("preflight pod in %s is not restricted: %+v %+v", p.Namespace, p.Spec.SecurityContext, c.SecurityContext)
+		if err := podsecurity.Check(podsecurity.Restricted, &p.ObjectMeta, &p.Spec); err != nil {
+			t.Errorf("preflight pod in %s: %v", p.Namespace, err)
+		}
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("preflight pod in %s: root file system not read-only", p.Namespace)
 		}
 		cmd := brpreflight.NewCmd()
 		if err := cmd.ParseFlags(c.Args[2:]); err != nil {
