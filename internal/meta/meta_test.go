@@ -578,6 +578,7 @@ func TestWritten(t *testing.T) {
 		"restoremeta/r-1/x": false, "manifests/tidb/TidbCluster/basic.json": false, "manifests/tidb/basic.yaml": false,
 		"manifests/a/b/c/d.yaml": false, "manifests//TidbCluster/basic.yaml": false, "manifests/tidb/TidbCluster/.yaml": false,
 		"backupmeta.bak": false, "notes.txt": false, "": false,
+		"logs/fed-nightly-snapshot-zj767.log": true, "logs/.log": false, "logs/a/b.log": false, "logs/x.txt": false, "logs/": false,
 	} {
 		if got := Written(key); got != want {
 			t.Errorf("Written(%q) = %v, want %v", key, got, want)

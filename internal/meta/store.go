@@ -27,6 +27,8 @@ const (
 	BackupMetaKey     = "backupmeta"
 	RestoreMetaPrefix = "restoremeta/"
 	ManifestsPrefix   = "manifests/"
+	// LogsPrefix holds the steps' saved logs (StepLogKey), with the agent's --save-step-logs.
+	LogsPrefix = "logs/"
 	// TombstoneKey is left by clean after it deleted everything else, so a retried clean
 	// can tell "already cleaned" from "backupmeta lost".
 	TombstoneKey = "cleaned"
@@ -303,13 +305,27 @@ func (s *Store) Keys(ctx context.Context) ([]string, error) {
 	return keys, nil
 }
 
+// StepLogKey is where the step running in pod saves its log (logs/<pod>.log); pod must be a
+// valid identity (ValidateID).
+func StepLogKey(pod string) (string, error) {
+	if err := ValidateID(pod); err != nil {
+		return "", fmt.Errorf("step log of pod %q: %w", pod, err)
+	}
+	return LogsPrefix + pod + ".log", nil
+}
+
 // Written says whether key (relative to the prefix) is an object fedbr writes for a backup:
-// clustermeta, backupmeta, a manifest (manifests/<namespace>/<kind>/<name>.yaml) or a restore's
-// restoremeta (restoremeta/<restore id>). The tombstone is not among them (a clean keeps it).
+// clustermeta, backupmeta, a manifest (manifests/<namespace>/<kind>/<name>.yaml), a restore's
+// restoremeta (restoremeta/<restore id>) or a step's saved log (logs/<pod>.log). The tombstone
+// is not among them (a clean keeps it).
 func Written(key string) bool {
 	switch key {
 	case ClusterMetaKey, BackupMetaKey:
 		return true
+	}
+	if name, ok := strings.CutPrefix(key, LogsPrefix); ok {
+		pod, ok := strings.CutSuffix(name, ".log")
+		return ok && ValidateID(pod) == nil
 	}
 	if id, ok := strings.CutPrefix(key, RestoreMetaPrefix); ok {
 		return id != "" && !strings.Contains(id, "/")

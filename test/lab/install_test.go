@@ -19,8 +19,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedbr/fedbr/internal/cloud/blob"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -68,7 +70,9 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 		// through to them (testAWSConfigRedirection).
 		StepRoleNamespaces: []string{"tidb", "tidb-restored"}, Policy: redirectionPolicy,
 		// The agent chart's helm test checks the playground's bucket (testPreflightHook).
-		PreflightStorage: "s3://fedbr-demo/preflight"}); err != nil {
+		PreflightStorage: "s3://fedbr-demo/preflight",
+		// The steps save their logs beside the backup's metadata (checked in BackupRestore).
+		SaveStepLogs: true}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("install took %s", time.Since(installed).Round(time.Millisecond))
@@ -228,6 +232,7 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	k.waitComplete(ctx, l.Control, source, "volumerestore", "restore-"+name, 6*time.Minute)
 	t.Logf("VolumeRestore %s/restore-%s Complete after %s", source, name, time.Since(started).Round(time.Millisecond))
 	k.waitStores(ctx, l, restored)
+	prefixes := checkStepLogs(t, ctx, k, l, source, name)
 
 	// The restored cluster holds exactly the bank's state at the backup's commit ts.
 	ts := k.must(ctx, l.Control, nil, "get", "-n", source, "volumebackup", name, "-o", "jsonpath={.status.commitTs}")
@@ -260,6 +265,75 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	}
 	k.must(ctx, l.Control, nil, "delete", "volumebackupschedule", schedule, "-n", source)
 	k.stepPodsRestricted(ctx, l, source, restored)
+
+	// Deleted (cleanPolicy Delete), the backup's clean takes the saved logs with its metadata.
+	k.must(ctx, l.Control, nil, "delete", "volumebackup", name, "-n", source, "--timeout", "3m")
+	for _, p := range prefixes {
+		if keys := s3Keys(t, ctx, l, p); len(keys) != 1 || keys[0] != "cleaned" {
+			t.Errorf("after the clean %s holds %v, want only the tombstone", p, keys)
+		}
+	}
+}
+
+// checkStepLogs: with the agents' --save-step-logs every plane's backup prefix holds the
+// snapshot step's log and the restore's steps' logs (restore-volumes in every plane,
+// restore-data in one), each starting with its step's first line. It returns the prefixes.
+func checkStepLogs(t *testing.T, ctx context.Context, k kubectl, l *env.Lab, ns, backup string) []string {
+	t.Helper()
+	paths := strings.Fields(k.must(ctx, l.Control, nil, "get", "-n", ns, "volumebackup", backup, "-o", "jsonpath={.status.backups[*].backupPath}"))
+	if len(paths) != len(l.DataPlanes) {
+		t.Fatalf("backup paths %v, want one per plane", paths)
+	}
+	steps := map[string]int{}
+	for _, p := range paths {
+		for _, key := range s3Keys(t, ctx, l, p) {
+			name, ok := strings.CutPrefix(key, meta.LogsPrefix)
+			if !ok {
+				continue
+			}
+			body := s3Get(t, ctx, l, p, key)
+			for _, step := range []string{"snapshot", "size", "restore-volumes", "restore-data"} {
+				if strings.Contains(name, "-"+step+"-") && strings.Contains(body, "fedbr br "+step+" started") {
+					steps[step]++
+				}
+			}
+		}
+	}
+	if steps["snapshot"] < len(paths) || steps["restore-volumes"] < len(paths) || steps["restore-data"] < 1 {
+		t.Errorf("saved step logs by step %v, want a snapshot and a restore-volumes log in each of %d planes and a restore-data log", steps, len(paths))
+	}
+	t.Logf("saved step logs by step: %v", steps)
+	return paths
+}
+
+// s3Keys lists the objects under an s3:// prefix of the lab's AWS double.
+func s3Keys(t *testing.T, ctx context.Context, l *env.Lab, prefix string) []string {
+	t.Helper()
+	keys, err := s3Store(t, ctx, l, prefix).List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func s3Get(t *testing.T, ctx context.Context, l *env.Lab, prefix, key string) string {
+	t.Helper()
+	b, err := s3Store(t, ctx, l, prefix).Get(ctx, key, 4<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func s3Store(t *testing.T, ctx context.Context, l *env.Lab, prefix string) blob.Store {
+	t.Helper()
+	bucket, p, _ := strings.Cut(strings.TrimPrefix(prefix, "s3://"), "/")
+	cfg := awsdouble.Config(l.AWS.Region)
+	b, err := blob.NewS3(ctx, blob.S3Config{Region: l.AWS.Region, Bucket: bucket, Prefix: strings.TrimSuffix(p, "/") + "/", Endpoint: l.AWS.Endpoint, AWS: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // labCmd runs the fedbr-lab binary, as a playground user does, and returns its output.

@@ -451,6 +451,21 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
+			name: "with --save-step-logs the snapshot step saves its log",
+			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute), func(o *Observed) {
+				o.Pause = active(pauseName)
+				o.Report = pauseReady
+				o.Cluster = cluster()
+				o.Env.SaveStepLogs = true
+			}),
+			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob}, phase: PhasePaused,
+				check: func(t *testing.T, r Result) {
+					if args := jobOf(t, r, job.StepSnapshot).Job.Spec.Template.Spec.Containers[0].Args; args[len(args)-1] != "--save-log" {
+						t.Errorf("snapshot args %v, want --save-log last", args)
+					}
+				}},
+		},
+		{
 			name: "execute before the backup ts: the snapshot step starts armed, waiting for the ts",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute), func(o *Observed) { o.Cluster = cluster() }),
 			want: want{actions: []ActionKind{EnsureServiceAccount, EnsureConfigMap, CreateJob},

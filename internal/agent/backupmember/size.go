@@ -94,7 +94,7 @@ func (p *plan) planSize() {
 	}
 	args := []string{"br", job.StepSize, "--storage", storage.Flag, "--level", string(level),
 		"--member", p.m.Name}
-	spec := p.jobSpec(job.StepSize, append(args, p.o.Env.CloudArgs()...))
+	spec := p.jobSpec(job.StepSize, append(append(args, p.o.Env.CloudArgs()...), p.o.Env.LogArgs()...))
 	withStorage(&spec, storage)
 	if !p.createJob(spec) {
 		return

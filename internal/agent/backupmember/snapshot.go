@@ -198,7 +198,7 @@ func (p *plan) snapshotArgs() ([]string, job.Storage, error) {
 	}
 	args = append(args, "--member", p.m.Name)
 	args = append(args, p.o.Env.OwnerArgs(p.m.Namespace)...)
-	return append(args, p.o.Env.CloudArgs()...), storage, nil
+	return append(append(args, p.o.Env.CloudArgs()...), p.o.Env.LogArgs()...), storage, nil
 }
 
 // inputsConfigMap discovers the TiKV volumes and writes them, with the TidbCluster, into the

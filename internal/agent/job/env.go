@@ -42,6 +42,17 @@ type Env struct {
 	// PodLabels are the member labels (exact keys, or prefixes ending in *) a step's Job and pod
 	// may carry (the agent's --pod-labels); none when empty.
 	PodLabels []string
+	// SaveStepLogs has the steps that write under a backup's storage (snapshot, size,
+	// restore-volumes, restore-data) save their logs there (the agent's --save-step-logs).
+	SaveStepLogs bool
+}
+
+// LogArgs are the flags of a step that saves its log (--save-log with SaveStepLogs).
+func (e Env) LogArgs() []string {
+	if e.SaveStepLogs {
+		return []string{"--save-log"}
+	}
+	return nil
 }
 
 // CloudArgs are the AWS flags every step takes.

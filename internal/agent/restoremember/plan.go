@@ -426,7 +426,8 @@ func (p *plan) createJob(spec job.Spec) bool {
 // jobSpec is one `fedbr br` step's Job: the template's pods, reading the storage, retried
 // backoff times unless the template's backoffLimit says otherwise.
 func (p *plan) jobSpec(step string, args []string, st job.Storage, backoff int32) job.Spec {
-	return p.podJob(step, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), append(args, p.o.Env.CloudArgs()...), backoff,
+	args = append(append(args, p.o.Env.CloudArgs()...), p.o.Env.LogArgs()...)
+	return p.podJob(step, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), args, backoff,
 		st.Env, st.Volumes, st.VolumeMounts)
 }
 

@@ -104,6 +104,7 @@ else $KUBECONFIG. See docs/agent.md.`,
 	f.StringVar(&o.env.Image, "image", "", "image of the step Jobs: the agent's own image, so Jobs run exactly this build (required; a template's toolImage overrides it)")
 	f.StringVar(&o.env.Region, "region", "", "AWS region, passed to the steps as --region and used for the agent's own EC2 calls (default: $AWS_REGION, else $AWS_DEFAULT_REGION; the agent does not start without one)")
 	f.StringVar(&o.env.AWSEndpoint, "aws-endpoint", "", "AWS endpoint override (the lab's AWS double), passed to the steps as --aws-endpoint")
+	f.BoolVar(&o.env.SaveStepLogs, "save-step-logs", false, "have the steps that write under a backup's storage (snapshot, size, restore-volumes, restore-data) save their own log lines there when they end, as logs/<pod name>.log beside the backup's metadata, so they outlive the Job's TTL; a clean deletes them with the backup")
 	f.DurationVar(&o.env.StepExitDelay, "step-exit-delay", job.DefaultStepExitDelay, "how long every step waits after writing its exit marker ("+job.ExitMarker+", an emptyDir) before it exits, so a mesh or log sidecar can finish first (0: none)")
 	f.DurationVar(&o.jobTTL, "job-ttl", job.DefaultTTL, "how long finished step Jobs are kept (ttlSecondsAfterFinished)")
 	f.StringSliceVar(&o.namespaces, "namespace", nil, "only reconcile members in these namespaces, comma-separated or repeated (default: all); "+

@@ -80,6 +80,8 @@ type InstallOptions struct {
 	// PreflightStorage is the agent chart's preflight.storage: the storage its helm test checks
 	// (default: none).
 	PreflightStorage string
+	// SaveStepLogs is the agent chart's saveStepLogs (--save-step-logs).
+	SaveStepLogs bool
 	// Timeout bounds each wait; default 2 minutes.
 	Timeout time.Duration
 	// Log receives progress lines; nil discards them.
@@ -309,6 +311,9 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 	}
 	if len(policy) > 0 {
 		values["policy"] = policy
+	}
+	if in.o.SaveStepLogs {
+		values["saveStepLogs"] = true
 	}
 	if in.o.PreflightStorage != "" {
 		values["preflight"] = map[string]any{"storage": in.o.PreflightStorage}
