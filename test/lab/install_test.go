@@ -242,6 +242,12 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	}
 	out := labCmd(t, ctx, "lab", "bank", "check", "--pd", block+".10:2379", "--accounts", accounts, "--log", l.Banks[0].Log, "--ts", ts)
 	t.Logf("lab bank check: %s", strings.TrimSpace(out))
+	// And as a drill judges it from PD: every check of fedbr br verify passes, with the
+	// backup's store count and commit ts.
+	out = labCmd(t, ctx, "br", "verify", "--pd", block+".10:2379", "--stores", strconv.Itoa(3*len(l.DataPlanes)), "--commit-ts", ts, "--wait", "2m")
+	if !strings.Contains(out, `"passed": true`) || strings.Count(out, "ok    ") != 4 {
+		t.Errorf("fedbr br verify of the restored cluster:\n%s", out)
+	}
 
 	// The schedule sample, ticking every minute instead of every six hours: its first backup
 	// completes, and `fedbr describe schedule` shows it.
