@@ -244,7 +244,7 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	t.Logf("lab bank check: %s", strings.TrimSpace(out))
 	// And as a drill judges it from PD: every check of fedbr br verify passes, with the
 	// backup's store count and commit ts.
-	out = labCmd(t, ctx, "br", "verify", "--pd", block+".10:2379", "--stores", strconv.Itoa(3*len(l.DataPlanes)), "--commit-ts", ts, "--wait", "2m")
+	out = labCmd(t, ctx, "br", "verify", "--pd", block+".10:2379", "--stores", strconv.Itoa(len(l.DataPlanes)), "--commit-ts", ts, "--wait", "2m")
 	if !strings.Contains(out, `"passed": true`) || strings.Count(out, "ok    ") != 4 {
 		t.Errorf("fedbr br verify of the restored cluster:\n%s", out)
 	}
