@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -40,7 +42,8 @@ func TestTLSSetup(t *testing.T) {
 		t.Fatalf("without Options.TLS: %v, tlsCluster %+v", err, tcs["az2"].Spec.TLSCluster)
 	}
 
-	d := &run{o: Options{TiKVPerPlane: 3, TLS: true}, lab: lab, kube: map[string]client.Client{"az2": kube}}
+	kube1 := fake.NewClientBuilder().WithScheme(scheme).Build()
+	d := &run{o: Options{TiKVPerPlane: 3, TLS: true}, lab: lab, kube: map[string]client.Client{"az1": kube1, "az2": kube}}
 	if err := d.setupTLS(); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +65,27 @@ func TestTLSSetup(t *testing.T) {
 	if err := d.withTLS(ctx, "az2", tc); err != nil {
 		t.Fatal(err)
 	}
-	if tc.Spec.TLSCluster == nil || !tc.Spec.TLSCluster.Enabled || !strings.HasPrefix(tc.Spec.PDAddresses[0], "https://127.0.1.10:") {
-		t.Errorf("tlsCluster %+v, PD addresses %v: want enabled and https://", tc.Spec.TLSCluster, tc.Spec.PDAddresses)
+	// The joining part reaches PD by its Service's name, over https with tlsCluster.
+	if tc.Spec.TLSCluster == nil || !tc.Spec.TLSCluster.Enabled || tidbcluster.ClusterRefPD(tc) != "https://basic-pd-peer.tidb.svc.az1.local:2379" {
+		t.Errorf("tlsCluster %+v, PD %s: want enabled and https:// by name", tc.Spec.TLSCluster, tidbcluster.ClusterRefPD(tc))
+	}
+	// PD's certificate covers that name.
+	if err := d.withTLS(ctx, "az1", tcs["az1"]); err != nil {
+		t.Fatal(err)
+	}
+	var pdSecret corev1.Secret
+	if err := kube1.Get(ctx, client.ObjectKey{Namespace: "tidb", Name: "basic-pd-cluster-secret"}, &pdSecret); err != nil {
+		t.Fatal(err)
+	}
+	pdBlock, _ := pem.Decode(pdSecret.Data["tls.crt"])
+	pdCert, err := x509.ParseCertificate(pdBlock.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, host := range []string{"basic-pd-peer.tidb.svc.az1.local", "basic-pd.tidb.svc.az1.local", "127.0.1.10"} {
+		if err := pdCert.VerifyHostname(host); err != nil {
+			t.Errorf("PD's certificate for %s: %v", host, err)
+		}
 	}
 	for _, name := range []string{"basic-cluster-client-secret", "basic-pd-cluster-secret", "basic-tikv-cluster-secret"} {
 		var sec corev1.Secret
