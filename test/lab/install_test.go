@@ -85,31 +85,34 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 	if t.Failed() {
 		return
 	}
-	t.Run("PreflightHook", func(t *testing.T) { testPreflightHook(t, ctx, helm, l) })
+	t.Run("PreflightHook", func(t *testing.T) { testPreflightHook(t, ctx, k.with(t), helm, l) })
 	t.Run("AWSConfigRedirection", func(t *testing.T) { testAWSConfigRedirection(t, ctx, k.with(t), l, "tidb", "fedbr-demo") })
 }
 
 // testPreflightHook: `helm test` of the agent chart in every data plane runs fedbr br preflight
 // as the steps' service account in each step namespace: region, the IRSA web identity exchange
 // at the double's STS, EC2's reads and the playground's bucket (created by BackupRestore) pass.
-func testPreflightHook(t *testing.T, ctx context.Context, helm string, l *env.Lab) {
+func testPreflightHook(t *testing.T, ctx context.Context, k kubectl, helm string, l *env.Lab) {
 	for _, d := range l.DataPlanes {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-		out, err := exec.CommandContext(ctx, helm, "test", env.AgentRelease, "--namespace", env.InstallNamespace,
-			"--kubeconfig", l.Kubeconfig, "--kube-context", d.Cluster, "--logs", "--timeout", "90s").CombinedOutput()
+		hctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		out, err := exec.CommandContext(hctx, helm, "test", env.AgentRelease, "--namespace", env.InstallNamespace,
+			"--kubeconfig", l.Kubeconfig, "--kube-context", d.Cluster, "--timeout", "90s").CombinedOutput()
 		cancel()
 		if err != nil {
 			t.Fatalf("%s: helm test: %v\n%s", d.Cluster, err, out)
 		}
-		for _, want := range []string{"TEST SUITE:     fedbr-preflight", "Phase:          Succeeded", "ok    region    " + l.AWS.Region,
-			"ok    identity  WebIdentityCredentials (key ASIA…)", "ok    ec2 ", "ok    storage   s3://fedbr-demo/preflight: .fedbr-preflight/"} {
-			if !strings.Contains(string(out), want) {
-				t.Errorf("%s: helm test output lacks %q:\n%s", d.Cluster, want, out)
-			}
+		// One pod per step namespace, each succeeded.
+		if n := strings.Count(string(out), "Phase:          Succeeded"); n != 2 {
+			t.Errorf("%s: %d preflight pods succeeded, want one in each of tidb and tidb-restored:\n%s", d.Cluster, n, out)
 		}
-		// One pod per step namespace.
-		if n := strings.Count(string(out), "POD LOGS: fedbr-preflight"); n != 2 {
-			t.Errorf("%s: %d preflight pods' logs, want one in each of tidb and tidb-restored:\n%s", d.Cluster, n, out)
+		for _, ns := range []string{"tidb", "tidb-restored"} {
+			logs := k.must(ctx, d.Cluster, nil, "logs", "-n", ns, "fedbr-preflight")
+			for _, want := range []string{"ok    region    " + l.AWS.Region, "ok    identity  WebIdentityCredentials (key ASIA…)", "ok    ec2 ",
+				"ok    storage   s3://fedbr-demo/preflight: .fedbr-preflight/"} {
+				if !strings.Contains(logs, want) {
+					t.Errorf("%s/%s: the preflight pod's log lacks %q:\n%s", d.Cluster, ns, want, logs)
+				}
+			}
 		}
 	}
 }
@@ -290,26 +293,34 @@ func checkStepLogs(t *testing.T, ctx context.Context, k kubectl, l *env.Lab, ns,
 	if len(paths) != len(l.DataPlanes) {
 		t.Fatalf("backup paths %v, want one per plane", paths)
 	}
-	steps := map[string]int{}
-	for _, p := range paths {
-		for _, key := range s3Keys(t, ctx, l, p) {
-			name, ok := strings.CutPrefix(key, meta.LogsPrefix)
-			if !ok {
-				continue
-			}
-			body := s3Get(t, ctx, l, p, key)
-			for _, step := range []string{"snapshot", "size", "restore-volumes", "restore-data"} {
-				if strings.Contains(name, "-"+step+"-") && strings.Contains(body, "fedbr br "+step+" started") {
-					steps[step]++
+	// A step saves its log as it exits, after its report: the last ones may still be on their way.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		steps := map[string]int{}
+		for _, p := range paths {
+			for _, key := range s3Keys(t, ctx, l, p) {
+				name, ok := strings.CutPrefix(key, meta.LogsPrefix)
+				if !ok {
+					continue
+				}
+				body := s3Get(t, ctx, l, p, key)
+				for _, step := range []string{"snapshot", "size", "restore-volumes", "restore-data"} {
+					if strings.Contains(name, "-"+step+"-") && strings.Contains(body, "fedbr br "+step+" started") {
+						steps[step]++
+					}
 				}
 			}
 		}
+		if steps["snapshot"] >= len(paths) && steps["restore-volumes"] >= len(paths) && steps["restore-data"] >= 1 {
+			t.Logf("saved step logs by step: %v", steps)
+			return paths
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("saved step logs by step %v, want a snapshot and a restore-volumes log in each of %d planes and a restore-data log", steps, len(paths))
+			return paths
+		}
+		time.Sleep(time.Second)
 	}
-	if steps["snapshot"] < len(paths) || steps["restore-volumes"] < len(paths) || steps["restore-data"] < 1 {
-		t.Errorf("saved step logs by step %v, want a snapshot and a restore-volumes log in each of %d planes and a restore-data log", steps, len(paths))
-	}
-	t.Logf("saved step logs by step: %v", steps)
-	return paths
 }
 
 // s3Keys lists the objects under an s3:// prefix of the lab's AWS double.
@@ -333,7 +344,8 @@ func s3Get(t *testing.T, ctx context.Context, l *env.Lab, prefix, key string) st
 
 func s3Store(t *testing.T, ctx context.Context, l *env.Lab, prefix string) blob.Store {
 	t.Helper()
-	bucket, p, _ := strings.Cut(strings.TrimPrefix(prefix, "s3://"), "/")
+	loc, _, _ := strings.Cut(strings.TrimPrefix(prefix, "s3://"), "?") // ?region=…
+	bucket, p, _ := strings.Cut(loc, "/")
 	cfg := awsdouble.Config(l.AWS.Region)
 	b, err := blob.NewS3(ctx, blob.S3Config{Region: l.AWS.Region, Bucket: bucket, Prefix: strings.TrimSuffix(p, "/") + "/", Endpoint: l.AWS.Endpoint, AWS: cfg})
 	if err != nil {
