@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/zap/zapcore"
 
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	brclean "github.com/fedbr/fedbr/internal/cmd/br/clean"
 	brlift "github.com/fedbr/fedbr/internal/cmd/br/lift"
 	brpause "github.com/fedbr/fedbr/internal/cmd/br/pause"
@@ -73,7 +74,8 @@ func NewCmd() *cobra.Command {
 
 // savesLog are the steps that take --save-log: those with a backup's storage. Not clean, which
 // deletes the logs with the rest of the backup's metadata.
-var savesLog = map[string]bool{"snapshot": true, "size": true, "restore-volumes": true, "restore-data": true}
+var savesLog = map[string]bool{dpv1alpha1.StepSnapshot: true, dpv1alpha1.StepSize: true,
+	dpv1alpha1.StepRestoreVolumes: true, dpv1alpha1.StepRestoreData: true}
 
 func savingSteps() string {
 	names := make([]string, 0, len(savesLog))

@@ -69,10 +69,12 @@ type check struct {
 }
 
 func (o *options) run(ctx context.Context, out io.Writer) error {
-	if o.session.Storage != "" || o.session.Endpoint != "" {
-		if err := o.validate(); err != nil {
-			return err
-		}
+	validate := o.session.ValidateEndpoint
+	if o.session.Storage != "" {
+		validate = o.session.Validate
+	}
+	if err := validate(); err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -94,15 +96,6 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("%w: %d of %d checks", ErrFailed, failed, len(checks))
 	}
 	return nil
-}
-
-// validate checks the storage and endpoint flags as every step does (the storage may be empty).
-func (o *options) validate() error {
-	f := o.session
-	if f.Storage == "" {
-		f.Storage = "s3://unchecked" // only the endpoint is validated
-	}
-	return f.Validate()
 }
 
 func (o *options) checks(ctx context.Context) []check {

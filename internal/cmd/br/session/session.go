@@ -38,6 +38,11 @@ func (f *Flags) Validate() error {
 	if _, err := f.location(); err != nil {
 		return err
 	}
+	return f.ValidateEndpoint()
+}
+
+// ValidateEndpoint checks --aws-endpoint alone (for a command whose storage is optional).
+func (f *Flags) ValidateEndpoint() error {
 	if f.Endpoint != "" {
 		u, err := url.Parse(f.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
