@@ -6,8 +6,8 @@ import (
 )
 
 // StepReport is one step Job's report of itself in its member's status.steps: each entry is
-// written only by its step, server-side applied under the field manager fedbr-br-<name>, and
-// read by the agent (conditions) and the manager. Fields a step does not report stay empty.
+// written only by its step, server-side applied under the field manager fedbr-br-<name> (its
+// result under fedbr-br-<name>.result), and read by the agent (conditions) and the manager. Fields a step does not report stay empty.
 //
 // Every list and string is bounded (a member's status.steps at most 4096 entries: a restore's
 // warm-ups are one per TiKV): whoever forged a report could otherwise pad the members the

@@ -19,14 +19,17 @@ import (
 )
 
 // MemberStep is the Sink of one step's entry in its member's status.steps: the entry named
-// after the step, server-side applied under the field manager FieldManager(step), so that each
-// step owns its entry alone and no two writers share a field.
+// after the step, server-side applied under the field manager FieldManager(step) (the write
+// with the result under FieldManager(ResultKey(step))), so that each step owns its entry alone
+// and no two writers share a field.
 type MemberStep struct {
 	client    dynamic.ResourceInterface
 	gvk       schema.GroupVersionKind
 	namespace string
 	member    string
 	step      string
+	// checked is set once a status write of this run looked for an earlier run's result.
+	checked bool
 }
 
 // NewMemberStep returns the Sink of step's entry in the status of the member namespace/name
@@ -51,26 +54,60 @@ func (m *MemberStep) String() string {
 }
 
 // Apply writes the step's status document (data[step]) and final summary (data[step.result])
-// as its entry. Every field the entry held and this apply leaves out is removed: the step
-// states its whole report each time.
+// as its entry. Every status field the entry held and this apply leaves out is removed: the
+// step states its whole status each time. The result has a field manager of its own, so that a
+// status write the API server stores after it (sent before, its client gone) changes the status
+// fields only; a re-run's first status write that finds an earlier run's result removes it.
+// One writer at a time: the Reporter's loop.
 func (m *MemberStep) Apply(ctx context.Context, data map[string]string) error {
 	entry, err := StepEntry(m.step, data[m.step], data[ResultKey(m.step)])
 	if err != nil {
 		return err
 	}
+	manager := FieldManager(m.step)
+	if entry.Result != nil {
+		manager = FieldManager(ResultKey(m.step))
+	}
+	stored, err := m.apply(ctx, entry, manager)
+	if err != nil || entry.Result != nil || m.checked {
+		return err
+	}
+	m.checked = true
+	if !hasResult(stored, m.step) {
+		return nil
+	}
+	// An earlier run's result: the result's manager states the entry without one.
+	_, err = m.apply(ctx, dpv1alpha1.StepReport{Name: m.step}, FieldManager(ResultKey(m.step)))
+	return err
+}
+
+func (m *MemberStep) apply(ctx context.Context, entry dpv1alpha1.StepReport, manager string) (*unstructured.Unstructured, error) {
 	// Not through JSON into map[string]any: a TSO does not survive a float64.
 	fields, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&entry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"steps": []any{fields}}}}
 	u.SetGroupVersionKind(m.gvk)
 	u.SetName(m.member)
 	u.SetNamespace(m.namespace)
-	if _, err := m.client.ApplyStatus(ctx, m.member, u, metav1.ApplyOptions{FieldManager: FieldManager(m.step), Force: true}); err != nil {
-		return fmt.Errorf("apply %s: %w", m, err)
+	stored, err := m.client.ApplyStatus(ctx, m.member, u, metav1.ApplyOptions{FieldManager: manager, Force: true})
+	if err != nil {
+		return nil, fmt.Errorf("apply %s: %w", m, err)
 	}
-	return nil
+	return stored, nil
+}
+
+// hasResult says whether u's status.steps entry named step holds a result.
+func hasResult(u *unstructured.Unstructured, step string) bool {
+	steps, _, _ := unstructured.NestedSlice(u.Object, "status", "steps")
+	for _, s := range steps {
+		if e, ok := s.(map[string]any); ok && e["name"] == step {
+			_, ok := e["result"]
+			return ok
+		}
+	}
+	return false
 }
 
 // stepDocument is what every step's status document may say (each says a part of it).

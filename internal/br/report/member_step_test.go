@@ -101,8 +101,8 @@ func TestMemberStepWriters(t *testing.T) {
 	for _, mf := range got.ManagedFields {
 		managers[mf.Manager] = true
 	}
-	if !managers["fedbr-br-pause"] || !managers["fedbr-br-snapshot"] {
-		t.Errorf("field managers %v, want fedbr-br-pause and fedbr-br-snapshot", managers)
+	if !managers["fedbr-br-pause.result"] || !managers["fedbr-br-snapshot.result"] {
+		t.Errorf("field managers %v, want fedbr-br-pause.result and fedbr-br-snapshot.result (each result under its own)", managers)
 	}
 }
 
@@ -180,5 +180,86 @@ func TestMemberStatusIsBounded(t *testing.T) {
 		!strings.HasPrefix(long, strings.TrimSuffix(p.Error, report.CutSuffix)) || !strings.HasSuffix(p.Error, report.CutSuffix) {
 		t.Errorf("pause entry: phase %q, error of %d bytes (valid UTF-8 %v) ending %q; want Failed, the error cut to at most %d bytes",
 			p.Phase, len(p.Error), utf8.ValidString(p.Error), p.Error[max(0, len(p.Error)-40):], dpv1alpha1.MaxStepError)
+	}
+}
+
+// TestAStatusLandingLateKeepsTheResult: a status write the API server stores after the result
+// (sent before it, abandoned by its client, carried on by the server) leaves the result where
+// it is: the result has a field manager of its own.
+func TestAStatusLandingLateKeepsTheResult(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := &dpv1alpha1.VolumeRestoreMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "r-dp2", Namespace: "default"},
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r", K8sClusterName: "dp2", TCName: "basic", TCNamespace: "tidb",
+			Phase: dpv1alpha1.RestoreMemberRestoreVolume, Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p"}}},
+	}
+	if err := env.Client.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	sink, err := report.NewMemberStep(env.Config, dpv1alpha1.GroupVersion.WithKind("VolumeRestoreMember"), "volumerestoremembers", "default", r.Name, "restore-volumes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Apply(ctx, map[string]string{"restore-volumes": `{"phase":"Starting"}`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Apply(ctx, map[string]string{"restore-volumes": `{"phase":"Completed","volumes":3}`, "restore-volumes.result": `{"volumes":3}`}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Apply(ctx, map[string]string{"restore-volumes": `{"phase":"Restoring","volumes":2}`}); err != nil { // the late one
+		t.Fatal(err)
+	}
+	got := &dpv1alpha1.VolumeRestoreMember{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := dpv1alpha1.Step(got.Status.Steps, "restore-volumes")
+	if !ok || s.Result == nil || string(s.Result.Raw) != `{"volumes":3}` {
+		t.Fatalf("restore-volumes entry %+v: a status stored after the result took the result away", s)
+	}
+	if s.Phase != "Restoring" {
+		t.Errorf("phase %q, want the late status's (its fields are the status writer's)", s.Phase)
+	}
+}
+
+// TestAReRunRemovesAnEarlierResult: a step's re-run (a Job retry after a run that reported its
+// result and then died) removes that result with its first status write, so the agent never
+// takes the earlier run's result for the re-run's.
+func TestAReRunRemovesAnEarlierResult(t *testing.T) {
+	env := testenv.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := &dpv1alpha1.VolumeRestoreMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "r-dp3", Namespace: "default"},
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r", K8sClusterName: "dp3", TCName: "basic", TCNamespace: "tidb",
+			Phase: dpv1alpha1.RestoreMemberRestoreVolume, Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p"}}},
+	}
+	if err := env.Client.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	run := func() *report.MemberStep {
+		sink, err := report.NewMemberStep(env.Config, dpv1alpha1.GroupVersion.WithKind("VolumeRestoreMember"), "volumerestoremembers", "default", r.Name, "restore-volumes")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sink
+	}
+	if err := run().Apply(ctx, map[string]string{"restore-volumes": `{"phase":"Completed"}`, "restore-volumes.result": `{"volumes":3}`}); err != nil {
+		t.Fatal(err)
+	}
+	again := run()
+	for _, phase := range []string{"Starting", "Restoring"} {
+		if err := again.Apply(ctx, map[string]string{"restore-volumes": `{"phase":"` + phase + `"}`}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := &dpv1alpha1.VolumeRestoreMember{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(r), got); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := dpv1alpha1.Step(got.Status.Steps, "restore-volumes"); !ok || s.Result != nil || s.Phase != "Restoring" {
+		t.Fatalf("the re-run's entry %+v: want its own phase and no result of the earlier run", s)
 	}
 }

@@ -14,7 +14,10 @@
 // Reporting never gets in the way of the command's real work: Update only queues, a background
 // loop writes every phase change at once and progress within one phase at most once per
 // MinInterval, and a failing write is logged and retried with backoff. Only Result, at the very
-// end, waits for its write (with a bound).
+// end, waits for its write (with a bound), which the same loop makes after the write in flight:
+// the command's writes reach the API server one at a time, in order. The result is applied under
+// a field manager of its own (`fedbr-br-<command>.result`), so that a status write the API
+// server stores late (after a timed-out attempt) never takes it away.
 //
 // A command may name transient phases: steps that usually pass in a moment, inside the GC pause
 // window, where every write wakes the agent and the manager and competes with the writes the
@@ -100,6 +103,12 @@ type Reporter struct {
 	flushing int
 	// drained is closed (and cleared) once the queue is empty; Flush waits on it.
 	drained chan struct{}
+
+	// result is what Result asked to write last (the summary and the latest status);
+	// resultErr and resultWritten say how its last attempt went.
+	result        map[string]string
+	resultErr     error
+	resultWritten bool
 
 	kick   chan struct{} // something was queued or Close was called
 	ctx    context.Context
@@ -231,16 +240,18 @@ func (r *Reporter) Close(ctx context.Context) {
 }
 
 // Result writes the command's final summary to `<command>.result`, together with its latest
-// status, retrying until it succeeds or ResultTimeout (or ctx) ends, and stops the write loop.
-// The command exits 0 only when it returns nil, so the agent may rely on a succeeded Job having
-// its result in its member's status.steps.
+// status, as the write loop's last write: after the write in flight, if any, has ended by
+// itself (an API server goes on with a write its client abandoned, and may store it after the
+// result), retrying until it succeeds or ResultTimeout (or ctx) ends. The command exits 0 only
+// when it returns nil, so the agent may rely on a succeeded Job having its result in its
+// member's status.steps.
 func (r *Reporter) Result(ctx context.Context, doc any) error {
 	if r == nil {
 		return nil
 	}
-	r.stop()
 	data, err := json.Marshal(doc)
 	if err != nil {
+		r.stop()
 		return fmt.Errorf("encode the %s result: %w", r.o.Command, err)
 	}
 	r.mu.Lock()
@@ -248,21 +259,39 @@ func (r *Reporter) Result(ctx context.Context, doc any) error {
 	if r.latest != "" {
 		keys[r.o.Command] = r.latest
 	}
+	r.result = keys
 	r.mu.Unlock()
+	r.signal()
 	ctx, cancel := context.WithTimeout(ctx, r.o.ResultTimeout)
 	defer cancel()
-	for attempt := 1; ; attempt++ {
-		err = r.apply(ctx, keys)
-		if err == nil {
-			return nil
-		}
-		r.o.Log("Writing the %s result to the member's status.steps failed (attempt %d): %v", r.o.Command, attempt, err)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("write the %s result to the member's status.steps: %w", r.o.Command, err)
-		case <-time.After(backoff.Doubling(firstBackoff, r.o.MaxBackoff, attempt)):
-		}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
 	}
+	r.stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.resultWritten {
+		return nil
+	}
+	err = r.resultErr
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err == nil {
+		err = errors.New("the reporter was closed first")
+	}
+	return fmt.Errorf("write the %s result to the member's status.steps: %w", r.o.Command, err)
+}
+
+// writeResult makes one attempt at Result's write: done once it landed (or the loop was
+// halted meanwhile).
+func (r *Reporter) writeResult(keys map[string]string) (done bool, err error) {
+	err = r.apply(r.ctx, keys)
+	r.mu.Lock()
+	r.resultErr, r.resultWritten = err, err == nil
+	r.mu.Unlock()
+	return err == nil || r.ctx.Err() != nil, err
 }
 
 func (r *Reporter) stop() {
@@ -285,7 +314,8 @@ func (r *Reporter) apply(ctx context.Context, keys map[string]string) error {
 	return r.o.Sink.Apply(ctx, keys)
 }
 
-// loop writes queued statuses in order until halted, or until Close and nothing is queued.
+// loop writes queued statuses in order, one at a time, until halted, until Close and nothing is
+// queued, or until Result's write landed.
 func (r *Reporter) loop() {
 	defer close(r.done)
 	var (
@@ -293,8 +323,25 @@ func (r *Reporter) loop() {
 		failures int
 		retryAt  time.Time // after a failed write, no attempt before this
 	)
-	for {
+	for attempt := 1; ; {
 		r.mu.Lock()
+		if final := r.result; final != nil {
+			r.mu.Unlock()
+			if wait := time.Until(retryAt); wait > 0 {
+				if !r.sleep(wait) {
+					return
+				}
+				continue
+			}
+			done, err := r.writeResult(final)
+			if done {
+				return
+			}
+			r.o.Log("Writing the %s result to the member's status.steps failed (attempt %d): %v", r.o.Command, attempt, err)
+			retryAt = time.Now().Add(backoff.Doubling(firstBackoff, r.o.MaxBackoff, attempt))
+			attempt++
+			continue
+		}
 		pc := pacing{interval: r.o.MinInterval, settle: r.o.Settle, transient: r.o.Transient}
 		if r.closing || r.flushing > 0 {
 			pc.interval, pc.settle = 0, 0

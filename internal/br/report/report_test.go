@@ -332,3 +332,49 @@ func TestReporterFlush(t *testing.T) {
 		t.Errorf("nil Flush = %v", err)
 	}
 }
+
+// stuckSink is a Sink whose first write hangs until its context ends, as a write to an API
+// server that takes its time; it records how that context ended.
+type stuckSink struct {
+	recorder
+	held  chan struct{}
+	ended chan error
+	once  sync.Once
+}
+
+func (s *stuckSink) Apply(ctx context.Context, data map[string]string) error {
+	first := false
+	s.once.Do(func() { first = true })
+	if !first {
+		return s.recorder.Apply(ctx, data)
+	}
+	close(s.held)
+	<-ctx.Done()
+	s.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// TestResultWaitsForTheWriteInFlight: Result never gives up on a status write in flight to send
+// the result. An API server goes on with a write its client abandoned, and a status it stores
+// after the result would take the result away (the crash suite saw a restore-volumes Job
+// succeed with no result in its report). The abandoned write here runs to its own attempt
+// timeout; the result is written after it.
+func TestResultWaitsForTheWriteInFlight(t *testing.T) {
+	sink := &stuckSink{held: make(chan struct{}), ended: make(chan error, 1)}
+	r, err := New(Options{Command: "restore-volumes", Sink: sink, AttemptTimeout: time.Second, MaxBackoff: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Update("Completed", status{"Completed", 3})
+	<-sink.held
+	if err := r.Result(context.Background(), map[string]int{"volumes": 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sink.ended; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the status write in flight ended with %v: Result cancelled it, and the API server may store it after the result", err)
+	}
+	want := map[string]string{"restore-volumes": `{"phase":"Completed","done":3}`, "restore-volumes.result": `{"volumes":3}`}
+	if len(sink.applies) != 1 || !reflect.DeepEqual(sink.applies[0], want) {
+		t.Errorf("writes after the one in flight = %v, want only the result %v", sink.applies, want)
+	}
+}
