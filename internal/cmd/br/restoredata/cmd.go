@@ -44,6 +44,9 @@ type options struct {
 	client *tidb.TLS
 }
 
+// ErrTimeout marks a data phase that --timeout ended.
+var ErrTimeout = errors.New("restore-data timed out")
+
 // errAlreadyDone: an earlier attempt of the step completed the data phase and reported it.
 var errAlreadyDone = errors.New("an earlier attempt restored the data already; nothing to do")
 
@@ -234,6 +237,11 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 	}
 	logf("Restoring data to resolved ts %d (%d stores expected)", cfg.ResolvedTS, cfg.Stores)
 	res, err := restoredata.Run(ctx, restoredata.Deps{PD: pc, HTTP: hc, Dial: o.client.DialTiKV, Log: logf, Report: report}, cfg)
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		// Whatever call the bound cut short (a gRPC stream says DeadlineExceeded in its own
+		// words), the reason is the bound.
+		return res, fmt.Errorf("%w: the data phase ran out of its --timeout %s: %w", ErrTimeout, o.timeout, err)
+	}
 	if err != nil {
 		return res, err
 	}
