@@ -6,10 +6,13 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fedbr/fedbr/internal/checklist"
 
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/tikv/pd/client/clients/router"
@@ -137,15 +140,15 @@ func Until(ctx context.Context, d Deps, cfg Config, within, interval time.Durati
 
 // Lines are the checks one per line, as `fedbr preflight` prints its own.
 func (r Result) Lines() []string {
-	out := make([]string, 0, len(r.Checks))
+	var l checklist.List
 	for _, c := range r.Checks {
+		cc := checklist.Check{What: c.Name}
 		if c.Error != "" {
-			out = append(out, "FAIL  "+c.Name+": "+c.Error)
-		} else {
-			out = append(out, "ok    "+c.Name)
+			cc.Err = errors.New(c.Error)
 		}
+		l.Checks = append(l.Checks, cc)
 	}
-	return out
+	return l.Lines()
 }
 
 func recoveringLifted(ctx context.Context, d Deps) error {

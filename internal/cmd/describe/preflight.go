@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/checklist"
+
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -81,18 +83,14 @@ It exits non-zero when a check fails.`,
 
 // Report prints one line per result and fails when any failed.
 func Report(w io.Writer, results []Result) error {
-	failed := 0
+	l := checklist.List{WhereWidth: 10}
 	for _, r := range results {
-		mark, why := "ok  ", ""
-		if r.Err != nil {
-			mark, why = "FAIL", ": "+r.Err.Error()
-			failed++
-		}
-		if _, err := fmt.Fprintf(w, "%s  %-10s %s%s\n", mark, r.Where, r.What, why); err != nil {
-			return err
-		}
+		l.Checks = append(l.Checks, checklist.Check{Where: r.Where, What: r.What, Err: r.Err})
 	}
-	if failed > 0 {
+	if err := l.Print(w); err != nil {
+		return err
+	}
+	if failed := l.Failed(); failed > 0 {
 		return fmt.Errorf("preflight: %d of %d checks failed", failed, len(results))
 	}
 	return nil

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/checklist"
+
 	"github.com/spf13/cobra"
 
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
@@ -80,20 +82,15 @@ func (o *options) run(ctx context.Context, out io.Writer) error {
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	checks := o.checks(ctx)
-	failed := 0
-	for _, c := range checks {
-		line := fmt.Sprintf("ok    %-9s %s", c.name, c.detail)
-		if c.err != nil {
-			failed++
-			line = fmt.Sprintf("FAIL  %-9s %v", c.name, c.err)
-		}
-		if _, err := fmt.Fprintln(out, line); err != nil {
-			return err
-		}
+	l := checklist.List{WhatWidth: 9}
+	for _, c := range o.checks(ctx) {
+		l.Checks = append(l.Checks, checklist.Check{What: c.name, Detail: c.detail, Err: c.err})
 	}
-	if failed > 0 {
-		return fmt.Errorf("%w: %d of %d checks", ErrFailed, failed, len(checks))
+	if err := l.Print(out); err != nil {
+		return err
+	}
+	if failed := l.Failed(); failed > 0 {
+		return fmt.Errorf("%w: %d of %d checks", ErrFailed, failed, len(l.Checks))
 	}
 	return nil
 }

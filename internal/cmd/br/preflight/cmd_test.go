@@ -53,12 +53,12 @@ func TestPreflight(t *testing.T) {
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
 	out, err = runPreflight(t, "--aws-endpoint", l.Endpoint)
-	if !errors.Is(err, ErrFailed) || !strings.Contains(out, "FAIL  region    no region: give --region") || strings.Contains(out, "identity") {
+	if !errors.Is(err, ErrFailed) || !strings.Contains(out, "FAIL  region: no region: give --region") || strings.Contains(out, "identity") {
 		t.Errorf("without a region: %v\n%s", err, out)
 	}
 
 	out, err = runPreflight(t, "--region", region, "--aws-endpoint", l.Endpoint, "--storage", "s3://missing/prod")
-	if !errors.Is(err, ErrFailed) || !strings.Contains(out, "FAIL  storage   s3://missing/prod: write .fedbr-preflight/") ||
+	if !errors.Is(err, ErrFailed) || !strings.Contains(out, "FAIL  storage: s3://missing/prod: write .fedbr-preflight/") ||
 		!strings.Contains(out, "NoSuchBucket") || !strings.Contains(out, "ok    ec2") {
 		t.Errorf("a missing bucket: %v\n%s", err, out)
 	}
