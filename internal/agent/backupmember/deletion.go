@@ -24,7 +24,8 @@ func CleanJobName(member string, attempt int) string {
 
 // planDeletion lets go of everything before the finalizer goes: the pause is lifted, a running
 // snapshot step is stopped and its pod waited out (no step of the backup can then send another
-// CreateSnapshots), and the snapshots are cleaned per cleanPolicy — by the one clean step, which
+// CreateSnapshots), a running size step too (nothing of it lands after the clean), and the
+// snapshots are cleaned per cleanPolicy — by the one clean step, which
 // also waits for what calls the stopped step sent may still make (volumesInFlight).
 func (p *plan) planDeletion() {
 	if pj := p.o.Pause; pj.Exists() && !pj.Done() && !pj.Suspended {
@@ -71,6 +72,13 @@ func (p *plan) planDeletion() {
 		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberNothingToCleanReason,
 			"this member never started a snapshot step", time.Time{})
 		p.res.RemoveFinalizer = true
+		return
+	}
+	if zj := p.o.Size; zj.Exists() && !zj.Done() {
+		// Stopped above: it may still write under the backup's storage as it exits (its saved
+		// log, with --save-step-logs), and what lands after the clean would outlive the backup.
+		p.set(dpv1alpha1.BackupMemberCleanedCondition, metav1.ConditionFalse, dpv1alpha1.BackupMemberCleaningReason,
+			"waiting for the size step to stop before cleaning", time.Time{})
 		return
 	}
 	p.planClean(complete)

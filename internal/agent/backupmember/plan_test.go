@@ -870,15 +870,34 @@ func TestPlanDeletion(t *testing.T) {
 			want: want{actions: []ActionKind{StopJob}, release: true},
 		},
 		{
-			name: "a size step still running is stopped before the clean",
+			// It may write under the backup's storage as it exits (its saved log): the clean
+			// starts once its pod is gone, so nothing of it outlives the clean.
+			name: "a size step still running is stopped, and the clean waits for it",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
 				o.Size = active(sizeName)
 			}),
-			want: want{actions: []ActionKind{EnsureServiceAccount, DeleteJob, CreateJob}, phase: PhaseCleaning, check: func(t *testing.T, r Result) {
-				if r.Actions[1].Name != sizeName {
-					t.Errorf("deleted %q, want the size Job", r.Actions[1].Name)
-				}
-			}},
+			want: want{actions: []ActionKind{DeleteJob}, phase: PhaseCleaning, failMatch: "waiting for the size step to stop before cleaning",
+				reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberCleaningReason},
+				check: func(t *testing.T, r Result) {
+					if r.Actions[0].Name != sizeName {
+						t.Errorf("deleted %q, want the size Job", r.Actions[0].Name)
+					}
+				}},
+		},
+		{
+			name: "a size step being stopped: the clean still waits",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Size = active(sizeName)
+				o.Size.Deleting = true
+			}),
+			want: want{actions: nil, phase: PhaseCleaning, failMatch: "waiting for the size step to stop before cleaning"},
+		},
+		{
+			name: "a size step stopped: the clean starts",
+			o: obs(member(dpv1alpha1.BackupMemberTeardown, deleting(fedv1alpha1.CleanPolicyDelete), started, complete), func(o *Observed) {
+				o.Size = failed(sizeName, job.ReasonBackoffLimitExceeded)
+			}),
+			want: want{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseCleaning},
 		},
 		{
 			name: "OnFailure keeps a complete backup",
