@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -450,6 +451,9 @@ func reportRestore(t *testing.T, e *testenv.Env, name, ts string, conds ...strin
 		if ts != "" {
 			m.Status.CommitTs = ts
 		}
+		if slices.Contains(conds, dpv1alpha1.RestoreMemberDataCompleteCondition) {
+			m.Status.RestoredTS = m.Spec.ResolvedTS // restore-data's echo of the ts it was given
+		}
 		return e.Client.Status().Update(context.Background(), m)
 	})
 }
@@ -488,6 +492,9 @@ func TestRestoreRunsDataOnTheSmallestTSAndFinishesEverywhere(t *testing.T) {
 	waitRestorePhase(t, l.dp2, "back", dpv1alpha1.RestoreMemberRestoreData)
 	if m := restoreMember(l.dp1, "back"); m.Spec.Phase != dpv1alpha1.RestoreMemberRestoreVolume {
 		t.Fatalf("dp1 moved to %s; only the smallest-ts member restores data", m.Spec.Phase)
+	}
+	if m := restoreMember(l.dp2, "back"); m.Spec.ResolvedTS != "400" {
+		t.Fatalf("the data member's spec.resolvedTS %q: the go to restore data carries the decided 400", m.Spec.ResolvedTS)
 	}
 	reportRestore(t, l.dp2, "back", "", dpv1alpha1.RestoreMemberDataCompleteCondition)
 	waitRestorePhase(t, l.dp1, "back", dpv1alpha1.RestoreMemberRestoreFinish)

@@ -310,13 +310,13 @@ func paddedBackupMember(i int) *dpv1alpha1.VolumeBackupMember {
 func paddedRestoreMember(i int) *dpv1alpha1.VolumeRestoreMember {
 	m := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: paddedMeta("restore", i),
 		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: pad('r', 253), K8sClusterName: pad('k', 253), TCName: pad('t', 4096), TCNamespace: pad('n', 63),
-			AZName: pad('z', 1024), Phase: dpv1alpha1.RestoreMemberRestoreData, DataMember: true,
+			AZName: pad('z', 1024), Phase: dpv1alpha1.RestoreMemberRestoreData, DataMember: true, ResolvedTS: "99999999999999999999",
 			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: pad('b', 255), Prefix: pad('p', 1024),
 				Path: pad('q', 1024)}}}}
 	for j := range 128 {
 		m.Spec.Template.Env = append(m.Spec.Template.Env, corev1.EnvVar{Name: fmt.Sprintf("PAD_%03d", j), Value: pad('v', 256)})
 	}
-	m.Status = dpv1alpha1.VolumeRestoreMemberStatus{Phase: pad('P', MaxMemberPhase), CommitTs: pad('1', MaxMemberCommitTs), VolumesTotal: 1, VolumesReady: 1,
+	m.Status = dpv1alpha1.VolumeRestoreMemberStatus{Phase: pad('P', MaxMemberPhase), CommitTs: pad('1', MaxMemberCommitTs), RestoredTS: pad('2', 20), VolumesTotal: 1, VolumesReady: 1,
 		Conditions: paddedConditions([]string{dpv1alpha1.RestoreMemberFailedCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition,
 			dpv1alpha1.RestoreMemberWarmUpStartedCondition, dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberDataCompleteCondition,
 			dpv1alpha1.RestoreMemberCompleteCondition},

@@ -37,7 +37,8 @@ import (
 //     Complete and GCResumed with their status only; the pause step's phase, backupTS,
 //     gcPausedAt and liftedAt (pausedTS, aggregate) and the snapshot step's phase and startedAt
 //     (snapshotArmed, SnapshotsStarted).
-//   - status of a restore member: phase, commitTs (volumerestore.aggregate, dataMember); the
+//   - status of a restore member: phase, commitTs (volumerestore.aggregate, dataMember),
+//     restoredTS (planData's check of restore-data's echo; the CRD bounds it to 20 bytes); the
 //     conditions Failed and WarmUpComplete with their reason and message, WarmUpStarted,
 //     TikvComplete, DataComplete and Complete with their status only. The manager reads no step
 //     of a restore member.
@@ -139,7 +140,7 @@ func TrimRestoreMember(m *dpv1alpha1.VolumeRestoreMember) *dpv1alpha1.VolumeRest
 		out.Status.Conditions = []metav1.Condition{*c}
 		return out
 	}
-	out.Status = dpv1alpha1.VolumeRestoreMemberStatus{Phase: st.Phase, CommitTs: st.CommitTs,
+	out.Status = dpv1alpha1.VolumeRestoreMemberStatus{Phase: st.Phase, CommitTs: st.CommitTs, RestoredTS: st.RestoredTS,
 		Conditions: keptConditions(st.Conditions, map[string]bool{
 			dpv1alpha1.RestoreMemberFailedCondition:         true,
 			dpv1alpha1.RestoreMemberWarmUpCompleteCondition: true,

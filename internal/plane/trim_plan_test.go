@@ -216,7 +216,7 @@ func randRestoreMember(r *rand.Rand, vr *fedv1alpha1.VolumeRestore, cluster stri
 		DataMember: r.IntN(3) == 0, Template: vr.Spec.Template}}
 	m.Status = dpv1alpha1.VolumeRestoreMemberStatus{ObservedGeneration: int64(r.IntN(3)),
 		Phase:    pick(r, "", "Running", "Complete", "Failed"),
-		CommitTs: pick(r, "", "400", "500", "junk"), VolumesTotal: int32(r.IntN(4)), VolumesReady: int32(r.IntN(4)),
+		CommitTs: pick(r, "", "400", "500", "junk"), RestoredTS: pick(r, "", "400", "500", "junk"), VolumesTotal: int32(r.IntN(4)), VolumesReady: int32(r.IntN(4)),
 		TimeStarted: randTime(r), TimeCompleted: randTime(r),
 		Conditions: randConditions(r, []string{dpv1alpha1.RestoreMemberTargetCheckedCondition, dpv1alpha1.RestoreMemberVolumeCompleteCondition,
 			dpv1alpha1.RestoreMemberWarmUpStartedCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition, dpv1alpha1.RestoreMemberTikvCompleteCondition,

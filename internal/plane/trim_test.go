@@ -56,7 +56,7 @@ func TestTrimKeepsWhatTheManagerReadsOfABackupMember(t *testing.T) {
 // the manager does not read.
 func TestTrimKeepsWhatTheManagerReadsOfARestoreMember(t *testing.T) {
 	m := paddedRestoreMember(0)
-	m.Status.Phase, m.Status.CommitTs = "Running", "400"
+	m.Status.Phase, m.Status.CommitTs, m.Status.RestoredTS = "Running", "400", "400"
 	m.Annotations[dpv1alpha1.AnnotationPhaseSince] = "2026-12-06T13:00:00.5+01:00"
 	got := TrimRestoreMember(m.DeepCopy())
 	f := func(c metav1.Condition) metav1.Condition {
@@ -70,7 +70,7 @@ func TestTrimKeepsWhatTheManagerReadsOfARestoreMember(t *testing.T) {
 				dpv1alpha1.LabelOwnerUID: m.Labels[dpv1alpha1.LabelOwnerUID]},
 			Annotations: map[string]string{dpv1alpha1.AnnotationPhaseSince: "2026-12-06T13:00:00.5+01:00"}},
 		Spec:   dpv1alpha1.VolumeRestoreMemberSpec{Phase: m.Spec.Phase, DataMember: true},
-		Status: dpv1alpha1.VolumeRestoreMemberStatus{Phase: "Running", CommitTs: "400", Conditions: []metav1.Condition{f(cs[0]), f(cs[1]), st(cs[2]), st(cs[3]), st(cs[4]), st(cs[5])}},
+		Status: dpv1alpha1.VolumeRestoreMemberStatus{Phase: "Running", CommitTs: "400", RestoredTS: "400", Conditions: []metav1.Condition{f(cs[0]), f(cs[1]), st(cs[2]), st(cs[3]), st(cs[4]), st(cs[5])}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("trimmed member (-want +got):\n%s", d)

@@ -482,13 +482,62 @@ func TestRestoreMemberDataMemberSticks(t *testing.T) {
 		t.Fatal(err)
 	}
 	set(t, obj.Object, "spec.dataMember", true)
+	if err := env.Client.Update(ctx, obj.DeepCopy()); err == nil || !strings.Contains(err.Error(), "dataMember and phase restore-data come with resolvedTS") {
+		t.Fatalf("marking the data member without the decided ts: want refusal, got %v", err)
+	}
+	set(t, obj.Object, "spec.resolvedTS", "470802380936708097")
 	if err := env.Client.Update(ctx, obj); err != nil {
 		t.Fatalf("marking the data member refused: %v", err)
 	}
+	for _, s := range []struct {
+		path    string
+		value   any
+		wantMsg string
+	}{
+		{"spec.dataMember", false, "dataMember cannot be unset"},
+		{"spec.resolvedTS", "470802380936708098", "resolvedTS is immutable"},
+		{"spec.resolvedTS", nil, "resolvedTS cannot be unset"},
+	} {
+		cur := obj.DeepCopy()
+		if s.value == nil {
+			unstructured.RemoveNestedField(cur.Object, strings.Split(s.path, ".")...)
+		} else {
+			set(t, cur.Object, s.path, s.value)
+		}
+		if err := env.Client.Update(ctx, cur); err == nil || !strings.Contains(err.Error(), s.wantMsg) {
+			t.Errorf("%s -> %v: want refusal with %q, got %v", s.path, s.value, s.wantMsg, err)
+		}
+	}
+}
+
+// TestRestoreMemberGoCarriesTheResolvedTS: phase restore-data, the go of the data phase, comes
+// with the ts the manager decided; a ts that is no decimal TSO is refused.
+func TestRestoreMemberGoCarriesTheResolvedTS(t *testing.T) {
+	ctx := context.Background()
+	ensureNamespace(t, "members")
+	obj := sample(t, "dataplane_v1alpha1_volumerestoremember.yaml")
+	obj.SetNamespace("members")
+	obj.SetName("go-carries-ts")
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatal(err)
+	}
 	cur := obj.DeepCopy()
-	set(t, cur.Object, "spec.dataMember", false)
-	if err := env.Client.Update(ctx, cur); err == nil || !strings.Contains(err.Error(), "dataMember cannot be unset") {
-		t.Fatalf("unmarking: want refusal with %q, got %v", "dataMember cannot be unset", err)
+	set(t, cur.Object, "spec.phase", "restore-data")
+	if err := env.Client.Update(ctx, cur); err == nil || !strings.Contains(err.Error(), "dataMember and phase restore-data come with resolvedTS") {
+		t.Fatalf("restore-data without the decided ts: want refusal, got %v", err)
+	}
+	for _, bad := range []string{"0", "-1", "12a", "123456789012345678901"} {
+		cur := obj.DeepCopy()
+		set(t, cur.Object, "spec.phase", "restore-data")
+		set(t, cur.Object, "spec.resolvedTS", bad)
+		if err := env.Client.Update(ctx, cur); err == nil || !strings.Contains(err.Error(), "spec.resolvedTS") {
+			t.Errorf("resolvedTS %q: want refusal naming spec.resolvedTS, got %v", bad, err)
+		}
+	}
+	set(t, obj.Object, "spec.phase", "restore-data")
+	set(t, obj.Object, "spec.resolvedTS", "470802380936708097")
+	if err := env.Client.Update(ctx, obj); err != nil {
+		t.Fatalf("restore-data with the decided ts refused: %v", err)
 	}
 }
 

@@ -24,6 +24,8 @@ const (
 // VolumeRestoreMemberSpec is what the manager asks of one data plane.
 //
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'restore-finish' || self.phase == 'restore-finish'",message="phase cannot go back from restore-finish"
+// +kubebuilder:validation:XValidation:rule="!(has(self.dataMember) && self.dataMember) && self.phase != 'restore-data' || has(self.resolvedTS)",message="dataMember and phase restore-data come with resolvedTS, the ts the manager decided to restore to"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.resolvedTS) || has(self.resolvedTS)",message="resolvedTS cannot be unset"
 type VolumeRestoreMemberSpec struct {
 	// VolumeRestore is the name of the VolumeRestore in the control plane this member belongs to.
 	// +kubebuilder:validation:MinLength=1
@@ -56,6 +58,15 @@ type VolumeRestoreMemberSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self || !oldSelf",message="dataMember cannot be unset"
 	DataMember bool `json:"dataMember,omitempty"`
+	// ResolvedTS is the ts the manager decided the whole cluster is flashed back to (decimal
+	// TSO): the smallest of the members' backups' resolved ts. It comes with dataMember and
+	// with phase restore-data, and never changes. The data member's restore-data step is given
+	// it (--resolved-ts), refuses a backupmeta that says otherwise, and reports the ts it
+	// restored to, which the agent puts in status.restoredTS for the manager to check.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^[1-9][0-9]{0,19}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="resolvedTS is immutable"
+	ResolvedTS string `json:"resolvedTS,omitempty"`
 	// Template is the VolumeRestore's template.
 	Template fedv1alpha1.VolumeRestoreMemberSpec `json:"template"`
 }
@@ -96,6 +107,12 @@ type VolumeRestoreMemberStatus struct {
 	// CommitTs is the resolved-ts of the backup this member restores (decimal TSO).
 	// +optional
 	CommitTs string `json:"commitTs,omitempty"`
+	// RestoredTS is the ts the data member's restore-data step reports it flashed the whole
+	// cluster back to (from its result); the manager completes the restore only when it is the
+	// member's spec.resolvedTS.
+	// +optional
+	// +kubebuilder:validation:MaxLength=20
+	RestoredTS string `json:"restoredTS,omitempty"`
 	// VolumesTotal is the number of volumes this member creates.
 	// +optional
 	VolumesTotal int32 `json:"volumesTotal,omitempty"`

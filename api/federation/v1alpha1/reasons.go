@@ -108,6 +108,9 @@ const (
 	// VolumeRestoreBadCommitTSReason: a member reports no commit ts (its backupmeta gives no
 	// resolved ts) when restore-data is to start.
 	VolumeRestoreBadCommitTSReason = "BadCommitTS"
+	// VolumeRestoreRestoredTSMismatchReason: the data member reports the data restored to
+	// another ts than the one the manager decided (its spec.resolvedTS), or to none.
+	VolumeRestoreRestoredTSMismatchReason = "RestoredTSMismatch"
 )
 
 // Reasons of a VolumeRestore's WarmUpComplete condition.

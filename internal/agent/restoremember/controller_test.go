@@ -361,14 +361,20 @@ func TestRestoreProtocol(t *testing.T) {
 	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
 
 	// The manager picks this member for restore-data.
-	f.update(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Phase = dpv1alpha1.RestoreMemberRestoreData })
+	f.update(func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.Phase, m.Spec.ResolvedTS = dpv1alpha1.RestoreMemberRestoreData, "470802380936708097"
+	})
 	var rd *batchv1.Job
 	eventually(t, "restore-data Job", func() (bool, string) { rd = f.job(job.StepRestoreData); return rd != nil, "none" })
-	if a := rd.Spec.Template.Spec.Containers[0].Args; argValue(a, "--pd") != "http://127.0.0.1:2379" || argValue(a, "--storage") != "backup/p-az1" {
+	if a := rd.Spec.Template.Spec.Containers[0].Args; argValue(a, "--pd") != "http://127.0.0.1:2379" || argValue(a, "--storage") != "backup/p-az1" ||
+		argValue(a, "--resolved-ts") != "470802380936708097" {
 		t.Errorf("restore-data args %v", a)
 	}
-	f.writeReport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.StepRestoreData + ".result": `{"regions":3,"restoreTS":1}`})
+	f.writeReport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.StepRestoreData + ".result": `{"resolvedTS":470802380936708097,"regions":3,"restoreTS":1}`})
 	f.waitCondition(dpv1alpha1.RestoreMemberDataCompleteCondition)
+	if got := f.member().Status.RestoredTS; got != "470802380936708097" {
+		t.Errorf("status.restoredTS = %q, want the step's echo 470802380936708097 (a TSO, exact)", got)
+	}
 
 	// restore-finish: recovery mode off, the recovery-mode TiKV pod restarted.
 	oldPod := &corev1.Pod{}

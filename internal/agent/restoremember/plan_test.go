@@ -49,6 +49,9 @@ func rmember(phase dpv1alpha1.RestoreMemberPhase, mut ...func(*dpv1alpha1.Volume
 			AZName: "us-west-2b", Phase: phase,
 			Backup: fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "bk", Prefix: "p-az1"}}},
 	}
+	if phase == dpv1alpha1.RestoreMemberRestoreData {
+		m.Spec.ResolvedTS = "42" // the manager's go carries the ts it decided
+	}
 	for _, f := range mut {
 		f(m)
 	}
@@ -71,7 +74,7 @@ func handedOver(up int) *pcv1alpha1.TidbCluster {
 }
 
 // dataMember marks the member as the one the manager chose to run restore-data.
-func dataMember(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember = true }
+func dataMember(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember, m.Spec.ResolvedTS = true, "42" }
 
 var tikvUp = []func(*dpv1alpha1.VolumeRestoreMember){
 	rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason),
@@ -1018,7 +1021,8 @@ func TestPlanDataAndFinish(t *testing.T) {
 				storesUp(targetTC(2, true), 2)),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseRestoringData, check: func(t *testing.T, r Result) {
 				args := r.Actions[1].Job.Spec.Template.Spec.Containers[0].Args
-				if !slices.Contains(args, "--tolerate-single-tikv-outage") || argValue(args, "--pd") != "http://pd:2379" || argValue(args, "--storage") != "s3://bk/p-az1" {
+				if !slices.Contains(args, "--tolerate-single-tikv-outage") || argValue(args, "--pd") != "http://pd:2379" || argValue(args, "--storage") != "s3://bk/p-az1" ||
+					argValue(args, "--resolved-ts") != "42" {
 					t.Errorf("args %v", args)
 				}
 			}},
@@ -1070,9 +1074,26 @@ func TestPlanDataAndFinish(t *testing.T) {
 			name: "restore-data done",
 			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
 				o.RestoreData = job.State{Name: rdName, Phase: job.Succeeded}
+				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.StepRestoreData + ".result": `{"resolvedTS":42,"regions":10}`})
+			}),
+			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberDataCompleteCondition}, phase: PhaseDataComplete, check: func(t *testing.T, r Result) {
+				if r.Status.RestoredTS != "42" {
+					t.Errorf("status.restoredTS = %q, want the step's echo 42", r.Status.RestoredTS)
+				}
+			}},
+		},
+		{
+			name: "restore-data done without saying what ts it restored to: refused",
+			o: robs(ready(dpv1alpha1.RestoreMemberRestoreData), storesUp(targetTC(2, true), 2), func(o *Observed) {
+				o.RestoreData = job.State{Name: rdName, Phase: job.Succeeded}
 				o.Report = rreport(map[string]string{job.StepRestoreData: `{"phase":"Completed"}`, job.StepRestoreData + ".result": `{"regions":10}`})
 			}),
-			want: rwant{actions: nil, true: []string{dpv1alpha1.RestoreMemberDataCompleteCondition}, phase: PhaseDataComplete},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.InvalidReportReason}, msg: "names no resolved ts", phase: PhaseFailed},
+		},
+		{
+			name: "restore-data is never started without the decided ts",
+			o:    robs(ready(dpv1alpha1.RestoreMemberRestoreData, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.ResolvedTS = "" }), storesUp(targetTC(2, true), 2)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreDataFailedReason}, msg: "spec.resolvedTS is not set", phase: PhaseFailed},
 		},
 		{
 			name: "restore-finish: leave recovery mode, record and restart the recovery pods",

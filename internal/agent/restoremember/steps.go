@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	brrestoredata "github.com/fedbr/fedbr/internal/br/restoredata"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -530,8 +532,15 @@ func (p *plan) planData() {
 		p.fail(reason, msg)
 		return
 	case done:
+		// The step's echo of the ts it restored to, for the manager to check against its decision.
+		var sum brrestoredata.Result
+		if _, err := p.o.Report.Result(job.StepRestoreData, &sum); err != nil || sum.ResolvedTS == 0 {
+			p.fail(dpv1alpha1.InvalidReportReason, fmt.Sprintf("restore-data succeeded, but its result names no resolved ts it restored to (%v)", err))
+			return
+		}
+		p.res.Status.RestoredTS = strconv.FormatUint(sum.ResolvedTS, 10)
 		p.set(dpv1alpha1.RestoreMemberDataCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberDataRestoredReason,
-			"regions recovered and the whole key space flashed back to "+p.res.Status.CommitTs)
+			"regions recovered and the whole key space flashed back to "+p.res.Status.RestoredTS)
 		return
 	case rd.Exists() || reported:
 		// An armed step starts on the member's phase restore-data, which it watches.
@@ -571,7 +580,14 @@ func (p *plan) startData(armed bool) {
 		p.fail(dpv1alpha1.InvalidStorageReason, "spec.backup: "+err.Error())
 		return
 	}
-	args := []string{"br", job.StepRestoreData, "--pd", strings.Join(pd, ","), "--storage", storage.Flag}
+	if p.m.Spec.ResolvedTS == "" {
+		// Admission refuses dataMember or phase restore-data without it (the CRD's rule).
+		p.fail(dpv1alpha1.RestoreMemberRestoreDataFailedReason, "spec.resolvedTS is not set: the manager gives it with dataMember and phase restore-data")
+		return
+	}
+	// The ts the manager decided travels as the step's flag; the step checks the backupmeta
+	// agrees and reports the ts it restored to.
+	args := []string{"br", job.StepRestoreData, "--pd", strings.Join(pd, ","), "--storage", storage.Flag, "--resolved-ts", p.m.Spec.ResolvedTS}
 	if p.m.Spec.Template.TolerateSingleTiKVOutage {
 		args = append(args, "--tolerate-single-tikv-outage")
 	}

@@ -159,6 +159,9 @@ const (
 
 // Result summarises a data phase.
 type Result struct {
+	// ResolvedTS is the ts every region was flashed back to (the Config's): the agent reports it
+	// as its member's status.restoredTS, which the manager checks against what it decided.
+	ResolvedTS   uint64   `json:"resolvedTS"`
 	Regions      int      `json:"regions"`
 	Leaders      int      `json:"leaders"`
 	Dropped      int      `json:"droppedRegions"`
@@ -260,7 +263,7 @@ func runPhases(ctx context.Context, d Deps, cfg Config, report func(phase string
 func (r *run) recoverAndFlashBack(ctx context.Context, report func(phase string, res *Result)) (Result, error) {
 	defer r.close() // the watcher stops with the phase, before GC and the schedulers go
 	d, cfg := r.d, r.cfg
-	var res Result
+	res := Result{ResolvedTS: cfg.ResolvedTS}
 	var err error
 	for res.Attempts = 1; res.Attempts <= cfg.Attempts; res.Attempts++ {
 		report(PhaseRecoveringRegions, &res)

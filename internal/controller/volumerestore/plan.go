@@ -59,7 +59,8 @@ type ActionKind string
 const (
 	CreateMember ActionKind = "CreateMember"
 	SetPhase     ActionKind = "SetPhase"
-	// MarkDataMember sets spec.dataMember on the member that will run restore-data.
+	// MarkDataMember sets spec.dataMember on the member that will run restore-data, with the
+	// ts it restores to (spec.resolvedTS).
 	MarkDataMember ActionKind = "MarkDataMember"
 	DeleteMember   ActionKind = "DeleteMember"
 )
@@ -71,6 +72,9 @@ type Action struct {
 	Phase   dpv1alpha1.RestoreMemberPhase
 	// From is the member's spec phase a SetPhase was planned from: the move tests it.
 	From dpv1alpha1.RestoreMemberPhase
+	// ResolvedTS is the ts the manager decided the cluster is restored to: a MarkDataMember and
+	// a SetPhase to restore-data carry it to the data member's spec.resolvedTS.
+	ResolvedTS uint64
 }
 
 // Result is Plan's decision.
@@ -216,10 +220,16 @@ func planData(o Observed, res *Result, now time.Time) {
 	data := o.Members[chosen]
 	if !memberTrue(data, dpv1alpha1.RestoreMemberDataCompleteCondition) {
 		if data.Phase == restoreVolume {
-			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData, From: data.Phase})
+			res.add(o, Action{Kind: SetPhase, Cluster: chosen, Phase: restoreData, From: data.Phase, ResolvedTS: ts})
 		}
 		progress(st, now, fedv1alpha1.VolumeRestoreRestoringDataReason, fmt.Sprintf("%s recovers the cluster's data to %d", chosen, ts))
 		step(st, "RestoreData", now, false)
+		return
+	}
+	// The echo: the ts the data member's step reports it restored to must be the one decided.
+	if restored := data.Status.RestoredTS; restored != strconv.FormatUint(ts, 10) {
+		*res = fail(o, *res, now, fedv1alpha1.VolumeRestoreRestoredTSMismatchReason,
+			fmt.Sprintf("member in %s reports the data restored to ts %q, but the restore decided %d (its spec.resolvedTS)", chosen, restored, ts))
 		return
 	}
 	st.CommitTs = strconv.FormatUint(ts, 10)
@@ -289,11 +299,11 @@ func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bo
 // backup's resolved ts: early, so its step is armed by the time TiKV runs everywhere. A bad
 // resolved ts is left to planData, which fails the restore on it.
 func markData(o Observed, res *Result) {
-	chosen, _, err := dataMember(o)
+	chosen, ts, err := dataMember(o)
 	if err != nil || o.Members[chosen].DataMember {
 		return
 	}
-	res.add(o, Action{Kind: MarkDataMember, Cluster: chosen})
+	res.add(o, Action{Kind: MarkDataMember, Cluster: chosen, ResolvedTS: ts})
 }
 
 // dataMember picks the member whose backup has the smallest resolved ts (ties: first in spec).

@@ -32,6 +32,9 @@ func member(phase dpv1alpha1.RestoreMemberPhase, ts string, conds ...string) Mem
 	m := Member{Exists: true, Phase: phase, PhaseSince: t0}
 	m.Status.CommitTs = ts
 	for _, c := range conds {
+		if c == data {
+			m.Status.RestoredTS = ts // restore-data's echo of the decided ts
+		}
 		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "R"})
 	}
 	return m
@@ -82,7 +85,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "one TiKV not up yet: wait, with the data member marked so its step is armed meanwhile",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100")},
-			want:      []Action{{Kind: MarkDataMember, Cluster: "az2"}},
+			want:      []Action{{Kind: MarkDataMember, Cluster: "az2", ResolvedTS: 100}},
 			wantPhase: fedv1alpha1.VolumeRestoreRunning,
 		},
 		{
@@ -98,13 +101,13 @@ func TestPlan(t *testing.T) {
 		{
 			name:      "the marked member restores data, even if another reports a smaller ts later",
 			members:   map[string]Member{"az1": marked(member(restoreVolume, "200", tikv)), "az2": member(restoreVolume, "100", tikv)},
-			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: restoreData}},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: restoreData, ResolvedTS: 200}},
 			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
 		},
 		{
 			name:      "all TiKV up: the member with the smallest resolved ts restores data",
 			members:   map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": member(restoreVolume, "100", tikv)},
-			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: restoreData}},
+			want:      []Action{{Kind: SetPhase, Cluster: "az2", Phase: restoreData, ResolvedTS: 100}},
 			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
 		},
 		{
@@ -141,6 +144,35 @@ func TestPlan(t *testing.T) {
 					t.Errorf("CommitTs = %s, want 100", r.Status.CommitTs)
 				}
 			},
+		},
+		{
+			name: "the data member reports another ts than decided: the restore fails",
+			members: map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": func() Member {
+				m := member(restoreData, "100", tikv, data)
+				m.Status.RestoredTS = "99"
+				return m
+			}()},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}, {Kind: DeleteMember, Cluster: "az2"}},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
+			check: func(t *testing.T, r Result) {
+				f := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
+				if f == nil || f.Reason != fedv1alpha1.VolumeRestoreRestoredTSMismatchReason || !strings.Contains(f.Message, `restored to ts "99", but the restore decided 100`) {
+					t.Errorf("Failed %+v", f)
+				}
+				if r.Status.CommitTs != "" {
+					t.Errorf("CommitTs = %s, want none", r.Status.CommitTs)
+				}
+			},
+		},
+		{
+			name: "the data member reports its data restored without a ts: the restore fails",
+			members: map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": func() Member {
+				m := member(restoreData, "100", tikv, data)
+				m.Status.RestoredTS = ""
+				return m
+			}()},
+			want:      []Action{{Kind: DeleteMember, Cluster: "az1"}, {Kind: DeleteMember, Cluster: "az2"}},
+			wantPhase: fedv1alpha1.VolumeRestoreFailed,
 		},
 		{
 			name:      "all finished: complete, with step timings",

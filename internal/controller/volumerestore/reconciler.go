@@ -3,6 +3,7 @@ package volumerestore
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -110,11 +111,15 @@ func apply(ctx context.Context, planes *plane.Set, rec events.EventRecorder, vr 
 		rec.Eventf(vr, nil, "Normal", "MemberCreated", "Create", "member %s/%s in %s, phase %s", cl.TCNamespace, name, a.Cluster, a.Phase)
 		return nil
 	case SetPhase:
-		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, string(a.From), map[string]any{"phase": a.Phase}, now, func() bool {
+		spec := map[string]any{"phase": a.Phase}
+		if a.ResolvedTS != 0 {
+			spec["resolvedTS"] = strconv.FormatUint(a.ResolvedTS, 10)
+		}
+		return federation.MovePhase(ctx, c, p.Cluster.GetAPIReader(), ref, string(a.From), spec, now, func() bool {
 			return phaseOrder[ref.Spec.Phase] >= phaseOrder[a.Phase]
 		})
 	case MarkDataMember:
-		return federation.SetSpec(ctx, c, ref, map[string]any{"dataMember": true})
+		return federation.SetSpec(ctx, c, ref, map[string]any{"dataMember": true, "resolvedTS": strconv.FormatUint(a.ResolvedTS, 10)})
 	case DeleteMember:
 		return federation.Delete(ctx, c, ref)
 	}

@@ -44,6 +44,9 @@ type options struct {
 	client *tidb.TLS
 }
 
+// ErrResolvedTSMismatch: --resolved-ts and the backupmeta's resolved ts differ.
+var ErrResolvedTSMismatch = errors.New("the resolved ts to restore to is not the backup's")
+
 // ErrTimeout marks a data phase that --timeout ended.
 var ErrTimeout = errors.New("restore-data timed out")
 
@@ -91,7 +94,7 @@ func newCmd(o *options) *cobra.Command {
 	f := cmd.Flags()
 	o.session.Register(f)
 	f.StringSliceVar(&o.pd, "pd", nil, "PD address(es), host:port or http://host:port (required)")
-	f.Uint64Var(&o.resolvedTS, "resolved-ts", 0, "ts to flash back to; default: the resolved_ts of the backupmeta in --storage")
+	f.Uint64Var(&o.resolvedTS, "resolved-ts", 0, "ts to flash back to (the agent passes the member's spec.resolvedTS); with --storage it must be the backupmeta's resolved_ts, else the step refuses before touching the cluster; default: the backupmeta's")
 	f.IntVar(&o.stores, "stores", 0, "TiKV stores of the whole cluster the backup had; default: the backupmeta's tikv.replicas")
 	f.BoolVar(&o.tolerate, "tolerate-single-tikv-outage", false, "proceed with one TiKV store down")
 	f.DurationVar(&o.waitStores, "wait-stores-timeout", 30*time.Minute, "how long to wait for the backup's TiKV stores to come up in recovery mode, and how long flashback may go without progress while a restarted store comes back")
@@ -161,24 +164,30 @@ func run(cmd *cobra.Command, o options) error {
 
 // config is the data phase's configuration: the flags, with the resolved ts and the store count
 // the backupmeta bm (nil without --storage) gives where no flag does.
-func (o options) config(bm *meta.Record) restoredata.Config {
+func (o options) config(bm *meta.Record) (restoredata.Config, error) {
 	cfg := restoredata.Config{ResolvedTS: o.resolvedTS, Stores: o.stores, Attempts: o.attempts, Backoff: o.backoff, Concurrency: o.concurrent,
 		LeaderTimeout: o.leaderWait, WaitStoresTimeout: o.waitStores}
 	if o.tolerate {
 		cfg.MaxMissingStores = 1
 	}
 	if bm == nil {
-		return cfg
+		return cfg, nil
 	}
-	if cfg.ResolvedTS == 0 && bm.ClusterInfo != nil {
-		cfg.ResolvedTS = bm.ClusterInfo.ResolvedTS
+	if bm.ClusterInfo != nil {
+		switch saved := bm.ClusterInfo.ResolvedTS; {
+		case cfg.ResolvedTS == 0:
+			cfg.ResolvedTS = saved
+		case saved != 0 && saved != cfg.ResolvedTS:
+			return cfg, fmt.Errorf("%w: --resolved-ts %d (the member's spec.resolvedTS, which the manager decided), but the backupmeta in %s gives resolved ts %d",
+				ErrResolvedTSMismatch, cfg.ResolvedTS, o.session.Storage, saved)
+		}
 	}
 	if cfg.Stores == 0 {
 		// The whole cluster's TiKV count, which every plane's backupmeta records, not this
 		// plane's store list.
 		cfg.Stores = max(bm.TiKV.Replicas, len(bm.TiKV.Stores))
 	}
-	return cfg
+	return cfg, nil
 }
 
 // restore runs the data phase and prints its JSON summary. --timeout bounds what comes before
@@ -199,7 +208,10 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 			return restoredata.Result{}, fmt.Errorf("read backupmeta from %s: %w", o.session.Storage, err)
 		}
 	}
-	cfg := o.config(bm)
+	cfg, err := o.config(bm)
+	if err != nil {
+		return restoredata.Result{}, err
+	}
 	pc, err := o.client.NewPDClient(context.WithoutCancel(ctx), o.pd)
 	if err != nil {
 		return restoredata.Result{}, fmt.Errorf("connect to PD %v: %w", o.pd, err)

@@ -67,7 +67,8 @@ func TestConfigCountsTheWholeCluster(t *testing.T) {
 	}{
 		{"backupmeta's tikv.replicas", nil, plane, 6, 0, 42},
 		{"tolerating one store down", []string{"--tolerate-single-tikv-outage"}, plane, 6, 1, 42},
-		{"--stores wins", []string{"--stores", "9", "--resolved-ts", "7"}, plane, 9, 0, 7},
+		{"--stores wins", []string{"--stores", "9", "--resolved-ts", "42"}, plane, 9, 0, 42},
+		{"--resolved-ts without a backupmeta", []string{"--stores", "3", "--resolved-ts", "7"}, nil, 3, 0, 7},
 		{"no replicas recorded: the stores listed", nil, upstreamLike, 2, 0, 42},
 		{"no backupmeta", []string{"--stores", "3"}, nil, 3, 0, 0},
 	}
@@ -77,7 +78,10 @@ func TestConfigCountsTheWholeCluster(t *testing.T) {
 			if err := newCmd(o).Flags().Parse(tc.args); err != nil {
 				t.Fatal(err)
 			}
-			cfg := o.config(tc.bm)
+			cfg, err := o.config(tc.bm)
+			if err != nil {
+				t.Fatal(err)
+			}
 			if cfg.Stores != tc.wantStores || cfg.MaxMissingStores != tc.wantMissing || cfg.ResolvedTS != tc.wantTS {
 				t.Errorf("config = stores %d, missing %d, ts %d; want %d, %d, %d", cfg.Stores, cfg.MaxMissingStores, cfg.ResolvedTS, tc.wantStores, tc.wantMissing, tc.wantTS)
 			}
@@ -85,6 +89,21 @@ func TestConfigCountsTheWholeCluster(t *testing.T) {
 				t.Errorf("--wait-stores-timeout default = %s, want 30m", cfg.WaitStoresTimeout)
 			}
 		})
+	}
+}
+
+// TestResolvedTSMustMatchTheBackupmeta: the ts the manager decided (the member's
+// spec.resolvedTS, passed as --resolved-ts) and the one the backupmeta it reads gives must be
+// the same, or restore-data refuses before it touches the cluster: the backupmeta changed since
+// restore-volumes reported it, or the decision was made from something else.
+func TestResolvedTSMustMatchTheBackupmeta(t *testing.T) {
+	o := &options{}
+	if err := newCmd(o).Flags().Parse([]string{"--resolved-ts", "41"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := o.config(&meta.Record{ClusterInfo: &meta.ClusterInfo{ResolvedTS: 42}, TiKV: meta.TiKV{Replicas: 3}})
+	if !errors.Is(err, ErrResolvedTSMismatch) || !strings.Contains(err.Error(), "--resolved-ts 41") || !strings.Contains(err.Error(), "resolved ts 42") {
+		t.Fatalf("config with --resolved-ts 41 over a backupmeta at 42 = %v, want ErrResolvedTSMismatch naming both", err)
 	}
 }
 
