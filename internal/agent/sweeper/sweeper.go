@@ -49,6 +49,8 @@ import (
 const (
 	DefaultInterval = 10 * time.Minute
 	DefaultGrace    = time.Hour
+	// DefaultPageSize is how many objects one list call of a sweep asks for.
+	DefaultPageSize = 100
 )
 
 // Cloud is what the sweeper needs from the provider.
@@ -83,6 +85,10 @@ type Sweeper struct {
 	Now func() time.Time
 	// Log is the sweeper's logger.
 	Log logr.Logger
+	// PageSize bounds the members and PersistentVolumes one list call returns (DefaultPageSize
+	// when 0): a plane that kept months of backups has thousands of members, each with its
+	// snapshot result, and one answer holding all of them would be the agent's peak memory.
+	PageSize int64
 
 	pod *corev1.Pod
 }
@@ -174,44 +180,66 @@ func (s *Sweeper) observe(ctx context.Context) (Observed, error) {
 	}
 	o.BackupMembers, o.Referenced, o.RestoreMembers = map[string]bool{}, map[string]string{}, map[string]bool{}
 	for _, ns := range nss {
-		var backups dpv1alpha1.VolumeBackupMemberList
-		if err := s.Reader.List(ctx, &backups, client.InNamespace(ns)); err != nil {
+		if err := pages(ctx, s, func() *dpv1alpha1.VolumeBackupMemberList { return &dpv1alpha1.VolumeBackupMemberList{} }, func(l *dpv1alpha1.VolumeBackupMemberList) {
+			for i := range l.Items {
+				m := &l.Items[i]
+				o.BackupMembers[string(m.UID)] = true
+				ids, err := recordedSnapshots(m)
+				if err != nil {
+					o.ReferencesUnknown = "VolumeBackupMember " + m.Namespace + "/" + m.Name
+					log.FromContext(ctx).Info("Cannot read the snapshots a member records; deleting no snapshot", "member", o.ReferencesUnknown, "error", err.Error())
+				}
+				for _, id := range ids {
+					o.Referenced[id] = m.Namespace + "/" + m.Name
+				}
+			}
+		}, client.InNamespace(ns)); err != nil {
 			return o, fmt.Errorf("list VolumeBackupMembers: %w", err)
 		}
-		for i := range backups.Items {
-			m := &backups.Items[i]
-			o.BackupMembers[string(m.UID)] = true
-			ids, err := recordedSnapshots(m)
-			if err != nil {
-				o.ReferencesUnknown = "VolumeBackupMember " + m.Namespace + "/" + m.Name
-				log.FromContext(ctx).Info("Cannot read the snapshots a member records; deleting no snapshot", "member", o.ReferencesUnknown, "error", err.Error())
+		if err := pages(ctx, s, func() *dpv1alpha1.VolumeRestoreMemberList { return &dpv1alpha1.VolumeRestoreMemberList{} }, func(l *dpv1alpha1.VolumeRestoreMemberList) {
+			for i := range l.Items {
+				o.RestoreMembers[string(l.Items[i].UID)] = true
 			}
-			for _, id := range ids {
-				o.Referenced[id] = m.Namespace + "/" + m.Name
-			}
-		}
-		var restores dpv1alpha1.VolumeRestoreMemberList
-		if err := s.Reader.List(ctx, &restores, client.InNamespace(ns)); err != nil {
+		}, client.InNamespace(ns)); err != nil {
 			return o, fmt.Errorf("list VolumeRestoreMembers: %w", err)
-		}
-		for i := range restores.Items {
-			o.RestoreMembers[string(restores.Items[i].UID)] = true
 		}
 	}
 	if len(o.Volumes) == 0 {
 		return o, nil
 	}
-	var pvs corev1.PersistentVolumeList
-	if err := s.Reader.List(ctx, &pvs); err != nil {
+	o.Bound = map[string]string{}
+	if err := pages(ctx, s, func() *corev1.PersistentVolumeList { return &corev1.PersistentVolumeList{} }, func(l *corev1.PersistentVolumeList) {
+		for i := range l.Items {
+			if id := meta.PVVolumeID(&l.Items[i]); id != "" {
+				o.Bound[id] = l.Items[i].Name
+			}
+		}
+	}); err != nil {
 		return o, fmt.Errorf("list PersistentVolumes: %w", err)
 	}
-	o.Bound = map[string]string{}
-	for i := range pvs.Items {
-		if id := meta.PVVolumeID(&pvs.Items[i]); id != "" {
-			o.Bound[id] = pvs.Items[i].Name
+	return o, nil
+}
+
+// pages lists one page at a time, at most PageSize objects each, into a new list per page,
+// calling each once per page: the pages of one listing are one consistent view (the API server
+// serves every continuation at the first page's resourceVersion, or refuses it when that has
+// expired, and the sweep then deletes nothing).
+func pages[L client.ObjectList](ctx context.Context, s *Sweeper, newList func() L, each func(L), opts ...client.ListOption) error {
+	size := s.PageSize
+	if size <= 0 {
+		size = DefaultPageSize
+	}
+	cont := ""
+	for {
+		list := newList()
+		if err := s.Reader.List(ctx, list, append(opts, client.Limit(size), client.Continue(cont))...); err != nil {
+			return err
+		}
+		each(list)
+		if cont = list.GetContinue(); cont == "" {
+			return nil
 		}
 	}
-	return o, nil
 }
 
 // recordedSnapshots are the snapshot ids in a backup member's snapshot result.

@@ -353,6 +353,50 @@ func TestSweepDeletesNothingWhenMembersCannotBeListed(t *testing.T) {
 	}
 }
 
+// TestSweepReadsTheMembersInPages: the members are read a page at a time, and every page
+// counts: the snapshots of live members beyond the first page are kept, only the orphan goes.
+func TestSweepReadsTheMembersInPages(t *testing.T) {
+	needEnv(t)
+	ctx := testCtx(t)
+	w := newWorld(t, "sweep-pages")
+	var live []string
+	for i := range 5 {
+		m := backupMember(w.ns, fmt.Sprintf("fed-live-%d", i))
+		must(t, env.Client.Create(ctx, m))
+		live = append(live, w.snapshot(t, string(m.UID), &w.owner, false, nil))
+	}
+	orphan := w.snapshot(t, "uid-gone", &w.owner, false, nil)
+	w.lab.Server.Advance(2 * time.Hour)
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme.Scheme})
+	must(t, err)
+	var mu sync.Mutex
+	var limits []int64
+	w.sweeper.PageSize = 2
+	w.sweeper.Reader = interceptor.NewClient(base, interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*dpv1alpha1.VolumeBackupMemberList); ok {
+				lo := (&client.ListOptions{}).ApplyOptions(opts)
+				mu.Lock()
+				limits = append(limits, lo.Limit)
+				mu.Unlock()
+			}
+			return c.List(ctx, list, opts...)
+		}})
+	p, err := w.sweeper.Sweep(ctx)
+	must(t, err)
+	if len(p.Delete) != 1 || p.Delete[0].ID != orphan {
+		t.Fatalf("deleted %+v, want only the orphan %s", p.Delete, orphan)
+	}
+	for id, ok := range w.exists(live...) {
+		if !ok {
+			t.Errorf("%s, a live member's snapshot, was deleted", id)
+		}
+	}
+	if len(limits) != 3 || slices.ContainsFunc(limits, func(l int64) bool { return l != 2 }) {
+		t.Errorf("backup members listed with limits %v, want 3 pages of at most 2", limits)
+	}
+}
+
 // TestClusterID: the cluster's id is its kube-system namespace's uid.
 func TestClusterID(t *testing.T) {
 	needEnv(t)
