@@ -301,6 +301,34 @@ func (o *options) restConfig() (*rest.Config, error) {
 	return cfg, nil
 }
 
+// CacheOptions are the agent's cache: only what it watches (its own Jobs, ConfigMaps, PVs and
+// PVCs by label, TiKV and step pods, members and TidbClusters), in namespaces when given, and
+// none of it with its managedFields: every step writes its member's status by server-side
+// apply, so a member's managedFields grow with its steps (a restore's hundreds of warm-ups), and
+// the agent never reads them.
+func CacheOptions(namespaces []string) (cache.Options, error) {
+	ours := labels.SelectorFromSet(labels.Set{job.LabelManagedBy: job.ManagedByValue})
+	comp, err := labels.NewRequirement(tidbcluster.LabelComponent, selection.In,
+		[]string{tidbcluster.ComponentTiKV, job.StepPause, job.StepSnapshot, job.StepClean, job.StepRestoreVolumes, job.StepRestoreData})
+	if err != nil {
+		return cache.Options{}, err
+	}
+	copts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+		&batchv1.Job{}:                  {Label: ours},
+		&corev1.ConfigMap{}:             {Label: ours},
+		&corev1.PersistentVolumeClaim{}: {Label: ours},
+		&corev1.PersistentVolume{}:      {Label: ours},
+		&corev1.Pod{}:                   {Label: labels.NewSelector().Add(*comp)},
+	}}
+	if len(namespaces) > 0 {
+		copts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			copts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return copts, nil
+}
+
 // manager builds the controller manager. Its cache holds only what the agent watches: its
 // own Jobs, ConfigMaps, PVs and PVCs (by label), TiKV and step pods, members and
 // TidbClusters; backup discovery reads the rest directly.
@@ -309,24 +337,9 @@ func (o *options) manager(cfg *rest.Config) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	ours := labels.SelectorFromSet(labels.Set{job.LabelManagedBy: job.ManagedByValue})
-	comp, err := labels.NewRequirement(tidbcluster.LabelComponent, selection.In,
-		[]string{tidbcluster.ComponentTiKV, job.StepPause, job.StepSnapshot, job.StepClean, job.StepRestoreVolumes, job.StepRestoreData})
+	copts, err := CacheOptions(o.namespaces)
 	if err != nil {
 		return nil, err
-	}
-	copts := cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&batchv1.Job{}:                  {Label: ours},
-		&corev1.ConfigMap{}:             {Label: ours},
-		&corev1.PersistentVolumeClaim{}: {Label: ours},
-		&corev1.PersistentVolume{}:      {Label: ours},
-		&corev1.Pod{}:                   {Label: labels.NewSelector().Add(*comp)},
-	}}
-	if len(o.namespaces) > 0 {
-		copts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.namespaces {
-			copts.DefaultNamespaces[ns] = cache.Config{}
-		}
 	}
 	leNS := o.leaderElectNS
 	if o.leaderElect && leNS == "" {

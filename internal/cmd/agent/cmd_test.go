@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 )
 
@@ -145,5 +148,30 @@ func TestRegion(t *testing.T) {
 				t.Errorf("the steps get %v, want --region %s", got, tt.region)
 			}
 		})
+	}
+}
+
+// TestCacheDropsManagedFields: the agent's cache keeps its objects without their managedFields
+// (each step's server-side apply adds an entry to its member's) and keeps the rest.
+func TestCacheDropsManagedFields(t *testing.T) {
+	copts, err := CacheOptions([]string{"tidb"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if copts.DefaultTransform == nil {
+		t.Fatal("no transform: the cache keeps every managedFields entry")
+	}
+	m := &dpv1alpha1.VolumeRestoreMember{ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: "tidb",
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "fedbr-br-warmup-0", Operation: metav1.ManagedFieldsOperationApply}}},
+		Status: dpv1alpha1.VolumeRestoreMemberStatus{Phase: "Running"}}
+	got, err := copts.DefaultTransform(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gm := got.(*dpv1alpha1.VolumeRestoreMember); gm.ManagedFields != nil || gm.Status.Phase != "Running" || gm.Name != "fed-r1" {
+		t.Errorf("cached member %+v", gm)
+	}
+	if _, ok := copts.DefaultNamespaces["tidb"]; !ok || len(copts.DefaultNamespaces) != 1 {
+		t.Errorf("namespaces %v, want tidb only", copts.DefaultNamespaces)
 	}
 }
