@@ -314,6 +314,38 @@ func StepLogKey(pod string) (string, error) {
 	return LogsPrefix + pod + ".log", nil
 }
 
+// MaxStepLogBytes bounds a saved step log read back: a step saves at most 1 MiB of its lines
+// and a few lines about what it left out and how it ended.
+const MaxStepLogBytes = 2 << 20
+
+// StepLogs lists the pods whose saved logs are under the prefix, sorted.
+func (s *Store) StepLogs(ctx context.Context) ([]string, error) {
+	keys, err := s.blob.List(ctx, LogsPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("list saved step logs: %w", err)
+	}
+	var pods []string
+	for _, k := range keys {
+		if name, ok := strings.CutPrefix(k, LogsPrefix); ok && Written(k) {
+			pods = append(pods, strings.TrimSuffix(name, ".log"))
+		}
+	}
+	return pods, nil
+}
+
+// StepLog reads the log the step running in pod saved, at most MaxStepLogBytes.
+func (s *Store) StepLog(ctx context.Context, pod string) ([]byte, error) {
+	key, err := StepLogKey(pod)
+	if err != nil {
+		return nil, err
+	}
+	b, err := s.blob.Get(ctx, key, MaxStepLogBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key, err)
+	}
+	return b, nil
+}
+
 // Written says whether key (relative to the prefix) is an object fedbr writes for a backup:
 // clustermeta, backupmeta, a manifest (manifests/<namespace>/<kind>/<name>.yaml), a restore's
 // restoremeta (restoremeta/<restore id>) or a step's saved log (logs/<pod>.log). The tombstone

@@ -236,6 +236,12 @@ func testPlaygroundBackupRestore(t *testing.T, ctx context.Context, k kubectl, l
 	t.Logf("VolumeRestore %s/restore-%s Complete after %s", source, name, time.Since(started).Round(time.Millisecond))
 	k.waitStores(ctx, l, restored)
 	prefixes := checkStepLogs(t, ctx, k, l, source, name)
+	// An SRE reads them back with `fedbr logs --saved`, with their own AWS credentials.
+	saved := labCmd(t, ctx, "logs", "restore", "restore-"+name, "-n", source, "--saved", "--step", "restore-volumes",
+		"--kubeconfig", l.Kubeconfig, "--context", l.Control, "--aws-endpoint", l.AWS.Endpoint, "--region", l.AWS.Region)
+	if strings.Count(saved, "(saved in s3://") < len(l.DataPlanes) || strings.Count(saved, "fedbr br restore-volumes started") < len(l.DataPlanes) {
+		t.Errorf("fedbr logs restore restore-%s --saved --step restore-volumes: want one saved log per plane:\n%s", name, saved)
+	}
 
 	// The restored cluster holds exactly the bank's state at the backup's commit ts.
 	ts := k.must(ctx, l.Control, nil, "get", "-n", source, "volumebackup", name, "-o", "jsonpath={.status.commitTs}")

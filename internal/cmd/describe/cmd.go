@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
+	"github.com/fedbr/fedbr/internal/meta"
+
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -281,26 +284,49 @@ func draw(w io.Writer, v *describe.View, now time.Time, interval time.Duration) 
 func NewLogsCmd() *cobra.Command {
 	var c conn
 	var o describe.LogOptions
+	var saved bool
+	var region, endpoint string
 	cmd := &cobra.Command{
 		Use:   "logs backup|restore NAME",
 		Short: "Print the step pods' logs of a VolumeBackup or VolumeRestore from every data plane",
 		Long: "logs prints the log of every step pod (pause, snapshot, size, clean, lift; restore-volumes,\n" +
 			"warm-up, restore-data) of the operation's members in every data plane, each under a header\n" +
-			"naming its plane, namespace, pod and step. Pods whose Jobs are gone have no logs left.",
+			"naming its plane, namespace, pod and step. Pods whose Jobs are gone have no logs left.\n\n" +
+			"--saved prints instead the logs the steps saved beside the backup's metadata (the agent's\n" +
+			"--save-step-logs: snapshot and size of a backup, restore-volumes and restore-data of a\n" +
+			"restore), read from S3 with your own AWS credentials: they outlive the Jobs.",
 		Args:      cobra.ExactArgs(2),
 		ValidArgs: kinds[:2],
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.Tail < 0 {
 				return errors.New("--tail must not be negative")
 			}
+			if !saved && (region != "" || endpoint != "") {
+				return errors.New("--region and --aws-endpoint go with --saved")
+			}
+			if saved && (o.Tail > 0 || o.Previous) {
+				return errors.New("--tail and --previous are for the pods' logs, not --saved")
+			}
+			if err := (&session.Flags{Endpoint: endpoint}).ValidateEndpoint(); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			src, ns, err := c.source(ctx)
 			if err != nil {
 				return err
 			}
+			if saved {
+				return src.SavedLogs(ctx, cmd.OutOrStdout(), args[0], ns, args[1], o, func(ctx context.Context, storage string) (*meta.Store, error) {
+					f := session.Flags{Storage: storage, Region: region, Endpoint: endpoint}
+					return f.Store(ctx)
+				})
+			}
 			return src.Logs(ctx, cmd.OutOrStdout(), args[0], ns, args[1], o)
 		},
 	}
+	cmd.Flags().BoolVar(&saved, "saved", false, "print the logs the steps saved under the backup's storage (the agent's --save-step-logs), read from S3 with your AWS credentials, instead of the pods'")
+	cmd.Flags().StringVar(&region, "region", "", "with --saved: the S3 region when the storage names none (default: from the AWS environment)")
+	cmd.Flags().StringVar(&endpoint, "aws-endpoint", "", "with --saved: an S3 endpoint override (the lab's AWS double)")
 	c.flags(cmd)
 	cmd.Flags().StringVar(&o.Step, "step", "", "only this step's pods (pause, snapshot, size, clean, lift, restore-volumes, restore-data, warmup-<n>)")
 	cmd.Flags().StringVar(&o.Plane, "plane", "", "only this data plane (its k8sClusterName)")
