@@ -79,6 +79,10 @@ BENCH_SCALE_FLAGS ?=
 bench-scale: build ## The heaviest steps at a million regions over 100 stores, each a process of its own beside the doubles': wall, CPU and peak RSS per phase (run it on a quiet machine).
 	go run ./hack/benchscale --fedbr bin/fedbr --fedbr-lab bin/fedbr-lab $(BENCH_SCALE_FLAGS)
 
+.PHONY: bench-scale-manager
+bench-scale-manager: k8s-bin ## The manager restarted over 1,000 complete backups (3,000 members over 3 planes), 100 schedules and 50 restores: its heap, time to idle and reconcile times (run it on a quiet machine).
+	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_SCALE=1 go test -count=1 -timeout 30m -run '^TestScale$$' -v ./internal/manager/
+
 .PHONY: demo
 demo: build k8s-bin $(HELM) ## Run the main job in the lab, fedbr installed through its charts: backup under load, restore into fresh clusters, check, timeline.
 	-bin/fedbr-lab lab down --dir $(DEMO_DIR) >/dev/null 2>&1

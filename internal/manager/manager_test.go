@@ -83,6 +83,12 @@ func startManagerOver(t *testing.T, planes map[string]*testenv.Env) *lab {
 // reads it.
 func startManagerOn(t *testing.T, planes map[string]*testenv.Env, edit func(*clientcmdapi.Config)) *lab {
 	t.Helper()
+	return runManager(t, planes, edit, testr.New(t))
+}
+
+// runManager is startManagerOn logging to log.
+func runManager(t *testing.T, planes map[string]*testenv.Env, edit func(*clientcmdapi.Config), log logr.Logger) *lab {
+	t.Helper()
 	l := shared
 	l.kubeconfig = filepath.Join(t.TempDir(), "planes")
 	if err := testenv.WriteKubeconfig(l.kubeconfig, planes); err != nil {
@@ -102,7 +108,7 @@ func startManagerOn(t *testing.T, planes map[string]*testenv.Env, edit func(*cli
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, Options{Control: l.control.Config, Kubeconfig: l.kubeconfig, Metrics: metricsauth.Flags{Addr: "0"}, HealthAddr: "0",
-			ProbeInterval: 200 * time.Millisecond, ReloadCheck: 200 * time.Millisecond, Log: testr.New(t)})
+			ProbeInterval: 200 * time.Millisecond, ReloadCheck: 200 * time.Millisecond, Log: log})
 	}()
 	t.Cleanup(func() {
 		cancel()
