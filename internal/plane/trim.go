@@ -30,8 +30,8 @@ import (
 //     annotation (federation.PhaseSince), rewritten in its shortest RFC 3339 form (the same
 //     instant: an RFC 3339 time may carry any number of fraction digits) or dropped when it is no
 //     time, which PhaseSince reads as no time either.
-//   - spec: phase, backupTS, startPause, resumeGC, backupFailed (backup); phase, dataMember
-//     (restore): what observe copies into the planners' Member.
+//   - spec: phase, backupTS, startPause, resumeGC, backupFailed (backup); phase, dataMember,
+//     resolvedTS (restore): what observe copies into the planners' Member.
 //   - status of a backup member: phase, backupPath, commitTs, backupSize, incrementalBackupSize
 //     (volumebackup.aggregate); the conditions Failed and Cleaned with their reason and message,
 //     Complete and GCResumed with their status only; the pause step's phase, backupTS,
@@ -133,7 +133,7 @@ func TrimBackupMember(m *dpv1alpha1.VolumeBackupMember) *dpv1alpha1.VolumeBackup
 // TrimRestoreMember returns what the manager keeps of m (see above), as TrimBackupMember.
 func TrimRestoreMember(m *dpv1alpha1.VolumeRestoreMember) *dpv1alpha1.VolumeRestoreMember {
 	out := &dpv1alpha1.VolumeRestoreMember{TypeMeta: m.TypeMeta, ObjectMeta: keptMeta(&m.ObjectMeta),
-		Spec: dpv1alpha1.VolumeRestoreMemberSpec{Phase: m.Spec.Phase, DataMember: m.Spec.DataMember}}
+		Spec: dpv1alpha1.VolumeRestoreMemberSpec{Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, ResolvedTS: m.Spec.ResolvedTS}}
 	st := &m.Status
 	if c := tooLarge(dpv1alpha1.RestoreMemberFailedCondition, []field{{"phase", st.Phase, MaxMemberPhase},
 		{"commitTs", st.CommitTs, MaxMemberCommitTs}}); c != nil {

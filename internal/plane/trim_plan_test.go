@@ -213,7 +213,7 @@ func randRestoreMember(r *rand.Rand, vr *fedv1alpha1.VolumeRestore, cluster stri
 		VolumeRestore: vr.Name, K8sClusterName: cluster, TCName: "basic", TCNamespace: "tidb", AZName: "us-west-2a",
 		Backup:     fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: "backups", Prefix: "nightly-" + cluster}},
 		Phase:      pick(r, dpv1alpha1.RestoreMemberRestoreVolume, dpv1alpha1.RestoreMemberRestoreData, dpv1alpha1.RestoreMemberRestoreFinish),
-		DataMember: r.IntN(3) == 0, Template: vr.Spec.Template}}
+		DataMember: r.IntN(3) == 0, ResolvedTS: pick(r, "", "400", "500"), Template: vr.Spec.Template}}
 	m.Status = dpv1alpha1.VolumeRestoreMemberStatus{ObservedGeneration: int64(r.IntN(3)),
 		Phase:    pick(r, "", "Running", "Complete", "Failed"),
 		CommitTs: pick(r, "", "400", "500", "junk"), RestoredTS: pick(r, "", "400", "500", "junk"), VolumesTotal: int32(r.IntN(4)), VolumesReady: int32(r.IntN(4)),
@@ -230,7 +230,7 @@ func randRestoreMember(r *rand.Rand, vr *fedv1alpha1.VolumeRestore, cluster stri
 
 // restoreMemberOf is volumerestore's observe: what it copies of a member into Plan's Member.
 func restoreMemberOf(m *dpv1alpha1.VolumeRestoreMember) volumerestore.Member {
-	return volumerestore.Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(m), Status: m.Status}
+	return volumerestore.Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, ResolvedTS: m.Spec.ResolvedTS, PhaseSince: federation.PhaseSince(m), Status: m.Status}
 }
 
 // restoreStages are VolumeRestores at every stage the planner tells apart, with each warm-up.

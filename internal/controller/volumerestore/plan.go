@@ -35,6 +35,8 @@ type Member struct {
 	Exists     bool
 	Phase      dpv1alpha1.RestoreMemberPhase
 	DataMember bool
+	// ResolvedTS is the member's spec.resolvedTS: the ts the manager decided, once handed over.
+	ResolvedTS string
 	PhaseSince time.Time
 	Status     dpv1alpha1.VolumeRestoreMemberStatus
 }
@@ -307,13 +309,20 @@ func markData(o Observed, res *Result) {
 }
 
 // dataMember picks the member whose backup has the smallest resolved ts (ties: first in spec).
-// A member already marked or in restore-data stays the choice, so a late status update never
-// moves it.
+// A member already marked or in restore-data stays the choice, and the ts handed to it
+// (spec.resolvedTS) stays the decision, so a late status update moves neither.
 func dataMember(o Observed) (string, uint64, error) {
 	var chosen string
 	var min uint64
 	for _, c := range o.Restore.Spec.Clusters {
 		m := o.Members[c.K8sClusterName]
+		if (m.Phase == restoreData || m.DataMember) && m.ResolvedTS != "" {
+			ts, err := strconv.ParseUint(m.ResolvedTS, 10, 64)
+			if err != nil || ts == 0 {
+				return "", 0, fmt.Errorf("member in %s has spec.resolvedTS %q, no ts", c.K8sClusterName, m.ResolvedTS)
+			}
+			return c.K8sClusterName, ts, nil
+		}
 		ts, err := strconv.ParseUint(m.Status.CommitTs, 10, 64)
 		if err != nil || ts == 0 {
 			return "", 0, fmt.Errorf("member in %s reports commit ts %q: its backupmeta gives no resolved ts", c.K8sClusterName, m.Status.CommitTs)

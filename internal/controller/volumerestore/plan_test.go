@@ -146,6 +146,31 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "the ts handed over stays the decision, whatever the members report later",
+			members: map[string]Member{"az1": func() Member {
+				m := marked(member(restoreVolume, "200", tikv))
+				m.ResolvedTS = "200"
+				return m
+			}(), "az2": member(restoreVolume, "150", tikv)},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: restoreData, ResolvedTS: 200}},
+			wantPhase: fedv1alpha1.VolumeRestoreTikvComplete,
+		},
+		{
+			name: "the data member's echo is checked against the ts handed over, not against a commit ts reported since",
+			members: map[string]Member{"az1": member(restoreVolume, "100", tikv), "az2": func() Member {
+				m := member(restoreData, "120", tikv, data) // restore-volumes' result rebuilt the backup with another ts
+				m.ResolvedTS, m.Status.RestoredTS = "100", "100"
+				return m
+			}()},
+			want:      []Action{{Kind: SetPhase, Cluster: "az1", Phase: restoreFinish}, {Kind: SetPhase, Cluster: "az2", Phase: restoreFinish}},
+			wantPhase: fedv1alpha1.VolumeRestoreDataComplete,
+			check: func(t *testing.T, r Result) {
+				if r.Status.CommitTs != "100" {
+					t.Errorf("CommitTs = %s, want the decided 100", r.Status.CommitTs)
+				}
+			},
+		},
+		{
 			name: "the data member reports another ts than decided: the restore fails",
 			members: map[string]Member{"az1": member(restoreVolume, "200", tikv), "az2": func() Member {
 				m := member(restoreData, "100", tikv, data)

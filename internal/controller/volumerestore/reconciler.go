@@ -88,7 +88,7 @@ func observe(ctx context.Context, planes *plane.Set, vr *fedv1alpha1.VolumeResto
 		if err := federation.CheckOwner(&m, vr, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, DataMember: m.Spec.DataMember, ResolvedTS: m.Spec.ResolvedTS, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil
 }
