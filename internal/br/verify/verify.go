@@ -12,12 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedbr/fedbr/internal/checklist"
-
 	"github.com/pingcap/kvproto/pkg/metapb"
 	"github.com/tikv/pd/client/clients/router"
 	pdhttp "github.com/tikv/pd/client/http"
 
+	"github.com/fedbr/fedbr/internal/checklist"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 

@@ -13,9 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedbr/fedbr/internal/cmd/br/session"
-	"github.com/fedbr/fedbr/internal/meta"
-
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,8 +22,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fedbr/fedbr/internal/agentlease"
+	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/describe"
 	"github.com/fedbr/fedbr/internal/manager"
+	"github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/plane"
 )
 

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fedbr/fedbr/internal/checklist"
-
 	"github.com/spf13/cobra"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -21,6 +19,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agentlease"
+	"github.com/fedbr/fedbr/internal/checklist"
 	"github.com/fedbr/fedbr/internal/crd"
 	"github.com/fedbr/fedbr/internal/plane"
 )

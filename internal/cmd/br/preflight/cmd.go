@@ -15,10 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fedbr/fedbr/internal/checklist"
-
 	"github.com/spf13/cobra"
 
+	"github.com/fedbr/fedbr/internal/checklist"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 )
 
