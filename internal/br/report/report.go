@@ -288,10 +288,14 @@ func (r *Reporter) Result(ctx context.Context, doc any) error {
 // halted meanwhile).
 func (r *Reporter) writeResult(keys map[string]string) (done bool, err error) {
 	err = r.apply(r.ctx, keys)
+	halted := r.ctx.Err() != nil
 	r.mu.Lock()
-	r.resultErr, r.resultWritten = err, err == nil
+	r.resultWritten = err == nil
+	if !halted {
+		r.resultErr = err // the halt's own cancellation says nothing of why the writes failed
+	}
 	r.mu.Unlock()
-	return err == nil || r.ctx.Err() != nil, err
+	return err == nil || halted, err
 }
 
 func (r *Reporter) stop() {

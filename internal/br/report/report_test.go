@@ -255,8 +255,8 @@ func TestReporterResultGivesUp(t *testing.T) {
 	}
 	r.Update("Completed", status{"Completed", 1})
 	err = r.Result(context.Background(), struct{}{})
-	if err == nil || !strings.Contains(err.Error(), "write the clean result to the member's status.steps") {
-		t.Fatalf("Result = %v, want a bounded failure", err)
+	if err == nil || !strings.Contains(err.Error(), "write the clean result to the member's status.steps") || !strings.Contains(err.Error(), "API server unavailable") {
+		t.Fatalf("Result = %v, want a bounded failure naming the writes' own error", err)
 	}
 }
 
