@@ -81,8 +81,9 @@ func storeByID(ctx context.Context, pd PD, id uint64) (*metapb.Store, error) {
 
 // ErrLeaseUnsupported fails the pause at once when a TiKV answers PrepareSnapshotBackup with
 // Unimplemented: it is older than the lease, so admin operations cannot be held off on it
-// however long the pause retries.
-var ErrLeaseUnsupported = errors.New("TiKV does not support PrepareSnapshotBackup (the admin-operation lease)")
+// however long the pause retries. The releases that serve it were read at tikv/tikv's tags
+// (docs/compatibility.md).
+var ErrLeaseUnsupported = errors.New("TiKV does not support PrepareSnapshotBackup (the admin-operation lease; TiKV v6.5.8+, v7.5.1+ and v8.0.0+ serve it)")
 
 // connect opens a stream to every store and takes the first lease on each, all stores at once:
 // the pause takes hold in the time of the slowest store, not of their sum (the GC pin is already
