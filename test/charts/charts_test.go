@@ -543,7 +543,7 @@ func TestAgentChart(t *testing.T) {
 			"extraArgs":          []any{"--job-ttl=3h"},
 			"serviceAccount":     map[string]any{"roleArn": roleArn, "annotations": map[string]any{"example.com/a": "b"}},
 			"stepServiceAccount": map[string]any{"namespaces": []any{"tidb", "tidb-restore"}, "roleArn": stepRoleArn},
-			"preflight":          map[string]any{"storage": "s3://backups-prod/{namespace}"},
+			"preflight":          map[string]any{"storage": "s3://backups-prod/{namespace}", "tidbClusters": []any{"tidb/basic", "tidb-restore/basic"}},
 			"managerAccess": map[string]any{"serviceAccount": map[string]any{"create": true},
 				"subjects": []any{map[string]any{"kind": "User", "name": "fedbr-manager", "apiGroup": "rbac.authorization.k8s.io"}}},
 		}),
@@ -567,6 +567,7 @@ func TestAgentChart(t *testing.T) {
 			checkStepServiceAccounts(t, objs, stepRoleArn, "tidb", "tidb-restore")
 			checkPreflightPods(t, objs, []string{"br", "preflight", "--region=us-west-2", "--aws-endpoint=https://ec2.us-west-2.amazonaws.com",
 				"--storage=s3://backups-prod/{namespace}"}, "tidb", "tidb-restore")
+			checkTidbClusterPreflight(t, objs, "fedbr-agent", "--tidbcluster=tidb/basic", "--tidbcluster=tidb-restore/basic")
 			checkAgentBindings(t, objs, "tidb", "tidb-restore")
 			checkManagerAgentLease(t, objs, "leases", "fedbr-agent-dp-us-west-2a", "fedbr-manager-remote", "fedbr-manager")
 			// With watchNamespaces the manager's rights are there only, for both subjects.
@@ -649,7 +650,9 @@ func checkPreflightPods(t *testing.T, objs objects, args []string, namespaces ..
 	var got []string
 	for _, obj := range objs.all("Pod") {
 		var p corev1.Pod
-		as(t, obj, &p)
+		if as(t, obj, &p); p.Name == tidbClusterPreflight {
+			continue
+		}
 		got = append(got, p.Namespace)
 		if p.Name != "fedbr-preflight" || p.Annotations["helm.sh/hook"] != "test" || p.Spec.ServiceAccountName != job.ServiceAccountName ||
 			p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 1 {
@@ -677,6 +680,30 @@ func checkPreflightPods(t *testing.T, objs objects, args []string, namespaces ..
 	}
 	if slices.Sort(got); !slices.Equal(got, namespaces) {
 		t.Errorf("preflight pods in %v, want %v", got, namespaces)
+	}
+}
+
+// tidbClusterPreflight is the helm test pod that checks preflight.tidbClusters.
+const tidbClusterPreflight = "fedbr-preflight-tidbclusters"
+
+// checkTidbClusterPreflight: with preflight.tidbClusters, one more helm test pod in the release
+// namespace, as the agent's service account (which may read TidbClusters), restricted, checking
+// them without the AWS checks, in args the real command accepts.
+func checkTidbClusterPreflight(t *testing.T, objs objects, agentSA string, tidbClusters ...string) {
+	t.Helper()
+	var p corev1.Pod
+	as(t, objs.get(t, "Pod", tidbClusterPreflight, nil), &p)
+	if p.Annotations["helm.sh/hook"] != "test" || p.Spec.ServiceAccountName != agentSA || p.Spec.RestartPolicy != corev1.RestartPolicyNever || len(p.Spec.Containers) != 1 {
+		t.Fatalf("pod %s: %+v %+v", p.Name, p.Annotations, p.Spec)
+	}
+	if want := append([]string{"br", "preflight", "--aws=false"}, tidbClusters...); !slices.Equal(p.Spec.Containers[0].Args, want) {
+		t.Errorf("pod %s: args %q, want %q", p.Name, p.Spec.Containers[0].Args, want)
+	}
+	if err := podsecurity.Check(podsecurity.Restricted, &p.ObjectMeta, &p.Spec); err != nil {
+		t.Errorf("pod %s: %v", p.Name, err)
+	}
+	if err := brpreflight.NewCmd().ParseFlags(p.Spec.Containers[0].Args[2:]); err != nil {
+		t.Errorf("fedbr br preflight refuses the hook's args %q: %v", p.Spec.Containers[0].Args, err)
 	}
 }
 

@@ -79,6 +79,7 @@ func TestQuickstartHelmCommandsRender(t *testing.T) {
 	}
 	checkStepServiceAccounts(t, a, "arn:aws:iam::111122223333:role/fedbr-br", "tidb", "tidb-restore")
 	checkPreflightPods(t, a, []string{"br", "preflight", "--region=us-west-2", "--storage=s3://acme-tidb-backups/tidb"}, "tidb", "tidb-restore")
+	checkTidbClusterPreflight(t, a, "fedbr-agent", "--tidbcluster=tidb/basic")
 	// The manager's group is bound in the watched namespaces only, and the manager watches them.
 	groupBound := map[string]bool{}
 	for _, obj := range a.all("RoleBinding") {

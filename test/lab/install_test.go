@@ -71,6 +71,8 @@ func testInstall(t *testing.T, ctx context.Context, l *env.Lab, binDir string) {
 		StepRoleNamespaces: []string{"tidb", "tidb-restored"}, Policy: redirectionPolicy,
 		// The agent chart's helm test checks the playground's bucket (testPreflightHook).
 		PreflightStorage: "s3://fedbr-demo/preflight",
+		// And, as the agent, the playground's TidbCluster (found; its TiKV release judged).
+		PreflightTidbClusters: []string{"tidb/basic"},
 		// The steps save their logs beside the backup's metadata (checked in BackupRestore).
 		SaveStepLogs: true}); err != nil {
 		t.Fatal(err)
@@ -101,9 +103,13 @@ func testPreflightHook(t *testing.T, ctx context.Context, k kubectl, helm string
 		if err != nil {
 			t.Fatalf("%s: helm test: %v\n%s", d.Cluster, err, out)
 		}
-		// One pod per step namespace, each succeeded.
-		if n := strings.Count(string(out), "Phase:          Succeeded"); n != 2 {
-			t.Errorf("%s: %d preflight pods succeeded, want one in each of tidb and tidb-restored:\n%s", d.Cluster, n, out)
+		// One pod per step namespace and the TidbCluster check's, each succeeded.
+		if n := strings.Count(string(out), "Phase:          Succeeded"); n != 3 {
+			t.Errorf("%s: %d preflight pods succeeded, want one in each of tidb and tidb-restored and the TidbCluster check:\n%s", d.Cluster, n, out)
+		}
+		logs := k.must(ctx, d.Cluster, nil, "logs", "-n", env.InstallNamespace, "fedbr-preflight-tidbclusters")
+		if !strings.Contains(logs, "ok    tidbcluster tidb/basic found, ") {
+			t.Errorf("%s: the TidbCluster check's log:\n%s", d.Cluster, logs)
 		}
 		for _, ns := range []string{"tidb", "tidb-restored"} {
 			logs := k.must(ctx, d.Cluster, nil, "logs", "-n", ns, "fedbr-preflight")

@@ -80,6 +80,9 @@ type InstallOptions struct {
 	// PreflightStorage is the agent chart's preflight.storage: the storage its helm test checks
 	// (default: none).
 	PreflightStorage string
+	// PreflightTidbClusters is the agent chart's preflight.tidbClusters (NAMESPACE/NAME each):
+	// the TidbClusters its helm test checks as the agent (default: none).
+	PreflightTidbClusters []string
 	// SaveStepLogs is the agent chart's saveStepLogs (--save-step-logs).
 	SaveStepLogs bool
 	// Timeout bounds each wait; default 2 minutes.
@@ -315,8 +318,8 @@ func (in *installer) agent(ctx context.Context, d DataPlane, healthPort int) err
 	if in.o.SaveStepLogs {
 		values["saveStepLogs"] = true
 	}
-	if in.o.PreflightStorage != "" {
-		values["preflight"] = map[string]any{"storage": in.o.PreflightStorage}
+	if in.o.PreflightStorage != "" || len(in.o.PreflightTidbClusters) > 0 {
+		values["preflight"] = map[string]any{"storage": in.o.PreflightStorage, "tidbClusters": in.o.PreflightTidbClusters}
 	}
 	if len(in.o.AgentArgs) > 0 {
 		values["extraArgs"] = in.o.AgentArgs
