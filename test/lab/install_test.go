@@ -108,7 +108,7 @@ func testPreflightHook(t *testing.T, ctx context.Context, k kubectl, helm string
 			t.Errorf("%s: %d preflight pods succeeded, want one in each of tidb and tidb-restored and the TidbCluster check:\n%s", d.Cluster, n, out)
 		}
 		logs := k.must(ctx, d.Cluster, nil, "logs", "-n", env.InstallNamespace, "fedbr-preflight-tidbclusters")
-		if !strings.Contains(logs, "ok    tidbcluster tidb/basic found, ") {
+		if !strings.Contains(logs, "ok    tidbcluster tidb/basic found, ") || !strings.Contains(logs, "TiKV; TiKV "+env.LabTiDBVersion+" serves the snapshot lease") {
 			t.Errorf("%s: the TidbCluster check's log:\n%s", d.Cluster, logs)
 		}
 		for _, ns := range []string{"tidb", "tidb-restored"} {

@@ -40,6 +40,8 @@ func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raf
 			TypeMeta:   metav1.TypeMeta{APIVersion: pcv1alpha1.GroupVersion.String(), Kind: "TidbCluster"},
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: ann},
 			Spec: pcv1alpha1.TidbClusterSpec{
+				// As a real TidbCluster names its release: the doubles speak PD v8.5's API.
+				Version:       LabTiDBVersion,
 				AcrossK8s:     true,
 				ClusterDomain: labdns.Domain(d.Cluster),
 				PD:            &pcv1alpha1.ComponentSpec{Replicas: 1, StorageClassName: ptr.To(l.StorageClass), Requests: storage},
@@ -60,3 +62,6 @@ func FederatedTidbClusters(l *Lab, name, namespace string, tikvPerPlane int, raf
 	}
 	return out
 }
+
+// LabTiDBVersion is the release the lab's TidbClusters name (spec.version).
+const LabTiDBVersion = "v8.5.0"
