@@ -428,6 +428,17 @@ func TestBackupProtocol(t *testing.T) {
 			fmt.Sprintf("%s sizes %d/%d", seen, got.Status.BackupSize, got.Status.IncrementalBackupSize)
 	})
 
+	// The size step exits and its Job completes, as the Job controller records it (a running
+	// size step would hold the clean back until its pod is gone: planDeletion).
+	size = getJob(ctx, ns, job.Name("fed-b1", job.StepSize))
+	now := metav1.Now()
+	size.Status.StartTime, size.Status.CompletionTime, size.Status.Succeeded = &now, &now, 1
+	size.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	must(t, c.Status().Update(ctx, size))
+
 	// Deletion with cleanPolicy Delete: a failing clean is surfaced and retried.
 	must(t, c.Delete(ctx, getMember(t, ctx, key)))
 	var clean *batchv1.Job
