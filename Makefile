@@ -81,7 +81,7 @@ bench-scale: build ## The heaviest steps at a million regions over 100 stores, e
 
 .PHONY: bench-scale-controllers
 bench-scale-controllers: k8s-bin ## The manager restarted over 1,000 complete backups (3,000 members over 3 planes), 100 schedules and 50 restores, and an agent over 1,000 backup and 50 restore members: heap, time to idle and reconcile times (run it on a quiet machine).
-	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_SCALE=1 go test -count=1 -timeout 30m -run '^TestScale$$' -v ./internal/manager/ ./internal/cmd/agent/ 2>&1 | grep -v '^[IWE][0-9]\{4\} '
+	KUBEBUILDER_ASSETS="$$(bash hack/k8s-bin.sh)" FEDBR_SCALE=1 go test -p 1 -count=1 -timeout 30m -run '^TestScale$$' -v ./internal/manager/ ./internal/cmd/agent/ 2>&1 | grep -v '^[IWE][0-9]\{4\} '
 
 .PHONY: demo
 demo: build k8s-bin $(HELM) ## Run the main job in the lab, fedbr installed through its charts: backup under load, restore into fresh clusters, check, timeline.
