@@ -27,34 +27,44 @@ type LogOptions struct {
 	Previous bool
 }
 
-// target is one member whose step pods' logs are gathered.
-type target struct{ plane, namespace, member string }
+// target is one member of an operation: its plane, namespace and name, and the storage of the
+// backup it belongs to or restores (where its steps save their logs).
+type target struct{ plane, namespace, member, storage string }
+
+// targets are the members of a VolumeBackup (kind "backup") or VolumeRestore ("restore").
+func (s *Source) targets(ctx context.Context, kind, namespace, name string) ([]target, error) {
+	var out []target
+	switch kind {
+	case "backup":
+		var b fedv1alpha1.VolumeBackup
+		if err := s.get(ctx, "VolumeBackup", namespace, name, &b); err != nil {
+			return nil, err
+		}
+		for _, c := range b.Spec.Clusters {
+			out = append(out, target{c.K8sClusterName, c.TCNamespace, fedv1alpha1.MemberName(b.Name), storageFlag(b.Spec.Template.MemberStorage(c.K8sClusterName))})
+		}
+	case "restore":
+		var r fedv1alpha1.VolumeRestore
+		if err := s.get(ctx, "VolumeRestore", namespace, name, &r); err != nil {
+			return nil, err
+		}
+		for _, c := range r.Spec.Clusters {
+			out = append(out, target{c.K8sClusterName, c.TCNamespace, fedv1alpha1.MemberName(r.Name), storageFlag(c.Backup)})
+		}
+	default:
+		return nil, fmt.Errorf("logs of %q: want backup or restore", kind)
+	}
+	return out, nil
+}
 
 // Logs writes the logs of every step pod of a VolumeBackup (kind "backup") or VolumeRestore
 // ("restore") in every data plane, each pod's under a header naming its plane, namespace, pod
 // and step. A plane or pod that cannot be read is reported in place; the rest still print.
 func (s *Source) Logs(ctx context.Context, out io.Writer, kind, namespace, name string, o LogOptions) error {
 	w := &errWriter{w: out}
-	var targets []target
-	switch kind {
-	case "backup":
-		var b fedv1alpha1.VolumeBackup
-		if err := s.get(ctx, "VolumeBackup", namespace, name, &b); err != nil {
-			return err
-		}
-		for _, c := range b.Spec.Clusters {
-			targets = append(targets, target{c.K8sClusterName, c.TCNamespace, fedv1alpha1.MemberName(b.Name)})
-		}
-	case "restore":
-		var r fedv1alpha1.VolumeRestore
-		if err := s.get(ctx, "VolumeRestore", namespace, name, &r); err != nil {
-			return err
-		}
-		for _, c := range r.Spec.Clusters {
-			targets = append(targets, target{c.K8sClusterName, c.TCNamespace, fedv1alpha1.MemberName(r.Name)})
-		}
-	default:
-		return fmt.Errorf("logs of %q: want backup or restore", kind)
+	targets, err := s.targets(ctx, kind, namespace, name)
+	if err != nil {
+		return err
 	}
 	found := false
 	for _, t := range targets {

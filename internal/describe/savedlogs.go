@@ -16,12 +16,6 @@ import (
 // with the caller's own credentials.
 type OpenStore func(ctx context.Context, storage string) (*meta.Store, error)
 
-// savedTarget is one data plane's member and the storage its steps saved their logs under.
-type savedTarget struct {
-	plane, member, storage string
-	steps                  []string
-}
-
 // savedLogSteps are the steps that save their logs, per kind (the agent's --save-step-logs).
 var savedLogSteps = map[string][]string{
 	"backup":  {job.StepSnapshot, job.StepSize},
@@ -45,26 +39,9 @@ func (s *Source) SavedLogs(ctx context.Context, out io.Writer, kind, namespace, 
 		}
 		steps = []string{o.Step}
 	}
-	var targets []savedTarget
-	switch kind {
-	case "backup":
-		var b fedv1alpha1.VolumeBackup
-		if err := s.get(ctx, "VolumeBackup", namespace, name, &b); err != nil {
-			return err
-		}
-		for _, c := range b.Spec.Clusters {
-			targets = append(targets, savedTarget{plane: c.K8sClusterName, member: fedv1alpha1.MemberName(b.Name), steps: steps,
-				storage: storageFlag(b.Spec.Template.MemberStorage(c.K8sClusterName))})
-		}
-	case "restore":
-		var r fedv1alpha1.VolumeRestore
-		if err := s.get(ctx, "VolumeRestore", namespace, name, &r); err != nil {
-			return err
-		}
-		for _, c := range r.Spec.Clusters {
-			targets = append(targets, savedTarget{plane: c.K8sClusterName, member: fedv1alpha1.MemberName(r.Name), steps: steps,
-				storage: storageFlag(c.Backup)})
-		}
+	targets, err := s.targets(ctx, kind, namespace, name)
+	if err != nil {
+		return err
 	}
 	w := &errWriter{w: out}
 	found := false
@@ -73,7 +50,7 @@ func (s *Source) SavedLogs(ctx context.Context, out io.Writer, kind, namespace, 
 			continue
 		}
 		found = true
-		if err := savedPlaneLogs(ctx, w, t, open); err != nil {
+		if err := savedPlaneLogs(ctx, w, t, steps, open); err != nil {
 			w.printf("==> %s: %v <==\n", t.plane, err)
 		}
 	}
@@ -91,7 +68,7 @@ func storageFlag(sp fedv1alpha1.StorageProvider) string {
 	return st.Flag
 }
 
-func savedPlaneLogs(ctx context.Context, w *errWriter, t savedTarget, open OpenStore) error {
+func savedPlaneLogs(ctx context.Context, w *errWriter, t target, steps []string, open OpenStore) error {
 	if !strings.HasPrefix(t.storage, "s3://") {
 		return fmt.Errorf("the steps save their logs in S3 storage only; this member's storage is %q", t.storage)
 	}
@@ -105,7 +82,7 @@ func savedPlaneLogs(ctx context.Context, w *errWriter, t savedTarget, open OpenS
 	}
 	n := 0
 	for _, pod := range pods {
-		if !podOfSteps(pod, t.member, t.steps) {
+		if !podOfSteps(pod, t.member, steps) {
 			continue
 		}
 		n++
@@ -122,7 +99,7 @@ func savedPlaneLogs(ctx context.Context, w *errWriter, t savedTarget, open OpenS
 	}
 	if n == 0 {
 		w.printf("==> %s: no saved logs of %s's %s under %s (the agent saves them with --save-step-logs) <==\n",
-			t.plane, t.member, strings.Join(t.steps, ", "), t.storage)
+			t.plane, t.member, strings.Join(steps, ", "), t.storage)
 	}
 	return nil
 }
