@@ -300,19 +300,22 @@ func (p *preparer) waitApply(ctx context.Context) error {
 	}
 }
 
-// sendRanges loads the regions of ranges from PD and sends each to its leader's stream.
+// sendRanges loads the regions of ranges from PD and sends each to its leader's stream, a page
+// of PD's regions at a time: only one page of PD's answer is held at once, not a million
+// regions (issue 44).
 func (p *preparer) sendRanges(ctx context.Context, w *waitApply, ranges []keyRange) error {
 	krs := make([]router.KeyRange, len(ranges))
 	for i, r := range ranges {
 		krs[i] = router.KeyRange{StartKey: r.Start, EndKey: r.End}
 	}
-	regions, err := p.regions.Scan(ctx, krs)
-	if err != nil {
-		return err
-	}
+	return p.regions.Pages(ctx, krs, func(page []*router.Region) error { return p.sendPage(ctx, w, page) })
+}
+
+// sendPage sends one page of regions to their leaders.
+func (p *preparer) sendPage(ctx context.Context, w *waitApply, page []*router.Region) error {
 	var refs []regionRef
-	metas := map[uint64]*metapb.Region{}
-	for _, r := range regions {
+	metas := make(map[uint64]*metapb.Region, len(page))
+	for _, r := range page {
 		m := r.Meta
 		if r.Leader.GetStoreId() == 0 {
 			w.Later(keyRange{Start: m.GetStartKey(), End: m.GetEndKey()}) // no leader yet: retry after the backoff

@@ -83,48 +83,70 @@ func (r *run) overKeySpace(ctx context.Context, call regionCall) error {
 		for i, s := range pending {
 			krs[i] = router.KeyRange{StartKey: r.pdBoundary(s.start), EndKey: r.pdBoundary(s.end)}
 		}
-		regions, err := r.regions.Scan(ctx, krs)
-		if err != nil {
-			return err
-		}
-		if regions, err = r.rawRegions(regions); err != nil {
-			return err
-		}
 		var (
 			mu    sync.Mutex
 			retry []span
 			wg    sync.WaitGroup
 			sem   = make(chan struct{}, r.cfg.Concurrency)
 			fatal error
+			jobs  int // calls made
+			holes int // ranges without a region with a leader, sent again
+			c     = cover{pending: pending}
 		)
-		covered := coverage(pending, regions)
-		retry = append(retry, covered.holes...)
-		if len(covered.holes) > 0 {
+		// PD's regions a page at a time: a page's calls run while the next page is read, and
+		// only a page of regions and the calls in flight are held (issue 44).
+		err := r.regions.Pages(ctx, krs, func(page []*router.Region) error {
+			page, err := r.rawRegions(page)
+			if err != nil {
+				return err
+			}
+			covered := c.page(page)
+			jobs += len(covered.jobs)
+			holes += len(covered.holes)
+			mu.Lock()
+			retry = append(retry, covered.holes...)
+			if len(covered.holes) > 0 {
+				lastErr = "part of the range has no region with a leader in PD yet"
+			}
+			failed := fatal
+			mu.Unlock()
+			if failed != nil {
+				return failed
+			}
+			for _, job := range covered.jobs {
+				wg.Add(1)
+				sem <- struct{}{}
+				go func() {
+					defer func() { <-sem; wg.Done() }()
+					msg, err := r.callRegion(ctx, job, call)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil && fatal == nil:
+						fatal = err
+					case msg != "":
+						lastErr = fmt.Sprintf("region %d: %s", job.region.Meta.GetId(), msg)
+						retry = append(retry, job.span)
+					}
+				}()
+			}
+			return nil
+		})
+		wg.Wait()
+		switch {
+		case fatal != nil:
+			return fatal
+		case err != nil:
+			return err
+		}
+		gaps := c.gaps()
+		holes += len(gaps)
+		retry = append(retry, gaps...)
+		if len(gaps) > 0 {
 			lastErr = "part of the range has no region with a leader in PD yet"
 		}
-		for _, job := range covered.jobs {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				msg, err := r.callRegion(ctx, job, call)
-				mu.Lock()
-				defer mu.Unlock()
-				switch {
-				case err != nil && fatal == nil:
-					fatal = err
-				case msg != "":
-					lastErr = fmt.Sprintf("region %d: %s", job.region.Meta.GetId(), msg)
-					retry = append(retry, job.span)
-				}
-			}()
-		}
-		wg.Wait()
-		if fatal != nil {
-			return fatal
-		}
 		// Every job that is not sent again was done.
-		progress.round(len(covered.jobs) + len(covered.holes) - len(retry))
+		progress.round(jobs + holes - len(retry))
 		if len(retry) > 0 && (progress.rounds == 1 || progress.rounds%30 == 0) { // not every round of a long wait
 			r.d.Log("%d ranges to send again (round %d; last: %s)", len(retry), round, lastErr)
 		}
@@ -152,38 +174,84 @@ type plan struct {
 // coverage cuts the pending spans by the regions PD returned; parts no region (with a leader)
 // covers are holes to retry.
 func coverage(pending []span, regions []*router.Region) plan {
+	c := cover{pending: pending}
+	p := c.page(regions)
+	p.holes = append(p.holes, c.gaps()...)
+	return p
+}
+
+// cover cuts pending spans by PD's regions as they arrive, a page at a time in key order.
+type cover struct {
+	pending []span
+	// extents are the key ranges the regions seen so far cover, merged, in key order.
+	extents []span
+}
+
+// page returns the jobs of a page of regions (each region's part of the pending spans), and
+// as holes the parts whose region has no leader.
+func (c *cover) page(regions []*router.Region) plan {
 	var p plan
-	for _, s := range pending {
-		cur := s.start
-		done := false
-		for _, rg := range regions {
-			m := rg.Meta
+	for _, rg := range regions {
+		m := rg.Meta
+		c.extend(span{m.GetStartKey(), m.GetEndKey()})
+		for _, s := range c.pending {
 			if !overlaps(s, span{m.GetStartKey(), m.GetEndKey()}) {
 				continue
 			}
-			start := maxKey(s.start, m.GetStartKey())
-			end := minEnd(s.end, m.GetEndKey())
+			part := span{maxKey(s.start, m.GetStartKey()), minEnd(s.end, m.GetEndKey())}
 			if rg.Leader.GetStoreId() == 0 {
-				p.holes = append(p.holes, span{start, end})
+				p.holes = append(p.holes, part)
 			} else {
-				p.jobs = append(p.jobs, job{region: rg, span: span{start, end}})
+				p.jobs = append(p.jobs, job{region: rg, span: part})
 			}
-			if bytes.Compare(start, cur) > 0 {
-				p.holes = append(p.holes, span{cur, start})
-			}
-			if len(end) == 0 {
-				done = true
-				break
-			}
-			if bytes.Compare(end, cur) > 0 {
-				cur = end
-			}
-		}
-		if !done && (len(s.end) == 0 || bytes.Compare(cur, s.end) < 0) {
-			p.holes = append(p.holes, span{cur, s.end})
 		}
 	}
 	return p
+}
+
+// extend adds a region's range to the extents; regions come in key order, and a region
+// reported twice (merged over a page boundary) overlaps the last extent.
+func (c *cover) extend(e span) {
+	if n := len(c.extents); n > 0 {
+		last := &c.extents[n-1]
+		if len(last.end) == 0 {
+			return
+		}
+		if bytes.Compare(e.start, last.end) <= 0 {
+			if len(e.end) == 0 || bytes.Compare(e.end, last.end) > 0 {
+				last.end = e.end
+			}
+			return
+		}
+	}
+	c.extents = append(c.extents, e)
+}
+
+// gaps are the parts of the pending spans no region returned so far reaches.
+func (c *cover) gaps() []span {
+	var out []span
+	for _, s := range c.pending {
+		cur, done := s.start, false
+		for _, e := range c.extents {
+			if !overlaps(s, e) {
+				continue
+			}
+			if bytes.Compare(e.start, cur) > 0 {
+				out = append(out, span{cur, e.start})
+			}
+			if len(e.end) == 0 {
+				done = true
+				break
+			}
+			if bytes.Compare(e.end, cur) > 0 {
+				cur = e.end
+			}
+		}
+		if !done && (len(s.end) == 0 || bytes.Compare(cur, s.end) < 0) {
+			out = append(out, span{cur, s.end})
+		}
+	}
+	return out
 }
 
 func overlaps(a, b span) bool {

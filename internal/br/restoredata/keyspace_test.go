@@ -1,6 +1,9 @@
 package restoredata
 
 import (
+	"bytes"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/pingcap/kvproto/pkg/metapb"
@@ -80,5 +83,51 @@ func TestCoverage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCoverAcrossPages: PD's regions arriving a page at a time (the data phase holds one page,
+// not the key space's million) are cut into the same calls and holes as all at once, however
+// the pages fall, also when a region merged over a page boundary is reported twice.
+func TestCoverAcrossPages(t *testing.T) {
+	pending := []span{{start: []byte("b"), end: []byte("x")}, {start: []byte("z")}}
+	regions := []*router.Region{region(1, "", "c", 1), region(2, "c", "m", 0), region(3, "p", "t", 2), region(4, "t", "y", 1), region(5, "y", "", 3)}
+	str := func(p plan) string {
+		var b strings.Builder
+		for _, j := range p.jobs {
+			b.WriteString("job" + spanString(j.span) + " ")
+		}
+		holes := slices.Clone(p.holes)
+		slices.SortFunc(holes, func(a, b span) int { return bytes.Compare(a.start, b.start) })
+		for _, h := range holes {
+			b.WriteString("hole" + spanString(h) + " ")
+		}
+		return b.String()
+	}
+	want := str(coverage(pending, regions))
+	if want != "job[b,c) job[p,t) job[t,x) job[z,+inf) hole[c,m) hole[m,p) " {
+		t.Fatalf("all at once: %s", want)
+	}
+	for _, cuts := range [][]int{{1}, {2}, {1, 3}, {1, 2, 3, 4}} {
+		c := cover{pending: pending}
+		var got plan
+		from := 0
+		for _, to := range append(cuts, len(regions)) {
+			page := regions[from:to]
+			if from > 0 {
+				page = append([]*router.Region{regions[from-1]}, page...) // reported again on the next page
+			}
+			p := c.page(page)
+			got.jobs, got.holes = append(got.jobs, p.jobs...), append(got.holes, p.holes...)
+			from = to
+		}
+		got.holes = append(got.holes, c.gaps()...)
+		// A region reported twice is called twice, as an answer of PD's changing between pages
+		// is; drop the repeats to compare the cut.
+		got.jobs = slices.CompactFunc(got.jobs, func(a, b job) bool { return a.region == b.region })
+		got.holes = slices.CompactFunc(got.holes, func(a, b span) bool { return spanString(a) == spanString(b) })
+		if s := str(got); s != want {
+			t.Errorf("pages cut at %v: %s, want %s", cuts, s, want)
+		}
 	}
 }

@@ -155,13 +155,21 @@ func NeedsOthers(b *fedv1alpha1.VolumeBackup) bool {
 // (clusterKeys: data plane, namespace and name of each), registered with the manager's cache
 // by IndexClusters. The pause gate reads the backups of the same TidbClusters through it
 // instead of listing every VolumeBackup of the control plane, which a schedule run for months
-// fills with thousands (issue 44).
+// fills with thousands (issue 44). Only a backup the gate may still care about is indexed
+// (atTheGate): every backup's status write asks for the others, and reading a cluster's
+// finished backups each time is quadratic in them.
 const ClusterIndex = "fedbr.spec.clusters.tidbCluster"
 
-// clusterKeys are the index values of a VolumeBackup: one per cluster it names.
+// atTheGate says the pause gate may care about the backup: it has not finished (it may wait, or
+// pause), or it holds a pause or may still (GCPaused True or Unknown; pauseOver judges the
+// time it could still hold). A finished backup whose pause was lifted, or that never asked
+// for one, never counts again: nothing moves a finished backup's conditions back.
+func atTheGate(b *fedv1alpha1.VolumeBackup) bool { return !terminal(b) || pauseAsked(b) }
+
+// clusterKeys are the index values of a VolumeBackup at the gate: one per cluster it names.
 func clusterKeys(o client.Object) []string {
 	b, ok := o.(*fedv1alpha1.VolumeBackup)
-	if !ok {
+	if !ok || !atTheGate(b) {
 		return nil
 	}
 	keys := make([]string, 0, len(b.Spec.Clusters))
@@ -182,8 +190,8 @@ func IndexClusters(ctx context.Context, i client.FieldIndexer) error {
 	return i.IndexField(ctx, &fedv1alpha1.VolumeBackup{}, ClusterIndex, clusterKeys)
 }
 
-// sharing lists the backups other than b that name one of b's TidbClusters (SharesCluster),
-// through ClusterIndex, each once.
+// sharing lists the backups other than b at the gate (atTheGate) that name one of b's
+// TidbClusters (SharesCluster), through ClusterIndex, each once.
 func sharing(ctx context.Context, c client.Reader, b *fedv1alpha1.VolumeBackup) ([]*fedv1alpha1.VolumeBackup, error) {
 	var out []*fedv1alpha1.VolumeBackup
 	seen := map[types.UID]bool{b.UID: true}

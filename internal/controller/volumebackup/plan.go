@@ -544,9 +544,16 @@ func (r *Result) add(o Observed, a Action) {
 	r.Actions = append(r.Actions, a)
 }
 
-// aggregate copies member statuses into the backup's status.
+// aggregate copies member statuses into the backup's status. A plane that does not answer
+// this pass (unreachable, or its cache not synced after the manager's start) keeps the entry it
+// last reported and its share of the sizes: the summary says what is known, not what this pass
+// could read.
 func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
-	st.Backups = st.Backups[:0]
+	last := map[string]fedv1alpha1.VolumeBackupMemberStatus{}
+	for _, ms := range o.Backup.Status.Backups {
+		last[ms.K8sClusterName] = ms
+	}
+	st.Backups = make([]fedv1alpha1.VolumeBackupMemberStatus, 0, len(o.Backup.Spec.Clusters))
 	st.BackupSize, st.IncrementalBackupSize = 0, 0
 	var minTS uint64
 	allTS := true
@@ -554,6 +561,11 @@ func aggregate(o Observed, st *fedv1alpha1.VolumeBackupStatus) {
 		m, ok := o.Members[c.K8sClusterName]
 		if !ok || !m.Exists {
 			allTS = false
+			if ms, ok := last[c.K8sClusterName]; ok && !o.Reachable[c.K8sClusterName] {
+				st.Backups = append(st.Backups, ms)
+				st.BackupSize += ms.BackupSize
+				st.IncrementalBackupSize += ms.IncrementalBackupSize
+			}
 			continue
 		}
 		ms := fedv1alpha1.VolumeBackupMemberStatus{

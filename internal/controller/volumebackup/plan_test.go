@@ -1,6 +1,7 @@
 package volumebackup
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -785,5 +786,30 @@ func checkFrom(t *testing.T, o Observed, actions []Action) {
 			t.Errorf("%s moves %s from %q, want the observed phase %q", a.Kind, a.Cluster, a.From, want)
 		}
 		actions[i].From = ""
+	}
+}
+
+// TestSummaryKeepsWhatAPlaneNotAnsweringLastReported: a plane whose member the manager cannot
+// read this pass (its cache not synced after a restart, or unreachable) keeps its entry in
+// status.backups and its share of the sizes, as last reported; only a plane that answers
+// without the member drops it. A restarted manager used to write each finished backup's
+// summary away and back, plane by plane, and its size metric dipped with it (issue 44).
+func TestSummaryKeepsWhatAPlaneNotAnsweringLastReported(t *testing.T) {
+	b := backup()
+	for _, c := range b.Spec.Clusters {
+		b.Status.Backups = append(b.Status.Backups, fedv1alpha1.VolumeBackupMemberStatus{K8sClusterName: c.K8sClusterName, TCName: c.TCName,
+			TCNamespace: c.TCNamespace, BackupName: fedv1alpha1.MemberName(b.Name), Phase: "Complete", BackupSize: 1000, IncrementalBackupSize: 10})
+	}
+	az1 := withTS(member(tear, inited, started, done, resumed), "100")
+	r := Plan(Observed{Backup: b, Members: map[string]Member{"az1": az1}, Known: all(), Reachable: map[string]bool{"az1": true, "az2": true}}, t0)
+	var got []string
+	for _, m := range r.Status.Backups {
+		got = append(got, fmt.Sprintf("%s:%d", m.K8sClusterName, m.BackupSize))
+	}
+	if want := []string{"az1:1500", "az3:1000"}; !slices.Equal(got, want) {
+		t.Errorf("status.backups %v, want %v (az2 answered without its member; az3 did not answer)", got, want)
+	}
+	if r.Status.BackupSize != 2500 || r.Status.IncrementalBackupSize != 10 {
+		t.Errorf("sizes %d and %d, want 2500 and 10", r.Status.BackupSize, r.Status.IncrementalBackupSize)
 	}
 }

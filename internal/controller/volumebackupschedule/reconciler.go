@@ -72,15 +72,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return l.Reconcile(ctx, req)
 }
 
-// decide observes the schedule's backups and plans.
-func (r *Reconciler) decide(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, now time.Time) (loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result], error) {
-	var list fedv1alpha1.VolumeBackupList
-	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{ScheduleLabel: s.Name}); err != nil {
-		return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{}, err
-	}
+// Observe is what Plan decides from: the schedule and the VolumeBackups it created.
+func Observe(s *fedv1alpha1.VolumeBackupSchedule, backups []fedv1alpha1.VolumeBackup) Observed {
 	o := Observed{Schedule: s}
-	for i := range list.Items {
-		b := &list.Items[i]
+	for i := range backups {
+		b := &backups[i]
 		at, err := time.Parse(time.RFC3339, b.Annotations[ScheduledAnnotation])
 		if err != nil {
 			at = b.CreationTimestamp.Time
@@ -97,6 +93,16 @@ func (r *Reconciler) decide(ctx context.Context, s *fedv1alpha1.VolumeBackupSche
 		}
 		o.Backups = append(o.Backups, ob)
 	}
+	return o
+}
+
+// decide observes the schedule's backups and plans.
+func (r *Reconciler) decide(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, now time.Time) (loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result], error) {
+	var list fedv1alpha1.VolumeBackupList
+	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{ScheduleLabel: s.Name}); err != nil {
+		return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{}, err
+	}
+	o := Observe(s, list.Items)
 	res := Plan(o, now)
 	report(s, res)
 	// The plan is the one action: its deletion and creation, each idempotent.

@@ -427,11 +427,21 @@ func deleteMembers(o Observed, res Result) Result {
 	return res
 }
 
+// aggregate copies member statuses into the restore's status. A plane that does not answer
+// this pass (unreachable, or its cache not synced after the manager's start) keeps the entry it
+// last reported.
 func aggregate(o Observed, st *fedv1alpha1.VolumeRestoreStatus) {
-	st.Restores = st.Restores[:0]
+	last := map[string]fedv1alpha1.VolumeRestoreMemberStatus{}
+	for _, ms := range o.Restore.Status.Restores {
+		last[ms.K8sClusterName] = ms
+	}
+	st.Restores = make([]fedv1alpha1.VolumeRestoreMemberStatus, 0, len(o.Restore.Spec.Clusters))
 	for _, c := range o.Restore.Spec.Clusters {
 		m := o.Members[c.K8sClusterName]
 		if !m.Exists {
+			if ms, ok := last[c.K8sClusterName]; ok && !o.Reachable[c.K8sClusterName] {
+				st.Restores = append(st.Restores, ms)
+			}
 			continue
 		}
 		ms := fedv1alpha1.VolumeRestoreMemberStatus{K8sClusterName: c.K8sClusterName, TCName: c.TCName, TCNamespace: c.TCNamespace,

@@ -2,6 +2,7 @@ package volumerestore
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -430,5 +431,30 @@ func checkFrom(t *testing.T, o Observed, actions []Action) {
 			t.Errorf("%s moves %s from %q, want the observed phase %q", a.Kind, a.Cluster, a.From, want)
 		}
 		actions[i].From = ""
+	}
+}
+
+// TestSummaryKeepsWhatAPlaneNotAnsweringLastReported: a plane whose member the manager cannot
+// read this pass keeps its entry in status.restores as last reported; a plane that answers
+// without the member drops it.
+func TestSummaryKeepsWhatAPlaneNotAnsweringLastReported(t *testing.T) {
+	for _, tc := range []struct {
+		reachable bool
+		want      []string
+	}{{false, []string{"az1", "az2"}}, {true, []string{"az1"}}} {
+		r := restore()
+		for _, c := range r.Spec.Clusters {
+			r.Status.Restores = append(r.Status.Restores, fedv1alpha1.VolumeRestoreMemberStatus{K8sClusterName: c.K8sClusterName, TCName: c.TCName,
+				TCNamespace: c.TCNamespace, RestoreName: fedv1alpha1.MemberName(r.Name), Phase: "Running"})
+		}
+		res := Plan(Observed{Restore: r, Members: map[string]Member{"az1": member(restoreVolume, "100")}, Known: map[string]bool{"az1": true, "az2": true},
+			Reachable: map[string]bool{"az1": true, "az2": tc.reachable}}, t0)
+		var got []string
+		for _, m := range res.Status.Restores {
+			got = append(got, m.K8sClusterName)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("az2 reachable %v: status.restores of %v, want %v", tc.reachable, got, tc.want)
+		}
 	}
 }
