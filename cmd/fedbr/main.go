@@ -12,9 +12,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedbr/fedbr/internal/cmd/root"
+	"github.com/fedbr/fedbr/internal/memlimit"
 )
 
 func main() {
+	// Every command, a step in a Job above all, keeps its heap under its container's memory
+	// limit (internal/memlimit) unless GOMEMLIMIT says otherwise.
+	memlimit.Set("/", os.Getenv)
 	cmd := root.NewCmd()
 	if filepath.Base(os.Args[0]) == "kubectl-fedbr" {
 		// Help and usage then say `kubectl fedbr describe …` (a Use of two words would name the

@@ -36,6 +36,8 @@ type options struct {
 	workDir        string
 	readyTimeout   time.Duration
 	sampleInterval time.Duration
+	memoryLimit    string
+	limit          int64
 }
 
 func main() {
@@ -49,7 +51,16 @@ func main() {
 	flag.DurationVar(&o.readyTimeout, "ready-timeout", 5*time.Minute, "bound on the cluster's start")
 	flag.DurationVar(&o.sampleInterval, "sample-interval", 100*time.Millisecond, "how often /proc is sampled")
 	flag.StringVar(&o.workDir, "work-dir", "", "folder for the clusters' data (default: a temporary one, removed after)")
+	flag.StringVar(&o.memoryLimit, "memory-limit", "", "run each step in a memory cgroup of this size (1Gi, 512Mi), as a container with that limit: the step sets its Go memory limit from it, and the kernel kills it past it (needs root)")
 	flag.Parse()
+	if o.memoryLimit != "" {
+		n, err := parseBytes(o.memoryLimit)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-scale: --memory-limit:", err)
+			os.Exit(2)
+		}
+		o.limit = n
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale:", err)
 		os.Exit(1)
@@ -92,6 +103,9 @@ func run(o options) error {
 	fmt.Printf("bench-scale %s: %d regions over %d stores (3 peers each); %d CPUs; load average %s at the start, %s at the end\n",
 		time.Now().UTC().Format("2006-01-02 15:04 MST"), o.regions, o.stores, runtime.NumCPU(), loadStart, loadavg())
 	fmt.Printf("fedbr: %s", strings.TrimSpace(string(version))+"\n")
+	if o.limit > 0 {
+		fmt.Printf("each step in a memory cgroup of %s (%d MiB), swap included, as a container with that memory limit\n", o.memoryLimit, o.limit>>20)
+	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	_, _ = fmt.Fprintln(tw, "step\tphase\twall\tCPU\tCPU per region\tpeak RSS")
 	for _, r := range rows {
@@ -164,7 +178,17 @@ func (o options) measure(step, dir string) ([]row, error) {
 func (o options) runStep(step, dir string, args []string) ([]row, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, o.fedbr, args...)
+	command := o.fedbr
+	var cg *cgroup
+	if o.limit > 0 {
+		var err error
+		if cg, err = newCgroup(o.limit); err != nil {
+			return nil, err
+		}
+		defer cg.remove()
+		command, args = cg.wrap(command, args)
+	}
+	cmd := exec.CommandContext(ctx, command, args...)
 	logFile, err := os.Create(filepath.Join(dir, step+".log"))
 	if err != nil {
 		return nil, err
@@ -215,6 +239,9 @@ func (o options) runStep(step, dir string, args []string) ([]row, error) {
 	end := time.Now()
 	m.stop()
 	if werr != nil {
+		if cg != nil && cg.oomKills() > 0 {
+			return nil, fmt.Errorf("killed for memory in its %s cgroup (peak %d MiB): %w (log %s)", o.memoryLimit, cg.peak()>>20, werr, logFile.Name())
+		}
 		return nil, fmt.Errorf("exited: %w (log %s)", werr, logFile.Name())
 	}
 	ru, _ := cmd.ProcessState.SysUsage().(*syscall.Rusage)
@@ -223,7 +250,11 @@ func (o options) runStep(step, dir string, args []string) ([]row, error) {
 	}
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	rows := m.rows(step, end, total)
-	return append(rows, row{step: step, phase: "whole", wall: end.Sub(start), cpu: total, rss: ru.Maxrss << 10, perRegion: true}), nil
+	rows = append(rows, row{step: step, phase: "whole", wall: end.Sub(start), cpu: total, rss: ru.Maxrss << 10, perRegion: true})
+	if cg != nil {
+		rows = append(rows, row{step: step, phase: "cgroup's peak charge", rss: cg.peak()})
+	}
+	return rows, nil
 }
 
 // meter samples a process's CPU time and resident memory and splits them into phases.

@@ -48,7 +48,7 @@ type Input struct {
 	// Stores are the TiKV stores expected to report (every non-tombstone store PD knows).
 	Stores []uint64
 	// Metas are the reports.
-	Metas []RegionMeta
+	Metas *Metas
 	// Reported are the stores that answered, possibly with no region at all (a new or empty
 	// store). Nil means "every store that sent a meta".
 	Reported []uint64
@@ -163,10 +163,10 @@ func checkStores(in Input, res *Result) error {
 	for _, s := range in.Reported {
 		reported[s] = true
 	}
-	for i := range in.Metas {
-		s := in.Metas[i].StoreID
+	for i := range in.Metas.Len() {
+		s := in.Metas.At(i).StoreID
 		if !expected[s] {
-			return fmt.Errorf("store %d reported region %d but is not one of the %d expected stores", s, in.Metas[i].RegionID, len(in.Stores))
+			return fmt.Errorf("store %d reported region %d but is not one of the %d expected stores", s, in.Metas.At(i).RegionID, len(in.Stores))
 		}
 		if in.Reported == nil {
 			reported[s] = true
@@ -190,15 +190,15 @@ const maxMetas = math.MaxInt32 / 2
 
 // bestPeers groups metas by region and picks each region's best peer. It returns the regions
 // and, for every meta, the position of its region.
-func bestPeers(metas []RegionMeta, res *Result) ([]region, []int32, error) {
-	if len(metas) > maxMetas {
-		return nil, nil, fmt.Errorf("the stores reported %d region peers; at most %d are planned", len(metas), maxMetas)
+func bestPeers(metas *Metas, res *Result) ([]region, []int32, error) {
+	if metas.Len() > maxMetas {
+		return nil, nil, fmt.Errorf("the stores reported %d region peers; at most %d are planned", metas.Len(), maxMetas)
 	}
-	index := make(map[uint64]int32, len(metas)/3+1)
-	regionOf := make([]int32, len(metas))
-	regions := make([]region, 0, len(metas)/3+1)
-	for i := range metas {
-		m := &metas[i]
+	index := make(map[uint64]int32, metas.Len()/3+1)
+	regionOf := make([]int32, metas.Len())
+	regions := make([]region, 0, metas.Len()/3+1)
+	for i := range metas.Len() {
+		m := metas.At(i)
 		res.MaxAllocID = max(res.MaxAllocID, m.StoreID, m.RegionID, m.PeerID)
 		if m.RegionID == 0 {
 			return nil, nil, fmt.Errorf("store %d reported a region with id 0", m.StoreID)
@@ -209,18 +209,18 @@ func bestPeers(metas []RegionMeta, res *Result) ([]region, []int32, error) {
 		}
 		pos, ok := index[m.RegionID]
 		if !ok {
-			index[m.RegionID] = int32(len(regions)) //nolint:gosec // G115: len(regions) <= len(metas) <= maxMetas, checked above
+			index[m.RegionID] = int32(len(regions)) //nolint:gosec // G115: len(regions) <= metas.Len() <= maxMetas, checked above
 			regionOf[i] = index[m.RegionID]
 			regions = append(regions, region{id: m.RegionID, best: int32(i)})
 			continue
 		}
 		regionOf[i] = pos
-		if better(m, &metas[regions[pos].best]) {
+		if better(m, metas.At(int(regions[pos].best))) {
 			regions[pos].best = int32(i)
 		}
 	}
 	for i := range regions {
-		b := &metas[regions[i].best]
+		b := metas.At(int(regions[i].best))
 		regions[i].ver, regions[i].start, regions[i].end = b.Version, b.StartKey, b.EndKey
 	}
 	return regions, regionOf, nil
@@ -339,15 +339,15 @@ var ErrKeySpaceNotCovered = errors.New("the regions do not cover the key space")
 
 // checkCoverage verifies that the surviving regions, in key order, tile ["", +inf) and none is
 // a tombstone.
-func checkCoverage(metas []RegionMeta, regions []region, order []int32) error {
+func checkCoverage(metas *Metas, regions []region, order []int32) error {
 	if len(order) == 0 {
 		return fmt.Errorf("no regions reported")
 	}
 	var prevEnd []byte
 	for k, ri := range order {
 		r := &regions[ri]
-		if metas[r.best].Tombstone {
-			return fmt.Errorf("region %d: its best peer (store %d) is a tombstone", r.id, metas[r.best].StoreID)
+		if metas.At(int(r.best)).Tombstone {
+			return fmt.Errorf("region %d: its best peer (store %d) is a tombstone", r.id, metas.At(int(r.best)).StoreID)
 		}
 		if k == 0 && len(r.start) != 0 {
 			return fmt.Errorf("%w: no region covers [\"\", %s): the first region %d starts there", ErrKeySpaceNotCovered, hexKey(r.start), r.id)
@@ -365,12 +365,12 @@ func checkCoverage(metas []RegionMeta, regions []region, order []int32) error {
 
 // assignLeaders gives each surviving region's leadership to the least-loaded store among the
 // peers that tie with its best one, in key order; every other peer gets a follower entry.
-func assignLeaders(metas []RegionMeta, regions []region, regionOf []int32, accepted []bool, order []int32, res *Result) {
+func assignLeaders(metas *Metas, regions []region, regionOf []int32, accepted []bool, order []int32, res *Result) {
 	// Candidates per region in compressed-row form: counts, offsets, then store ids.
 	offs := make([]int32, len(regions)+1)
-	for i := range metas {
+	for i := range metas.Len() {
 		ri := regionOf[i]
-		if accepted[ri] && ties(&metas[i], &metas[regions[ri].best]) {
+		if accepted[ri] && ties(metas.At(i), metas.At(int(regions[ri].best))) {
 			offs[ri+1]++
 		}
 	}
@@ -379,14 +379,14 @@ func assignLeaders(metas []RegionMeta, regions []region, regionOf []int32, accep
 	}
 	cand := make([]uint64, offs[len(regions)])
 	fill := slices.Clone(offs[:len(regions)])
-	for i := range metas {
-		m := &metas[i]
+	for i := range metas.Len() {
+		m := metas.At(i)
 		ri := regionOf[i]
 		if !accepted[ri] {
 			res.Commands[m.StoreID] = append(res.Commands[m.StoreID], Command{RegionID: m.RegionID, Tombstone: true})
 			continue
 		}
-		if ties(m, &metas[regions[ri].best]) {
+		if ties(m, metas.At(int(regions[ri].best))) {
 			cand[fill[ri]] = m.StoreID
 			fill[ri]++
 		}
@@ -403,8 +403,8 @@ func assignLeaders(metas []RegionMeta, regions []region, regionOf []int32, accep
 		leader[ri] = pick
 		res.Leaders[pick]++
 	}
-	for i := range metas {
-		m := &metas[i]
+	for i := range metas.Len() {
+		m := metas.At(i)
 		ri := regionOf[i]
 		if !accepted[ri] {
 			continue

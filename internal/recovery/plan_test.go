@@ -58,8 +58,8 @@ func TestPlan(t *testing.T) {
 	}{
 		{
 			name: "equal peers: leaders spread over the stores",
-			in: Input{Stores: stores, Metas: concat(
-				replicated(10, 5, 100, 1, "", "b"), replicated(11, 5, 100, 1, "b", "d"), replicated(12, 5, 100, 1, "d", ""))},
+			in: Input{Stores: stores, Metas: NewMetas(concat(
+				replicated(10, 5, 100, 1, "", "b"), replicated(11, 5, 100, 1, "b", "d"), replicated(12, 5, 100, 1, "d", ""))...)},
 			check: func(t *testing.T, res Result) {
 				for _, s := range stores {
 					if res.Leaders[s] != 1 {
@@ -70,36 +70,36 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "highest term wins over a longer log",
-			in: Input{Stores: stores, Metas: []RegionMeta{
-				peer(1, 10, 6, 90, 1, "", ""), peer(2, 10, 5, 120, 1, "", ""), peer(3, 10, 5, 119, 1, "", "")}},
+			in: Input{Stores: stores, Metas: NewMetas([]RegionMeta{
+				peer(1, 10, 6, 90, 1, "", ""), peer(2, 10, 5, 120, 1, "", ""), peer(3, 10, 5, 119, 1, "", "")}...)},
 			wantLeaders: map[uint64]uint64{10: 1},
 		},
 		{
 			name: "same term: longest log wins",
-			in: Input{Stores: stores, Metas: []RegionMeta{
-				peer(1, 10, 5, 99, 1, "", ""), peer(2, 10, 5, 101, 1, "", ""), peer(3, 10, 5, 100, 1, "", "")}},
+			in: Input{Stores: stores, Metas: NewMetas([]RegionMeta{
+				peer(1, 10, 5, 99, 1, "", ""), peer(2, 10, 5, 101, 1, "", ""), peer(3, 10, 5, 100, 1, "", "")}...)},
 			wantLeaders: map[uint64]uint64{10: 2},
 		},
 		{
 			name: "same term and index: commit index breaks the tie",
-			in: Input{Stores: stores, Metas: func() []RegionMeta {
+			in: Input{Stores: stores, Metas: NewMetas(func() []RegionMeta {
 				m := replicated(10, 5, 100, 1, "", "")
 				m[2].CommitIndex = 100
 				return m
-			}()},
+			}()...)},
 			wantLeaders: map[uint64]uint64{10: 3},
 		},
 		{
 			name: "huge terms compare as unsigned numbers (upstream's subtraction overflowed)",
-			in: Input{Stores: stores, Metas: []RegionMeta{
-				peer(1, 10, 1, 5, 1, "", ""), peer(2, 10, math.MaxUint64, 5, 1, "", ""), peer(3, 10, 1<<63, 5, 1, "", "")}},
+			in: Input{Stores: stores, Metas: NewMetas([]RegionMeta{
+				peer(1, 10, 1, 5, 1, "", ""), peer(2, 10, math.MaxUint64, 5, 1, "", ""), peer(3, 10, 1<<63, 5, 1, "", "")}...)},
 			wantLeaders: map[uint64]uint64{10: 2},
 		},
 		{
 			name: "stale pre-split region loses to the split halves",
-			in: Input{Stores: stores, Metas: concat(
+			in: Input{Stores: stores, Metas: NewMetas(concat(
 				replicated(10, 5, 100, 2, "", "m"), replicated(11, 5, 100, 2, "m", ""),
-				[]RegionMeta{peer(2, 9, 7, 300, 1, "", "")})}, // old whole-range region left on store 2
+				[]RegionMeta{peer(2, 9, 7, 300, 1, "", "")})...)}, // old whole-range region left on store 2
 			wantDropped: []uint64{9},
 			check: func(t *testing.T, res Result) {
 				found := false
@@ -118,44 +118,44 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "merged region wins over its stale halves",
-			in: Input{Stores: stores, Metas: concat(
+			in: Input{Stores: stores, Metas: NewMetas(concat(
 				replicated(20, 5, 100, 3, "", ""),
-				[]RegionMeta{peer(1, 21, 5, 100, 2, "", "k"), peer(3, 22, 5, 100, 2, "k", "")})},
+				[]RegionMeta{peer(1, 21, 5, 100, 2, "", "k"), peer(3, 22, 5, 100, 2, "k", "")})...)},
 			wantDropped: []uint64{21, 22},
 		},
 		{
 			name: "hole in the middle is named",
-			in: Input{Stores: stores, Metas: concat(
-				replicated(10, 5, 100, 1, "", "b"), replicated(11, 5, 100, 1, "c", ""))},
+			in: Input{Stores: stores, Metas: NewMetas(concat(
+				replicated(10, 5, 100, 1, "", "b"), replicated(11, 5, 100, 1, "c", ""))...)},
 			wantErr: "no region covers [62, 63)",
 		},
 		{
 			name:    "hole at the start",
-			in:      Input{Stores: stores, Metas: replicated(10, 5, 100, 1, "b", "")},
+			in:      Input{Stores: stores, Metas: NewMetas(replicated(10, 5, 100, 1, "b", "")...)},
 			wantErr: `no region covers ["", 62)`,
 		},
 		{
 			name:    "hole at the end (upstream did not check)",
-			in:      Input{Stores: stores, Metas: replicated(10, 5, 100, 1, "", "x")},
+			in:      Input{Stores: stores, Metas: NewMetas(replicated(10, 5, 100, 1, "", "x")...)},
 			wantErr: "no region covers [78, +inf)",
 		},
 		{
 			name: "tombstone best peer",
-			in: Input{Stores: stores, Metas: func() []RegionMeta {
+			in: Input{Stores: stores, Metas: NewMetas(func() []RegionMeta {
 				m := replicated(10, 5, 100, 1, "", "")
 				m[0].Tombstone, m[0].LastIndex = true, 200
 				return m
-			}()},
+			}()...)},
 			wantErr: "region 10: its best peer (store 1) is a tombstone",
 		},
 		{
 			name:    "a silent store is refused without tolerance",
-			in:      Input{Stores: []uint64{1, 2, 3, 4}, Metas: replicated(10, 5, 100, 1, "", "")},
+			in:      Input{Stores: []uint64{1, 2, 3, 4}, Metas: NewMetas(replicated(10, 5, 100, 1, "", "")...)},
 			wantErr: "stores [4] did not answer; at most 0 may be missing",
 		},
 		{
 			name: "a store that answered with no region is not missing",
-			in:   Input{Stores: []uint64{1, 2, 3, 4}, Reported: []uint64{1, 2, 3, 4}, Metas: replicated(10, 5, 100, 1, "", "")},
+			in:   Input{Stores: []uint64{1, 2, 3, 4}, Reported: []uint64{1, 2, 3, 4}, Metas: NewMetas(replicated(10, 5, 100, 1, "", "")...)},
 			check: func(t *testing.T, res Result) {
 				if len(res.MissingStores) != 0 {
 					t.Errorf("MissingStores = %v, want none", res.MissingStores)
@@ -164,7 +164,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "a silent store is tolerated when asked",
-			in:   Input{Stores: []uint64{1, 2, 3, 4}, Metas: replicated(10, 5, 100, 1, "", ""), MaxMissingStores: 1},
+			in:   Input{Stores: []uint64{1, 2, 3, 4}, Metas: NewMetas(replicated(10, 5, 100, 1, "", "")...), MaxMissingStores: 1},
 			check: func(t *testing.T, res Result) {
 				if !slices.Equal(res.MissingStores, []uint64{4}) {
 					t.Errorf("MissingStores = %v", res.MissingStores)
@@ -173,12 +173,12 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name:    "a report from an unknown store is refused",
-			in:      Input{Stores: []uint64{1, 2}, Metas: replicated(10, 5, 100, 1, "", "")},
+			in:      Input{Stores: []uint64{1, 2}, Metas: NewMetas(replicated(10, 5, 100, 1, "", "")...)},
 			wantErr: "store 3 reported region 10 but is not one of the 2 expected stores",
 		},
 		{
 			name:    "a reversed range is refused",
-			in:      Input{Stores: stores, Metas: replicated(10, 5, 100, 1, "z", "a")},
+			in:      Input{Stores: stores, Metas: NewMetas(replicated(10, 5, 100, 1, "z", "a")...)},
 			wantErr: "store 1 reported region 10 with empty or reversed range [7a, 61)",
 		},
 		{
@@ -188,11 +188,11 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "MaxAllocID covers store, region and peer ids",
-			in: Input{Stores: []uint64{1, 2, 3, 500}, MaxMissingStores: 1, Metas: func() []RegionMeta {
+			in: Input{Stores: []uint64{1, 2, 3, 500}, MaxMissingStores: 1, Metas: NewMetas(func() []RegionMeta {
 				m := replicated(10, 5, 100, 1, "", "")
 				m[1].PeerID = 9000
 				return m
-			}()},
+			}()...)},
 			check: func(t *testing.T, res Result) {
 				if res.MaxAllocID != 9000 {
 					t.Errorf("MaxAllocID = %d, want 9000", res.MaxAllocID)
@@ -233,14 +233,14 @@ func TestPlan(t *testing.T) {
 // TestPlanIsDeterministic: the same reports in any order give the same plan.
 func TestPlanIsDeterministic(t *testing.T) {
 	metas := synthetic(rand.New(rand.NewPCG(1, 2)), 2000, 7)
-	want, err := Plan(Input{Stores: storeIDs(7), Metas: metas})
+	want, err := Plan(Input{Stores: storeIDs(7), Metas: NewMetas(metas...)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for seed := range uint64(5) {
 		shuffled := slices.Clone(metas)
 		rand.New(rand.NewPCG(seed, 9)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-		got, err := Plan(Input{Stores: storeIDs(7), Metas: shuffled})
+		got, err := Plan(Input{Stores: storeIDs(7), Metas: NewMetas(shuffled...)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -254,7 +254,7 @@ func TestPlanIsDeterministic(t *testing.T) {
 		tied[i].LastIndex = 1000
 		tied[i].LastLogTerm = 5
 	}
-	balanced, err := Plan(Input{Stores: storeIDs(7), Metas: tied})
+	balanced, err := Plan(Input{Stores: storeIDs(7), Metas: NewMetas(tied...)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func synthetic(r *rand.Rand, n, stores int) []RegionMeta {
 func BenchmarkPlan1MRegions(b *testing.B) {
 	const regions = 1_000_000
 	metas := synthetic(rand.New(rand.NewPCG(7, 7)), regions, 100)
-	in := Input{Stores: storeIDs(100), Metas: metas}
+	in := Input{Stores: storeIDs(100), Metas: NewMetas(metas...)}
 	b.ReportAllocs()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -401,7 +401,7 @@ func BenchmarkPlanOverlapping(b *testing.B) {
 		stale.EndKey = metas[3*(i+1)].EndKey
 		metas = append(metas, stale)
 	}
-	in := Input{Stores: storeIDs(100), Metas: metas}
+	in := Input{Stores: storeIDs(100), Metas: NewMetas(metas...)}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {

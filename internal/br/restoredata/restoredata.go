@@ -414,26 +414,41 @@ func (r *run) listStores(ctx context.Context) ([]*metapb.Store, error) {
 // readMetas reads every store's region metas concurrently, and lists the stores that answered
 // (an empty store answers with no meta). A store that cannot answer is left out: the planner
 // decides whether that is tolerable.
-func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) ([]recovery.RegionMeta, []uint64, error) {
+//
+// The metas are what restore-data holds most of: three per region. They go into one Metas a
+// batch at a time as they arrive, their keys shared (a region's peers report the same two keys,
+// and a region's end is the next one's start), so a million regions cost about a third of what
+// a list per store, then one of all, with every key as the stores sent it, did (issue 44).
+func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) (*recovery.Metas, []uint64, error) {
 	var (
 		mu       sync.Mutex
-		metas    []recovery.RegionMeta
+		metas    = &recovery.Metas{}
+		keys     = map[string][]byte{}
 		answered []uint64
 		wg       sync.WaitGroup
 		errs     []error
 	)
+	add := func(batch []recovery.RegionMeta) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range batch {
+			batch[i].StartKey, batch[i].EndKey = intern(keys, batch[i].StartKey), intern(keys, batch[i].EndKey)
+		}
+		metas.Append(batch...)
+	}
+	failed := map[uint64]bool{}
 	for _, s := range stores {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := r.readStore(ctx, s)
+			err := r.readStore(ctx, s, add)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
 				errs = append(errs, err)
+				failed[s.GetId()] = true
 				return
 			}
-			metas = append(metas, got...)
 			answered = append(answered, s.GetId())
 		}()
 	}
@@ -444,32 +459,55 @@ func (r *run) readMetas(ctx context.Context, stores []*metapb.Store) ([]recovery
 	for _, err := range errs {
 		r.d.Log("Leaving a store out (tolerated): %v", err)
 	}
+	if len(failed) > 0 {
+		// A store left out counts as missing: none of the metas it sent before it broke is a peer.
+		metas.Keep(func(m *recovery.RegionMeta) bool { return !failed[m.StoreID] })
+	}
 	return metas, answered, nil
 }
 
-func (r *run) readStore(ctx context.Context, s *metapb.Store) ([]recovery.RegionMeta, error) {
+// intern returns the copy of key held in keys, adding key when there is none.
+func intern(keys map[string][]byte, key []byte) []byte {
+	if k, ok := keys[string(key)]; ok {
+		return k
+	}
+	keys[string(key)] = key
+	return key
+}
+
+// metaBatch is how many metas a store's reader collects before adding them to the rest.
+const metaBatch = 1024
+
+// readStore reads one store's region metas and hands them to add a batch at a time. A store
+// whose stream breaks may have added some already: the caller drops them.
+func (r *run) readStore(ctx context.Context, s *metapb.Store, add func([]recovery.RegionMeta)) error {
 	cc, err := r.dial(ctx, s)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	stream, err := recoverdatapb.NewRecoverDataClient(cc).ReadRegionMeta(ctx, &recoverdatapb.ReadRegionMetaRequest{StoreId: s.GetId()})
 	if err != nil {
-		return nil, fmt.Errorf("read region metas of store %d: %w", s.GetId(), err)
+		return fmt.Errorf("read region metas of store %d: %w", s.GetId(), err)
 	}
-	var out []recovery.RegionMeta
+	batch := make([]recovery.RegionMeta, 0, metaBatch)
 	for {
 		m, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return out, nil
+			add(batch)
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("read region metas of store %d: %w", s.GetId(), err)
+			return fmt.Errorf("read region metas of store %d: %w", s.GetId(), err)
 		}
-		out = append(out, recovery.RegionMeta{
+		batch = append(batch, recovery.RegionMeta{
 			StoreID: s.GetId(), RegionID: m.GetRegionId(), PeerID: m.GetPeerId(),
 			LastLogTerm: m.GetLastLogTerm(), LastIndex: m.GetLastIndex(), CommitIndex: m.GetCommitIndex(),
 			Version: m.GetVersion(), Tombstone: m.GetTombstone(), StartKey: m.GetStartKey(), EndKey: m.GetEndKey(),
 		})
+		if len(batch) == metaBatch {
+			add(batch)
+			batch = batch[:0]
+		}
 	}
 }
 
@@ -505,12 +543,20 @@ func (r *run) sendPlan(ctx context.Context, stores []*metapb.Store, plan recover
 	return errors.Join(errs...)
 }
 
+// noReplayBuffer turns off gRPC's replay buffer for a store's RecoverRegion stream. Until a
+// stream's server answers, gRPC keeps every message sent on it to replay on a transparent
+// retry, up to 256 KiB of their encoded size; a RecoverRegion command encodes to a few bytes, so
+// a store's whole plan stayed held, each message with its buffers: 470 MiB over a million
+// regions (a heap profile of bench-scale, issue 44). A stream that breaks fails the attempt,
+// which reads the metas again anyway.
+const noReplayBuffer = 0
+
 func (r *run) sendStore(ctx context.Context, s *metapb.Store, cmds []recovery.Command) error {
 	cc, err := r.dial(ctx, s)
 	if err != nil {
 		return err
 	}
-	stream, err := recoverdatapb.NewRecoverDataClient(cc).RecoverRegion(ctx)
+	stream, err := recoverdatapb.NewRecoverDataClient(cc).RecoverRegion(ctx, grpc.MaxRetryRPCBufferSize(noReplayBuffer))
 	if err != nil {
 		return fmt.Errorf("recover regions on store %d: %w", s.GetId(), err)
 	}
@@ -592,9 +638,10 @@ func (r *run) flashback(ctx context.Context, restoreTS uint64) error {
 // worstLeaders is the WorstLeaders negative control: every region that has a planned leader is
 // led instead by its peer with the shortest log (lowest last index), the one raft's vote rule
 // refuses when the others are ahead.
-func worstLeaders(plan recovery.Result, metas []recovery.RegionMeta) recovery.Result {
+func worstLeaders(plan recovery.Result, metas *recovery.Metas) recovery.Result {
 	worst := map[uint64]recovery.RegionMeta{}
-	for _, m := range metas {
+	for i := range metas.Len() {
+		m := *metas.At(i)
 		if w, ok := worst[m.RegionID]; !ok || m.LastIndex < w.LastIndex {
 			worst[m.RegionID] = m
 		}

@@ -21,11 +21,11 @@ func TestWorstLeadersMovesEveryLeaderToTheShortestLog(t *testing.T) {
 		{StoreID: 1, RegionID: 20, LastLogTerm: 5, LastIndex: 40, Version: 2, StartKey: []byte("m")},
 		{StoreID: 2, RegionID: 20, LastLogTerm: 5, LastIndex: 50, Version: 2, StartKey: []byte("m")},
 	}
-	plan, err := recovery.Plan(recovery.Input{Stores: []uint64{1, 2, 3}, Metas: metas})
+	plan, err := recovery.Plan(recovery.Input{Stores: []uint64{1, 2, 3}, Metas: recovery.NewMetas(metas...)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := worstLeaders(plan, metas)
+	got := worstLeaders(plan, recovery.NewMetas(metas...))
 	leaders := map[uint64]uint64{}
 	for store, cmds := range got.Commands {
 		for _, c := range cmds {
