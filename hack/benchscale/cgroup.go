@@ -20,7 +20,9 @@ type cgroup struct {
 // hierarchy, else v2's (which needs the memory controller enabled for its children).
 func newCgroup(limit int64) (*cgroup, error) {
 	name := fmt.Sprintf("fedbr-bench-scale-%d", os.Getpid())
-	write := func(dir, file string, v string) error { return os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644) }
+	write := func(dir, file string, v string) error {
+		return os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644)
+	}
 	n := strconv.FormatInt(limit, 10)
 	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err == nil {
 		c := &cgroup{dir: filepath.Join("/sys/fs/cgroup/memory", name)}
