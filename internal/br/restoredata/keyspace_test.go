@@ -110,16 +110,19 @@ func TestCoverAcrossPages(t *testing.T) {
 	}
 	for _, cuts := range [][]int{{1}, {2}, {1, 3}, {1, 2, 3, 4}} {
 		c := cover{pending: pending}
-		var got plan
-		from := 0
+		var (
+			got  plan
+			from int
+			last *router.Region // the previous page's last region
+		)
 		for _, to := range append(cuts, len(regions)) {
 			page := regions[from:to]
-			if from > 0 {
-				page = append([]*router.Region{regions[from-1]}, page...) // reported again on the next page
+			if last != nil {
+				page = append([]*router.Region{last}, page...) // reported again on the next page
 			}
 			p := c.page(page)
 			got.jobs, got.holes = append(got.jobs, p.jobs...), append(got.holes, p.holes...)
-			from = to
+			from, last = to, page[len(page)-1]
 		}
 		got.holes = append(got.holes, c.gaps()...)
 		// A region reported twice is called twice, as an answer of PD's changing between pages
