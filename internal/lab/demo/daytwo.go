@@ -75,11 +75,17 @@ const (
 	// up the source with that pod and restores it, exactly, into TidbClusters with as many TiKV
 	// (issue 40). The source keeps the failover pod for the scenarios after it.
 	ScenarioFailover = "a failed-over store's extra TiKV pod: backed up and restored exactly"
+	// ScenarioDeleteWhileSizing deletes a backup that completed while its size steps still run
+	// (AWS's block listings answer after sizeLatency): each plane's size step is stopped and its
+	// pod gone before the clean starts, so the log it saves as it exits (the agents run with
+	// --save-step-logs) cannot land after the clean; nothing of the backup is left, its step
+	// logs included.
+	ScenarioDeleteWhileSizing = "deleted while its size steps run: stopped before the clean, nothing left"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover, ScenarioDeleteWhileSizing}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -112,9 +118,10 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 	}
 	o = o.withDefaults()
 	// --pod-labels: the operator lets the label team (podsCarry) reach the step pods; the IAM
-	// role annotation travels by default.
+	// role annotation travels by default. --save-step-logs: a deleted backup must leave no step
+	// log either (gone).
 	o.AgentArgs = append(o.AgentArgs, "--orphan-grace", dayTwoGrace.String(), "--orphan-sweep-interval", dayTwoSweepEvery.String(),
-		"--pod-labels", "team")
+		"--pod-labels", "team", "--save-step-logs")
 	if len(names) == 0 {
 		names = DayTwoScenarios
 	}
@@ -157,6 +164,8 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 			res.Outcome, res.Err = d.encryptedRefused(ctx, fmt.Sprintf(dayTwoName, i))
 		case ScenarioFailover:
 			res.Outcome, res.Err = d.failover(ctx, fmt.Sprintf(dayTwoName, i))
+		case ScenarioDeleteWhileSizing:
+			res.Outcome, res.Err = d.deleteWhileSizing(ctx, fmt.Sprintf(dayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -278,7 +287,8 @@ func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 }
 
 // gone waits until AWS has run every CreateSnapshots it received, then until no snapshot
-// carries any of the backup's member UIDs and no backupmeta is left under its prefixes: the
+// carries any of the backup's member UIDs and no object (backupmeta, manifests, step logs) is
+// left under its prefixes: the
 // calls in flight create snapshots nothing records, which the agents' orphan sweeper deletes
 // dayTwoGrace after they appear.
 func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []string) error {
@@ -289,7 +299,7 @@ func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []stri
 	if err != nil {
 		return err
 	}
-	return d.poll(ctx, "no snapshot or metadata of "+b.Name, func() (bool, string, error) {
+	return d.poll(ctx, "no snapshot or object of "+b.Name, func() (bool, string, error) {
 		n := 0
 		for _, uid := range uids {
 			snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": uid})
@@ -302,13 +312,13 @@ func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []stri
 		for _, dp := range d.lab.DataPlanes {
 			root := filepath.Join(d.lab.AWS.Dir, "s3", bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(dp.Cluster).S3.Prefix))
 			_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-				if err == nil && !e.IsDir() && strings.Contains(filepath.Base(p), "backupmeta") {
-					files = append(files, p)
+				if err == nil && !e.IsDir() {
+					files = append(files, p) // the backupmeta, the manifests, the steps' logs
 				}
 				return nil
 			})
 		}
-		return n == 0 && len(files) == 0, fmt.Sprintf("%d snapshots and backupmeta %v left", n, files), nil
+		return n == 0 && len(files) == 0, fmt.Sprintf("%d snapshots and objects %v left", n, files), nil
 	})
 }
 
@@ -466,6 +476,74 @@ func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha
 		return "", err
 	}
 	return "deleted; no snapshot or metadata left", nil
+}
+
+// sizeLatency is how long AWS takes to answer a block listing in ScenarioDeleteWhileSizing:
+// the size steps run at least that long after the backup completed.
+const sizeLatency = 30 * time.Second
+
+// deleteWhileSizing runs ScenarioDeleteWhileSizing: the backup completes while AWS answers its
+// size steps' block listings only after sizeLatency; once a plane's size step reports Sizing
+// without a result, the backup is deleted. It must go, with every step pod of its members, and
+// leave no snapshot, metadata or step log.
+func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error) {
+	slow := awsdouble.Duration(sizeLatency)
+	if err := d.setFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"ListSnapshotBlocks": slow, "ListChangedBlocks": slow}}); err != nil {
+		return "", err
+	}
+	b := d.newBackup(name)
+	c := d.kube[d.lab.Control]
+	if err := c.Create(ctx, b); err != nil {
+		return "", fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	uids, err := d.memberUIDs(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	var sizing []string
+	err = d.poll(ctx, b.Name+" complete with its size steps running", func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		if b.Status.Phase == fedv1alpha1.VolumeBackupFailed {
+			return false, "", fmt.Errorf("backup %s failed: %s", b.Name, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+		}
+		if b.Status.Phase != fedv1alpha1.VolumeBackupComplete {
+			return false, "phase " + string(b.Status.Phase), nil
+		}
+		sizing = sizing[:0]
+		for _, dp := range d.lab.DataPlanes {
+			var m dpv1alpha1.VolumeBackupMember
+			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+				return false, "", err
+			}
+			if s, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSize); ok && s.Phase == "Sizing" && s.Result == nil {
+				sizing = append(sizing, dp.Cluster)
+			}
+		}
+		return len(sizing) > 0, fmt.Sprintf("Complete; size steps running in %v", sizing), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	deleted := time.Now()
+	if err := d.deleteAndWait(ctx, c, b); err != nil {
+		return "", err
+	}
+	d.say("  VolumeBackup %s gone %s after its deletion, with its size steps running in %v", name, time.Since(deleted).Round(100*time.Millisecond), sizing)
+	for _, dp := range d.lab.DataPlanes {
+		var pods corev1.PodList
+		if err := d.kube[dp.Cluster].List(ctx, &pods, client.InNamespace(d.o.Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
+			return "", err
+		}
+		if len(pods.Items) > 0 {
+			return "", fmt.Errorf("step pod %s of the deleted backup %s still in %s", pods.Items[0].Name, b.Name, dp.Cluster)
+		}
+	}
+	if err := d.gone(ctx, b, uids); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("deleted while sizing in %v; no step pod, snapshot, metadata or log left", sizing), nil
 }
 
 // failedSized runs ScenarioFailedSized: the next snapshot AWS creates turns error 20 s after its
