@@ -62,46 +62,46 @@ func restorePhase(p fedv1alpha1.VolumeRestorePhase) func(*vb, *vr) bool {
 }
 
 // Points are every kill point of the suite.
-var Points = []demo.KillPoint{
-	{Name: "manager, initializer chosen", Target: demo.KillManager, MayFail: true,
+var Points = []KillPoint{
+	{Name: "manager, initializer chosen", Target: KillManager, MayFail: true,
 		At: func(b *vb, _ *vr) bool { return b != nil && b.Status.Initializer != "" }},
-	{Name: "agent of the initializer, arming", Target: demo.KillAgent, Plane: 0, MayFail: true,
+	{Name: "agent of the initializer, arming", Target: KillAgent, Plane: 0, MayFail: true,
 		At: func(b *vb, _ *vr) bool { return b != nil && readyReason(b, fedv1alpha1.VolumeBackupArmingReason) }},
-	{Name: "armed snapshot step of plane 2", Target: demo.KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
+	{Name: "armed snapshot step of plane 2", Target: KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
 		At: func(b *vb, _ *vr) bool { return b != nil && readyReason(b, fedv1alpha1.VolumeBackupArmingReason) }},
 	// GCPaused Unknown (asked, not yet held) lasts milliseconds now: the point holds every
 	// CreateSnapshots, so that when a poll misses it the manager is killed inside the window
 	// that follows, still after it asked for the pause.
-	{Name: "manager, pause asked", Target: demo.KillManager, MayFail: true, HoldSnapshots: true,
+	{Name: "manager, pause asked", Target: KillManager, MayFail: true, HoldSnapshots: true,
 		At: func(b *vb, _ *vr) bool {
 			return b != nil && (cond(b.Status.Conditions, fedv1alpha1.VolumeBackupGCPausedCondition, metav1.ConditionUnknown) || inPause(b, nil))
 		}},
-	{Name: "manager, inside the GC pause window", Target: demo.KillManager, MayFail: true, At: inPause, HoldSnapshots: true},
-	{Name: "agent of the initializer, inside the GC pause window", Target: demo.KillAgent, Plane: 0, MayFail: true, At: inPause, HoldSnapshots: true},
-	{Name: "pause step, inside the GC pause window", Target: demo.KillStep, Plane: 0, Step: job.StepPause, MayFail: true, At: inPause, HoldSnapshots: true},
-	{Name: "snapshot step of plane 3, inside the GC pause window", Target: demo.KillStep, Plane: 2, Step: job.StepSnapshot, MayFail: true, At: inPause, HoldSnapshots: true},
-	{Name: "manager, snapshots created", Target: demo.KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
-	{Name: "agent of plane 2, snapshots created", Target: demo.KillAgent, Plane: 1, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
-	{Name: "snapshot step of plane 2, snapshots created", Target: demo.KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
+	{Name: "manager, inside the GC pause window", Target: KillManager, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "agent of the initializer, inside the GC pause window", Target: KillAgent, Plane: 0, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "pause step, inside the GC pause window", Target: KillStep, Plane: 0, Step: job.StepPause, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "snapshot step of plane 3, inside the GC pause window", Target: KillStep, Plane: 2, Step: job.StepSnapshot, MayFail: true, At: inPause, HoldSnapshots: true},
+	{Name: "manager, snapshots created", Target: KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
+	{Name: "agent of plane 2, snapshots created", Target: KillAgent, Plane: 1, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
+	{Name: "snapshot step of plane 2, snapshots created", Target: KillStep, Plane: 1, Step: job.StepSnapshot, MayFail: true,
 		At: backupPhase(fedv1alpha1.VolumeBackupSnapshotsCreated)},
-	{Name: "manager, backup complete", Target: demo.KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupComplete)},
-	{Name: "API server of plane 2 stopped 60 s, backup running", Target: demo.StopAPIServer, Plane: 1, MayFail: true,
+	{Name: "manager, backup complete", Target: KillManager, MayFail: true, At: backupPhase(fedv1alpha1.VolumeBackupComplete)},
+	{Name: "API server of plane 2 stopped 60 s, backup running", Target: StopAPIServer, Plane: 1, MayFail: true,
 		At: func(b *vb, _ *vr) bool { return b != nil && b.Status.Initializer != "" }},
-	{Name: "manager, restoring volumes", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
-	{Name: "agent of plane 2, restoring volumes", Restore: true, Target: demo.KillAgent, Plane: 1, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
-	{Name: "restore-volumes step of plane 2", Restore: true, Target: demo.KillStep, Plane: 1, Step: job.StepRestoreVolumes, MayFail: true,
+	{Name: "manager, restoring volumes", Restore: true, Target: KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
+	{Name: "agent of plane 2, restoring volumes", Restore: true, Target: KillAgent, Plane: 1, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
+	{Name: "restore-volumes step of plane 2", Restore: true, Target: KillStep, Plane: 1, Step: job.StepRestoreVolumes, MayFail: true,
 		At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
-	{Name: "manager, TiKV up", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
-	{Name: "restore-data step, TiKV up", Restore: true, Target: demo.KillStep, Plane: -1, Step: job.StepRestoreData, MayFail: true,
+	{Name: "manager, TiKV up", Restore: true, Target: KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
+	{Name: "restore-data step, TiKV up", Restore: true, Target: KillStep, Plane: -1, Step: job.StepRestoreData, MayFail: true,
 		At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
-	{Name: "agent of plane 1, TiKV up", Restore: true, Target: demo.KillAgent, Plane: 0, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
-	{Name: "manager, data complete", Restore: true, Target: demo.KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreDataComplete)},
+	{Name: "agent of plane 1, TiKV up", Restore: true, Target: KillAgent, Plane: 0, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
+	{Name: "manager, data complete", Restore: true, Target: KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreDataComplete)},
 }
 
 // choose returns the points of this run: those whose names contain one of FEDBR_CRASH_POINTS's
 // comma-separated parts when set ("all": every point), else the slice of ciPoints points the
 // seed picks (labtest.Slice; every point with FEDBR_LONG=1).
-func choose(t *testing.T) []demo.KillPoint {
+func choose(t *testing.T) []KillPoint {
 	sel := os.Getenv("FEDBR_CRASH_POINTS")
 	if sel == "all" {
 		return Points
@@ -113,7 +113,7 @@ func choose(t *testing.T) []demo.KillPoint {
 	if sel == "" {
 		names = labtest.Slice(t, "test/crash", names, ciPoints)
 	}
-	var out []demo.KillPoint
+	var out []KillPoint
 	for _, p := range Points {
 		if sel == "" && slices.Contains(names, p.Name) || sel != "" && labtest.Selected(p.Name, sel) {
 			out = append(out, p)
@@ -133,8 +133,8 @@ func TestCrashAnywhere(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 110*time.Minute)
 	defer cancel()
 	l := labtest.Up(ctx, t)
-	results, err := demo.RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: labtest.Log{T: t}, Install: true}, points)
-	t.Logf("crash suite results:\n%s", demo.CrashLog(results))
+	results, err := RunCrash(ctx, demo.Options{Lab: l, Timeout: 6 * time.Minute, Out: labtest.Log{T: t}, Install: true}, points)
+	t.Logf("crash suite results:\n%s", CrashLog(results))
 	if err != nil {
 		t.Fatal(err)
 	}

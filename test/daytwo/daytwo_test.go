@@ -38,21 +38,21 @@ func TestDayTwo(t *testing.T) {
 	}
 	var names []string
 	if sel := os.Getenv("FEDBR_DAYTWO"); sel != "" {
-		for _, n := range demo.DayTwoScenarios {
+		for _, n := range DayTwoScenarios {
 			if labtest.Selected(n, sel) {
 				names = append(names, n)
 			}
 		}
 		if len(names) == 0 {
-			t.Fatalf("FEDBR_DAYTWO=%q names no scenario of %q", sel, demo.DayTwoScenarios)
+			t.Fatalf("FEDBR_DAYTWO=%q names no scenario of %q", sel, DayTwoScenarios)
 		}
 	} else {
-		names = labtest.Slice(t, "test/daytwo", demo.DayTwoScenarios, ciScenarios)
+		names = labtest.Slice(t, "test/daytwo", DayTwoScenarios, ciScenarios)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	l := labtest.Up(ctx, t)
-	results, err := demo.RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}, TLS: true, Install: true}, names)
+	results, err := RunDayTwo(ctx, demo.Options{Lab: l, Timeout: 4 * time.Minute, Out: labtest.Log{T: t}, TLS: true, Install: true}, names)
 	if err != nil {
 		t.Fatal(err)
 	}

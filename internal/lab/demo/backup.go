@@ -22,14 +22,14 @@ import (
 // storage is the S3 location of backup name in the AWS double, under the control-plane
 // namespace's prefix as the agents' default policy wants it (--allowed-storage): the agents and
 // steps reach it through their --aws-endpoint (s3.endpoint is refused at admission).
-func (d *run) storage(name string) fedv1alpha1.StorageProvider {
-	return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: bucket, Prefix: controlNamespace + "/" + name,
+func (d *Harness) storage(name string) fedv1alpha1.StorageProvider {
+	return fedv1alpha1.StorageProvider{S3: &fedv1alpha1.S3StorageProvider{Provider: "aws", Bucket: Bucket, Prefix: ControlNamespace + "/" + name,
 		Region: d.lab.AWS.Region}}
 }
 
-// newBackup is a VolumeBackup of the source cluster named name, cleanPolicy Delete.
-func (d *run) newBackup(name string) *fedv1alpha1.VolumeBackup {
-	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: controlNamespace}}
+// NewBackup is a VolumeBackup of the source cluster named name, cleanPolicy Delete.
+func (d *Harness) NewBackup(name string) *fedv1alpha1.VolumeBackup {
+	b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ControlNamespace}}
 	for _, dp := range d.lab.DataPlanes {
 		b.Spec.Clusters = append(b.Spec.Clusters, fedv1alpha1.VolumeBackupMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.TCName, TCNamespace: d.o.Namespace})
 	}
@@ -38,22 +38,22 @@ func (d *run) newBackup(name string) *fedv1alpha1.VolumeBackup {
 	return b
 }
 
-// backup runs a VolumeBackup of the source cluster to completion.
-func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
+// Backup runs a VolumeBackup of the source cluster to completion.
+func (d *Harness) Backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 	// The bucket is a directory of the AWS double's S3.
-	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", Bucket), 0o755); err != nil {
 		return nil, err
 	}
 	name := "demo-" + time.Now().UTC().Format("20060102-150405")
-	b := d.newBackup(name)
+	b := d.NewBackup(name)
 	c := d.kube[d.lab.Control]
 	if err := c.Create(ctx, b); err != nil {
 		return nil, fmt.Errorf("create VolumeBackup: %w", err)
 	}
 	created := time.Now()
 	d.backupCreated = created
-	d.say("VolumeBackup %s/%s created over %d data planes", controlNamespace, name, len(d.lab.DataPlanes))
-	err := d.poll(ctx, "VolumeBackup "+name, func() (bool, string, error) {
+	d.Say("VolumeBackup %s/%s created over %d data planes", ControlNamespace, name, len(d.lab.DataPlanes))
+	err := d.Poll(ctx, "VolumeBackup "+name, func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, "", err
 		}
@@ -62,16 +62,16 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 			d.report.BackupWall = time.Since(created)
 			return true, "", nil
 		case fedv1alpha1.VolumeBackupFailed:
-			return false, "", fmt.Errorf("backup %w: %s", errFailed, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+			return false, "", fmt.Errorf("backup %w: %s", ErrFailed, ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
 		}
-		return false, fmt.Sprintf("backup %s: %s", b.Status.Phase, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition)), nil
+		return false, fmt.Sprintf("backup %s: %s", b.Status.Phase, ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition)), nil
 	})
 	if err != nil {
 		return b, err
 	}
 	// Completion does not wait for the initializer to confirm the pause is lifted (the
 	// snapshots are done either way); the pause window is known once it has.
-	err = d.poll(ctx, "GC resumed after "+name, func() (bool, string, error) {
+	err = d.Poll(ctx, "GC resumed after "+name, func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, "", err
 		}
@@ -85,15 +85,15 @@ func (d *run) backup(ctx context.Context) (*fedv1alpha1.VolumeBackup, error) {
 	if err := d.backupTimeline(ctx, b); err != nil {
 		return b, err
 	}
-	d.say("backup complete: commit ts %s, GC paused %ss", b.Status.CommitTs, b.Status.GCPauseSeconds)
+	d.Say("backup complete: commit ts %s, GC paused %ss", b.Status.CommitTs, b.Status.GCPauseSeconds)
 	return b, nil
 }
 
 // sizes waits for every member to size its snapshots (after completion, off the backup's
 // path) and for the backup to sum them.
-func (d *run) sizes(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+func (d *Harness) sizes(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	var full, incremental int64
-	err := d.poll(ctx, "sizes of "+b.Name, func() (bool, string, error) {
+	err := d.Poll(ctx, "sizes of "+b.Name, func() (bool, string, error) {
 		full, incremental = 0, 0
 		for _, dp := range d.lab.DataPlanes {
 			var m dpv1alpha1.VolumeBackupMember
@@ -119,12 +119,12 @@ func (d *run) sizes(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 		return err
 	}
 	d.report.BackupSize, d.report.IncrementalBackupSize = full, incremental
-	d.say("backup size: full %s, incremental %s", b.Status.BackupSizeReadable, b.Status.IncrementalBackupSizeReadable)
+	d.Say("backup size: full %s, incremental %s", b.Status.BackupSizeReadable, b.Status.IncrementalBackupSizeReadable)
 	return nil
 }
 
 // backupTimeline reads the members' conditions and the snapshots' start times.
-func (d *run) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+func (d *Harness) backupTimeline(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	r := d.report
 	r.add("backup", b.Status.TimeStarted, b.Status.TimeCompleted)
 	var starts []time.Time
@@ -186,7 +186,7 @@ func timesOf(steps []dpv1alpha1.StepReport, step string) (stepTimes, bool) {
 // pauseBreakdown splits the GC pause window by what happened in it, from the steps' own
 // clocks: the pause taking hold (leases, wait-apply, schedulers), the backup ts travelling to
 // the armed snapshot steps, the snapshots starting, and the pause being released.
-func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+func (d *Harness) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	var pause stepTimes
 	var lastTS, firstTS, lastStarted, lastCompleted, awsCompleted time.Time
 	for _, dp := range d.lab.DataPlanes {
@@ -263,7 +263,7 @@ func (d *run) pauseBreakdown(ctx context.Context, b *fedv1alpha1.VolumeBackup) e
 // (gcPausedAt) and after AWS completed the last snapshot (awsCompleted), each timed as the
 // last data plane was seen past it: the critical path, where every plane waits for the
 // slowest.
-func (d *run) overheadHops(b *fedv1alpha1.VolumeBackup, gcPausedAt, awsCompleted time.Time) []Step {
+func (d *Harness) overheadHops(b *fedv1alpha1.VolumeBackup, gcPausedAt, awsCompleted time.Time) []Step {
 	name := fedv1alpha1.MemberName(b.Name)
 	planes := len(d.lab.DataPlanes)
 	last := func(fact func(*dpv1alpha1.VolumeBackupMember) bool) time.Time {
@@ -320,13 +320,13 @@ func (d *run) overheadHops(b *fedv1alpha1.VolumeBackup, gcPausedAt, awsCompleted
 
 // deleteBackup deletes the VolumeBackup (cleanPolicy Delete) and counts what is left behind:
 // snapshots of its members, and restored volumes that no PV uses.
-func (d *run) deleteBackup(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+func (d *Harness) deleteBackup(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	c := d.kube[d.lab.Control]
 	if err := client.IgnoreNotFound(c.Delete(ctx, b)); err != nil {
 		return err
 	}
-	d.say("VolumeBackup deleted: cleaning its snapshots")
-	err := d.poll(ctx, "VolumeBackup deletion", func() (bool, string, error) {
+	d.Say("VolumeBackup deleted: cleaning its snapshots")
+	err := d.Poll(ctx, "VolumeBackup deletion", func() (bool, string, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(b), b)
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
@@ -367,7 +367,7 @@ func (d *run) deleteBackup(ctx context.Context, b *fedv1alpha1.VolumeBackup) err
 	if d.report.OrphanSnapshots > 0 || d.report.OrphanVolumes > 0 {
 		return fmt.Errorf("left behind: %d snapshots, %d volumes no PV uses", d.report.OrphanSnapshots, d.report.OrphanVolumes)
 	}
-	d.say("nothing left behind: 0 snapshots of the backup, 0 restored volumes without a PV")
+	d.Say("nothing left behind: 0 snapshots of the backup, 0 restored volumes without a PV")
 	return nil
 }
 

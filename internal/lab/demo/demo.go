@@ -87,7 +87,8 @@ type Options struct {
 	TLS bool
 }
 
-func (o Options) withDefaults() Options {
+// WithDefaults is o with every unset field at its default.
+func (o Options) WithDefaults() Options {
 	if o.Fedbr == "" {
 		o.Fedbr = o.Lab.Fedbr
 	}
@@ -165,12 +166,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	o = o.withDefaults()
-	d, err := newRun(ctx, o)
+	o = o.WithDefaults()
+	d, err := NewHarness(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	defer d.stop()
+	defer d.Stop()
 	err = d.run(ctx)
 	d.report.Err = err
 	return d.report, err

@@ -14,7 +14,7 @@ import (
 // describe runs `fedbr describe` and `fedbr logs` on the demo's backup and restore as an SRE
 // would — the shipped commands, with the lab's kubeconfig for the control plane and as the data
 // planes' kubeconfig (the manager's) — prints what they print and keeps it in the report.
-func (d *run) describe(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) error {
+func (d *Harness) describe(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) error {
 	d.report.Described = map[string]string{}
 	for _, c := range []struct {
 		key  string
@@ -29,16 +29,16 @@ func (d *run) describe(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv
 			return fmt.Errorf("fedbr %s: %w\n%s", strings.Join(c.args, " "), err, out)
 		}
 		d.report.Described[c.key] = out
-		d.say("$ fedbr %s\n%s", strings.Join(c.args, " "), indent(out, "    "))
+		d.Say("$ fedbr %s\n%s", strings.Join(c.args, " "), indent(out, "    "))
 	}
 	return nil
 }
 
 // cli runs the fedbr binary with args against the lab, the control plane's namespace of the
 // demo's operations selected.
-func (d *run) cli(ctx context.Context, args ...string) (string, error) {
+func (d *Harness) cli(ctx context.Context, args ...string) (string, error) {
 	kc := d.lab.Kubeconfig
-	args = append(args, "-n", controlNamespace, "--kubeconfig", kc, "--context", d.lab.Control, "--planes-kubeconfig", kc)
+	args = append(args, "-n", ControlNamespace, "--kubeconfig", kc, "--context", d.lab.Control, "--planes-kubeconfig", kc)
 	cmd := exec.CommandContext(ctx, d.o.Fedbr, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -23,8 +23,8 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/operator"
 )
 
-// restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
-func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
+// Restore creates fresh TidbClusters in recovery mode and runs a VolumeRestore into them.
+func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1alpha1.VolumeRestore, error) {
 	tcs, err := env.RecoveryTidbClusters(d.lab, d.o.RestoreTCName, d.o.RestoreNamespace, d.o.TiKVPerPlane, d.o.RaftVolumes)
 	if err != nil {
 		return nil, err
@@ -37,11 +37,11 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 			tc.Spec.TiKV.Replicas = int32(n)
 		}
 	}
-	if err := d.createTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
+	if err := d.CreateTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
 		return nil, err
 	}
-	d.say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
-	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: controlNamespace,
+	d.Say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
+	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: ControlNamespace,
 		Labels: d.o.RestoreMeta.Labels, Annotations: d.o.RestoreMeta.Annotations}}
 	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = d.o.RestoreWarmup, d.o.RestoreWarmupStrategy
 	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
@@ -54,9 +54,9 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 		return nil, fmt.Errorf("create VolumeRestore: %w", err)
 	}
 	created := time.Now()
-	d.say("VolumeRestore %s/%s created", controlNamespace, r.Name)
+	d.Say("VolumeRestore %s/%s created", ControlNamespace, r.Name)
 	w := newTiKVWatch(d.lab.DataPlanes)
-	err = d.poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
+	err = d.Poll(ctx, "VolumeRestore "+r.Name, func() (bool, string, error) {
 		if err := w.sample(ctx, d, tcs); err != nil {
 			return false, "", err
 		}
@@ -68,9 +68,9 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 			d.report.RestoreWall = time.Since(created)
 			return true, "", nil
 		case fedv1alpha1.VolumeRestoreFailed:
-			return false, "", fmt.Errorf("restore %w: %s", errFailed, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition))
+			return false, "", fmt.Errorf("restore %w: %s", ErrFailed, ConditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition))
 		}
-		return false, fmt.Sprintf("restore %s: %s", r.Status.Phase, conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)), nil
+		return false, fmt.Sprintf("restore %s: %s", r.Status.Phase, ConditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)), nil
 	})
 	if err != nil {
 		return r, err
@@ -96,7 +96,7 @@ func (d *run) restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fedv1a
 	if err := d.restoreWork(ctx, r, w); err != nil {
 		return r, err
 	}
-	d.say("restore complete at commit ts %s", r.Status.CommitTs)
+	d.Say("restore complete at commit ts %s", r.Status.CommitTs)
 	return r, nil
 }
 
@@ -128,7 +128,7 @@ func newTiKVWatch(planes []env.DataPlane) *tiKVWatch {
 }
 
 // sample reads every plane's restored TidbCluster and TiKV pods once.
-func (w *tiKVWatch) sample(ctx context.Context, d *run, tcs map[string]*pcv1alpha1.TidbCluster) error {
+func (w *tiKVWatch) sample(ctx context.Context, d *Harness, tcs map[string]*pcv1alpha1.TidbCluster) error {
 	now := time.Now()
 	for _, plane := range w.planes {
 		want := tcs[plane]
@@ -195,7 +195,7 @@ func podReady(p *corev1.Pod) bool {
 // restoreWork collects the restore's work from the steps' own clocks (restore-volumes on
 // every plane, restore-data on one) and the operator's TiKV starts the watch timed; the rest
 // of the wall time is fedbr's orchestration.
-func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *tiKVWatch) error {
+func (d *Harness) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *tiKVWatch) error {
 	var volumes, data stepTimes
 	for _, plane := range w.planes {
 		var m dpv1alpha1.VolumeRestoreMember
@@ -241,7 +241,7 @@ func (d *run) restoreWork(ctx context.Context, r *fedv1alpha1.VolumeRestore, w *
 // warmupWork counts the warm-up Jobs and times their containers (reading the volumes is work;
 // starting their pods is orchestration). The times have the kubelet's one-second resolution.
 // Each warm-up pod is also paired with the TiKV pod of its member's ordinal as it is now.
-func (d *run) warmupWork(ctx context.Context, w *tiKVWatch) (Step, error) {
+func (d *Harness) warmupWork(ctx context.Context, w *tiKVWatch) (Step, error) {
 	s := Step{Name: "warm-up Jobs reading the volumes (kubelet clock)"}
 	d.report.WarmupIn = map[string]Step{}
 	for _, plane := range w.planes {

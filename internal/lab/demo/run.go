@@ -32,11 +32,12 @@ import (
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
-// bucket is the S3 bucket (in the AWS double) backups go to.
-const bucket = "fedbr-demo"
+// Bucket is the S3 bucket (in the AWS double) backups go to.
+const Bucket = "fedbr-demo"
 
-// run is one demo in progress.
-type run struct {
+// Harness is one demo in progress: the lab, its clients and controllers, the source cluster and
+// its bank. The demo, the crash suite (test/crash) and the day-2 scenarios (test/daytwo) drive it.
+type Harness struct {
 	o     Options
 	lab   *env.Lab
 	kube  map[string]client.Client // by context
@@ -75,8 +76,33 @@ type run struct {
 	bankDone chan bank.Stats
 }
 
-func newRun(ctx context.Context, o Options) (*run, error) {
-	d := &run{o: o, lab: o.Lab, kube: map[string]client.Client{}, report: &Report{}, started: time.Now(), bankLog: &bank.Log{}}
+// Lab is the lab the harness runs in.
+func (d *Harness) Lab() *env.Lab { return d.lab }
+
+// Kube are the clients of the lab's clusters, by kubeconfig context.
+func (d *Harness) Kube() map[string]client.Client { return d.kube }
+
+// AWS is the provider over the lab's AWS double.
+func (d *Harness) AWS() *aws.Provider { return d.aws }
+
+// Options are the harness's options, its defaults filled in. A scenario may change the
+// restore's (RestoreNamespace, RestoreTCName, RestoreMeta, …) before Restore.
+func (d *Harness) Options() *Options { return &d.o }
+
+// TLS is the client side of the lab's CA (Options.TLS), nil without.
+func (d *Harness) TLS() *tidb.TLS { return d.tls }
+
+// SetSourceTiKV records that the source cluster runs n TiKV pods in plane (a failed-over
+// store's extra pod): a restore's TidbCluster there gets as many.
+func (d *Harness) SetSourceTiKV(plane string, n int) {
+	if d.sourceTiKV == nil {
+		d.sourceTiKV = map[string]int{}
+	}
+	d.sourceTiKV[plane] = n
+}
+
+func NewHarness(ctx context.Context, o Options) (*Harness, error) {
+	d := &Harness{o: o, lab: o.Lab, kube: map[string]client.Client{}, report: &Report{}, started: time.Now(), bankLog: &bank.Log{}}
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fedv1alpha1.AddToScheme, dpv1alpha1.AddToScheme, pcv1alpha1.AddToScheme} {
 		if err := add(scheme); err != nil {
@@ -114,38 +140,38 @@ func newRun(ctx context.Context, o Options) (*run, error) {
 	return d, nil
 }
 
-func (d *run) say(format string, args ...any) {
+func (d *Harness) Say(format string, args ...any) {
 	_, _ = fmt.Fprintf(d.o.Out, "[%6.1fs] %s\n", time.Since(d.started).Seconds(), fmt.Sprintf(format, args...))
 }
 
-func (d *run) run(ctx context.Context) error {
+func (d *Harness) run(ctx context.Context) error {
 	d.recordStepPods(ctx)
 	d.watchBackupMembers(ctx)
-	if err := d.startSuite(ctx); err != nil {
+	if err := d.StartSuite(ctx); err != nil {
 		return err
 	}
-	d.say("bank: %d accounts, %d workers, %d transfers committed; backing up in %s, while it writes", d.o.Accounts, d.o.Workers, bank.MinTransfers, d.o.Warmup)
+	d.Say("bank: %d accounts, %d workers, %d transfers committed; backing up in %s, while it writes", d.o.Accounts, d.o.Workers, bank.MinTransfers, d.o.Warmup)
 	select {
 	case <-time.After(d.o.Warmup):
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	b, err := d.backup(ctx)
+	b, err := d.Backup(ctx)
 	if err == nil {
-		err = d.waitTransfersAfter(ctx, b)
+		err = d.WaitTransfersAfter(ctx, b)
 	}
 	d.stopBank()
 	if err != nil {
 		return err
 	}
-	if err := d.checkLifted(ctx); err != nil {
+	if err := d.CheckLifted(ctx); err != nil {
 		return err
 	}
-	r, err := d.restore(ctx, b)
+	r, err := d.Restore(ctx, b)
 	if err != nil {
 		return err
 	}
-	if err := d.check(ctx, b, r); err != nil {
+	if err := d.Check(ctx, b, r); err != nil {
 		return err
 	}
 	if err := d.stepTLS(ctx); err != nil {
@@ -165,15 +191,15 @@ func (d *run) run(ctx context.Context) error {
 
 // startControllers runs `fedbr manager` and one `fedbr agent` per data plane: as processes, or
 // with Options.Install as the Deployments of fedbr's charts (env.Install).
-func (d *run) startControllers(ctx context.Context) error {
+func (d *Harness) startControllers(ctx context.Context) error {
 	if d.o.Install {
 		err := env.Install(ctx, d.lab, env.InstallOptions{AllowNamespaces: []string{d.namespaceMapping()},
 			PrivilegedWarmup: d.o.blockWarmup(), AgentArgs: d.o.AgentArgs,
-			Log: func(format string, args ...any) { d.say("install: "+format, args...) }})
+			Log: func(format string, args ...any) { d.Say("install: "+format, args...) }})
 		if err != nil {
 			return fmt.Errorf("install fedbr through its charts: %w", err)
 		}
-		d.say("fedbr installed through its charts: the manager and %d agents run as pods (`fedbr-lab lab logs`)", len(d.lab.DataPlanes))
+		d.Say("fedbr installed through its charts: the manager and %d agents run as pods (`fedbr-lab lab logs`)", len(d.lab.DataPlanes))
 		return nil
 	}
 	kc := d.lab.Kubeconfig
@@ -196,28 +222,28 @@ func (d *run) startControllers(ctx context.Context) error {
 			return err
 		}
 	}
-	d.say("manager and %d agents started (logs in %s)", len(d.lab.DataPlanes), logDir(d.lab))
+	d.Say("manager and %d agents started (logs in %s)", len(d.lab.DataPlanes), logDir(d.lab))
 	return nil
 }
 
-// controlNamespace holds the demo's VolumeBackups and VolumeRestores in the control plane;
-// crashNamespace names the namespace the crash suite restores point n into; dayTwoName names
+// ControlNamespace holds the demo's VolumeBackups and VolumeRestores in the control plane;
+// CrashNamespace names the namespace the crash suite restores point n into; DayTwoName names
 // day-2 scenario n's objects, and the namespaces it restores into start with it.
 const (
-	controlNamespace = "default"
-	crashNamespace   = "crash-%v"
-	dayTwoName       = "day2-%v"
+	ControlNamespace = "default"
+	CrashNamespace   = "crash-%v"
+	DayTwoName       = "day2-%v"
 )
 
 // namespaceMapping is the agents' --allow-namespaces: the demo's VolumeBackups and
 // VolumeRestores live in the control plane's namespace default and act on the source and
 // restore namespaces of the data planes, the crash suite's restores on crash-<n>
-// (crashNamespace), and the day-2 suite's on day2-<n>-… (dayTwoName). Nothing else the agent's policy allows by default is widened: the lab's
+// (CrashNamespace), and the day-2 suite's on day2-<n>-… (DayTwoName). Nothing else the agent's policy allows by default is widened: the lab's
 // members run the agent's own image as fedbr-br, with an S3 storage, and a privileged warm-up
 // only when the demo's warm-up reads block devices (Options.blockWarmup).
-func (d *run) namespaceMapping() string {
-	return controlNamespace + "=" + d.o.Namespace + "," + d.o.RestoreNamespace + "," + fmt.Sprintf(crashNamespace, "*") + "," +
-		fmt.Sprintf(dayTwoName, "*")
+func (d *Harness) namespaceMapping() string {
+	return ControlNamespace + "=" + d.o.Namespace + "," + d.o.RestoreNamespace + "," + fmt.Sprintf(CrashNamespace, "*") + "," +
+		fmt.Sprintf(DayTwoName, "*")
 }
 
 // controller is one controller process the demo runs.
@@ -228,7 +254,7 @@ type controller struct {
 }
 
 // startController starts the controller name (its log is <name>.log, appended across restarts).
-func (d *run) startController(name string, args []string) error {
+func (d *Harness) startController(name string, args []string) error {
 	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), name+".log"), args...)
 	if err != nil {
 		return err
@@ -238,7 +264,7 @@ func (d *run) startController(name string, args []string) error {
 	return nil
 }
 
-func (d *run) stop() {
+func (d *Harness) Stop() {
 	d.stopBank()
 	for i := len(d.procs) - 1; i >= 0; i-- {
 		d.procs[i].stop(10 * time.Second)
@@ -246,34 +272,34 @@ func (d *run) stop() {
 }
 
 // sourceCluster creates the TiDB cluster to back up and waits until every store is up.
-func (d *run) sourceCluster(ctx context.Context) error {
+func (d *Harness) sourceCluster(ctx context.Context) error {
 	n := d.o.TiKVPerPlane * len(d.lab.DataPlanes)
 	var split []string
 	for _, k := range bank.SplitKeys(d.o.Accounts, 2*n) {
 		split = append(split, string(k))
 	}
 	tcs := env.FederatedTidbClusters(d.lab, d.o.TCName, d.o.Namespace, d.o.TiKVPerPlane, d.o.RaftVolumes, split)
-	if err := d.createTCs(ctx, d.o.Namespace, tcs); err != nil {
+	if err := d.CreateTCs(ctx, d.o.Namespace, tcs); err != nil {
 		return err
 	}
-	d.say("TiDB cluster %s/%s: %d TiKV over %d data planes, waiting for every store", d.o.Namespace, d.o.TCName, n, len(d.lab.DataPlanes))
+	d.Say("TiDB cluster %s/%s: %d TiKV over %d data planes, waiting for every store", d.o.Namespace, d.o.TCName, n, len(d.lab.DataPlanes))
 	return d.waitStores(ctx, d.o.Namespace, tcs)
 }
 
-// tenantLevel is the Pod Security Standard of a namespace of the demo's TiDB clusters:
+// TenantLevel is the Pod Security Standard of a namespace of the demo's TiDB clusters:
 // restricted, which the stand-in operator's pods and every step pod fedbr creates pass; a
 // restore's namespace is privileged when its warm-up reads block devices (privileged pods).
-func (d *run) tenantLevel(name string) string {
+func (d *Harness) TenantLevel(name string) string {
 	if d.o.blockWarmup() && name != d.o.Namespace {
 		return "privileged"
 	}
 	return "restricted"
 }
 
-func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
+func (d *Harness) CreateTCs(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
 	for cluster, tc := range tcs {
 		c := d.kube[cluster]
-		level := d.tenantLevel(ns)
+		level := d.TenantLevel(ns)
 		if err := env.EnsureNamespace(ctx, c, ns, level); err != nil {
 			return fmt.Errorf("%s: %w", cluster, err)
 		}
@@ -294,20 +320,20 @@ func (d *run) createTCs(ctx context.Context, ns string, tcs map[string]*pcv1alph
 }
 
 // waitStores waits until every TidbCluster reports all its TiKV stores Up.
-func (d *run) waitStores(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
-	return d.poll(ctx, "TiKV stores up in "+ns, func() (bool, string, error) {
+func (d *Harness) waitStores(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
+	return d.Poll(ctx, "TiKV stores up in "+ns, func() (bool, string, error) {
 		waiting, err := env.StoresWaiting(ctx, d.kube, tcs)
 		return waiting == "", waiting, err
 	})
 }
 
-// poll calls f until it is done, printing its state when it changes, within the timeout.
-func (d *run) poll(ctx context.Context, what string, f func() (bool, string, error)) error {
-	return d.pollFor(ctx, d.o.Timeout, what, f)
+// Poll calls f until it is done, printing its state when it changes, within the timeout.
+func (d *Harness) Poll(ctx context.Context, what string, f func() (bool, string, error)) error {
+	return d.PollFor(ctx, d.o.Timeout, what, f)
 }
 
-// pollFor is poll within timeout.
-func (d *run) pollFor(ctx context.Context, timeout time.Duration, what string, f func() (bool, string, error)) error {
+// PollFor is poll within timeout.
+func (d *Harness) PollFor(ctx context.Context, timeout time.Duration, what string, f func() (bool, string, error)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	last := ""
@@ -320,7 +346,7 @@ func (d *run) pollFor(ctx context.Context, timeout time.Duration, what string, f
 			return nil
 		}
 		if state != last && state != "" {
-			d.say("  %s", state)
+			d.Say("  %s", state)
 			last = state
 		}
 		select {
@@ -331,11 +357,11 @@ func (d *run) pollFor(ctx context.Context, timeout time.Duration, what string, f
 	}
 }
 
-func (d *run) pdClient(ctx context.Context, addr string) (*bank.Client, error) {
+func (d *Harness) pdClient(ctx context.Context, addr string) (*bank.Client, error) {
 	return bank.NewClientTLS(ctx, []string{strings.TrimPrefix(addr, "http://")}, d.tls)
 }
 
-func (d *run) startBank(ctx context.Context) error {
+func (d *Harness) startBank(ctx context.Context) error {
 	c, err := d.pdClient(ctx, d.lab.DataPlanes[0].PDAddress())
 	if err != nil {
 		return err
@@ -355,7 +381,7 @@ func (d *run) startBank(ctx context.Context) error {
 	return nil
 }
 
-func (d *run) stopBank() {
+func (d *Harness) stopBank() {
 	d.bankMu.Lock()
 	defer d.bankMu.Unlock()
 	if d.bankStop == nil {
@@ -365,14 +391,14 @@ func (d *run) stopBank() {
 	d.bankStop = nil
 	st := <-d.bankDone
 	d.report.Bank = st
-	d.say("bank stopped: %d transfers committed (%.0f/s), %d conflicts, %d of unknown outcome, %d failed",
+	d.Say("bank stopped: %d transfers committed (%.0f/s), %d conflicts, %d of unknown outcome, %d failed",
 		st.Committed, float64(st.Committed)/st.Elapsed.Seconds(), st.Conflicts, st.Unknown, st.Failed)
 }
 
 // waitTransfers waits, within the timeout, until the bank has committed bank.MinTransfers
 // transfers after ts: before the backup (ts 0, and then until PD's min resolved ts passed them)
 // and after its commit ts, so that the checker has enough on each side of it.
-func (d *run) waitTransfers(ctx context.Context, ts uint64) error {
+func (d *Harness) waitTransfers(ctx context.Context, ts uint64) error {
 	ctx, cancel := context.WithTimeout(ctx, d.o.Timeout)
 	defer cancel()
 	last, err := d.bankLog.WaitAfter(ctx, ts, bank.MinTransfers)
@@ -395,9 +421,9 @@ func (d *run) waitTransfers(ctx context.Context, ts uint64) error {
 	return nil
 }
 
-// waitTransfersAfter waits until the bank has committed bank.MinTransfers transfers after the
+// WaitTransfersAfter waits until the bank has committed bank.MinTransfers transfers after the
 // backup's commit ts.
-func (d *run) waitTransfersAfter(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
+func (d *Harness) WaitTransfersAfter(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 	ts, err := parseCommitTS("VolumeBackup", b.Name, b.Status.CommitTs)
 	if err != nil {
 		return err
@@ -405,7 +431,7 @@ func (d *run) waitTransfersAfter(ctx context.Context, b *fedv1alpha1.VolumeBacku
 	if err := d.waitTransfers(ctx, ts); err != nil {
 		return err
 	}
-	d.say("bank: %d transfers committed after the backup's commit ts %d", bank.MinTransfers, ts)
+	d.Say("bank: %d transfers committed after the backup's commit ts %d", bank.MinTransfers, ts)
 	return nil
 }
 
@@ -418,10 +444,10 @@ func parseCommitTS(kind, name, s string) (uint64, error) {
 	return ts, nil
 }
 
-// check runs the bank checker on the restored cluster at the backup's commit ts, as the
+// Check runs the bank checker on the restored cluster at the backup's commit ts, as the
 // VolumeBackup in the control plane states it (not the restore's, which must equal it: a restore
 // reporting the ts it flashed back to would otherwise grade itself).
-func (d *run) check(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) error {
+func (d *Harness) Check(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) error {
 	if err := d.kube[d.lab.Control].Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 		return fmt.Errorf("read VolumeBackup %s: %w", b.Name, err)
 	}
@@ -457,17 +483,17 @@ func (d *run) check(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1al
 		return fmt.Errorf("checker: %w", err)
 	}
 	d.report.Checker = "pass"
-	d.say("checker: the restored cluster holds exactly the %d transfers committed at or before %d (%d later ones absent, %d of unknown outcome either way)",
+	d.Say("checker: the restored cluster holds exactly the %d transfers committed at or before %d (%d later ones absent, %d of unknown outcome either way)",
 		n.Before, ts, n.After, n.Unknown)
 	return nil
 }
 
-// checkLifted verifies the source cluster holds no GC safepoint, paused scheduler or zeroed
+// CheckLifted verifies the source cluster holds no GC safepoint, paused scheduler or zeroed
 // limit once the backup is complete. The limits in force are the PD double's ground truth
 // (tidb.ReadHeld): real PD's API shows no TTL'd value.
-func (d *run) checkLifted(ctx context.Context) error {
+func (d *Harness) CheckLifted(ctx context.Context) error {
 	addr := d.lab.DataPlanes[0].PDAddress()
-	h, err := d.tls.ReadHeld(ctx, d.pdURL(addr))
+	h, err := d.tls.ReadHeld(ctx, d.PDURL(addr))
 	if err != nil {
 		return err
 	}
@@ -475,25 +501,25 @@ func (d *run) checkLifted(ctx context.Context) error {
 	if h.Any() {
 		return fmt.Errorf("after the backup the source cluster still holds %+v", h)
 	}
-	d.say("source cluster: GC safepoint, schedulers and schedule limits all lifted")
+	d.Say("source cluster: GC safepoint, schedulers and schedule limits all lifted")
 	return nil
 }
 
-// errFailed marks a backup or restore that ended Failed.
-var errFailed = errors.New("failed")
+// ErrFailed marks a backup or restore that ended Failed.
+var ErrFailed = errors.New("failed")
 
-func conditionMessage(cs []metav1.Condition, t string) string {
+func ConditionMessage(cs []metav1.Condition, t string) string {
 	if c := meta.FindStatusCondition(cs, t); c != nil {
 		return c.Reason + ": " + c.Message
 	}
 	return ""
 }
 
-// startSuite starts what a suite of points or scenarios shares: the controllers, the source
+// StartSuite starts what a suite of points or scenarios shares: the controllers, the source
 // cluster and its bank workload (stopped by d.stop), the bucket, and the record of the volumes
 // that exist now (the nodes' root volumes, the source cluster's), which are not the suite's to
 // account for.
-func (d *run) startSuite(ctx context.Context) error {
+func (d *Harness) StartSuite(ctx context.Context) error {
 	if err := ensureDir(logDir(d.lab)); err != nil {
 		return err
 	}
@@ -509,7 +535,7 @@ func (d *run) startSuite(ctx context.Context) error {
 	if err := d.waitTransfers(ctx, 0); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", bucket), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(d.lab.AWS.Dir, "s3", Bucket), 0o755); err != nil {
 		return err
 	}
 	vols, err := d.aws.ListVolumes(ctx, nil)

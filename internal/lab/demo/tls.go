@@ -27,7 +27,7 @@ import (
 // member address the demo's TidbClusters can have (the source's and the restore's address
 // blocks of every data plane, with one failover TiKV each) and a client certificate, written under the demo's log
 // directory; d.tls is the client side the demo itself dials PD and TiKV with.
-func (d *run) setupTLS() error {
+func (d *Harness) setupTLS() error {
 	var hosts []string
 	for _, dp := range d.lab.DataPlanes {
 		restored, err := env.RestoreBlock(dp)
@@ -62,14 +62,14 @@ func hostOf(hostPort string) string {
 	return h
 }
 
-// pdURL is PD's HTTP address as the demo reaches it: https:// with Options.TLS.
-func (d *run) pdURL(addr string) string { return d.tls.PDURLs([]string{addr})[0] }
+// PDURL is PD's HTTP address as the demo reaches it: https:// with Options.TLS.
+func (d *Harness) PDURL(addr string) string { return d.tls.PDURLs([]string{addr})[0] }
 
 // withTLS turns tlsCluster on in tc (Options.TLS; PD addresses https://, as tidb-operator
 // writes them) and creates in its namespace of cluster the Secrets a tidb-operator user
 // creates for it: the cluster client secret fedbr's steps mount, and each component's
 // certificate the lab operator mounts into its pods. Without Options.TLS it does nothing.
-func (d *run) withTLS(ctx context.Context, cluster string, tc *pcv1alpha1.TidbCluster) error {
+func (d *Harness) withTLS(ctx context.Context, cluster string, tc *pcv1alpha1.TidbCluster) error {
 	if d.tlsSet == nil {
 		return nil
 	}
@@ -122,7 +122,7 @@ type seenPod struct {
 // in every data plane and keeps those of steps that dial PD or TiKV in d.seen. A watch opened
 // without a resourceVersion starts with the pods that exist, so one opened again after a drop
 // misses only a pod created and deleted in between.
-func (d *run) recordStepPods(ctx context.Context) {
+func (d *Harness) recordStepPods(ctx context.Context) {
 	d.seenMu.Lock()
 	d.seen = map[string]seenPod{}
 	d.seenMu.Unlock()
@@ -164,7 +164,7 @@ func watchAlways(ctx context.Context, w client.WithWatch, list client.ObjectList
 
 // sawStepPod keeps p in d.seen if its step dials PD or TiKV; at is when its watch showed it
 // (zero when listed afterwards).
-func (d *run) sawStepPod(plane string, p *corev1.Pod, at time.Time) {
+func (d *Harness) sawStepPod(plane string, p *corev1.Pod, at time.Time) {
 	step := p.Labels[job.LabelStep]
 	if !job.DialsCluster(step) || len(p.Spec.Containers) == 0 {
 		return
@@ -193,7 +193,7 @@ func (d *run) sawStepPod(plane string, p *corev1.Pod, at time.Time) {
 // lastStepPod is when the last of the pods of step for member (its label value) in namespace ns (one per data
 // plane) was seen created, bound to a node and running; a time is zero when any pod was not
 // seen so.
-func (d *run) lastStepPod(ns, member, step string) (created, scheduled, running time.Time) {
+func (d *Harness) lastStepPod(ns, member, step string) (created, scheduled, running time.Time) {
 	d.seenMu.Lock()
 	defer d.seenMu.Unlock()
 	var pods []seenPod
@@ -222,7 +222,7 @@ func (d *run) lastStepPod(ns, member, step string) (created, scheduled, running 
 // plane — those that exist and those recordStepPods saw — (Report.StepPods) and those whose
 // container carried --ca, --cert and --key (Report.StepPodsTLS). With Options.TLS every one of
 // tlsSteps must have run and carried them.
-func (d *run) stepTLS(ctx context.Context) error {
+func (d *Harness) stepTLS(ctx context.Context) error {
 	for _, dp := range d.lab.DataPlanes {
 		for _, ns := range []string{d.o.Namespace, d.o.RestoreNamespace} {
 			var pods corev1.PodList
@@ -251,6 +251,6 @@ func (d *run) stepTLS(ctx context.Context) error {
 			return fmt.Errorf("TLS: %d of %d %s pods carried --ca, --cert and --key, want all of at least one", tls, n, step)
 		}
 	}
-	d.say("TLS: every pause, snapshot, restore-volumes and restore-data pod dialed with --ca, --cert and --key (%v)", d.report.StepPodsTLS)
+	d.Say("TLS: every pause, snapshot, restore-volumes and restore-data pod dialed with --ca, --cert and --key (%v)", d.report.StepPodsTLS)
 	return nil
 }

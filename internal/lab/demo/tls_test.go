@@ -36,14 +36,14 @@ func TestTLSSetup(t *testing.T) {
 	}
 	kube := fake.NewClientBuilder().WithScheme(scheme).Build()
 
-	plain := &run{o: Options{TiKVPerPlane: 3}, lab: lab, kube: map[string]client.Client{"az2": kube}}
+	plain := &Harness{o: Options{TiKVPerPlane: 3}, lab: lab, kube: map[string]client.Client{"az2": kube}}
 	tcs := env.FederatedTidbClusters(lab, "basic", "tidb", 3, false, nil)
 	if err := plain.withTLS(ctx, "az2", tcs["az2"]); err != nil || tcs["az2"].Spec.TLSCluster != nil {
 		t.Fatalf("without Options.TLS: %v, tlsCluster %+v", err, tcs["az2"].Spec.TLSCluster)
 	}
 
 	kube1 := fake.NewClientBuilder().WithScheme(scheme).Build()
-	d := &run{o: Options{TiKVPerPlane: 3, TLS: true}, lab: lab, kube: map[string]client.Client{"az1": kube1, "az2": kube}}
+	d := &Harness{o: Options{TiKVPerPlane: 3, TLS: true}, lab: lab, kube: map[string]client.Client{"az1": kube1, "az2": kube}}
 	if err := d.setupTLS(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestStepTLS(t *testing.T) {
 		{tls: false, rdArgs: []string{"br", "restore-data"}},
 	} {
 		kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, pod("tidb-restored", "rd", job.StepRestoreData, tc.rdArgs))...).Build()
-		d := &run{o: Options{Namespace: "tidb", RestoreNamespace: "tidb-restored", TLS: tc.tls}, lab: lab,
+		d := &Harness{o: Options{Namespace: "tidb", RestoreNamespace: "tidb-restored", TLS: tc.tls}, lab: lab,
 			kube: map[string]client.Client{"az1": kube}, report: &Report{}}
 		d.o.Out = &strings.Builder{}
 		err := d.stepTLS(ctx)
@@ -153,7 +153,7 @@ func TestLastStepPod(t *testing.T) {
 			Labels: map[string]string{job.LabelStep: job.StepSnapshot, job.LabelMember: member}},
 			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "step"}}}, Status: corev1.PodStatus{Phase: phase}}
 	}
-	d := &run{}
+	d := &Harness{}
 	d.sawStepPod("az1", pod("m", "", corev1.PodPending), t0)
 	d.sawStepPod("az2", pod("m", "", corev1.PodPending), t0.Add(time.Second))
 	d.sawStepPod("az1", pod("m", "n1", corev1.PodRunning), t0.Add(2*time.Second))

@@ -44,7 +44,7 @@ type memberWrites struct {
 }
 
 // watchBackupMembers starts the watches that record the backup members' writes in d.writes.
-func (d *run) watchBackupMembers(ctx context.Context) {
+func (d *Harness) watchBackupMembers(ctx context.Context) {
 	d.writes = &memberWrites{last: map[string]*dpv1alpha1.VolumeBackupMember{}}
 	for _, dp := range d.lab.DataPlanes {
 		w, ok := d.kube[dp.Cluster].(client.WithWatch)

@@ -1,4 +1,4 @@
-package demo
+package daytwo
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
+	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/meta"
 )
@@ -36,22 +37,22 @@ var foreignSnapshot = strings.TrimPrefix(meta.ErrForeignSnapshot.Error(), meta.E
 // backup's snapshots for the tenant, and the backup then restores exactly where its own
 // namespace may restore.
 func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
-	b, err := d.backup(ctx)
+	b, err := d.Backup(ctx)
 	if err != nil {
 		return "", err
 	}
-	if err := d.waitTransfersAfter(ctx, b); err != nil {
+	if err := d.WaitTransfersAfter(ctx, b); err != nil {
 		return "", err
 	}
-	control := d.kube[d.lab.Control]
+	control := d.Kube()[d.Lab().Control]
 	if err := env.EnsureNamespace(ctx, control, otherTenant, "restricted"); err != nil {
 		return "", err
 	}
-	tcs, err := env.RecoveryTidbClusters(d.lab, d.o.RestoreTCName, otherTenant, d.o.TiKVPerPlane, d.o.RaftVolumes)
+	tcs, err := env.RecoveryTidbClusters(d.Lab(), d.Options().RestoreTCName, otherTenant, d.Options().TiKVPerPlane, d.Options().RaftVolumes)
 	if err != nil {
 		return "", err
 	}
-	if err := d.createTCs(ctx, otherTenant, tcs); err != nil {
+	if err := d.CreateTCs(ctx, otherTenant, tcs); err != nil {
 		return "", err
 	}
 	before, err := d.awsStats(ctx)
@@ -60,10 +61,10 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 	}
 	// The tenant's copy of the backup's metadata, under its own prefix.
 	copied := map[string]fedv1alpha1.StorageProvider{}
-	for _, dp := range d.lab.DataPlanes {
+	for _, dp := range d.Lab().DataPlanes {
 		src := b.Spec.Template.MemberStorage(dp.Cluster)
 		dst := src.WithPrefix(func(string) string { return otherTenant + "/" + name + "-copy-" + dp.Cluster })
-		root := filepath.Join(d.lab.AWS.Dir, "s3", bucket, "objects")
+		root := filepath.Join(d.Lab().AWS.Dir, "s3", demo.Bucket, "objects")
 		if err := copyTree(filepath.Join(root, filepath.FromSlash(src.S3.Prefix)), filepath.Join(root, filepath.FromSlash(dst.S3.Prefix))); err != nil {
 			return "", fmt.Errorf("copy the metadata of %s: %w", dp.Cluster, err)
 		}
@@ -80,15 +81,15 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 	var outcomes []string
 	for _, a := range attempts {
 		r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: a.name, Namespace: otherTenant}}
-		for _, dp := range d.lab.DataPlanes {
-			r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.RestoreTCName,
+		for _, dp := range d.Lab().DataPlanes {
+			r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.Options().RestoreTCName,
 				TCNamespace: otherTenant, Backup: a.storage(dp.Cluster)})
 		}
 		if err := control.Create(ctx, r); err != nil {
 			return "", fmt.Errorf("create VolumeRestore %s/%s: %w", otherTenant, a.name, err)
 		}
 		var msg string
-		err := d.poll(ctx, "VolumeRestore "+a.name, func() (bool, string, error) {
+		err := d.Poll(ctx, "VolumeRestore "+a.name, func() (bool, string, error) {
 			if err := control.Get(ctx, client.ObjectKeyFromObject(r), r); err != nil {
 				return false, "", err
 			}
@@ -96,7 +97,7 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 			case fedv1alpha1.VolumeRestoreComplete:
 				return false, "", fmt.Errorf("tenant %s restored another namespace's backup through %s", otherTenant, a.name)
 			case fedv1alpha1.VolumeRestoreFailed:
-				msg = conditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
+				msg = demo.ConditionMessage(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition)
 				return true, "", nil
 			}
 			return false, "restore " + string(r.Status.Phase), nil
@@ -108,31 +109,31 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 			return "", fmt.Errorf("VolumeRestore %s/%s failed with %q; want %s", otherTenant, a.name, msg, a.want)
 		}
 		outcomes = append(outcomes, a.name+": "+a.want)
-		if err := d.deleteAndWait(ctx, control, r); err != nil {
+		if err := d.DeleteAndWait(ctx, control, r); err != nil {
 			return "", err
 		}
 	}
 	if err := d.noVolumesSince(ctx, before, fmt.Sprintf("tenant %s's refused restores", otherTenant)); err != nil {
 		return "", err
 	}
-	if err := d.deleteRestored(ctx, otherTenant); err != nil {
+	if err := d.DeleteRestored(ctx, otherTenant); err != nil {
 		return "", err
 	}
 	if err := client.IgnoreNotFound(control.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: otherTenant}})); err != nil {
 		return "", err
 	}
 	// The backup is untouched: it restores exactly, from its own namespace.
-	prev := d.o
-	defer func() { d.o = prev }()
-	d.o.RestoreNamespace = name + "-restored"
-	r, err := d.restore(ctx, b)
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	d.Options().RestoreNamespace = name + "-restored"
+	r, err := d.Restore(ctx, b)
 	if err != nil {
 		return "", err
 	}
-	if err := d.check(ctx, b, r); err != nil {
+	if err := d.Check(ctx, b, r); err != nil {
 		return "", err
 	}
-	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.Options().RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("refused before any volume (%s); the backup then restored exactly", strings.Join(outcomes, "; ")), nil

@@ -1,4 +1,4 @@
-package demo
+package daytwo
 
 import (
 	"context"
@@ -26,8 +26,8 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
+	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
-	"github.com/fedbr/fedbr/internal/lab/kubelet"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -98,7 +98,7 @@ type DayTwoResult struct {
 
 // Day-2 lab settings: CreateSnapshots held this long keeps the snapshots in flight while a
 // scenario strikes; the agents sweep orphans this soon, so a snapshot AWS creates after its
-// backup is gone is deleted within the scenario.
+// Backup is gone is deleted within the scenario.
 const (
 	inFlight         = 20 * time.Second
 	dayTwoGrace      = 10 * time.Second
@@ -112,11 +112,11 @@ const (
 // RunDayTwo runs the named scenarios (all when names is empty) in one lab: the source cluster
 // and its bank once, then each scenario, and after each one the same checks as the crash suite:
 // the source holds no pause, and the AWS double holds no snapshot or volume the scenario left.
-func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, error) {
+func RunDayTwo(ctx context.Context, o demo.Options, names []string) ([]DayTwoResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	// --pod-labels: the operator lets the label team (podsCarry) reach the step pods; the IAM
 	// role annotation travels by default. --save-step-logs: a deleted backup must leave no step
 	// log either (gone).
@@ -134,54 +134,54 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 	if err != nil {
 		return nil, err
 	}
-	defer d.stop()
-	if err := d.startSuite(ctx); err != nil {
+	defer d.Stop()
+	if err := d.StartSuite(ctx); err != nil {
 		return nil, err
 	}
 	var out []DayTwoResult
 	for i, name := range names {
-		d.say("day-2 scenario %d/%d: %s", i+1, len(names), name)
+		d.Say("day-2 scenario %d/%d: %s", i+1, len(names), name)
 		start := time.Now()
 		res := DayTwoResult{Scenario: name}
 		switch name {
 		case ScenarioPauseDeleted:
-			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf(dayTwoName, i), false)
+			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf(demo.DayTwoName, i), false)
 		case ScenarioPauseKilled:
-			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf(dayTwoName, i), true)
+			res.Outcome, res.Err = d.pauseEndsEarly(ctx, fmt.Sprintf(demo.DayTwoName, i), true)
 		case ScenarioDeleteInFlightDelete:
-			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf(dayTwoName, i), fedv1alpha1.CleanPolicyDelete)
+			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf(demo.DayTwoName, i), fedv1alpha1.CleanPolicyDelete)
 		case ScenarioDeleteInFlightRetain:
-			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf(dayTwoName, i), fedv1alpha1.CleanPolicyRetain)
+			res.Outcome, res.Err = d.deleteInFlight(ctx, fmt.Sprintf(demo.DayTwoName, i), fedv1alpha1.CleanPolicyRetain)
 		case ScenarioTolerated:
-			res.Outcome, res.Err = d.toleratedOutage(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.toleratedOutage(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioSchedule:
-			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.schedule(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioFailedSized:
-			res.Outcome, res.Err = d.failedSized(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.failedSized(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioCrossTenant:
-			res.Outcome, res.Err = d.crossTenant(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.crossTenant(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioEncrypted:
-			res.Outcome, res.Err = d.encryptedRefused(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.encryptedRefused(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioFailover:
-			res.Outcome, res.Err = d.failover(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.failover(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioDeleteWhileSizing:
-			res.Outcome, res.Err = d.deleteWhileSizing(ctx, fmt.Sprintf(dayTwoName, i))
+			res.Outcome, res.Err = d.deleteWhileSizing(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
-		if err := d.setFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
+		if err := d.SetFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
 			res.Err = err
 		}
 		if res.Err == nil {
-			_, res.Err = d.waitLifted(ctx)
+			_, res.Err = d.WaitLifted(ctx)
 		}
 		if res.Err == nil {
 			res.Err = d.nothingLeft(ctx)
 		}
 		res.Took = time.Since(start)
 		if res.Err != nil {
-			d.say("day-2 scenario %s: %v", name, res.Err)
+			d.Say("day-2 scenario %s: %v", name, res.Err)
 		} else {
-			d.say("day-2 scenario %s: %s (%s)", name, res.Outcome, res.Took.Round(time.Second))
+			d.Say("day-2 scenario %s: %s (%s)", name, res.Outcome, res.Took.Round(time.Second))
 		}
 		out = append(out, res)
 		if ctx.Err() != nil {
@@ -191,32 +191,10 @@ func RunDayTwo(ctx context.Context, o Options, names []string) ([]DayTwoResult, 
 	return out, nil
 }
 
-// awsAdmin is the AWS double's admin API.
-func (d *run) awsAdmin() kubelet.AWSAdmin { return kubelet.AWSAdmin{Endpoint: d.lab.AWS.Endpoint} }
-
-// setFaults replaces the AWS double's injected faults.
-func (d *run) setFaults(ctx context.Context, f awsdouble.Faults) error {
-	return d.awsAdmin().SetFaults(ctx, f)
-}
-
-// holdCalls holds every call of the EC2 action that reaches the AWS double from now on, in
-// flight, until release (awsdouble.Server.Hold); release always lets them go, also when ctx has
-// ended, and says whether it could.
-func (d *run) holdCalls(ctx context.Context, action string) (release func() error, err error) {
-	if err := d.awsAdmin().Hold(ctx, action); err != nil {
-		return nil, err
-	}
-	return func() error {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		return d.awsAdmin().Release(rctx, action)
-	}, nil
-}
-
 // slowSnapshots holds every CreateSnapshots call for inFlight before AWS runs it; AWS runs it
 // even when the caller has given up by then.
 func (d *run) slowSnapshots(ctx context.Context) error {
-	return d.setFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(inFlight)}})
+	return d.SetFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"CreateSnapshots": awsdouble.Duration(inFlight)}})
 }
 
 // backupInFlight creates b with every CreateSnapshots held by AWS (slowSnapshots) and returns
@@ -225,7 +203,7 @@ func (d *run) backupInFlight(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if err := d.slowSnapshots(ctx); err != nil {
 		return nil, err
 	}
-	if err := d.kube[d.lab.Control].Create(ctx, b); err != nil {
+	if err := d.Kube()[d.Lab().Control].Create(ctx, b); err != nil {
 		return nil, fmt.Errorf("create VolumeBackup: %w", err)
 	}
 	uids, err := d.memberUIDs(ctx, b)
@@ -239,11 +217,11 @@ func (d *run) backupInFlight(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 // tag), read once they all exist.
 func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
 	var uids []string
-	err := d.poll(ctx, "members of "+b.Name, func() (bool, string, error) {
+	err := d.Poll(ctx, "members of "+b.Name, func() (bool, string, error) {
 		uids = uids[:0]
-		for _, dp := range d.lab.DataPlanes {
+		for _, dp := range d.Lab().DataPlanes {
 			var m dpv1alpha1.VolumeBackupMember
-			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+			if err := d.Kube()[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
 				return false, "waiting for the member in " + dp.Cluster, client.IgnoreNotFound(err)
 			}
 			uids = append(uids, string(m.UID))
@@ -255,7 +233,7 @@ func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]st
 
 // awsStats reads the AWS double's counters.
 func (d *run) awsStats(ctx context.Context) (awsdouble.Stats, error) {
-	return d.awsAdmin().Stats(ctx)
+	return d.AWSAdmin().Stats(ctx)
 }
 
 // inFlightCalls is how many CreateSnapshots calls the AWS double has received and not yet run.
@@ -267,8 +245,8 @@ func (d *run) inFlightCalls(ctx context.Context) (int, error) {
 // snapshotsInFlight waits until the AWS double holds every CreateSnapshots of the backup (one
 // per TiKV instance of every plane).
 func (d *run) snapshotsInFlight(ctx context.Context) error {
-	want := d.o.TiKVPerPlane * len(d.lab.DataPlanes)
-	return d.poll(ctx, "every CreateSnapshots in flight", func() (bool, string, error) {
+	want := d.Options().TiKVPerPlane * len(d.Lab().DataPlanes)
+	return d.Poll(ctx, "every CreateSnapshots in flight", func() (bool, string, error) {
 		n, err := d.inFlightCalls(ctx)
 		return n == want, fmt.Sprintf("%d of %d CreateSnapshots calls held by AWS", n, want), err
 	})
@@ -276,8 +254,8 @@ func (d *run) snapshotsInFlight(ctx context.Context) error {
 
 // ended waits until b is Failed or Complete and returns it.
 func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
-	c := d.kube[d.lab.Control]
-	return d.poll(ctx, "the end of "+b.Name, func() (bool, string, error) {
+	c := d.Kube()[d.Lab().Control]
+	return d.Poll(ctx, "the end of "+b.Name, func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, "", err
 		}
@@ -292,25 +270,25 @@ func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 // calls in flight create snapshots nothing records, which the agents' orphan sweeper deletes
 // dayTwoGrace after they appear.
 func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []string) error {
-	err := d.poll(ctx, "AWS done with every CreateSnapshots", func() (bool, string, error) {
+	err := d.Poll(ctx, "AWS done with every CreateSnapshots", func() (bool, string, error) {
 		n, err := d.inFlightCalls(ctx)
 		return n == 0, fmt.Sprintf("%d CreateSnapshots calls still held by AWS", n), err
 	})
 	if err != nil {
 		return err
 	}
-	return d.poll(ctx, "no snapshot or object of "+b.Name, func() (bool, string, error) {
+	return d.Poll(ctx, "no snapshot or object of "+b.Name, func() (bool, string, error) {
 		n := 0
 		for _, uid := range uids {
-			snaps, err := d.aws.ListSnapshots(ctx, map[string]string{"fedbr.io/backup": uid})
+			snaps, err := d.AWS().ListSnapshots(ctx, map[string]string{"fedbr.io/backup": uid})
 			if err != nil {
 				return false, "", err
 			}
 			n += len(snaps)
 		}
 		var files []string
-		for _, dp := range d.lab.DataPlanes {
-			root := filepath.Join(d.lab.AWS.Dir, "s3", bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(dp.Cluster).S3.Prefix))
+		for _, dp := range d.Lab().DataPlanes {
+			root := filepath.Join(d.Lab().AWS.Dir, "s3", demo.Bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(dp.Cluster).S3.Prefix))
 			_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
 				if err == nil && !e.IsDir() {
 					files = append(files, p) // the backupmeta, the manifests, the steps' logs
@@ -327,21 +305,21 @@ func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []stri
 // the agent's lift step must). The backup must fail naming the pause, leave nothing once
 // deleted, and a killed pause's GC safepoint must be gone while its TTL still ran.
 func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (string, error) {
-	b := d.newBackup(name)
+	b := d.NewBackup(name)
 	uids, err := d.backupInFlight(ctx, b)
 	if err != nil {
 		return "", err
 	}
-	c := d.kube[d.lab.Control]
-	pdURL := d.lab.DataPlanes[0].PDAddress()
+	c := d.Kube()[d.Lab().Control]
+	pdURL := d.Lab().DataPlanes[0].PDAddress()
 	expiry, err := d.pauseExpiry(ctx, pdURL)
 	if err != nil {
 		return "", err
 	}
 	member := fedv1alpha1.MemberName(b.Name)
-	plane := d.lab.DataPlanes[0].Cluster
+	plane := d.Lab().DataPlanes[0].Cluster
 	if kill {
-		if err := d.killStep(ctx, []string{plane}, d.o.Namespace, member, job.StepPause); err != nil {
+		if err := d.KillStep(ctx, []string{plane}, d.Options().Namespace, member, job.StepPause); err != nil {
 			return "", err
 		}
 	} else if err := d.deleteStepPod(ctx, plane, member, job.StepPause); err != nil {
@@ -369,7 +347,7 @@ func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (strin
 			return outcome, err
 		}
 	}
-	if err := d.deleteAndWait(ctx, c, b); err != nil {
+	if err := d.DeleteAndWait(ctx, c, b); err != nil {
 		return outcome, err
 	}
 	return outcome, d.gone(ctx, b, uids)
@@ -378,8 +356,8 @@ func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (strin
 // pauseExpiry is when the live fedbr pause's GC safepoint would lapse, as PD lists it.
 func (d *run) pauseExpiry(ctx context.Context, pdURL string) (time.Time, error) {
 	var expiry time.Time
-	err := d.poll(ctx, "the pause's GC safepoint in PD", func() (bool, string, error) {
-		sps, err := d.tls.ServiceSafePoints(ctx, d.pdURL(pdURL))
+	err := d.Poll(ctx, "the pause's GC safepoint in PD", func() (bool, string, error) {
+		sps, err := d.TLS().ServiceSafePoints(ctx, d.PDURL(pdURL))
 		if err != nil {
 			return false, "", err
 		}
@@ -398,9 +376,9 @@ func (d *run) pauseExpiry(ctx context.Context, pdURL string) (time.Time, error) 
 // and checks that PD then holds nothing of any pause while the killed pause's safepoint would
 // still have been live: the lift removed it, its TTL did not.
 func (d *run) liftedByStep(ctx context.Context, plane, member, pdURL string, expiry time.Time) error {
-	err := d.poll(ctx, "GC resumed by the lift step", func() (bool, string, error) {
+	err := d.Poll(ctx, "GC resumed by the lift step", func() (bool, string, error) {
 		var m dpv1alpha1.VolumeBackupMember
-		if err := d.kube[plane].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: member}, &m); err != nil {
+		if err := d.Kube()[plane].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: member}, &m); err != nil {
 			return false, "", err
 		}
 		c := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.BackupMemberGCResumedCondition)
@@ -415,7 +393,7 @@ func (d *run) liftedByStep(ctx context.Context, plane, member, pdURL string, exp
 	if err != nil {
 		return err
 	}
-	sps, err := d.tls.ServiceSafePoints(ctx, d.pdURL(pdURL))
+	sps, err := d.TLS().ServiceSafePoints(ctx, d.PDURL(pdURL))
 	if err != nil {
 		return err
 	}
@@ -428,17 +406,17 @@ func (d *run) liftedByStep(ctx context.Context, plane, member, pdURL string, exp
 	if !now.Before(expiry) {
 		return fmt.Errorf("the lift was confirmed at %s, after the killed pause's safepoint would have lapsed (%s): this does not show the lift removed it", now.Format(time.RFC3339), expiry.Format(time.RFC3339))
 	}
-	d.say("  the lift step removed the killed pause's hold %s before its TTL would have", expiry.Sub(now).Round(time.Second))
+	d.Say("  the lift step removed the killed pause's hold %s before its TTL would have", expiry.Sub(now).Round(time.Second))
 	return nil
 }
 
 // deleteStepPod deletes (gracefully) the running pod of a member's step in one plane.
 func (d *run) deleteStepPod(ctx context.Context, plane, member, step string) error {
-	return d.poll(ctx, "a running "+step+" pod in "+plane, func() (bool, string, error) {
+	return d.Poll(ctx, "a running "+step+" pod in "+plane, func() (bool, string, error) {
 		sel := job.Selector(member)
 		sel[job.LabelStep] = step
 		var list corev1.PodList
-		if err := d.kube[plane].List(ctx, &list, client.InNamespace(d.o.Namespace), client.MatchingLabels(sel)); err != nil {
+		if err := d.Kube()[plane].List(ctx, &list, client.InNamespace(d.Options().Namespace), client.MatchingLabels(sel)); err != nil {
 			return false, "", err
 		}
 		for i := range list.Items {
@@ -446,10 +424,10 @@ func (d *run) deleteStepPod(ctx context.Context, plane, member, step string) err
 			if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil {
 				continue
 			}
-			if err := d.kube[plane].Delete(ctx, pod); err != nil {
+			if err := d.Kube()[plane].Delete(ctx, pod); err != nil {
 				return false, "", fmt.Errorf("delete pod %s: %w", pod.Name, err)
 			}
-			d.say("  pod %s/%s (%s) deleted", pod.Namespace, pod.Name, step)
+			d.Say("  pod %s/%s (%s) deleted", pod.Namespace, pod.Name, step)
 			return true, "", nil
 		}
 		return false, "waiting for the " + step + " pod to run", nil
@@ -460,18 +438,18 @@ func (d *run) deleteStepPod(ctx context.Context, plane, member, step string) err
 // are stopped and the calls they never saw answered still create snapshots, which nothing
 // records. None may be left.
 func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha1.CleanPolicyType) (string, error) {
-	b := d.newBackup(name)
+	b := d.NewBackup(name)
 	b.Spec.Template.CleanPolicy = policy
 	uids, err := d.backupInFlight(ctx, b)
 	if err != nil {
 		return "", err
 	}
-	c := d.kube[d.lab.Control]
+	c := d.Kube()[d.Lab().Control]
 	deleted := time.Now()
-	if err := d.deleteAndWait(ctx, c, b); err != nil {
+	if err := d.DeleteAndWait(ctx, c, b); err != nil {
 		return "", err
 	}
-	d.say("  VolumeBackup %s (%s) gone %s after its deletion, with its CreateSnapshots calls still held by AWS", name, policy, time.Since(deleted).Round(100*time.Millisecond))
+	d.Say("  VolumeBackup %s (%s) gone %s after its deletion, with its CreateSnapshots calls still held by AWS", name, policy, time.Since(deleted).Round(100*time.Millisecond))
 	if err := d.gone(ctx, b, uids); err != nil {
 		return "", err
 	}
@@ -488,11 +466,11 @@ const sizeLatency = 30 * time.Second
 // leave no snapshot, metadata or step log.
 func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error) {
 	slow := awsdouble.Duration(sizeLatency)
-	if err := d.setFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"ListSnapshotBlocks": slow, "ListChangedBlocks": slow}}); err != nil {
+	if err := d.SetFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"ListSnapshotBlocks": slow, "ListChangedBlocks": slow}}); err != nil {
 		return "", err
 	}
-	b := d.newBackup(name)
-	c := d.kube[d.lab.Control]
+	b := d.NewBackup(name)
+	c := d.Kube()[d.Lab().Control]
 	if err := c.Create(ctx, b); err != nil {
 		return "", fmt.Errorf("create VolumeBackup: %w", err)
 	}
@@ -501,20 +479,20 @@ func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error
 		return "", err
 	}
 	var sizing []string
-	err = d.poll(ctx, b.Name+" complete with its size steps running", func() (bool, string, error) {
+	err = d.Poll(ctx, b.Name+" complete with its size steps running", func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, "", err
 		}
 		if b.Status.Phase == fedv1alpha1.VolumeBackupFailed {
-			return false, "", fmt.Errorf("backup %s failed: %s", b.Name, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+			return false, "", fmt.Errorf("backup %s failed: %s", b.Name, demo.ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
 		}
 		if b.Status.Phase != fedv1alpha1.VolumeBackupComplete {
 			return false, "phase " + string(b.Status.Phase), nil
 		}
 		sizing = sizing[:0]
-		for _, dp := range d.lab.DataPlanes {
+		for _, dp := range d.Lab().DataPlanes {
 			var m dpv1alpha1.VolumeBackupMember
-			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+			if err := d.Kube()[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
 				return false, "", err
 			}
 			if s, ok := dpv1alpha1.Step(m.Status.Steps, dpv1alpha1.StepSize); ok && s.Phase == "Sizing" && s.Result == nil {
@@ -527,13 +505,13 @@ func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error
 		return "", err
 	}
 	deleted := time.Now()
-	if err := d.deleteAndWait(ctx, c, b); err != nil {
+	if err := d.DeleteAndWait(ctx, c, b); err != nil {
 		return "", err
 	}
-	d.say("  VolumeBackup %s gone %s after its deletion, with its size steps running in %v", name, time.Since(deleted).Round(100*time.Millisecond), sizing)
-	for _, dp := range d.lab.DataPlanes {
+	d.Say("  VolumeBackup %s gone %s after its deletion, with its size steps running in %v", name, time.Since(deleted).Round(100*time.Millisecond), sizing)
+	for _, dp := range d.Lab().DataPlanes {
 		var pods corev1.PodList
-		if err := d.kube[dp.Cluster].List(ctx, &pods, client.InNamespace(d.o.Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
+		if err := d.Kube()[dp.Cluster].List(ctx, &pods, client.InNamespace(d.Options().Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
 			return "", err
 		}
 		if len(pods.Items) > 0 {
@@ -548,15 +526,15 @@ func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error
 
 // failedSized runs ScenarioFailedSized: the next snapshot AWS creates turns error 20 s after its
 // start, long after the others of its plane completed (the lab's snapshots take 5 s). The
-// backup must fail naming the snapshot step, the failed member must say Sized=True
+// Backup must fail naming the snapshot step, the failed member must say Sized=True
 // SizedBeforeCleanup with a backupSize, and the VolumeBackup's entry for it must carry that size
 // with the failure's reason; then the backup is deleted and leaves nothing.
 func (d *run) failedSized(ctx context.Context, name string) (string, error) {
-	if err := d.setFaults(ctx, awsdouble.Faults{SnapshotErrors: 1, SnapshotErrorAfter: awsdouble.Duration(20 * time.Second)}); err != nil {
+	if err := d.SetFaults(ctx, awsdouble.Faults{SnapshotErrors: 1, SnapshotErrorAfter: awsdouble.Duration(20 * time.Second)}); err != nil {
 		return "", err
 	}
-	b := d.newBackup(name)
-	c := d.kube[d.lab.Control]
+	b := d.NewBackup(name)
+	c := d.Kube()[d.Lab().Control]
 	if err := c.Create(ctx, b); err != nil {
 		return "", fmt.Errorf("create VolumeBackup: %w", err)
 	}
@@ -572,7 +550,7 @@ func (d *run) failedSized(ctx context.Context, name string) (string, error) {
 		return string(b.Status.Phase), fmt.Errorf("backup %s ended %s (%v) with one snapshot in error; want Failed naming %s", b.Name, b.Status.Phase, failed, dpv1alpha1.BackupMemberSnapshotFailedReason)
 	}
 	var entry fedv1alpha1.VolumeBackupMemberStatus
-	err = d.poll(ctx, "the failed member's size on "+b.Name, func() (bool, string, error) {
+	err = d.Poll(ctx, "the failed member's size on "+b.Name, func() (bool, string, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
 			return false, "", err
 		}
@@ -588,7 +566,7 @@ func (d *run) failedSized(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	var m dpv1alpha1.VolumeBackupMember
-	if err := d.kube[entry.K8sClusterName].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
+	if err := d.Kube()[entry.K8sClusterName].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err != nil {
 		return "", err
 	}
 	sized := meta.FindStatusCondition(m.Status.Conditions, dpv1alpha1.BackupMemberSizedCondition)
@@ -597,7 +575,7 @@ func (d *run) failedSized(ctx context.Context, name string) (string, error) {
 			m.Status.BackupSize, dpv1alpha1.BackupMemberSizedBeforeCleanupReason, entry.BackupSize)
 	}
 	outcome := fmt.Sprintf("Failed (%s); the failed member in %s reports %d bytes: %s", failed.Reason, entry.K8sClusterName, entry.BackupSize, sized.Message)
-	if err := d.deleteAndWait(ctx, c, b); err != nil {
+	if err := d.DeleteAndWait(ctx, c, b); err != nil {
 		return outcome, err
 	}
 	return outcome, d.gone(ctx, b, uids)
@@ -607,33 +585,33 @@ func (d *run) failedSized(ctx context.Context, name string) (string, error) {
 // and no volume that no PV uses but those that existed before the scenarios.
 func (d *run) nothingLeft(ctx context.Context) error {
 	var backups fedv1alpha1.VolumeBackupList
-	if err := d.kube[d.lab.Control].List(ctx, &backups); err != nil {
+	if err := d.Kube()[d.Lab().Control].List(ctx, &backups); err != nil {
 		return err
 	}
 	live := map[string]bool{}
 	for _, b := range backups.Items {
-		for _, dp := range d.lab.DataPlanes {
+		for _, dp := range d.Lab().DataPlanes {
 			var m dpv1alpha1.VolumeBackupMember
-			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err == nil {
+			if err := d.Kube()[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: fedv1alpha1.MemberName(b.Name)}, &m); err == nil {
 				live[string(m.UID)] = true
 			}
 		}
 	}
-	return d.leftBehind(ctx, live)
+	return d.LeftBehind(ctx, live)
 }
 
 // schedule runs the schedule scenario (ScenarioSchedule).
 func (d *run) schedule(ctx context.Context, name string) (string, error) {
-	c := d.kube[d.lab.Control]
-	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: controlNamespace,
+	c := d.Kube()[d.Lab().Control]
+	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: demo.ControlNamespace,
 		Labels: map[string]string{"team": "sre"}, Annotations: map[string]string{roleAnnotation: roleARN}}}
 	s.Spec.Schedule = "* * * * *"
 	s.Spec.MaxBackups = ptr.To[int32](2)
-	s.Spec.BackupTemplate = d.newBackup(name).Spec
+	s.Spec.BackupTemplate = d.NewBackup(name).Spec
 	if err := c.Create(ctx, s); err != nil {
 		return "", fmt.Errorf("create VolumeBackupSchedule: %w", err)
 	}
-	d.say("  VolumeBackupSchedule default/%s: every minute, maxBackups 2", name)
+	d.Say("  VolumeBackupSchedule default/%s: every minute, maxBackups 2", name)
 	complete, uids, order, err := d.threeTicks(ctx, name)
 	if err != nil {
 		return "", err
@@ -647,9 +625,9 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("pause the schedule: %w", err)
 	}
 	var kept []string
-	err = d.poll(ctx, "retention of "+name, func() (bool, string, error) {
+	err = d.Poll(ctx, "retention of "+name, func() (bool, string, error) {
 		var list fedv1alpha1.VolumeBackupList
-		if err := c.List(ctx, &list, client.InNamespace(controlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
 			return false, "", err
 		}
 		kept = kept[:0]
@@ -675,42 +653,42 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 			}
 		}
 	}
-	d.say("  retention kept %v; the older backups' snapshots and metadata are gone", kept)
+	d.Say("  retention kept %v; the older backups' snapshots and metadata are gone", kept)
 
-	if err := d.waitTransfersAfter(ctx, newest); err != nil {
+	if err := d.WaitTransfersAfter(ctx, newest); err != nil {
 		return "", err
 	}
 	refused, err := d.refusedRestore(ctx, newest)
 	if err != nil {
 		return "", err
 	}
-	prevNS, prevTC := d.o.RestoreNamespace, d.o.RestoreTCName
-	defer func() { d.o.RestoreNamespace, d.o.RestoreTCName = prevNS, prevTC }()
-	d.o.RestoreNamespace, d.o.RestoreTCName = name+"-restored", "elsewhere"
-	d.o.RestoreMeta = metav1.ObjectMeta{Labels: map[string]string{"team": "sre"}, Annotations: map[string]string{roleAnnotation: roleARN}}
-	defer func() { d.o.RestoreMeta = metav1.ObjectMeta{} }()
-	r, err := d.restore(ctx, newest)
+	prevNS, prevTC := d.Options().RestoreNamespace, d.Options().RestoreTCName
+	defer func() { d.Options().RestoreNamespace, d.Options().RestoreTCName = prevNS, prevTC }()
+	d.Options().RestoreNamespace, d.Options().RestoreTCName = name+"-restored", "elsewhere"
+	d.Options().RestoreMeta = metav1.ObjectMeta{Labels: map[string]string{"team": "sre"}, Annotations: map[string]string{roleAnnotation: roleARN}}
+	defer func() { d.Options().RestoreMeta = metav1.ObjectMeta{} }()
+	r, err := d.Restore(ctx, newest)
 	if err != nil {
 		return "", err
 	}
 	if err := d.restorePodsCarry(ctx, r); err != nil {
 		return "", err
 	}
-	if err := d.check(ctx, newest, r); err != nil {
+	if err := d.Check(ctx, newest, r); err != nil {
 		return "", err
 	}
-	if err := d.deleteAndWait(ctx, c, r); err != nil {
+	if err := d.DeleteAndWait(ctx, c, r); err != nil {
 		return "", err
 	}
-	if err := d.deleteRestored(ctx, d.o.RestoreNamespace); err != nil {
+	if err := d.DeleteRestored(ctx, d.Options().RestoreNamespace); err != nil {
 		return "", err
 	}
 	// The schedule goes, then its backups (deleting a schedule leaves them, as upstream).
-	if err := d.deleteAndWait(ctx, c, s); err != nil {
+	if err := d.DeleteAndWait(ctx, c, s); err != nil {
 		return "", err
 	}
 	for _, n := range kept {
-		if err := d.deleteAndWait(ctx, c, complete[n]); err != nil {
+		if err := d.DeleteAndWait(ctx, c, complete[n]); err != nil {
 			return "", err
 		}
 		if err := d.gone(ctx, complete[n], uids[n]); err != nil {
@@ -726,13 +704,13 @@ func (d *run) schedule(ctx context.Context, name string) (string, error) {
 // read once Complete and never looked up again. It returns them by name, their member UIDs,
 // and their names in creation order.
 func (d *run) threeTicks(ctx context.Context, name string) (map[string]*fedv1alpha1.VolumeBackup, map[string][]string, []string, error) {
-	c := d.kube[d.lab.Control]
+	c := d.Kube()[d.Lab().Control]
 	complete := map[string]*fedv1alpha1.VolumeBackup{}
 	uids := map[string][]string{}
 	var order []string
-	err := d.pollFor(ctx, 5*time.Minute, "three scheduled backups of "+name, func() (bool, string, error) {
+	err := d.PollFor(ctx, 5*time.Minute, "three scheduled backups of "+name, func() (bool, string, error) {
 		var list fedv1alpha1.VolumeBackupList
-		if err := c.List(ctx, &list, client.InNamespace(controlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
 			return false, "", err
 		}
 		var state []string
@@ -743,7 +721,7 @@ func (d *run) threeTicks(ctx context.Context, name string) (map[string]*fedv1alp
 			}
 			switch b.Status.Phase {
 			case fedv1alpha1.VolumeBackupFailed:
-				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, conditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, demo.ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
 			case fedv1alpha1.VolumeBackupComplete:
 				u, err := d.stepPodsCarry(ctx, b)
 				if err != nil {
@@ -751,7 +729,7 @@ func (d *run) threeTicks(ctx context.Context, name string) (map[string]*fedv1alp
 				}
 				complete[b.Name], uids[b.Name] = b.DeepCopy(), u
 				order = append(order, b.Name)
-				d.say("  scheduled backup %s complete (commit ts %s); its step pods carry the schedule's label and role", b.Name, b.Status.CommitTs)
+				d.Say("  scheduled backup %s complete (commit ts %s); its step pods carry the schedule's label and role", b.Name, b.Status.CommitTs)
 			default:
 				state = append(state, b.Name+" "+string(b.Status.Phase))
 			}
@@ -771,14 +749,14 @@ func (d *run) threeTicks(ctx context.Context, name string) (map[string]*fedv1alp
 // and the IAM-role annotation, and returns the backup's member UIDs.
 func (d *run) stepPodsCarry(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
 	var uids []string
-	for _, dp := range d.lab.DataPlanes {
+	for _, dp := range d.Lab().DataPlanes {
 		member := fedv1alpha1.MemberName(b.Name)
 		var m dpv1alpha1.VolumeBackupMember
-		if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: member}, &m); err != nil {
+		if err := d.Kube()[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: member}, &m); err != nil {
 			return nil, fmt.Errorf("member of %s in %s: %w", b.Name, dp.Cluster, err)
 		}
 		uids = append(uids, string(m.UID))
-		if _, err := d.podsCarry(ctx, dp.Cluster, d.o.Namespace, member); err != nil {
+		if _, err := d.podsCarry(ctx, dp.Cluster, d.Options().Namespace, member); err != nil {
 			return nil, err
 		}
 	}
@@ -789,7 +767,7 @@ func (d *run) stepPodsCarry(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([
 // IAM-role annotation, and says how many there are.
 func (d *run) podsCarry(ctx context.Context, plane, ns, member string) (int, error) {
 	var pods corev1.PodList
-	if err := d.kube[plane].List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(job.Selector(member))); err != nil {
+	if err := d.Kube()[plane].List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(job.Selector(member))); err != nil {
 		return 0, err
 	}
 	for _, p := range pods.Items {
@@ -808,14 +786,14 @@ func (d *run) podsCarry(ctx context.Context, plane, ns, member string) (int, err
 // restore-data in one) carry the label and the annotation.
 func (d *run) restorePodsCarry(ctx context.Context, r *fedv1alpha1.VolumeRestore) error {
 	total := 0
-	for _, dp := range d.lab.DataPlanes {
-		n, err := d.podsCarry(ctx, dp.Cluster, d.o.RestoreNamespace, fedv1alpha1.MemberName(r.Name))
+	for _, dp := range d.Lab().DataPlanes {
+		n, err := d.podsCarry(ctx, dp.Cluster, d.Options().RestoreNamespace, fedv1alpha1.MemberName(r.Name))
 		if err != nil {
 			return err
 		}
 		total += n
 	}
-	d.say("  the restore's %d step pods in %d planes carry the label and the IAM role", total, len(d.lab.DataPlanes))
+	d.Say("  the restore's %d step pods in %d planes carry the label and the IAM role", total, len(d.Lab().DataPlanes))
 	return nil
 }
 
@@ -826,9 +804,9 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	const tc = "taken"
 	ns := b.Name + "-conflict"
 	claim := "tikv-" + tc + "-tikv-0"
-	for _, dp := range d.lab.DataPlanes {
-		kc := d.kube[dp.Cluster]
-		if err := env.EnsureNamespace(ctx, kc, ns, d.tenantLevel(ns)); err != nil {
+	for _, dp := range d.Lab().DataPlanes {
+		kc := d.Kube()[dp.Cluster]
+		if err := env.EnsureNamespace(ctx, kc, ns, d.TenantLevel(ns)); err != nil {
 			return "", fmt.Errorf("%s: %w", dp.Cluster, err)
 		}
 		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
@@ -843,23 +821,23 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if err != nil {
 		return "", err
 	}
-	prevNS, prevTC := d.o.RestoreNamespace, d.o.RestoreTCName
-	defer func() { d.o.RestoreNamespace, d.o.RestoreTCName = prevNS, prevTC }()
-	d.o.RestoreNamespace, d.o.RestoreTCName = ns, tc
-	r, err := d.restore(ctx, b)
-	if err == nil || !errors.Is(err, errFailed) {
+	prevNS, prevTC := d.Options().RestoreNamespace, d.Options().RestoreTCName
+	defer func() { d.Options().RestoreNamespace, d.Options().RestoreTCName = prevNS, prevTC }()
+	d.Options().RestoreNamespace, d.Options().RestoreTCName = ns, tc
+	r, err := d.Restore(ctx, b)
+	if err == nil || !errors.Is(err, demo.ErrFailed) {
 		return "", fmt.Errorf("restore into %s/%s over the claim %s: %w; want it refused", ns, tc, claim, err)
 	}
 	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberClaimConflictReason) || !strings.Contains(err.Error(), claim) {
 		return "", fmt.Errorf("restore refused with %w; want %s naming %s", err, dpv1alpha1.RestoreMemberClaimConflictReason, claim)
 	}
-	if err := d.deleteAndWait(ctx, d.kube[d.lab.Control], r); err != nil {
+	if err := d.DeleteAndWait(ctx, d.Kube()[d.Lab().Control], r); err != nil {
 		return "", err
 	}
 	if err := d.noVolumesSince(ctx, before, "the refused restore"); err != nil {
 		return "", err
 	}
-	if err := d.deleteRestored(ctx, ns); err != nil {
+	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("a restore over claim %s refused (%s) before any volume was made from a snapshot", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
@@ -867,9 +845,9 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 
 // failover is ScenarioFailover.
 func (d *run) failover(ctx context.Context, name string) (string, error) {
-	plane := d.lab.DataPlanes[len(d.lab.DataPlanes)-1].Cluster
-	c := d.kube[plane]
-	key := client.ObjectKey{Namespace: d.o.Namespace, Name: d.o.TCName}
+	plane := d.Lab().DataPlanes[len(d.Lab().DataPlanes)-1].Cluster
+	c := d.Kube()[plane]
+	key := client.ObjectKey{Namespace: d.Options().Namespace, Name: d.Options().TCName}
 	tc := &pcv1alpha1.TidbCluster{}
 	if err := c.Get(ctx, key, tc); err != nil {
 		return "", err
@@ -894,7 +872,7 @@ func (d *run) failover(ctx context.Context, name string) (string, error) {
 		want = tidbcluster.TiKVPods(tc)
 	}
 	// The lab's operator, as tidb-operator, runs one TiKV pod more; its store joins.
-	if err := d.poll(ctx, fmt.Sprintf("%s: %d TiKV stores up with the failover pod", plane, want), func() (bool, string, error) {
+	if err := d.Poll(ctx, fmt.Sprintf("%s: %d TiKV stores up with the failover pod", plane, want), func() (bool, string, error) {
 		if err := c.Get(ctx, key, tc); err != nil {
 			return false, "", err
 		}
@@ -903,28 +881,25 @@ func (d *run) failover(ctx context.Context, name string) (string, error) {
 	}); err != nil {
 		return "", err
 	}
-	if d.sourceTiKV == nil {
-		d.sourceTiKV = map[string]int{}
-	}
-	d.sourceTiKV[plane] = want
-	b, err := d.backup(ctx)
+	d.SetSourceTiKV(plane, want)
+	b, err := d.Backup(ctx)
 	if err != nil {
 		return "", err
 	}
-	if err := d.waitTransfersAfter(ctx, b); err != nil {
+	if err := d.WaitTransfersAfter(ctx, b); err != nil {
 		return "", err
 	}
-	prev := d.o
-	defer func() { d.o = prev }()
-	d.o.RestoreNamespace = name + "-restored"
-	r, err := d.restore(ctx, b)
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	d.Options().RestoreNamespace = name + "-restored"
+	r, err := d.Restore(ctx, b)
 	if err != nil {
 		return "", err
 	}
-	if err := d.check(ctx, b, r); err != nil {
+	if err := d.Check(ctx, b, r); err != nil {
 		return "", err
 	}
-	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.Options().RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s backed up with %d TiKV (spec.tikv.replicas %d and a failed-over store) and restored exactly into %d", plane, want,
@@ -947,14 +922,14 @@ func (d *run) noVolumesSince(ctx context.Context, before awsdouble.Stats, what s
 // deleteAll deletes a scenario's restore r, the namespace ns it restored into (deleteRestored)
 // and its backup b, each waited for.
 func (d *run) deleteAll(ctx context.Context, r *fedv1alpha1.VolumeRestore, ns string, b *fedv1alpha1.VolumeBackup) error {
-	c := d.kube[d.lab.Control]
-	if err := d.deleteAndWait(ctx, c, r); err != nil {
+	c := d.Kube()[d.Lab().Control]
+	if err := d.DeleteAndWait(ctx, c, r); err != nil {
 		return err
 	}
-	if err := d.deleteRestored(ctx, ns); err != nil {
+	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return err
 	}
-	return d.deleteAndWait(ctx, c, b)
+	return d.DeleteAndWait(ctx, c, b)
 }
 
 // encryptionKey is the KMS key the source's TiKV encrypts with in ScenarioEncrypted.
@@ -963,12 +938,12 @@ const encryptionKey = "fedbr-lab-key-a"
 // encryptedRefused is ScenarioEncrypted.
 func (d *run) encryptedRefused(ctx context.Context, name string) (string, error) {
 	config := fmt.Sprintf(`{"spec":{"tikv":{"config":{"security":{"encryption":{"data-encryption-method":"aes256-ctr",`+
-		`"master-key":{"type":"kms","key-id":%q,"region":%q}}}}}}}`, encryptionKey, d.lab.AWS.Region)
+		`"master-key":{"type":"kms","key-id":%q,"region":%q}}}}}}}`, encryptionKey, d.Lab().AWS.Region)
 	revert, err := d.patchSourceTCs(ctx, []byte(config))
 	if err != nil {
 		return "", err
 	}
-	b, err := d.backup(ctx)
+	b, err := d.Backup(ctx)
 	if rerr := revert(); err == nil {
 		err = rerr
 	}
@@ -979,17 +954,17 @@ func (d *run) encryptedRefused(ctx context.Context, name string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	prev := d.o
-	defer func() { d.o = prev }()
-	d.o.RestoreNamespace = name + "-restored"
-	r, err := d.restore(ctx, b)
-	if err == nil || !errors.Is(err, errFailed) {
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	d.Options().RestoreNamespace = name + "-restored"
+	r, err := d.Restore(ctx, b)
+	if err == nil || !errors.Is(err, demo.ErrFailed) {
 		return "", fmt.Errorf("restore of the encrypted backup into TiKV without encryption: %w; want it refused", err)
 	}
 	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberEncryptionMismatchReason) || !strings.Contains(err.Error(), encryptionKey) {
 		return "", fmt.Errorf("restore refused with %w; want %s naming the key %s", err, dpv1alpha1.RestoreMemberEncryptionMismatchReason, encryptionKey)
 	}
-	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.Options().RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	if err := d.noVolumesSince(ctx, before, "the refused restore"); err != nil {
@@ -1024,10 +999,10 @@ func (d *run) patchSourceTCs(ctx context.Context, patch []byte) (revert func() e
 		}
 		return errors.Join(errs...)
 	}
-	for _, dp := range d.lab.DataPlanes {
-		c := d.kube[dp.Cluster]
+	for _, dp := range d.Lab().DataPlanes {
+		c := d.Kube()[dp.Cluster]
 		tc := &pcv1alpha1.TidbCluster{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: d.o.TCName}, tc); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: d.Options().TCName}, tc); err != nil {
 			return nil, errors.Join(fmt.Errorf("%s: %w", dp.Cluster, err), revert())
 		}
 		var old []byte
@@ -1044,35 +1019,47 @@ func (d *run) patchSourceTCs(ctx context.Context, patch []byte) (revert func() e
 
 // toleratedOutage takes a backup and restores it with tolerateSingleTiKVOutage into a cluster
 // whose second plane's TiKV 1 never starts: restore-data goes on with the other stores, the
-// restore completes, and the restored cluster is exact.
+// Restore completes, and the restored cluster is exact.
 func (d *run) toleratedOutage(ctx context.Context, name string) (string, error) {
-	b, err := d.backup(ctx)
+	b, err := d.Backup(ctx)
 	if err != nil {
 		return "", err
 	}
-	if err := d.waitTransfersAfter(ctx, b); err != nil {
+	if err := d.WaitTransfersAfter(ctx, b); err != nil {
 		return "", err
 	}
-	down := d.lab.DataPlanes[min(1, len(d.lab.DataPlanes)-1)].Cluster
-	prev := d.o
-	defer func() { d.o = prev }()
-	d.o.RestoreNamespace, d.o.RestoreTolerateOutage, d.o.RestoreDownTiKV = name+"-restored", true, map[string]string{down: "1"}
-	r, err := d.restore(ctx, b)
+	down := d.Lab().DataPlanes[min(1, len(d.Lab().DataPlanes)-1)].Cluster
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	d.Options().RestoreNamespace, d.Options().RestoreTolerateOutage, d.Options().RestoreDownTiKV = name+"-restored", true, map[string]string{down: "1"}
+	r, err := d.Restore(ctx, b)
 	if err != nil {
 		return "", err
 	}
 	var tc pcv1alpha1.TidbCluster
-	if err := d.kube[down].Get(ctx, client.ObjectKey{Namespace: d.o.RestoreNamespace, Name: d.o.RestoreTCName}, &tc); err != nil {
+	if err := d.Kube()[down].Get(ctx, client.ObjectKey{Namespace: d.Options().RestoreNamespace, Name: d.Options().RestoreTCName}, &tc); err != nil {
 		return "", err
 	}
 	if up, want := tidbcluster.StoresUp(&tc), tidbcluster.TiKVReplicas(&tc); up != want-1 {
 		return "", fmt.Errorf("%s has %d of %d stores up after the restore; the scenario needs exactly one down", down, up, want)
 	}
-	if err := d.check(ctx, b, r); err != nil {
+	if err := d.Check(ctx, b, r); err != nil {
 		return "", err
 	}
-	if err := d.deleteAll(ctx, r, d.o.RestoreNamespace, b); err != nil {
+	if err := d.deleteAll(ctx, r, d.Options().RestoreNamespace, b); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("restored exactly with TiKV 1 of %s down", down), nil
+}
+
+// run is this suite's view of the demo's harness (demo.Harness): the suite's own steps are its
+// methods.
+type run struct{ *demo.Harness }
+
+func newRun(ctx context.Context, o demo.Options) (*run, error) {
+	h, err := demo.NewHarness(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &run{h}, nil
 }

@@ -1,27 +1,21 @@
-package demo
+package crash
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
-	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
+	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
 )
 
@@ -90,37 +84,37 @@ type CrashResult struct {
 // source holds no GC safepoint or paused scheduler within the pause's TTL; and, once the
 // point's objects are deleted, the AWS double holds no snapshot of it and no volume that no PV
 // uses.
-func RunCrash(ctx context.Context, o Options, points []KillPoint) ([]CrashResult, error) {
+func RunCrash(ctx context.Context, o demo.Options, points []KillPoint) ([]CrashResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
-	o = o.withDefaults()
+	o = o.WithDefaults()
 	d, err := newRun(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	defer d.stop()
-	if err := d.startSuite(ctx); err != nil {
+	defer d.Stop()
+	if err := d.StartSuite(ctx); err != nil {
 		return nil, err
 	}
 	var base *fedv1alpha1.VolumeBackup
 	var out []CrashResult
 	for i, p := range points {
 		if p.Restore && base == nil {
-			d.say("crash suite: a backup for the restore points")
-			if base, err = d.backup(ctx); err != nil {
+			d.Say("crash suite: a backup for the restore points")
+			if base, err = d.Backup(ctx); err != nil {
 				return out, fmt.Errorf("the restore points' backup: %w", err)
 			}
-			if err := d.waitTransfersAfter(ctx, base); err != nil {
+			if err := d.WaitTransfersAfter(ctx, base); err != nil {
 				return out, err
 			}
 		}
-		d.say("crash point %d/%d: %s", i+1, len(points), p.Name)
+		d.Say("crash point %d/%d: %s", i+1, len(points), p.Name)
 		res := d.crashPoint(ctx, i, p, base)
 		if res.Err != nil {
-			d.say("crash point %s: %v", p.Name, res.Err)
+			d.Say("crash point %s: %v", p.Name, res.Err)
 		} else {
-			d.say("crash point %s: %s, phases %v, lifted %s after the end", p.Name, res.Outcome, res.Phases, res.Lifted.Round(time.Millisecond))
+			d.Say("crash point %s: %s, phases %v, lifted %s after the end", p.Name, res.Outcome, res.Phases, res.Lifted.Round(time.Millisecond))
 		}
 		out = append(out, res)
 		if ctx.Err() != nil {
@@ -133,13 +127,13 @@ func RunCrash(ctx context.Context, o Options, points []KillPoint) ([]CrashResult
 // crashPoint runs one point.
 func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alpha1.VolumeBackup) (res CrashResult) {
 	res.Point = p.Name
-	c := d.kube[d.lab.Control]
+	c := d.Kube()[d.Lab().Control]
 	var b *fedv1alpha1.VolumeBackup
-	restoreNS := fmt.Sprintf(crashNamespace, i)
+	restoreNS := fmt.Sprintf(demo.CrashNamespace, i)
 	var release func() error
 	if p.HoldSnapshots {
 		var err error
-		if release, err = d.holdCalls(ctx, "CreateSnapshots"); err != nil {
+		if release, err = d.HoldCalls(ctx, "CreateSnapshots"); err != nil {
 			res.Err = err
 			return res
 		}
@@ -148,7 +142,7 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 	if p.Restore {
 		b = base
 	} else {
-		b = d.newBackup(fmt.Sprintf("crash-%d-%s", i, time.Now().UTC().Format("150405")))
+		b = d.NewBackup(fmt.Sprintf("crash-%d-%s", i, time.Now().UTC().Format("150405")))
 		if err := c.Create(ctx, b); err != nil {
 			res.Err = fmt.Errorf("create VolumeBackup: %w", err)
 			return res
@@ -159,10 +153,10 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 	restoreDone := make(chan error, 1)
 	var r *fedv1alpha1.VolumeRestore
 	if p.Restore {
-		d.o.RestoreNamespace = restoreNS
+		d.Options().RestoreNamespace = restoreNS
 		go func() {
 			var err error
-			r, err = d.restore(ctx, b)
+			r, err = d.Restore(ctx, b)
 			restoreDone <- err
 		}()
 	}
@@ -181,19 +175,19 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 		err = fmt.Errorf("phase moved backwards: %s", watch.backwards)
 	}
 	if err == nil {
-		res.Lifted, err = d.waitLifted(ctx)
+		res.Lifted, err = d.WaitLifted(ctx)
 	}
 	if err == nil && res.Outcome == "Complete" {
 		err = c.Get(ctx, client.ObjectKeyFromObject(b), b) // its commit ts
 	}
 	if err == nil && res.Outcome == "Complete" {
 		if !p.Restore {
-			d.o.RestoreNamespace = restoreNS
-			r, err = d.restore(ctx, b)
+			d.Options().RestoreNamespace = restoreNS
+			r, err = d.Restore(ctx, b)
 		}
 		if err == nil {
-			if err = d.waitTransfersAfter(ctx, b); err == nil {
-				err = d.check(ctx, b, r)
+			if err = d.WaitTransfersAfter(ctx, b); err == nil {
+				err = d.Check(ctx, b, r)
 			}
 		}
 		res.Exact = err == nil
@@ -239,10 +233,10 @@ var (
 
 // observe reads the point's object and records its phase.
 func (d *run) observe(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch) (*fedv1alpha1.VolumeBackup, *fedv1alpha1.VolumeRestore, error) {
-	c := d.kube[d.lab.Control]
+	c := d.Kube()[d.Lab().Control]
 	if p.Restore {
 		r := &fedv1alpha1.VolumeRestore{}
-		err := c.Get(ctx, client.ObjectKey{Namespace: controlNamespace, Name: b.Name}, r)
+		err := c.Get(ctx, client.ObjectKey{Namespace: demo.ControlNamespace, Name: b.Name}, r)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -259,7 +253,7 @@ func (d *run) observe(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBac
 
 // watchPoint observes the point's object until the point is reached, then strikes.
 func (d *run) watchPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch) error {
-	return d.poll(ctx, "crash point "+p.Name, func() (bool, string, error) {
+	return d.Poll(ctx, "crash point "+p.Name, func() (bool, string, error) {
 		gb, gr, err := d.observe(ctx, p, b, w)
 		if err != nil {
 			return false, "", err
@@ -277,7 +271,7 @@ func (d *run) watchPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 // strike kills (or stops) the point's target.
 func (d *run) strike(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup) error {
 	var planes []string
-	for i, dp := range d.lab.DataPlanes {
+	for i, dp := range d.Lab().DataPlanes {
 		if p.Plane < 0 || i == p.Plane {
 			planes = append(planes, dp.Cluster)
 		}
@@ -288,30 +282,30 @@ func (d *run) strike(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBack
 	plane := planes[0]
 	switch p.Target {
 	case KillManager:
-		if d.o.Install {
-			return d.restartPods(ctx, d.lab.Control, env.ManagerRelease)
+		if d.Options().Install {
+			return d.RestartPods(ctx, d.Lab().Control, env.ManagerRelease)
 		}
-		return d.restartController("manager")
+		return d.RestartController("manager")
 	case KillAgent:
-		if d.o.Install {
-			return d.restartPods(ctx, plane, env.AgentRelease)
+		if d.Options().Install {
+			return d.RestartPods(ctx, plane, env.AgentRelease)
 		}
-		return d.restartController("agent-" + plane)
+		return d.RestartController("agent-" + plane)
 	case KillStep:
-		ns := d.o.Namespace
+		ns := d.Options().Namespace
 		if p.Restore {
-			ns = d.o.RestoreNamespace
+			ns = d.Options().RestoreNamespace
 		}
-		return d.killStep(ctx, planes, ns, fedv1alpha1.MemberName(b.Name), p.Step)
+		return d.KillStep(ctx, planes, ns, fedv1alpha1.MemberName(b.Name), p.Step)
 	case StopAPIServer:
-		pid, err := apiServerPID(d.lab.Dir, plane)
+		pid, err := apiServerPID(d.Lab().Dir, plane)
 		if err != nil {
 			return err
 		}
 		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 			return fmt.Errorf("stop the API server of %s: %w", plane, err)
 		}
-		d.say("  API server of %s stopped for %s", plane, APIServerOutage)
+		d.Say("  API server of %s stopped for %s", plane, APIServerOutage)
 		go func() {
 			t := time.NewTimer(APIServerOutage)
 			defer t.Stop()
@@ -324,117 +318,6 @@ func (d *run) strike(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBack
 		return nil
 	}
 	return fmt.Errorf("unknown target %q", p.Target)
-}
-
-// restartController SIGKILLs a controller and starts it again.
-func (d *run) restartController(name string) error {
-	ctl, ok := d.ctrls[name]
-	if !ok {
-		return fmt.Errorf("no controller %q", name)
-	}
-	d.procs[ctl.proc].kill()
-	d.say("  %s SIGKILLed; starting it again", name)
-	p, err := start(d.o.Fedbr, filepath.Join(logDir(d.lab), name+".log"), ctl.args...)
-	if err != nil {
-		return err
-	}
-	d.procs[ctl.proc] = p
-	return nil
-}
-
-// restartPods SIGKILLs the container of every pod of the Deployment name in fedbr-system of
-// cluster (installed through the charts: every replica, so the leader is among them, whichever
-// it is) and waits until the lab's kubelet has started each again (its restart count grew).
-// The restarted replicas then wait out the dead leader's Lease, as after a node's crash.
-func (d *run) restartPods(ctx context.Context, cluster, name string) error {
-	c := d.kube[cluster]
-	var dep appsv1.Deployment
-	if err := c.Get(ctx, client.ObjectKey{Namespace: env.InstallNamespace, Name: name}, &dep); err != nil {
-		return fmt.Errorf("%s: Deployment %s/%s: %w", cluster, env.InstallNamespace, name, err)
-	}
-	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
-	if err != nil {
-		return err
-	}
-	pods := func() ([]corev1.Pod, error) {
-		var list corev1.PodList
-		err := c.List(ctx, &list, client.InNamespace(env.InstallNamespace), client.MatchingLabelsSelector{Selector: sel})
-		return list.Items, err
-	}
-	running, err := pods()
-	if err != nil {
-		return err
-	}
-	restarts := map[types.UID]int32{}
-	for _, pod := range running {
-		pid, ok := containerPID(pod)
-		if !ok {
-			continue
-		}
-		if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
-			return fmt.Errorf("SIGKILL pod %s (pid %d): %w", pod.Name, pid, err)
-		}
-		restarts[pod.UID] = pod.Status.ContainerStatuses[0].RestartCount
-	}
-	if len(restarts) == 0 {
-		return fmt.Errorf("no running pod of Deployment %s/%s in %s", env.InstallNamespace, name, cluster)
-	}
-	d.say("  %s: %d pod(s) of %s SIGKILLed; the kubelet starts them again", cluster, len(restarts), name)
-	return d.poll(ctx, fmt.Sprintf("%s: %s's pods started again", cluster, name), func() (bool, string, error) {
-		now, err := pods()
-		if err != nil {
-			return false, "", err
-		}
-		waiting := 0
-		for _, pod := range now {
-			before, killed := restarts[pod.UID]
-			if _, ok := containerPID(pod); killed && (!ok || pod.Status.ContainerStatuses[0].RestartCount <= before) {
-				waiting++
-			}
-		}
-		return waiting == 0, fmt.Sprintf("%d of %d not restarted yet", waiting, len(restarts)), nil
-	})
-}
-
-// containerPID is the pid of a running pod's first container: the lab's kubelet reports it in
-// the container id (lab://PID).
-func containerPID(pod corev1.Pod) (int, bool) {
-	if pod.Status.Phase != corev1.PodRunning || pod.DeletionTimestamp != nil || len(pod.Status.ContainerStatuses) == 0 ||
-		pod.Status.ContainerStatuses[0].State.Running == nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "lab://"))
-	return pid, err == nil && pid > 0
-}
-
-// killStep SIGKILLs the container of the running pod of step for member in one of planes: its
-// pid is in the container id the lab's kubelet reports (lab://PID). It waits for such a pod to
-// run.
-func (d *run) killStep(ctx context.Context, planes []string, ns, member, step string) error {
-	return d.poll(ctx, fmt.Sprintf("a running %s pod in %v", step, planes), func() (bool, string, error) {
-		var pods []corev1.Pod
-		sel := job.Selector(member)
-		sel[job.LabelStep] = step
-		for _, plane := range planes {
-			var list corev1.PodList
-			if err := d.kube[plane].List(ctx, &list, client.InNamespace(ns), client.MatchingLabels(sel)); err != nil {
-				return false, "", err
-			}
-			pods = append(pods, list.Items...)
-		}
-		for _, pod := range pods {
-			pid, ok := containerPID(pod)
-			if !ok {
-				continue
-			}
-			if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
-				return false, "", fmt.Errorf("SIGKILL pod %s (pid %d): %w", pod.Name, pid, err)
-			}
-			d.say("  pod %s/%s (%s) SIGKILLed", ns, pod.Name, step)
-			return true, "", nil
-		}
-		return false, "waiting for the " + step + " pod to run", nil
-	})
 }
 
 // apiServerPID is the pid of a lab cluster's kube-apiserver.
@@ -459,7 +342,7 @@ func apiServerPID(dir, cluster string) (int, error) {
 // pointOutcome waits for the point's backup or restore to end and says how.
 func (d *run) pointOutcome(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch, restoreDone <-chan error) (string, error) {
 	var outcome string
-	err := d.poll(ctx, "the end of "+p.Name, func() (bool, string, error) {
+	err := d.Poll(ctx, "the end of "+p.Name, func() (bool, string, error) {
 		gb, gr, err := d.observe(ctx, p, b, w)
 		if err != nil {
 			return false, "", err
@@ -500,160 +383,37 @@ func (d *run) pointOutcome(ctx context.Context, p KillPoint, b *fedv1alpha1.Volu
 	return outcome, nil
 }
 
-// waitLifted waits until the source holds no GC safepoint, paused scheduler or zeroed limit;
-// what a killed pause held lapses within its TTL (2 minutes), so that is the bound.
-func (d *run) waitLifted(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
-	deadline := start.Add(2*time.Minute + 15*time.Second)
-	for {
-		err := d.checkLifted(ctx)
-		if err == nil {
-			return time.Since(start), nil
-		}
-		if time.Now().After(deadline) {
-			return time.Since(start), fmt.Errorf("not lifted within the pause TTL: %w", err)
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-}
-
 // cleanPoint deletes the point's restore (and its namespace in every plane) and, for a backup
 // point, its backup; then checks that the AWS double holds no snapshot but the restore points'
 // backup's and no volume that no PV uses but those that existed before the suite (the nodes'
 // root volumes).
 func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.VolumeBackup, ns string) error {
-	c := d.kube[d.lab.Control]
+	c := d.Kube()[d.Lab().Control]
 	// The demo's restore of b is named after it.
-	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: controlNamespace, Name: b.Name}}
-	if err := d.deleteAndWait(ctx, c, restore); err != nil {
+	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: demo.ControlNamespace, Name: b.Name}}
+	if err := d.DeleteAndWait(ctx, c, restore); err != nil {
 		return err
 	}
-	if err := d.deleteRestored(ctx, ns); err != nil {
+	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return err
 	}
 	if !p.Restore {
-		if err := d.deleteAndWait(ctx, c, b); err != nil {
+		if err := d.DeleteAndWait(ctx, c, b); err != nil {
 			return err
 		}
 	}
 	// The restore points' backup stays for the points after this one, whatever their kind.
 	keep := map[string]bool{}
 	if base != nil {
-		for _, dp := range d.lab.DataPlanes {
+		for _, dp := range d.Lab().DataPlanes {
 			var m dpv1alpha1.VolumeBackupMember
-			if err := d.kube[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.o.Namespace, Name: fedv1alpha1.MemberName(base.Name)}, &m); err != nil {
+			if err := d.Kube()[dp.Cluster].Get(ctx, client.ObjectKey{Namespace: d.Options().Namespace, Name: fedv1alpha1.MemberName(base.Name)}, &m); err != nil {
 				return fmt.Errorf("the restore points' backup member in %s: %w", dp.Cluster, err)
 			}
 			keep[string(m.UID)] = true
 		}
 	}
-	return d.leftBehind(ctx, keep)
-}
-
-// leftBehind fails when the AWS double holds a snapshot whose fedbr.io/backup tag is not in
-// keep, or a volume that no PV uses and that did not exist before the suite (the nodes' root
-// volumes, the source cluster's).
-func (d *run) leftBehind(ctx context.Context, keep map[string]bool) error {
-	snaps, err := d.aws.ListSnapshots(ctx, nil)
-	if err != nil {
-		return err
-	}
-	var left []string
-	for _, s := range snaps {
-		if !keep[s.Tags["fedbr.io/backup"]] {
-			left = append(left, s.ID)
-		}
-	}
-	used := map[string]bool{}
-	for _, dp := range d.lab.DataPlanes {
-		var pvs corev1.PersistentVolumeList
-		if err := d.kube[dp.Cluster].List(ctx, &pvs); err != nil {
-			return err
-		}
-		for _, pv := range pvs.Items {
-			if pv.Spec.CSI != nil {
-				used[pv.Spec.CSI.VolumeHandle] = true
-			}
-		}
-	}
-	vols, err := d.aws.ListVolumes(ctx, nil)
-	if err != nil {
-		return err
-	}
-	for _, v := range vols {
-		if !used[v.ID] && !d.crashBefore[v.ID] {
-			left = append(left, v.ID)
-		}
-	}
-	if len(left) > 0 {
-		return fmt.Errorf("left behind: %v", left)
-	}
-	return nil
-}
-
-// deleteRestored deletes a restore's namespace in every plane, with the volumes it released.
-func (d *run) deleteRestored(ctx context.Context, ns string) error {
-	// The restored volumes are the TidbClusters' now: deleting their namespace releases them,
-	// and the EBS CSI driver would delete each volume with its PV (reclaim policy Delete); the
-	// lab has no CSI driver, so the suite does it (after the namespaces are gone).
-	var released []string
-	releasedPVs := map[string][]client.Object{} // by plane
-	for _, dp := range d.lab.DataPlanes {
-		var pvs corev1.PersistentVolumeList
-		if err := d.kube[dp.Cluster].List(ctx, &pvs); err != nil {
-			return err
-		}
-		for i := range pvs.Items {
-			pv := &pvs.Items[i]
-			if pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns && pv.Spec.CSI != nil {
-				released = append(released, pv.Spec.CSI.VolumeHandle)
-				releasedPVs[dp.Cluster] = append(releasedPVs[dp.Cluster], pv)
-			}
-		}
-	}
-	// The namespaces go at once: each takes its pods' grace period.
-	for _, dp := range d.lab.DataPlanes {
-		if err := client.IgnoreNotFound(d.kube[dp.Cluster].Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})); err != nil {
-			return err
-		}
-	}
-	for _, dp := range d.lab.DataPlanes {
-		if err := d.deleteAndWait(ctx, d.kube[dp.Cluster], &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
-		}
-	}
-	for plane, pvs := range releasedPVs {
-		for _, pv := range pvs {
-			if err := client.IgnoreNotFound(d.kube[plane].Delete(ctx, pv)); err != nil {
-				return err
-			}
-		}
-	}
-	if len(released) > 0 {
-		if err := d.aws.DeleteVolumes(ctx, released); err != nil {
-			return fmt.Errorf("delete the released volumes (as the CSI driver would): %w", err)
-		}
-	}
-	return nil
-}
-
-// deleteAndWait deletes o and waits until it is gone.
-func (d *run) deleteAndWait(ctx context.Context, c client.Client, o client.Object) error {
-	if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
-		return err
-	}
-	kind := fmt.Sprintf("%T %s", o, o.GetName())
-	return d.poll(ctx, "deletion of "+kind, func() (bool, string, error) {
-		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
-		if apierrors.IsNotFound(err) {
-			return true, "", nil
-		}
-		return false, "deleting " + kind, err
-	})
+	return d.LeftBehind(ctx, keep)
 }
 
 // CrashLog is where a crash suite writes its table (for docs/testing.md).
@@ -669,4 +429,16 @@ func CrashLog(results []CrashResult) string {
 			r.Lifted.Round(100*time.Millisecond), errText)
 	}
 	return sb.String()
+}
+
+// run is this suite's view of the demo's harness (demo.Harness): the suite's own steps are its
+// methods.
+type run struct{ *demo.Harness }
+
+func newRun(ctx context.Context, o demo.Options) (*run, error) {
+	h, err := demo.NewHarness(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	return &run{h}, nil
 }
