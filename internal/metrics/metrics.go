@@ -57,6 +57,14 @@ var (
 		Help:    "Time from a VolumeRestore's start to its completion or failure.",
 		Buckets: prometheus.ExponentialBuckets(5, 2, 14),
 	}, []string{"outcome"})
+	// RestoreStepDuration is each restore step's time, from its start to its completion: the
+	// restore's time to recovery, split (RestoreVolume, StartTiKV, WarmUp, RestoreData,
+	// RestartTiKV).
+	RestoreStepDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fedbr_volumerestore_step_duration_seconds",
+		Help:    "Time from a VolumeRestore step's start to its completion, by step: the restore's time to recovery, split.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+	}, []string{"step"})
 	// ScheduleWindowStart is the start of each schedule's latest closed window (its second-latest
 	// tick): a backup should have completed since. Absent while paused or before two ticks.
 	ScheduleWindowStart = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -120,7 +128,7 @@ var (
 // All are the manager's metrics.
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
-		RestoresFinished, RestoreDuration, PlaneReachable, PlaneAgentUp, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
+		RestoresFinished, RestoreDuration, RestoreStepDuration, PlaneReachable, PlaneAgentUp, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
 		BackupCleanFailedSince, ScheduleRetentionBlocked}
 }
 

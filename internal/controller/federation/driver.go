@@ -57,6 +57,9 @@ type Driver[O client.Object, A Action] struct {
 	Message func(O) string
 	// OnPhase is called once per phase change written (metrics).
 	OnPhase func(o O, before string)
+	// OnWrite is called after every status write, with the object as it was stored before and
+	// as written (metrics of what the write added).
+	OnWrite func(old, o O)
 	// Related, when set, maps an event of one object of the kind to other objects of the kind
 	// whose decisions depend on it (a backup waiting for another's pause).
 	Related handler.MapFunc
@@ -163,9 +166,12 @@ func (d *Driver[O, A]) applyAll(ctx context.Context, o O, actions []A, now time.
 	return nil
 }
 
-// phaseChanged records a written phase change: a log line, an Event (Warning for a failure)
-// and OnPhase.
+// phaseChanged runs after every status write: OnWrite, then, for a phase change, a log line, an
+// Event (Warning for a failure) and OnPhase.
 func (d *Driver[O, A]) phaseChanged(ctx context.Context, old, o O) {
+	if d.OnWrite != nil {
+		d.OnWrite(old, o)
+	}
 	before := d.Phase(old)
 	if before == d.Phase(o) {
 		return

@@ -109,6 +109,7 @@ func TestACacheThatPredatesAWriteChangesNothing(t *testing.T) {
 		}
 		c := &lagging{Client: fc, stale: before}
 		decided, phaseChanges := 0, 0
+		var writes []string
 		d := &Driver[*fedv1alpha1.VolumeBackup, testAction]{
 			Name: "test", Finalizer: "f", Client: c, Recorder: events.NewFakeRecorder(10), noSkip: !skip,
 			New:                func() *fedv1alpha1.VolumeBackup { return &fedv1alpha1.VolumeBackup{} },
@@ -117,7 +118,10 @@ func TestACacheThatPredatesAWriteChangesNothing(t *testing.T) {
 			Failed:             func(*fedv1alpha1.VolumeBackup) bool { return false },
 			Message:            func(*fedv1alpha1.VolumeBackup) string { return "" },
 			OnPhase:            func(*fedv1alpha1.VolumeBackup, string) { phaseChanges++ },
-			Apply:              func(context.Context, *fedv1alpha1.VolumeBackup, testAction, time.Time) error { return nil },
+			OnWrite: func(old, b *fedv1alpha1.VolumeBackup) {
+				writes = append(writes, string(old.Status.Phase)+"→"+string(b.Status.Phase))
+			},
+			Apply: func(context.Context, *fedv1alpha1.VolumeBackup, testAction, time.Time) error { return nil },
 			Decide: func(_ context.Context, b *fedv1alpha1.VolumeBackup, _ time.Time) (Decision[*fedv1alpha1.VolumeBackup, testAction], error) {
 				decided++
 				// The planner moves the phase on by one each pass, as a plan from an
@@ -147,6 +151,9 @@ func TestACacheThatPredatesAWriteChangesNothing(t *testing.T) {
 		if got.Status.Phase != fedv1alpha1.VolumeBackupComplete || phaseChanges != 2 || decided != wantDecided {
 			t.Errorf("skip=%v: phase %s after %d phase changes and %d plans; want Complete after 2 changes and %d plans",
 				skip, got.Status.Phase, phaseChanges, decided, wantDecided)
+		}
+		if !slices.Equal(writes, []string{"→Running", "Running→Complete"}) {
+			t.Errorf("skip=%v: OnWrite saw %q, want each written status once with the one it replaced", skip, writes)
 		}
 	}
 }

@@ -44,6 +44,7 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 			return federation.Message(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition, fedv1alpha1.VolumeRestoreReadyCondition, string(r.Status.Phase))
 		},
 		OnPhase:            observeTerminal,
+		OnWrite:            observeSteps,
 		ObservedGeneration: func(r *fedv1alpha1.VolumeRestore) *int64 { return &r.Status.ObservedGeneration },
 	}
 	r.Decide = func(ctx context.Context, vr *fedv1alpha1.VolumeRestore, now time.Time) (decision, error) {
@@ -156,6 +157,21 @@ func observeTerminal(vr *fedv1alpha1.VolumeRestore, before string) {
 	metrics.RestoresFinished.WithLabelValues(outcome).Inc()
 	if st.TimeStarted != nil && st.TimeCompleted != nil {
 		metrics.RestoreDuration.WithLabelValues(outcome).Observe(st.TimeCompleted.Sub(st.TimeStarted.Time).Seconds())
+	}
+}
+
+// observeSteps records the time of each step the write completed (its timeCompleted new in
+// the status): once per step, as the status is written once with it.
+func observeSteps(old, vr *fedv1alpha1.VolumeRestore) {
+	done := map[string]bool{}
+	for _, s := range old.Status.Steps {
+		done[s.StepName] = s.TimeCompleted != nil
+	}
+	for _, s := range vr.Status.Steps {
+		if s.TimeCompleted == nil || s.TimeStarted == nil || done[s.StepName] {
+			continue
+		}
+		metrics.RestoreStepDuration.WithLabelValues(s.StepName).Observe(s.TimeCompleted.Sub(s.TimeStarted.Time).Seconds())
 	}
 }
 
