@@ -414,6 +414,15 @@ func (s *Set) run(ctx context.Context, p *Plane) {
 			p.set(false, err)
 			return
 		}
+		// The watches just added started informers of their own: the plane counts as synced
+		// once they have filled too, so that no reconcile's first read of a member waits for
+		// its informer's list (issue 44: a restore's first reconcile after the start took
+		// 100 ms that way).
+		for !p.Cluster.GetCache().WaitForCacheSync(ctx) {
+			if ctx.Err() != nil {
+				return
+			}
+		}
 	}
 	p.mu.Lock()
 	p.synced = true
