@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -73,7 +74,10 @@ type row struct {
 	wall        time.Duration
 	cpu         time.Duration
 	rss         int64 // bytes; 0: not measured
-	perRegion   bool
+	// heap and live are the Go heap's largest size and the most of it live after a collection
+	// (the runtime's gctrace), bytes; 0: not measured.
+	heap, live int64
+	perRegion  bool
 }
 
 func run(o options) error {
@@ -107,7 +111,7 @@ func run(o options) error {
 		fmt.Printf("each step in a memory cgroup of %s (%d MiB), swap included, as a container with that memory limit\n", o.memoryLimit, o.limit>>20)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	_, _ = fmt.Fprintln(tw, "step\tphase\twall\tCPU\tCPU per region\tpeak RSS")
+	_, _ = fmt.Fprintln(tw, "step\tphase\twall\tCPU\tCPU per region\tpeak RSS\tpeak heap\tpeak live heap")
 	for _, r := range rows {
 		wall, cpu, per, rss := "", "", "", "-"
 		if r.perRegion {
@@ -117,7 +121,11 @@ func run(o options) error {
 		if r.rss > 0 {
 			rss = fmt.Sprintf("%.0f MiB", float64(r.rss)/(1<<20))
 		}
-		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.step, r.phase, wall, cpu, per, rss)
+		heap, live := "-", "-"
+		if r.heap > 0 {
+			heap, live = fmt.Sprintf("%.0f MiB", float64(r.heap)/(1<<20)), fmt.Sprintf("%.0f MiB", float64(r.live)/(1<<20))
+		}
+		_, _ = fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.step, r.phase, wall, cpu, per, rss, heap, live)
 	}
 	return tw.Flush()
 }
@@ -189,6 +197,8 @@ func (o options) runStep(step, dir string, args []string) ([]row, error) {
 		command, args = cg.wrap(command, args)
 	}
 	cmd := exec.CommandContext(ctx, command, args...)
+	// The runtime's trace of each collection gives the step's Go heap, which /proc cannot.
+	cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
 	logFile, err := os.Create(filepath.Join(dir, step+".log"))
 	if err != nil {
 		return nil, err
@@ -218,6 +228,13 @@ func (o options) runStep(step, dir string, args []string) ([]row, error) {
 		for sc.Scan() {
 			line := sc.Text()
 			_, _ = fmt.Fprintln(logFile, line)
+			if g := gcLine.FindStringSubmatch(line); g != nil {
+				start, _ := strconv.ParseInt(g[1], 10, 64)
+				end, _ := strconv.ParseInt(g[2], 10, 64)
+				live, _ := strconv.ParseInt(g[3], 10, 64)
+				m.gc(max(start, end)<<20, live<<20)
+				continue
+			}
 			if step == "restore-data" && strings.Contains(line, "Flashing back every region") {
 				m.phase("flash back")
 			}
@@ -250,7 +267,11 @@ func (o options) runStep(step, dir string, args []string) ([]row, error) {
 	}
 	total := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	rows := m.rows(step, end, total)
-	rows = append(rows, row{step: step, phase: "whole", wall: end.Sub(start), cpu: total, rss: ru.Maxrss << 10, perRegion: true})
+	whole := row{step: step, phase: "whole", wall: end.Sub(start), cpu: total, rss: ru.Maxrss << 10, perRegion: true}
+	for _, r := range rows {
+		whole.heap, whole.live = max(whole.heap, r.heap), max(whole.live, r.live)
+	}
+	rows = append(rows, whole)
 	if cg != nil {
 		rows = append(rows, row{step: step, phase: "cgroup's peak charge", rss: cg.peak()})
 	}
@@ -272,6 +293,8 @@ type phaseStat struct {
 	start      time.Time
 	cpuAtStart time.Duration
 	maxRSS     int64
+	maxHeap    int64
+	maxLive    int64
 }
 
 func newMeter(pid int, every time.Duration) *meter {
@@ -302,6 +325,19 @@ func (m *meter) sample() {
 	}
 }
 
+// gc records one collection's heap sizes (gctrace) in the current phase.
+func (m *meter) gc(heap, live int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cur != nil {
+		m.cur.maxHeap, m.cur.maxLive = max(m.cur.maxHeap, heap), max(m.cur.maxLive, live)
+	}
+}
+
+// gcLine reads the heap sizes of a gctrace line ("gc 12 @3.2s 5%: … 1138->1218->648 MB, …"):
+// the heap at the collection's start and end, and what was live after it.
+var gcLine = regexp.MustCompile(`^gc \d+ @[\d.]+s \d+%: .* (\d+)->(\d+)->(\d+) MB`)
+
 // phase starts the named phase now.
 func (m *meter) phase(name string) {
 	cpu := cpuTime(m.pid)
@@ -327,7 +363,8 @@ func (m *meter) rows(step string, end time.Time, total time.Duration) []row {
 		if i+1 < len(m.all) {
 			until, cpuEnd = m.all[i+1].start, m.all[i+1].cpuAtStart
 		}
-		out = append(out, row{step: step, phase: p.name, wall: until.Sub(p.start), cpu: cpuEnd - p.cpuAtStart, rss: p.maxRSS, perRegion: true})
+		out = append(out, row{step: step, phase: p.name, wall: until.Sub(p.start), cpu: cpuEnd - p.cpuAtStart, rss: p.maxRSS,
+			heap: p.maxHeap, live: p.maxLive, perRegion: true})
 	}
 	return out
 }
