@@ -20,13 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
 )
 
-// DeleteAndWait deletes o and waits until it is gone.
+// DeleteAndWait deletes o and waits until it is gone. While it waits it says what holds it: its
+// finalizers and, for a VolumeBackup or VolumeRestore, what its status says.
 func (d *Harness) DeleteAndWait(ctx context.Context, c client.Client, o client.Object) error {
 	if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
 		return err
@@ -37,7 +39,15 @@ func (d *Harness) DeleteAndWait(ctx context.Context, c client.Client, o client.O
 		if apierrors.IsNotFound(err) {
 			return true, "", nil
 		}
-		return false, "deleting " + kind, err
+		state := fmt.Sprintf("deleting %s (finalizers %v)", kind, o.GetFinalizers())
+		switch v := o.(type) {
+		case *fedv1alpha1.VolumeBackup:
+			state += fmt.Sprintf(": %s; Ready %s; Cleaned %s", v.Status.Phase, ConditionMessage(v.Status.Conditions, fedv1alpha1.VolumeBackupReadyCondition),
+				ConditionMessage(v.Status.Conditions, fedv1alpha1.VolumeBackupCleanedCondition))
+		case *fedv1alpha1.VolumeRestore:
+			state += fmt.Sprintf(": %s, %s", v.Status.Phase, ConditionMessage(v.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition))
+		}
+		return false, state, err
 	})
 }
 
