@@ -24,10 +24,12 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/br/clean"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
+	brmeta "github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
@@ -265,8 +267,8 @@ func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 }
 
 // gone waits until AWS has run every CreateSnapshots it received, then until no snapshot
-// carries any of the backup's member UIDs and no object (backupmeta, manifests, step logs) is
-// left under its prefixes: the
+// carries any of the backup's member UIDs and no object (backupmeta, manifests, step logs; the
+// clean's tombstone aside, which marks the prefix cleaned) is left under its prefixes: the
 // calls in flight create snapshots nothing records, which the agents' orphan sweeper deletes
 // dayTwoGrace after they appear.
 func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []string) error {
@@ -290,8 +292,8 @@ func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []stri
 		for _, dp := range d.Lab().DataPlanes {
 			root := filepath.Join(d.Lab().AWS.Dir, "s3", demo.Bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(dp.Cluster).S3.Prefix))
 			_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-				if err == nil && !e.IsDir() {
-					files = append(files, p) // the backupmeta, the manifests, the steps' logs
+				if err == nil && !e.IsDir() && filepath.Base(p) != brmeta.TombstoneKey {
+					files = append(files, p) // the backupmeta, the manifests, the steps' logs; the clean's tombstone stays by design
 				}
 				return nil
 			})
@@ -347,7 +349,10 @@ func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (strin
 			return outcome, err
 		}
 	}
-	if err := d.DeleteAndWait(ctx, c, b); err != nil {
+	// A snapshot step that found the pause gone once its calls returned deleted their
+	// snapshots itself, but its report never said every snapshot started: each member's clean
+	// then waits its settle timeout for snapshots of calls that might still be in flight.
+	if err := d.DeleteAndWaitFor(ctx, c, b, d.Options().Timeout+clean.DefaultSettleTimeout); err != nil {
 		return outcome, err
 	}
 	return outcome, d.gone(ctx, b, uids)
