@@ -465,17 +465,33 @@ func (d *run) deleteInFlight(ctx context.Context, name string, policy fedv1alpha
 // the size steps run at least that long after the backup completed.
 const sizeLatency = 30 * time.Second
 
-// deleteWhileSizing runs ScenarioDeleteWhileSizing: the backup completes while AWS answers its
-// size steps' block listings only after sizeLatency; once a plane's size step reports Sizing
-// without a result, the backup is deleted. It must go, with every step pod of its members, and
-// leave no snapshot, metadata or step log.
+// deleteWhileSizing runs ScenarioDeleteWhileSizing. A first backup completes as usual, so that
+// the second's size steps compare each volume's new snapshot with its earlier one
+// (ListChangedBlocks); AWS then answers block listings only after sizeLatency, the second
+// backup completes, and once a plane's size step reports Sizing without a result it is
+// deleted. It must go, with every step pod of its members, and leave no snapshot, metadata or
+// step log; the first is deleted after it.
 func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error) {
+	c := d.Kube()[d.Lab().Control]
+	base := d.NewBackup(name + "-base")
+	if err := c.Create(ctx, base); err != nil {
+		return "", fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	baseUIDs, err := d.memberUIDs(ctx, base)
+	if err != nil {
+		return "", err
+	}
+	if err := d.ended(ctx, base); err != nil {
+		return "", err
+	}
+	if base.Status.Phase != fedv1alpha1.VolumeBackupComplete {
+		return "", fmt.Errorf("backup %s ended %s: %s", base.Name, base.Status.Phase, demo.ConditionMessage(base.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+	}
 	slow := awsdouble.Duration(sizeLatency)
 	if err := d.SetFaults(ctx, awsdouble.Faults{Latency: map[string]awsdouble.Duration{"ListSnapshotBlocks": slow, "ListChangedBlocks": slow}}); err != nil {
 		return "", err
 	}
 	b := d.NewBackup(name)
-	c := d.Kube()[d.Lab().Control]
 	if err := c.Create(ctx, b); err != nil {
 		return "", fmt.Errorf("create VolumeBackup: %w", err)
 	}
@@ -524,6 +540,12 @@ func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error
 		}
 	}
 	if err := d.gone(ctx, b, uids); err != nil {
+		return "", err
+	}
+	if err := d.DeleteAndWait(ctx, c, base); err != nil {
+		return "", err
+	}
+	if err := d.gone(ctx, base, baseUIDs); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("deleted while sizing in %v; no step pod, snapshot, metadata or log left", sizing), nil
