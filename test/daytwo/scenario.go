@@ -530,14 +530,21 @@ func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error
 		return "", err
 	}
 	d.Say("  VolumeBackup %s gone %s after its deletion, with its size steps running in %v", name, time.Since(deleted).Round(100*time.Millisecond), sizing)
-	for _, dp := range d.Lab().DataPlanes {
-		var pods corev1.PodList
-		if err := d.Kube()[dp.Cluster].List(ctx, &pods, client.InNamespace(d.Options().Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
-			return "", err
+	// The members' Jobs go with them (owner references, the garbage collector), their pods too.
+	err = d.Poll(ctx, "no step pod of "+b.Name, func() (bool, string, error) {
+		for _, dp := range d.Lab().DataPlanes {
+			var pods corev1.PodList
+			if err := d.Kube()[dp.Cluster].List(ctx, &pods, client.InNamespace(d.Options().Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
+				return false, "", err
+			}
+			if len(pods.Items) > 0 {
+				return false, fmt.Sprintf("step pod %s still in %s", pods.Items[0].Name, dp.Cluster), nil
+			}
 		}
-		if len(pods.Items) > 0 {
-			return "", fmt.Errorf("step pod %s of the deleted backup %s still in %s", pods.Items[0].Name, b.Name, dp.Cluster)
-		}
+		return true, "", nil
+	})
+	if err != nil {
+		return "", err
 	}
 	if err := d.gone(ctx, b, uids); err != nil {
 		return "", err
