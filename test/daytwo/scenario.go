@@ -469,8 +469,8 @@ const sizeLatency = 30 * time.Second
 // the second's size steps compare each volume's new snapshot with its earlier one
 // (ListChangedBlocks); AWS then answers block listings only after sizeLatency, the second
 // backup completes, and once a plane's size step reports Sizing without a result it is
-// deleted. It must go, with every step pod of its members, and leave no snapshot, metadata or
-// step log; the first is deleted after it.
+// deleted. It must go with every step pod of its members ended, and leave no snapshot, metadata
+// or step log; the first is deleted after it.
 func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error) {
 	c := d.Kube()[d.Lab().Control]
 	base := d.NewBackup(name + "-base")
@@ -530,21 +530,18 @@ func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error
 		return "", err
 	}
 	d.Say("  VolumeBackup %s gone %s after its deletion, with its size steps running in %v", name, time.Since(deleted).Round(100*time.Millisecond), sizing)
-	// The members' Jobs go with them (owner references, the garbage collector), their pods too.
-	err = d.Poll(ctx, "no step pod of "+b.Name, func() (bool, string, error) {
-		for _, dp := range d.Lab().DataPlanes {
-			var pods corev1.PodList
-			if err := d.Kube()[dp.Cluster].List(ctx, &pods, client.InNamespace(d.Options().Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
-				return false, "", err
-			}
-			if len(pods.Items) > 0 {
-				return false, fmt.Sprintf("step pod %s still in %s", pods.Items[0].Name, dp.Cluster), nil
+	// Nothing of the deleted backup still runs: every step pod of its members has ended (a
+	// finished step's Job and pod stay until the Job's TTL, as every step's do).
+	for _, dp := range d.Lab().DataPlanes {
+		var pods corev1.PodList
+		if err := d.Kube()[dp.Cluster].List(ctx, &pods, client.InNamespace(d.Options().Namespace), client.MatchingLabels(job.Selector(fedv1alpha1.MemberName(b.Name)))); err != nil {
+			return "", err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				return "", fmt.Errorf("step pod %s of the deleted backup %s still %s in %s", p.Name, b.Name, p.Status.Phase, dp.Cluster)
 			}
 		}
-		return true, "", nil
-	})
-	if err != nil {
-		return "", err
 	}
 	if err := d.gone(ctx, b, uids); err != nil {
 		return "", err
