@@ -29,8 +29,8 @@ import (
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/demo"
 	"github.com/fedbr/fedbr/internal/lab/env"
-	brmeta "github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/lab/operator"
+	brmeta "github.com/fedbr/fedbr/internal/meta"
 	"github.com/fedbr/fedbr/internal/tidb"
 )
 
