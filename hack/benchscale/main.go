@@ -2,7 +2,8 @@
 // the fedbr binary in a process of its own (as in a pod), against a region-only cluster served
 // by another process (`fedbr-lab lab regions`), and prints each step's wall time, CPU time and
 // peak resident memory per phase, measured from outside the step: /proc/PID samples every
-// 100 ms, and the kernel's rusage at its exit for the whole run.
+// 100 ms, and the kernel's rusage at its exit for the whole run; and its Go heap per phase, from
+// the step's own gctrace.
 package main
 
 import (

@@ -215,6 +215,18 @@ func (d *run) backupInFlight(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	return uids, d.snapshotsInFlight(ctx)
 }
 
+// backupEnded creates b and waits until it is Failed or Complete; it returns its members' UIDs.
+func (d *run) backupEnded(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
+	if err := d.Kube()[d.Lab().Control].Create(ctx, b); err != nil {
+		return nil, fmt.Errorf("create VolumeBackup: %w", err)
+	}
+	uids, err := d.memberUIDs(ctx, b)
+	if err != nil {
+		return nil, err
+	}
+	return uids, d.ended(ctx, b)
+}
+
 // memberUIDs are the UIDs of a backup's members in every plane (the snapshots' fedbr.io/backup
 // tag), read once they all exist.
 func (d *run) memberUIDs(ctx context.Context, b *fedv1alpha1.VolumeBackup) ([]string, error) {
@@ -474,14 +486,8 @@ const sizeLatency = 30 * time.Second
 func (d *run) deleteWhileSizing(ctx context.Context, name string) (string, error) {
 	c := d.Kube()[d.Lab().Control]
 	base := d.NewBackup(name + "-base")
-	if err := c.Create(ctx, base); err != nil {
-		return "", fmt.Errorf("create VolumeBackup: %w", err)
-	}
-	baseUIDs, err := d.memberUIDs(ctx, base)
+	baseUIDs, err := d.backupEnded(ctx, base)
 	if err != nil {
-		return "", err
-	}
-	if err := d.ended(ctx, base); err != nil {
 		return "", err
 	}
 	if base.Status.Phase != fedv1alpha1.VolumeBackupComplete {
@@ -566,14 +572,8 @@ func (d *run) failedSized(ctx context.Context, name string) (string, error) {
 	}
 	b := d.NewBackup(name)
 	c := d.Kube()[d.Lab().Control]
-	if err := c.Create(ctx, b); err != nil {
-		return "", fmt.Errorf("create VolumeBackup: %w", err)
-	}
-	uids, err := d.memberUIDs(ctx, b)
+	uids, err := d.backupEnded(ctx, b)
 	if err != nil {
-		return "", err
-	}
-	if err := d.ended(ctx, b); err != nil {
 		return "", err
 	}
 	failed := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition)
@@ -920,17 +920,7 @@ func (d *run) failover(ctx context.Context, name string) (string, error) {
 	if err := d.WaitTransfersAfter(ctx, b); err != nil {
 		return "", err
 	}
-	prev := *d.Options()
-	defer func() { *d.Options() = prev }()
-	d.Options().RestoreNamespace = name + "-restored"
-	r, err := d.Restore(ctx, b)
-	if err != nil {
-		return "", err
-	}
-	if err := d.Check(ctx, b, r); err != nil {
-		return "", err
-	}
-	if err := d.deleteAll(ctx, r, d.Options().RestoreNamespace, b); err != nil {
+	if err := d.restoreExactly(ctx, b, name+"-restored"); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s backed up with %d TiKV (spec.tikv.replicas %d and a failed-over store) and restored exactly into %d", plane, want,
@@ -952,6 +942,22 @@ func (d *run) noVolumesSince(ctx context.Context, before awsdouble.Stats, what s
 
 // deleteAll deletes a scenario's restore r, the namespace ns it restored into (deleteRestored)
 // and its backup b, each waited for.
+// restoreExactly restores b into namespace ns of every plane, checks the restored cluster is
+// exactly the backup's, and deletes the restore, what it made and b.
+func (d *run) restoreExactly(ctx context.Context, b *fedv1alpha1.VolumeBackup, ns string) error {
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	d.Options().RestoreNamespace = ns
+	r, err := d.Restore(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := d.Check(ctx, b, r); err != nil {
+		return err
+	}
+	return d.deleteAll(ctx, r, ns, b)
+}
+
 func (d *run) deleteAll(ctx context.Context, r *fedv1alpha1.VolumeRestore, ns string, b *fedv1alpha1.VolumeBackup) error {
 	c := d.Kube()[d.Lab().Control]
 	if err := d.DeleteAndWait(ctx, c, r); err != nil {

@@ -123,17 +123,7 @@ func (d *run) crossTenant(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	// The backup is untouched: it restores exactly, from its own namespace.
-	prev := *d.Options()
-	defer func() { *d.Options() = prev }()
-	d.Options().RestoreNamespace = name + "-restored"
-	r, err := d.Restore(ctx, b)
-	if err != nil {
-		return "", err
-	}
-	if err := d.Check(ctx, b, r); err != nil {
-		return "", err
-	}
-	if err := d.deleteAll(ctx, r, d.Options().RestoreNamespace, b); err != nil {
+	if err := d.restoreExactly(ctx, b, name+"-restored"); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("refused before any volume (%s); the backup then restored exactly", strings.Join(outcomes, "; ")), nil
