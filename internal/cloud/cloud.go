@@ -52,6 +52,10 @@ type Snapshot struct {
 	// the SDK's retries); zero on snapshots only described. The slowest such call is the
 	// physical floor of a GC pause window.
 	StartCall time.Duration
+	// AfterLostAnswer marks a snapshot its set's call returned only after an earlier attempt of
+	// the call lost its answer (CreateSnapshots takes no client token): that attempt may have
+	// started a set of its own that AWS does not show yet.
+	AfterLostAnswer bool
 }
 
 // SnapshotRequest asks for one crash-consistent snapshot set of an instance's data volumes.

@@ -24,7 +24,6 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
-	"github.com/fedbr/fedbr/internal/br/clean"
 	"github.com/fedbr/fedbr/internal/controller/volumebackupschedule"
 	"github.com/fedbr/fedbr/internal/lab/awsdouble"
 	"github.com/fedbr/fedbr/internal/lab/demo"
@@ -362,9 +361,8 @@ func (d *run) pauseEndsEarly(ctx context.Context, name string, kill bool) (strin
 		}
 	}
 	// A snapshot step that found the pause gone once its calls returned deleted their
-	// snapshots itself, but its report never said every snapshot started: each member's clean
-	// then waits its settle timeout for snapshots of calls that might still be in flight.
-	if err := d.DeleteAndWaitFor(ctx, c, b, d.Options().Timeout+clean.DefaultSettleTimeout); err != nil {
+	// snapshots itself and failed settled: its clean waits for none.
+	if err := d.DeleteAndWait(ctx, c, b); err != nil {
 		return outcome, err
 	}
 	return outcome, d.gone(ctx, b, uids)

@@ -74,6 +74,11 @@ type StepReport struct {
 	Sized int32 `json:"sized,omitempty"`
 	// +optional
 	SizedBytes int64 `json:"sizedBytes,omitempty"`
+	// Settled, in a failed snapshot step's report, says no snapshot of the step can appear in
+	// AWS later: it sent no CreateSnapshots call, or every call it sent was answered and it
+	// deleted every snapshot they started. The clean of the backup then waits for none.
+	// +optional
+	Settled bool `json:"settled,omitempty"`
 	// Done, Total and Percent are a long step's progress (snapshots started or completed,
 	// bytes read).
 	// +optional

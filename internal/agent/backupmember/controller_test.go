@@ -335,7 +335,7 @@ func TestBackupProtocol(t *testing.T) {
 	eventually(t, "Initialized", func() (bool, string) {
 		got := getMember(t, ctx, key)
 		ok, seen := condIs(got, dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason)
-		return ok && got.Status.CommitTs == tsText, seen + " commitTs " + got.Status.CommitTs
+		return ok && got.Status.CommitTs == "", seen + " commitTs " + got.Status.CommitTs // set once Complete, from spec.backupTS
 	})
 	if c := apimeta.FindStatusCondition(getMember(t, ctx, key).Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition); !c.LastTransitionTime.Time.Equal(gcPausedAt) {
 		t.Errorf("Initialized at %v, want the pause's gcPausedAt %v", c.LastTransitionTime, gcPausedAt)
@@ -401,7 +401,7 @@ func TestBackupProtocol(t *testing.T) {
 	eventually(t, "Complete", func() (bool, string) {
 		got := getMember(t, ctx, key)
 		ok, seen := condIs(got, dpv1alpha1.BackupMemberCompleteCondition, metav1.ConditionTrue, "")
-		return ok && got.Status.Phase == PhaseComplete, seen
+		return ok && got.Status.Phase == PhaseComplete && got.Status.CommitTs == tsText, seen + " commitTs " + got.Status.CommitTs
 	})
 
 	// Then, off the critical path, the size step; its result becomes the member's sizes (the

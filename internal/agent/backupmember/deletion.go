@@ -96,10 +96,13 @@ func (p *plan) snapshotEverStarted() bool {
 // and never reported every snapshot started. Its pod is gone by now (planDeletion waits for the
 // foreground deletion of its Job), so it sends no more calls, but AWS runs a call whose caller
 // is gone and shows what it made some time later; the clean waits for those snapshots (its
-// --expect-volumes) so they are deleted with the backup, not left for the orphan sweeper.
+// --expect-volumes) so they are deleted with the backup, not left for the orphan sweeper. A
+// step that failed settled (every call answered, every snapshot it started deleted; or no
+// call sent) leaves nothing to wait for.
 func (p *plan) volumesInFlight() []string {
 	s, _ := p.o.Report.Step(job.StepSnapshot)
-	if p.m.Spec.BackupTS == "" || p.isTrue(dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || dpv1alpha1.SnapshotsStarted(s) {
+	if p.m.Spec.BackupTS == "" || p.isTrue(dpv1alpha1.BackupMemberSnapshotsCreatedCondition) || dpv1alpha1.SnapshotsStarted(s) ||
+		s.Phase == dpv1alpha1.StepPhaseFailed && s.Settled {
 		return nil
 	}
 	return p.m.Status.TiKVVolumes

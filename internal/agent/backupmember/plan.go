@@ -23,7 +23,6 @@ package backupmember
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -377,9 +376,6 @@ func (p *plan) observePause() {
 			at := timeOf(st.GCPausedAt)
 			p.set(dpv1alpha1.BackupMemberInitializedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseReadyReason,
 				fmt.Sprintf("GC safepoint, PD schedulers and TiKV leases of %d stores held at backup ts %d", st.Stores, st.BackupTS), at)
-		}
-		if p.res.Status.CommitTs == "" {
-			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
 		}
 	}
 	if p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {

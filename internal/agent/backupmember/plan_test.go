@@ -354,7 +354,7 @@ func TestPlan(t *testing.T) {
 				o.Pause = active(pauseName)
 				o.Report = pauseReady
 			}),
-			want: want{true: []string{dpv1alpha1.BackupMemberInitializedCondition}, commitTs: tsText, phase: PhasePaused,
+			want: want{true: []string{dpv1alpha1.BackupMemberInitializedCondition}, phase: PhasePaused,
 				check: func(t *testing.T, r Result) {
 					c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition)
 					if !c.LastTransitionTime.Time.Equal(pausedAt) || c.ObservedGeneration != 3 || r.Status.ObservedGeneration != 3 {
@@ -533,7 +533,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(map[string]string{job.StepSnapshot: `{"phase":"Waiting","done":1,"total":3,"backupTS":470802380936708097}`})
 			}),
 			want: want{true: []string{dpv1alpha1.BackupMemberSnapshotsCreatedCondition}, notTrue: []string{dpv1alpha1.BackupMemberCompleteCondition},
-				phase: PhaseSnapshotsCreated, commitTs: tsText, check: func(t *testing.T, r Result) {
+				phase: PhaseSnapshotsCreated, check: func(t *testing.T, r Result) {
 					if r.Status.SnapshotsTotal != 3 || r.Status.SnapshotsCompleted != 1 {
 						t.Errorf("total %d completed %d", r.Status.SnapshotsTotal, r.Status.SnapshotsCompleted)
 					}
@@ -651,7 +651,7 @@ func TestPlan(t *testing.T) {
 				o.Report = report(snapDone)
 				o.Confirm = confirmation()
 			}),
-			want: want{actions: nil, true: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseComplete,
+			want: want{actions: nil, true: []string{dpv1alpha1.BackupMemberCompleteCondition}, phase: PhaseComplete, commitTs: tsText,
 				check: func(t *testing.T, r Result) {
 					if c := apimeta.FindStatusCondition(r.Status.Conditions, dpv1alpha1.BackupMemberFailedCondition); c != nil {
 						t.Errorf("Failed = %+v, want none", c)
@@ -1157,7 +1157,7 @@ func check(t *testing.T, r Result, w want) {
 	if w.phase != "" && r.Status.Phase != w.phase {
 		t.Errorf("phase %s, want %s", r.Status.Phase, w.phase)
 	}
-	if w.commitTs != "" && r.Status.CommitTs != w.commitTs {
+	if r.Status.CommitTs != w.commitTs {
 		t.Errorf("commitTs %s, want %s", r.Status.CommitTs, w.commitTs)
 	}
 	if w.requeue != (r.RequeueAfter > 0) {
@@ -1191,7 +1191,8 @@ func TestIndependentRun(t *testing.T) {
 
 // TestCleanExpectsTheVolumesOfCallsInFlight: the clean is told the volumes handed the snapshot
 // step (--expect-volumes) exactly when that step may have sent CreateSnapshots calls it never
-// read the answers of: it had its backup ts and never reported every snapshot started.
+// read the answers of: it had its backup ts, never reported every snapshot started, and did not
+// fail settled.
 func TestCleanExpectsTheVolumesOfCallsInFlight(t *testing.T) {
 	base := func(m *dpv1alpha1.VolumeBackupMember) {
 		m.Status.BackupPath = "s3://bk/nightly-az1"
@@ -1201,6 +1202,9 @@ func TestCleanExpectsTheVolumesOfCallsInFlight(t *testing.T) {
 	stoppedStep := report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Failed", "error": "start snapshots: context canceled"})})
 	startedStep := report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Failed", "error": "snapshot snap-1 is in the error state",
 		"startedAt": metav1.NewMicroTime(t0)})})
+	settledStep := report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Failed", "settled": true,
+		"error": "the pause did not hold until every snapshot started: PD no longer lists the pause's safepoint"})})
+	settledRunning := report(map[string]string{job.StepSnapshot: mustJSON(map[string]any{"phase": "Starting", "settled": true})})
 	for _, tt := range []struct {
 		name   string
 		mut    func(*dpv1alpha1.VolumeBackupMember)
@@ -1213,6 +1217,8 @@ func TestCleanExpectsTheVolumesOfCallsInFlight(t *testing.T) {
 		{name: "every snapshot started (the condition)", mut: withCond(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue,
 			dpv1alpha1.BackupMemberSnapshotsStartedReason), report: stoppedStep, want: ""},
 		{name: "no backup ts: the armed step never started one", mut: func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.BackupTS = "" }, report: stoppedStep, want: ""},
+		{name: "failed settled: every call answered and its snapshots deleted", mut: func(*dpv1alpha1.VolumeBackupMember) {}, report: settledStep, want: ""},
+		{name: "settled counts only in a Failed report", mut: func(*dpv1alpha1.VolumeBackupMember) {}, report: settledRunning, want: "vol-1,vol-2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := obs(member(dpv1alpha1.BackupMemberExecute, deleting(fedv1alpha1.CleanPolicyDelete), base, tt.mut), func(o *Observed) { o.Report = tt.report })

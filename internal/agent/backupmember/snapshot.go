@@ -37,9 +37,6 @@ func (p *plan) observeSnapshot() {
 			p.res.Status.SnapshotsTotal = int32(min(st.Total, math.MaxInt32))
 		}
 		p.res.Status.SnapshotsCompleted = int32(min(max(st.Done, 0), math.MaxInt32))
-		if st.BackupTS > 0 {
-			p.res.Status.CommitTs = strconv.FormatUint(st.BackupTS, 10)
-		}
 		if st.Phase == job.PhaseStarted || st.Phase == job.PhaseWaiting || st.Phase == job.PhaseCompleted {
 			p.set(dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotsStartedReason,
 				fmt.Sprintf("%d snapshots started; the pause may be lifted", st.Total), time.Time{})

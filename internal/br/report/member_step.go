@@ -135,6 +135,7 @@ type stepDocument struct {
 	Slowest     float64   `json:"slowestStartSeconds"`
 	Sized       int32     `json:"sized"`
 	SizedBytes  int64     `json:"sizedBytes"`
+	Settled     bool      `json:"settled"`
 	// The pause's identity (and the lift's).
 	ServiceSafePoint string                          `json:"serviceSafePoint"`
 	Schedulers       []string                        `json:"pausedSchedulers"`
@@ -154,7 +155,7 @@ func StepEntry(step, status, result string) (dpv1alpha1.StepReport, error) {
 		}
 		e.Phase, e.Error, e.BackupTS, e.Stores = d.Phase, cutError(d.Error), d.BackupTS, d.Stores
 		e.Done, e.Total, e.Percent, e.Deleted, e.Volumes = d.Done, d.Total, d.Percent, d.Deleted, d.Volumes
-		e.SlowestStartSeconds, e.Sized, e.SizedBytes = d.Slowest, d.Sized, d.SizedBytes
+		e.SlowestStartSeconds, e.Sized, e.SizedBytes, e.Settled = d.Slowest, d.Sized, d.SizedBytes, d.Settled
 		e.ResolvedTS, e.Attempt, e.Regions = d.ResolvedTS, d.Attempt, d.Regions
 		e.Since, e.GCPausedAt, e.LiftedAt, e.ReadyAt = micro(d.Since), micro(d.GCPausedAt), micro(d.LiftedAt), micro(d.ReadyAt)
 		e.BackupTSAt, e.StartedAt, e.CompletedAt = micro(d.BackupTSAt), micro(d.StartedAt), micro(d.CompletedAt)

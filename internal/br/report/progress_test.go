@@ -53,3 +53,14 @@ func TestStepEntryCarriesProgressAt(t *testing.T) {
 		t.Errorf("entry progressAt %v (done %d, %.1f%%), want %s with done 1, 37.5%%", e.ProgressAt, e.Done, e.Percent, want)
 	}
 }
+
+// TestStepEntryCarriesSettled: a failed snapshot step's word that none of its snapshots can
+// appear later reaches its entry (the agent's clean then waits for none).
+func TestStepEntryCarriesSettled(t *testing.T) {
+	for doc, want := range map[string]bool{`{"phase":"Failed","error":"e","settled":true}`: true, `{"phase":"Failed","error":"e"}`: false} {
+		e, err := report.StepEntry("snapshot", doc, "")
+		if err != nil || e.Settled != want {
+			t.Errorf("%s: settled %v (%v), want %v", doc, e.Settled, err, want)
+		}
+	}
+}

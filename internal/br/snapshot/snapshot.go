@@ -132,6 +132,10 @@ type Progress struct {
 	// snapshots were sized before the failed attempt deleted them, and their full size.
 	Sized      int   `json:"sized,omitempty"`
 	SizedBytes int64 `json:"sizedBytes,omitempty"`
+	// Settled, in the Failed report, says no snapshot of this step can appear in AWS later: it
+	// sent no CreateSnapshots call, or each call it sent was answered (none after a lost answer)
+	// and it deleted every snapshot they started. A clean of the backup then waits for none.
+	Settled bool `json:"settled,omitempty"`
 }
 
 // Phases reported in Progress, in the order they happen.
@@ -295,6 +299,7 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 		if fs := s.res.FailedSize; fs != nil {
 			p.Sized, p.SizedBytes = fs.Sized, fs.FullBytes
 		}
+		p.Settled = s.settled()
 		s.report(p)
 	}
 	return s.res, err
@@ -314,6 +319,11 @@ type snapshotter struct {
 
 	mu      sync.Mutex
 	created []string
+	// sent says a CreateSnapshots call went out; unsure that one may have started snapshots
+	// this step does not know of (a call that failed or was cut short, a set found after a lost
+	// answer, an earlier attempt's snapshots swept); deleted that the failed attempt's cleanup
+	// deleted every snapshot it knew of.
+	sent, unsure, deleted bool
 	// slowestStart is the slowest call that started a snapshot set.
 	slowestStart time.Duration
 	conns        map[string]brpb.BackupClient // by store address, for the cluster check
@@ -434,6 +444,9 @@ func (s *snapshotter) sweep(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
+	s.mu.Lock()
+	s.unsure = true // the earlier attempt may have calls of its own still running
+	s.mu.Unlock()
 	ids := snapshotIDs(left)
 	s.logf("Deleting %d snapshots an earlier attempt of backup %s started but never recorded: %v", len(ids), s.o.BackupID, ids)
 	if err := s.d.Cloud.DeleteSnapshots(ctx, ids); err != nil {
@@ -512,6 +525,9 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 	s.logf("Starting %d crash-consistent snapshot sets (%d volumes)", len(reqs), total)
 	var sets [][]cloud.Snapshot
 	var err error
+	s.mu.Lock()
+	s.sent = true
+	s.mu.Unlock()
 	if prepared != nil {
 		sets, err = s.d.Cloud.StartSnapshotInstances(ctx, prepared)
 	} else {
@@ -521,9 +537,13 @@ func (s *snapshotter) take(ctx context.Context, rec *meta.Record, reqs []cloud.S
 		s.remember(snapshotIDs(set))
 		for _, sn := range set {
 			s.slowestStart = max(s.slowestStart, sn.StartCall)
+			if sn.AfterLostAnswer {
+				s.markUnsure()
+			}
 		}
 	}
 	if err != nil {
+		s.markUnsure()
 		return fmt.Errorf("start snapshots: %w", err)
 	}
 	if s.o.StillPaused != nil {
@@ -627,6 +647,7 @@ func (s *snapshotter) dropStrays(ctx context.Context, recorded []string) {
 // pending one is waited for and completed.
 func (s *snapshotter) resume(ctx context.Context, rec *meta.Record) error {
 	s.res.Resumed = true
+	s.markUnsure() // the earlier attempt may have lost a CreateSnapshots answer (a stray not shown yet)
 	s.res.ResolvedTS = rec.ClusterInfo.ResolvedTS
 	s.res.ClusterVersion = rec.ClusterInfo.Version
 	if !rec.Pending() {
@@ -823,11 +844,29 @@ func (s *snapshotter) cleanup(ctx context.Context) {
 		}
 		s.res.Deleted = ids
 	}
+	s.mu.Lock()
+	s.deleted = true
+	s.mu.Unlock()
 	if err := s.d.Store.AbandonBackupMeta(cctx); err != nil {
 		s.logf("Removing the pending backupmeta failed: %v", err)
 		return
 	}
 	s.logf("Deleted %d snapshots; no snapshot of backup %s is left", len(ids), s.o.BackupID)
+}
+
+// markUnsure records that a snapshot may exist that this step does not know of.
+func (s *snapshotter) markUnsure() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsure = true
+}
+
+// settled says no snapshot this step started can appear later (Progress.Settled): it sent no
+// CreateSnapshots call, or it knows every snapshot its calls started and deleted them all.
+func (s *snapshotter) settled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.unsure && (!s.sent || s.deleted)
 }
 
 // sizeBeforeDelete measures the full size of the snapshots among ids that completed

@@ -528,7 +528,9 @@ func TestMinResolvedTSNotRealTime(t *testing.T) {
 func TestPauseGoneBeforeAnySnapshot(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, 2, awsdouble.Faults{})
+	var failed []snapshot.Progress
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
+		Report: failedReports(&failed),
 		StillPaused: func(_ context.Context, ts uint64) error {
 			if ts != 42 {
 				t.Errorf("asked whether the pause holds ts %d, want the step's backup ts 42", ts)
@@ -541,15 +543,29 @@ func TestPauseGoneBeforeAnySnapshot(t *testing.T) {
 	if n := len(l.srv.Inventory(nil).Snapshots); n != 0 || len(res.Deleted) != 0 {
 		t.Errorf("%d snapshots exist, %v deleted: want none started", n, res.Deleted)
 	}
+	if len(failed) != 1 || !failed[0].Settled {
+		t.Errorf("Failed reports %+v, want one saying settled: no CreateSnapshots was sent", failed)
+	}
+}
+
+// failedReports collects the Failed reports into *failed.
+func failedReports(failed *[]snapshot.Progress) func(snapshot.Progress) {
+	return func(p snapshot.Progress) {
+		if p.Phase == snapshot.PhaseFailed {
+			*failed = append(*failed, p)
+		}
+	}
 }
 
 // TestPauseBrokeBeforeRecording: when the pause no longer holds once the snapshots started,
-// they are not recorded but deleted.
+// they are not recorded but deleted; every call was answered and every snapshot deleted, so
+// the Failed report says none can appear later (settled).
 func TestPauseBrokeBeforeRecording(t *testing.T) {
 	ctx := testContext(t)
 	l := newLab(t, 2, awsdouble.Faults{})
 	broke := errors.New("the pause is Failed, not Ready")
 	var lifted []string
+	var failed []snapshot.Progress
 	asked := 0
 	res, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
 		StillPaused: func(context.Context, uint64) error {
@@ -562,6 +578,7 @@ func TestPauseBrokeBeforeRecording(t *testing.T) {
 			if snapshot.PauseMayLift(p.Phase) {
 				lifted = append(lifted, p.Phase)
 			}
+			failedReports(&failed)(p)
 		}})
 	if !errors.Is(err, broke) {
 		t.Fatalf("err = %v, want the pause's error", err)
@@ -575,7 +592,72 @@ func TestPauseBrokeBeforeRecording(t *testing.T) {
 	if _, err := l.store.BackupMetaAsIs(ctx); !errors.Is(err, meta.ErrNotFound) {
 		t.Errorf("backupmeta: %v, want none", err)
 	}
+	if len(failed) != 1 || !failed[0].Settled {
+		t.Errorf("Failed reports %+v, want one saying settled", failed)
+	}
 }
+
+// TestUnsettledFailures: a failed step whose snapshots might still appear says so (Settled
+// false): a CreateSnapshots whose answer was lost before the set was found, a start that
+// failed, snapshots it could not delete, an earlier attempt's snapshots swept.
+func TestUnsettledFailures(t *testing.T) {
+	broke := errors.New("the pause is Failed, not Ready")
+	for _, tc := range []struct {
+		name   string
+		faults awsdouble.Faults
+		cloud  func(*lab) snapshot.Cloud
+		before func(t *testing.T, l *lab)
+	}{
+		{name: "answer lost", faults: awsdouble.Faults{DropResponses: map[string]int{"CreateSnapshots": 1}}},
+		{name: "start failed", faults: awsdouble.Faults{Unavailable: []string{"CreateSnapshots"}}},
+		{name: "delete failed", cloud: func(l *lab) snapshot.Cloud { return undeletable{l.p} }},
+		{name: "earlier attempt swept", before: func(t *testing.T, l *lab) {
+			in, err := l.p.DescribeInstance(testContext(t), l.instance0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.p.SnapshotInstance(testContext(t), cloud.SnapshotRequest{InstanceID: in.ID, VolumeIDs: []string{l.extra}, Tags: meta.BackupTags(backupID)}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			l := newLab(t, 2, awsdouble.Faults{})
+			if tc.before != nil {
+				tc.before(t, l)
+			}
+			l.srv.SetFaults(tc.faults)
+			var p snapshot.Cloud = l.p
+			if tc.cloud != nil {
+				p = tc.cloud(l)
+			}
+			var failed []snapshot.Progress
+			asked := 0
+			_, err := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Store: l.store}, snapshot.Options{BackupID: backupID, BackupTS: 42, SkipClusterCheck: true,
+				Report: failedReports(&failed),
+				StillPaused: func(context.Context, uint64) error {
+					if asked++; asked == 1 {
+						return nil
+					}
+					return broke
+				}})
+			if err == nil {
+				t.Fatal("the step succeeded")
+			}
+			if len(failed) != 1 || failed[0].Settled {
+				t.Errorf("Failed reports %+v (err %v), want one not settled", failed, err)
+			}
+		})
+	}
+}
+
+// undeletable is the provider whose deletions fail.
+type undeletable struct {
+	*aws.Provider
+}
+
+func (undeletable) DeleteSnapshots(context.Context, []string) error { return errKilled }
 
 // failingMeta fails every write of backupmeta.
 type failingMeta struct{ blob.Store }

@@ -79,6 +79,9 @@ func TestSnapshotGroupIsOneInstant(t *testing.T) {
 		if len(set) != 2 {
 			t.Fatalf("snapshot set has %d snapshots, want 2 (root and foreign volume excluded)", len(set))
 		}
+		if set[0].AfterLostAnswer || set[1].AfterLostAnswer {
+			t.Fatalf("snapshot set %+v says an answer was lost; none was", set)
+		}
 		ids := []string{set[0].ID, set[1].ID}
 		all = append(all, ids...)
 		done, err := l.p.WaitSnapshots(ctx, ids, nil)

@@ -156,6 +156,11 @@ func TestLostCreateSnapshotsAnswer(t *testing.T) {
 			if got, want := snapshotIDs(snaps), inventoryIDs(inv); !slices.Equal(got, want) {
 				t.Fatalf("provider returned %v, AWS has %v: want the one set the lost call started", got, want)
 			}
+			for _, sn := range snaps {
+				if !sn.AfterLostAnswer {
+					t.Errorf("snapshot %s does not say an answer was lost before it", sn.ID)
+				}
+			}
 			st := l.srv.Stats()
 			if st.DroppedResponses == 0 {
 				t.Fatal("no answer was dropped")

@@ -169,6 +169,7 @@ func (p *Provider) createSnapshots(ctx context.Context, req cloud.SnapshotReques
 			ID: awssdk.ToString(s.SnapshotId), VolumeID: awssdk.ToString(s.VolumeId),
 			State: cloud.SnapshotState(s.State), SizeGiB: awssdk.ToInt32(s.VolumeSize),
 			Started: awssdk.ToTime(s.StartTime), Tags: tagMap(s.Tags, ec2TagKV), StartCall: took, Owned: true,
+			AfterLostAnswer: lost,
 		})
 		ids = append(ids, awssdk.ToString(s.SnapshotId))
 	}

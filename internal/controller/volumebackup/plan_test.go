@@ -48,7 +48,6 @@ func member(phase dpv1alpha1.BackupMemberPhase, conds ...string) Member {
 		case armedC:
 			m = stepArmed(m)
 		case inited:
-			m.Status.CommitTs = "100" // an initialized pause always reports its backup ts
 			m = withPauseReady(m, 100)
 		case started:
 			m = stepStarted(m)

@@ -30,16 +30,11 @@ import (
 // DeleteAndWait deletes o and waits until it is gone. While it waits it says what holds it: its
 // finalizers and, for a VolumeBackup or VolumeRestore, what its status says.
 func (d *Harness) DeleteAndWait(ctx context.Context, c client.Client, o client.Object) error {
-	return d.DeleteAndWaitFor(ctx, c, o, d.o.Timeout)
-}
-
-// DeleteAndWaitFor is DeleteAndWait within a bound of its own.
-func (d *Harness) DeleteAndWaitFor(ctx context.Context, c client.Client, o client.Object, within time.Duration) error {
 	if err := client.IgnoreNotFound(c.Delete(ctx, o)); err != nil {
 		return err
 	}
 	kind := fmt.Sprintf("%T %s", o, o.GetName())
-	return d.PollFor(ctx, within, "deletion of "+kind, func() (bool, string, error) {
+	return d.PollFor(ctx, d.o.Timeout, "deletion of "+kind, func() (bool, string, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
 		if apierrors.IsNotFound(err) {
 			return true, "", nil

@@ -42,6 +42,7 @@ type options struct {
 	pauseStatus  string
 	waitTS       bool
 	tsReceived   func() // called when an armed step gets its backup ts
+	engineRan    bool   // the engine ran (and reported its own failure, saying whether it settled)
 	progressFile string
 	pauseTTL     time.Duration
 	manifests    []string
@@ -236,9 +237,10 @@ func (o *options) run(cmd *cobra.Command) error {
 		rep.Update(pr.Phase, pr)
 	})
 	if err != nil {
-		// Failed before the engine ran (which reports its own failures): tell the watchers why.
+		// Failed before the engine ran (which reports its own failures): tell the watchers why,
+		// and that no CreateSnapshots call went out.
 		rep.Fail(context.WithoutCancel(ctx), err, func(err error) any {
-			return snapshot.Progress{Phase: snapshot.PhaseFailed, BackupTS: o.engine.BackupTS, Error: err.Error()}
+			return snapshot.Progress{Phase: snapshot.PhaseFailed, BackupTS: o.engine.BackupTS, Error: err.Error(), Settled: !o.engineRan}
 		})
 		return err
 	}
@@ -357,6 +359,7 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 			releasePause() // every snapshot has started (or the step is over): GC may run again
 		}
 	}
+	o.engineRan = true
 	res, runErr := snapshot.Run(ctx, snapshot.Deps{Cloud: p, Sizer: p, Store: store, PD: pc, PDHTTP: snapshot.NewPDHTTP(hc), Dial: o.client.DialBackup}, o.engine)
 	if err := pf.err(); err != nil {
 		_, _ = fmt.Fprintf(logw, "Writing the progress file failed: %v\n", err)
