@@ -374,12 +374,16 @@ func TestBackupProtocol(t *testing.T) {
 		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberSnapshotsCreatedCondition, metav1.ConditionTrue, "")
 	})
 
-	// The manager asks to resume GC: the pause Job is stopped, and reports Stopped.
+	// The manager asks to resume GC: the pause, watching the member, lifts and reports Stopped;
+	// the agent does not stop its Job (one route: the spec).
 	updateMember(t, ctx, key, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true })
-	eventually(t, "pause stopped", func() (bool, string) {
-		j := getJob(ctx, ns, job.Name("fed-b1", job.StepPause))
-		return j != nil && j.Spec.Suspend != nil && *j.Spec.Suspend, "pause Job not suspended"
+	eventually(t, "resumeGC observed", func() (bool, string) {
+		got := getMember(t, ctx, key)
+		return got.Status.ObservedGeneration == got.Generation, fmt.Sprintf("observed generation %d of %d", got.Status.ObservedGeneration, got.Generation)
 	})
+	if j := getJob(ctx, ns, job.Name("fed-b1", job.StepPause)); j == nil || j.Spec.Suspend != nil && *j.Spec.Suspend {
+		t.Error("the agent stopped the pause on spec.resumeGC, which the pause watches itself")
+	}
 	liftedAt := gcPausedAt.Add(7 * time.Second)
 	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepPause: map[string]any{"phase": "Stopped", "backupTS": backupTS, "liftedAt": liftedAt}})
 	eventually(t, "GCResumed", func() (bool, string) {

@@ -28,9 +28,7 @@ func CleanJobName(member string, attempt int) string {
 // snapshots are cleaned per cleanPolicy — by the one clean step, which
 // also waits for what calls the stopped step sent may still make (volumesInFlight).
 func (p *plan) planDeletion() {
-	if pj := p.o.Pause; pj.Exists() && !pj.Done() && !pj.Suspended {
-		p.add(Action{Kind: StopJob, Name: pj.Name})
-	}
+	// A running pause sees the deletion itself (stopPause: it watches the member).
 	if zj := p.o.Size; zj.Exists() && !zj.Done() && !zj.Deleting {
 		p.add(Action{Kind: DeleteJob, Name: zj.Name}) // its sizes are moot once the snapshots go
 	}

@@ -452,11 +452,8 @@ func (p *plan) observeResume(st dpv1alpha1.StepReport, reported bool) {
 // planPause starts the pause for an initializer and stops it as soon as it may be lifted.
 func (p *plan) planPause() {
 	pj := p.o.Pause
-	if pj.Exists() && !pj.Done() && !pj.Suspended && p.stopRequested() {
-		// The watching pause sees the member ask for it in one event; stopping the Job
-		// (SIGTERM through the pod's deletion) is the path that works whatever the pause's
-		// state, and the only one for what only the agent decides (a failed member).
-		p.add(Action{Kind: StopJob, Name: pj.Name})
+	if pj.Exists() && !pj.Done() && p.stopRequested() {
+		p.stopPause()
 		return
 	}
 	_, reported := p.o.Report.Step(job.StepPause)
@@ -481,6 +478,17 @@ func (p *plan) planPause() {
 	spec.BackoffLimit = 0
 	spec.ActiveDeadlineSeconds = int64(p.m.Spec.Template.EffectiveInitJobDeadline() / time.Second)
 	p.createJob(spec)
+}
+
+// stopPause stops a running pause Job (SIGTERM through its pod's deletion) for what only the
+// agent decides: a failed member the manager has not asked to lift yet. What the manager asks
+// (spec.resumeGC, teardown) and the member's deletion reach the pause on one route, the member
+// it watches (--watch-release); a pause that cannot watch it lifts everything and fails at once.
+func (p *plan) stopPause() {
+	asked := p.m.Spec.ResumeGC || p.m.Spec.Phase == dpv1alpha1.BackupMemberTeardown || p.m.DeletionTimestamp != nil
+	if pj := p.o.Pause; pj.Exists() && !pj.Done() && !pj.Suspended && !asked && p.isTrue(dpv1alpha1.BackupMemberFailedCondition) {
+		p.add(Action{Kind: StopJob, Name: pj.Name})
+	}
 }
 
 func (p *plan) tcMissing() string {

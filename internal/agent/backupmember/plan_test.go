@@ -540,13 +540,13 @@ func TestPlan(t *testing.T) {
 				}},
 		},
 		{
-			name: "resumeGC stops the pause",
+			name: "resumeGC: the pause lifts on the spec it watches, the agent does not stop it",
 			o: obs(member(dpv1alpha1.BackupMemberExecute, ready, execute, func(m *dpv1alpha1.VolumeBackupMember) { m.Spec.ResumeGC = true }), func(o *Observed) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 				o.Report = pauseReady
 			}),
-			want: want{actions: []ActionKind{StopJob}, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
+			want: want{actions: nil, notTrue: []string{dpv1alpha1.BackupMemberGCResumedCondition}},
 		},
 		{
 			name: "pause Stopped: GCResumed at liftedAt",
@@ -685,12 +685,12 @@ func TestPlan(t *testing.T) {
 			want: want{actions: nil, phase: PhaseComplete},
 		},
 		{
-			name: "teardown before completion stops the snapshot step and lifts the pause",
+			name: "teardown before completion stops the snapshot step; the pause lifts on the spec",
 			o: obs(member(dpv1alpha1.BackupMemberTeardown, ready, execute), func(o *Observed) {
 				o.Pause = active(pauseName)
 				o.Snapshot = active(snapName)
 			}),
-			want: want{actions: []ActionKind{StopJob, DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberTornDownReason}},
+			want: want{actions: []ActionKind{DeleteJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberTornDownReason}},
 		},
 		{
 			// The manager tore the member down (another member failed) after the step reported
@@ -863,11 +863,11 @@ func TestPlanDeletion(t *testing.T) {
 			want: want{release: true, reason: map[string]string{dpv1alpha1.BackupMemberCleanedCondition: dpv1alpha1.BackupMemberRetainedReason}},
 		},
 		{
-			name: "the pause still running is lifted first",
+			name: "a pause still running sees the deletion itself",
 			o: obs(member(dpv1alpha1.BackupMemberInitialize, deleting(fedv1alpha1.CleanPolicyRetain)), func(o *Observed) {
 				o.Pause = active(pauseName)
 			}),
-			want: want{actions: []ActionKind{StopJob}, release: true},
+			want: want{actions: nil, release: true},
 		},
 		{
 			// It may write under the backup's storage as it exits (its saved log): the clean
