@@ -122,8 +122,8 @@ type Progress struct {
 	// the backup's orchestration overhead excludes.
 	CompletedAt time.Time `json:"completedAt,omitzero"`
 	// ProgressAt is when the wait's progress (Done, Percent) last grew, from the start of
-	// Waiting on (the command stamps it: report.ProgressClock); the agent fails a wait whose
-	// progress has not moved for stallTimeout.
+	// Waiting on (report.ProgressClock); the agent fails a wait whose progress has not moved
+	// for stallTimeout. The engine stamps every time of Progress on Options.Clock.
 	ProgressAt time.Time `json:"progressAt,omitzero"`
 	// SlowestStartSeconds is the slowest CreateSnapshots call of this step (from Waiting on):
 	// the floor a GC pause window is measured against.
@@ -305,10 +305,24 @@ func Run(ctx context.Context, d Deps, o Options) (Result, error) {
 	return s.res, err
 }
 
-// report sends p with the backup ts, once known.
+// report sends p with the backup ts, once known, and the step's times: each stamped once, on
+// the clock, and carried in every later report.
 func (s *snapshotter) report(p Progress) {
 	p.BackupTS = s.res.ResolvedTS
 	p.SlowestStartSeconds = s.slowestStart.Seconds()
+	now := s.o.Clock.Now()
+	s.mu.Lock()
+	if PauseMayLift(p.Phase) && s.startedAt.IsZero() {
+		s.startedAt = now // the manager lifts the pause on this report
+	}
+	if p.Phase == PhaseCompleted && s.completedAt.IsZero() {
+		s.completedAt = now
+	}
+	p.BackupTSAt, p.StartedAt, p.CompletedAt = s.tsAt, s.startedAt, s.completedAt
+	if p.Phase == PhaseWaiting {
+		p.ProgressAt = s.waitClock.Observe(int64(p.Done), p.Percent, now)
+	}
+	s.mu.Unlock()
 	s.o.Report(p)
 }
 
@@ -324,6 +338,10 @@ type snapshotter struct {
 	// answer, an earlier attempt's snapshots swept); deleted that the failed attempt's cleanup
 	// deleted every snapshot it knew of.
 	sent, unsure, deleted bool
+	// tsAt is when an armed step received its backup ts, startedAt when every snapshot had
+	// started, completedAt when every one had completed; waitClock is the wait's progress.
+	tsAt, startedAt, completedAt time.Time
+	waitClock                    report.ProgressClock
 	// slowestStart is the slowest call that started a snapshot set.
 	slowestStart time.Duration
 	conns        map[string]brpb.BackupClient // by store address, for the cluster check
@@ -406,6 +424,9 @@ func (s *snapshotter) run(ctx context.Context) error {
 		if s.o.BackupTS, err = s.o.WaitBackupTS(ctx); err != nil {
 			return err
 		}
+		s.mu.Lock()
+		s.tsAt = s.o.Clock.Now()
+		s.mu.Unlock()
 	}
 	// The pause must hold before the first CreateSnapshots (asked beside the cluster check,
 	// both inside the pause window) and after the last (take).

@@ -921,3 +921,44 @@ func TestTooManyTagsFailsBeforeThePause(t *testing.T) {
 		})
 	}
 }
+
+// TestReportsCarryTheStepsTimes: the engine stamps each time once and carries it in every later
+// report: when the armed step got its backup ts, when every snapshot had started (from Started
+// on: the manager lifts the pause on it), when every one had completed, and in Waiting when the
+// progress last moved.
+func TestReportsCarryTheStepsTimes(t *testing.T) {
+	ctx := testContext(t)
+	l := newLab(t, 2, awsdouble.Faults{})
+	var reports []snapshot.Progress
+	var gotTS time.Time
+	_, err := snapshot.Run(ctx, snapshot.Deps{Cloud: l.p, Store: l.store}, snapshot.Options{BackupID: backupID, SkipClusterCheck: true,
+		WaitBackupTS: func(context.Context) (uint64, error) { gotTS = time.Now(); return 4242, nil },
+		Report:       func(p snapshot.Progress) { reports = append(reports, p) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var started, completed, waiting bool
+	for _, p := range reports {
+		if p.BackupTSAt.Before(gotTS) {
+			t.Errorf("%s report: backupTSAt %v, before the ts came (%v)", p.Phase, p.BackupTSAt, gotTS)
+		}
+		if snapshot.PauseMayLift(p.Phase) != !p.StartedAt.IsZero() {
+			t.Errorf("%s report: startedAt %v", p.Phase, p.StartedAt)
+		}
+		if (p.Phase == snapshot.PhaseCompleted) != !p.CompletedAt.IsZero() {
+			t.Errorf("%s report: completedAt %v", p.Phase, p.CompletedAt)
+		}
+		if (p.Phase == snapshot.PhaseWaiting) != !p.ProgressAt.IsZero() {
+			t.Errorf("%s report: progressAt %v", p.Phase, p.ProgressAt)
+		}
+		started = started || p.Phase == snapshot.PhaseStarted
+		completed = completed || p.Phase == snapshot.PhaseCompleted
+		waiting = waiting || p.Phase == snapshot.PhaseWaiting
+		if p.Phase == snapshot.PhaseCompleted && (p.CompletedAt.Before(p.StartedAt) || p.StartedAt.Before(p.BackupTSAt)) {
+			t.Errorf("times out of order: ts %v, started %v, completed %v", p.BackupTSAt, p.StartedAt, p.CompletedAt)
+		}
+	}
+	if !started || !completed || !waiting {
+		t.Errorf("phases reported %v: want Started, Waiting and Completed among them", reports)
+	}
+}

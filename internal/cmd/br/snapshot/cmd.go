@@ -19,11 +19,9 @@ import (
 
 	"github.com/spf13/cobra"
 	pd "github.com/tikv/pd/client"
-	pdhttp "github.com/tikv/pd/client/http"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fedbr/fedbr/internal/br/pause"
-	"github.com/fedbr/fedbr/internal/br/report"
 	"github.com/fedbr/fedbr/internal/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/meta"
@@ -41,8 +39,7 @@ type options struct {
 	volumes      string
 	pauseStatus  string
 	waitTS       bool
-	tsReceived   func() // called when an armed step gets its backup ts
-	engineRan    bool   // the engine ran (and reported its own failure, saying whether it settled)
+	engineRan    bool // the engine ran (and reported its own failure, saying whether it settled)
 	progressFile string
 	pauseTTL     time.Duration
 	manifests    []string
@@ -181,29 +178,6 @@ func (o *options) validate() error {
 	return nil
 }
 
-// readyPause reads the pause's status file and requires it to be Ready.
-func readyPause(file string) (pause.Status, error) {
-	b, err := os.ReadFile(file) //nolint:gosec // G304: --pause-status, a path the step's caller chose
-	if err != nil {
-		return pause.Status{}, fmt.Errorf("read the pause status: %w", err)
-	}
-	var st pause.Status
-	if err := json.Unmarshal(b, &st); err != nil {
-		return pause.Status{}, fmt.Errorf("pause status %s: %w", file, err)
-	}
-	if st.Phase != pause.PhaseReady {
-		msg := fmt.Sprintf("the pause is %s, not %s: snapshots are only consistent while GC, scheduling and TiKV admin operations are held", st.Phase, pause.PhaseReady)
-		if st.Error != "" {
-			msg += " (pause error: " + st.Error + ")"
-		}
-		return st, errors.New(msg)
-	}
-	if st.BackupTS == 0 {
-		return st, fmt.Errorf("pause status %s is Ready without a backupTS", file)
-	}
-	return st, nil
-}
-
 func (o *options) run(cmd *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -219,23 +193,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var tsAt, startedAt, completedAt time.Time // stamped once, carried in every later report
-	var waitClock report.ProgressClock         // the wait's progress, from its first report
-	o.tsReceived = func() { tsAt = time.Now() }
-	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) {
-		if snapshot.PauseMayLift(pr.Phase) && startedAt.IsZero() {
-			// The manager lifts the pause on this report (startedAt in the member's step entry).
-			startedAt = time.Now()
-		}
-		if pr.Phase == snapshot.PhaseCompleted && completedAt.IsZero() {
-			completedAt = time.Now()
-		}
-		pr.BackupTSAt, pr.StartedAt, pr.CompletedAt = tsAt, startedAt, completedAt
-		if pr.Phase == snapshot.PhaseWaiting {
-			pr.ProgressAt = waitClock.Observe(int64(pr.Done), pr.Percent, time.Now())
-		}
-		rep.Update(pr.Phase, pr)
-	})
+	res, err := o.snapshot(ctx, cmd, logw, func(pr snapshot.Progress) { rep.Update(pr.Phase, pr) })
 	if err != nil {
 		// Failed before the engine ran (which reports its own failures): tell the watchers why,
 		// and that no CreateSnapshots call went out.
@@ -257,13 +215,13 @@ func (o *options) run(cmd *cobra.Command) error {
 func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writer, report func(snapshot.Progress)) (snapshot.Result, error) {
 	if o.pauseStatus != "" {
 		// Checked before anything connects: a pause that is not Ready is a usage error.
-		st, err := readyPause(o.pauseStatus)
+		st, err := pause.ReadStatusFile(o.pauseStatus)
 		if err != nil {
 			return snapshot.Result{}, err
 		}
 		o.engine.BackupTS = st.BackupTS
 		o.engine.StillPaused = func(context.Context, uint64) error {
-			now, err := readyPause(o.pauseStatus)
+			now, err := pause.ReadStatusFile(o.pauseStatus)
 			if err == nil && now.BackupTS != st.BackupTS {
 				err = fmt.Errorf("the pause now holds backup ts %d, not %d", now.BackupTS, st.BackupTS)
 			}
@@ -309,12 +267,14 @@ func (o *options) snapshot(ctx context.Context, cmd *cobra.Command, logw io.Writ
 		if err := connected(); err != nil {
 			return snapshot.Result{}, err
 		}
-		release, err := o.ownPause(ctx, pc, hc, logw)
+		own, err := pause.Start(ctx, pause.Deps{PD: pc, HTTP: hc, Dial: o.client.DialBackup,
+			Log: func(format string, args ...any) { _, _ = fmt.Fprintf(logw, "pause: "+format+"\n", args...) }}, pause.Config{TTL: o.pauseTTL})
 		if err != nil {
 			return snapshot.Result{}, err
 		}
-		releasePause = release
-		defer release()
+		o.engine.BackupTS, o.engine.StillPaused = own.BackupTS(), own.Holds
+		releasePause = own.Release
+		defer own.Release()
 	}
 	c, err := o.session.Open(ctx)
 	if err != nil {
@@ -390,66 +350,8 @@ func (o *options) waitBackupTS(ctx context.Context, logw io.Writer, report func(
 	if err != nil || ts == 0 {
 		return 0, fmt.Errorf("member %s spec.backupTS = %q: want a TSO", o.report.Member, v)
 	}
-	if o.tsReceived != nil {
-		o.tsReceived()
-	}
 	_, _ = fmt.Fprintf(logw, "Backup ts %d received\n", ts)
 	return ts, nil
-}
-
-// ownPause holds a pause for a snapshot run alone, waits until it is Ready, and points the
-// engine at its backup ts. The returned release lifts it (idempotent) and waits for it.
-func (o *options) ownPause(ctx context.Context, pc pd.Client, hc pdhttp.Client, logw io.Writer) (func(), error) {
-	logf := func(format string, args ...any) { _, _ = fmt.Fprintf(logw, "pause: "+format+"\n", args...) }
-	pctx, stopPause := context.WithCancel(ctx)
-	var (
-		mu    sync.Mutex
-		cur   pause.Status
-		ready = make(chan pause.Status, 1)
-		done  = make(chan error, 1)
-	)
-	go func() {
-		done <- pause.Run(pctx, pause.Deps{PD: pc, HTTP: hc, Dial: o.client.DialBackup, Log: logf},
-			pause.Config{TTL: o.pauseTTL}, func(s pause.Status) {
-				mu.Lock()
-				cur = s
-				mu.Unlock()
-				if s.Phase == pause.PhaseReady {
-					select {
-					case ready <- s:
-					default:
-					}
-				}
-			})
-	}()
-	var once sync.Once
-	release := func() {
-		once.Do(func() {
-			stopPause()
-			if err := <-done; err != nil {
-				logf("lifting the pause: %v", err)
-			}
-		})
-	}
-	select {
-	case st := <-ready:
-		o.engine.BackupTS = st.BackupTS
-	case err := <-done:
-		stopPause()
-		return nil, fmt.Errorf("pause before snapshotting: %w", err)
-	case <-ctx.Done():
-		release()
-		return nil, ctx.Err()
-	}
-	o.engine.StillPaused = func(context.Context, uint64) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if cur.Phase != pause.PhaseReady {
-			return fmt.Errorf("the pause is %s, not Ready: %s", cur.Phase, cur.Error)
-		}
-		return nil
-	}
-	return release, nil
 }
 
 // pauseInPD checks that PD (any of its members answers for the cluster) lists a live fedbr
