@@ -32,8 +32,8 @@ type Manifest struct {
 // Manifests reads the manifests a backup saved, sorted by OperatorKinds order (other kinds
 // after them, by name), then namespace and name. The keys are the backupmeta's
 // fedbr.manifests list when it has one (a listed manifest that is missing is an error); a
-// storage without a backupmeta, or whose backupmeta lists none (an older fedbr, or a backup
-// that failed before recording its snapshots), is listed under ManifestsPrefix instead.
+// storage without a backupmeta, or whose backupmeta lists none (a backup that failed before
+// recording its snapshots, or upstream's), is listed under ManifestsPrefix instead.
 // Every one is untrusted: more than MaxManifests, one larger than MaxManifestBytes, a key not
 // shaped manifests/<namespace>/<Kind>/<name>.yaml, or a body that is not one Kubernetes
 // object with that kind, name and namespace (cluster-scoped objects: "_cluster") is ErrInvalid.

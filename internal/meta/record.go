@@ -129,7 +129,7 @@ type Extension struct {
 	// Snapshots says whether the backup's snapshots have all completed (SnapshotsCompleted)
 	// or were only started (SnapshotsPending). A backupmeta is written as soon as every
 	// snapshot started (the "snapshots created" signal) and completed once they all finished;
-	// empty (upstream, or an older fedbr) means completed, as upstream never rewrites it.
+	// empty (upstream's) means completed, as upstream never rewrites it.
 	Snapshots SnapshotsState `json:"snapshots,omitempty"`
 	// WrittenAt is when the record was written; it is ignored when a rewrite is compared
 	// with what is stored, so a retried step may write it again.

@@ -47,7 +47,7 @@ func (a *Applier) EnsureConfigMap(ctx context.Context, cm *corev1.ConfigMap) err
 
 // EnsureServiceAccount creates the steps' service account, Role and RoleBinding in namespace,
 // at once: a RoleBinding may name a Role that does not exist yet, and the three round trips
-// sit before a step's pod start. A Role left by an older agent gets today's rules.
+// sit before a step's pod start. A Role that exists with other rules gets these.
 func (a *Applier) EnsureServiceAccount(ctx context.Context, namespace string) error {
 	sa, role, rb := job.ServiceAccountObjects(namespace)
 	return Concurrently([]client.Object{sa, role, rb}, func(o client.Object) error {

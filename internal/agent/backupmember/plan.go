@@ -412,7 +412,7 @@ func (p *plan) observePauseFailure(st dpv1alpha1.StepReport, reported bool) {
 // observeResume sets GCResumed: True only once the pause reports it lifted what it held, or
 // the lift step reports that PD holds nothing of what the pause recorded placing — never
 // because the pause Job merely stopped. A pause that ended without lifting and recorded no
-// identity (it placed nothing, or an older fedbr ran it) counts as resumed, as before: nothing
+// identity (it placed nothing) counts as resumed: nothing
 // can be lifted by identity, and what it may hold lapses within its TTL.
 func (p *plan) observeResume(st dpv1alpha1.StepReport, reported bool) {
 	pj := p.o.Pause

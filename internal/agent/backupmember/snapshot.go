@@ -83,9 +83,6 @@ func (p *plan) observeStall(st dpv1alpha1.StepReport, reported bool) {
 	}
 	since := timeOf(st.ProgressAt)
 	if since.IsZero() {
-		since = timeOf(st.StartedAt)
-	}
-	if since.IsZero() {
 		return // nothing to count from: the Job's deadline (stepTimeout) bounds it
 	}
 	window := p.m.Spec.Template.EffectiveStallTimeout()

@@ -112,8 +112,8 @@ func (e Env) ImageOr(toolImage string) string {
 // ServiceAccountObjects are the service account, Role and RoleBinding the steps run with when
 // the template names no service account: a step may only read the members in its own
 // namespace (the go signals in their spec) and patch their status (its own entry of
-// status.steps), StepRules. The agent creates them, and gives a Role an older agent created
-// these rules (apply.Applier.EnsureServiceAccount).
+// status.steps), StepRules. The agent creates them, and gives a Role that exists with other
+// rules these (apply.Applier.EnsureServiceAccount).
 func ServiceAccountObjects(namespace string) (*corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding) {
 	l := map[string]string{LabelName: NameValue, LabelManagedBy: ManagedByValue}
 	meta := metav1.ObjectMeta{Name: ServiceAccountName, Namespace: namespace, Labels: l}

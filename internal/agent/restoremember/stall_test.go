@@ -66,10 +66,10 @@ func TestStalledWarmup(t *testing.T) {
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true),
 				running(reading(at(-time.Minute)), reading(at(-100*time.Minute)))),
 			requeue: 20 * time.Minute},
-		{name: "sync: no progressAt yet: counted from the start of the reading",
+		{name: "sync: a Reading report without progressAt (the warm-up stamps one on each) is not judged",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true),
 				running(reading(nil), reading(at(-time.Minute)))),
-			stalled: w0},
+			requeue: time.Hour + 59*time.Minute},
 		{name: "sync: a Job that never reported (its pod never ran): counted from the Job's start",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, warm(fedv1alpha1.RestoreWarmupSync, ""), volumesIn), targetTC(2, true),
 				running(reading(at(-time.Minute)), ""), func(o *Observed) {

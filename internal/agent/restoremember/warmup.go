@@ -196,9 +196,9 @@ func (p *plan) runWarmup(nodes map[int]string) bool {
 const warmupPhaseReading = report.PhaseReading
 
 // warmupStalled fails the member (ProgressStalled) when the running warm-up Job name, which
-// TiKV waits for, has read nothing for stallTimeout: since its progressAt, or, from a Job that
-// has not stamped one, since its reading began, or, from a Job that never reported (its pod
-// never ran: refused, unschedulable), since the Job started. The failure takes the route every
+// TiKV waits for, has read nothing for stallTimeout: since its progressAt (stamped on every
+// Reading report), or, from a Job that never reported (its pod never ran: refused,
+// unschedulable), since the Job started. The failure takes the route every
 // failure takes: the manager fails the restore and deletes its members, and the deletion stops
 // the Jobs. A Job that moved within the window has the member looked at again when the window
 // would end. An async warm-up is never judged: TiKV serves beside it, and only its Job's
@@ -212,8 +212,6 @@ func (p *plan) warmupStalled(name, key string, wp warmupPlan, st job.State) bool
 	switch {
 	case r.ProgressAt != nil:
 		since = r.ProgressAt.Time
-	case r.Since != nil:
-		since = r.Since.Time
 	case !reported:
 		since = st.Started
 	}

@@ -9,7 +9,7 @@
 // meta.TagRestorePending from its CreateVolume until restore-volumes records it; the value
 // names the Kubernetes cluster and namespace of the member. A completed backup (kept by
 // cleanPolicy Retain after its member is gone) and a restored volume (the TidbCluster's) are
-// no longer marked, and neither is anything an older fedbr made, so the sweeper never sees
+// no longer marked, and neither is anything upstream BR made, so the sweeper never sees
 // them.
 //
 // Every Interval the leader lists the marked snapshots (DescribeSnapshots, owner self, tag-key

@@ -45,8 +45,8 @@ taken. They are printed as one multi-document YAML stream (the TidbCluster first
 and apply for a restore; --list prints their keys only.
 
 The manifests read are those the backupmeta lists (fedbr.manifests); a storage without a
-backupmeta, or whose backupmeta lists none (an older fedbr, or a backup that failed before
-recording its snapshots), is listed under manifests/ instead.
+backupmeta, or whose backupmeta lists none (a backup that failed before recording its
+snapshots, or upstream's), is listed under manifests/ instead.
 
 --for-restore NAMESPACE prints instead the TidbClusters as a restore into NAMESPACE needs them
 (fedbr restore create --with-tidbclusters makes and sends them itself): in NAMESPACE, named
