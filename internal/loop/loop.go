@@ -48,11 +48,6 @@ type Decision[O client.Object, A any] struct {
 	// RemoveFinalizer releases the object once its status is written.
 	RemoveFinalizer bool
 	RequeueAfter    time.Duration
-	// HoldStatus, when positive, leaves the stored status as it is for now (the actions still
-	// run) and plans again after it: the planned change records only what nobody decides on,
-	// at a moment when a write would compete with the writes others wait for. It holds neither
-	// a RecordFirst decision nor a finalizer's release.
-	HoldStatus time.Duration
 	// Done, when set, runs at the end of a pass that reached the actions, with the error the
 	// pass returns (metrics of what was observed).
 	Done func(err error)
@@ -140,17 +135,6 @@ func (l *Loop[O, A]) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // act records first when asked, applies the actions, writes the status and releases the
 // finalizer.
 func (l *Loop[O, A]) act(ctx context.Context, o O, dec Decision[O, A], now time.Time) (reconcile.Result, error) {
-	if dec.HoldStatus > 0 && !dec.RecordFirst && !dec.RemoveFinalizer {
-		if err := l.Apply(ctx, o, dec.Actions, now); err != nil {
-			return reconcile.Result{}, err
-		}
-		after := dec.HoldStatus
-		if dec.RequeueAfter > 0 {
-			after = min(after, dec.RequeueAfter)
-		}
-		ctrl.LoggerFrom(ctx).V(1).Info("Status held", "for", dec.HoldStatus)
-		return reconcile.Result{RequeueAfter: after}, nil
-	}
 	acted := *l.ObservedGeneration(o)
 	if dec.RecordFirst {
 		if err := l.writeStatus(ctx, o, dec.SetStatus, acted); err != nil {

@@ -118,50 +118,6 @@ func TestRecordFirstWritesBeforeActing(t *testing.T) {
 	}
 }
 
-// TestHoldStatusActsWithoutWriting: a held status is not written, the actions still run and the
-// loop plans again once the hold ends (or sooner, when the plan asks); a failed action is
-// returned as ever. A decision to record first, or to release the finalizer, is never held.
-func TestHoldStatusActsWithoutWriting(t *testing.T) {
-	for _, tt := range []struct {
-		name          string
-		hold, requeue time.Duration
-		recordFirst   bool
-		applyErr      error
-		wantWrites    int
-		wantRequeue   time.Duration
-		wantErr       bool
-	}{
-		{name: "held", hold: 3 * time.Second, wantRequeue: 3 * time.Second},
-		{name: "held, the plan's requeue sooner", hold: 3 * time.Second, requeue: time.Second, wantRequeue: time.Second},
-		{name: "held, the plan's requeue later", hold: 3 * time.Second, requeue: time.Minute, wantRequeue: 3 * time.Second},
-		{name: "held, the action fails", hold: 3 * time.Second, applyErr: errors.New("plane down"), wantErr: true},
-		{name: "record first is not held", hold: 3 * time.Second, recordFirst: true, wantWrites: 2},
-		{name: "not held", wantWrites: 1},
-	} {
-		b, c, l := setup(t)
-		decide := plan(fedv1alpha1.VolumeBackupRunning, tt.recordFirst, "stop-job")
-		l.Decide = func(ctx context.Context, o *vb, now time.Time) (Decision[*vb, string], error) {
-			dec, err := decide(ctx, o, now)
-			dec.HoldStatus, dec.RequeueAfter = tt.hold, tt.requeue
-			return dec, err
-		}
-		applied := 0
-		l.Apply = func(context.Context, *vb, []string, time.Time) error { applied++; return tt.applyErr }
-		writes := 0
-		l.Changed = func(context.Context, *vb, *vb) { writes++ }
-		res, err := l.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
-		if (err != nil) != tt.wantErr || applied != 1 || writes != tt.wantWrites {
-			t.Errorf("%s: err %v, applied %d times, %d status writes; want error %v, 1, %d", tt.name, err, applied, writes, tt.wantErr, tt.wantWrites)
-		}
-		if !tt.wantErr && res.RequeueAfter != tt.wantRequeue {
-			t.Errorf("%s: requeue after %v, want %v", tt.name, res.RequeueAfter, tt.wantRequeue)
-		}
-		if got := get(t, c, b); tt.wantWrites == 0 && (got.Status.Phase != "" || got.Status.ObservedGeneration != 1) {
-			t.Errorf("%s: stored phase %q, observedGeneration %d; want the status as it was", tt.name, got.Status.Phase, got.Status.ObservedGeneration)
-		}
-	}
-}
-
 // TestDeletionReleasesTheFinalizerAfterTheStatus: a deleted object keeps its finalizer until
 // the plan says so; then the status is written and the finalizer released (the object goes).
 func TestDeletionReleasesTheFinalizerAfterTheStatus(t *testing.T) {

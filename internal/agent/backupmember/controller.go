@@ -114,7 +114,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeBackupMembe
 	res := Plan(o, now)
 	log.FromContext(ctx).V(1).Info("Planned", "actions", res.Actions, "phase", res.Status.Phase)
 	return loop.Decision[*dpv1alpha1.VolumeBackupMember, Action]{
-		Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer, RequeueAfter: res.RequeueAfter, HoldStatus: res.HoldStatus,
+		Actions: res.Actions, RemoveFinalizer: res.RemoveFinalizer, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(m *dpv1alpha1.VolumeBackupMember) {
 			steps := m.Status.Steps
 			m.Status = *res.Status.DeepCopy()

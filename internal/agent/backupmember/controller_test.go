@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -510,9 +509,7 @@ func TestKilledPauseIsLifted(t *testing.T) {
 	key, pause := pausingMember(t, ctx, ns)
 	identity := map[string]any{"serviceSafePoint": "fedbr-killed", "pausedSchedulers": []string{"balance-region-scheduler"},
 		"scheduleConfig": []map[string]string{{"key": "schedule.region-schedule-limit", "original": "2048", "paused": "0"}}}
-	// The pause took hold a while ago on the agent's clock: the agent writes what it holds back
-	// while a pause holds (holdInWindow) at once.
-	ready := map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 1, "gcPausedAt": testClock.Now().Add(-WindowQuiet).UTC()}
+	ready := map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 1, "gcPausedAt": testClock.Now().UTC()}
 	for k, v := range identity {
 		ready[k] = v
 	}
@@ -551,38 +548,6 @@ func TestKilledPauseIsLifted(t *testing.T) {
 	must(t, env.Client.List(ctx, jobs, client.InNamespace(ns), client.MatchingLabels{job.LabelStep: job.StepLift}))
 	if len(jobs.Items) != 1 {
 		t.Errorf("%d lift Jobs, want one", len(jobs.Items))
-	}
-}
-
-// TestStatusHeldWhileThePauseHolds: while the initializer's pause holds GC, the agent plans
-// Initialized (its phase metric says Paused) but does not write it; it writes it with the lift,
-// at the pause's own times.
-func TestStatusHeldWhileThePauseHolds(t *testing.T) {
-	ctx := context.Background()
-	ns := "bk-hold"
-	key, _ := pausingMember(t, ctx, ns)
-	paused := testMetrics.Members.WithLabelValues(Kind, PhasePaused)
-	before := testutil.ToFloat64(paused)
-	// The pause takes hold now on the agent's clock, which this test does not move: the hold
-	// lasts until the pause reports the lift.
-	gcPausedAt := testClock.Now().UTC().Truncate(time.Second)
-	ready := map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 3, "gcPausedAt": gcPausedAt}
-	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepPause: ready})
-	eventually(t, "the agent planned Paused", func() (bool, string) {
-		return testutil.ToFloat64(paused) > before, fmt.Sprintf("%v members planned Paused", testutil.ToFloat64(paused))
-	})
-	if c := apimeta.FindStatusCondition(getMember(t, ctx, key).Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition); c != nil {
-		t.Errorf("Initialized written while the pause holds: %+v", c)
-	}
-	lifted := map[string]any{"phase": "Stopped", "backupTS": backupTS, "stores": 3, "gcPausedAt": gcPausedAt, "liftedAt": gcPausedAt.Add(time.Second)}
-	writeReport(t, ctx, ns, "fed-b1", map[string]any{job.StepPause: lifted})
-	eventually(t, "GCResumed with Initialized", func() (bool, string) {
-		got := getMember(t, ctx, key)
-		ok, seen := condIs(got, dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason)
-		return ok && apimeta.IsStatusConditionTrue(got.Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition), seen
-	})
-	if c := apimeta.FindStatusCondition(getMember(t, ctx, key).Status.Conditions, dpv1alpha1.BackupMemberInitializedCondition); !c.LastTransitionTime.Time.Equal(gcPausedAt) {
-		t.Errorf("Initialized at %v, want the pause's gcPausedAt %v", c.LastTransitionTime, gcPausedAt)
 	}
 }
 

@@ -175,8 +175,6 @@ type Result struct {
 	RequeueAfter time.Duration
 	// RemoveFinalizer releases the agent's finalizer: the loop does it after the status.
 	RemoveFinalizer bool
-	// HoldStatus, when positive, keeps Status from being written for now (holdInWindow).
-	HoldStatus time.Duration
 }
 
 // plan carries one planning step.
@@ -212,46 +210,7 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	p.res.Status.Phase = phaseOf(&p.res.Status, p.m, runningOf(o.Report))
 	p.res.Actions = prerequisitesFirst(p.res.Actions)
-	p.res.HoldStatus = p.holdInWindow()
 	return p.res
-}
-
-// WindowQuiet is how long, at most, the agent holds back its status writes on a member whose
-// pause holds GC (holdInWindow).
-const WindowQuiet = 3 * time.Second
-
-// holdInWindow says how long the planned status may wait: while the member's own pause holds
-// GC (its entry Ready with no liftedAt, its Job running), for at most WindowQuiet after the
-// pause took hold (its gcPausedAt). Inside the GC pause window the initializer's member is the
-// object the manager's go signals and the steps' reports are written to, and what the agent
-// would add there (Initialized, the commit ts, SnapshotsCreated, the phase) nobody decides
-// on: the manager reads those facts from the steps' own entries, and the conditions keep the
-// steps' times whenever they are written. A held change is written with the pause's lift
-// (GCResumed), or once the hold ends in a longer window. A failure, a completion or a
-// deletion is never held: the manager acts on those. Nor is a plan that creates anything (a
-// Job's status records what it was created for, such as the snapshot step's volumes): only
-// stopping the pause goes with a held status.
-func (p *plan) holdInWindow() time.Duration {
-	if p.m.DeletionTimestamp != nil || p.isTrue(dpv1alpha1.BackupMemberFailedCondition) ||
-		p.isTrue(dpv1alpha1.BackupMemberCompleteCondition) || p.isTrue(dpv1alpha1.BackupMemberGCResumedCondition) {
-		return 0
-	}
-	for _, a := range p.res.Actions {
-		if a.Kind != StopJob {
-			return 0
-		}
-	}
-	st, reported := p.o.Report.Step(job.StepPause)
-	if !reported || st.Phase != job.PhaseReady || st.LiftedAt != nil || st.GCPausedAt == nil ||
-		!p.o.Pause.Exists() || p.o.Pause.Done() {
-		return 0
-	}
-	left := st.GCPausedAt.Add(WindowQuiet).Sub(p.now)
-	if left <= 0 {
-		return 0
-	}
-	// A pause whose clock runs ahead of the agent's holds no longer per pass.
-	return min(left, WindowQuiet)
 }
 
 // running says which steps run for the member, by their own reports in status.steps: a step
