@@ -281,8 +281,11 @@ func (d *run) ended(ctx context.Context, b *fedv1alpha1.VolumeBackup) error {
 // carries any of the backup's member UIDs and no object (backupmeta, manifests, step logs; the
 // clean's tombstone aside, which marks the prefix cleaned) is left under its prefixes: the
 // calls in flight create snapshots nothing records, which the agents' orphan sweeper deletes
-// dayTwoGrace after they appear.
+// dayTwoGrace after they appear. A backup deleted with cleanPolicy Retain keeps what it wrote
+// but its snapshots and backupmeta (a stopped snapshot step deletes the snapshots it started
+// and its pending backupmeta): its manifests and step logs stay, as Retain says.
 func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []string) error {
+	retained := b.Spec.Template.CleanPolicy == fedv1alpha1.CleanPolicyRetain
 	err := d.Poll(ctx, "AWS done with every CreateSnapshots", func() (bool, string, error) {
 		n, err := d.inFlightCalls(ctx)
 		return n == 0, fmt.Sprintf("%d CreateSnapshots calls still held by AWS", n), err
@@ -303,8 +306,11 @@ func (d *run) gone(ctx context.Context, b *fedv1alpha1.VolumeBackup, uids []stri
 		for _, dp := range d.Lab().DataPlanes {
 			root := filepath.Join(d.Lab().AWS.Dir, "s3", demo.Bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(dp.Cluster).S3.Prefix))
 			_ = filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-				if err == nil && !e.IsDir() && filepath.Base(p) != brmeta.TombstoneKey {
-					files = append(files, p) // the backupmeta, the manifests, the steps' logs; the clean's tombstone stays by design
+				switch {
+				case err != nil || e.IsDir() || filepath.Base(p) == brmeta.TombstoneKey: // the clean's tombstone stays by design
+				case retained && filepath.Base(p) != brmeta.BackupMetaKey: // Retain keeps the manifests and the steps' logs
+				default:
+					files = append(files, p) // the backupmeta, the manifests, the steps' logs
 				}
 				return nil
 			})
