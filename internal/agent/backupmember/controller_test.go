@@ -599,3 +599,24 @@ func TestOtherCluster(t *testing.T) {
 		t.Errorf("member of another plane was touched: %+v", got)
 	}
 }
+
+// TestFailedMemberStopsItsPause: a member the agent fails itself while its pause holds (the
+// snapshot step reported a failure; the manager has asked for nothing yet) has its pause Job
+// stopped (suspended, SIGTERM through its pod's deletion): the one case the agent stops the
+// pause, since nothing in the member's spec asks the pause to lift.
+func TestFailedMemberStopsItsPause(t *testing.T) {
+	ctx := context.Background()
+	ns := "bk-failstop"
+	key, _ := pausingMember(t, ctx, ns)
+	writeReport(t, ctx, ns, "fed-b1", map[string]any{
+		job.StepPause:    map[string]any{"phase": "Ready", "backupTS": backupTS, "stores": 1, "gcPausedAt": testClock.Now().UTC()},
+		job.StepSnapshot: map[string]any{"phase": "Failed", "error": "throttled"},
+	})
+	eventually(t, "Failed", func() (bool, string) {
+		return condIs(getMember(t, ctx, key), dpv1alpha1.BackupMemberFailedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberSnapshotFailedReason)
+	})
+	eventually(t, "pause stopped", func() (bool, string) {
+		j := getJob(ctx, ns, job.Name("fed-b1", job.StepPause))
+		return j != nil && j.Spec.Suspend != nil && *j.Spec.Suspend, "pause Job not suspended"
+	})
+}
