@@ -465,9 +465,7 @@ func (s *snapshotter) sweep(ctx context.Context) error {
 	if len(left) == 0 {
 		return nil
 	}
-	s.mu.Lock()
-	s.unsure = true // the earlier attempt may have calls of its own still running
-	s.mu.Unlock()
+	s.markUnsure() // the earlier attempt may have calls of its own still running
 	ids := snapshotIDs(left)
 	s.logf("Deleting %d snapshots an earlier attempt of backup %s started but never recorded: %v", len(ids), s.o.BackupID, ids)
 	if err := s.d.Cloud.DeleteSnapshots(ctx, ids); err != nil {
