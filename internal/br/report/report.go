@@ -18,12 +18,7 @@
 // the command's writes reach the API server one at a time, in order. The result is applied under
 // a field manager of its own (`fedbr-br-<command>.result`), so that a status write the API
 // server stores late (after a timed-out attempt) never takes it away.
-//
-// A command may name transient phases: steps that usually pass in a moment, inside the GC pause
-// window, where every write wakes the agent and the manager and competes with the writes the
-// protocol waits for. A transient phase is written only once it has lasted Settle; when a newer
-// phase comes first, nobody hears of it. Every other phase reaches the watcher, however fast
-// they follow each other.
+// Every phase reaches the watcher, however fast they follow each other.
 package report
 
 import (
@@ -31,7 +26,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -48,7 +42,6 @@ const (
 	DefaultAttemptTimeout = 10 * time.Second
 	DefaultResultTimeout  = 30 * time.Second
 	DefaultCloseTimeout   = 10 * time.Second
-	DefaultSettle         = time.Second
 )
 
 // firstBackoff is the wait after the first failed write; it doubles up to MaxBackoff.
@@ -84,9 +77,6 @@ type Options struct {
 	ResultTimeout time.Duration
 	// CloseTimeout bounds Fail's wait for the failure to be written (default 10s).
 	CloseTimeout time.Duration
-	// Transient phases are written only once they have lasted Settle (default 1s).
-	Transient []string
-	Settle    time.Duration
 }
 
 // Reporter publishes one command's status. The zero of *Reporter (nil) reports nothing, so a
@@ -140,9 +130,6 @@ func New(o Options) (*Reporter, error) {
 	if o.CloseTimeout <= 0 {
 		o.CloseTimeout = DefaultCloseTimeout
 	}
-	if o.Settle <= 0 {
-		o.Settle = DefaultSettle
-	}
 	ctx, halt := context.WithCancel(context.Background())
 	r := &Reporter{o: o, kick: make(chan struct{}, 1), ctx: ctx, halt: halt, done: make(chan struct{})}
 	go r.loop()
@@ -161,13 +148,13 @@ func (r *Reporter) Update(phase string, doc any) {
 		return
 	}
 	r.mu.Lock()
-	r.queue = enqueue(r.queue, entry{phase: phase, data: string(data), since: time.Now()})
+	r.queue = enqueue(r.queue, entry{phase: phase, data: string(data)})
 	r.latest, r.phase = string(data), phase
 	r.mu.Unlock()
 	r.signal()
 }
 
-// Flush writes what is queued at once (pacing and transient phases do not hold it back) and
+// Flush writes what is queued at once (pacing does not hold it back) and
 // returns once the queue is empty — the latest status written — or with ctx's error, or when the
 // reporter stopped first. It is for the one status a command must not act without: the pause's
 // identity before it places anything in PD. The nil Reporter flushes nothing.
@@ -346,16 +333,16 @@ func (r *Reporter) loop() {
 			attempt++
 			continue
 		}
-		pc := pacing{interval: r.o.MinInterval, settle: r.o.Settle, transient: r.o.Transient}
+		interval := r.o.MinInterval
 		if r.closing || r.flushing > 0 {
-			pc.interval, pc.settle = 0, 0
+			interval = 0
 		}
 		var (
 			e    entry
 			wait time.Duration
 			ok   bool
 		)
-		r.queue, e, wait, ok = next(r.queue, w, time.Now(), pc)
+		r.queue, e, wait, ok = next(r.queue, w, time.Now(), interval)
 		closing := r.closing
 		if !ok && r.drained != nil {
 			close(r.drained)
@@ -413,17 +400,6 @@ func (r *Reporter) sleep(d time.Duration) bool {
 type entry struct {
 	phase string
 	data  string
-	// since is when its phase was first queued.
-	since time.Time
-}
-
-// pacing is how soon queued statuses are written.
-type pacing struct {
-	// interval spaces progress within one phase.
-	interval time.Duration
-	// settle is how long a transient phase must last before it is written.
-	settle    time.Duration
-	transient []string
 }
 
 // written is the last status the API server accepted.
@@ -438,7 +414,6 @@ type written struct {
 // sees every phase even when they follow each other faster than the writes.
 func enqueue(q []entry, e entry) []entry {
 	if n := len(q); n > 0 && q[n-1].phase == e.phase {
-		e.since = q[n-1].since
 		q[n-1] = e
 		return q
 	}
@@ -446,14 +421,13 @@ func enqueue(q []entry, e entry) []entry {
 }
 
 // next picks the status to write after w: it drops queued progress of the phase already
-// written and transient phases when a newer phase is queued behind them (the watcher already
-// has that phase, or need never hear of it) and statuses equal to what is written. It returns
-// the trimmed queue, the entry, and how long to wait before writing it: nothing for a new
-// phase, until it has lasted settle for a transient one, up to interval after the last write
-// for progress within the written phase. ok is false when there is nothing to write.
-func next(q []entry, w written, now time.Time, pc pacing) (rest []entry, e entry, wait time.Duration, ok bool) {
+// written when a newer phase is queued behind it (the watcher already has that phase) and
+// statuses equal to what is written. It returns the trimmed queue, the entry, and how long to
+// wait before writing it: nothing for a new phase, up to interval after the last write for
+// progress within the written phase. ok is false when there is nothing to write.
+func next(q []entry, w written, now time.Time, interval time.Duration) (rest []entry, e entry, wait time.Duration, ok bool) {
 	for len(q) > 0 {
-		superseded := len(q) > 1 && (q[0].phase == w.phase || slices.Contains(pc.transient, q[0].phase))
+		superseded := len(q) > 1 && q[0].phase == w.phase
 		if superseded || q[0].data == w.data {
 			q = q[1:]
 			continue
@@ -464,15 +438,10 @@ func next(q []entry, w written, now time.Time, pc pacing) (rest []entry, e entry
 		return q, entry{}, 0, false
 	}
 	e = q[0]
-	if e.phase != w.phase && slices.Contains(pc.transient, e.phase) {
-		if wait := e.since.Add(pc.settle).Sub(now); wait > 0 {
-			return q, e, wait, true
-		}
-	}
 	if w.at.IsZero() || e.phase != w.phase {
 		return q, e, 0, true
 	}
-	return q, e, max(0, w.at.Add(pc.interval).Sub(now)), true
+	return q, e, max(0, w.at.Add(interval).Sub(now)), true
 }
 
 // drop removes e from the head of q after it was written, unless a newer status of its phase

@@ -36,14 +36,11 @@ func TestEnqueue(t *testing.T) {
 func TestNext(t *testing.T) {
 	now := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
 	a1, a2, b1 := entry{phase: "A", data: "a1"}, entry{phase: "A", data: "a2"}, entry{phase: "B", data: "b1"}
-	// T is transient; it was queued 300ms ago.
-	t1, t2 := entry{phase: "T", data: "t1", since: now.Add(-300 * time.Millisecond)}, entry{phase: "T", data: "t2", since: now.Add(-300 * time.Millisecond)}
 	tests := []struct {
 		name     string
 		q        []entry
 		w        written
 		interval time.Duration
-		settle   time.Duration
 		wantQ    []entry
 		wantE    entry
 		wantWait time.Duration
@@ -65,20 +62,10 @@ func TestNext(t *testing.T) {
 			wantQ: []entry{a1, b1}, wantE: a1, wantOK: true},
 		{name: "what is written is not written again", q: []entry{a1}, w: written{"A", "a1", now}, interval: time.Second,
 			wantQ: []entry{}, wantOK: false},
-		{name: "a transient phase waits until it has lasted", q: []entry{t1}, w: written{"A", "a1", now}, interval: time.Second, settle: time.Second,
-			wantQ: []entry{t1}, wantE: t1, wantWait: 700 * time.Millisecond, wantOK: true},
-		{name: "a transient phase that lasted is written at once", q: []entry{t1}, w: written{"A", "a1", now}, interval: time.Second, settle: 200 * time.Millisecond,
-			wantQ: []entry{t1}, wantE: t1, wantOK: true},
-		{name: "a transient phase a newer one followed is never written", q: []entry{t1, b1}, w: written{"A", "a1", now}, interval: time.Second, settle: time.Second,
-			wantQ: []entry{b1}, wantE: b1, wantOK: true},
-		{name: "a written transient phase's progress waits for the interval", q: []entry{t2}, w: written{"T", "t1", now.Add(-300 * time.Millisecond)}, interval: time.Second, settle: time.Second,
-			wantQ: []entry{t2}, wantE: t2, wantWait: 700 * time.Millisecond, wantOK: true},
-		{name: "closing writes a transient phase at once", q: []entry{t1}, w: written{"A", "a1", now},
-			wantQ: []entry{t1}, wantE: t1, wantOK: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			q, e, wait, ok := next(tc.q, tc.w, now, pacing{interval: tc.interval, settle: tc.settle, transient: []string{"T"}})
+			q, e, wait, ok := next(tc.q, tc.w, now, tc.interval)
 			if ok != tc.wantOK || e != tc.wantE || wait != tc.wantWait || (len(q) != 0 || len(tc.wantQ) != 0) && !reflect.DeepEqual(q, tc.wantQ) {
 				t.Errorf("next = %v, %v, %v, %v; want %v, %v, %v, %v", q, e, wait, ok, tc.wantQ, tc.wantE, tc.wantWait, tc.wantOK)
 			}
@@ -183,39 +170,6 @@ func TestReporterWritesEveryPhase(t *testing.T) {
 	}
 }
 
-// TestReporterSkipsTransientPhases: a transient phase a newer one follows at once never
-// reaches the sink; one that lasts is written once it has lasted Settle.
-func TestReporterSkipsTransientPhases(t *testing.T) {
-	sink := &recorder{}
-	r, err := New(Options{Command: "snapshot", Sink: sink, Transient: []string{"Checking"}, Settle: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Update("Armed", status{"Armed", 0})
-	r.Update("Checking", status{"Checking", 0})
-	r.Update("Started", status{"Started", 0})
-	r.Update("Completed", status{"Completed", 1})
-	r.Close(context.Background())
-	if got, want := compact(sink.phases("snapshot")), []string{"Armed", "Started", "Completed"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("phases written = %v, want %v", got, want)
-	}
-
-	sink = &recorder{}
-	r, err = New(Options{Command: "snapshot", Sink: sink, Transient: []string{"Checking"}, Settle: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	r.Update("Checking", status{"Checking", 0})
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sink.phases("snapshot")) == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := sink.phases("snapshot"); !reflect.DeepEqual(got, []string{"Checking"}) {
-		t.Errorf("phases written = %v, want the lasting Checking", got)
-	}
-}
-
 func compact(s []string) []string {
 	var out []string
 	for _, v := range s {
@@ -289,12 +243,12 @@ func TestNewNeedsCommandAndSink(t *testing.T) {
 	}
 }
 
-// TestReporterFlush: Flush writes a transient phase at once (its settle does not hold it back)
-// and returns only once it is written, through failing writes; a write that never succeeds ends
+// TestReporterFlush: Flush writes progress at once (the interval does not hold it back) and
+// returns only once it is written, through failing writes; a write that never succeeds ends
 // Flush with its context.
 func TestReporterFlush(t *testing.T) {
 	sink := &recorder{failures: 2}
-	r, err := New(Options{Command: "pause", Sink: sink, Transient: []string{"Starting"}, Settle: time.Hour, MaxBackoff: 10 * time.Millisecond})
+	r, err := New(Options{Command: "pause", Sink: sink, MinInterval: time.Hour, MaxBackoff: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +263,17 @@ func TestReporterFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := sink.phases("pause"); !reflect.DeepEqual(got, []string{"Starting"}) {
-		t.Errorf("phases written by Flush = %v, want the transient Starting", got)
+		t.Errorf("phases written by Flush = %v, want Starting", got)
+	}
+	r.Update("Starting", status{"Starting", 2}) // progress an hour's interval would hold back
+	if err := r.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	last := sink.applies[len(sink.applies)-1]["pause"]
+	sink.mu.Unlock()
+	if want := `{"phase":"Starting","done":2}`; last != want {
+		t.Errorf("last write after Flush = %s, want %s", last, want)
 	}
 
 	r2, err := New(Options{Command: "pause", Sink: &recorder{failures: 1 << 30}, MaxBackoff: time.Millisecond})

@@ -77,7 +77,7 @@ func manyBackups(t testing.TB, n int) (client.Client, *fedv1alpha1.VolumeBackup,
 func TestGateReadsOnlyTheSameCluster(t *testing.T) {
 	c, a, waiting := manyBackups(t, 200)
 	r := &listCounter{Reader: c}
-	o, err := observe(context.Background(), r, &plane.Set{}, waiting, &written{})
+	o, err := observe(context.Background(), r, &plane.Set{}, waiting)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,9 +48,8 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 		OnPhase:            observeTerminal,
 		ObservedGeneration: func(b *fedv1alpha1.VolumeBackup) *int64 { return &b.Status.ObservedGeneration },
 	}
-	w := &written{specs: map[writtenKey]Member{}}
 	r.Decide = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, now time.Time) (federation.Decision[*fedv1alpha1.VolumeBackup, Action], error) {
-		o, err := observe(ctx, c, planes, b, w)
+		o, err := observe(ctx, c, planes, b)
 		if err != nil {
 			return federation.Decision[*fedv1alpha1.VolumeBackup, Action]{}, err
 		}
@@ -71,11 +70,7 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 	}
 	r.Related = func(ctx context.Context, o client.Object) []reconcile.Request { return waiters(ctx, c, o) }
 	r.Apply = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, a Action, now time.Time) error {
-		if err := apply(ctx, planes, rec, b, a, now); err != nil {
-			return err
-		}
-		w.record(b, a, now)
-		return nil
+		return apply(ctx, planes, rec, b, a, now)
 	}
 	return r
 }
@@ -115,7 +110,7 @@ func WatchPlane(r *Reconciler, p *plane.Plane) error {
 // observe reads every member from its plane's cache, and, for the pause gate, the other
 // backups of the same TiDB cluster from the control plane's. A plane whose read fails counts
 // as unreachable for this pass.
-func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup, w *written) (Observed, error) {
+func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1alpha1.VolumeBackup) (Observed, error) {
 	o := Observed{Backup: b, Members: map[string]Member{}, Known: planes.Known(), Reachable: planes.Reachable(), Namespaces: planes.Namespaces(),
 		ForceRemove: b.Annotations[fedv1alpha1.AnnotationForceRemove] == "true"}
 	if NeedsOthers(b) {
@@ -142,8 +137,8 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 		if err := federation.CheckOwner(&m, b, c.K8sClusterName); err != nil {
 			return o, err
 		}
-		o.Members[c.K8sClusterName] = w.overlay(b, c.K8sClusterName, Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
-			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, BackupFailed: m.Spec.BackupFailed, PhaseSince: federation.PhaseSince(&m), Status: m.Status})
+		o.Members[c.K8sClusterName] = Member{Exists: true, Phase: m.Spec.Phase, BackupTS: m.Spec.BackupTS,
+			StartPause: m.Spec.StartPause, ResumeGC: m.Spec.ResumeGC, BackupFailed: m.Spec.BackupFailed, PhaseSince: federation.PhaseSince(&m), Status: m.Status}
 	}
 	return o, nil
 }

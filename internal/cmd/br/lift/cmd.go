@@ -99,7 +99,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	var reporter *report.Reporter // a dry run lifts nothing and reports nothing
 	if !o.dryRun {
 		var err error
-		if reporter, err = o.report.Reporter(command, logf, string(pause.PhaseLifting)); err != nil {
+		if reporter, err = o.report.Reporter(command, logf); err != nil {
 			return err
 		}
 	}

@@ -153,9 +153,7 @@ func run(cmd *cobra.Command, o options) error {
 	// The pause and the member reporter log from their own goroutines.
 	logf := session.Logf(session.NewLockedWriter(cmd.ErrOrStderr()))
 
-	// Only Ready and the end matter to the watchers; the steps between usually pass in a
-	// moment, at the edges of the GC pause window.
-	rep, err := o.report.Reporter(command, logf, string(pause.PhaseStarting), string(pause.PhaseGCPaused), string(pause.PhaseStopping))
+	rep, err := o.report.Reporter(command, logf)
 	if err != nil {
 		return err
 	}

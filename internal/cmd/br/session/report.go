@@ -61,9 +61,8 @@ func (f *ReportFlags) Validate() error {
 // Reporter starts the reporter of step (its entry in the member's status.steps); nil without
 // --member, which reports nothing. logf receives write failures. It fails when the member
 // cannot be addressed at all (no namespace, no credentials): the agent relies on the reports,
-// so a step it started must not run blind. Transient phases are written only when they last
-// (report.Options.Transient).
-func (f *ReportFlags) Reporter(step string, logf func(format string, args ...any), transient ...string) (*report.Reporter, error) {
+// so a step it started must not run blind.
+func (f *ReportFlags) Reporter(step string, logf func(format string, args ...any)) (*report.Reporter, error) {
 	if f.Member == "" {
 		return nil, nil
 	}
@@ -76,7 +75,7 @@ func (f *ReportFlags) Reporter(step string, logf func(format string, args ...any
 	if err != nil {
 		return nil, err
 	}
-	return report.New(report.Options{Command: step, Sink: sink, Log: logf, Transient: transient})
+	return report.New(report.Options{Command: step, Sink: sink, Log: logf})
 }
 
 // WaitSignal waits until the member's spec gives sig (the manager writes the go signals there)

@@ -184,12 +184,7 @@ func (o *options) run(cmd *cobra.Command) error {
 	// The engine, this step's own pause and the member reporter all log; one lock keeps
 	// their lines whole.
 	logw := session.NewLockedWriter(cmd.ErrOrStderr())
-	// The check and the snapshot starts usually pass in a moment inside the GC pause window,
-	// where a write for each would only slow the hops the window waits for. Waiting follows
-	// Started at once (backupmeta written), while the manager releases the pause on Started:
-	// it is written once it lasted, after the release, not beside it.
-	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) },
-		snapshot.PhaseChecking, snapshot.PhaseStarting, snapshot.PhaseWaiting)
+	rep, err := o.report.Reporter(command, func(format string, args ...any) { _, _ = fmt.Fprintf(logw, format+"\n", args...) })
 	if err != nil {
 		return err
 	}
