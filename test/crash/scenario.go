@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -251,21 +252,74 @@ func (d *run) observe(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBac
 	return got, nil, nil
 }
 
-// watchPoint observes the point's object until the point is reached, then strikes.
+// watchPoint follows the point's object through a watch until the point is reached, then
+// strikes. A watch hands over every version the API server stored, so a state that lasts one
+// write (the backup's Arming, while the members' snapshot steps start) is seen however short
+// it is; a poll could step over it.
 func (d *run) watchPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, w *phaseWatch) error {
-	return d.Poll(ctx, "crash point "+p.Name, func() (bool, string, error) {
-		gb, gr, err := d.observe(ctx, p, b, w)
-		if err != nil {
-			return false, "", err
+	timeout := d.Options().Timeout
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wc, ok := d.Kube()[d.Lab().Control].(client.WithWatch)
+	if !ok {
+		return errors.New("crash point " + p.Name + ": the control plane's client cannot watch")
+	}
+	var list client.ObjectList = &fedv1alpha1.VolumeBackupList{}
+	key := client.ObjectKeyFromObject(b)
+	if p.Restore {
+		list, key = &fedv1alpha1.VolumeRestoreList{}, client.ObjectKey{Namespace: demo.ControlNamespace, Name: b.Name}
+	}
+	rv := "" // the last version seen: a watch opened again goes on from it
+	for {
+		wi, err := wc.Watch(ctx, list, client.InNamespace(key.Namespace), client.MatchingFields{"metadata.name": key.Name},
+			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		if err == nil {
+			var reached bool
+			reached, rv, err = followPoint(p, wi, w, rv)
+			wi.Stop()
+			if reached {
+				return d.strike(ctx, p, b)
+			}
+			if err != nil {
+				return fmt.Errorf("crash point %s: %w", p.Name, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("crash point %s: not reached within %s (phases seen: %v): %w", p.Name, timeout, w.phases, ctx.Err())
+		case <-time.After(100 * time.Millisecond): // a watch that could not open or dropped
+		}
+	}
+}
+
+// followPoint reads one watch's events until the point is reached (true), the object failed
+// first (an error) or the watch ends; it returns the last version seen ("" after the API server
+// answered that the version is too old to go on from).
+func followPoint(p KillPoint, wi watch.Interface, w *phaseWatch, rv string) (bool, string, error) {
+	for ev := range wi.ResultChan() {
+		var gb *fedv1alpha1.VolumeBackup
+		var gr *fedv1alpha1.VolumeRestore
+		switch o := ev.Object.(type) {
+		case *fedv1alpha1.VolumeBackup:
+			gb, rv = o, o.ResourceVersion
+			w.see(string(o.Status.Phase), backupOrder)
+		case *fedv1alpha1.VolumeRestore:
+			gr, rv = o, o.ResourceVersion
+			w.see(string(o.Status.Phase), restoreOrder)
+		default:
+			return false, "", nil // an error event (the version expired): open a new watch from now
+		}
+		if ev.Type == watch.Deleted {
+			return false, rv, errors.New("the object was deleted before the point was reached")
 		}
 		if gb != nil && gb.Status.Phase == fedv1alpha1.VolumeBackupFailed || gr != nil && gr.Status.Phase == fedv1alpha1.VolumeRestoreFailed {
-			return false, "", errors.New("failed before the point was reached")
+			return false, rv, errors.New("failed before the point was reached")
 		}
-		if !p.At(gb, gr) {
-			return false, "", nil
+		if p.At(gb, gr) {
+			return true, rv, nil
 		}
-		return true, "", d.strike(ctx, p, b)
-	})
+	}
+	return false, rv, nil
 }
 
 // strike kills (or stops) the point's target.

@@ -19,8 +19,10 @@ const (
 	// status.steps, or the result it reported cannot be read or is out of bounds (restore-volumes'
 	// backup and result: sizes, counts, names, ids).
 	InvalidReportReason = "InvalidReport"
-	// DeadlineExceededReason: a step's Job was stopped at its active deadline (stepTimeout; for
-	// the pause, volumeBackupInitJobMaxActiveSeconds).
+	// DeadlineExceededReason: the pause's Job was stopped at its active deadline
+	// (volumeBackupInitJobMaxActiveSeconds). The other steps' deadlines fail what they belong to
+	// in their own words (the size, the clean, the lift, an async warm-up); the manager times
+	// the member's phases (StepTimeout).
 	DeadlineExceededReason = "DeadlineExceeded"
 	// ProgressStalledReason: a long step (the snapshot step's wait for its snapshots, a
 	// warm-up TiKV waits for) reported no progress for stallTimeout; the message names the

@@ -123,9 +123,10 @@ type VolumeBackupMemberSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self >= 0.1 && self <= 2.0",message="snapshotsDeleteRatio must be between 0.1 and 2.0 deletions per second"
 	// +optional
 	SnapshotsDeleteRatio *float64 `json:"snapshotsDeleteRatio,omitempty"`
-	// StepTimeout is the ceiling on each member step (a Job: its activeDeadlineSeconds) and on
-	// each member phase, so a stuck step fails the backup instead of stalling it forever
-	// (fedbr extension; default 72h). The snapshot step's wait for its snapshots is bounded
+	// StepTimeout is the ceiling on each member phase, which the manager enforces (reason
+	// StepTimeout; its teardown stops the snapshot step), and on each step no phase bounds (the
+	// size, clean and lift Jobs: their activeDeadlineSeconds), so a stuck step fails the backup
+	// instead of stalling it forever (fedbr extension; default 72h). The snapshot step's wait for its snapshots is bounded
 	// first by StallTimeout; raise this ceiling only for a first full snapshot that takes longer.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`

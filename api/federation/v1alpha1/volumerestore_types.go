@@ -133,9 +133,10 @@ type VolumeRestoreMemberSpec struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
-	// StepTimeout is the ceiling on each member step (a Job: its activeDeadlineSeconds) and on
-	// each member phase (default 72h: a sync warm-up of 16 TiB at gp3's 125 MiB/s takes about
-	// 37 h). A warm-up that TiKV waits for is bounded first by StallTimeout.
+	// StepTimeout is the ceiling on each member phase until the member is Complete, which the
+	// manager enforces (reason StepTimeout; it deletes the members, which stops their steps),
+	// and on an async warm-up, which runs after (its Jobs' activeDeadlineSeconds) (default 72h:
+	// a sync warm-up of 16 TiB at gp3's 125 MiB/s takes about 37 h). A warm-up that TiKV waits for is bounded first by StallTimeout.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="stepTimeout must be a positive duration such as 30m or 6h"

@@ -510,6 +510,18 @@ func (p *plan) refused(step string, vs []policy.Violation) {
 	}
 }
 
+// deadline is a step Job's activeDeadlineSeconds. The snapshot step runs in the phases the
+// manager times (stepTimeout): its verdict fails the backup, the teardown stops the step, so its
+// Job gets none (one bound, one enforcement). The size, clean and lift steps run where nothing
+// else times them: their Job's deadline (stepTimeout) is their bound. The pause's is its own
+// (volumeBackupInitJobMaxActiveSeconds, set by planPause).
+func deadline(step string, t *fedv1alpha1.VolumeBackupMemberSpec) int64 {
+	if step == job.StepSnapshot {
+		return 0
+	}
+	return int64(t.EffectiveStepTimeout() / time.Second)
+}
+
 // jobSpec is the Job of one step with everything the template says about pods.
 func (p *plan) jobSpec(step string, args []string) job.Spec {
 	t := &p.m.Spec.Template
@@ -521,7 +533,7 @@ func (p *plan) jobSpec(step string, args []string) job.Spec {
 	return job.WithClusterTLS(job.Spec{
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: p.o.Env.ImageOr(t.ToolImage), Args: args,
-		ActiveDeadlineSeconds:   int64(t.EffectiveStepTimeout() / time.Second),
+		ActiveDeadlineSeconds:   deadline(step, t),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
 		Labels: p.m.Labels, Annotations: p.m.Annotations, AllowedAnnotations: p.o.Env.PodAnnotations,
 		AllowedLabels: p.o.Env.PodLabels,

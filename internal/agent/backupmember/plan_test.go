@@ -668,11 +668,6 @@ func TestPlan(t *testing.T) {
 			want: want{actions: []ActionKind{StopJob}, reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.BackupMemberSnapshotFailedReason}, failMatch: "error state"},
 		},
 		{
-			name: "snapshot Job past its deadline",
-			o:    obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) { o.Snapshot = failed(snapName, job.ReasonDeadlineExceeded) }),
-			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}, failMatch: "stepTimeout"},
-		},
-		{
 			name: "snapshot Job succeeded without a summary is an invalid report",
 			o:    obs(member(dpv1alpha1.BackupMemberExecute, execute), func(o *Observed) { o.Snapshot = succeeded(snapName) }),
 			want: want{reason: map[string]string{dpv1alpha1.BackupMemberFailedCondition: dpv1alpha1.InvalidReportReason}},

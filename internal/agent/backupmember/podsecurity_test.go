@@ -3,11 +3,13 @@ package backupmember
 import (
 	"slices"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
@@ -80,4 +82,26 @@ func TestEveryStepPodIsRestricted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestOneBoundPerStep: the snapshot step runs in the phases the manager times (stepTimeout),
+// so its Job has no deadline of its own; the size, clean and lift steps, which nothing else
+// times, have stepTimeout; the pause has volumeBackupInitJobMaxActiveSeconds.
+func TestOneBoundPerStep(t *testing.T) {
+	stepTimeout := int64(fedv1alpha1.DefaultStepTimeout / time.Second)
+	want := map[string]*int64{job.StepSnapshot: nil, job.StepSize: &stepTimeout, job.StepClean: &stepTimeout, job.StepLift: &stepTimeout,
+		job.StepPause: ptr.To(int64(fedv1alpha1.DefaultInitJobMaxActiveSeconds))}
+	for _, j := range jobsOfEveryKind(t, func(*dpv1alpha1.VolumeBackupMember) {}) {
+		step := j.Labels[job.LabelStep]
+		if got, w := j.Spec.ActiveDeadlineSeconds, want[step]; (got == nil) != (w == nil) || got != nil && *got != *w {
+			t.Errorf("%s Job: activeDeadlineSeconds %v, want %v", step, deref(got), deref(w))
+		}
+	}
+}
+
+func deref(p *int64) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
 }

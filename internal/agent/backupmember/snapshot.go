@@ -57,9 +57,6 @@ func (p *plan) observeSnapshot() {
 		}
 	case reported && st.Phase == job.PhaseFailed:
 		p.fail(dpv1alpha1.BackupMemberSnapshotFailedReason, "the snapshot step failed: "+st.Error)
-	case sj.Phase == job.Failed && sj.Reason == job.ReasonDeadlineExceeded:
-		p.fail(dpv1alpha1.DeadlineExceededReason, fmt.Sprintf("the snapshot step ran longer than stepTimeout (%s): %s",
-			p.m.Spec.Template.EffectiveStepTimeout(), sj.FailureText()))
 	case sj.Phase == job.Failed:
 		p.fail(dpv1alpha1.BackupMemberSnapshotJobFailedReason, sj.FailureText())
 	case sj.Phase == job.Succeeded:
@@ -83,7 +80,7 @@ func (p *plan) observeStall(st dpv1alpha1.StepReport, reported bool) {
 	}
 	since := timeOf(st.ProgressAt)
 	if since.IsZero() {
-		return // nothing to count from: the Job's deadline (stepTimeout) bounds it
+		return // nothing to count from: the manager's timer of the member's phase (stepTimeout) bounds it
 	}
 	window := p.m.Spec.Template.EffectiveStallTimeout()
 	if left := since.Add(window).Sub(p.now); left > 0 {

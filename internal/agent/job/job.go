@@ -104,7 +104,8 @@ type Spec struct {
 	Image string
 	// Args follow the binary: "br", "<step>", flags….
 	Args []string
-	// BackoffLimit is the Job's retries; ActiveDeadlineSeconds its hard time limit;
+	// BackoffLimit is the Job's retries; ActiveDeadlineSeconds its hard time limit (0: none,
+	// for a step whose phase the manager times: its verdict's route stops the step);
 	// TTLSecondsAfterFinished how long the finished Job stays for inspection.
 	BackoffLimit            int32
 	ActiveDeadlineSeconds   int64
@@ -185,7 +186,7 @@ func Build(s Spec) *batchv1.Job {
 		},
 		Spec: batchv1.JobSpec{
 			BackoffLimit:            ptr.To(s.BackoffLimit),
-			ActiveDeadlineSeconds:   ptr.To(s.ActiveDeadlineSeconds),
+			ActiveDeadlineSeconds:   deadline(s.ActiveDeadlineSeconds),
 			TTLSecondsAfterFinished: ptr.To(s.TTLSecondsAfterFinished),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
@@ -348,4 +349,12 @@ func withDefaultRequests(r corev1.ResourceRequirements) corev1.ResourceRequireme
 		out.Requests[name] = q
 	}
 	return out
+}
+
+// deadline is a Job's activeDeadlineSeconds: none for 0.
+func deadline(seconds int64) *int64 {
+	if seconds <= 0 {
+		return nil
+	}
+	return ptr.To(seconds)
 }

@@ -72,6 +72,15 @@ func TestBuild(t *testing.T) {
 	}
 }
 
+// TestBuildWithoutDeadline: a step whose phase the manager times has no activeDeadlineSeconds.
+func TestBuildWithoutDeadline(t *testing.T) {
+	j := Build(Spec{Member: "fed-b1", Namespace: "ns", OwnerKind: "VolumeBackupMember", Step: StepSnapshot, Image: "img",
+		Owner: metav1.OwnerReference{Kind: "VolumeBackupMember", Name: "fed-b1", UID: "u"}, Args: []string{"br", "snapshot"}})
+	if j.Spec.ActiveDeadlineSeconds != nil {
+		t.Errorf("activeDeadlineSeconds = %d, want none", *j.Spec.ActiveDeadlineSeconds)
+	}
+}
+
 // TestBuildCarriesTheMembersMetadata: a member's allowed labels (here every one: *) and its
 // allowed annotations (by default the IAM role keys only: a sidecar injector's key stays behind)
 // reach the Job and its pod template, except fedbr's own keys, kubectl's

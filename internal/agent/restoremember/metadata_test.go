@@ -4,7 +4,9 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,37 +38,9 @@ func TestEveryStepPodCarriesTheRestoresMetadata(t *testing.T) {
 		meta := federation.NewMeta(vr, m.Name, m.Namespace, t0)
 		m.Labels, m.Annotations = meta.Labels, meta.Annotations
 	}
-	warm := func(mode fedv1alpha1.RestoreWarmupMode) func(*dpv1alpha1.VolumeRestoreMember) {
-		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = mode }
-	}
-	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason)
-	restored := func(o *Observed) { o.RestoreMeta = record(t) }
-	complete := []func(*dpv1alpha1.VolumeRestoreMember){withRestoresMeta, warm(fedv1alpha1.RestoreWarmupAsync), volumesIn,
-		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason), rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)}
-	scenarios := []Observed{
-		// a new member: restore-volumes
-		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta), targetTC(2, true)),
-		// volumes restored, sync warm-up: one Job per TiKV member
-		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta, warm(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
-		// the data member, volumes restored: restore-data armed
-		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, withRestoresMeta, dataMember, volumesIn), targetTC(2, true), restored),
-		// moved to restore-data without being marked: restore-data now
-		robs(rmember(dpv1alpha1.RestoreMemberRestoreData, append([]func(*dpv1alpha1.VolumeRestoreMember){withRestoresMeta}, tikvUp...)...),
-			storesUp(targetTC(2, true), 2)),
-		// complete, async warm-up: one Job per serving TiKV pod
-		robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, complete...), storesUp(targetTC(2, false), 2), restored, func(o *Observed) {
-			o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
-		}),
-	}
-	for i := range scenarios {
-		scenarios[i].Env.PodLabels = []string{"team"}
-	}
 	var built []string
-	for _, j := range plannedJobs(scenarios...) {
-		step := j.Labels[job.LabelStep]
-		if step == job.StepWarmup && j.Spec.Template.Spec.NodeName != "" {
-			step = "warmup-async"
-		}
+	for _, j := range jobsOfEveryKind(t, withRestoresMeta) {
+		step := stepOf(j)
 		built = append(built, step)
 		pod := j.Spec.Template.ObjectMeta
 		for k, v := range userLabels {
@@ -114,4 +88,63 @@ func union(ms ...map[string]string) map[string]string {
 		maps.Copy(out, m)
 	}
 	return out
+}
+
+// jobsOfEveryKind are the Jobs planned for a member dressed by dress in the scenarios that start
+// each kind of restore Job: restore-volumes, restore-data armed and plain, sync and async warm-up.
+func jobsOfEveryKind(t *testing.T, dress func(*dpv1alpha1.VolumeRestoreMember)) []*batchv1.Job {
+	t.Helper()
+	warm := func(mode fedv1alpha1.RestoreWarmupMode) func(*dpv1alpha1.VolumeRestoreMember) {
+		return func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Warmup = mode }
+	}
+	volumesIn := rcond(dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesRestoredReason)
+	restored := func(o *Observed) { o.RestoreMeta = record(t) }
+	complete := []func(*dpv1alpha1.VolumeRestoreMember){dress, warm(fedv1alpha1.RestoreWarmupAsync), volumesIn,
+		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason), rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason)}
+	scenarios := []Observed{
+		// a new member: restore-volumes
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, dress), targetTC(2, true)),
+		// volumes restored, sync warm-up: one Job per TiKV member
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, dress, warm(fedv1alpha1.RestoreWarmupSync), volumesIn), targetTC(2, true), restored),
+		// the data member, volumes restored: restore-data armed
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, dress, dataMember, volumesIn), targetTC(2, true), restored),
+		// moved to restore-data without being marked: restore-data now
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreData, append([]func(*dpv1alpha1.VolumeRestoreMember){dress}, tikvUp...)...),
+			storesUp(targetTC(2, true), 2)),
+		// complete, async warm-up: one Job per serving TiKV pod
+		robs(rmember(dpv1alpha1.RestoreMemberRestoreFinish, complete...), storesUp(targetTC(2, false), 2), restored, func(o *Observed) {
+			o.Pods = []TiKVPod{{Name: "restored-tikv-0", UID: "p0", Ready: true, Node: "node-a"}, {Name: "restored-tikv-1", UID: "p1", Ready: true, Node: "node-b"}}
+		}),
+	}
+	for i := range scenarios {
+		scenarios[i].Env.PodLabels = []string{"team"}
+	}
+	return plannedJobs(scenarios...)
+}
+
+// stepOf is a Job's step, "warmup-async" for a warm-up pinned to its TiKV pod's node.
+func stepOf(j *batchv1.Job) string {
+	if step := j.Labels[job.LabelStep]; step != job.StepWarmup || j.Spec.Template.Spec.NodeName == "" {
+		return step
+	}
+	return "warmup-async"
+}
+
+// TestOneBoundPerStep: every step a member runs before it is Complete runs in a phase the
+// manager times (stepTimeout), so its Job has no deadline of its own; the async warm-up, after
+// Complete, which nothing else times, has stepTimeout.
+func TestOneBoundPerStep(t *testing.T) {
+	for _, j := range jobsOfEveryKind(t, func(*dpv1alpha1.VolumeRestoreMember) {}) {
+		got := j.Spec.ActiveDeadlineSeconds
+		switch stepOf(j) {
+		case "warmup-async":
+			if got == nil || *got != int64(fedv1alpha1.DefaultStepTimeout/time.Second) {
+				t.Errorf("async warm-up Job %s: activeDeadlineSeconds %v, want stepTimeout", j.Name, got)
+			}
+		default:
+			if got != nil {
+				t.Errorf("%s Job %s: activeDeadlineSeconds %d, want none (the manager times its phase)", stepOf(j), j.Name, *got)
+			}
+		}
+	}
 }

@@ -37,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
@@ -447,7 +448,7 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 	return job.WithClusterTLS(job.Spec{
 		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: step,
 		Image: image, Args: args,
-		BackoffLimit: backoff, ActiveDeadlineSeconds: int64(t.EffectiveStepTimeout() / time.Second),
+		BackoffLimit: backoff, ActiveDeadlineSeconds: p.deadline(),
 		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(), ExitDelay: p.o.Env.StepExitDelay,
 		Labels: p.m.Labels, Annotations: p.m.Annotations, AllowedAnnotations: p.o.Env.PodAnnotations,
 		AllowedLabels: p.o.Env.PodLabels,
@@ -458,6 +459,17 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 			VolumeMounts: append(append([]corev1.VolumeMount(nil), t.AdditionalVolumeMounts...), mounts...),
 		},
 	}, p.o.TC)
+}
+
+// deadline is a step Job's activeDeadlineSeconds. While the member is not Complete the manager
+// times each of its phases (stepTimeout) and its verdict stops the steps (it deletes the
+// members), so those Jobs get none: one bound, one enforcement. An async warm-up runs after the
+// member completed, where nothing else times it: its Job's deadline (stepTimeout) is its bound.
+func (p *plan) deadline() int64 {
+	if !p.m.Spec.Template.WarmsUpBeforeTiKV() && p.m.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupAsync && p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition) {
+		return int64(p.m.Spec.Template.EffectiveStepTimeout() / time.Second)
+	}
+	return 0
 }
 
 // claims are the TiKV claims the restoremeta rebuilds for the target TidbCluster.
@@ -483,8 +495,6 @@ func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, fai
 		return false, "", ""
 	case reported && st.Phase == job.PhaseFailed:
 		return false, "", "the " + step + " step failed: " + st.Error
-	case j.Phase == job.Failed && j.Reason == job.ReasonDeadlineExceeded:
-		return false, dpv1alpha1.DeadlineExceededReason, fmt.Sprintf("the %s step ran longer than stepTimeout (%s): %s", step, p.m.Spec.Template.EffectiveStepTimeout(), j.FailureText())
 	case j.Phase == job.Failed:
 		return false, "", j.FailureText()
 	case j.Phase == job.Succeeded:

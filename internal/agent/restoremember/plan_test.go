@@ -434,8 +434,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 						t.Errorf("%s = %q, want %q: %v", flag, got, v, args)
 					}
 				}
-				if *j.Spec.BackoffLimit != 2 || *j.Spec.ActiveDeadlineSeconds != int64(fedv1alpha1.DefaultStepTimeout/time.Second) {
-					t.Errorf("backoff %d deadline %d", *j.Spec.BackoffLimit, *j.Spec.ActiveDeadlineSeconds)
+				if *j.Spec.BackoffLimit != 2 || j.Spec.ActiveDeadlineSeconds != nil {
+					t.Errorf("backoff %d deadline %v, want no deadline: the manager times the member's phase", *j.Spec.BackoffLimit, j.Spec.ActiveDeadlineSeconds)
 				}
 				if r.Status.CommitTs != "" || condition.IsTrue(r.Status.Conditions, dpv1alpha1.RestoreMemberTargetCheckedCondition) {
 					t.Errorf("commitTs %q, conditions %+v before the backup was reported", r.Status.CommitTs, r.Status.Conditions)
@@ -692,11 +692,6 @@ func TestPlanRestoreVolume(t *testing.T) {
 					t.Errorf("member failed on an attempt its Job retries: %+v", r.Status.Conditions)
 				}
 			}},
-		},
-		{
-			name: "restore-volumes Job past its deadline",
-			o:    robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), targetTC(2, true), func(o *Observed) { o.RestoreVolumes = failed(rvName, job.ReasonDeadlineExceeded) }),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}},
 		},
 		{
 			name: "restore-volumes Job failed",
@@ -961,8 +956,8 @@ func TestPlanRestoreVolume(t *testing.T) {
 				if !slices.Contains(args, "--wait-start") || argValue(args, "--member") != "fed-r1" || argValue(args, "--pd") != "http://pd:2379" {
 					t.Errorf("args %v", args)
 				}
-				if got := argValue(args, "--timeout"); got != fedv1alpha1.DefaultStepTimeout.String() {
-					t.Errorf("--timeout %q, want the restore's stepTimeout %s (not the command's 1h default)", got, fedv1alpha1.DefaultStepTimeout)
+				if slices.Contains(args, "--timeout") || r.Actions[1].Job.Spec.ActiveDeadlineSeconds != nil {
+					t.Errorf("restore-data bounded by the step itself (args %v, deadline %v): the manager times the member's phase", args, r.Actions[1].Job.Spec.ActiveDeadlineSeconds)
 				}
 				if b := *r.Actions[1].Job.Spec.BackoffLimit; b != dataRetries {
 					t.Errorf("restore-data backoffLimit %d, want %d: a killed attempt is run again", b, dataRetries)
@@ -977,9 +972,9 @@ func TestPlanRestoreVolume(t *testing.T) {
 		{
 			name: "an armed restore-data that fails fails the member before its go",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, append(tikvUp[:2:2], dataMember)...), handedOver(1), func(o *Observed) {
-				o.RestoreData = job.State{Name: rdName, Phase: job.Failed, Reason: job.ReasonDeadlineExceeded, Message: "boom", Started: t0, Finished: t0}
+				o.RestoreData = job.State{Name: rdName, Phase: job.Failed, Reason: job.ReasonBackoffLimitExceeded, Message: "boom", Started: t0, Finished: t0}
 			}),
-			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.DeadlineExceededReason}, phase: PhaseFailed},
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberRestoreDataFailedReason}, phase: PhaseFailed},
 		},
 		{
 			name: "a member that is not the data member arms nothing",

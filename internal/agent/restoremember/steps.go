@@ -590,9 +590,9 @@ func (p *plan) startData(armed bool) {
 	if p.m.Spec.Template.TolerateSingleTiKVOutage {
 		args = append(args, "--tolerate-single-tikv-outage")
 	}
-	// The step's own bound on its work (from the go) is the restore's stepTimeout, not the
-	// command's 1 h default: a flashback of terabytes takes longer.
-	args = append(args, "--member", p.m.Name, "--timeout", p.m.Spec.Template.EffectiveStepTimeout().String())
+	// No --timeout: the manager times the member's restore-data phase (stepTimeout), and its
+	// verdict stops the step (it deletes the members).
+	args = append(args, "--member", p.m.Name)
 	if armed {
 		args = append(args, "--wait-start")
 	}

@@ -216,7 +216,7 @@ func (p *plan) warmupStalled(name, key string, wp warmupPlan, st job.State) bool
 		since = st.Started
 	}
 	if since.IsZero() {
-		return false // nothing to count from: the Job's deadline (stepTimeout) bounds it
+		return false // nothing to count from: the manager's timer of the member's phase (stepTimeout) bounds it
 	}
 	window := p.m.Spec.Template.EffectiveStallTimeout()
 	if left := since.Add(window).Sub(p.now); left > 0 {

@@ -102,7 +102,7 @@ func newCmd(o *options) *cobra.Command {
 	f.DurationVar(&o.backoff, "backoff", 2*time.Second, "wait between retries")
 	f.DurationVar(&o.leaderWait, "leader-timeout", 2*time.Minute, "an attempt's wait for its planned leaders, times the attempt's number; then the metas are read and planned again")
 	f.IntVar(&o.concurrent, "concurrency", 16, "parallel region requests during flashback")
-	f.DurationVar(&o.timeout, "timeout", time.Hour, "bound on the data phase's work, from --wait-start's go (the wait is not counted; the agent passes the restore's stepTimeout), and on what comes before the wait")
+	f.DurationVar(&o.timeout, "timeout", 0, "bound on the data phase's work, from --wait-start's go (the wait is not counted), and on what comes before the wait; 0: none (under the agent the manager times the member's phase: stepTimeout)")
 	f.BoolVar(&o.waitStart, "wait-start", false, "start ahead of time: read the backupmeta and connect to PD, then wait until --member's spec.phase is restore-data")
 	o.report.Register(f)
 	o.tls.Register(f)
@@ -127,8 +127,8 @@ func (o *options) validate() error {
 			return err
 		}
 	}
-	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout <= 0 || o.leaderWait <= 0 || o.waitStores <= 0 {
-		return errors.New("--stores must be >= 0, --attempts and --concurrency >= 1, --backoff, --leader-timeout, --wait-stores-timeout and --timeout positive")
+	if o.stores < 0 || o.attempts < 1 || o.backoff <= 0 || o.concurrent < 1 || o.timeout < 0 || o.leaderWait <= 0 || o.waitStores <= 0 {
+		return errors.New("--stores and --timeout must be >= 0, --attempts and --concurrency >= 1, --backoff, --leader-timeout and --wait-stores-timeout positive")
 	}
 	if o.waitStart && o.report.Member == "" {
 		return errors.New("--wait-start watches --member; give it")
@@ -190,13 +190,14 @@ func (o options) config(bm *meta.Record) (restoredata.Config, error) {
 	return cfg, nil
 }
 
-// restore runs the data phase and prints its JSON summary. --timeout bounds what comes before
-// the armed wait (reading the backupmeta, connecting to PD), then, anew from the go, the work:
-// an armed step may wait for hours while the other planes warm up and start TiKV, and that wait
-// must not eat the flashback's time (the Job's deadline bounds the step as a whole).
+// restore runs the data phase and prints its JSON summary. --timeout, when set, bounds what
+// comes before the armed wait (reading the backupmeta, connecting to PD), then, anew from the
+// go, the work: an armed step may wait for hours while the other planes warm up and start TiKV,
+// and that wait must not eat the flashback's time. Under the agent it is unset: the manager
+// times the member's phase (stepTimeout) and its verdict stops the step.
 func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(string, ...any), report func(restoredata.Status)) (restoredata.Result, error) {
 	parent := ctx
-	ctx, cancel := context.WithTimeout(parent, o.timeout)
+	ctx, cancel := within(parent, o.timeout)
 	defer func() { cancel() }()
 	var bm *meta.Record
 	if o.session.Storage != "" {
@@ -233,7 +234,7 @@ func (o options) restore(ctx context.Context, cmd *cobra.Command, logf func(stri
 		if err != nil {
 			return restoredata.Result{}, fmt.Errorf("waiting for the go to restore data: %w", err)
 		}
-		logf("Go received: restoring within --timeout %s", o.timeout)
+		logf("Go received: restoring")
 	}
 	if o.report.Member != "" {
 		// A Job's next attempt after one that reported its result and was killed before it
@@ -268,6 +269,14 @@ func afterGo(parent context.Context, timeout time.Duration, wait func(context.Co
 	if err := wait(parent); err != nil {
 		return parent, func() {}, err
 	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
+	ctx, cancel := within(parent, timeout)
 	return ctx, cancel, nil
+}
+
+// within is parent bounded by timeout (0: not bounded).
+func within(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if timeout <= 0 {
+		return context.WithCancel(parent)
+	}
+	return context.WithTimeout(parent, timeout)
 }

@@ -21,8 +21,9 @@ func TestRestoreDataFlags(t *testing.T) {
 		{nil, "--pd is required"},
 		{[]string{"--pd", "pd:2379"}, "give --storage (to read the backupmeta) or --resolved-ts"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--attempts", "0"}, "--attempts and --concurrency >= 1"},
-		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--leader-timeout", "0s"}, "--leader-timeout, --wait-stores-timeout and --timeout positive"},
-		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--wait-stores-timeout", "0s"}, "--leader-timeout, --wait-stores-timeout and --timeout positive"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--leader-timeout", "0s"}, "--backoff, --leader-timeout and --wait-stores-timeout positive"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--wait-stores-timeout", "0s"}, "--backoff, --leader-timeout and --wait-stores-timeout positive"},
+		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--timeout", "-1s"}, "--stores and --timeout must be >= 0"},
 		{[]string{"--pd", "pd:2379", "--storage", "gs://bucket/x"}, "only s3:// and local directories"},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--member", "vb/x"}, `--member "vb/x" is not a valid object name`},
 		{[]string{"--pd", "pd:2379", "--resolved-ts", "1", "--member-namespace", "ns"}, "need --member"},
@@ -126,6 +127,16 @@ func TestTimeoutCountsFromTheGo(t *testing.T) {
 	d, ok := ctx.Deadline()
 	if !ok || d.Before(wentAt.Add(time.Hour)) {
 		t.Errorf("work deadline %v (set %v), want at least the go %s + 1h", d, ok, wentAt)
+	}
+
+	// No --timeout (the agent passes none): the work has no deadline of its own.
+	ctx0, cancel0, err := afterGo(context.Background(), 0, func(context.Context) error { return nil })
+	defer cancel0()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := ctx0.Deadline(); ok {
+		t.Errorf("without --timeout the work has a deadline (%s)", d)
 	}
 
 	boom := errors.New("member gone")
