@@ -370,7 +370,9 @@ func (p *plan) observePauseFailure(st dpv1alpha1.StepReport, reported bool) {
 
 // observeResume sets GCResumed: True only once the pause reports it lifted what it held, or
 // the lift step reports that PD holds nothing of what the pause recorded placing — never
-// because the pause Job merely stopped. A pause that ended without lifting and recorded no
+// because the pause Job merely stopped, and never from a Job that succeeded: both steps write
+// their last status with their result before they exit 0, so their reports are the one source
+// of a lift; the Jobs count only for a pause that ended without one. A pause that ended without lifting and recorded no
 // identity (it placed nothing) counts as resumed: nothing
 // can be lifted by identity, and what it may hold lapses within its TTL.
 func (p *plan) observeResume(st dpv1alpha1.StepReport, reported bool) {
@@ -386,16 +388,9 @@ func (p *plan) observeResume(st dpv1alpha1.StepReport, reported bool) {
 	case reported && st.Phase == job.PhaseStopped:
 		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
 			"the pause stopped before it pinned anything", timeOf(st.Since))
-	case pj.Phase == job.Succeeded:
-		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberPauseLiftedReason,
-			"the pause Job exited after lifting what it held", pj.Finished)
-	case liftReported && lift.Phase == job.PhaseLifted || p.o.Lift.Phase == job.Succeeded:
-		at := timeOf(lift.LiftedAt)
-		if at.IsZero() {
-			at = p.o.Lift.Finished
-		}
+	case liftReported && lift.Phase == job.PhaseLifted:
 		p.set(dpv1alpha1.BackupMemberGCResumedCondition, metav1.ConditionTrue, dpv1alpha1.BackupMemberLiftedReason,
-			p.unlifted(st)+"; the lift step removed it and PD holds none of it", at)
+			p.unlifted(st)+"; the lift step removed it and PD holds none of it", timeOf(lift.LiftedAt))
 	case !ended:
 	case reported && dpv1alpha1.HasPauseIdentity(st):
 		p.observeLift(st, lift, liftReported)
