@@ -331,7 +331,7 @@ func podView(p *corev1.Pod) Pod {
 // pausedFor says how long the member's pause has held GC so far, while it holds.
 func pausedFor(steps []dpv1alpha1.StepReport, now time.Time) string {
 	for _, s := range steps {
-		if s.Name == dpv1alpha1.StepPause && s.GCPausedAt != nil && s.LiftedAt == nil && s.Phase != "Failed" {
+		if s.Name == dpv1alpha1.StepPause && s.GCPausedAt != nil && s.LiftedAt == nil && s.Phase != job.PhaseFailed {
 			return round(now.Sub(s.GCPausedAt.Time)).String() + " so far (since " + s.GCPausedAt.UTC().Format(time.RFC3339) + ")"
 		}
 	}
