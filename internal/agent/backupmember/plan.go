@@ -372,9 +372,9 @@ func (p *plan) observePauseFailure(st dpv1alpha1.StepReport, reported bool) {
 // the lift step reports that PD holds nothing of what the pause recorded placing — never
 // because the pause Job merely stopped, and never from a Job that succeeded: both steps write
 // their last status with their result before they exit 0, so their reports are the one source
-// of a lift; the Jobs count only for a pause that ended without one. A pause that ended without lifting and recorded no
-// identity (it placed nothing) counts as resumed: nothing
-// can be lifted by identity, and what it may hold lapses within its TTL.
+// of a lift; the Jobs count only for a pause that ended without one. A pause that ended
+// without lifting and recorded no identity (it placed nothing) counts as resumed: nothing can
+// be lifted by identity, and what it may hold lapses within its TTL.
 func (p *plan) observeResume(st dpv1alpha1.StepReport, reported bool) {
 	pj := p.o.Pause
 	lift, liftReported := p.o.Report.Step(job.StepLift)
