@@ -67,6 +67,14 @@ func ForRestore(m meta.Manifest, into, name string) (*unstructured.Unstructured,
 	if tikv, ok, _ := unstructured.NestedMap(obj, "spec", "tikv"); !ok || tikv == nil {
 		return nil, fmt.Errorf("%s: the saved TidbCluster has no spec.tikv: there is nothing to restore into", m.Key)
 	}
+	// spec.pdAddresses names the PD a TidbCluster joins by address: the source's. Kept, the
+	// restored TidbCluster's TiKV would join the source's PD and the restore would prepare
+	// that PD (snapshot-recovering, its TSO): no address can be moved to the restored cluster
+	// safely, so such a manifest is refused.
+	if addrs, _, _ := unstructured.NestedStringSlice(obj, "spec", "pdAddresses"); len(addrs) > 0 {
+		return nil, fmt.Errorf("%s: the saved TidbCluster joins PD by spec.pdAddresses %v, the source's: a restored copy would join the source's PD; "+
+			"create this data plane's TidbCluster by hand (recovery mode, joining the restored cluster's PD)", m.Key, addrs)
+	}
 	renamed := name != ""
 	if !renamed {
 		name = u.GetName()
