@@ -56,23 +56,7 @@ func TestPlanFromALaggingCacheOnlyRepeatsWrites(t *testing.T) {
 		}
 		cache = maps.Clone(truth)
 		for _, a := range fresh.Actions {
-			m := truth[a.Cluster]
-			switch a.Kind {
-			case CreateMember:
-				m = Member{Exists: true, Phase: a.Phase, BackupTS: a.BackupTS, PhaseSince: t0}
-			case SetPhase:
-				m.Phase = a.Phase
-				if a.BackupTS != "" {
-					m.BackupTS = a.BackupTS
-				}
-			case StartPause:
-				m.StartPause = true
-			case ResumeGC:
-				m.ResumeGC = true
-			case MarkFailed:
-				m.BackupFailed = true
-			}
-			truth[a.Cluster] = m
+			truth[a.Cluster] = applied(truth[a.Cluster], a)
 		}
 		b.Status = fresh.Status
 	}

@@ -696,26 +696,13 @@ func TestPlanWalksTheWholeProtocol(t *testing.T) {
 	apply := func(r Result) {
 		for _, a := range r.Actions {
 			m := o.Members[a.Cluster]
-			switch a.Kind {
-			case CreateMember:
-				m = Member{Exists: true, Phase: a.Phase, BackupTS: a.BackupTS, PhaseSince: t0}
-			case SetPhase:
-				if m.Phase == tear && a.Phase != tear {
-					t.Fatalf("member %s moved back from teardown to %s", a.Cluster, a.Phase)
-				}
-				if m.BackupTS != "" && a.BackupTS != "" && a.BackupTS != m.BackupTS {
-					t.Fatalf("member %s backup ts changed from %s to %s", a.Cluster, m.BackupTS, a.BackupTS)
-				}
-				m.Phase = a.Phase
-				if a.BackupTS != "" {
-					m.BackupTS = a.BackupTS
-				}
-			case ResumeGC:
-				m.ResumeGC = true
-			case MarkFailed:
-				m.BackupFailed = true
+			if a.Kind == SetPhase && m.Phase == tear && a.Phase != tear {
+				t.Fatalf("member %s moved back from teardown to %s", a.Cluster, a.Phase)
 			}
-			o.Members[a.Cluster] = m
+			if a.Kind == SetPhase && m.BackupTS != "" && a.BackupTS != "" && a.BackupTS != m.BackupTS {
+				t.Fatalf("member %s backup ts changed from %s to %s", a.Cluster, m.BackupTS, a.BackupTS)
+			}
+			o.Members[a.Cluster] = applied(m, a)
 		}
 		b.Status = r.Status
 	}
@@ -811,4 +798,25 @@ func TestSummaryKeepsWhatAPlaneNotAnsweringLastReported(t *testing.T) {
 	if r.Status.BackupSize != 2500 || r.Status.IncrementalBackupSize != 10 {
 		t.Errorf("sizes %d and %d, want 2500 and 10", r.Status.BackupSize, r.Status.IncrementalBackupSize)
 	}
+}
+
+// applied is member m once the agent carried out the manager's action a on it, as the member's
+// spec then says.
+func applied(m Member, a Action) Member {
+	switch a.Kind {
+	case CreateMember:
+		m = Member{Exists: true, Phase: a.Phase, BackupTS: a.BackupTS, PhaseSince: t0}
+	case SetPhase:
+		m.Phase = a.Phase
+		if a.BackupTS != "" {
+			m.BackupTS = a.BackupTS
+		}
+	case StartPause:
+		m.StartPause = true
+	case ResumeGC:
+		m.ResumeGC = true
+	case MarkFailed:
+		m.BackupFailed = true
+	}
+	return m
 }
