@@ -37,7 +37,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
-	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/condition"
 	"github.com/fedbr/fedbr/internal/agent/job"
@@ -463,10 +462,11 @@ func (p *plan) podJob(step, image string, args []string, backoff int32, env []co
 
 // deadline is a step Job's activeDeadlineSeconds. While the member is not Complete the manager
 // times each of its phases (stepTimeout) and its verdict stops the steps (it deletes the
-// members), so those Jobs get none: one bound, one enforcement. An async warm-up runs after the
-// member completed, where nothing else times it: its Job's deadline (stepTimeout) is its bound.
+// members), so those Jobs get none: one bound, one enforcement. A Job started once the member
+// completed (an async warm-up) runs where nothing else times it: its deadline (stepTimeout) is
+// its bound.
 func (p *plan) deadline() int64 {
-	if !p.m.Spec.Template.WarmsUpBeforeTiKV() && p.m.Spec.Template.Warmup == fedv1alpha1.RestoreWarmupAsync && p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition) {
+	if p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition) {
 		return int64(p.m.Spec.Template.EffectiveStepTimeout() / time.Second)
 	}
 	return 0
