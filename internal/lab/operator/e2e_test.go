@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,6 +26,7 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/lab/controlplane"
 	"github.com/fedbr/fedbr/internal/lab/kubelet"
+	"github.com/fedbr/fedbr/internal/lab/port"
 	"github.com/fedbr/fedbr/internal/testenv"
 )
 
@@ -107,8 +107,8 @@ func TestEndToEnd(t *testing.T) {
 		}
 	}
 
-	port := freeBlock(t, 3)
-	startOperator(t, &testenv.Env{Config: cfg}, Config{Addressing: Addressing{BasePort: port}, Image: "fedbr"})
+	ports := freeBlock(t, 3)
+	startOperator(t, &testenv.Env{Config: cfg}, Config{Addressing: Addressing{BasePort: ports}, Image: "fedbr"})
 
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tidb"}}); err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestEndToEnd(t *testing.T) {
 	if running != 4 {
 		t.Errorf("running pods = %d, want PD and 3 TiKV", running)
 	}
-	if m := tc.Status.PD.Members["basic-pd-0"]; !m.Health || m.ClientURL != fmt.Sprintf("http://127.0.0.1:%d", port) {
+	if m := tc.Status.PD.Members["basic-pd-0"]; !m.Health || m.ClientURL != fmt.Sprintf("http://127.0.0.1:%d", ports) {
 		t.Errorf("PD member = %+v", m)
 	}
 
@@ -241,26 +241,18 @@ func dumpPods(t *testing.T, c client.Client, nodeDir string) {
 	}
 }
 
-// freeBlock returns a base port whose PD port and first tikvs TiKV ports are free now.
+// freeBlock returns a base port whose PD port and first tikvs TiKV ports are free now and lie
+// below the kernel's ephemeral range: a port from "listen on port 0" could be taken by an
+// outgoing connection before the TiKV process binds it (seen in CI: "bind: address already in use").
 func freeBlock(t *testing.T, tikvs int) int {
 	t.Helper()
-	for range 50 {
-		ln := freeListener(t)
-		base := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		free := base+tikvPortOffset+tikvs <= 65535
-		for i := 0; free && i < tikvs; i++ {
-			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(base+tikvPortOffset+i)))
-			if err != nil {
-				free = false
-				break
-			}
-			_ = l.Close()
-		}
-		if free {
-			return base
-		}
+	offsets := []int{0}
+	for i := range tikvs {
+		offsets = append(offsets, tikvPortOffset+i)
 	}
-	t.Fatal("no free port block")
-	return 0
+	base, err := port.Block(offsets...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base
 }

@@ -61,6 +61,52 @@ func Free(n int) ([]int, error) {
 	return ports, nil
 }
 
+// Block returns a base port such that base+o is free for every offset o (each offset >= 0),
+// chosen, checked and remembered as Free's ports are: for a component told one base and
+// deriving its other ports from it (the lab's TidbCluster operator's port block).
+func Block(offsets ...int) (int, error) {
+	mu.Lock()
+	defer mu.Unlock()
+	top := ephemeralStart()
+	span := 0
+	for _, o := range offsets {
+		if o < 0 {
+			return 0, fmt.Errorf("port block offset %d: want >= 0", o)
+		}
+		span = max(span, o)
+	}
+	if lowest+span >= top {
+		return 0, fmt.Errorf("port block spanning %d ports does not fit in [%d, %d)", span+1, lowest, top)
+	}
+	for range 100 {
+		base := lowest + rand.IntN(top-lowest-span)
+		var ls []net.Listener
+		free := true
+		for _, o := range offsets {
+			if handed[base+o] {
+				free = false
+				break
+			}
+			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+o))
+			if err != nil {
+				free = false
+				break
+			}
+			ls = append(ls, l)
+		}
+		for _, l := range ls {
+			_ = l.Close()
+		}
+		if free {
+			for _, o := range offsets {
+				handed[base+o] = true
+			}
+			return base, nil
+		}
+	}
+	return 0, fmt.Errorf("finding a free port block of offsets %v in [%d, %d): too many in use or handed out", offsets, lowest, top)
+}
+
 // ephemeralStart reads the start of the kernel's ephemeral port range (Linux's default is
 // 32768); where it cannot be read or leaves too little room below it, it assumes that default.
 func ephemeralStart() int {

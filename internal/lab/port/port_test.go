@@ -52,3 +52,28 @@ func TestFreeStaysBelowTheEphemeralRange(t *testing.T) {
 		}
 	}
 }
+
+// A block's ports are all below the ephemeral range and never handed out again, by Block or Free.
+func TestBlock(t *testing.T) {
+	top := ephemeralStart()
+	base, err := Block(0, 100, 101, 102)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base < lowest || base+102 >= top {
+		t.Fatalf("block at %d: outside [%d, %d)", base, lowest, top)
+	}
+	mu.Lock()
+	for _, o := range []int{0, 100, 101, 102} {
+		if !handed[base+o] {
+			t.Errorf("port %d of the block not remembered", base+o)
+		}
+	}
+	mu.Unlock()
+	if _, err := Block(-1); err == nil {
+		t.Error("a negative offset was accepted")
+	}
+	if _, err := Block(0, top); err == nil {
+		t.Error("a block wider than the range was accepted")
+	}
+}
