@@ -319,7 +319,7 @@ func paddedRestoreMember(i int) *dpv1alpha1.VolumeRestoreMember {
 	m.Status = dpv1alpha1.VolumeRestoreMemberStatus{Phase: pad('P', MaxMemberPhase), CommitTs: pad('1', MaxMemberCommitTs), RestoredTS: pad('2', 20), VolumesTotal: 1, VolumesReady: 1,
 		Conditions: paddedConditions([]string{dpv1alpha1.RestoreMemberFailedCondition, dpv1alpha1.RestoreMemberWarmUpCompleteCondition,
 			dpv1alpha1.RestoreMemberWarmUpStartedCondition, dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberDataCompleteCondition,
-			dpv1alpha1.RestoreMemberCompleteCondition},
+			dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberCheckedCondition},
 			[]string{dpv1alpha1.RestoreMemberTargetCheckedCondition, dpv1alpha1.RestoreMemberVolumeCompleteCondition, dpv1alpha1.RestoreMemberVolumesCleanedCondition}),
 		Steps: []dpv1alpha1.StepReport{paddedStep(dpv1alpha1.StepRestoreVolumes, true, 192<<10), paddedStep(dpv1alpha1.StepRestoreData, true, 64<<10)}}
 	for j := range 24 {

@@ -39,7 +39,8 @@ import (
 //     (snapshotArmed, SnapshotsStarted).
 //   - status of a restore member: phase, commitTs (volumerestore.aggregate, dataMember),
 //     restoredTS (planData's check of restore-data's echo; the CRD bounds it to 20 bytes); the
-//     conditions Failed and WarmUpComplete with their reason and message, WarmUpStarted,
+//     conditions Failed, WarmUpComplete and Checked (volumerestore.checked) with their reason and
+//     message, WarmUpStarted,
 //     TikvComplete, DataComplete and Complete with their status only. The manager reads no step
 //     of a restore member.
 //
@@ -148,6 +149,7 @@ func TrimRestoreMember(m *dpv1alpha1.VolumeRestoreMember) *dpv1alpha1.VolumeRest
 			dpv1alpha1.RestoreMemberTikvCompleteCondition:   false,
 			dpv1alpha1.RestoreMemberDataCompleteCondition:   false,
 			dpv1alpha1.RestoreMemberCompleteCondition:       false,
+			dpv1alpha1.RestoreMemberCheckedCondition:        true,
 		})}
 	return out
 }

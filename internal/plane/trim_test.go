@@ -70,7 +70,7 @@ func TestTrimKeepsWhatTheManagerReadsOfARestoreMember(t *testing.T) {
 				dpv1alpha1.LabelOwnerUID: m.Labels[dpv1alpha1.LabelOwnerUID]},
 			Annotations: map[string]string{dpv1alpha1.AnnotationPhaseSince: "2026-12-06T13:00:00.5+01:00"}},
 		Spec:   dpv1alpha1.VolumeRestoreMemberSpec{Phase: m.Spec.Phase, DataMember: true, ResolvedTS: m.Spec.ResolvedTS},
-		Status: dpv1alpha1.VolumeRestoreMemberStatus{Phase: "Running", CommitTs: "400", RestoredTS: "400", Conditions: []metav1.Condition{f(cs[0]), f(cs[1]), st(cs[2]), st(cs[3]), st(cs[4]), st(cs[5])}},
+		Status: dpv1alpha1.VolumeRestoreMemberStatus{Phase: "Running", CommitTs: "400", RestoredTS: "400", Conditions: []metav1.Condition{f(cs[0]), f(cs[1]), st(cs[2]), st(cs[3]), st(cs[4]), st(cs[5]), f(cs[6])}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("trimmed member (-want +got):\n%s", d)

@@ -324,6 +324,15 @@ const (
 	RestoreMemberDataRestoredReason = "DataRestored"
 )
 
+// Reasons of a VolumeRestoreMember's Checked condition (the template's verify).
+const (
+	// RestoreMemberChecksPassedReason: True once the verify step reported every check passed.
+	RestoreMemberChecksPassedReason = "ChecksPassed"
+	// RestoreMemberVerificationFailedReason: False once the verify step failed: a check failed
+	// (the message names it) or the step could not run.
+	RestoreMemberVerificationFailedReason = "VerificationFailed"
+)
+
 // Reasons of a VolumeRestoreMember's Complete condition.
 const (
 	// RestoreMemberRecoveryModeOffReason: True once spec.recoveryMode is off, the TiKV pods that

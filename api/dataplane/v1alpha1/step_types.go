@@ -164,6 +164,9 @@ const (
 	StepRestoreVolumes = "restore-volumes"
 	StepRestoreData    = "restore-data"
 	StepWarmup         = "warmup"
+	// StepVerify checks the restored cluster from PD (fedbr br verify), on the data member of
+	// a restore whose template asks for verify.
+	StepVerify = "verify"
 	// StepLift undoes what a pause that died placed in PD (fedbr br lift).
 	StepLift = "lift"
 )

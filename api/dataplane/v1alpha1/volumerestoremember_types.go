@@ -90,6 +90,9 @@ const (
 	RestoreMemberDataCompleteCondition = "DataComplete"
 	// RestoreMemberCompleteCondition is True once TiKV left recovery mode.
 	RestoreMemberCompleteCondition = "Complete"
+	// RestoreMemberCheckedCondition is the outcome of the template's verify checks, which the
+	// data member runs once it is Complete: True (ChecksPassed) or False (VerificationFailed).
+	RestoreMemberCheckedCondition = "Checked"
 	// RestoreMemberFailedCondition is True when the member failed; its reason and message say why.
 	RestoreMemberFailedCondition = "Failed"
 	// RestoreMemberVolumesCleanedCondition is True once the volumes of a failed restore are deleted.

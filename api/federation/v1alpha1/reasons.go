@@ -122,6 +122,17 @@ const (
 	VolumeRestoreWarmUpFailedReason = "WarmUpFailed"
 )
 
+// Reasons of a VolumeRestore's Checked condition (template.verify), as its data member's.
+const (
+	// VolumeRestoreChecksPassedReason: True once every check of the restored cluster passed.
+	VolumeRestoreChecksPassedReason = "ChecksPassed"
+	// VolumeRestoreVerificationFailedReason: False once a check failed (the message names it)
+	// or the checks could not run.
+	VolumeRestoreVerificationFailedReason = "VerificationFailed"
+	// VolumeRestoreCheckingReason: False while the checks run, in the restore's Ready condition.
+	VolumeRestoreCheckingReason = "Checking"
+)
+
 // Reasons of a VolumeBackupSchedule's Ready condition.
 const (
 	// VolumeBackupScheduleScheduledReason: True when no tick is due (the message gives the

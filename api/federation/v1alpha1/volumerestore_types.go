@@ -129,6 +129,15 @@ type VolumeRestoreMemberSpec struct {
 	// what upstream kept on the data-plane Restore only).
 	// +optional
 	TolerateSingleTiKVOutage bool `json:"tolerateSingleTiKVOutage,omitempty"`
+	// Verify checks the restored cluster from PD once TiKV left recovery mode everywhere (fedbr
+	// extension; `fedbr br verify`, run by the data member's agent as the Job "verify"): PD's
+	// snapshot-recovering mark lifted, every TiKV store Up, the regions tiling the whole key
+	// space, each with a leader and none in flashback, PD's TSO above the restored ts. The
+	// restore completes once the checks are judged; their outcome is its condition Checked
+	// (False, reason VerificationFailed, names the failed checks). A failed check never fails
+	// the restore: its volumes and TidbClusters stay for the SRE to look at.
+	// +optional
+	Verify bool `json:"verify,omitempty"`
 	// BackoffLimit is the retries of each restore Job.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
@@ -209,6 +218,9 @@ const (
 	VolumeRestoreTikvCompleteCondition = "TikvComplete"
 	// VolumeRestoreDataCompleteCondition is True when region recovery and flashback are done.
 	VolumeRestoreDataCompleteCondition = "DataComplete"
+	// VolumeRestoreCheckedCondition is the outcome of template.verify's checks: True when they
+	// all passed, False (reason VerificationFailed) naming those that failed.
+	VolumeRestoreCheckedCondition = "Checked"
 	// VolumeRestoreCompleteCondition is True when TiKV left recovery mode everywhere.
 	VolumeRestoreCompleteCondition = "Complete"
 	// VolumeRestoreFailedCondition is True when the restore failed and will not be retried.

@@ -35,6 +35,8 @@ const (
 	StepWarmup = dpv1alpha1.StepWarmup
 	// StepLift undoes what a pause that died placed in PD.
 	StepLift = dpv1alpha1.StepLift
+	// StepVerify checks a restored cluster from PD.
+	StepVerify = dpv1alpha1.StepVerify
 )
 
 // Labels the agent puts on everything it creates, so it can list its own objects and an SRE

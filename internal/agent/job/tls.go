@@ -22,7 +22,7 @@ func ClusterClientSecret(tc string) string { return tc + "-cluster-client-secret
 // DialsCluster says whether step dials PD or TiKV, and so takes --ca, --cert and --key.
 func DialsCluster(step string) bool {
 	switch step {
-	case StepPause, StepLift, StepSnapshot, StepRestoreVolumes, StepRestoreData:
+	case StepPause, StepLift, StepSnapshot, StepRestoreVolumes, StepRestoreData, StepVerify:
 		return true
 	}
 	return false

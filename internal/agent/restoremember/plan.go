@@ -89,7 +89,7 @@ var Phases = []string{PhasePending, PhaseRestoringVolumes, PhaseVolumeComplete, 
 
 // MetricsKind is this kind's phases and step Jobs for the agent's metrics.
 func MetricsKind() metrics.Kind {
-	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup}}
+	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup, job.StepVerify}}
 }
 
 // cloudRecheck is how soon what cannot be watched (EC2) is looked at again.
@@ -122,10 +122,10 @@ type Observed struct {
 	// RestoreMetaErr says why it was refused.
 	RestoreMeta    *meta.Record
 	RestoreMetaErr error
-	// RestoreVolumes and RestoreData are the step Jobs; Warmups the warm-up Jobs by name.
-	RestoreVolumes, RestoreData job.State
-	Warmups                     map[string]job.State
-	Report                      job.Report
+	// RestoreVolumes, RestoreData and Verify are the step Jobs; Warmups the warm-up Jobs by name.
+	RestoreVolumes, RestoreData, Verify job.State
+	Warmups                             map[string]job.State
+	Report                              job.Report
 	// PVCs and PVs are those the agent created for this restore, by name.
 	PVCs map[string]*corev1.PersistentVolumeClaim
 	PVs  map[string]*corev1.PersistentVolume
@@ -278,8 +278,10 @@ func Plan(o Observed, now time.Time) Result {
 	case p.isTrue(dpv1alpha1.RestoreMemberFailedCondition):
 		// Terminal: the manager deletes a failed restore's members.
 	case p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
-		// TiKV serves; only an async warm-up may still have work beside it.
+		// TiKV serves; only an async warm-up and the data member's checks may still have work
+		// beside it.
 		p.planAsyncWarmup()
+		p.planVerify()
 	case Refused(p.m, o.Refusals):
 		p.fail(policy.Reason(o.Refusals), policy.Message(o.Refusals))
 	case o.TC == nil:

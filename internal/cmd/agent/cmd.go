@@ -309,7 +309,7 @@ func (o *options) restConfig() (*rest.Config, error) {
 func CacheOptions(namespaces []string) (cache.Options, error) {
 	ours := labels.SelectorFromSet(labels.Set{job.LabelManagedBy: job.ManagedByValue})
 	comp, err := labels.NewRequirement(tidbcluster.LabelComponent, selection.In,
-		[]string{tidbcluster.ComponentTiKV, job.StepPause, job.StepSnapshot, job.StepClean, job.StepRestoreVolumes, job.StepRestoreData})
+		[]string{tidbcluster.ComponentTiKV, job.StepPause, job.StepSnapshot, job.StepClean, job.StepRestoreVolumes, job.StepRestoreData, job.StepVerify})
 	if err != nil {
 		return cache.Options{}, err
 	}

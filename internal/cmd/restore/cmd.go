@@ -51,6 +51,8 @@ type Options struct {
 	// Warmup and WarmupStrategy are the template's.
 	Warmup         fedv1alpha1.RestoreWarmupMode
 	WarmupStrategy fedv1alpha1.RestoreWarmupStrategy
+	// Verify is the template's: check the restored cluster once it serves.
+	Verify bool
 }
 
 // ErrNotComplete: only a Complete backup has a snapshot of every volume and the metadata of
@@ -103,7 +105,7 @@ func Build(b *fedv1alpha1.VolumeBackup, o Options) (*fedv1alpha1.VolumeRestore, 
 		TypeMeta:   metav1.TypeMeta{APIVersion: fedv1alpha1.GroupVersion.String(), Kind: "VolumeRestore"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace},
 	}
-	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = o.Warmup, o.WarmupStrategy
+	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy, r.Spec.Template.Verify = o.Warmup, o.WarmupStrategy, o.Verify
 	for _, c := range b.Spec.Clusters {
 		tc := o.TCName
 		if tc == "" {
@@ -169,6 +171,7 @@ check them (admission included) without creating them.`,
 	f.StringVar(&o.build.TCName, "tc", "", "the TidbClusters' name in every plane (default: each plane's backed-up TidbCluster's name)")
 	f.StringVar(&warmup, "warmup", "", "template.warmup: sync or async (default none)")
 	f.StringVar(&strategy, "warmup-strategy", "", "template.warmupStrategy: fio, hybrid, fsr, check-wal-only or fs (default hybrid when --warmup is set)")
+	f.BoolVar(&o.build.Verify, "verify", false, "template.verify: once TiKV serves everywhere, check the restored cluster from PD (stores Up, regions whole and led, TSO past the restored ts); the restore's Checked condition holds the outcome")
 	f.BoolVar(&o.dryRun, "dry-run", false, "have the API server check the VolumeRestore without creating it")
 	f.StringVarP(&o.output, "output", "o", "", "yaml or json: print the VolumeRestore instead of creating it")
 	f.BoolVar(&o.withTCs, "with-tidbclusters", false, "also create each plane's TidbCluster in recovery mode from the manifests the backup saved")

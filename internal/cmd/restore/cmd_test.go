@@ -66,12 +66,12 @@ func TestBuild(t *testing.T) {
 		}
 	})
 	t.Run("name and TidbCluster given", func(t *testing.T) {
-		r, err := Build(backup(fedv1alpha1.VolumeBackupComplete), Options{Name: "drill", Into: "dr", TCName: "restored"})
+		r, err := Build(backup(fedv1alpha1.VolumeBackupComplete), Options{Name: "drill", Into: "dr", TCName: "restored", Verify: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Name != "drill" || r.Spec.Clusters[1].TCName != "restored" || r.Spec.Clusters[1].TCNamespace != "dr" {
-			t.Errorf("restore %s, cluster %+v", r.Name, r.Spec.Clusters[1])
+		if r.Name != "drill" || r.Spec.Clusters[1].TCName != "restored" || r.Spec.Clusters[1].TCNamespace != "dr" || !r.Spec.Template.Verify {
+			t.Errorf("restore %s, cluster %+v, verify %v", r.Name, r.Spec.Clusters[1], r.Spec.Template.Verify)
 		}
 	})
 	for _, tc := range []struct {

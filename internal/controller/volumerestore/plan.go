@@ -254,6 +254,10 @@ func planData(o Observed, res *Result, now time.Time) {
 			fmt.Sprintf("TiKV serves the restored data; the %s warm-up is still reading volumes", o.Restore.Spec.Template.Warmup))
 		return
 	}
+	if !checked(o, st, chosen, now) {
+		progress(st, now, fedv1alpha1.VolumeRestoreCheckingReason, fmt.Sprintf("TiKV serves the restored data; %s checks the restored cluster from PD", chosen))
+		return
+	}
 	done := metav1.NewTime(now)
 	st.TimeCompleted = &done
 	st.TimeTaken = now.Sub(st.TimeStarted.Time).Round(time.Second).String()
@@ -294,6 +298,28 @@ func warmedUp(o Observed, st *fedv1alpha1.VolumeRestoreStatus, now time.Time) bo
 		c.Reason, c.Message = fedv1alpha1.VolumeRestoreWarmUpFailedReason, "warm-up failed on some volumes (they may be slow on first reads), or found corrupted RocksDB logs: "+strings.Join(failed, "; ")
 	}
 	setCondition(st, c, now)
+	return true
+}
+
+// checked records the data member's verdict on the restored cluster (its Checked, when the
+// template asks for verify) as the restore's Checked, and says whether it is in. A failed check
+// never fails the restore: it completes with Checked False, its volumes and TidbClusters kept.
+func checked(o Observed, st *fedv1alpha1.VolumeRestoreStatus, data string, now time.Time) bool {
+	if !o.Restore.Spec.Template.Verify {
+		return true
+	}
+	c := meta.FindStatusCondition(o.Members[data].Status.Conditions, dpv1alpha1.RestoreMemberCheckedCondition)
+	if c == nil {
+		step(st, "Verify", now, false)
+		return false
+	}
+	step(st, "Verify", now, true)
+	out := metav1.Condition{Type: fedv1alpha1.VolumeRestoreCheckedCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.VolumeRestoreChecksPassedReason,
+		Message: data + ": " + c.Message}
+	if c.Status != metav1.ConditionTrue {
+		out.Status, out.Reason = metav1.ConditionFalse, fedv1alpha1.VolumeRestoreVerificationFailedReason
+	}
+	setCondition(st, out, now)
 	return true
 }
 

@@ -47,6 +47,12 @@ func warmFailed(m Member) Member {
 	return m
 }
 
+// withCondition is m with one more condition.
+func withCondition(m Member, t string, status metav1.ConditionStatus, reason, msg string) Member {
+	m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg})
+	return m
+}
+
 // marked is m with spec.dataMember set.
 func marked(m Member) Member {
 	m.DataMember = true
@@ -244,6 +250,62 @@ func TestPlan(t *testing.T) {
 				w := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreWarmUpCompleteCondition)
 				if w == nil || w.Reason != fedv1alpha1.VolumeRestoreWarmUpFailedReason || !strings.Contains(w.Message, "az2: job x failed") {
 					t.Errorf("WarmUpComplete %+v", w)
+				}
+			},
+		},
+		{
+			name:      "verify: TiKV restarted everywhere, the data member still checks: not complete, and says so",
+			mutate:    func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Verify = true },
+			members:   map[string]Member{"az1": member(restoreFinish, "200", tikv, done), "az2": member(restoreFinish, "100", tikv, data, done)},
+			wantPhase: fedv1alpha1.VolumeRestoreDataComplete,
+			check: func(t *testing.T, r Result) {
+				ready := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreReadyCondition)
+				if r.Status.TimeCompleted != nil || ready == nil || ready.Reason != fedv1alpha1.VolumeRestoreCheckingReason || !strings.Contains(ready.Message, "az2 checks") {
+					t.Errorf("completed %v, Ready %+v", r.Status.TimeCompleted, ready)
+				}
+				if s := r.Status.Steps[len(r.Status.Steps)-1]; s.StepName != "Verify" || s.TimeCompleted != nil {
+					t.Errorf("last step %+v", s)
+				}
+			},
+		},
+		{
+			name:   "verify passed on the data member: complete, Checked True with its message",
+			mutate: func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Verify = true },
+			members: map[string]Member{"az1": member(restoreFinish, "200", tikv, done),
+				"az2": withCondition(member(restoreFinish, "100", tikv, data, done), dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberChecksPassedReason, "3 stores, 9 regions")},
+			wantPhase: fedv1alpha1.VolumeRestoreComplete,
+			check: func(t *testing.T, r Result) {
+				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
+				if c == nil || c.Status != metav1.ConditionTrue || c.Reason != fedv1alpha1.VolumeRestoreChecksPassedReason || c.Message != "az2: 3 stores, 9 regions" {
+					t.Errorf("Checked %+v", c)
+				}
+			},
+		},
+		{
+			name:   "verify failed: the restore completes all the same, Checked False naming the check, nothing deleted",
+			mutate: func(r *fedv1alpha1.VolumeRestore) { r.Spec.Template.Verify = true },
+			members: map[string]Member{"az1": member(restoreFinish, "200", tikv, done),
+				"az2": withCondition(member(restoreFinish, "100", tikv, data, done), dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason, "store 5 is Down")},
+			wantPhase: fedv1alpha1.VolumeRestoreComplete,
+			check: func(t *testing.T, r Result) {
+				c := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
+				if c == nil || c.Status != metav1.ConditionFalse || c.Reason != fedv1alpha1.VolumeRestoreVerificationFailedReason || !strings.Contains(c.Message, "store 5 is Down") {
+					t.Errorf("Checked %+v", c)
+				}
+			},
+		},
+		{
+			name:      "without verify no Checked condition nor Verify step",
+			members:   map[string]Member{"az1": member(restoreFinish, "200", tikv, done), "az2": member(restoreFinish, "100", tikv, data, done)},
+			wantPhase: fedv1alpha1.VolumeRestoreComplete,
+			check: func(t *testing.T, r Result) {
+				if meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition) != nil {
+					t.Errorf("Checked set: %+v", r.Status.Conditions)
+				}
+				for _, s := range r.Status.Steps {
+					if s.StepName == "Verify" {
+						t.Errorf("a Verify step: %+v", r.Status.Steps)
+					}
 				}
 			},
 		},

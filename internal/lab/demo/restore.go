@@ -45,6 +45,9 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 		Labels: d.o.RestoreMeta.Labels, Annotations: d.o.RestoreMeta.Annotations}}
 	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = d.o.RestoreWarmup, d.o.RestoreWarmupStrategy
 	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
+	// Every restore checks what it restored, but one restoring beside a TiKV kept down on
+	// purpose, whose store the check would find not Up.
+	r.Spec.Template.Verify = len(d.o.RestoreDownTiKV) == 0 && !d.o.RestoreTolerateOutage
 	for _, dp := range d.lab.DataPlanes {
 		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.RestoreTCName,
 			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
@@ -74,6 +77,13 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 	})
 	if err != nil {
 		return r, err
+	}
+	if r.Spec.Template.Verify {
+		c := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
+		if c == nil || c.Status != metav1.ConditionTrue {
+			return r, fmt.Errorf("restore %w: its checks of the restored cluster did not pass: %+v", ErrFailed, c)
+		}
+		d.Say("restored cluster checked: %s", c.Message)
 	}
 	// The agents saw every TiKV restarted before the restore could complete, possibly between
 	// the last sample and the Complete: one more sample sees what they saw (at most a poll

@@ -1,0 +1,150 @@
+package restoremember
+
+import (
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
+	"github.com/fedbr/fedbr/internal/agent/job"
+	brreport "github.com/fedbr/fedbr/internal/br/report"
+)
+
+// TestPlanVerify: the data member of a restore whose template asks for verify runs the verify
+// step once Complete, against its TidbCluster's PD, with the restored ts and a bound of its own
+// (no other clock times a Complete member); the step's outcome is Checked, judged once, and a
+// failed check never fails the member.
+func TestPlanVerify(t *testing.T) {
+	done := []func(*dpv1alpha1.VolumeRestoreMember){
+		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason),
+		rcond(dpv1alpha1.RestoreMemberDataCompleteCondition, dpv1alpha1.RestoreMemberDataRestoredReason),
+		rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason),
+		func(m *dpv1alpha1.VolumeRestoreMember) { m.Status.RestoredTS = "42" },
+	}
+	verify := func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Verify = true }
+	data := func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember, m.Spec.ResolvedTS = true, "42" }
+	member := func(mut ...func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.VolumeRestoreMember {
+		return rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(append([]func(*dpv1alpha1.VolumeRestoreMember){}, done...), mut...)...)
+	}
+	serving := storesUp(targetTC(2, false), 2)
+	reported := func(phase, errText, result string) func(*Observed) {
+		return func(o *Observed) {
+			data := map[string]string{job.StepVerify: `{"phase":"` + phase + `","error":"` + errText + `"}`}
+			if result != "" {
+				data[brreport.ResultKey(job.StepVerify)] = result
+			}
+			o.Report = rreport(data)
+		}
+	}
+	verifyJob := func(p job.Phase) func(*Observed) {
+		return func(o *Observed) {
+			o.Verify = job.State{Name: "fed-r1-verify", Phase: p, Message: "BackoffLimitExceeded"}
+		}
+	}
+	passed := `{"checks":[{"name":"every TiKV store is Up"},{"name":"the regions tile the key space"}],"stores":2,"regions":7,"passed":true}`
+	checked := func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Status.Conditions = append(m.Status.Conditions, metav1.Condition{Type: dpv1alpha1.RestoreMemberCheckedCondition,
+			Status: metav1.ConditionFalse, Reason: dpv1alpha1.RestoreMemberVerificationFailedReason, LastTransitionTime: metav1.NewTime(t0)})
+	}
+	for _, tt := range []struct {
+		name string
+		o    Observed
+		want rwant
+	}{
+		{
+			name: "without verify: a Complete member runs nothing",
+			o:    robs(member(data), serving),
+			want: rwant{phase: PhaseComplete},
+		},
+		{
+			name: "not the data member: the checks read the whole cluster's PD once, from the data member",
+			o:    robs(member(verify), serving),
+			want: rwant{phase: PhaseComplete},
+		},
+		{
+			name: "the data member, Complete: the verify step against its PD, with the restored ts and stepTimeout as its deadline",
+			o:    robs(member(verify, data), serving),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseComplete, check: func(t *testing.T, r Result) {
+				j := r.Actions[1].Job
+				c := j.Spec.Template.Spec.Containers[0]
+				want := "br verify --pd http://pd:2379 --wait 10m --member fed-r1 --commit-ts 42"
+				if got := strings.Join(c.Args, " "); got != want {
+					t.Errorf("args %q, want %q", got, want)
+				}
+				if j.Labels[job.LabelStep] != job.StepVerify {
+					t.Errorf("step label %q", j.Labels[job.LabelStep])
+				}
+				if j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != int64(72*3600) {
+					t.Errorf("deadline %v, want stepTimeout's 72h: nothing else times a Complete member", j.Spec.ActiveDeadlineSeconds)
+				}
+				if j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit != 0 {
+					t.Errorf("backoffLimit %v, want 0: the step waits for the checks itself", j.Spec.BackoffLimit)
+				}
+			}},
+		},
+		{
+			name: "a TLS cluster: the step mounts its client secret",
+			o: robs(member(verify, data), func() *pcv1alpha1.TidbCluster {
+				tc := storesUp(targetTC(2, false), 2)
+				tc.Spec.TLSCluster = &pcv1alpha1.TLSCluster{Enabled: true}
+				return tc
+			}()),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
+				checkClusterTLS(t, r.Actions[1].Job.Spec.Template.Spec)
+			}},
+		},
+		{
+			name: "running: nothing more",
+			o:    robs(member(verify, data), serving, verifyJob(job.Active), reported(brreport.PhaseChecking, "", "")),
+			want: rwant{phase: PhaseComplete},
+		},
+		{
+			name: "passed: Checked True, naming what was checked",
+			o:    robs(member(verify, data), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed)),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberCheckedCondition},
+				reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberChecksPassedReason},
+				msg:    "2 stores, 7 regions: every TiKV store is Up; the regions tile the key space", phase: PhaseComplete},
+		},
+		{
+			name: "a check failed: Checked False naming it, the member stays Complete",
+			o: robs(member(verify, data), serving, verifyJob(job.Failed),
+				reported(brreport.PhaseFailed, "the restored cluster failed verification:\\nevery TiKV store is Up: store 5 is Down", "")),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "store 5 is Down", phase: PhaseComplete, check: func(t *testing.T, r Result) {
+					if findCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberFailedCondition) != nil {
+						t.Error("a failed check failed the member")
+					}
+				}},
+		},
+		{
+			name: "the Job failed without a report (past its deadline): Checked False with the Job's reason",
+			o:    robs(member(verify, data), serving, verifyJob(job.Failed)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "BackoffLimitExceeded"},
+		},
+		{
+			name: "succeeded with a result that did not pass: refused as a pass",
+			o: robs(member(verify, data), serving, verifyJob(job.Succeeded),
+				reported(brreport.PhaseCompleted, "", `{"checks":[{"name":"x","error":"y"}],"passed":false}`)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "no passed checks"},
+		},
+		{
+			name: "judged once: a later report changes nothing, and no Job is started again",
+			o:    robs(member(verify, data, checked), serving, reported(brreport.PhaseCompleted, "", passed)),
+			want: rwant{phase: PhaseComplete, reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason}},
+		},
+		{
+			name: "the TidbCluster is gone: Checked False, no Job",
+			o:    robs(member(verify, data), nil),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "could not run"},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rcheck(t, Plan(tt.o, t0), tt.want)
+		})
+	}
+}
