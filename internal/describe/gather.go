@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -86,6 +87,7 @@ func (s *Source) Backup(ctx context.Context, namespace, name string) (*View, err
 			{"Time taken", st.TimeTaken},
 			{"GC pause", seconds(st.GCPauseSeconds)},
 		}}
+	v.Fields = append(v.Fields, verificationFields(st.Verification)...)
 	v.Events = s.controlEvents(ctx, &b)
 	for _, c := range b.Spec.Clusters {
 		var m dpv1alpha1.VolumeBackupMember
@@ -385,4 +387,23 @@ func stringOr(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// verificationFields are the summary lines of a backup's verification: the restore that judged
+// it and when, and the recovery time it measured, split by step.
+func verificationFields(v *fedv1alpha1.VolumeBackupVerification) []Field {
+	if v == nil {
+		return nil
+	}
+	var split []string
+	for _, s := range v.Steps {
+		if s.TimeTaken != "" {
+			split = append(split, s.StepName+" "+s.TimeTaken)
+		}
+	}
+	rto := v.TimeTaken
+	if rto != "" && len(split) > 0 {
+		rto += " (" + strings.Join(split, ", ") + ")"
+	}
+	return []Field{{"Verified by", v.Restore + " at " + timeString(&v.TimeJudged)}, {"Recovery time", rto}}
 }

@@ -2,6 +2,7 @@ package describe
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 )
 
 var t0 = time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC)
@@ -89,5 +91,20 @@ func TestRender(t *testing.T) {
 	}
 	if strings.Contains(out, "Size:") {
 		t.Errorf("an empty field is printed:\n%s", out)
+	}
+}
+
+// TestVerificationFields: a backup's verification reads as the restore that judged it, when, and
+// the recovery time split by step; none without one.
+func TestVerificationFields(t *testing.T) {
+	if f := verificationFields(nil); f != nil {
+		t.Errorf("no verification: %v", f)
+	}
+	at := metav1.NewTime(time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC))
+	got := verificationFields(&fedv1alpha1.VolumeBackupVerification{Restore: "drill-1", TimeJudged: at, TimeTaken: "12m3s",
+		Steps: []fedv1alpha1.VolumeRestoreStep{{StepName: "RestoreVolume", TimeTaken: "5m"}, {StepName: "RestoreData"}, {StepName: "Verify", TimeTaken: "3s"}}})
+	want := []Field{{"Verified by", "drill-1 at 2026-12-07T03:00:00Z"}, {"Recovery time", "12m3s (RestoreVolume 5m, Verify 3s)"}}
+	if !slices.Equal(got, want) {
+		t.Errorf("fields %v, want %v", got, want)
 	}
 }

@@ -133,6 +133,13 @@ const (
 	VolumeRestoreCheckingReason = "Checking"
 )
 
+// Reasons of a VolumeBackup's Verified condition (besides VolumeRestoreChecksPassedReason and
+// VolumeRestoreVerificationFailedReason, which it takes from the verifying restore's Checked).
+const (
+	// VolumeBackupRestoreFailedReason: False when the restore meant to verify the backup failed.
+	VolumeBackupRestoreFailedReason = "RestoreFailed"
+)
+
 // Reasons of a VolumeBackupSchedule's Ready condition.
 const (
 	// VolumeBackupScheduleScheduledReason: True when no tick is due (the message gives the

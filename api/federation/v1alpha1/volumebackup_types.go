@@ -212,6 +212,11 @@ const (
 	// VolumeBackupCleanFailedReason when a member's clean fails (the message names the data
 	// plane and says why).
 	VolumeBackupCleanedCondition = "Cleaned"
+	// VolumeBackupVerifiedCondition is the verdict of the latest judged restore of the backup
+	// that checked what it restored (status.verification): True (reason ChecksPassed), or False
+	// (VerificationFailed: a check failed, named in the message; RestoreFailed: the restore
+	// itself failed, its reason in the message). Absent until such a restore is judged.
+	VolumeBackupVerifiedCondition = "Verified"
 )
 
 // VolumeBackupMemberStatus is one data plane's part of a VolumeBackup, copied from its member.
@@ -285,6 +290,11 @@ type VolumeBackupStatus struct {
 	// CommitTs is the timestamp the backup is consistent at: the minimum member resolved-ts.
 	// +optional
 	CommitTs string `json:"commitTs,omitempty"`
+	// Verification is the latest judged restore of this backup that checked what it restored
+	// (its template's verify): which, when, and how long it took, step by step (fedbr
+	// extension). Its verdict is the condition Verified.
+	// +optional
+	Verification *VolumeBackupVerification `json:"verification,omitempty"`
 	// Phase is a one-word summary derived from the conditions.
 	// +optional
 	Phase VolumeBackupPhase `json:"phase,omitempty"`
@@ -293,6 +303,22 @@ type VolumeBackupStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// VolumeBackupVerification is a restore of a backup that checked what it restored.
+type VolumeBackupVerification struct {
+	// Restore is the VolumeRestore's name, in the backup's namespace.
+	Restore string `json:"restore"`
+	// TimeJudged is when the restore completed with its checks judged, or failed.
+	TimeJudged metav1.Time `json:"timeJudged"`
+	// TimeTaken is the restore's time from its start to its checks judged: the recovery time
+	// measured (empty for a restore that failed).
+	// +optional
+	TimeTaken string `json:"timeTaken,omitempty"`
+	// Steps are the restore's steps and what each took: the recovery time, split.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Steps []VolumeRestoreStep `json:"steps,omitempty"`
 }
 
 // VolumeBackup is a transaction-consistent snapshot backup of one TiDB cluster spread over

@@ -252,7 +252,7 @@ type VolumeRestoreMemberStatus struct {
 
 // VolumeRestoreStep records one step of a restore and how long it took.
 type VolumeRestoreStep struct {
-	// StepName is RestoreVolume, StartTiKV, WarmUp, RestoreData or RestartTiKV.
+	// StepName is RestoreVolume, WarmUp, RestoreData, RestartTiKV or Verify.
 	StepName string `json:"stepName"`
 	// TimeStarted is when the step started.
 	// +optional

@@ -63,6 +63,9 @@ type Driver[O client.Object, A Action] struct {
 	// Related, when set, maps an event of one object of the kind to other objects of the kind
 	// whose decisions depend on it (a backup waiting for another's pause).
 	Related handler.MapFunc
+	// Also are other control-plane kinds whose events map to objects of this kind (a
+	// VolumeRestore to the VolumeBackup it verifies).
+	Also []Also
 
 	ctrl controller.Controller
 	// writes skips a pass from a cached copy that predates this driver's last write; an
@@ -70,6 +73,12 @@ type Driver[O client.Object, A Action] struct {
 	writes ownwrite.Tracker
 	// noSkip turns that optimisation off (tests show the result is the same without it).
 	noSkip bool
+}
+
+// Also maps the events of one more control-plane kind to the objects of the driver's kind.
+type Also struct {
+	Kind client.Object
+	Map  handler.MapFunc
 }
 
 // SetupWithManager registers the controller. Member watches are added per plane once its cache
@@ -81,6 +90,9 @@ func (d *Driver[O, A]) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Channel(d.Planes.Subscribe(), handler.EnqueueRequestsFromMapFunc(d.all)))
 	if d.Related != nil {
 		b = b.Watches(d.New(), handler.EnqueueRequestsFromMapFunc(d.Related))
+	}
+	for _, a := range d.Also {
+		b = b.Watches(a.Kind, handler.EnqueueRequestsFromMapFunc(a.Map))
 	}
 	c, err := b.Build(d)
 	d.ctrl = c

@@ -74,6 +74,9 @@ type Observed struct {
 	// Others are the other VolumeBackups the manager sees, for the pause gate (gate.go);
 	// observed only while NeedsOthers.
 	Others []*fedv1alpha1.VolumeBackup
+	// Restores are the VolumeRestores of the backup's namespace, of which those that verify it
+	// (Verifies) give its Verified condition; observed only once it is Complete.
+	Restores []*fedv1alpha1.VolumeRestore
 }
 
 // ActionKind says what an Action does to a member.
@@ -122,6 +125,9 @@ type Result struct {
 func Plan(o Observed, now time.Time) Result {
 	res := decide(o, now)
 	res.Status.Phase = phaseOf(&res.Status)
+	if res.Status.Phase == fedv1alpha1.VolumeBackupComplete && o.Backup.DeletionTimestamp == nil {
+		verify(o, &res.Status, now)
+	}
 	return res
 }
 

@@ -69,6 +69,9 @@ func NewReconciler(c client.Client, planes *plane.Set, rec events.EventRecorder)
 			RequeueAfter: res.RequeueAfter, RecordFirst: RecordFirst(b.Status, res), SetStatus: func(b *fedv1alpha1.VolumeBackup) { b.Status = res.Status }}, nil
 	}
 	r.Related = func(ctx context.Context, o client.Object) []reconcile.Request { return waiters(ctx, c, o) }
+	r.Also = []federation.Also{{Kind: &fedv1alpha1.VolumeRestore{}, Map: func(ctx context.Context, o client.Object) []reconcile.Request {
+		return verified(ctx, c, o)
+	}}}
 	r.Apply = func(ctx context.Context, b *fedv1alpha1.VolumeBackup, a Action, now time.Time) error {
 		return apply(ctx, planes, rec, b, a, now)
 	}
@@ -120,6 +123,15 @@ func observe(ctx context.Context, c client.Reader, planes *plane.Set, b *fedv1al
 		}
 		o.Others = others
 	}
+	if b.Status.Phase == fedv1alpha1.VolumeBackupComplete {
+		var restores fedv1alpha1.VolumeRestoreList
+		if err := c.List(ctx, &restores, client.InNamespace(b.Namespace)); err != nil {
+			return o, fmt.Errorf("list the VolumeRestores of namespace %s for the backup's verification: %w", b.Namespace, err)
+		}
+		for i := range restores.Items {
+			o.Restores = append(o.Restores, &restores.Items[i])
+		}
+	}
 	for _, c := range b.Spec.Clusters {
 		p, ok := planes.Get(c.K8sClusterName)
 		if !ok || !o.Reachable[c.K8sClusterName] {
@@ -158,6 +170,26 @@ func waiters(ctx context.Context, c client.Reader, a client.Object) []reconcile.
 	var out []reconcile.Request
 	for _, b := range others {
 		if NeedsOthers(b) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
+		}
+	}
+	return out
+}
+
+// verified are the Complete backups that restore a verifies (Verifies), for their Verified.
+func verified(ctx context.Context, c client.Reader, a client.Object) []reconcile.Request {
+	r, ok := a.(*fedv1alpha1.VolumeRestore)
+	if !ok || !r.Spec.Template.Verify {
+		return nil
+	}
+	var backups fedv1alpha1.VolumeBackupList
+	if err := c.List(ctx, &backups, client.InNamespace(r.Namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the VolumeBackups a VolumeRestore may verify")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range backups.Items {
+		if b := &backups.Items[i]; b.Status.Phase == fedv1alpha1.VolumeBackupComplete && Verifies(b, r) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(b)})
 		}
 	}

@@ -79,11 +79,30 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 		return r, err
 	}
 	if r.Spec.Template.Verify {
-		c := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
-		if c == nil || c.Status != metav1.ConditionTrue {
-			return r, fmt.Errorf("restore %w: its checks of the restored cluster did not pass: %+v", ErrFailed, c)
+		checked := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
+		if checked == nil || checked.Status != metav1.ConditionTrue {
+			return r, fmt.Errorf("restore %w: its checks of the restored cluster did not pass: %+v", ErrFailed, checked)
 		}
-		d.Say("restored cluster checked: %s", c.Message)
+		d.Say("restored cluster checked: %s", checked.Message)
+		// The manager records the verdict on the backup the restore restored.
+		vb := b.DeepCopy()
+		err := d.Poll(ctx, "VolumeBackup "+b.Name+" Verified", func() (bool, string, error) {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(b), vb); err != nil {
+				return false, "", err
+			}
+			v := apimeta.FindStatusCondition(vb.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
+			switch {
+			case v == nil:
+				return false, "backup not verified yet", nil
+			case v.Status != metav1.ConditionTrue || vb.Status.Verification == nil || vb.Status.Verification.Restore != r.Name:
+				return false, "", fmt.Errorf("backup %s: Verified %s %s: %s (verification %+v), want True from restore %s", b.Name, v.Status, v.Reason, v.Message, vb.Status.Verification, r.Name)
+			}
+			return true, "", nil
+		})
+		if err != nil {
+			return r, err
+		}
+		d.Say("backup %s verified: recovery time %s", b.Name, vb.Status.Verification.TimeTaken)
 	}
 	// The agents saw every TiKV restarted before the restore could complete, possibly between
 	// the last sample and the Complete: one more sample sees what they saw (at most a poll
