@@ -866,6 +866,27 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberClaimConflictReason) || !strings.Contains(err.Error(), claim) {
 		return "", fmt.Errorf("restore refused with %w; want %s naming %s", err, dpv1alpha1.RestoreMemberClaimConflictReason, claim)
 	}
+	// The restore checked what it restored (verify), so its failure is the backup's verdict.
+	verdict := ""
+	if err := d.Poll(ctx, "VolumeBackup "+b.Name+" Verified False", func() (bool, string, error) {
+		vb := &fedv1alpha1.VolumeBackup{}
+		if err := d.Kube()[d.Lab().Control].Get(ctx, client.ObjectKeyFromObject(b), vb); err != nil {
+			return false, "", err
+		}
+		v := meta.FindStatusCondition(vb.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
+		switch {
+		case v == nil:
+			return false, "no verdict yet", nil
+		case v.Status != metav1.ConditionFalse || v.Reason != fedv1alpha1.VolumeBackupRestoreFailedReason ||
+			!strings.Contains(v.Message, dpv1alpha1.RestoreMemberClaimConflictReason):
+			return false, "", fmt.Errorf("backup %s Verified %s %s: %s; want False %s naming %s", b.Name, v.Status, v.Reason, v.Message,
+				fedv1alpha1.VolumeBackupRestoreFailedReason, dpv1alpha1.RestoreMemberClaimConflictReason)
+		}
+		verdict = v.Reason
+		return true, "", nil
+	}); err != nil {
+		return "", err
+	}
 	if err := d.DeleteAndWait(ctx, d.Kube()[d.Lab().Control], r); err != nil {
 		return "", err
 	}
@@ -875,7 +896,8 @@ func (d *run) refusedRestore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (
 	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("a restore over claim %s refused (%s) before any volume was made from a snapshot", claim, dpv1alpha1.RestoreMemberClaimConflictReason), nil
+	return fmt.Sprintf("a restore over claim %s refused (%s) before any volume was made from a snapshot; the backup's Verified False %s",
+		claim, dpv1alpha1.RestoreMemberClaimConflictReason, verdict), nil
 }
 
 // failover is ScenarioFailover.

@@ -91,10 +91,11 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 				return false, "", err
 			}
 			v := apimeta.FindStatusCondition(vb.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
-			switch {
-			case v == nil:
-				return false, "backup not verified yet", nil
-			case v.Status != metav1.ConditionTrue || vb.Status.Verification == nil || vb.Status.Verification.Restore != r.Name:
+			switch at := vb.Status.Verification; {
+			case v == nil || at == nil || at.TimeJudged.Before(r.Status.TimeCompleted):
+				// No verdict yet, or an earlier restore's.
+				return false, "backup not verified by this restore yet", nil
+			case v.Status != metav1.ConditionTrue || at.Restore != r.Name:
 				return false, "", fmt.Errorf("backup %s: Verified %s %s: %s (verification %+v), want True from restore %s", b.Name, v.Status, v.Reason, v.Message, vb.Status.Verification, r.Name)
 			}
 			return true, "", nil
