@@ -107,6 +107,22 @@ var (
 		Name: "fedbr_volumebackupschedule_retention_blocked",
 		Help: "1 while the schedule's retention is held by a backup whose clean fails; absent otherwise.",
 	}, []string{"namespace", "schedule"})
+	// ScheduleLastVerified is when the newest passing verdict on one of a schedule's backups was
+	// judged: a restore with verify restored it and its checks passed (the backup's Verified).
+	ScheduleLastVerified = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_last_verified_timestamp_seconds",
+		Help: "When a restore last proved one of the schedule's VolumeBackups restores (its Verified True; Unix seconds); absent until one did.",
+	}, []string{"namespace", "schedule"})
+	// ScheduleLastRecovery is the recovery time that restore measured.
+	ScheduleLastRecovery = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_last_recovery_seconds",
+		Help: "Start to checks judged of the restore behind the schedule's newest passing verification: the recovery time measured.",
+	}, []string{"namespace", "schedule"})
+	// ScheduleLastVerificationFailed is 1 when the newest verdict on a schedule's backups failed.
+	ScheduleLastVerificationFailed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_last_verification_failed",
+		Help: "1 when the newest verdict on the schedule's VolumeBackups is Verified False (a check failed or the restore failed), 0 when it passed; absent until one is judged.",
+	}, []string{"namespace", "schedule"})
 	// PlaneReachable is 1 while a data plane's API server answers and its cache is synced.
 	PlaneReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fedbr_dataplane_reachable",
@@ -129,7 +145,7 @@ var (
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
 		RestoresFinished, RestoreDuration, RestoreStepDuration, PlaneReachable, PlaneAgentUp, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
-		BackupCleanFailedSince, ScheduleRetentionBlocked}
+		BackupCleanFailedSince, ScheduleRetentionBlocked, ScheduleLastVerified, ScheduleLastRecovery, ScheduleLastVerificationFailed}
 }
 
 func init() {

@@ -45,6 +45,16 @@ type Backup struct {
 	// (0 until its members sized it).
 	Started, Completed time.Time
 	Size               int64
+	// Verdict is its Verified condition with status.verification, once a restore judged it.
+	Verdict *Verdict
+}
+
+// Verdict is a backup's verification: whether it passed, when it was judged, and the recovery
+// time the restore measured (zero when it failed).
+type Verdict struct {
+	Passed   bool
+	At       time.Time
+	Recovery time.Duration
 }
 
 // done says the backup completed or failed.
@@ -69,6 +79,8 @@ type Result struct {
 	RequeueAfter time.Duration
 	// Last is what the schedule's metrics report.
 	Last LastSuccess
+	// Verified is what the schedule's verification metrics report.
+	Verified LastVerified
 	// Window is the start of the schedule's latest closed window: its second-latest tick at or
 	// before now, counted from its creation or its latest resume. A backup of that tick should
 	// have completed by the latest tick. Zero while paused, invalid, or before a window closed.
@@ -103,6 +115,7 @@ func Plan(o Observed, now time.Time) Result {
 	}
 	planRetention(o, &res, now)
 	res.Last = lastSuccess(o.Backups)
+	res.Verified = lastVerified(o.Backups)
 
 	res.RequeueAfter = sched.Next(now).Sub(now)
 	if s.Spec.Pause {
@@ -184,6 +197,37 @@ func latestTick(sched cron.Schedule, anchor, now time.Time) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// LastVerified describes the verdicts on the schedule's backups, for its metrics.
+type LastVerified struct {
+	// Judged is false while none of its backups has a verdict.
+	Judged bool
+	// Failed says the newest verdict (by when it was judged) is a failure.
+	Failed bool
+	// PassedAt is when the newest passing verdict was judged (zero: none passed), Recovery the
+	// recovery time its restore measured.
+	PassedAt time.Time
+	Recovery time.Duration
+}
+
+// lastVerified reads the verdicts on the schedule's backups: the newest, and the newest pass.
+func lastVerified(bs []Backup) LastVerified {
+	var out LastVerified
+	var newest time.Time
+	for _, b := range bs {
+		v := b.Verdict
+		if v == nil {
+			continue
+		}
+		if !out.Judged || v.At.After(newest) {
+			out.Judged, out.Failed, newest = true, !v.Passed, v.At
+		}
+		if v.Passed && v.At.After(out.PassedAt) {
+			out.PassedAt, out.Recovery = v.At, v.Recovery
+		}
+	}
+	return out
 }
 
 // lastSuccess finds the newest complete backup (by tick) not being deleted, and the newest one

@@ -594,3 +594,34 @@ func TestWindow(t *testing.T) {
 		})
 	}
 }
+
+// TestLastVerified: the verification metrics read the newest verdict on the schedule's backups
+// (failed or not) and the newest pass with its recovery time; nothing before a verdict.
+func TestLastVerified(t *testing.T) {
+	h := func(n int) time.Time { return created.Add(time.Duration(n) * time.Hour) }
+	judged := func(name string, passed bool, at int, recovery time.Duration) Backup {
+		return Backup{Name: name, Scheduled: h(at - 1), Complete: true, Verdict: &Verdict{Passed: passed, At: h(at), Recovery: recovery}}
+	}
+	for _, tc := range []struct {
+		name    string
+		backups []Backup
+		want    LastVerified
+	}{
+		{name: "no verdict", backups: []Backup{{Name: "a", Complete: true}}},
+		{name: "a pass", backups: []Backup{judged("a", true, 3, 10*time.Minute)},
+			want: LastVerified{Judged: true, PassedAt: h(3), Recovery: 10 * time.Minute}},
+		{name: "the newest verdict failed: failed, the last pass still reported",
+			backups: []Backup{judged("a", true, 3, 10*time.Minute), judged("b", false, 5, 0), judged("c", true, 2, time.Minute)},
+			want:    LastVerified{Judged: true, Failed: true, PassedAt: h(3), Recovery: 10 * time.Minute}},
+		{name: "a failure then a pass: not failed", backups: []Backup{judged("a", false, 3, 0), judged("b", true, 4, 2*time.Minute)},
+			want: LastVerified{Judged: true, PassedAt: h(4), Recovery: 2 * time.Minute}},
+		{name: "only failures", backups: []Backup{judged("a", false, 3, 0)}, want: LastVerified{Judged: true, Failed: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := schedule(func(s *fedv1alpha1.VolumeBackupSchedule) { s.Spec.Pause = true })
+			if got := Plan(Observed{Schedule: s, Backups: tc.backups}, h(20)).Verified; got != tc.want {
+				t.Errorf("Verified = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -91,6 +91,7 @@ func Observe(s *fedv1alpha1.VolumeBackupSchedule, backups []fedv1alpha1.VolumeBa
 		if b.Status.TimeCompleted != nil {
 			ob.Completed = b.Status.TimeCompleted.Time
 		}
+		ob.Verdict = verdict(b)
 		o.Backups = append(o.Backups, ob)
 	}
 	return o
@@ -134,6 +135,20 @@ func (r *Reconciler) create(ctx context.Context, s *fedv1alpha1.VolumeBackupSche
 	return nil
 }
 
+// verdict is b's verification (its Verified condition and status.verification), if judged.
+func verdict(b *fedv1alpha1.VolumeBackup) *Verdict {
+	c := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
+	v := b.Status.Verification
+	if c == nil || v == nil {
+		return nil
+	}
+	out := &Verdict{Passed: c.Status == metav1.ConditionTrue, At: v.TimeJudged.Time}
+	if d, err := time.ParseDuration(v.TimeTaken); err == nil && out.Passed {
+		out.Recovery = d
+	}
+	return out
+}
+
 // cleanFailure is why a deleted backup's clean fails, from its Cleaned condition; empty while
 // it does not.
 func cleanFailure(b *fedv1alpha1.VolumeBackup) string {
@@ -160,6 +175,7 @@ func report(s *fedv1alpha1.VolumeBackupSchedule, res Result) {
 	} else {
 		metrics.ScheduleRetentionBlocked.DeleteLabelValues(s.Namespace, s.Name)
 	}
+	reportVerified(s, res.Verified)
 	last := res.Last
 	if !last.Found {
 		return
@@ -171,6 +187,27 @@ func report(s *fedv1alpha1.VolumeBackupSchedule, res Result) {
 	}
 }
 
+// reportVerified sets the schedule's verification metrics: whether its newest verdict failed
+// (once one exists), and its newest pass with the recovery time measured (once one passed).
+func reportVerified(s *fedv1alpha1.VolumeBackupSchedule, v LastVerified) {
+	if !v.Judged {
+		metrics.ScheduleLastVerificationFailed.DeleteLabelValues(s.Namespace, s.Name)
+	} else {
+		failed := 0.0
+		if v.Failed {
+			failed = 1
+		}
+		metrics.ScheduleLastVerificationFailed.WithLabelValues(s.Namespace, s.Name).Set(failed)
+	}
+	if v.PassedAt.IsZero() {
+		metrics.ScheduleLastVerified.DeleteLabelValues(s.Namespace, s.Name)
+		metrics.ScheduleLastRecovery.DeleteLabelValues(s.Namespace, s.Name)
+		return
+	}
+	metrics.ScheduleLastVerified.WithLabelValues(s.Namespace, s.Name).Set(float64(v.PassedAt.Unix()))
+	metrics.ScheduleLastRecovery.WithLabelValues(s.Namespace, s.Name).Set(v.Recovery.Seconds())
+}
+
 // forget drops a deleted schedule's series.
 func forget(namespace, name string) {
 	metrics.ScheduleWindowStart.DeleteLabelValues(namespace, name)
@@ -178,4 +215,7 @@ func forget(namespace, name string) {
 	metrics.ScheduleLastDuration.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastSize.DeleteLabelValues(namespace, name)
 	metrics.ScheduleRetentionBlocked.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastVerified.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastRecovery.DeleteLabelValues(namespace, name)
+	metrics.ScheduleLastVerificationFailed.DeleteLabelValues(namespace, name)
 }
