@@ -65,7 +65,7 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	for _, mode := range []fedv1alpha1.RestoreWarmupMode{fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupAsync} {
 		t.Run("warmup="+string(mode), func(t *testing.T) {
 			inSlice(t, "warmup="+string(mode))
-			backupAndRestore(t, demo.Options{RestoreWarmup: mode, Install: true})
+			backupAndRestore(t, demo.Options{RestoreWarmup: mode, Install: true, RestoreUserCheck: true})
 		})
 	}
 	// fio reads every volume's device, the raft volumes' too: the agents, installed through the
@@ -73,7 +73,8 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	// show those pods a device per volume.
 	t.Run(variantFio, func(t *testing.T) {
 		inSlice(t, variantFio)
-		backupAndRestore(t, demo.Options{RaftVolumes: true, RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio, Install: true})
+		backupAndRestore(t, demo.Options{RaftVolumes: true, RestoreWarmup: fedv1alpha1.RestoreWarmupSync, RestoreWarmupStrategy: fedv1alpha1.RestoreWarmupStrategyFio, Install: true,
+			RestoreUserCheck: true})
 	})
 }
 

@@ -167,6 +167,9 @@ const (
 	// StepVerify checks the restored cluster from PD (fedbr br verify), on the data member of
 	// a restore whose template asks for verify.
 	StepVerify = "verify"
+	// StepCheck is the user's check of a restored cluster (the restore template's check),
+	// after verify passed. It reports nothing: its exit code is its outcome.
+	StepCheck = "check"
 	// StepLift undoes what a pause that died placed in PD (fedbr br lift).
 	StepLift = "lift"
 )

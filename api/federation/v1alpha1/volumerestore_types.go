@@ -64,7 +64,36 @@ const (
 	RestoreWarmupStrategyFs RestoreWarmupStrategy = "fs"
 )
 
+// RestoreCheck is a user's check of a restored cluster: one container run once, to its exit code.
+type RestoreCheck struct {
+	// Image of the check's container. It runs only where the agent's policy allows it
+	// (--allowed-images).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+	// Command replaces the image's entrypoint.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Command []string `json:"command,omitempty"`
+	// Args are the container's arguments.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Args []string `json:"args,omitempty"`
+	// EnvFromSecret names a Secret in the restored TidbCluster's namespace whose keys become the
+	// container's environment (a TiDB user's password, say).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	EnvFromSecret string `json:"envFromSecret,omitempty"`
+	// Timeout bounds the check's Job (its activeDeadlineSeconds; default 1h).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="check.timeout must be a positive duration such as 30m"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
 // VolumeRestoreMemberSpec is the template copied into every data plane's member.
+// +kubebuilder:validation:XValidation:rule="!has(self.check) || (has(self.verify) && self.verify)",message="check runs after the built-in checks: set verify too"
 type VolumeRestoreMemberSpec struct {
 	// Resources of the restore Jobs.
 	// +optional
@@ -138,6 +167,11 @@ type VolumeRestoreMemberSpec struct {
 	// the restore: its volumes and TidbClusters stay for the SRE to look at.
 	// +optional
 	Verify bool `json:"verify,omitempty"`
+	// Check is the user's own check of the restored cluster (fedbr extension), run once the
+	// built-in checks of verify passed: a Job in the restored TidbCluster's namespace of the
+	// data member's plane, whose exit code counts in the restore's Checked. Needs verify.
+	// +optional
+	Check *RestoreCheck `json:"check,omitempty"`
 	// BackoffLimit is the retries of each restore Job.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

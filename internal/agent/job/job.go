@@ -37,6 +37,8 @@ const (
 	StepLift = dpv1alpha1.StepLift
 	// StepVerify checks a restored cluster from PD.
 	StepVerify = dpv1alpha1.StepVerify
+	// StepCheck runs the user's check of a restored cluster.
+	StepCheck = dpv1alpha1.StepCheck
 )
 
 // Labels the agent puts on everything it creates, so it can list its own objects and an SRE
@@ -150,6 +152,13 @@ type PodTemplate struct {
 	// RestartPolicy is the pod's; empty means Never, a new pod per retry. OnFailure restarts the
 	// container in the same pod, which keeps the pod's emptyDir volumes (a warm-up's checkpoint).
 	RestartPolicy corev1.RestartPolicy
+	// Command replaces the image's entrypoint (a user's check; the steps run the image's own).
+	Command []string
+	// EnvFrom adds whole Secrets to the environment (a user's check).
+	EnvFrom []corev1.EnvFromSource
+	// NoToken mounts no service-account token: a container that is not fedbr's (a user's
+	// check) gets no Kubernetes identity at all.
+	NoToken bool
 }
 
 // Build returns the Job for s.
@@ -193,16 +202,17 @@ func Build(s Spec) *batchv1.Job {
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec: corev1.PodSpec{
-					RestartPolicy:      restart,
-					SecurityContext:    podSecurity,
-					NodeName:           s.Pod.NodeName,
-					Affinity:           s.Pod.Affinity,
-					NodeSelector:       s.Pod.NodeSelector,
-					ServiceAccountName: s.Pod.ServiceAccount,
-					Tolerations:        s.Pod.Tolerations,
-					PriorityClassName:  s.Pod.PriorityClassName,
-					ImagePullSecrets:   s.Pod.ImagePullSecrets,
-					Volumes:            s.Pod.Volumes,
+					RestartPolicy:                restart,
+					SecurityContext:              podSecurity,
+					NodeName:                     s.Pod.NodeName,
+					Affinity:                     s.Pod.Affinity,
+					NodeSelector:                 s.Pod.NodeSelector,
+					ServiceAccountName:           s.Pod.ServiceAccount,
+					AutomountServiceAccountToken: noToken(s.Pod.NoToken),
+					Tolerations:                  s.Pod.Tolerations,
+					PriorityClassName:            s.Pod.PriorityClassName,
+					ImagePullSecrets:             s.Pod.ImagePullSecrets,
+					Volumes:                      s.Pod.Volumes,
 					// The pause lifts everything on SIGTERM within its cleanup timeout (30s by
 					// default); snapshot and restore steps delete what they created.
 					TerminationGracePeriodSeconds: ptr.To[int64](120),
@@ -212,8 +222,10 @@ func Build(s Spec) *batchv1.Job {
 						// Paths in Args are relative to "/": the same pod then works on a real node
 						// and on a lab node, whose "/" is the container's $FEDBR_LAB_ROOT.
 						WorkingDir:      "/",
+						Command:         s.Pod.Command,
 						Args:            s.Args,
 						Env:             append(podEnv(), s.Pod.Env...),
+						EnvFrom:         s.Pod.EnvFrom,
 						Resources:       withDefaultRequests(s.Pod.Resources),
 						VolumeMounts:    s.Pod.VolumeMounts,
 						SecurityContext: containerSecurity,
@@ -224,6 +236,15 @@ func Build(s Spec) *batchv1.Job {
 	}
 	sidecarSafe(&j.Spec.Template.Spec, s.ExitDelay)
 	return j
+}
+
+// noToken is the pod's automountServiceAccountToken: false when it must have no token, else
+// unset (the service account's own setting).
+func noToken(none bool) *bool {
+	if none {
+		return ptr.To(false)
+	}
+	return nil
 }
 
 // NonRootID is the user and group a step runs as (distroless's "nonroot"): any non-root id

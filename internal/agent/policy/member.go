@@ -91,6 +91,9 @@ func ForRestore(m *dpv1alpha1.VolumeRestoreMember, otherTiKVVolumes []string) Me
 	out := Member{Namespace: m.Namespace, TCNamespace: m.Spec.TCNamespace, OwnerNamespace: m.Labels[dpv1alpha1.LabelOwnerNamespace],
 		ServiceAccount: t.ServiceAccount, Env: t.Env, EnvPath: "spec.template.env"}
 	out.image("spec.template.toolImage", t.ToolImage)
+	if t.Check != nil {
+		out.image("spec.template.check.image", t.Check.Image)
+	}
 	if t.Warmup != fedv1alpha1.RestoreWarmupNone {
 		out.image("spec.template.warmupImage", t.WarmupImage)
 		out.WarmupStrategy, out.BlockWarmup = string(t.EffectiveWarmupStrategy()), WarmupReadsBlocks(t.EffectiveWarmupStrategy(), otherTiKVVolumes)

@@ -270,6 +270,9 @@ func TestCheckRestoreMember(t *testing.T) {
 		{name: "a warm-up image is judged only with a warm-up", m: restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "evil:1" })},
 		{name: "foreign warm-up image", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, ""), func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.WarmupImage = "evil:1" }),
 			want: []violation{{dpv1alpha1.ImageNotAllowedReason, "spec.template.warmupImage", "evil:1"}}},
+		{name: "a user's check runs only an allowed image", m: restoreMember(func(m *dpv1alpha1.VolumeRestoreMember) {
+			m.Spec.Template.Verify, m.Spec.Template.Check = true, &fedv1alpha1.RestoreCheck{Image: "evil:1"}
+		}), want: []violation{{dpv1alpha1.ImageNotAllowedReason, "spec.template.check.image", "evil:1"}}},
 		{name: "hybrid on the data volume alone reads files", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, "")), other: []string{}},
 		{name: "hybrid with a raft volume reads blocks", m: restoreMember(warmup(fedv1alpha1.RestoreWarmupSync, "")), other: []string{"tikv-raft"},
 			want: []violation{{dpv1alpha1.PrivilegedNotAllowedReason, "spec.template.warmupStrategy", "hybrid"}}},
@@ -411,6 +414,25 @@ func TestCheckPod(t *testing.T) {
 		{name: "no service account runs as default", step: dpv1alpha1.StepSnapshot, pod: pod(func(p *corev1.PodSpec) { p.ServiceAccountName = "" }),
 			want: []violation{{dpv1alpha1.ServiceAccountNotAllowedReason, "spec.serviceAccountName", "default"}}},
 		{name: "allowed service account pattern", c: Config{ServiceAccounts: []string{"tidb/br-*"}}, step: dpv1alpha1.StepSnapshot, pod: pod(func(p *corev1.PodSpec) { p.ServiceAccountName = "br-irsa" })},
+		{name: "a user's check: the default service account without a token has no identity to judge", step: dpv1alpha1.StepCheck,
+			pod: pod(func(p *corev1.PodSpec) {
+				p.ServiceAccountName, p.AutomountServiceAccountToken = "default", ptr.To(false)
+			})},
+		{name: "the default service account with its token", step: dpv1alpha1.StepCheck,
+			pod:  pod(func(p *corev1.PodSpec) { p.ServiceAccountName = "default" }),
+			want: []violation{{dpv1alpha1.ServiceAccountNotAllowedReason, "spec.serviceAccountName", "default"}}},
+		{name: "the default service account without its token but a projected one", step: dpv1alpha1.StepCheck,
+			pod: pod(func(p *corev1.PodSpec) {
+				p.ServiceAccountName, p.AutomountServiceAccountToken = "default", ptr.To(false)
+				p.Volumes = []corev1.Volume{{Name: "t", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+					Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}}
+			}),
+			want: []violation{{dpv1alpha1.ServiceAccountNotAllowedReason, "spec.serviceAccountName", "default"}}},
+		{name: "another service account without a token is still judged", step: dpv1alpha1.StepCheck,
+			pod: pod(func(p *corev1.PodSpec) {
+				p.ServiceAccountName, p.AutomountServiceAccountToken = "br-irsa", ptr.To(false)
+			}),
+			want: []violation{{dpv1alpha1.ServiceAccountNotAllowedReason, "spec.serviceAccountName", "br-irsa"}}},
 		{name: "hostPath", step: dpv1alpha1.StepSnapshot, pod: pod(func(p *corev1.PodSpec) { p.Volumes = []corev1.Volume{hostPath("s", "/var/run/docker.sock")} }),
 			want: []violation{{dpv1alpha1.HostPathNotAllowedReason, "spec.volumes[0].hostPath.path", "/var/run/docker.sock"}}},
 		{name: "foreign image in an init container", step: dpv1alpha1.StepSnapshot,

@@ -130,7 +130,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMemb
 			m.Status.Steps = steps
 		},
 		Done: func(error) {
-			for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData, job.StepVerify: o.Verify} {
+			for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData, job.StepVerify: o.Verify, job.StepCheck: o.Check} {
 				r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 			}
 			for _, s := range o.Warmups {
@@ -196,7 +196,7 @@ func otherTiKVVolumes(tc *pcv1alpha1.TidbCluster) []string {
 }
 
 func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
-	o.RestoreVolumes, o.RestoreData, o.Verify, o.Warmups = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), map[string]job.State{}
+	o.RestoreVolumes, o.RestoreData, o.Verify, o.Check, o.Warmups = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), map[string]job.State{}
 	jobs := &batchv1.JobList{}
 	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
 		return fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
@@ -211,6 +211,8 @@ func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestor
 			o.RestoreData = job.StateOf(&owned[i])
 		case job.StepVerify:
 			o.Verify = job.StateOf(&owned[i])
+		case job.StepCheck:
+			o.Check = job.StateOf(&owned[i])
 		case job.StepWarmup:
 			o.Warmups[owned[i].Name] = job.StateOf(&owned[i])
 		}

@@ -89,7 +89,7 @@ var Phases = []string{PhasePending, PhaseRestoringVolumes, PhaseVolumeComplete, 
 
 // MetricsKind is this kind's phases and step Jobs for the agent's metrics.
 func MetricsKind() metrics.Kind {
-	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup, job.StepVerify}}
+	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup, job.StepVerify, job.StepCheck}}
 }
 
 // cloudRecheck is how soon what cannot be watched (EC2) is looked at again.
@@ -122,10 +122,10 @@ type Observed struct {
 	// RestoreMetaErr says why it was refused.
 	RestoreMeta    *meta.Record
 	RestoreMetaErr error
-	// RestoreVolumes, RestoreData and Verify are the step Jobs; Warmups the warm-up Jobs by name.
-	RestoreVolumes, RestoreData, Verify job.State
-	Warmups                             map[string]job.State
-	Report                              job.Report
+	// RestoreVolumes, RestoreData, Verify and Check are the step Jobs; Warmups the warm-up Jobs by name.
+	RestoreVolumes, RestoreData, Verify, Check job.State
+	Warmups                                    map[string]job.State
+	Report                                     job.Report
 	// PVCs and PVs are those the agent created for this restore, by name.
 	PVCs map[string]*corev1.PersistentVolumeClaim
 	PVs  map[string]*corev1.PersistentVolume
@@ -416,6 +416,10 @@ func (p *plan) createJob(spec job.Spec) bool {
 		p.ensureCommon()
 		p.add(Action{Kind: CreateJob, Job: j})
 		return true
+	case spec.Step == job.StepVerify || spec.Step == job.StepCheck:
+		// A check of a restored cluster that the policy refuses is a verification that failed.
+		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
+			"the "+spec.Step+" step was not started: "+policy.Message(refusals))
 	case p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
 		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmUpFailedReason,
 			"the warm-up was not started: "+policy.Message(refusals))

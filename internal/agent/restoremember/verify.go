@@ -3,7 +3,9 @@ package restoremember
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
@@ -11,6 +13,9 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	brverify "github.com/fedbr/fedbr/internal/br/verify"
 )
+
+// checkTimeout is a user's check's deadline when its template gives none.
+const checkTimeout = time.Hour
 
 // verifyWait is how long the verify step lets its checks take to all pass (its --wait): once the
 // data member completed, the other planes' TiKV may still be restarting out of recovery mode,
@@ -42,8 +47,12 @@ func (p *plan) planVerify() {
 		for _, c := range r.Checks {
 			names = append(names, c.Name)
 		}
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberChecksPassedReason,
-			fmt.Sprintf("%d stores, %d regions: %s", r.Stores, r.Regions, strings.Join(names, "; ")))
+		passed := fmt.Sprintf("%d stores, %d regions: %s", r.Stores, r.Regions, strings.Join(names, "; "))
+		if p.m.Spec.Template.Check == nil {
+			p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberChecksPassedReason, passed)
+			return
+		}
+		p.planCheck(passed)
 		return
 	case p.o.Verify.Exists() || reported:
 		return
@@ -65,3 +74,71 @@ func (p *plan) planVerify() {
 	// No cloud or log flags: the step reads PD only, and saves no log (it has no storage).
 	p.createJob(p.podJob(job.StepVerify, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), args, 0, nil, nil, nil))
 }
+
+// planCheck runs the user's check of the restored cluster (the template's check) once the
+// built-in checks passed (passed says what they found), and turns its Job's exit into Checked.
+// The check is the user's code: it runs in the restored cluster's namespace as the namespace's
+// default service account without a token (no Kubernetes identity, never the steps'), under
+// Pod Security restricted, with the restored cluster's addresses in its environment.
+func (p *plan) planCheck(passed string) {
+	c := p.m.Spec.Template.Check
+	j := p.o.Check
+	switch {
+	case j.Phase == job.Succeeded:
+		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberChecksPassedReason,
+			passed+"; the user's check "+j.Name+" passed")
+		return
+	case j.Phase == job.Failed:
+		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
+			"the built-in checks passed, but the user's check failed: "+j.FailureText())
+		return
+	case j.Exists():
+		return
+	case p.o.TC == nil:
+		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
+			"the user's check could not run: "+p.tcMissing())
+		return
+	}
+	pd, err := tidbcluster.PDAddresses(p.o.TC)
+	if err != nil {
+		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
+			"the user's check could not run: "+err.Error())
+		return
+	}
+	timeout := checkTimeout
+	if c.Timeout != nil {
+		timeout = c.Timeout.Duration
+	}
+	t := &p.m.Spec.Template
+	var envFrom []corev1.EnvFromSource
+	if c.EnvFromSecret != "" {
+		envFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: c.EnvFromSecret}}}}
+	}
+	p.createJob(job.Spec{
+		Member: p.m.Name, Namespace: p.m.Namespace, Owner: ownerRef(p.m), OwnerKind: Kind, Step: job.StepCheck,
+		Image: c.Image, Args: c.Args, ActiveDeadlineSeconds: int64(timeout / time.Second),
+		TTLSecondsAfterFinished: p.o.Env.TTLSeconds(),
+		Labels:                  p.m.Labels, Annotations: p.m.Annotations, AllowedAnnotations: p.o.Env.PodAnnotations, AllowedLabels: p.o.Env.PodLabels,
+		Pod: job.PodTemplate{
+			Command: c.Command, EnvFrom: envFrom, ServiceAccount: "default", NoToken: true,
+			Env: []corev1.EnvVar{
+				{Name: EnvCheckPD, Value: strings.Join(pd, ",")},
+				{Name: EnvCheckRestoredTS, Value: p.res.Status.RestoredTS},
+				{Name: EnvCheckTCName, Value: p.o.TC.Name},
+				{Name: EnvCheckTCNamespace, Value: p.o.TC.Namespace},
+			},
+			Tolerations: t.Tolerations, PriorityClassName: t.PriorityClassName, ImagePullSecrets: t.ImagePullSecrets,
+		},
+	})
+}
+
+// The environment a user's check gets besides its Secret's.
+const (
+	// EnvCheckPD is the restored cluster's PD addresses, comma-separated.
+	EnvCheckPD = "FEDBR_PD"
+	// EnvCheckRestoredTS is the ts the data was restored to.
+	EnvCheckRestoredTS = "FEDBR_RESTORED_TS"
+	// EnvCheckTCName and EnvCheckTCNamespace are the restored TidbCluster's name and namespace.
+	EnvCheckTCName      = "FEDBR_TC_NAME"
+	EnvCheckTCNamespace = "FEDBR_TC_NAMESPACE"
+)

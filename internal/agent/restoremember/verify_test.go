@@ -7,8 +7,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	dpv1alpha1 "github.com/fedbr/fedbr/api/dataplane/v1alpha1"
+	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/policy"
 	brreport "github.com/fedbr/fedbr/internal/br/report"
 )
 
@@ -42,6 +44,13 @@ func TestPlanVerify(t *testing.T) {
 		return func(o *Observed) {
 			o.Verify = job.State{Name: "fed-r1-verify", Phase: p, Message: "BackoffLimitExceeded"}
 		}
+	}
+	userCheck := func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.Template.Check = &fedv1alpha1.RestoreCheck{Image: "example.com/sql-checksum:1", Command: []string{"/check"}, Args: []string{"--table", "bank"},
+			EnvFromSecret: "tidb-check"}
+	}
+	checkJob := func(p job.Phase) func(*Observed) {
+		return func(o *Observed) { o.Check = job.State{Name: "fed-r1-check", Phase: p, Reason: "BackoffLimitExceeded"} }
 	}
 	passed := `{"checks":[{"name":"every TiKV store is Up"},{"name":"the regions tile the key space"}],"stores":2,"regions":7,"passed":true}`
 	checked := func(m *dpv1alpha1.VolumeRestoreMember) {
@@ -137,10 +146,94 @@ func TestPlanVerify(t *testing.T) {
 			want: rwant{phase: PhaseComplete, reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason}},
 		},
 		{
+			name: "with the user's check: the built-in checks passed, the check's Job starts, no verdict yet",
+			o:    robs(member(verify, data, userCheck), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed)),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseComplete, check: func(t *testing.T, r Result) {
+				if findCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberCheckedCondition) != nil {
+					t.Error("Checked set before the user's check ran")
+				}
+				j := r.Actions[1].Job
+				ps := j.Spec.Template.Spec
+				c := ps.Containers[0]
+				if j.Labels[job.LabelStep] != job.StepCheck || c.Image != "example.com/sql-checksum:1" ||
+					strings.Join(c.Command, " ") != "/check" || strings.Join(c.Args, " ") != "--table bank" {
+					t.Errorf("Job %s: step %q, image %q, command %v, args %v", j.Name, j.Labels[job.LabelStep], c.Image, c.Command, c.Args)
+				}
+				if ps.ServiceAccountName != "default" || ps.AutomountServiceAccountToken == nil || *ps.AutomountServiceAccountToken {
+					t.Errorf("service account %q, automount %v: want default without a token", ps.ServiceAccountName, ps.AutomountServiceAccountToken)
+				}
+				if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef == nil || c.EnvFrom[0].SecretRef.Name != "tidb-check" {
+					t.Errorf("envFrom %+v, want the Secret tidb-check", c.EnvFrom)
+				}
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				if env[EnvCheckPD] != "http://pd:2379" || env[EnvCheckRestoredTS] != "42" || env[EnvCheckTCName] != "restored" || env[EnvCheckTCNamespace] != "dst" {
+					t.Errorf("env %v", env)
+				}
+				for _, v := range ps.Volumes {
+					if v.Secret != nil {
+						t.Errorf("the user's check mounts Secret %s", v.Secret.SecretName)
+					}
+				}
+				if j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != 3600 || j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit != 0 {
+					t.Errorf("deadline %v, backoffLimit %v: want 1h, 0", j.Spec.ActiveDeadlineSeconds, j.Spec.BackoffLimit)
+				}
+			}},
+		},
+		{
+			name: "the user's check passed: Checked True, saying so",
+			o:    robs(member(verify, data, userCheck), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed), checkJob(job.Succeeded)),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberCheckedCondition}, msg: "the user's check fed-r1-check passed", phase: PhaseComplete},
+		},
+		{
+			name: "the user's check failed: Checked False with its Job's failure",
+			o:    robs(member(verify, data, userCheck), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed), checkJob(job.Failed)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "the user's check failed: Job fed-r1-check failed"},
+		},
+		{
+			name: "the user's check running: nothing more",
+			o:    robs(member(verify, data, userCheck), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed), checkJob(job.Active)),
+			want: rwant{phase: PhaseComplete},
+		},
+		{
+			name: "the built-in checks failed: the user's check never runs",
+			o: robs(member(verify, data, userCheck), serving, verifyJob(job.Failed),
+				reported(brreport.PhaseFailed, "store 5 is Down", "")),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason}, msg: "store 5 is Down"},
+		},
+		{
 			name: "the TidbCluster is gone: Checked False, no Job",
 			o:    robs(member(verify, data), nil),
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
 				msg: "could not run"},
+		},
+		{
+			name: "the agent's default policy lets the user's check run: its pod has no identity",
+			o: func() Observed {
+				o := robs(member(verify, data, func(m *dpv1alpha1.VolumeRestoreMember) {
+					m.Spec.Template.Check = &fedv1alpha1.RestoreCheck{Image: testEnv.Image}
+				}), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed))
+				o.Policy = policy.Default(testEnv.Image, job.ServiceAccountName)
+				return o
+			}(),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}},
+		},
+		{
+			name: "a check pod the policy refuses: Checked False naming the rule, never the warm-up's condition",
+			o: func() Observed {
+				o := robs(member(verify, data, userCheck), serving, verifyJob(job.Succeeded), reported(brreport.PhaseCompleted, "", passed))
+				o.Policy = policy.Default(testEnv.Image, job.ServiceAccountName)
+				return o
+			}(),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "the check step was not started", check: func(t *testing.T, r Result) {
+					if findCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberWarmUpCompleteCondition) != nil {
+						t.Error("a refused check set WarmUpComplete")
+					}
+				}},
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

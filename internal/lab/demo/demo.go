@@ -85,6 +85,11 @@ type Options struct {
 	// certificate. The report's StepTLS says whether every PD/TiKV-dialing step pod carried
 	// --ca.
 	TLS bool
+	// RestoreUserCheck gives the restore a user's check (spec.template.check): the bank checker
+	// as a Job in the data member's plane, image fedbr (`fedbr-lab lab bank check` against the
+	// restored PD at the restored ts, reading the bank's log the demo writes to a file). Not
+	// with TLS: the bank command dials PD in plain text.
+	RestoreUserCheck bool
 }
 
 // WithDefaults is o with every unset field at its default.

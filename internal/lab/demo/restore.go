@@ -3,10 +3,15 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +24,7 @@ import (
 	"github.com/fedbr/fedbr/internal/agent/job"
 	"github.com/fedbr/fedbr/internal/agent/restoremember"
 	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
+	"github.com/fedbr/fedbr/internal/lab/bank"
 	"github.com/fedbr/fedbr/internal/lab/env"
 	"github.com/fedbr/fedbr/internal/lab/operator"
 )
@@ -48,6 +54,13 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 	// Every restore checks what it restored, but one restoring beside a TiKV kept down on
 	// purpose, whose store the check would find not Up.
 	r.Spec.Template.Verify = len(d.o.RestoreDownTiKV) == 0 && !d.o.RestoreTolerateOutage
+	if d.o.RestoreUserCheck && r.Spec.Template.Verify {
+		check, err := d.userCheck(ctx, r.Name)
+		if err != nil {
+			return nil, err
+		}
+		r.Spec.Template.Check = check
+	}
 	for _, dp := range d.lab.DataPlanes {
 		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: dp.Cluster, TCName: d.o.RestoreTCName,
 			TCNamespace: d.o.RestoreNamespace, Backup: b.Spec.Template.MemberStorage(dp.Cluster)})
@@ -78,32 +91,8 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 	if err != nil {
 		return r, err
 	}
-	if r.Spec.Template.Verify {
-		checked := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
-		if checked == nil || checked.Status != metav1.ConditionTrue {
-			return r, fmt.Errorf("restore %w: its checks of the restored cluster did not pass: %+v", ErrFailed, checked)
-		}
-		d.Say("restored cluster checked: %s", checked.Message)
-		// The manager records the verdict on the backup the restore restored.
-		vb := b.DeepCopy()
-		err := d.Poll(ctx, "VolumeBackup "+b.Name+" Verified", func() (bool, string, error) {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(b), vb); err != nil {
-				return false, "", err
-			}
-			v := apimeta.FindStatusCondition(vb.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
-			switch at := vb.Status.Verification; {
-			case v == nil || at == nil || at.TimeJudged.Before(r.Status.TimeCompleted):
-				// No verdict yet, or an earlier restore's.
-				return false, "backup not verified by this restore yet", nil
-			case v.Status != metav1.ConditionTrue || at.Restore != r.Name:
-				return false, "", fmt.Errorf("backup %s: Verified %s %s: %s (verification %+v), want True from restore %s", b.Name, v.Status, v.Reason, v.Message, vb.Status.Verification, r.Name)
-			}
-			return true, "", nil
-		})
-		if err != nil {
-			return r, err
-		}
-		d.Say("backup %s verified: recovery time %s", b.Name, vb.Status.Verification.TimeTaken)
+	if err := d.verified(ctx, b, r); err != nil {
+		return r, err
 	}
 	// The agents saw every TiKV restarted before the restore could complete, possibly between
 	// the last sample and the Complete: one more sample sees what they saw (at most a poll
@@ -348,4 +337,75 @@ func (s Step) span(start, end time.Time) Step {
 		s.End = end
 	}
 	return s
+}
+
+// userCheck is the restore's user check in the lab: the bank checker run by the lab's image of
+// fedbr, against the restored PD at the restored ts (the environment the agent gives a check),
+// reading the bank's log, which it writes to a file for it (a lab pod sees the host's files).
+func (d *Harness) userCheck(ctx context.Context, restore string) (*fedv1alpha1.RestoreCheck, error) {
+	if d.o.TLS {
+		return nil, fmt.Errorf("the lab's user check dials PD in plain text: not with TLS")
+	}
+	// The agents' own image, which their policy always allows: the charts' when installed.
+	image := "fedbr"
+	if d.o.Install {
+		var agent appsv1.Deployment
+		key := client.ObjectKey{Namespace: env.InstallNamespace, Name: env.AgentRelease}
+		if err := d.kube[d.lab.DataPlanes[0].Cluster].Get(ctx, key, &agent); err != nil {
+			return nil, fmt.Errorf("read the agent's Deployment for its image: %w", err)
+		}
+		image = agent.Spec.Template.Spec.Containers[0].Image
+	}
+	path := filepath.Join(d.lab.Dir, "demo", "bank-log-"+restore+".jsonl")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if err := bank.AppendLog(path, d.bankLog.Txns()); err != nil {
+		return nil, fmt.Errorf("write the bank's log for the user check: %w", err)
+	}
+	return &fedv1alpha1.RestoreCheck{Image: image, Args: []string{"lab", "bank", "check",
+		"--pd", "$(FEDBR_PD)", "--ts", "$(FEDBR_RESTORED_TS)", "--log", path,
+		"--accounts", strconv.Itoa(d.bankCfg.Accounts), "--initial", strconv.FormatInt(d.bankCfg.Initial, 10)}}, nil
+}
+
+// verified checks what a restore with verify says of the cluster it restored (its Checked,
+// naming the user's check when it had one), then waits for the manager to record that verdict
+// on the backup (its Verified from this restore, not an earlier one's).
+func (d *Harness) verified(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) error {
+	if !r.Spec.Template.Verify {
+		return nil
+	}
+	c := d.kube[d.lab.Control]
+	checked := apimeta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
+	if checked == nil || checked.Status != metav1.ConditionTrue {
+		return fmt.Errorf("restore %w: its checks of the restored cluster did not pass: %+v", ErrFailed, checked)
+	}
+	if r.Spec.Template.Check != nil && !strings.Contains(checked.Message, "the user's check") {
+		return fmt.Errorf("restore %w: Checked says nothing of the user's check: %s", ErrFailed, checked.Message)
+	}
+	d.Say("restored cluster checked: %s", checked.Message)
+	// The manager records the verdict on the backup the restore restored.
+	vb := b.DeepCopy()
+	err := d.Poll(ctx, "VolumeBackup "+b.Name+" Verified", func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), vb); err != nil {
+			return false, "", err
+		}
+		v := apimeta.FindStatusCondition(vb.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
+		switch at := vb.Status.Verification; {
+		case v == nil || at == nil || at.TimeJudged.Before(r.Status.TimeCompleted):
+			// No verdict yet, or an earlier restore's.
+			return false, "backup not verified by this restore yet", nil
+		case v.Status != metav1.ConditionTrue || at.Restore != r.Name:
+			return false, "", fmt.Errorf("backup %s: Verified %s %s: %s (verification %+v), want True from restore %s", b.Name, v.Status, v.Reason, v.Message, vb.Status.Verification, r.Name)
+		}
+		return true, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	d.Say("backup %s verified: recovery time %s", b.Name, vb.Status.Verification.TimeTaken)
+	return nil
 }
