@@ -22,6 +22,10 @@ const checkTimeout = time.Hour
 // and a cluster just out of recovery settles within a few heartbeats.
 const verifyWait = "10m"
 
+// verifyDeadline bounds the verify Job: its checks' --wait and a pod start. The restore waits
+// for its verdict, so a pod that never starts must not hold it for stepTimeout.
+const verifyDeadline = 30 * time.Minute
+
 // planVerify checks the restored cluster once the data member is Complete and the template asks
 // for verify: the verify step (`fedbr br verify --member`) reads PD, and its outcome becomes
 // the member's Checked condition, judged once. A failed check never fails the member: the
@@ -35,6 +39,19 @@ func (p *plan) planVerify() {
 	switch {
 	case msg != "":
 		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason, msg)
+		return
+	case done && p.o.Verify.Phase != job.Succeeded:
+		// A pass counts only with the agent's own Job's success: the report is written with the
+		// steps' service account, which others in the namespace may act as, but only the real
+		// checks make the step exit 0.
+		switch {
+		case !p.o.Verify.Exists():
+			p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
+				"the verify step reports a pass, but its Job is gone before its success was seen: check the restored cluster by hand (fedbr br verify)")
+		case p.o.Verify.Phase == job.Failed:
+			p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
+				"the verify step reports a pass, but its Job failed: "+p.o.Verify.FailureText())
+		}
 		return
 	case done:
 		var r brverify.Result
@@ -72,7 +89,9 @@ func (p *plan) planVerify() {
 		args = append(args, "--commit-ts", p.res.Status.RestoredTS)
 	}
 	// No cloud or log flags: the step reads PD only, and saves no log (it has no storage).
-	p.createJob(p.podJob(job.StepVerify, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), args, 0, nil, nil, nil))
+	spec := p.podJob(job.StepVerify, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), args, 0, nil, nil, nil)
+	spec.ActiveDeadlineSeconds = int64(verifyDeadline / time.Second)
+	p.createJob(spec)
 }
 
 // planCheck runs the user's check of the restored cluster (the template's check) once the

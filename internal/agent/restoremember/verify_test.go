@@ -73,7 +73,7 @@ func TestPlanVerify(t *testing.T) {
 			want: rwant{phase: PhaseComplete},
 		},
 		{
-			name: "the data member, Complete: the verify step against its PD, with the restored ts and stepTimeout as its deadline",
+			name: "the data member, Complete: the verify step against its PD, with the restored ts and a deadline of its own",
 			o:    robs(member(verify, data), serving),
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseComplete, check: func(t *testing.T, r Result) {
 				j := r.Actions[1].Job
@@ -85,8 +85,8 @@ func TestPlanVerify(t *testing.T) {
 				if j.Labels[job.LabelStep] != job.StepVerify {
 					t.Errorf("step label %q", j.Labels[job.LabelStep])
 				}
-				if j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != int64(72*3600) {
-					t.Errorf("deadline %v, want stepTimeout's 72h: nothing else times a Complete member", j.Spec.ActiveDeadlineSeconds)
+				if j.Spec.ActiveDeadlineSeconds == nil || *j.Spec.ActiveDeadlineSeconds != int64(30*60) {
+					t.Errorf("deadline %v, want 30m: the restore waits for its verdict", j.Spec.ActiveDeadlineSeconds)
 				}
 				if j.Spec.BackoffLimit == nil || *j.Spec.BackoffLimit != 0 {
 					t.Errorf("backoffLimit %v, want 0: the step waits for the checks itself", j.Spec.BackoffLimit)
@@ -115,6 +115,26 @@ func TestPlanVerify(t *testing.T) {
 			want: rwant{true: []string{dpv1alpha1.RestoreMemberCheckedCondition},
 				reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberChecksPassedReason},
 				msg:    "2 stores, 7 regions: every TiKV store is Up; the regions tile the key space", phase: PhaseComplete},
+		},
+		{
+			name: "a passing report while the Job still runs (written by another who acts as the steps' account): no verdict yet",
+			o:    robs(member(verify, data), serving, verifyJob(job.Active), reported(brreport.PhaseCompleted, "", passed)),
+			want: rwant{phase: PhaseComplete, check: func(t *testing.T, r Result) {
+				if findCondition(r.Status.Conditions, dpv1alpha1.RestoreMemberCheckedCondition) != nil {
+					t.Error("a report alone judged the checks")
+				}
+			}},
+		},
+		{
+			name: "a passing report whose Job is gone: not a pass",
+			o:    robs(member(verify, data), serving, reported(brreport.PhaseCompleted, "", passed)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason},
+				msg: "its Job is gone before its success was seen"},
+		},
+		{
+			name: "a passing report, the Job failed: not a pass",
+			o:    robs(member(verify, data), serving, verifyJob(job.Failed), reported(brreport.PhaseCompleted, "", passed)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberCheckedCondition: dpv1alpha1.RestoreMemberVerificationFailedReason}},
 		},
 		{
 			name: "a check failed: Checked False naming it, the member stays Complete",
