@@ -92,7 +92,9 @@ func TestGet(t *testing.T) {
 		Labels: map[string]string{volumebackupschedule.ScheduleLabel: "nightly"}}, Spec: spec}
 	create(nightly, func() {
 		nightly.Status = fedv1alpha1.VolumeBackupStatus{Phase: fedv1alpha1.VolumeBackupComplete, BackupSize: 1 << 40, BackupSizeReadable: "1 TiB",
-			CommitTs: "466000000000000000", TimeTaken: "10m2s"}
+			CommitTs: "466000000000000000", TimeTaken: "10m2s",
+			Conditions: []metav1.Condition{{Type: fedv1alpha1.VolumeBackupVerifiedCondition, Status: metav1.ConditionTrue, Reason: fedv1alpha1.VolumeRestoreChecksPassedReason,
+				Message: "restore drill passed", LastTransitionTime: metav1.Now()}}}
 	})
 	adhoc := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: "adhoc", Namespace: "tidb"}, Spec: spec}
 	create(adhoc, func() { adhoc.Status = fedv1alpha1.VolumeBackupStatus{Phase: fedv1alpha1.VolumeBackupRunning} })
@@ -125,8 +127,8 @@ func TestGet(t *testing.T) {
 		`NAME        PHASE      SIZE    COMMIT-TS            AGE`,
 		`nightly-1   Complete   1 TiB   466000000000000000   `+age)
 	lines(t, "get backups -o wide", mustRun(t, "backups", "nightly-1", "-n", "tidb", "-o", "wide"),
-		`NAME        PHASE      SIZE    INCREMENTAL   COMMIT-TS            COMMIT-TIME            TIME-TAKEN   SCHEDULE   CLUSTERS    AGE`,
-		`nightly-1   Complete   1 TiB   -             466000000000000000   2026-05-01T15:22:05Z   10m2s        nightly    dp-a,dp-b   `+age)
+		`NAME        PHASE      SIZE    INCREMENTAL   COMMIT-TS            COMMIT-TIME            TIME-TAKEN   SCHEDULE   CLUSTERS    VERIFIED   AGE`,
+		`nightly-1   Complete   1 TiB   -             466000000000000000   2026-05-01T15:22:05Z   10m2s        nightly    dp-a,dp-b   True       `+age)
 	lines(t, "get restores -A", mustRun(t, "restores", "--all-namespaces"),
 		`NAMESPACE   NAME      PHASE      COMMIT-TS            TIME-TAKEN   AGE`,
 		`dr          into-dr   Complete   466000000000000000   31m          `+age)

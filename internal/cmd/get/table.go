@@ -10,6 +10,7 @@ import (
 	"unicode"
 
 	"github.com/robfig/cron/v3"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 
@@ -28,13 +29,14 @@ type TableOptions struct {
 // Backups writes one line per VolumeBackup, in the order given; now dates the ages.
 func Backups(w io.Writer, items []fedv1alpha1.VolumeBackup, o TableOptions, now time.Time) error {
 	t := newTable(o, []string{"NAME", "PHASE", "SIZE", "COMMIT-TS", "AGE"},
-		[]string{"NAME", "PHASE", "SIZE", "INCREMENTAL", "COMMIT-TS", "COMMIT-TIME", "TIME-TAKEN", "SCHEDULE", "CLUSTERS", "AGE"})
+		[]string{"NAME", "PHASE", "SIZE", "INCREMENTAL", "COMMIT-TS", "COMMIT-TIME", "TIME-TAKEN", "SCHEDULE", "CLUSTERS", "VERIFIED", "AGE"})
 	for i := range items {
 		b := &items[i]
 		st := b.Status
 		if o.Wide {
 			t.row(b.Namespace, b.Name, string(st.Phase), st.BackupSizeReadable, st.IncrementalBackupSizeReadable, st.CommitTs,
-				tsoTime(st.CommitTs), st.TimeTaken, b.Labels[volumebackupschedule.ScheduleLabel], backupClusters(b), age(b.CreationTimestamp, now))
+				tsoTime(st.CommitTs), st.TimeTaken, b.Labels[volumebackupschedule.ScheduleLabel], backupClusters(b),
+				conditionStatus(st.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition), age(b.CreationTimestamp, now))
 			continue
 		}
 		t.row(b.Namespace, b.Name, string(st.Phase), st.BackupSizeReadable, st.CommitTs, age(b.CreationTimestamp, now))
@@ -45,12 +47,13 @@ func Backups(w io.Writer, items []fedv1alpha1.VolumeBackup, o TableOptions, now 
 // Restores writes one line per VolumeRestore, in the order given; now dates the ages.
 func Restores(w io.Writer, items []fedv1alpha1.VolumeRestore, o TableOptions, now time.Time) error {
 	t := newTable(o, []string{"NAME", "PHASE", "COMMIT-TS", "TIME-TAKEN", "AGE"},
-		[]string{"NAME", "PHASE", "COMMIT-TS", "COMMIT-TIME", "TIME-TAKEN", "CLUSTERS", "AGE"})
+		[]string{"NAME", "PHASE", "COMMIT-TS", "COMMIT-TIME", "TIME-TAKEN", "CLUSTERS", "CHECKED", "AGE"})
 	for i := range items {
 		r := &items[i]
 		st := r.Status
 		if o.Wide {
-			t.row(r.Namespace, r.Name, string(st.Phase), st.CommitTs, tsoTime(st.CommitTs), st.TimeTaken, restoreClusters(r), age(r.CreationTimestamp, now))
+			t.row(r.Namespace, r.Name, string(st.Phase), st.CommitTs, tsoTime(st.CommitTs), st.TimeTaken, restoreClusters(r),
+				conditionStatus(st.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition), age(r.CreationTimestamp, now))
 			continue
 		}
 		t.row(r.Namespace, r.Name, string(st.Phase), st.CommitTs, st.TimeTaken, age(r.CreationTimestamp, now))
@@ -236,4 +239,13 @@ func cell(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// conditionStatus is the status of condition t (True, False, Unknown), "" when it is absent: a
+// backup's Verified, a restore's Checked.
+func conditionStatus(cs []metav1.Condition, t string) string {
+	if c := meta.FindStatusCondition(cs, t); c != nil {
+		return string(c.Status)
+	}
+	return ""
 }

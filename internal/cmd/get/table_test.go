@@ -31,7 +31,8 @@ func backup(ns, name string, created time.Duration, st fedv1alpha1.VolumeBackupS
 func TestBackups(t *testing.T) {
 	commit := time.Date(2026, 12, 6, 4, 0, 1, 0, time.UTC)
 	scheduled := backup("tidb", "nightly-20261206", 8*time.Hour, fedv1alpha1.VolumeBackupStatus{Phase: fedv1alpha1.VolumeBackupComplete,
-		BackupSizeReadable: "1.2 TiB", IncrementalBackupSizeReadable: "40 GiB", CommitTs: tso(commit), TimeTaken: "12m3s"}, "dp-a", "dp-b", "dp-c")
+		BackupSizeReadable: "1.2 TiB", IncrementalBackupSizeReadable: "40 GiB", CommitTs: tso(commit), TimeTaken: "12m3s",
+		Conditions: []metav1.Condition{{Type: fedv1alpha1.VolumeBackupVerifiedCondition, Status: metav1.ConditionFalse}}}, "dp-a", "dp-b", "dp-c")
 	scheduled.Labels = map[string]string{volumebackupschedule.ScheduleLabel: "nightly"}
 	items := []fedv1alpha1.VolumeBackup{
 		scheduled,
@@ -55,10 +56,10 @@ func TestBackups(t *testing.T) {
 			"tidb        adhoc              Running    -         -                    90s\n" +
 			"other       odd                Fail ed    1 GiB     not-a-ts             3d\n"},
 		{"wide", TableOptions{Wide: true}, `` +
-			"NAME               PHASE      SIZE      INCREMENTAL   COMMIT-TS            COMMIT-TIME            TIME-TAKEN   SCHEDULE   CLUSTERS         AGE\n" +
-			"nightly-20261206   Complete   1.2 TiB   40 GiB        " + tso(commit) + "   2026-12-06T04:00:01Z   12m3s        nightly    dp-a,dp-b,dp-c   8h\n" +
-			"adhoc              Running    -         -             -                    -                      -            -          dp-a             90s\n" +
-			"odd                Fail ed    1 GiB     -             not-a-ts             -                      -            -          -                3d\n"},
+			"NAME               PHASE      SIZE      INCREMENTAL   COMMIT-TS            COMMIT-TIME            TIME-TAKEN   SCHEDULE   CLUSTERS         VERIFIED   AGE\n" +
+			"nightly-20261206   Complete   1.2 TiB   40 GiB        " + tso(commit) + "   2026-12-06T04:00:01Z   12m3s        nightly    dp-a,dp-b,dp-c   False      8h\n" +
+			"adhoc              Running    -         -             -                    -                      -            -          dp-a             -          90s\n" +
+			"odd                Fail ed    1 GiB     -             not-a-ts             -                      -            -          -                -          3d\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
@@ -84,7 +85,8 @@ func TestRestores(t *testing.T) {
 	items := []fedv1alpha1.VolumeRestore{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "dr", Name: "into-dr", CreationTimestamp: at(25 * time.Hour)},
 			Spec:   fedv1alpha1.VolumeRestoreSpec{Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{{K8sClusterName: "dp-a"}, {K8sClusterName: "dp-b"}}},
-			Status: fedv1alpha1.VolumeRestoreStatus{Phase: fedv1alpha1.VolumeRestoreComplete, CommitTs: tso(commit), TimeTaken: "31m"}},
+			Status: fedv1alpha1.VolumeRestoreStatus{Phase: fedv1alpha1.VolumeRestoreComplete, CommitTs: tso(commit), TimeTaken: "31m",
+				Conditions: []metav1.Condition{{Type: fedv1alpha1.VolumeRestoreCheckedCondition, Status: metav1.ConditionTrue}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "dr", Name: "second", CreationTimestamp: at(5 * time.Second)}},
 	}
 	for _, c := range []struct {
@@ -97,9 +99,9 @@ func TestRestores(t *testing.T) {
 			"into-dr   Complete   " + tso(commit) + "   31m          25h\n" +
 			"second    -          -                    -            5s\n"},
 		{"wide, all namespaces", TableOptions{Wide: true, AllNamespaces: true}, `` +
-			"NAMESPACE   NAME      PHASE      COMMIT-TS            COMMIT-TIME            TIME-TAKEN   CLUSTERS    AGE\n" +
-			"dr          into-dr   Complete   " + tso(commit) + "   2026-12-06T04:00:01Z   31m          dp-a,dp-b   25h\n" +
-			"dr          second    -          -                    -                      -            -           5s\n"},
+			"NAMESPACE   NAME      PHASE      COMMIT-TS            COMMIT-TIME            TIME-TAKEN   CLUSTERS    CHECKED   AGE\n" +
+			"dr          into-dr   Complete   " + tso(commit) + "   2026-12-06T04:00:01Z   31m          dp-a,dp-b   True      25h\n" +
+			"dr          second    -          -                    -                      -            -           -         5s\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
