@@ -84,7 +84,7 @@ func TestRestores(t *testing.T) {
 	commit := time.Date(2026, 12, 6, 4, 0, 1, 0, time.UTC)
 	items := []fedv1alpha1.VolumeRestore{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "dr", Name: "into-dr", CreationTimestamp: at(25 * time.Hour)},
-			Spec:   fedv1alpha1.VolumeRestoreSpec{Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{{K8sClusterName: "dp-a"}, {K8sClusterName: "dp-b"}}},
+			Spec: fedv1alpha1.VolumeRestoreSpec{Clusters: []fedv1alpha1.VolumeRestoreMemberCluster{{K8sClusterName: "dp-a"}, {K8sClusterName: "dp-b"}}},
 			Status: fedv1alpha1.VolumeRestoreStatus{Phase: fedv1alpha1.VolumeRestoreComplete, CommitTs: tso(commit), TimeTaken: "31m",
 				Conditions: []metav1.Condition{{Type: fedv1alpha1.VolumeRestoreCheckedCondition, Status: metav1.ConditionTrue}}}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: "dr", Name: "second", CreationTimestamp: at(5 * time.Second)}},
