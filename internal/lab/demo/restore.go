@@ -151,16 +151,20 @@ func (w *tiKVWatch) sample(ctx context.Context, d *Harness, tcs map[string]*pcv1
 	now := time.Now()
 	for _, plane := range w.planes {
 		want := tcs[plane]
+		// The pods first, then the TidbCluster: recovery mode only ever goes from on to off, and
+		// the agent replaces the TiKV pods only after it went off, so pods listed before a read
+		// that still shows it on are all recovery-mode pods. The other order could list the
+		// restarted pods after a stale "on" and count them as recovery-mode pods.
+		var pods corev1.PodList
+		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(want.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(want.Name))); err != nil {
+			return err
+		}
 		var tc pcv1alpha1.TidbCluster
 		if err := d.kube[plane].Get(ctx, client.ObjectKeyFromObject(want), &tc); err != nil {
 			return err
 		}
 		if tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] == "" {
 			continue
-		}
-		var pods corev1.PodList
-		if err := d.kube[plane].List(ctx, &pods, client.InNamespace(tc.Namespace), client.MatchingLabels(tidbcluster.TiKVSelector(tc.Name))); err != nil {
-			return err
 		}
 		replicas := tidbcluster.TiKVReplicas(&tc)
 		if w.handover.IsZero() {
