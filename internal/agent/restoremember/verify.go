@@ -31,7 +31,10 @@ const verifyDeadline = 30 * time.Minute
 // the member's Checked condition, judged once. A failed check never fails the member: the
 // restore is done, and what it restored stays for the SRE to look at.
 func (p *plan) planVerify() {
-	if !p.m.Spec.Template.Verify || !p.m.Spec.DataMember || findCondition(p.res.Status.Conditions, dpv1alpha1.RestoreMemberCheckedCondition) != nil {
+	// The member that ran restore-data (its restoredTS): the manager marks it spec.dataMember
+	// early, or, when it planned nothing before every TiKV was up (it was down meanwhile), only
+	// moves it to restore-data.
+	if !p.m.Spec.Template.Verify || p.res.Status.RestoredTS == "" || findCondition(p.res.Status.Conditions, dpv1alpha1.RestoreMemberCheckedCondition) != nil {
 		return
 	}
 	done, _, msg := p.stepOutcome(job.StepVerify, p.o.Verify)

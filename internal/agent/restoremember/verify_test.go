@@ -23,10 +23,11 @@ func TestPlanVerify(t *testing.T) {
 		rcond(dpv1alpha1.RestoreMemberTikvCompleteCondition, dpv1alpha1.RestoreMemberTiKVStartedReason),
 		rcond(dpv1alpha1.RestoreMemberDataCompleteCondition, dpv1alpha1.RestoreMemberDataRestoredReason),
 		rcond(dpv1alpha1.RestoreMemberCompleteCondition, dpv1alpha1.RestoreMemberRecoveryModeOffReason),
-		func(m *dpv1alpha1.VolumeRestoreMember) { m.Status.RestoredTS = "42" },
 	}
 	verify := func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Verify = true }
-	data := func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.DataMember, m.Spec.ResolvedTS = true, "42" }
+	data := func(m *dpv1alpha1.VolumeRestoreMember) {
+		m.Spec.DataMember, m.Spec.ResolvedTS, m.Status.RestoredTS = true, "42", "42"
+	}
 	member := func(mut ...func(*dpv1alpha1.VolumeRestoreMember)) *dpv1alpha1.VolumeRestoreMember {
 		return rmember(dpv1alpha1.RestoreMemberRestoreFinish, append(append([]func(*dpv1alpha1.VolumeRestoreMember){}, done...), mut...)...)
 	}
@@ -103,6 +104,11 @@ func TestPlanVerify(t *testing.T) {
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, check: func(t *testing.T, r Result) {
 				checkClusterTLS(t, r.Actions[1].Job.Spec.Template.Spec)
 			}},
+		},
+		{
+			name: "the member that restored the data without spec.dataMember (the manager was down until every TiKV was up): it checks",
+			o:    robs(member(verify, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.ResolvedTS, m.Status.RestoredTS = "42", "42" }), serving),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}, phase: PhaseComplete},
 		},
 		{
 			name: "running: nothing more",
