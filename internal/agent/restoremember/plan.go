@@ -418,8 +418,7 @@ func (p *plan) createJob(spec job.Spec) bool {
 		return true
 	case spec.Step == job.StepVerify || spec.Step == job.StepCheck:
 		// A check of a restored cluster that the policy refuses is a verification that failed.
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-			"the "+spec.Step+" step was not started: "+policy.Message(refusals))
+		p.unchecked("the " + spec.Step + " step was not started: " + policy.Message(refusals))
 	case p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition):
 		p.set(dpv1alpha1.RestoreMemberWarmUpCompleteCondition, metav1.ConditionTrue, dpv1alpha1.RestoreMemberWarmUpFailedReason,
 			"the warm-up was not started: "+policy.Message(refusals))

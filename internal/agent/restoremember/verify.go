@@ -41,7 +41,7 @@ func (p *plan) planVerify() {
 	_, reported := p.o.Report.Step(job.StepVerify)
 	switch {
 	case msg != "":
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason, msg)
+		p.unchecked(msg)
 		return
 	case done && p.o.Verify.Phase != job.Succeeded:
 		// A pass counts only with the agent's own Job's success: the report is written with the
@@ -49,18 +49,15 @@ func (p *plan) planVerify() {
 		// checks make the step exit 0.
 		switch {
 		case !p.o.Verify.Exists():
-			p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-				"the verify step reports a pass, but its Job is gone before its success was seen: check the restored cluster by hand (fedbr br verify)")
+			p.unchecked("the verify step reports a pass, but its Job is gone before its success was seen: check the restored cluster by hand (fedbr br verify)")
 		case p.o.Verify.Phase == job.Failed:
-			p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-				"the verify step reports a pass, but its Job failed: "+p.o.Verify.FailureText())
+			p.unchecked("the verify step reports a pass, but its Job failed: " + p.o.Verify.FailureText())
 		}
 		return
 	case done:
 		var r brverify.Result
 		if _, err := p.o.Report.Result(job.StepVerify, &r); err != nil || !r.Passed || len(r.Checks) == 0 {
-			p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-				fmt.Sprintf("the verify step succeeded, but its result is no passed checks (%v)", err))
+			p.unchecked(fmt.Sprintf("the verify step succeeded, but its result is no passed checks (%v)", err))
 			return
 		}
 		names := make([]string, 0, len(r.Checks))
@@ -77,20 +74,16 @@ func (p *plan) planVerify() {
 	case p.o.Verify.Exists() || reported:
 		return
 	case p.o.TC == nil:
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-			"the checks could not run: "+p.tcMissing())
+		p.unchecked("the checks could not run: " + p.tcMissing())
 		return
 	}
 	pd, err := tidbcluster.PDAddresses(p.o.TC)
 	if err != nil {
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-			"the checks could not run: "+err.Error())
+		p.unchecked("the checks could not run: " + err.Error())
 		return
 	}
-	args := []string{"br", job.StepVerify, "--pd", strings.Join(pd, ","), "--wait", verifyWait, "--member", p.m.Name}
-	if p.res.Status.RestoredTS != "" {
-		args = append(args, "--commit-ts", p.res.Status.RestoredTS)
-	}
+	args := []string{"br", job.StepVerify, "--pd", strings.Join(pd, ","), "--wait", verifyWait, "--member", p.m.Name,
+		"--commit-ts", p.res.Status.RestoredTS}
 	// No cloud or log flags: the step reads PD only, and saves no log (it has no storage).
 	spec := p.podJob(job.StepVerify, p.o.Env.ImageOr(p.m.Spec.Template.ToolImage), args, 0, nil, nil, nil)
 	spec.ActiveDeadlineSeconds = int64(verifyDeadline / time.Second)
@@ -111,20 +104,17 @@ func (p *plan) planCheck(passed string) {
 			passed+"; the user's check "+j.Name+" passed")
 		return
 	case j.Phase == job.Failed:
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-			"the built-in checks passed, but the user's check failed: "+j.FailureText())
+		p.unchecked("the built-in checks passed, but the user's check failed: " + j.FailureText())
 		return
 	case j.Exists():
 		return
 	case p.o.TC == nil:
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-			"the user's check could not run: "+p.tcMissing())
+		p.unchecked("the user's check could not run: " + p.tcMissing())
 		return
 	}
 	pd, err := tidbcluster.PDAddresses(p.o.TC)
 	if err != nil {
-		p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason,
-			"the user's check could not run: "+err.Error())
+		p.unchecked("the user's check could not run: " + err.Error())
 		return
 	}
 	timeout := checkTimeout
@@ -164,3 +154,8 @@ const (
 	EnvCheckTCName      = "FEDBR_TC_NAME"
 	EnvCheckTCNamespace = "FEDBR_TC_NAMESPACE"
 )
+
+// unchecked records a verification that failed, or could not run, as Checked False.
+func (p *plan) unchecked(msg string) {
+	p.set(dpv1alpha1.RestoreMemberCheckedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberVerificationFailedReason, msg)
+}
