@@ -35,6 +35,9 @@ var notRequests = map[string]string{
 var exercisedElsewhere = map[string]string{
 	" persistentvolumes delete":                        "a failed restore deletes the PVs it made (internal/agent/restoremember TestFailedRestoreCleansVolumes)",
 	" persistentvolumeclaims delete":                   "a failed restore deletes the claims it made (internal/agent/restoremember TestFailedRestoreCleansVolumes)",
+	" persistentvolumes patch":                         "a scratch restore's deletion sets its TidbCluster's retained PVs to reclaim Delete (internal/agent/restoremember TestScratchRestoreMakesAndRemovesItsTidbCluster)",
+	"pingcap.com tidbclusters create":                  "a scratch restore creates its TidbCluster (internal/agent/restoremember TestScratchRestoreMakesAndRemovesItsTidbCluster)",
+	"pingcap.com tidbclusters delete":                  "a scratch restore's deletion deletes its TidbCluster (internal/agent/restoremember TestScratchRestoreMakesAndRemovesItsTidbCluster)",
 	" persistentvolumeclaims get":                      "backup discovery reads a TiKV pod's claim that its label does not list (internal/agent/backupmember discovery)",
 	" pods get":                                        "the orphan sweeper reads the agent's own pod to record its Events on (internal/agent/sweeper TestSweepDeletesOrphansAfterGrace; first sweep 10 min after start)",
 	"batch jobs delete":                                "a backup or restore deleted mid-run stops its snapshot or restore Job (test/daytwo, deleted with CreateSnapshots in flight)",

@@ -273,6 +273,20 @@ const (
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"
+	// RestoreMemberTidbClusterExistsReason: a scratch restore (template.scratch) found a
+	// TidbCluster of its name already there, not one it created: a scratch restore changes no
+	// TidbCluster it did not make.
+	RestoreMemberTidbClusterExistsReason = "TidbClusterExists"
+	// RestoreMemberSavedTidbClusterFailedReason: a scratch restore's tidbcluster step failed, or
+	// the TidbCluster it reported from the backup cannot be created (the message says why).
+	RestoreMemberSavedTidbClusterFailedReason = "SavedTidbClusterFailed"
+)
+
+// Reasons of a VolumeRestoreMember's TidbClusterCreated condition (template.scratch).
+const (
+	// RestoreMemberFromBackupReason: True once the TidbCluster the backup saved was created, in
+	// recovery mode, by this restore.
+	RestoreMemberFromBackupReason = "FromBackup"
 )
 
 // Reasons of a VolumeRestoreMember's TargetChecked condition.
@@ -344,9 +358,11 @@ const (
 // restore's member is deleted.
 const (
 	// RestoreMemberCleaningReason: False while the restore's Jobs and TiKV pods are stopped and
-	// its claims, PVs and volumes tagged with the restore id deleted.
+	// its claims, PVs and volumes tagged with the restore id deleted (a scratch restore's
+	// TidbCluster and its other claims first).
 	RestoreMemberCleaningReason = "Cleaning"
-	// RestoreMemberCleanedReason: True once no volume tagged with the restore id is left.
+	// RestoreMemberCleanedReason: True once no volume tagged with the restore id is left (and,
+	// for a scratch restore, its TidbCluster and that TidbCluster's claims are gone).
 	RestoreMemberCleanedReason = "Cleaned"
 	// RestoreMemberCleanFailedReason: False while the volumes tagged with the restore id cannot
 	// be listed; the listing is retried.

@@ -170,6 +170,10 @@ const (
 	// StepCheck is the user's check of a restored cluster (the restore template's check),
 	// after verify passed. It reports nothing: its exit code is its outcome.
 	StepCheck = "check"
+	// StepTidbCluster reads the TidbCluster a backup saved (its backupmeta's
+	// kubernetes.crd_tidb_cluster) for a scratch restore, whose agent creates it from the
+	// step's result (fedbr br tidbcluster).
+	StepTidbCluster = "tidbcluster"
 	// StepLift undoes what a pause that died placed in PD (fedbr br lift).
 	StepLift = "lift"
 )

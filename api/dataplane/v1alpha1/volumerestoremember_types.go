@@ -95,8 +95,12 @@ const (
 	RestoreMemberCheckedCondition = "Checked"
 	// RestoreMemberFailedCondition is True when the member failed; its reason and message say why.
 	RestoreMemberFailedCondition = "Failed"
-	// RestoreMemberVolumesCleanedCondition is True once the volumes of a failed restore are deleted.
+	// RestoreMemberVolumesCleanedCondition is True once the volumes of a failed restore (of any
+	// scratch restore) are deleted.
 	RestoreMemberVolumesCleanedCondition = "VolumesCleaned"
+	// RestoreMemberTidbClusterCreatedCondition is True once the agent created a scratch
+	// restore's TidbCluster (template.scratch) from the TidbCluster the backup saved, and saw it.
+	RestoreMemberTidbClusterCreatedCondition = "TidbClusterCreated"
 )
 
 // VolumeRestoreMemberStatus is what the agent reports to the manager.

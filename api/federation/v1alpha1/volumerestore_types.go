@@ -172,6 +172,17 @@ type VolumeRestoreMemberSpec struct {
 	// data member's plane, whose exit code counts in the restore's Checked. Needs verify.
 	// +optional
 	Check *RestoreCheck `json:"check,omitempty"`
+	// Scratch makes the restore create its TidbClusters and remove everything it made when it is
+	// deleted (fedbr extension): a restore drill. Each plane's agent reads the TidbCluster the
+	// backup saved (the tidbcluster step, with the restore's identity), creates it in recovery
+	// mode in the member's namespace (named tcName, spec.cluster moved along), owned by the
+	// member, and refuses to start when a TidbCluster of that name exists already
+	// (TidbClusterExists). Deleting the restore, complete or not, deletes that TidbCluster, its
+	// claims (the restored ones and those its operator made, whose volumes the storage class's
+	// provisioner deletes), the PVs and every EBS volume tagged with the restore id. Every
+	// cluster must name the same tcNamespace (the TidbClusters join each other there).
+	// +optional
+	Scratch bool `json:"scratch,omitempty"`
 	// BackoffLimit is the retries of each restore Job.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
@@ -198,6 +209,7 @@ type VolumeRestoreMemberSpec struct {
 // VolumeRestoreSpec says which data planes to restore into and how.
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.crossAZ) || !self.crossAZ || self.clusters.all(c, has(c.azName) && size(c.azName) > 0)",message="crossAZ requires azName on every cluster: name the availability zone to create each cluster's volumes in"
+// +kubebuilder:validation:XValidation:rule="!has(self.template.scratch) || !self.template.scratch || self.clusters.all(c, c.tcNamespace == self.clusters[0].tcNamespace)",message="template.scratch needs one tcNamespace for every cluster: the TidbClusters it creates join each other's PD there"
 type VolumeRestoreSpec struct {
 	// Clusters are the data planes to restore into, one entry per kubeconfig context.
 	// +kubebuilder:validation:MaxItems=32

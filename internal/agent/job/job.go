@@ -39,6 +39,8 @@ const (
 	StepVerify = dpv1alpha1.StepVerify
 	// StepCheck runs the user's check of a restored cluster.
 	StepCheck = dpv1alpha1.StepCheck
+	// StepTidbCluster reads the TidbCluster a backup saved, for a scratch restore.
+	StepTidbCluster = dpv1alpha1.StepTidbCluster
 )
 
 // Labels the agent puts on everything it creates, so it can list its own objects and an SRE

@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,11 +76,12 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumes,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumes,verbs=patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;create
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;create;update
-// +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters,verbs=get;list;watch;patch;create;delete
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch
 
@@ -130,7 +132,7 @@ func (r *Reconciler) decide(ctx context.Context, m *dpv1alpha1.VolumeRestoreMemb
 			m.Status.Steps = steps
 		},
 		Done: func(error) {
-			for step, s := range map[string]job.State{job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData, job.StepVerify: o.Verify, job.StepCheck: o.Check} {
+			for step, s := range map[string]job.State{job.StepTidbCluster: o.TidbCluster, job.StepRestoreVolumes: o.RestoreVolumes, job.StepRestoreData: o.RestoreData, job.StepVerify: o.Verify, job.StepCheck: o.Check} {
 				r.Metrics.ObserveStep(Kind, step, s.Name+string(m.UID), s.Phase == job.Succeeded, s.Started, s.Finished)
 			}
 			for _, s := range o.Warmups {
@@ -172,12 +174,52 @@ func (r *Reconciler) observe(ctx context.Context, m *dpv1alpha1.VolumeRestoreMem
 		}
 		r.observeRestoredVolumes(ctx, &o)
 	}
+	scratch := m.Spec.Template.Scratch
+	if m.DeletionTimestamp != nil && scratch && tc == nil {
+		if err := r.observeOperatorClaims(ctx, m, &o); err != nil {
+			return o, err
+		}
+	}
 	running := func(s job.State) bool { return s.Exists() && !s.Done() }
-	if m.DeletionTimestamp != nil && len(o.PVCs) == 0 && len(o.PVs) == 0 && !running(o.RestoreVolumes) && !running(o.RestoreData) &&
-		!condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberCompleteCondition) {
+	if m.DeletionTimestamp != nil && len(o.PVCs) == 0 && len(o.PVs) == 0 && len(o.OperatorClaims) == 0 && !running(o.RestoreVolumes) && !running(o.RestoreData) &&
+		(scratch || !condition.IsTrue(m.Status.Conditions, dpv1alpha1.RestoreMemberCompleteCondition)) {
 		r.observeCloud(ctx, m, &o)
 	}
 	return o, nil
+}
+
+// observeOperatorClaims reads, from the API server (the cache holds only the agent's own), the
+// claims tidb-operator made for a scratch restore's TidbCluster and the PVs they are bound to.
+func (r *Reconciler) observeOperatorClaims(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
+	var reader client.Reader = r.Client
+	if r.APIReader != nil {
+		reader = r.APIReader
+	}
+	list := &corev1.PersistentVolumeClaimList{}
+	if err := reader.List(ctx, list, client.InNamespace(m.Spec.TCNamespace),
+		client.MatchingLabels{tidbcluster.LabelInstance: m.Spec.TCName, labelManagedBy: managedByOperator}); err != nil {
+		return fmt.Errorf("list the claims of TidbCluster %s/%s: %w", m.Spec.TCNamespace, m.Spec.TCName, err)
+	}
+	o.OperatorClaims, o.OperatorPVs = map[string]*corev1.PersistentVolumeClaim{}, map[string]*corev1.PersistentVolume{}
+	for i := range list.Items {
+		pvc := &list.Items[i]
+		if pvc.Labels[LabelRestore] != "" {
+			continue // a restore's own claim
+		}
+		o.OperatorClaims[pvc.Name] = pvc
+		if pvc.Spec.VolumeName == "" {
+			continue
+		}
+		pv := &corev1.PersistentVolume{}
+		switch err := reader.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("get PV %s: %w", pvc.Spec.VolumeName, err)
+		default:
+			o.OperatorPVs[pv.Name] = pv
+		}
+	}
+	return nil
 }
 
 // otherTiKVVolumes are the pod volumes of tc's TiKV besides its data volume (a warm-up reads
@@ -196,7 +238,7 @@ func otherTiKVVolumes(tc *pcv1alpha1.TidbCluster) []string {
 }
 
 func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestoreMember, o *Observed) error {
-	o.RestoreVolumes, o.RestoreData, o.Verify, o.Check, o.Warmups = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), map[string]job.State{}
+	o.RestoreVolumes, o.RestoreData, o.Verify, o.Check, o.TidbCluster, o.Warmups = job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), job.StateOf(nil), map[string]job.State{}
 	jobs := &batchv1.JobList{}
 	if err := r.Client.List(ctx, jobs, client.InNamespace(m.Namespace), client.MatchingLabels(job.Selector(m.Name))); err != nil {
 		return fmt.Errorf("list Jobs of %s/%s: %w", m.Namespace, m.Name, err)
@@ -213,6 +255,8 @@ func (r *Reconciler) observeJobs(ctx context.Context, m *dpv1alpha1.VolumeRestor
 			o.Verify = job.StateOf(&owned[i])
 		case job.StepCheck:
 			o.Check = job.StateOf(&owned[i])
+		case job.StepTidbCluster:
+			o.TidbCluster = job.StateOf(&owned[i])
 		case job.StepWarmup:
 			o.Warmups[owned[i].Name] = job.StateOf(&owned[i])
 		}
@@ -434,6 +478,22 @@ func (r *Reconciler) applyOne(ctx context.Context, ap *apply.Applier, m *dpv1alp
 	case Warn:
 		r.Recorder.Eventf(m, nil, corev1.EventTypeWarning, a.Key, "Restore", "%s", a.Value)
 		return nil
+	case CreateTC:
+		if err := ignoreExists(r.Client.Create(ctx, a.Object.DeepCopy())); err != nil {
+			return fmt.Errorf("create TidbCluster %s/%s: %w", a.Object.GetNamespace(), a.Object.GetName(), err)
+		}
+		r.Recorder.Eventf(m, a.Object, corev1.EventTypeNormal, "TidbClusterCreated", "Create",
+			"created TidbCluster %s/%s in recovery mode from the TidbCluster the backup saved", a.Object.GetNamespace(), a.Object.GetName())
+		return nil
+	case DeleteTC:
+		tc := &pcv1alpha1.TidbCluster{}
+		tc.Namespace, tc.Name = m.Spec.TCNamespace, a.Name
+		return client.IgnoreNotFound(r.Client.Delete(ctx, tc, client.Preconditions{UID: &a.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+	case ReclaimPV:
+		pv := &corev1.PersistentVolume{}
+		pv.Name = a.Name
+		return client.IgnoreNotFound(r.Client.Patch(ctx, pv, client.RawPatch(types.MergePatchType,
+			[]byte(`{"spec":{"persistentVolumeReclaimPolicy":"Delete"}}`))))
 	case DeleteVolumes:
 		if r.Cloud == nil {
 			return errors.New("the agent has no AWS access configured")

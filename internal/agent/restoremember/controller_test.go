@@ -182,7 +182,9 @@ func newFixture(t *testing.T, ns string) *fixture {
 	return f
 }
 
-func (f *fixture) createMember() {
+func (f *fixture) createMember() { f.createMemberWith() }
+
+func (f *fixture) createMemberWith(mut ...func(*dpv1alpha1.VolumeRestoreMember)) {
 	m := &dpv1alpha1.VolumeRestoreMember{
 		ObjectMeta: metav1.ObjectMeta{Name: "fed-r1", Namespace: f.ns, Labels: map[string]string{dpv1alpha1.LabelOwnerNamespace: f.ns}},
 		Spec: dpv1alpha1.VolumeRestoreMemberSpec{VolumeRestore: "r1", K8sClusterName: f.cluster, TCName: "restored", TCNamespace: f.ns,
@@ -190,6 +192,9 @@ func (f *fixture) createMember() {
 			Backup: fedv1alpha1.StorageProvider{Local: &fedv1alpha1.LocalStorageProvider{
 				Volume:      corev1.Volume{Name: "backup", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: filepath.Dir(f.dir)}}},
 				VolumeMount: corev1.VolumeMount{Name: "backup", MountPath: "/backup"}, Prefix: "p-az1"}}},
+	}
+	for _, f := range mut {
+		f(m)
 	}
 	must(f.t, env.Client.Create(f.ctx, m))
 	f.key = client.ObjectKeyFromObject(m)
@@ -665,4 +670,91 @@ func TestSyncWarmupGatesTiKV(t *testing.T) {
 	}
 	f.startTiKV()
 	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
+}
+
+// TestScratchRestoreMakesAndRemovesItsTidbCluster: a scratch restore's agent runs the
+// tidbcluster step, creates the TidbCluster that step reported once its Job succeeded (recovery
+// mode, the restore's label, owned by the member), restores into it, and its deletion (the
+// restore complete) removes that TidbCluster, the TiKV pod on the restored claim, the claim
+// tidb-operator made for PD (its retained PV set to reclaim Delete first, for the provisioner),
+// the restored claims and PVs, and the restored EBS volume.
+func TestScratchRestoreMakesAndRemovesItsTidbCluster(t *testing.T) {
+	f := newFixture(t, "rs-scratch")
+	must(t, env.Client.Delete(f.ctx, f.tc()))
+	f.createMemberWith(func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.Scratch = true })
+	var j *batchv1.Job
+	eventually(t, "tidbcluster Job", func() (bool, string) { j = f.job(job.StepTidbCluster); return j != nil, "none" })
+	if args := j.Spec.Template.Spec.Containers[0].Args; argValue(args, "--storage") != "backup/p-az1" || argValue(args, "--member") != "fed-r1" {
+		t.Errorf("tidbcluster args %v", args)
+	}
+	f.writeReport(map[string]string{job.StepTidbCluster: `{"phase":"Completed"}`, job.StepTidbCluster + ".result": `{"tidbCluster":{"apiVersion":"pingcap.com/v1alpha1","kind":"TidbCluster",` +
+		`"metadata":{"name":"restored","namespace":"prod","resourceVersion":"7"},"spec":{"pd":{"replicas":1},"tikv":{"replicas":1}},"status":{"tikv":{}}}}`})
+	// A reported TidbCluster counts only with its Job's success.
+	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(j), j))
+	now := metav1.Now()
+	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+	j.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now},
+	}
+	must(t, env.Client.Status().Update(f.ctx, j))
+	var tc *pcv1alpha1.TidbCluster
+	eventually(t, "the scratch TidbCluster", func() (bool, string) {
+		tc = &pcv1alpha1.TidbCluster{}
+		err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "restored"}, tc)
+		return err == nil, fmt.Sprint(err)
+	})
+	uid := string(f.member().UID)
+	if !tc.Spec.RecoveryMode || tc.Labels[LabelRestore] != uid || len(tc.OwnerReferences) != 1 || string(tc.OwnerReferences[0].UID) != uid {
+		t.Fatalf("scratch TidbCluster %+v %+v", tc.ObjectMeta, tc.Spec)
+	}
+	// tidb-operator: PD runs, on a claim of its own whose PV the class retains.
+	tc.Status.PD.Members = map[string]pcv1alpha1.PDMember{"restored-pd-0": {Name: "restored-pd-0", ClientURL: "http://127.0.0.1:2379"}}
+	must(t, env.Client.Update(f.ctx, tc))
+	pdPV := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-scratch-pd"}, Spec: corev1.PersistentVolumeSpec{
+		Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+		PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-pd"}}}}
+	must(t, env.Client.Create(f.ctx, pdPV))
+	must(t, env.Client.Create(f.ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "pd-restored-pd-0", Namespace: f.ns,
+		Labels: map[string]string{"app.kubernetes.io/instance": "restored", "app.kubernetes.io/managed-by": "tidb-operator", "app.kubernetes.io/component": "pd"}},
+		Spec: corev1.PersistentVolumeClaimSpec{VolumeName: pdPV.Name, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}))
+	f.waitCondition(dpv1alpha1.RestoreMemberTidbClusterCreatedCondition)
+	f.restoreVolumes()
+	f.waitCondition(dpv1alpha1.RestoreMemberVolumeCompleteCondition)
+	f.startTiKV()
+	f.waitCondition(dpv1alpha1.RestoreMemberTikvCompleteCondition)
+
+	must(t, env.Client.Delete(f.ctx, f.member()))
+	stop := make(chan struct{})
+	defer close(stop)
+	go unprotect(f.ctx, f.ns, stop)
+	// Play the garbage collector and the kubelet: the deleted TidbCluster's TiKV pod goes.
+	eventually(t, "TidbCluster deleted", func() (bool, string) {
+		err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "restored"}, &pcv1alpha1.TidbCluster{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	_ = env.Client.Delete(f.ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "restored-tikv-0", Namespace: f.ns}}, client.GracePeriodSeconds(0))
+	eventually(t, "member gone", func() (bool, string) {
+		m := f.member()
+		if m == nil {
+			return true, ""
+		}
+		return false, fmt.Sprintf("%s %+v", m.Status.Phase, m.Status.Conditions)
+	})
+	if err := env.Client.Get(f.ctx, types.NamespacedName{Namespace: f.ns, Name: "pd-restored-pd-0"}, &corev1.PersistentVolumeClaim{}); !apierrors.IsNotFound(err) {
+		t.Errorf("PD's claim: %v, want it deleted", err)
+	}
+	must(t, env.Client.Get(f.ctx, client.ObjectKeyFromObject(pdPV), pdPV))
+	if pdPV.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		t.Errorf("PD's PV reclaims %s, want Delete (its provisioner deletes the volume)", pdPV.Spec.PersistentVolumeReclaimPolicy)
+	}
+	vols, err := f.lab.Provider.ListVolumes(f.ctx, meta.RestoreTags(uid))
+	must(t, err)
+	for _, v := range vols {
+		if v.State != "deleted" {
+			t.Errorf("restored volume %s left: %s", v.ID, v.State)
+		}
+	}
 }

@@ -17,7 +17,8 @@ import (
 // planDeletion lets go of an unfinished restore: it stops the steps, unbinds TiKV from the
 // restored volumes, deletes the PVCs and PVs it created and every volume tagged with the
 // restore id, in that order, each waiting for the one before. A complete restore's volumes
-// belong to the TidbCluster: nothing is deleted.
+// belong to the TidbCluster: nothing is deleted. A scratch restore removes everything it made,
+// complete or not (planScratchDeletion).
 func (p *plan) planDeletion() {
 	if p.m.Annotations[ForceRemoveAnnotation] == "true" {
 		p.set(dpv1alpha1.RestoreMemberVolumesCleanedCondition, metav1.ConditionFalse, dpv1alpha1.RestoreMemberForceRemovedReason,
@@ -26,7 +27,15 @@ func (p *plan) planDeletion() {
 		p.res.RemoveFinalizer = true
 		return
 	}
-	if p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition) || p.isTrue(dpv1alpha1.RestoreMemberVolumesCleanedCondition) {
+	if p.isTrue(dpv1alpha1.RestoreMemberVolumesCleanedCondition) {
+		p.res.RemoveFinalizer = true
+		return
+	}
+	if p.scratch() {
+		p.planScratchDeletion()
+		return
+	}
+	if p.isTrue(dpv1alpha1.RestoreMemberCompleteCondition) {
 		p.res.RemoveFinalizer = true
 		return
 	}

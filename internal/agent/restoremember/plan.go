@@ -23,6 +23,9 @@
 //   - deletion of an unfinished restore: stop the steps, delete the PVCs and PVs created and
 //     every EBS volume tagged with the restore id (VolumesCleaned), then drop the finalizer. A
 //     complete restore's volumes belong to the TidbCluster and are never touched.
+//   - a scratch restore (template.scratch) first makes its TidbCluster from the one the backup
+//     saved (the tidbcluster step reports it; TidbClusterCreated), and its deletion, complete or
+//     not, removes that TidbCluster and its claims before the rest (scratch.go).
 package restoremember
 
 import (
@@ -33,6 +36,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
@@ -89,7 +93,7 @@ var Phases = []string{PhasePending, PhaseRestoringVolumes, PhaseVolumeComplete, 
 
 // MetricsKind is this kind's phases and step Jobs for the agent's metrics.
 func MetricsKind() metrics.Kind {
-	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup, job.StepVerify, job.StepCheck}}
+	return metrics.Kind{Name: Kind, Phases: Phases, Steps: []string{job.StepTidbCluster, job.StepRestoreVolumes, job.StepRestoreData, job.StepWarmup, job.StepVerify, job.StepCheck}}
 }
 
 // cloudRecheck is how soon what cannot be watched (EC2) is looked at again.
@@ -122,10 +126,11 @@ type Observed struct {
 	// RestoreMetaErr says why it was refused.
 	RestoreMeta    *meta.Record
 	RestoreMetaErr error
-	// RestoreVolumes, RestoreData, Verify and Check are the step Jobs; Warmups the warm-up Jobs by name.
-	RestoreVolumes, RestoreData, Verify, Check job.State
-	Warmups                                    map[string]job.State
-	Report                                     job.Report
+	// RestoreVolumes, RestoreData, Verify, Check and TidbCluster (a scratch restore's) are the
+	// step Jobs; Warmups the warm-up Jobs by name.
+	RestoreVolumes, RestoreData, Verify, Check, TidbCluster job.State
+	Warmups                                                 map[string]job.State
+	Report                                                  job.Report
 	// PVCs and PVs are those the agent created for this restore, by name.
 	PVCs map[string]*corev1.PersistentVolumeClaim
 	PVs  map[string]*corev1.PersistentVolume
@@ -133,6 +138,12 @@ type Observed struct {
 	// while the restore is about to create volumes or claims (NeedsTargetClaims); nil when not
 	// read.
 	TargetClaims map[string]*corev1.PersistentVolumeClaim
+	// OperatorClaims are the claims tidb-operator made for a scratch restore's TidbCluster (its
+	// app.kubernetes.io/instance, managed by tidb-operator, not the restore's own), by name, and
+	// OperatorPVs the PVs they are bound to, by name: read only while a scratch restore that
+	// made its TidbCluster is deleted, once that TidbCluster is gone.
+	OperatorClaims map[string]*corev1.PersistentVolumeClaim
+	OperatorPVs    map[string]*corev1.PersistentVolume
 	// Pods are the target TidbCluster's TiKV pods.
 	Pods []TiKVPod
 	// RestoredVolumes are the volumes the restoremeta names, by id, described while their
@@ -209,12 +220,19 @@ const (
 	Warn ActionKind = "Warn"
 	// DeleteVolumes deletes the EBS volumes IDs.
 	DeleteVolumes ActionKind = "DeleteVolumes"
+	// CreateTC creates a scratch restore's TidbCluster Object; DeleteTC deletes it (Name, with
+	// UID as precondition).
+	CreateTC ActionKind = "CreateTC"
+	DeleteTC ActionKind = "DeleteTC"
+	// ReclaimPV sets the PV Name's reclaim policy to Delete, before its claim is deleted.
+	ReclaimPV ActionKind = "ReclaimPV"
 )
 
 // Action is one idempotent change.
 type Action struct {
 	Kind      ActionKind
 	Job       *batchv1.Job
+	Object    *unstructured.Unstructured
 	ConfigMap *corev1.ConfigMap
 	PV        *corev1.PersistentVolume
 	PVC       *corev1.PersistentVolumeClaim
@@ -230,6 +248,8 @@ func (a Action) String() string {
 	switch {
 	case a.Job != nil:
 		return string(a.Kind) + " " + a.Job.Name
+	case a.Object != nil:
+		return string(a.Kind) + " " + a.Object.GetNamespace() + "/" + a.Object.GetName()
 	case a.PV != nil:
 		return string(a.Kind) + " " + a.PV.Name
 	case a.PVC != nil:
@@ -284,6 +304,8 @@ func Plan(o Observed, now time.Time) Result {
 		p.planVerify()
 	case Refused(p.m, o.Refusals):
 		p.fail(policy.Reason(o.Refusals), policy.Message(o.Refusals))
+	case p.scratch() && !p.planScratchTC():
+		// Its TidbCluster is being made, or it failed.
 	case o.TC == nil:
 		p.fail(dpv1alpha1.TidbClusterNotFoundReason, p.tcMissing())
 	default:

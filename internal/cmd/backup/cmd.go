@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
-	"github.com/fedbr/fedbr/internal/cmd/restore"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -90,7 +90,7 @@ func (o *manifestsOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	if o.forRestore != "" {
-		o.kinds = []string{restore.TidbClusterKind}
+		o.kinds = []string{tidbcluster.TidbClusterKind}
 	}
 	if len(o.kinds) > 0 {
 		ms = slices.DeleteFunc(ms, func(m meta.Manifest) bool { return !slices.Contains(o.kinds, m.Kind) })
@@ -113,7 +113,7 @@ func (o *manifestsOptions) run(cmd *cobra.Command) error {
 		}
 		body := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(m.YAML)), "---"))
 		if o.forRestore != "" {
-			u, err := restore.ForRestore(m, o.forRestore, o.tcName)
+			u, err := tidbcluster.ForRestore(m, o.forRestore, o.tcName)
 			if err != nil {
 				return err
 			}

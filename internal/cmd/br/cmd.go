@@ -24,6 +24,7 @@ import (
 	brsize "github.com/fedbr/fedbr/internal/cmd/br/size"
 	brsnapshot "github.com/fedbr/fedbr/internal/cmd/br/snapshot"
 	"github.com/fedbr/fedbr/internal/cmd/br/steplog"
+	brtidbcluster "github.com/fedbr/fedbr/internal/cmd/br/tidbcluster"
 	brverify "github.com/fedbr/fedbr/internal/cmd/br/verify"
 )
 
@@ -56,7 +57,7 @@ func NewCmd() *cobra.Command {
 	cmd.PersistentFlags().BoolVar(&saveLog, "save-log", false,
 		"when the step ends, save its own log lines (the first 64 KiB and the last 960 KiB) as logs/<pod name>.log under its --storage, where a clean deletes them with the backup (the agent's --save-step-logs)")
 	cmd.AddCommand(brpause.NewCmd(), brlift.NewCmd(), brsnapshot.NewCmd(), brsize.NewCmd(), brclean.NewCmd(),
-		brrestorevolumes.NewCmd(), brrestoredata.NewCmd(), brverify.NewCmd(), brpreflight.NewCmd())
+		brtidbcluster.NewCmd(), brrestorevolumes.NewCmd(), brrestoredata.NewCmd(), brverify.NewCmd(), brpreflight.NewCmd())
 	for _, sub := range cmd.Commands() {
 		if savesLog[sub.Name()] {
 			run := sub.RunE

@@ -25,6 +25,7 @@ import (
 
 	fedv1alpha1 "github.com/fedbr/fedbr/api/federation/v1alpha1"
 	"github.com/fedbr/fedbr/internal/agent/job"
+	"github.com/fedbr/fedbr/internal/agent/tidbcluster"
 	"github.com/fedbr/fedbr/internal/cmd/br/session"
 	"github.com/fedbr/fedbr/internal/cmd/describe"
 	"github.com/fedbr/fedbr/internal/plane"
@@ -284,7 +285,7 @@ type planeTC struct {
 }
 
 // tidbClusters reads, for each cluster of r, the TidbCluster the backup saved in that plane's
-// storage and turns it into the one r restores into (ForRestore).
+// storage and turns it into the one r restores into (tidbcluster.ForRestore).
 func (o *createOptions) tidbClusters(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *fedv1alpha1.VolumeRestore) ([]planeTC, error) {
 	var out []planeTC
 	for i, c := range b.Spec.Clusters {
@@ -304,11 +305,11 @@ func (o *createOptions) tidbClusters(ctx context.Context, b *fedv1alpha1.VolumeB
 		if err != nil {
 			return nil, fmt.Errorf("data plane %s: read the manifests in %s: %w", c.K8sClusterName, st.Flag, err)
 		}
-		m, err := SavedTidbCluster(ms, c.TCNamespace, c.TCName)
+		m, err := tidbcluster.SavedTidbCluster(ms, c.TCNamespace, c.TCName)
 		if err != nil {
 			return nil, fmt.Errorf("data plane %s (%s): %w", c.K8sClusterName, st.Flag, err)
 		}
-		u, err := ForRestore(m, r.Spec.Clusters[i].TCNamespace, r.Spec.Clusters[i].TCName)
+		u, err := tidbcluster.ForRestore(m, r.Spec.Clusters[i].TCNamespace, r.Spec.Clusters[i].TCName)
 		if err != nil {
 			return nil, fmt.Errorf("data plane %s: %w", c.K8sClusterName, err)
 		}

@@ -1,4 +1,4 @@
-package restore
+package tidbcluster
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
+	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 	"github.com/fedbr/fedbr/internal/meta"
 )
 
@@ -19,6 +20,11 @@ const TidbClusterKind = "TidbCluster"
 // lastApplied is kubectl's annotation holding a whole earlier manifest: a restored copy must not
 // carry the source's, which a later kubectl apply would diff against.
 const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// MaxSaved bounds the saved TidbCluster a scratch restore's tidbcluster step reports and its
+// agent accepts: a TidbCluster is a few KiB, its TiKV config included, and the member's whole
+// status lives in one etcd object beside restore-volumes' report of the backup.
+const MaxSaved = 256 << 10
 
 // keptMetadata are the metadata fields a restored TidbCluster keeps of the saved one; the rest
 // (uid, resourceVersion, generation, creationTimestamp, managedFields, ownerReferences,
@@ -46,7 +52,9 @@ func SavedTidbCluster(ms []meta.Manifest, namespace, name string) (meta.Manifest
 // the restore's last step clears), without the source object's status and server-set
 // metadata; spec.cluster, the TidbCluster it joins across Kubernetes clusters, is moved into
 // into too (and renamed to name when one is given), so the restored clusters join each other,
-// not the source. A manifest that is not a TidbCluster with TiKV is refused.
+// not the source. The annotation tikv-volumes-ready of a backed-up cluster that was itself
+// restored is dropped (the restore opens that gate). A manifest that is not a TidbCluster with
+// TiKV is refused.
 func ForRestore(m meta.Manifest, into, name string) (*unstructured.Unstructured, error) {
 	if msgs := validation.IsDNS1123Label(into); len(msgs) > 0 {
 		return nil, fmt.Errorf("namespace %q: %s", into, strings.Join(msgs, "; "))
@@ -90,6 +98,9 @@ func ForRestore(m meta.Manifest, into, name string) (*unstructured.Unstructured,
 	u.SetNamespace(into)
 	if a := u.GetAnnotations(); a != nil {
 		delete(a, lastApplied)
+		// A backed-up cluster that was itself restored still carries the gate its restore
+		// opened: kept, tidb-operator would start TiKV at once, on fresh empty volumes.
+		delete(a, pcv1alpha1.TiKVVolumesReadyAnnotation)
 		u.SetAnnotations(a)
 		if len(a) == 0 {
 			unstructured.RemoveNestedField(obj, "metadata", "annotations")

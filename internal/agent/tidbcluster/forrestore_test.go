@@ -1,4 +1,4 @@
-package restore
+package tidbcluster
 
 import (
 	"strings"
@@ -79,6 +79,10 @@ func TestForRestore(t *testing.T) {
 				"status: {tikv: {failureStores: {\"4\": {podName: basic-tikv-1, storeID: \"4\"}, \"9\": {podName: basic-tikv-2, storeID: \"9\"}}}}\n",
 			want: map[string]any{"apiVersion": "pingcap.com/v1alpha1", "kind": "TidbCluster", "metadata": map[string]any{"name": "basic", "namespace": "tidb-restore"},
 				"spec": map[string]any{"recoveryMode": true, "tikv": map[string]any{"replicas": float64(5)}}}},
+		{name: "a backed-up cluster that was restored itself: the gate its restore opened is not kept", into: "tidb-restore",
+			yaml: "apiVersion: pingcap.com/v1alpha1\nkind: TidbCluster\nmetadata: {name: basic, namespace: tidb, annotations: {tidb.pingcap.com/tikv-volumes-ready: tidb/r-dp1}}\nspec: {tikv: {replicas: 1}}\n",
+			want: map[string]any{"apiVersion": "pingcap.com/v1alpha1", "kind": "TidbCluster", "metadata": map[string]any{"name": "basic", "namespace": "tidb-restore"},
+				"spec": map[string]any{"recoveryMode": true, "tikv": map[string]any{"replicas": float64(1)}}}},
 		{name: "not a TidbCluster", into: "tidb-restore", yaml: "apiVersion: pingcap.com/v1alpha1\nkind: TidbMonitor\nmetadata: {name: m}\nspec: {}\n",
 			wantErr: "pingcap.com/v1alpha1 TidbMonitor, want a pingcap.com TidbCluster"},
 		{name: "a TidbCluster of another group", into: "tidb-restore", yaml: "apiVersion: example.com/v1\nkind: TidbCluster\nmetadata: {name: m}\nspec: {tikv: {}}\n",
