@@ -287,6 +287,8 @@ func TestBadObjectsAreRefused(t *testing.T) {
 			[]mutation{{"spec.clusters[2].k8sClusterName", "eks-use1-az2"}}, "k8sClusterName must be unique"},
 		{"restore: missing tcNamespace", "federation_v1alpha1_volumerestore.yaml",
 			[]mutation{{"spec.clusters[1].tcNamespace", nil}}, "spec.clusters[1].tcNamespace: Required value"},
+		{"restore: scratch over two namespaces", "federation_v1alpha1_volumerestore.yaml",
+			[]mutation{{"spec.template.scratch", true}, {"spec.clusters[2].tcNamespace", "tidb-drill"}}, "template.scratch needs one tcNamespace for every cluster"},
 		{"restore: cross-AZ without azName", "federation_v1alpha1_volumerestore.yaml",
 			[]mutation{{"spec.clusters[1].azName", nil}}, "crossAZ requires azName on every cluster"},
 		{"restore: cross-AZ with empty azName", "federation_v1alpha1_volumerestore.yaml",

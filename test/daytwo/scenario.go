@@ -82,11 +82,18 @@ const (
 	// --save-step-logs) cannot land after the clean; nothing of the backup is left, its step
 	// logs included.
 	ScenarioDeleteWhileSizing = "deleted while its size steps run: stopped before the clean, nothing left"
+	// ScenarioScratch restores a backup as a scratch restore (spec.template.scratch, with
+	// verify) into a namespace that holds no TidbCluster: each plane's agent makes the
+	// TidbCluster the backup saved (the planes joined through spec.cluster), the restore completes
+	// exactly, checked, and is the backup's Verified; deleting the restore then removes those
+	// TidbClusters, every claim (tidb-operator's PD claims' PVs set to reclaim Delete for their
+	// provisioner) and every restored volume (#42).
+	ScenarioScratch = "a scratch restore: TidbClusters made from the backup, exact, and removed with everything it made"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover, ScenarioDeleteWhileSizing}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover, ScenarioDeleteWhileSizing, ScenarioScratch}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -167,6 +174,8 @@ func RunDayTwo(ctx context.Context, o demo.Options, names []string) ([]DayTwoRes
 			res.Outcome, res.Err = d.failover(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioDeleteWhileSizing:
 			res.Outcome, res.Err = d.deleteWhileSizing(ctx, fmt.Sprintf(demo.DayTwoName, i))
+		case ScenarioScratch:
+			res.Outcome, res.Err = d.scratch(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.SetFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -1113,6 +1122,46 @@ func (d *run) toleratedOutage(ctx context.Context, name string) (string, error) 
 		return "", err
 	}
 	return fmt.Sprintf("restored exactly with TiKV 1 of %s down", down), nil
+}
+
+// scratch is ScenarioScratch.
+func (d *run) scratch(ctx context.Context, name string) (string, error) {
+	b, err := d.Backup(ctx)
+	if err != nil {
+		return "", err
+	}
+	if err := d.WaitTransfersAfter(ctx, b); err != nil {
+		return "", err
+	}
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	ns := name + "-scratch"
+	d.Options().RestoreNamespace, d.Options().RestoreScratch = ns, true
+	r, err := d.Restore(ctx, b)
+	if err != nil {
+		return "", err
+	}
+	if err := d.Check(ctx, b, r); err != nil {
+		return "", err
+	}
+	c := d.Kube()[d.Lab().Control]
+	if err := d.DeleteAndWait(ctx, c, r); err != nil {
+		return "", err
+	}
+	released, err := d.ScratchRemoved(ctx, ns)
+	if err != nil {
+		return "", err
+	}
+	if released == 0 {
+		return "", fmt.Errorf("no PV of tidb-operator's claims in %s was released to reclaim Delete: the scratch TidbClusters' PD claims must be", ns)
+	}
+	if err := d.DeleteRestored(ctx, ns); err != nil {
+		return "", err
+	}
+	if err := d.DeleteAndWait(ctx, c, b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("restored exactly into the TidbClusters it made; its deletion removed them, their claims and volumes (%d PD volumes released to reclaim Delete)", released), nil
 }
 
 // run is this suite's view of the demo's harness (demo.Harness): the suite's own steps are its

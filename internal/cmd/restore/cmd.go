@@ -54,6 +54,9 @@ type Options struct {
 	WarmupStrategy fedv1alpha1.RestoreWarmupStrategy
 	// Verify is the template's: check the restored cluster once it serves.
 	Verify bool
+	// Scratch is the template's: the agents make the TidbClusters from the ones the backup
+	// saved, and the restore's deletion removes them with everything it made.
+	Scratch bool
 }
 
 // ErrNotComplete: only a Complete backup has a snapshot of every volume and the metadata of
@@ -106,7 +109,7 @@ func Build(b *fedv1alpha1.VolumeBackup, o Options) (*fedv1alpha1.VolumeRestore, 
 		TypeMeta:   metav1.TypeMeta{APIVersion: fedv1alpha1.GroupVersion.String(), Kind: "VolumeRestore"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace},
 	}
-	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy, r.Spec.Template.Verify = o.Warmup, o.WarmupStrategy, o.Verify
+	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy, r.Spec.Template.Verify, r.Spec.Template.Scratch = o.Warmup, o.WarmupStrategy, o.Verify, o.Scratch
 	for _, c := range b.Spec.Clusters {
 		tc := o.TCName
 		if tc == "" {
@@ -142,7 +145,10 @@ func newCreateCmd() *cobra.Command {
 namespace of the control plane (-n), named NAME (default: the backup's name). It has one cluster
 per data plane of the backup, each restoring from the storage prefix that plane's member wrote,
 into the TidbCluster of the same name (or --tc) in namespace --into of that plane. Those
-TidbClusters must exist in recovery mode before the restore can go on (docs/operations.md).
+TidbClusters must exist in recovery mode before the restore can go on (docs/operations.md), unless
+--scratch: then each plane's agent makes its TidbCluster from the one the backup saved, and
+deleting the restore removes it with every claim and volume of the restore (a drill; add --verify
+to have it checked and recorded as the backup's Verified).
 
 --with-tidbclusters makes them too: from each plane's storage it reads the TidbCluster the backup
 saved (with this machine's AWS credentials from the environment; --region, --aws-endpoint), turns
@@ -173,6 +179,7 @@ check them (admission included) without creating them.`,
 	f.StringVar(&warmup, "warmup", "", "template.warmup: sync or async (default none)")
 	f.StringVar(&strategy, "warmup-strategy", "", "template.warmupStrategy: fio, hybrid, fsr, check-wal-only or fs (default hybrid when --warmup is set)")
 	f.BoolVar(&o.build.Verify, "verify", false, "template.verify: once TiKV serves everywhere, check the restored cluster from PD (stores Up, regions whole and led, TSO past the restored ts); the restore's Checked condition holds the outcome")
+	f.BoolVar(&o.build.Scratch, "scratch", false, "template.scratch: each plane's agent makes the TidbCluster from the one the backup saved (recovery mode, in --into, which must hold none of that name), and deleting the restore removes it with its claims and volumes: a restore drill (with --verify)")
 	f.BoolVar(&o.dryRun, "dry-run", false, "have the API server check the VolumeRestore without creating it")
 	f.StringVarP(&o.output, "output", "o", "", "yaml or json: print the VolumeRestore instead of creating it")
 	f.BoolVar(&o.withTCs, "with-tidbclusters", false, "also create each plane's TidbCluster in recovery mode from the manifests the backup saved")
@@ -216,6 +223,9 @@ func (o *createOptions) run(ctx context.Context, w io.Writer) error {
 		}
 		if tcs, err = o.tidbClusters(ctx, &b, r); err != nil {
 			return err
+		}
+		if o.build.Scratch {
+			return errors.New("--with-tidbclusters and --scratch both make the TidbClusters: --scratch has the agents make them, with the restore's identity, and remove them with the restore")
 		}
 	} else if o.planesKubeconfig != "" || o.region != "" || o.endpoint != "" {
 		return errors.New("--planes-kubeconfig, --region and --aws-endpoint go with --with-tidbclusters")

@@ -66,12 +66,12 @@ func TestBuild(t *testing.T) {
 		}
 	})
 	t.Run("name and TidbCluster given", func(t *testing.T) {
-		r, err := Build(backup(fedv1alpha1.VolumeBackupComplete), Options{Name: "drill", Into: "dr", TCName: "restored", Verify: true})
+		r, err := Build(backup(fedv1alpha1.VolumeBackupComplete), Options{Name: "drill", Into: "dr", TCName: "restored", Verify: true, Scratch: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Name != "drill" || r.Spec.Clusters[1].TCName != "restored" || r.Spec.Clusters[1].TCNamespace != "dr" || !r.Spec.Template.Verify {
-			t.Errorf("restore %s, cluster %+v, verify %v", r.Name, r.Spec.Clusters[1], r.Spec.Template.Verify)
+		if r.Name != "drill" || r.Spec.Clusters[1].TCName != "restored" || r.Spec.Clusters[1].TCNamespace != "dr" || !r.Spec.Template.Verify || !r.Spec.Template.Scratch {
+			t.Errorf("restore %s, cluster %+v, verify %v, scratch %v", r.Name, r.Spec.Clusters[1], r.Spec.Template.Verify, r.Spec.Template.Scratch)
 		}
 	})
 	for _, tc := range []struct {
@@ -314,6 +314,9 @@ func TestCreateWithTidbClusters(t *testing.T) {
 	if _, err := run("-n", "tidb-tc", "--from-backup", "nightly", "--into", "tidb-tc-restore", "--with-tidbclusters", "--aws-endpoint", lab.Endpoint); err == nil ||
 		!strings.Contains(err.Error(), "--planes-kubeconfig") {
 		t.Errorf("no --planes-kubeconfig: %v", err)
+	}
+	if _, err := run(args("--scratch")...); err == nil || !strings.Contains(err.Error(), "--with-tidbclusters and --scratch both make the TidbClusters") {
+		t.Errorf("--scratch with --with-tidbclusters: %v", err)
 	}
 
 	mk("single", "usw2a")

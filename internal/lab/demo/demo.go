@@ -90,6 +90,11 @@ type Options struct {
 	// restored PD at the restored ts, reading the bank's log the demo writes to a file). Not
 	// with TLS: the bank command dials PD in plain text.
 	RestoreUserCheck bool
+	// RestoreScratch makes the restore a scratch restore (spec.template.scratch): the demo only
+	// prepares RestoreNamespace (in each plane the restore address block as the namespace's
+	// lab.fedbr.io/ip-prefix, for the operator to give the TidbClusters it has not seen yet, and
+	// with TLS the Secrets), and the agents make the TidbClusters from the ones the backup saved.
+	RestoreScratch bool
 }
 
 // WithDefaults is o with every unset field at its default.

@@ -39,7 +39,7 @@ func TestAgentPolicyAllowsTheLab(t *testing.T) {
 		t.Errorf("a lab backup member is refused: %v", vs)
 	}
 	for _, ns := range []string{"tidb", "tidb-restored", fmt.Sprintf(CrashNamespace, 3), fmt.Sprintf(DayTwoName, 4) + "-restored",
-		fmt.Sprintf(DayTwoName, 5) + "-2026-12-02t01-43-00-conflict"} {
+		fmt.Sprintf(DayTwoName, 5) + "-2026-12-02t01-43-00-conflict", fmt.Sprintf(DayTwoName, 11) + "-scratch"} {
 		if vs := p.Check(member(ns)); len(vs) != 0 {
 			t.Errorf("a lab member in %s is refused: %v", ns, vs)
 		}

@@ -43,14 +43,22 @@ func (d *Harness) Restore(ctx context.Context, b *fedv1alpha1.VolumeBackup) (*fe
 			tc.Spec.TiKV.Replicas = int32(n)
 		}
 	}
-	if err := d.CreateTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
-		return nil, err
+	if d.o.RestoreScratch {
+		if err := d.prepareScratch(ctx, d.o.RestoreNamespace, tcs); err != nil {
+			return nil, err
+		}
+		d.Say("namespace %s prepared for a scratch restore: its agents make the TidbClusters from the ones the backup saved", d.o.RestoreNamespace)
+	} else {
+		if err := d.CreateTCs(ctx, d.o.RestoreNamespace, tcs); err != nil {
+			return nil, err
+		}
+		d.Say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
 	}
-	d.Say("fresh TidbClusters %s/%s created in recovery mode", d.o.RestoreNamespace, d.o.RestoreTCName)
 	r := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: b.Name, Namespace: ControlNamespace,
 		Labels: d.o.RestoreMeta.Labels, Annotations: d.o.RestoreMeta.Annotations}}
 	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy = d.o.RestoreWarmup, d.o.RestoreWarmupStrategy
 	r.Spec.Template.TolerateSingleTiKVOutage = d.o.RestoreTolerateOutage
+	r.Spec.Template.Scratch = d.o.RestoreScratch
 	// Every restore checks what it restored, but one restoring beside a TiKV kept down on
 	// purpose, whose store the check would find not Up.
 	r.Spec.Template.Verify = len(d.o.RestoreDownTiKV) == 0 && !d.o.RestoreTolerateOutage
@@ -412,4 +420,78 @@ func (d *Harness) verified(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *
 	}
 	d.Say("backup %s verified: recovery time %s", b.Name, vb.Status.Verification.TimeTaken)
 	return nil
+}
+
+// prepareScratch readies namespace ns of every plane for a scratch restore into tcs (the
+// TidbClusters it will make, as RecoveryTidbClusters lays them out): the namespace, its address
+// block (the lab operator's namespace default, which a TidbCluster made from a saved manifest
+// cannot carry) and, with TLS, the Secrets a tidb-operator user creates. No TidbCluster.
+func (d *Harness) prepareScratch(ctx context.Context, ns string, tcs map[string]*pcv1alpha1.TidbCluster) error {
+	for cluster, tc := range tcs {
+		c := d.kube[cluster]
+		if err := env.EnsureNamespace(ctx, c, ns, d.TenantLevel(ns)); err != nil {
+			return fmt.Errorf("%s: %w", cluster, err)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			operator.AnnotationIPPrefix: tc.Annotations[operator.AnnotationIPPrefix]}}})
+		if err != nil {
+			return err
+		}
+		if err := c.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return fmt.Errorf("%s: annotate namespace %s: %w", cluster, ns, err)
+		}
+		if err := d.withTLS(ctx, cluster, tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ScratchRemoved checks, once the scratch restore into ns is deleted, that every plane's ns
+// holds no TidbCluster and no claim, and no PV is left for it but the released ones of the
+// claims tidb-operator made, which reclaim Delete; it then plays the EBS CSI driver the lab lacks
+// for those (deletes each PV and its volume). It returns how many it deleted so.
+func (d *Harness) ScratchRemoved(ctx context.Context, ns string) (int, error) {
+	var volumes []string
+	for _, dp := range d.lab.DataPlanes {
+		c := d.kube[dp.Cluster]
+		var tcs pcv1alpha1.TidbClusterList
+		if err := c.List(ctx, &tcs, client.InNamespace(ns)); err != nil {
+			return 0, err
+		}
+		if len(tcs.Items) > 0 {
+			return 0, fmt.Errorf("%s: TidbCluster %s/%s left after its scratch restore was deleted", dp.Cluster, ns, tcs.Items[0].Name)
+		}
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &pvcs, client.InNamespace(ns)); err != nil {
+			return 0, err
+		}
+		if len(pvcs.Items) > 0 {
+			return 0, fmt.Errorf("%s: claim %s/%s left after its scratch restore was deleted", dp.Cluster, ns, pvcs.Items[0].Name)
+		}
+		var pvs corev1.PersistentVolumeList
+		if err := c.List(ctx, &pvs); err != nil {
+			return 0, err
+		}
+		for i := range pvs.Items {
+			pv := &pvs.Items[i]
+			if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.Namespace != ns {
+				continue
+			}
+			if pv.Labels[restoremember.LabelRestore] != "" || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.Spec.CSI == nil {
+				return 0, fmt.Errorf("%s: PV %s (claim %s/%s, reclaim %s) left after its scratch restore was deleted",
+					dp.Cluster, pv.Name, ns, pv.Spec.ClaimRef.Name, pv.Spec.PersistentVolumeReclaimPolicy)
+			}
+			if err := client.IgnoreNotFound(c.Delete(ctx, pv)); err != nil {
+				return 0, err
+			}
+			volumes = append(volumes, pv.Spec.CSI.VolumeHandle)
+		}
+	}
+	if len(volumes) > 0 {
+		if err := d.aws.DeleteVolumes(ctx, volumes); err != nil {
+			return 0, fmt.Errorf("delete the released volumes (as the CSI driver would): %w", err)
+		}
+	}
+	return len(volumes), nil
 }

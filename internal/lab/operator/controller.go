@@ -81,6 +81,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=pingcap.com,resources=tidbclusters;tidbclusters/status,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",resources=pods;services;persistentvolumeclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 
 // Reconcile observes one TidbCluster, plans, and applies the plan.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
@@ -93,11 +94,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	logger := log.FromContext(ctx).WithValues("TidbCluster", klog.KObj(tc))
 	ctx = log.IntoContext(ctx, logger)
-	if err := r.DNS.publish(tc, r.Config.Addressing); err != nil {
+	view, err := r.addressed(ctx, tc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if err := r.DNS.publish(view, r.Config.Addressing); err != nil {
 		return reconcile.Result{}, err
 	}
 
-	o, err := r.observe(ctx, tc)
+	o, err := r.observe(ctx, view)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -124,6 +129,49 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: statusRefreshInterval}, nil
 	}
 	return reconcile.Result{RequeueAfter: refreshInterval(tc, p.Status)}, nil
+}
+
+// addressed is tc with its namespace's address annotations (AnnotationIPPrefix,
+// AnnotationBasePort, AnnotationStoreIDBase) under its own: TidbClusters another controller
+// creates (a scratch restore's, from a saved manifest) get their address block from the
+// namespace they are made in. tc itself is not changed.
+func (r *Reconciler) addressed(ctx context.Context, tc *pcv1alpha1.TidbCluster) (*pcv1alpha1.TidbCluster, error) {
+	var ns corev1.Namespace
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: tc.Namespace}, &ns); err != nil {
+		if apierrors.IsNotFound(err) {
+			return tc, nil
+		}
+		return nil, fmt.Errorf("get namespace %s: %w", tc.Namespace, err)
+	}
+	var inherited map[string]string
+	for _, k := range []string{AnnotationIPPrefix, AnnotationBasePort, AnnotationStoreIDBase} {
+		if v, ok := ns.Annotations[k]; ok {
+			if _, own := tc.Annotations[AnnotationIPPrefix]; own && k != AnnotationStoreIDBase {
+				continue // the TidbCluster's own scheme wins whole
+			}
+			if _, own := tc.Annotations[AnnotationBasePort]; own && k != AnnotationStoreIDBase {
+				continue
+			}
+			if _, own := tc.Annotations[k]; own {
+				continue
+			}
+			if inherited == nil {
+				inherited = map[string]string{}
+			}
+			inherited[k] = v
+		}
+	}
+	if inherited == nil {
+		return tc, nil
+	}
+	view := tc.DeepCopy()
+	if view.Annotations == nil {
+		view.Annotations = map[string]string{}
+	}
+	for k, v := range inherited {
+		view.Annotations[k] = v
+	}
+	return view, nil
 }
 
 func (r *Reconciler) observe(ctx context.Context, tc *pcv1alpha1.TidbCluster) (Observed, error) {
