@@ -72,7 +72,7 @@ func TestScale(t *testing.T) {
 			backups = append(backups, *b)
 		}
 		// Its status as the manager leaves it over those backups.
-		res := volumebackupschedule.Plan(volumebackupschedule.Observe(sc, backups), now)
+		res := volumebackupschedule.Plan(volumebackupschedule.Observe(sc, backups, nil), now)
 		if res.Create != "" || res.Delete != "" {
 			t.Fatalf("schedule %s: the planner would create %q and delete %q", sname, res.Create, res.Delete)
 		}

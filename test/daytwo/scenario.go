@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -89,11 +90,17 @@ const (
 	// TidbClusters, every claim (tidb-operator's PD claims' PVs set to reclaim Delete for their
 	// provisioner) and every restored volume (#42).
 	ScenarioScratch = "a scratch restore: TidbClusters made from the backup, exact, and removed with everything it made"
+	// ScenarioDrills runs a VolumeBackupSchedule with verify (every minute, every backup
+	// drilled, maxBackups 2) into a drill namespace prepared in every plane: its first complete
+	// backup is drilled (a scratch restore with verify the schedule creates), the backup is
+	// Verified by that drill, and the schedule deletes the drill once judged, which removes the
+	// TidbClusters, claims and volumes it made; the schedule's lastDrill names it (#42).
+	ScenarioDrills = "a schedule that drills its backups: verified by the drill, and nothing of the drill left"
 )
 
 // DayTwoScenarios are every scenario, in the order RunDayTwo runs them.
 var DayTwoScenarios = []string{ScenarioPauseDeleted, ScenarioPauseKilled, ScenarioDeleteInFlightDelete,
-	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover, ScenarioDeleteWhileSizing, ScenarioScratch}
+	ScenarioDeleteInFlightRetain, ScenarioFailedSized, ScenarioTolerated, ScenarioSchedule, ScenarioCrossTenant, ScenarioEncrypted, ScenarioFailover, ScenarioDeleteWhileSizing, ScenarioScratch, ScenarioDrills}
 
 // DayTwoResult is what one scenario came to.
 type DayTwoResult struct {
@@ -176,6 +183,8 @@ func RunDayTwo(ctx context.Context, o demo.Options, names []string) ([]DayTwoRes
 			res.Outcome, res.Err = d.deleteWhileSizing(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		case ScenarioScratch:
 			res.Outcome, res.Err = d.scratch(ctx, fmt.Sprintf(demo.DayTwoName, i))
+		case ScenarioDrills:
+			res.Outcome, res.Err = d.drills(ctx, fmt.Sprintf(demo.DayTwoName, i))
 		}
 		// Whatever happened, the next scenario starts from a clean AWS double and PD.
 		if err := d.SetFaults(ctx, awsdouble.Faults{}); err != nil && res.Err == nil {
@@ -1162,6 +1171,107 @@ func (d *run) scratch(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("restored exactly into the TidbClusters it made; its deletion removed them, their claims and volumes (%d PD volumes released to reclaim Delete)", released), nil
+}
+
+// drills is ScenarioDrills.
+func (d *run) drills(ctx context.Context, name string) (string, error) {
+	c := d.Kube()[d.Lab().Control]
+	ns := name + "-drill"
+	if err := d.PrepareScratch(ctx, ns); err != nil {
+		return "", err
+	}
+	s := &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: demo.ControlNamespace}}
+	s.Spec.Schedule = "* * * * *"
+	s.Spec.MaxBackups = ptr.To[int32](2)
+	s.Spec.BackupTemplate = d.NewBackup(name).Spec
+	s.Spec.Verify = &fedv1alpha1.ScheduleVerify{Namespace: ns, Timeout: &metav1.Duration{Duration: 4 * time.Minute}}
+	if err := c.Create(ctx, s); err != nil {
+		return "", fmt.Errorf("create VolumeBackupSchedule: %w", err)
+	}
+	d.Say("  VolumeBackupSchedule default/%s: every minute, maxBackups 2, every backup drilled into %s", name, ns)
+	// The first drill: its backup Verified by it.
+	var drilled *fedv1alpha1.VolumeBackup
+	err := d.PollFor(ctx, 6*time.Minute, "a backup of "+name+" verified by its drill", func() (bool, string, error) {
+		var list fedv1alpha1.VolumeBackupList
+		if err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+			return false, "", err
+		}
+		var state []string
+		for i := range list.Items {
+			b := &list.Items[i]
+			v := b.Status.Verification
+			switch {
+			case b.Status.Phase == fedv1alpha1.VolumeBackupFailed:
+				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, demo.ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
+			case v != nil && v.Restore == volumebackupschedule.DrillName(b.Name):
+				if !apimeta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition) {
+					return false, "", fmt.Errorf("backup %s: its drill %s judged it %s", b.Name, v.Restore,
+						demo.ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition))
+				}
+				drilled = b.DeepCopy()
+				return true, "", nil
+			}
+			state = append(state, b.Name+" "+string(b.Status.Phase))
+		}
+		return false, fmt.Sprintf("%v", state), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	d.Say("  %s verified by its drill %s, recovery time %s", drilled.Name, drilled.Status.Verification.Restore, drilled.Status.Verification.TimeTaken)
+	// No more ticks, and so no more drills; the judged drill is deleted by the schedule.
+	before := s.DeepCopy()
+	s.Spec.Pause = true
+	if err := c.Patch(ctx, s, client.MergeFrom(before)); err != nil {
+		return "", fmt.Errorf("pause the schedule: %w", err)
+	}
+	err = d.Poll(ctx, "the drills of "+name+" gone", func() (bool, string, error) {
+		var list fedv1alpha1.VolumeRestoreList
+		if err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.DrillLabel: name}); err != nil {
+			return false, "", err
+		}
+		var left []string
+		for _, r := range list.Items {
+			left = append(left, r.Name+" "+string(r.Status.Phase))
+		}
+		return len(list.Items) == 0, fmt.Sprintf("%v", left), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
+		return "", err
+	}
+	if l := s.Status.LastDrill; l == nil || l.Restore == "" {
+		return "", fmt.Errorf("schedule %s: status.lastDrill %+v, want its latest drill", name, l)
+	}
+	if cond := apimeta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleDrillCondition); cond == nil || cond.Status != metav1.ConditionTrue {
+		return "", fmt.Errorf("schedule %s: condition Drill %+v", name, cond)
+	}
+	released, err := d.ScratchRemoved(ctx, ns)
+	if err != nil {
+		return "", err
+	}
+	if released == 0 {
+		return "", fmt.Errorf("no PV of tidb-operator's claims in %s was released to reclaim Delete", ns)
+	}
+	if err := d.DeleteRestored(ctx, ns); err != nil {
+		return "", err
+	}
+	if err := d.DeleteAndWait(ctx, c, s); err != nil {
+		return "", err
+	}
+	var list fedv1alpha1.VolumeBackupList
+	if err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.ScheduleLabel: name}); err != nil {
+		return "", err
+	}
+	for i := range list.Items {
+		if err := d.DeleteAndWait(ctx, c, &list.Items[i]); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf("%s verified by its drill %s (recovery time %s); the drill deleted once judged, nothing of it left (%d PD volumes released to reclaim Delete)",
+		drilled.Name, drilled.Status.Verification.Restore, drilled.Status.Verification.TimeTaken, released), nil
 }
 
 // run is this suite's view of the demo's harness (demo.Harness): the suite's own steps are its

@@ -50,6 +50,8 @@ var exercisedElsewhere = map[string]string{
 	"dataplane.fedbr.io volumerestoremembers get":      "the manager reads a member again when a phase move conflicts (internal/controller/federation MovePhase)",
 	"dataplane.fedbr.io volumebackupmembers delete":    "a deleted VolumeBackup's members are deleted (test/daytwo, deleted with CreateSnapshots in flight)",
 	"dataplane.fedbr.io volumerestoremembers delete":   "a deleted VolumeRestore's members are deleted (internal/controller/volumerestore)",
+	"federation.pingcap.com volumerestores create":     "a schedule with verify creates its drills (test/daytwo, a schedule that drills its backups)",
+	"federation.pingcap.com volumerestores delete":     "a schedule with verify deletes its judged drills (test/daytwo, a schedule that drills its backups)",
 	"federation.pingcap.com volumebackups delete":      "a schedule's retention deletes its oldest backups (test/daytwo, the schedule over three minutes)",
 }
 

@@ -155,6 +155,22 @@ const (
 	VolumeBackupScheduleSkippedPreviousRunningReason = "SkippedPreviousRunning"
 )
 
+// Reasons of a VolumeBackupSchedule's Drill condition (spec.verify).
+const (
+	// VolumeBackupScheduleDrillRunningReason: True while a drill runs or is torn down (the
+	// message names its VolumeRestore and backup).
+	VolumeBackupScheduleDrillRunningReason = "DrillRunning"
+	// VolumeBackupScheduleDrillWaitingReason: True while no drill runs: the message says which
+	// backup the next one drills, or what it waits for.
+	VolumeBackupScheduleDrillWaitingReason = "DrillWaiting"
+	// VolumeBackupScheduleDrillTimedOutReason: False once a drill was not judged within
+	// spec.verify.timeout and was deleted; until the next drill starts.
+	VolumeBackupScheduleDrillTimedOutReason = "DrillTimedOut"
+	// VolumeBackupScheduleDrillTooLargeReason: False when the backup due for a drill is larger
+	// than spec.verify.maxBackupSize, or its size is never measured; until the next drill.
+	VolumeBackupScheduleDrillTooLargeReason = "DrillTooLarge"
+)
+
 // Reasons of a VolumeBackupSchedule's Retention condition.
 const (
 	// VolumeBackupScheduleNoRetentionReason: True when neither maxBackups nor maxReservedTime

@@ -40,6 +40,22 @@ func (b *VolumeBackup) Started() bool {
 	return b.Status.TimeStarted != nil
 }
 
+// RestoreClusters are the clusters of a restore of b into namespace into of every plane: one per
+// cluster of b, each restoring from the storage its member wrote into the TidbCluster tcName
+// ("": the backed-up one's name).
+func (b *VolumeBackup) RestoreClusters(into, tcName string) []VolumeRestoreMemberCluster {
+	out := make([]VolumeRestoreMemberCluster, 0, len(b.Spec.Clusters))
+	for _, c := range b.Spec.Clusters {
+		tc := tcName
+		if tc == "" {
+			tc = c.TCName
+		}
+		out = append(out, VolumeRestoreMemberCluster{K8sClusterName: c.K8sClusterName, TCName: tc, TCNamespace: into,
+			Backup: b.Spec.Template.MemberStorage(c.K8sClusterName)})
+	}
+	return out
+}
+
 // MemberStorage is where the member in cluster k8sClusterName writes: the template's storage
 // with the prefix suffixed by -<k8sClusterName>, so that members never overwrite each other's
 // metadata. Upstream did this for S3 only; fedbr does it for every provider.

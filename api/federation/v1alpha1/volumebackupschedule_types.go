@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Admission patterns shared by the CRD markers below and the Go validation in
 // volumebackupschedule_funcs.go; a test keeps the two in step.
@@ -40,6 +43,45 @@ type VolumeBackupScheduleSpec struct {
 	MaxReservedTime *string `json:"maxReservedTime,omitempty"`
 	// BackupTemplate is the VolumeBackup spec of every scheduled backup.
 	BackupTemplate VolumeBackupSpec `json:"backupTemplate"`
+	// Verify drills the schedule's backups (fedbr extension): every Nth complete backup is
+	// restored, one drill at a time, as a scratch restore with verify into the namespace it
+	// names in every data plane, then deleted once judged, which removes everything the drill
+	// made. The backup records the verdict (its Verified condition and status.verification).
+	// +optional
+	Verify *ScheduleVerify `json:"verify,omitempty"`
+}
+
+// ScheduleVerify is how a schedule drills its backups.
+type ScheduleVerify struct {
+	// Every drills the complete backup of every Nth tick (default 1: each); the first complete
+	// backup is drilled at once. Ticks are counted on the schedule, so retention and skipped
+	// ticks do not change which backups are drilled.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Every *int32 `json:"every,omitempty"`
+	// Namespace is the data-plane namespace the drills restore into, in every plane: none of
+	// the backup template's, holding no TidbCluster of the backed-up names, and one the agents'
+	// policy maps to the schedule's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace"`
+	// Timeout bounds a drill from its creation: one not judged by then is deleted, which stops
+	// it and removes what it made (condition Drill, reason DrillTimedOut) (default 24h).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="verify.timeout must be a positive duration such as 6h"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// MaxBackupSize bounds what a drill restores: a backup whose full size (status.backupSize)
+	// is larger is not drilled (condition Drill, reason DrillTooLarge); nor is one whose size is
+	// never measured (the backup template's calcSizeLevel none). Unset: no bound.
+	// +optional
+	MaxBackupSize *resource.Quantity `json:"maxBackupSize,omitempty"`
+	// Template is every drill's VolumeRestore template (warm-up, check, tolerations, resources,
+	// images…); the schedule sets its scratch and verify. A check needs verify set here too.
+	// +optional
+	Template VolumeRestoreMemberSpec `json:"template,omitempty"`
 }
 
 // VolumeBackupScheduleStatus is the observed state of a VolumeBackupSchedule.
@@ -56,6 +98,10 @@ type VolumeBackupScheduleStatus struct {
 	// AllBackupCleanTime is when retention removed the last remaining backup.
 	// +optional
 	AllBackupCleanTime *metav1.Time `json:"allBackupCleanTime,omitempty"`
+	// LastDrill is the schedule's latest drill (spec.verify): the backup, its tick, the
+	// VolumeRestore and when it was created.
+	// +optional
+	LastDrill *ScheduleDrill `json:"lastDrill,omitempty"`
 	// ResumeTime is when the controller saw the schedule resumed from spec.pause (fedbr): the
 	// ticks missed while it was paused are not caught up, the next backup is at the next tick.
 	// +optional
@@ -67,8 +113,25 @@ type VolumeBackupScheduleStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// ScheduleDrill is one drill of a schedule's backup.
+type ScheduleDrill struct {
+	// Backup is the VolumeBackup drilled; Scheduled its tick.
+	Backup    string      `json:"backup"`
+	Scheduled metav1.Time `json:"scheduled"`
+	// Restore is the drill's VolumeRestore ("" when the backup was not drilled: it had a
+	// verdict already, or it was too large); TimeStarted when the schedule created it.
+	// +optional
+	Restore string `json:"restore,omitempty"`
+	// +optional
+	TimeStarted *metav1.Time `json:"timeStarted,omitempty"`
+}
+
 // Condition types of a VolumeBackupSchedule.
 const (
+	// VolumeBackupScheduleDrillCondition says what the schedule's drills (spec.verify) do:
+	// True while one runs or the schedule waits for the next backup to drill, False when the
+	// latest drill timed out or its backup could not be drilled.
+	VolumeBackupScheduleDrillCondition = "Drill"
 	// VolumeBackupScheduleReadyCondition is True when the schedule is valid and running.
 	VolumeBackupScheduleReadyCondition = "Ready"
 	// VolumeBackupScheduleRetentionCondition is True while retention keeps up; False when it
@@ -83,6 +146,7 @@ const (
 
 // VolumeBackupSchedule creates VolumeBackups on a cron schedule and deletes old ones.
 //
+// +kubebuilder:validation:XValidation:rule="!has(self.spec.verify) || self.spec.backupTemplate.clusters.all(c, c.tcNamespace != self.spec.verify.namespace)",message="verify.namespace must not be a namespace the schedule backs up: a drill restores into a namespace of its own"
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=vbks,categories=fedbr

@@ -110,14 +110,7 @@ func Build(b *fedv1alpha1.VolumeBackup, o Options) (*fedv1alpha1.VolumeRestore, 
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: b.Namespace},
 	}
 	r.Spec.Template.Warmup, r.Spec.Template.WarmupStrategy, r.Spec.Template.Verify, r.Spec.Template.Scratch = o.Warmup, o.WarmupStrategy, o.Verify, o.Scratch
-	for _, c := range b.Spec.Clusters {
-		tc := o.TCName
-		if tc == "" {
-			tc = c.TCName
-		}
-		r.Spec.Clusters = append(r.Spec.Clusters, fedv1alpha1.VolumeRestoreMemberCluster{K8sClusterName: c.K8sClusterName,
-			TCName: tc, TCNamespace: o.Into, Backup: b.Spec.Template.MemberStorage(c.K8sClusterName)})
-	}
+	r.Spec.Clusters = b.RestoreClusters(o.Into, o.TCName)
 	return r, nil
 }
 

@@ -64,6 +64,8 @@ func (b Backup) done() bool { return b.Complete || b.Failed }
 type Observed struct {
 	Schedule *fedv1alpha1.VolumeBackupSchedule
 	Backups  []Backup
+	// Drills are the schedule's drills (VolumeRestores labelled DrillLabel), deleting ones too.
+	Drills []Drill
 }
 
 // Result is Plan's decision.
@@ -74,7 +76,12 @@ type Result struct {
 	// Delete names the backup retention deletes now, if any: one at a time, and none while an
 	// earlier deletion is still going.
 	Delete string
-	Status fedv1alpha1.VolumeBackupScheduleStatus
+	// CreateDrill names the backup to drill now, if any; DeleteDrills the drills to delete.
+	CreateDrill  string
+	DeleteDrills []string
+	// drillOf is the VolumeBackup CreateDrill names, found by the reconciler.
+	drillOf *fedv1alpha1.VolumeBackup
+	Status  fedv1alpha1.VolumeBackupScheduleStatus
 	// RequeueAfter is the time until the next tick.
 	RequeueAfter time.Duration
 	// Last is what the schedule's metrics report.
@@ -118,6 +125,7 @@ func Plan(o Observed, now time.Time) Result {
 	res.Verified = lastVerified(o.Backups)
 
 	res.RequeueAfter = sched.Next(now).Sub(now)
+	planDrill(o, sched, &res, now)
 	if s.Spec.Pause {
 		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupSchedulePausedReason, "paused: no new backups; retention still runs", now)
 		return res
@@ -154,6 +162,13 @@ func Plan(o Observed, now time.Time) Result {
 		setReady(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleScheduledReason, "created "+res.Create, now)
 	}
 	return res
+}
+
+// requeueBy brings the requeue forward to d (when positive and sooner).
+func (r *Result) requeueBy(d time.Duration) {
+	if d > 0 && (r.RequeueAfter <= 0 || d < r.RequeueAfter) {
+		r.RequeueAfter = d
+	}
 }
 
 // closedWindow is the second-latest tick of sched in (start, now], where start is the schedule's
@@ -306,7 +321,7 @@ func planRetention(o Observed, res *Result, now time.Time) {
 }
 
 // Expired lists the backups retention deletes, oldest first. It never lists skipGC, running
-// or deleting ones.
+// or deleting ones, nor one a drill restores (it waits until the drill is gone).
 //
 // With maxReservedTime, a finished backup scheduled longer ago than that is expired, except the
 // newest complete backup (skipGC or not), which stays until a newer one completes: age alone
@@ -320,11 +335,12 @@ func Expired(o Observed, now time.Time) []string {
 	spec := o.Schedule.Spec
 	var cands []Backup
 	var newestComplete time.Time
+	drilled := drilling(o)
 	for _, b := range o.Backups {
 		if b.Complete && !b.Deleting && b.Scheduled.After(newestComplete) {
 			newestComplete = b.Scheduled
 		}
-		if !b.SkipGC && b.done() && !b.Deleting {
+		if !b.SkipGC && b.done() && !b.Deleting && !drilled[b.Name] {
 			cands = append(cands, b)
 		}
 	}

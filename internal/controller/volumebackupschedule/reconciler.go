@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -33,15 +34,21 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fedv1alpha1.VolumeBackupSchedule{}).
-		Watches(&fedv1alpha1.VolumeBackup{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			name := o.GetLabels()[ScheduleLabel]
-			if name == "" {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
-		})).
+		Watches(&fedv1alpha1.VolumeBackup{}, handler.EnqueueRequestsFromMapFunc(byLabel(ScheduleLabel))).
+		Watches(&fedv1alpha1.VolumeRestore{}, handler.EnqueueRequestsFromMapFunc(byLabel(DrillLabel))).
 		Named("volumebackupschedule").
 		Complete(r)
+}
+
+// byLabel maps an object to the schedule its label names.
+func byLabel(label string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[label]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
 }
 
 // Reconcile drives one schedule through the reconcile skeleton (loop.Loop). A schedule has no
@@ -72,9 +79,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return l.Reconcile(ctx, req)
 }
 
-// Observe is what Plan decides from: the schedule and the VolumeBackups it created.
-func Observe(s *fedv1alpha1.VolumeBackupSchedule, backups []fedv1alpha1.VolumeBackup) Observed {
+// Observe is what Plan decides from: the schedule, the VolumeBackups it created and its drills.
+func Observe(s *fedv1alpha1.VolumeBackupSchedule, backups []fedv1alpha1.VolumeBackup, drills []fedv1alpha1.VolumeRestore) Observed {
 	o := Observed{Schedule: s}
+	for i := range drills {
+		o.Drills = append(o.Drills, observeDrill(&drills[i]))
+	}
 	for i := range backups {
 		b := &backups[i]
 		at, err := time.Parse(time.RFC3339, b.Annotations[ScheduledAnnotation])
@@ -103,16 +113,75 @@ func (r *Reconciler) decide(ctx context.Context, s *fedv1alpha1.VolumeBackupSche
 	if err := r.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{ScheduleLabel: s.Name}); err != nil {
 		return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{}, err
 	}
-	o := Observe(s, list.Items)
+	var drills fedv1alpha1.VolumeRestoreList
+	if err := r.Client.List(ctx, &drills, client.InNamespace(s.Namespace), client.MatchingLabels{DrillLabel: s.Name}); err != nil {
+		return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{}, err
+	}
+	o := Observe(s, list.Items, drills.Items)
 	res := Plan(o, now)
+	if res.CreateDrill != "" {
+		for i := range list.Items {
+			if list.Items[i].Name == res.CreateDrill {
+				res.drillOf = &list.Items[i]
+			}
+		}
+	}
 	report(s, res)
-	// The plan is the one action: its deletion and creation, each idempotent.
+	// The plan is the one action: its deletions and creations, each idempotent.
 	return loop.Decision[*fedv1alpha1.VolumeBackupSchedule, Result]{Actions: []Result{res}, RequeueAfter: res.RequeueAfter,
 		SetStatus: func(s *fedv1alpha1.VolumeBackupSchedule) { s.Status = res.Status }}, nil
 }
 
-// apply deletes what retention deletes and creates the tick's backup.
+// observeDrill is what Plan needs of a drill: judged once its restore failed, or completed with
+// its checks judged (Checked); the backup then holds the verdict.
+func observeDrill(r *fedv1alpha1.VolumeRestore) Drill {
+	d := Drill{Name: r.Name, Backup: r.Annotations[DrillBackupAnnotation], Created: r.CreationTimestamp.Time, Deleting: r.DeletionTimestamp != nil}
+	checked := meta.FindStatusCondition(r.Status.Conditions, fedv1alpha1.VolumeRestoreCheckedCondition)
+	switch {
+	case meta.IsStatusConditionTrue(r.Status.Conditions, fedv1alpha1.VolumeRestoreFailedCondition):
+		d.Judged, d.Outcome = true, "failed"
+	case r.Status.Phase == fedv1alpha1.VolumeRestoreComplete && checked != nil && checked.Status == metav1.ConditionTrue:
+		d.Judged, d.Outcome = true, "passed its checks"
+	case r.Status.Phase == fedv1alpha1.VolumeRestoreComplete && checked != nil:
+		d.Judged, d.Outcome = true, "failed its checks ("+checked.Reason+")"
+	}
+	return d
+}
+
+// NewDrill is the drill of backup b schedule s creates: a scratch restore with verify (the
+// schedule's verify.template otherwise) of every plane of b into verify.namespace, in b's
+// namespace, labelled DrillLabel, annotated with the backup, owned by the schedule.
+func NewDrill(s *fedv1alpha1.VolumeBackupSchedule, b *fedv1alpha1.VolumeBackup) *fedv1alpha1.VolumeRestore {
+	v := s.Spec.Verify
+	r := &fedv1alpha1.VolumeRestore{
+		ObjectMeta: metav1.ObjectMeta{Name: DrillName(b.Name), Namespace: s.Namespace,
+			Labels:      map[string]string{DrillLabel: s.Name},
+			Annotations: map[string]string{DrillBackupAnnotation: b.Name},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: fedv1alpha1.GroupVersion.String(), Kind: "VolumeBackupSchedule",
+				Name: s.Name, UID: s.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: fedv1alpha1.VolumeRestoreSpec{Clusters: b.RestoreClusters(v.Namespace, ""), Template: *v.Template.DeepCopy()},
+	}
+	r.Spec.Template.Scratch, r.Spec.Template.Verify = true, true
+	return r
+}
+
+// apply deletes what retention deletes and creates the tick's backup, and deletes and creates
+// drills.
 func (r *Reconciler) apply(ctx context.Context, s *fedv1alpha1.VolumeBackupSchedule, res Result) error {
+	for _, name := range res.DeleteDrills {
+		d := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.Namespace}}
+		if err := client.IgnoreNotFound(r.Client.Delete(ctx, d)); err != nil {
+			return err
+		}
+		r.Recorder.Eventf(s, nil, "Normal", "DrillDeleted", "Delete", "deleted drill %s: its agents remove what it made", name)
+	}
+	if res.drillOf != nil {
+		d := NewDrill(s, res.drillOf)
+		if err := r.Client.Create(ctx, d); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		r.Recorder.Eventf(s, nil, "Normal", "DrillCreated", "Create", "created drill %s of %s into namespace %s", d.Name, res.drillOf.Name, s.Spec.Verify.Namespace)
+	}
 	if res.Delete != "" {
 		b := &fedv1alpha1.VolumeBackup{ObjectMeta: metav1.ObjectMeta{Name: res.Delete, Namespace: s.Namespace}}
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, b)); err != nil {

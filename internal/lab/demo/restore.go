@@ -422,6 +422,17 @@ func (d *Harness) verified(ctx context.Context, b *fedv1alpha1.VolumeBackup, r *
 	return nil
 }
 
+// PrepareScratch readies namespace ns of every plane for scratch restores of the source's
+// TidbClusters under their own name (a schedule's drills): as prepareScratch, on each plane's
+// restore address block.
+func (d *Harness) PrepareScratch(ctx context.Context, ns string) error {
+	tcs, err := env.RecoveryTidbClusters(d.lab, d.o.TCName, ns, d.o.TiKVPerPlane, d.o.RaftVolumes)
+	if err != nil {
+		return err
+	}
+	return d.prepareScratch(ctx, ns, tcs)
+}
+
 // prepareScratch readies namespace ns of every plane for a scratch restore into tcs (the
 // TidbClusters it will make, as RecoveryTidbClusters lays them out): the namespace, its address
 // block (the lab operator's namespace default, which a TidbCluster made from a saved manifest
