@@ -13,7 +13,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -1204,7 +1203,7 @@ func (d *run) drills(ctx context.Context, name string) (string, error) {
 			case b.Status.Phase == fedv1alpha1.VolumeBackupFailed:
 				return false, "", fmt.Errorf("scheduled backup %s failed: %s", b.Name, demo.ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupFailedCondition))
 			case v != nil && v.Restore == volumebackupschedule.DrillName(b.Name):
-				if !apimeta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition) {
+				if !meta.IsStatusConditionTrue(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition) {
 					return false, "", fmt.Errorf("backup %s: its drill %s judged it %s", b.Name, v.Restore,
 						demo.ConditionMessage(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition))
 				}
@@ -1245,7 +1244,7 @@ func (d *run) drills(ctx context.Context, name string) (string, error) {
 	if l := s.Status.LastDrill; l == nil || l.Restore == "" {
 		return "", fmt.Errorf("schedule %s: status.lastDrill %+v, want its latest drill", name, l)
 	}
-	if cond := apimeta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleDrillCondition); cond == nil || cond.Status != metav1.ConditionTrue {
+	if cond := meta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleDrillCondition); cond == nil || cond.Status != metav1.ConditionTrue {
 		return "", fmt.Errorf("schedule %s: condition Drill %+v", name, cond)
 	}
 	released, err := d.ScratchRemoved(ctx, ns)

@@ -71,31 +71,7 @@ func planDrill(o Observed, sched cron.Schedule, res *Result, now time.Time) {
 	if v.Timeout != nil {
 		timeout = v.Timeout.Duration
 	}
-	// One at a time: a drill not deleted yet is the one.
-	busy := false
-	for _, d := range o.Drills {
-		busy = true
-		switch {
-		case d.Deleting:
-			if !drillFailed(st) {
-				setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
-					fmt.Sprintf("drill %s of %s is being deleted: its agents remove what it made", d.Name, d.Backup), now)
-			}
-		case d.Judged:
-			res.DeleteDrills = append(res.DeleteDrills, d.Name)
-			setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
-				fmt.Sprintf("drill %s of %s %s: deleting it, which removes what it made (the backup keeps the verdict)", d.Name, d.Backup, d.Outcome), now)
-		case now.Sub(d.Created) >= timeout:
-			res.DeleteDrills = append(res.DeleteDrills, d.Name)
-			setDrill(st, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleDrillTimedOutReason,
-				fmt.Sprintf("drill %s of %s was not judged within %s: deleted, which stops it and removes what it made; %s has no verdict", d.Name, d.Backup, timeout, d.Backup), now)
-		default:
-			setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
-				fmt.Sprintf("drill %s of %s running since %s (deleted if not judged within %s)", d.Name, d.Backup, d.Created.UTC().Format(time.RFC3339), timeout), now)
-			res.requeueBy(d.Created.Add(timeout).Sub(now))
-		}
-	}
-	if busy {
+	if planDrills(o, res, timeout, now) {
 		return
 	}
 	if s.Spec.Pause {
@@ -154,6 +130,36 @@ func planDrill(o Observed, sched cron.Schedule, res *Result, now time.Time) {
 	setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
 		fmt.Sprintf("created drill %s of %s into namespace %s", considered.Restore, due.Name, v.Namespace), now)
 	res.requeueBy(timeout)
+}
+
+// planDrills looks after the drills there are: deletes a judged one or one past timeout; it
+// says whether there is one (then no other is created: one at a time).
+func planDrills(o Observed, res *Result, timeout time.Duration, now time.Time) bool {
+	st := &res.Status
+	busy := false
+	for _, d := range o.Drills {
+		busy = true
+		switch {
+		case d.Deleting:
+			if !drillFailed(st) {
+				setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
+					fmt.Sprintf("drill %s of %s is being deleted: its agents remove what it made", d.Name, d.Backup), now)
+			}
+		case d.Judged:
+			res.DeleteDrills = append(res.DeleteDrills, d.Name)
+			setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
+				fmt.Sprintf("drill %s of %s %s: deleting it, which removes what it made (the backup keeps the verdict)", d.Name, d.Backup, d.Outcome), now)
+		case now.Sub(d.Created) >= timeout:
+			res.DeleteDrills = append(res.DeleteDrills, d.Name)
+			setDrill(st, metav1.ConditionFalse, fedv1alpha1.VolumeBackupScheduleDrillTimedOutReason,
+				fmt.Sprintf("drill %s of %s was not judged within %s: deleted, which stops it and removes what it made; %s has no verdict", d.Name, d.Backup, timeout, d.Backup), now)
+		default:
+			setDrill(st, metav1.ConditionTrue, fedv1alpha1.VolumeBackupScheduleDrillRunningReason,
+				fmt.Sprintf("drill %s of %s running since %s (deleted if not judged within %s)", d.Name, d.Backup, d.Created.UTC().Format(time.RFC3339), timeout), now)
+			res.requeueBy(d.Created.Add(timeout).Sub(now))
+		}
+	}
+	return busy
 }
 
 // ticksBetween counts sched's ticks in (from, to], up to limit.
