@@ -123,6 +123,12 @@ var (
 		Name: "fedbr_volumebackupschedule_last_verification_failed",
 		Help: "1 when the newest verdict on the schedule's VolumeBackups is Verified False (a check failed or the restore failed), 0 when it passed; absent until one is judged.",
 	}, []string{"namespace", "schedule"})
+	// ScheduleDrillFailed is 1 while a schedule's latest drill gave no verdict (timed out, or its
+	// backup too large to drill): its Drill condition is False.
+	ScheduleDrillFailed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fedbr_volumebackupschedule_drill_failed",
+		Help: "1 while the schedule's latest drill (spec.verify) gave no verdict: it timed out, or its backup was too large to drill (condition Drill False, reason as the label); absent otherwise.",
+	}, []string{"namespace", "schedule", "reason"})
 	// PlaneReachable is 1 while a data plane's API server answers and its cache is synced.
 	PlaneReachable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "fedbr_dataplane_reachable",
@@ -145,7 +151,7 @@ var (
 func All() []prometheus.Collector {
 	return []prometheus.Collector{BackupsFinished, BackupDuration, GCPause, BackupSize, BackupIncrementalSize,
 		RestoresFinished, RestoreDuration, RestoreStepDuration, PlaneReachable, PlaneAgentUp, PlaneTokenExpiry, ScheduleWindowStart, ScheduleLastSuccess, ScheduleLastDuration, ScheduleLastSize, GCPausedSince,
-		BackupCleanFailedSince, ScheduleRetentionBlocked, ScheduleLastVerified, ScheduleLastRecovery, ScheduleLastVerificationFailed}
+		BackupCleanFailedSince, ScheduleRetentionBlocked, ScheduleLastVerified, ScheduleLastRecovery, ScheduleLastVerificationFailed, ScheduleDrillFailed}
 }
 
 func init() {

@@ -245,6 +245,10 @@ func report(s *fedv1alpha1.VolumeBackupSchedule, res Result) {
 		metrics.ScheduleRetentionBlocked.DeleteLabelValues(s.Namespace, s.Name)
 	}
 	reportVerified(s, res.Verified)
+	metrics.ScheduleDrillFailed.DeletePartialMatch(map[string]string{"namespace": s.Namespace, "schedule": s.Name})
+	if c := meta.FindStatusCondition(res.Status.Conditions, fedv1alpha1.VolumeBackupScheduleDrillCondition); c != nil && c.Status == metav1.ConditionFalse {
+		metrics.ScheduleDrillFailed.WithLabelValues(s.Namespace, s.Name, c.Reason).Set(1)
+	}
 	last := res.Last
 	if !last.Found {
 		return
@@ -287,4 +291,5 @@ func forget(namespace, name string) {
 	metrics.ScheduleLastVerified.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastRecovery.DeleteLabelValues(namespace, name)
 	metrics.ScheduleLastVerificationFailed.DeleteLabelValues(namespace, name)
+	metrics.ScheduleDrillFailed.DeletePartialMatch(map[string]string{"namespace": namespace, "schedule": name})
 }
