@@ -96,6 +96,12 @@ var Points = []KillPoint{
 		At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
 	{Name: "agent of plane 1, TiKV up", Restore: true, Target: KillAgent, Plane: 0, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
 	{Name: "manager, data complete", Restore: true, Target: KillManager, MayFail: true, At: restorePhase(fedv1alpha1.VolumeRestoreDataComplete)},
+	// A drill (a scratch restore): its agents make the TidbClusters and its deletion removes
+	// them; the crash must leave neither half made nor anything behind.
+	{Name: "agent of plane 2, scratch restore making its TidbClusters", Restore: true, Scratch: true, Target: KillAgent, Plane: 1, MayFail: true,
+		At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
+	{Name: "manager, scratch restore with TiKV up", Restore: true, Scratch: true, Target: KillManager, MayFail: true,
+		At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
 }
 
 // choose returns the points of this run: those whose names contain one of FEDBR_CRASH_POINTS's

@@ -47,6 +47,9 @@ type KillPoint struct {
 	Name string
 	// Restore puts the point in a restore (of a backup taken first); otherwise in a backup.
 	Restore bool
+	// Scratch makes the point's restore a scratch restore (a drill): its agents make the
+	// TidbClusters, and once it is deleted nothing it made may be left (demo.ScratchRemoved).
+	Scratch bool
 	Target  Target
 	// Plane indexes the lab's data planes: the agent, step or API server hit (0 holds the
 	// pause). For KillStep, -1 is whichever plane runs the step (restore-data's).
@@ -155,6 +158,8 @@ func (d *run) crashPoint(ctx context.Context, i int, p KillPoint, base *fedv1alp
 	var r *fedv1alpha1.VolumeRestore
 	if p.Restore {
 		d.Options().RestoreNamespace = restoreNS
+		d.Options().RestoreScratch = p.Scratch
+		defer func() { d.Options().RestoreScratch = false }()
 		go func() {
 			var err error
 			r, err = d.Restore(ctx, b)
@@ -437,8 +442,8 @@ func (d *run) pointOutcome(ctx context.Context, p KillPoint, b *fedv1alpha1.Volu
 	return outcome, nil
 }
 
-// cleanPoint deletes the point's restore (and its namespace in every plane) and, for a backup
-// point, its backup; then checks that the AWS double holds no snapshot but the restore points'
+// cleanPoint deletes the point's restore (and its namespace in every plane; a scratch restore
+// must have removed what it made), and, for a backup point, its backup; then checks that the AWS double holds no snapshot but the restore points'
 // backup's and no volume that no PV uses but those that existed before the suite (the nodes'
 // root volumes).
 func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.VolumeBackup, ns string) error {
@@ -447,6 +452,12 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.
 	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: demo.ControlNamespace, Name: b.Name}}
 	if err := d.DeleteAndWait(ctx, c, restore); err != nil {
 		return err
+	}
+	if p.Scratch {
+		// A restore failed before its TidbClusters were made released none.
+		if _, err := d.ScratchRemoved(ctx, ns); err != nil {
+			return err
+		}
 	}
 	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return err

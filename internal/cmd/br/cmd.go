@@ -76,7 +76,7 @@ func NewCmd() *cobra.Command {
 // savesLog are the steps that take --save-log: those with a backup's storage. Not clean, which
 // deletes the logs with the rest of the backup's metadata.
 var savesLog = map[string]bool{dpv1alpha1.StepSnapshot: true, dpv1alpha1.StepSize: true,
-	dpv1alpha1.StepRestoreVolumes: true, dpv1alpha1.StepRestoreData: true}
+	dpv1alpha1.StepTidbCluster: true, dpv1alpha1.StepRestoreVolumes: true, dpv1alpha1.StepRestoreData: true}
 
 func savingSteps() string {
 	names := make([]string, 0, len(savesLog))

@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -168,7 +169,9 @@ func (w *tiKVWatch) sample(ctx context.Context, d *Harness, tcs map[string]*pcv1
 			return err
 		}
 		var tc pcv1alpha1.TidbCluster
-		if err := d.kube[plane].Get(ctx, client.ObjectKeyFromObject(want), &tc); err != nil {
+		if err := d.kube[plane].Get(ctx, client.ObjectKeyFromObject(want), &tc); apierrors.IsNotFound(err) {
+			continue // a scratch restore's, not made yet
+		} else if err != nil {
 			return err
 		}
 		if tc.Annotations[pcv1alpha1.TiKVVolumesReadyAnnotation] == "" {
