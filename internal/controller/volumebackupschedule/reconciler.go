@@ -158,7 +158,7 @@ func NewDrill(s *fedv1alpha1.VolumeBackupSchedule, b *fedv1alpha1.VolumeBackup) 
 			Labels:      map[string]string{DrillLabel: s.Name},
 			Annotations: map[string]string{DrillBackupAnnotation: b.Name},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: fedv1alpha1.GroupVersion.String(), Kind: "VolumeBackupSchedule",
-				Name: s.Name, UID: s.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+				Name: s.Name, UID: s.UID, Controller: ptr.To(true)}}},
 		Spec: fedv1alpha1.VolumeRestoreSpec{Clusters: b.RestoreClusters(v.Namespace, ""), Template: *v.Template.DeepCopy()},
 	}
 	r.Spec.Template.Scratch, r.Spec.Template.Verify = true, true
