@@ -67,7 +67,6 @@ func (p *plan) planScratchTC() bool {
 		return true // made and gone since: not found
 	}
 	j := p.o.TidbCluster
-	_, reported := p.o.Report.Step(job.StepTidbCluster)
 	done, reason, msg := p.stepOutcome(job.StepTidbCluster, j)
 	switch {
 	case msg != "":
@@ -86,10 +85,11 @@ func (p *plan) planScratchTC() bool {
 		}
 		p.add(Action{Kind: CreateTC, Object: u})
 		return false
-	case j.Exists() || reported && !done:
+	case j.Exists():
 		return false // its Job's end and its report wake us
 	}
-	// Not started, or a result whose Job is gone (its TTL, or a forged entry): read it again.
+	// Not started, or an entry whose Job is gone (its TTL, deleted, or a forged entry): read it
+	// again.
 	storage, err := job.StorageFor(p.m.Spec.Backup)
 	if err != nil {
 		p.fail(dpv1alpha1.InvalidStorageReason, "spec.backup: "+err.Error())

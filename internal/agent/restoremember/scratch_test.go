@@ -80,6 +80,11 @@ func TestPlanScratch(t *testing.T) {
 			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}},
 		},
 		{
+			name: "an entry still reading whose Job is gone (deleted, or a forged entry): the Job is run again",
+			o:    robs(scratchMember(), nil, func(o *Observed) { o.Report = rreport(map[string]string{job.StepTidbCluster: `{"phase":"Reading"}`}) }),
+			want: rwant{actions: []ActionKind{EnsureServiceAccount, CreateJob}},
+		},
+		{
 			name: "its Job succeeded: the TidbCluster is created, recovering, here, the restore's and owned by the member",
 			o:    robs(scratchMember(), nil, tcStep(succeeded, savedTCDoc)),
 			want: rwant{actions: []ActionKind{CreateTC}, check: func(t *testing.T, r Result) {
