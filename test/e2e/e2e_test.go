@@ -65,7 +65,9 @@ func TestFederatedBackupAndRestoreInTheLab(t *testing.T) {
 	for _, mode := range []fedv1alpha1.RestoreWarmupMode{fedv1alpha1.RestoreWarmupSync, fedv1alpha1.RestoreWarmupAsync} {
 		t.Run("warmup="+string(mode), func(t *testing.T) {
 			inSlice(t, "warmup="+string(mode))
-			backupAndRestore(t, demo.Options{RestoreWarmup: mode, Install: true, RestoreUserCheck: true})
+			// The async run restores as a drill does: a scratch restore, its TidbClusters made by
+			// the agents from the ones the backup saved, its user check the bank checker.
+			backupAndRestore(t, demo.Options{RestoreWarmup: mode, Install: true, RestoreUserCheck: true, RestoreScratch: mode == fedv1alpha1.RestoreWarmupAsync})
 		})
 	}
 	// fio reads every volume's device, the raft volumes' too: the agents, installed through the
