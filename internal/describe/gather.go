@@ -162,6 +162,20 @@ func (s *Source) Schedule(ctx context.Context, namespace, name string) (*View, e
 			{"Last backup time", timeString(st.LastBackupTime)},
 			{"Resumed", timeString(st.ResumeTime)},
 		}}
+	if vf := sp.Verify; vf != nil {
+		every := int32(1)
+		if vf.Every != nil {
+			every = *vf.Every
+		}
+		v.Fields = append(v.Fields, Field{"Drills", fmt.Sprintf("every %d backup(s), into namespace %s", every, vf.Namespace)})
+		if d := st.LastDrill; d != nil {
+			last := d.Backup + " (not drilled)"
+			if d.Restore != "" {
+				last = d.Backup + " by " + d.Restore + ", started " + timeString(d.TimeStarted)
+			}
+			v.Fields = append(v.Fields, Field{"Last drill", last})
+		}
+	}
 	v.Phase = "Active"
 	if sp.Pause {
 		v.Phase = "Paused"

@@ -231,12 +231,13 @@ func TestDescribeAndLogsAcrossPlanes(t *testing.T) {
 
 	// The schedule lists its backup.
 	create(t, ctx, &fedv1alpha1.VolumeBackupSchedule{ObjectMeta: metav1.ObjectMeta{Name: "daily", Namespace: "default"},
-		Spec: fedv1alpha1.VolumeBackupScheduleSpec{Schedule: "@daily", MaxBackups: ptr.To[int32](3), BackupTemplate: vb.Spec}})
+		Spec: fedv1alpha1.VolumeBackupScheduleSpec{Schedule: "@daily", MaxBackups: ptr.To[int32](3), BackupTemplate: vb.Spec,
+			Verify: &fedv1alpha1.ScheduleVerify{Namespace: "tidb-drill", Every: ptr.To[int32](7)}}})
 	out, err = execute(t, NewDescribeCmd, "schedule", "daily", "-n", "default", "--kubeconfig", env.Kubeconfig, "--planes-kubeconfig", planes)
 	if err != nil {
 		t.Fatalf("describe schedule: %v\n%s", err, out)
 	}
-	for _, want := range []string{"VolumeBackupSchedule default/daily", "Schedule: @daily", "Max backups: 3", "nightly  Running"} {
+	for _, want := range []string{"VolumeBackupSchedule default/daily", "Schedule: @daily", "Max backups: 3", "Drills: every 7 backup(s), into namespace tidb-drill", "nightly  Running"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("schedule output lacks %q:\n%s", want, out)
 		}
