@@ -1,6 +1,8 @@
 package kubelet
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fedbr/fedbr/internal/lab/labdns"
 )
@@ -37,12 +40,8 @@ func findOwnHostsTools() error {
 	return hostsTools.err
 }
 
-// ownHosts writes the container's hosts file (labdns.Hosts over the table as it is now) at
-// path and returns the argv that runs args with it at /etc/hosts, as id: a mount namespace of
-// its own whose mounts follow the node's (slave: a volume the node unmounts goes there too),
-// the hosts file bound over /etc/hosts, then setpriv to id with the parent-death signal set
-// again (a change of user clears it). Each tool execs the next, so the container keeps its pid.
-func (r *podRun) ownHosts(path string, id identity, args []string) ([]string, error) {
+// hosts is the pod's /etc/hosts over the lab DNS table as it is now (labdns.Hosts).
+func (r *podRun) hosts() ([]byte, error) {
 	table, err := labdns.Read(r.p.o.DNSDir)
 	if err != nil {
 		return nil, fmt.Errorf("lab DNS table: %w", err)
@@ -54,10 +53,55 @@ func (r *podRun) ownHosts(path string, id identity, args []string) ([]string, er
 	for _, a := range r.spec.Spec.HostAliases {
 		pod.Aliases = append(pod.Aliases, labdns.Alias{IP: a.IP, Hostnames: a.Hostnames})
 	}
+	return labdns.Hosts(pod, r.p.o.ClusterDomain, table), nil
+}
+
+// hostsRefresh is how often a running pod's hosts files follow the lab DNS table.
+const hostsRefresh = time.Second
+
+// followHosts keeps the hosts files of the pod's containers in step with the lab DNS table until
+// ctx ends, as a cluster DNS answers for a Service created after the pod started: a name
+// published later (a TidbCluster's PD made after the step that dials it, say) resolves once it
+// is there. Each file is rewritten in place (its inode is the one bound at /etc/hosts), and only
+// when it changed; Go's resolver reads /etc/hosts again when its modification time moves.
+func (r *podRun) followHosts(ctx context.Context) {
+	t := time.NewTicker(hostsRefresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.done:
+			return
+		case <-t.C:
+		}
+		want, err := r.hosts()
+		if err != nil {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(r.dir, "containers", "*", "hosts"))
+		for _, f := range files {
+			if have, err := os.ReadFile(f); err == nil && !bytes.Equal(have, want) {
+				_ = os.WriteFile(f, want, 0o644)
+			}
+		}
+	}
+}
+
+// ownHosts writes the container's hosts file (labdns.Hosts over the table as it is now) at
+// path and returns the argv that runs args with it at /etc/hosts, as id: a mount namespace of
+// its own whose mounts follow the node's (slave: a volume the node unmounts goes there too),
+// the hosts file bound over /etc/hosts, then setpriv to id with the parent-death signal set
+// again (a change of user clears it). Each tool execs the next, so the container keeps its pid.
+func (r *podRun) ownHosts(path string, id identity, args []string) ([]string, error) {
+	hosts, err := r.hosts()
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(path, labdns.Hosts(pod, r.p.o.ClusterDomain, table), 0o644); err != nil {
+	if err := os.WriteFile(path, hosts, 0o644); err != nil {
 		return nil, err
 	}
 	t := &hostsTools
