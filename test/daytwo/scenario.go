@@ -2,6 +2,7 @@ package daytwo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -1166,10 +1167,77 @@ func (d *run) scratch(ctx context.Context, name string) (string, error) {
 	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
+	failed, err := d.scratchOfABrokenBackup(ctx, b, name+"-broken")
+	if err != nil {
+		return "", err
+	}
 	if err := d.DeleteAndWait(ctx, c, b); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("restored exactly into the TidbClusters it made; its deletion removed them, their claims and volumes (%d PD volumes released to reclaim Delete)", released), nil
+	return fmt.Sprintf("restored exactly into the TidbClusters it made; its deletion removed them, their claims and volumes (%d PD volumes released to reclaim Delete); %s", released, failed), nil
+}
+
+// scratchOfABrokenBackup removes the saved TidbCluster from the first plane's backupmeta of b
+// (as a tampered or damaged metadata would be) and restores b as a scratch restore with verify
+// into ns: that plane's tidbcluster step must fail the restore (SavedTidbClusterFailed), the
+// backup must then be Verified False RestoreFailed naming it, and the failed restore's deletion
+// must leave nothing of what the other planes' agents made meanwhile.
+func (d *run) scratchOfABrokenBackup(ctx context.Context, b *fedv1alpha1.VolumeBackup, ns string) (string, error) {
+	plane := d.Lab().DataPlanes[0].Cluster
+	path := filepath.Join(d.Lab().AWS.Dir, "s3", demo.Bucket, "objects", filepath.FromSlash(b.Spec.Template.MemberStorage(plane).S3.Prefix), brmeta.BackupMetaKey)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	k8s, _ := doc["kubernetes"].(map[string]any)
+	if k8s == nil || k8s["crd_tidb_cluster"] == nil {
+		return "", fmt.Errorf("%s saved no TidbCluster to take away", path)
+	}
+	delete(k8s, "crd_tidb_cluster")
+	broken, err := json.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, broken, 0o644); err != nil {
+		return "", err
+	}
+	defer func() { _ = os.WriteFile(path, raw, 0o644) }()
+	prev := *d.Options()
+	defer func() { *d.Options() = prev }()
+	d.Options().RestoreNamespace, d.Options().RestoreScratch = ns, true
+	r, err := d.Restore(ctx, b)
+	if err == nil || !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason) {
+		return "", fmt.Errorf("a scratch restore of a backup whose %s metadata saved no TidbCluster: %v, want it failed with %s", plane, err,
+			dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason)
+	}
+	c := d.Kube()[d.Lab().Control]
+	err = d.Poll(ctx, b.Name+" Verified False by the failed drill", func() (bool, string, error) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(b), b); err != nil {
+			return false, "", err
+		}
+		v := meta.FindStatusCondition(b.Status.Conditions, fedv1alpha1.VolumeBackupVerifiedCondition)
+		ok := v != nil && v.Status == metav1.ConditionFalse && v.Reason == fedv1alpha1.VolumeBackupRestoreFailedReason &&
+			b.Status.Verification != nil && b.Status.Verification.Restore == r.Name && strings.Contains(v.Message, dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason)
+		return ok, fmt.Sprintf("%+v", v), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	if err := d.DeleteAndWait(ctx, c, r); err != nil {
+		return "", err
+	}
+	if _, err := d.ScratchRemoved(ctx, ns); err != nil {
+		return "", err
+	}
+	if err := d.DeleteRestored(ctx, ns); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("a scratch restore of it with %s's saved TidbCluster taken away failed (%s), the backup Verified False %s, nothing left",
+		plane, dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason, fedv1alpha1.VolumeBackupRestoreFailedReason), nil
 }
 
 // drills is ScenarioDrills.
