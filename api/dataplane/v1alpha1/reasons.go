@@ -273,6 +273,9 @@ const (
 	// RestoreMemberRestoreDataFailedReason: the restore-data step reported a failure, or its Job
 	// failed (not at its deadline), armed or running.
 	RestoreMemberRestoreDataFailedReason = "RestoreDataFailed"
+	// RestoreMemberTooManyVolumesReason: the backup restore-volumes read has more volumes in
+	// this plane than template.maxVolumes; none was created.
+	RestoreMemberTooManyVolumesReason = "TooManyVolumes"
 	// RestoreMemberTidbClusterExistsReason: a scratch restore (template.scratch) found a
 	// TidbCluster of its name already there, not one it created: a scratch restore changes no
 	// TidbCluster it did not make.

@@ -183,6 +183,12 @@ type VolumeRestoreMemberSpec struct {
 	// cluster must name the same tcNamespace (the TidbClusters join each other there).
 	// +optional
 	Scratch bool `json:"scratch,omitempty"`
+	// MaxVolumes bounds the volumes the restore creates in each plane (fedbr extension): a plane
+	// whose backup has more fails (TooManyVolumes) before any volume is created. A drill's bound
+	// on what it may cost. Unset: no bound.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxVolumes *int32 `json:"maxVolumes,omitempty"`
 	// BackoffLimit is the retries of each restore Job.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -746,6 +746,11 @@ func (in *VolumeRestoreMemberSpec) DeepCopyInto(out *VolumeRestoreMemberSpec) {
 		*out = new(RestoreCheck)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.MaxVolumes != nil {
+		in, out := &in.MaxVolumes, &out.MaxVolumes
+		*out = new(int32)
+		**out = **in
+	}
 	if in.BackoffLimit != nil {
 		in, out := &in.BackoffLimit, &out.BackoffLimit
 		*out = new(int32)

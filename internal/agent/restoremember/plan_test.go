@@ -607,6 +607,19 @@ func TestPlanRestoreVolume(t *testing.T) {
 			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTiKVCountMismatchReason}, msg: "has 2 TiKV stores", phase: PhaseFailed},
 		},
 		{
+			name: "more volumes than template.maxVolumes: refused before any volume",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.MaxVolumes = ptr.To[int32](3) }),
+				targetTC(2, true), backupReported(awaiting)),
+			want: rwant{reason: map[string]string{dpv1alpha1.RestoreMemberFailedCondition: dpv1alpha1.RestoreMemberTooManyVolumesReason}, msg: "has 4 volumes in this plane, more than template.maxVolumes 3",
+				phase: PhaseFailed},
+		},
+		{
+			name: "as many volumes as template.maxVolumes: checked and let go on",
+			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume, func(m *dpv1alpha1.VolumeRestoreMember) { m.Spec.Template.MaxVolumes = ptr.To[int32](4) }),
+				targetTC(2, true), backupReported(awaiting)),
+			want: rwant{true: []string{dpv1alpha1.RestoreMemberTargetCheckedCondition}},
+		},
+		{
 			name: "the backup's TiKV encrypts with a KMS key the target's does not use: refused EncryptionMismatch before any volume, the step not let go on",
 			o: robs(rmember(dpv1alpha1.RestoreMemberRestoreVolume), withTiKVConfig(targetTC(2, true), kmsConfigMap("aes256-ctr", "key-b")),
 				backupReported(reportedBackup(t, encryptedRecord(t, kmsConfigTOML("aes256-ctr", "key-a")), restorevolumes.PhaseAwaitingCheck))),

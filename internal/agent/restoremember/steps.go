@@ -181,6 +181,11 @@ func (p *plan) checkBackup() {
 			want, tc.Namespace, tc.Name, have))
 		return
 	}
+	if limit := p.m.Spec.Template.MaxVolumes; limit != nil && len(bm.Volumes()) > int(*limit) {
+		p.fail(dpv1alpha1.RestoreMemberTooManyVolumesReason, fmt.Sprintf("the backup restore-volumes read has %d volumes in this plane, more than template.maxVolumes %d: none was created",
+			len(bm.Volumes()), *limit))
+		return
+	}
 	if err := CheckEncryption(bm, tc); err != nil {
 		if errors.Is(err, ErrEncryptionMismatch) {
 			p.fail(dpv1alpha1.RestoreMemberEncryptionMismatchReason, err.Error())
