@@ -102,6 +102,8 @@ var Points = []KillPoint{
 		At: restorePhase(fedv1alpha1.VolumeRestoreRunning)},
 	{Name: "manager, scratch restore with TiKV up", Restore: true, Scratch: true, Target: KillManager, MayFail: true,
 		At: restorePhase(fedv1alpha1.VolumeRestoreTikvComplete)},
+	{Name: "agent of plane 1, scratch restore being removed", Restore: true, Scratch: true, Teardown: true, Target: KillAgent, Plane: 0,
+		At: restorePhase(fedv1alpha1.VolumeRestoreComplete)},
 }
 
 // choose returns the points of this run: those whose names contain one of FEDBR_CRASH_POINTS's

@@ -50,6 +50,10 @@ type KillPoint struct {
 	// Scratch makes the point's restore a scratch restore (a drill): its agents make the
 	// TidbClusters, and once it is deleted nothing it made may be left (demo.ScratchRemoved).
 	Scratch bool
+	// Teardown strikes while the point's restore, once it completed, is deleted: as soon as
+	// the member of the point's plane is being deleted (its agent removing what it made). At is
+	// then when the restore may be deleted.
+	Teardown bool
 	Target  Target
 	// Plane indexes the lab's data planes: the agent, step or API server hit (0 holds the
 	// pause). For KillStep, -1 is whichever plane runs the step (restore-data's).
@@ -282,6 +286,9 @@ func (d *run) watchPoint(ctx context.Context, p KillPoint, b *fedv1alpha1.Volume
 			var reached bool
 			reached, rv, err = followPoint(p, wi, w, rv)
 			wi.Stop()
+			if reached && p.Teardown {
+				return nil // struck in cleanPoint, while the restore is deleted
+			}
 			if reached {
 				return d.strike(ctx, p, b)
 			}
@@ -450,6 +457,11 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.
 	c := d.Kube()[d.Lab().Control]
 	// The demo's restore of b is named after it.
 	restore := &fedv1alpha1.VolumeRestore{ObjectMeta: metav1.ObjectMeta{Namespace: demo.ControlNamespace, Name: b.Name}}
+	if p.Teardown {
+		if err := d.strikeInTeardown(ctx, p, b, restore); err != nil {
+			return err
+		}
+	}
 	if err := d.DeleteAndWait(ctx, c, restore); err != nil {
 		return err
 	}
@@ -479,6 +491,27 @@ func (d *run) cleanPoint(ctx context.Context, p KillPoint, b, base *fedv1alpha1.
 		}
 	}
 	return d.LeftBehind(ctx, keep)
+}
+
+// strikeInTeardown deletes the point's restore and strikes as soon as the member of the point's
+// plane is being deleted: its agent is then removing what the restore made.
+func (d *run) strikeInTeardown(ctx context.Context, p KillPoint, b *fedv1alpha1.VolumeBackup, restore *fedv1alpha1.VolumeRestore) error {
+	if err := d.Kube()[d.Lab().Control].Delete(ctx, restore); err != nil {
+		return fmt.Errorf("delete the restore to strike in its teardown: %w", err)
+	}
+	plane := d.Lab().DataPlanes[max(p.Plane, 0)].Cluster
+	key := client.ObjectKey{Namespace: d.Options().RestoreNamespace, Name: fedv1alpha1.MemberName(restore.Name)}
+	err := d.PollFor(ctx, d.Options().Timeout, "the restore member in "+plane+" being deleted", func() (bool, string, error) {
+		var m dpv1alpha1.VolumeRestoreMember
+		if err := d.Kube()[plane].Get(ctx, key, &m); err != nil {
+			return false, "", err
+		}
+		return m.DeletionTimestamp != nil, m.Status.Phase, nil
+	})
+	if err != nil {
+		return err
+	}
+	return d.strike(ctx, p, b)
 }
 
 // CrashLog is where a crash suite writes its table (for docs/testing.md).
