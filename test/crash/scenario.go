@@ -54,7 +54,7 @@ type KillPoint struct {
 	// the member of the point's plane is being deleted (its agent removing what it made). At is
 	// then when the restore may be deleted.
 	Teardown bool
-	Target  Target
+	Target   Target
 	// Plane indexes the lab's data planes: the agent, step or API server hit (0 holds the
 	// pause). For KillStep, -1 is whichever plane runs the step (restore-data's).
 	Plane int

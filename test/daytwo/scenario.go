@@ -1210,8 +1210,12 @@ func (d *run) scratchOfABrokenBackup(ctx context.Context, b *fedv1alpha1.VolumeB
 	defer func() { *d.Options() = prev }()
 	d.Options().RestoreNamespace, d.Options().RestoreScratch = ns, true
 	r, err := d.Restore(ctx, b)
-	if err == nil || !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason) {
-		return "", fmt.Errorf("a scratch restore of a backup whose %s metadata saved no TidbCluster: %v, want it failed with %s", plane, err,
+	switch {
+	case err == nil:
+		return "", fmt.Errorf("a scratch restore of a backup whose %s metadata saved no TidbCluster completed; want it failed with %s", plane,
+			dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason)
+	case !strings.Contains(err.Error(), dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason):
+		return "", fmt.Errorf("a scratch restore of a backup whose %s metadata saved no TidbCluster: %w; want it failed with %s", plane, err,
 			dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason)
 	}
 	c := d.Kube()[d.Lab().Control]
