@@ -507,8 +507,8 @@ func (p *plan) claims() ([]Claim, error) {
 }
 
 // stepOutcome reads a step's Job and report: done (succeeded with a summary), failed (with a
-// message) or still going.
-func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, failMsg string) {
+// message, and failed as the reason unless the report itself is invalid) or still going.
+func (p *plan) stepOutcome(step string, j job.State, failed string) (done bool, failReason, failMsg string) {
 	st, reported := p.o.Report.Step(step)
 	_, hasResult := p.o.Report.Results[step]
 	switch {
@@ -521,9 +521,9 @@ func (p *plan) stepOutcome(step string, j job.State) (done bool, failReason, fai
 		// this one.
 		return false, "", ""
 	case reported && st.Phase == job.PhaseFailed:
-		return false, "", "the " + step + " step failed: " + st.Error
+		return false, failed, "the " + step + " step failed: " + st.Error
 	case j.Phase == job.Failed:
-		return false, "", j.FailureText()
+		return false, failed, j.FailureText()
 	case j.Phase == job.Succeeded:
 		return false, dpv1alpha1.InvalidReportReason, fmt.Sprintf("Job %s succeeded without reporting its result in the member's status.steps (%s)", j.Name, step)
 	}

@@ -67,12 +67,9 @@ func (p *plan) planScratchTC() bool {
 		return true // made and gone since: not found
 	}
 	j := p.o.TidbCluster
-	done, reason, msg := p.stepOutcome(job.StepTidbCluster, j)
+	done, reason, msg := p.stepOutcome(job.StepTidbCluster, j, dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason)
 	switch {
 	case msg != "":
-		if reason == "" {
-			reason = dpv1alpha1.RestoreMemberSavedTidbClusterFailedReason
-		}
 		p.fail(reason, msg)
 		return false
 	case done && j.Phase == job.Succeeded:

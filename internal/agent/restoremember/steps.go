@@ -92,12 +92,9 @@ func (p *plan) planRestoreVolumes() bool {
 	if reported && st.Volumes > 0 {
 		p.res.Status.VolumesTotal = st.Volumes
 	}
-	done, reason, msg := p.stepOutcome(job.StepRestoreVolumes, rv)
+	done, reason, msg := p.stepOutcome(job.StepRestoreVolumes, rv, dpv1alpha1.RestoreMemberRestoreVolumesFailedReason)
 	switch {
 	case msg != "":
-		if reason == "" {
-			reason = dpv1alpha1.RestoreMemberRestoreVolumesFailedReason
-		}
 		p.fail(reason, msg)
 		return false
 	case done:
@@ -526,13 +523,10 @@ func (p *plan) planData() {
 		return
 	}
 	rd := p.o.RestoreData
-	done, reason, msg := p.stepOutcome(job.StepRestoreData, rd)
+	done, reason, msg := p.stepOutcome(job.StepRestoreData, rd, dpv1alpha1.RestoreMemberRestoreDataFailedReason)
 	_, reported := p.o.Report.Step(job.StepRestoreData)
 	switch {
 	case msg != "":
-		if reason == "" {
-			reason = dpv1alpha1.RestoreMemberRestoreDataFailedReason
-		}
 		p.fail(reason, msg)
 		return
 	case done:
@@ -557,10 +551,7 @@ func (p *plan) planData() {
 // start is off the restore's critical path; it fails the member as soon as the armed step
 // fails, without waiting for the go, and says whether the member goes on.
 func (p *plan) armData() bool {
-	if _, reason, msg := p.stepOutcome(job.StepRestoreData, p.o.RestoreData); msg != "" {
-		if reason == "" {
-			reason = dpv1alpha1.RestoreMemberRestoreDataFailedReason
-		}
+	if _, reason, msg := p.stepOutcome(job.StepRestoreData, p.o.RestoreData, dpv1alpha1.RestoreMemberRestoreDataFailedReason); msg != "" {
 		p.fail(reason, msg)
 		return false
 	}

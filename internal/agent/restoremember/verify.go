@@ -37,7 +37,7 @@ func (p *plan) planVerify() {
 	if !p.m.Spec.Template.Verify || p.res.Status.RestoredTS == "" || findCondition(p.res.Status.Conditions, dpv1alpha1.RestoreMemberCheckedCondition) != nil {
 		return
 	}
-	done, _, msg := p.stepOutcome(job.StepVerify, p.o.Verify)
+	done, _, msg := p.stepOutcome(job.StepVerify, p.o.Verify, "")
 	_, reported := p.o.Report.Step(job.StepVerify)
 	switch {
 	case msg != "":
