@@ -1157,14 +1157,8 @@ func (d *run) scratch(ctx context.Context, name string) (string, error) {
 	if err := d.DeleteAndWait(ctx, c, r); err != nil {
 		return "", err
 	}
-	released, err := d.ScratchRemoved(ctx, ns)
+	released, err := d.RemoveScratch(ctx, ns, 1)
 	if err != nil {
-		return "", err
-	}
-	if released == 0 {
-		return "", fmt.Errorf("no PV of tidb-operator's claims in %s was released to reclaim Delete: the scratch TidbClusters' PD claims must be", ns)
-	}
-	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
 	failed, err := d.scratchOfABrokenBackup(ctx, b, name+"-broken")
@@ -1234,10 +1228,7 @@ func (d *run) scratchOfABrokenBackup(ctx context.Context, b *fedv1alpha1.VolumeB
 	if err := d.DeleteAndWait(ctx, c, r); err != nil {
 		return "", err
 	}
-	if _, err := d.ScratchRemoved(ctx, ns); err != nil {
-		return "", err
-	}
-	if err := d.DeleteRestored(ctx, ns); err != nil {
+	if _, err := d.RemoveScratch(ctx, ns, 0); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("a scratch restore of it with %s's saved TidbCluster taken away failed (%s), the backup Verified False %s, nothing left",
@@ -1319,14 +1310,8 @@ func (d *run) drills(ctx context.Context, name string) (string, error) {
 	if cond := meta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleDrillCondition); cond == nil || cond.Status != metav1.ConditionTrue {
 		return "", fmt.Errorf("schedule %s: condition Drill %+v", name, cond)
 	}
-	released, err := d.ScratchRemoved(ctx, ns)
+	released, err := d.RemoveScratch(ctx, ns, 1)
 	if err != nil {
-		return "", err
-	}
-	if released == 0 {
-		return "", fmt.Errorf("no PV of tidb-operator's claims in %s was released to reclaim Delete", ns)
-	}
-	if err := d.DeleteRestored(ctx, ns); err != nil {
 		return "", err
 	}
 	if err := d.DeleteAndWait(ctx, c, s); err != nil {

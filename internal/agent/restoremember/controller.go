@@ -197,7 +197,7 @@ func (r *Reconciler) observeOperatorClaims(ctx context.Context, m *dpv1alpha1.Vo
 	}
 	list := &corev1.PersistentVolumeClaimList{}
 	if err := reader.List(ctx, list, client.InNamespace(m.Spec.TCNamespace),
-		client.MatchingLabels{tidbcluster.LabelInstance: m.Spec.TCName, labelManagedBy: managedByOperator}); err != nil {
+		client.MatchingLabels{tidbcluster.LabelInstance: m.Spec.TCName, tidbcluster.LabelManagedBy: tidbcluster.ManagedByOperator}); err != nil {
 		return fmt.Errorf("list the claims of TidbCluster %s/%s: %w", m.Spec.TCNamespace, m.Spec.TCName, err)
 	}
 	o.OperatorClaims, o.OperatorPVs = map[string]*corev1.PersistentVolumeClaim{}, map[string]*corev1.PersistentVolume{}

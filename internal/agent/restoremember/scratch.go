@@ -24,13 +24,6 @@ import (
 // and an owner reference to the member: the agent changes and deletes no TidbCluster it did not
 // make.
 
-// managedByOperator is tidb-operator's app.kubernetes.io/managed-by value, on the claims its
-// StatefulSets make (PD's, TiFlash's, …): a scratch restore deletes those of its TidbCluster.
-const managedByOperator = "tidb-operator"
-
-// labelManagedBy is the label holding it.
-const labelManagedBy = "app.kubernetes.io/managed-by"
-
 // OwnsTC says tc is the one scratch restore member m created.
 func OwnsTC(tc *pcv1alpha1.TidbCluster, m *dpv1alpha1.VolumeRestoreMember) bool {
 	return tc != nil && tc.Labels[LabelRestore] == string(m.UID) && m.UID != ""

@@ -14,11 +14,14 @@ import (
 	pcv1alpha1 "github.com/fedbr/fedbr/api/pingcap/v1alpha1"
 )
 
-// Labels tidb-operator puts on a TidbCluster's pods.
+// Labels tidb-operator puts on a TidbCluster's pods (and, LabelInstance and LabelManagedBy with
+// ManagedByOperator, on the claims its StatefulSets make).
 const (
-	LabelInstance  = "app.kubernetes.io/instance"
-	LabelComponent = "app.kubernetes.io/component"
-	ComponentTiKV  = "tikv"
+	LabelInstance     = "app.kubernetes.io/instance"
+	LabelComponent    = "app.kubernetes.io/component"
+	LabelManagedBy    = "app.kubernetes.io/managed-by"
+	ManagedByOperator = "tidb-operator"
+	ComponentTiKV     = "tikv"
 	// StoreUp is the state of a serving store.
 	StoreUp = "Up"
 )

@@ -461,6 +461,22 @@ func (d *Harness) prepareScratch(ctx context.Context, ns string, tcs map[string]
 	return nil
 }
 
+// RemoveScratch is what a suite does once the scratch restore into ns is deleted: checks that
+// nothing of it is left and that at least minReleased PVs of tidb-operator's claims were released
+// to reclaim Delete (ScratchRemoved), then deletes ns in every plane (DeleteRestored). It returns
+// how many were released.
+func (d *Harness) RemoveScratch(ctx context.Context, ns string, minReleased int) (int, error) {
+	released, err := d.ScratchRemoved(ctx, ns)
+	if err != nil {
+		return 0, err
+	}
+	if released < minReleased {
+		return 0, fmt.Errorf("%d PVs of tidb-operator's claims in %s were released to reclaim Delete, want at least %d: the scratch TidbClusters' PD claims must be",
+			released, ns, minReleased)
+	}
+	return released, d.DeleteRestored(ctx, ns)
+}
+
 // ScratchRemoved checks, once the scratch restore into ns is deleted, that every plane's ns
 // holds no TidbCluster and no claim, and no PV is left for it but the released ones of the
 // claims tidb-operator made, which reclaim Delete; it then plays the EBS CSI driver the lab lacks

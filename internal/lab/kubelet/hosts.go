@@ -40,12 +40,8 @@ func findOwnHostsTools() error {
 	return hostsTools.err
 }
 
-// hosts is the pod's /etc/hosts over the lab DNS table as it is now (labdns.Hosts).
-func (r *podRun) hosts() ([]byte, error) {
-	table, err := labdns.Read(r.p.o.DNSDir)
-	if err != nil {
-		return nil, fmt.Errorf("lab DNS table: %w", err)
-	}
+// hosts is the pod's /etc/hosts over table, the lab DNS table (labdns.Hosts).
+func (r *podRun) hosts(table []labdns.Entry) []byte {
 	pod := labdns.Pod{Hostname: r.spec.Name, IP: r.p.o.Address}
 	if r.spec.Spec.Hostname != "" {
 		pod.Hostname = r.spec.Spec.Hostname
@@ -53,36 +49,44 @@ func (r *podRun) hosts() ([]byte, error) {
 	for _, a := range r.spec.Spec.HostAliases {
 		pod.Aliases = append(pod.Aliases, labdns.Alias{IP: a.IP, Hostnames: a.Hostnames})
 	}
-	return labdns.Hosts(pod, r.p.o.ClusterDomain, table), nil
+	return labdns.Hosts(pod, r.p.o.ClusterDomain, table)
 }
 
-// hostsRefresh is how often a running pod's hosts files follow the lab DNS table.
+// hostsRefresh is how often the node's pods' hosts files follow the lab DNS table.
 const hostsRefresh = time.Second
 
-// followHosts keeps the hosts files of the pod's containers in step with the lab DNS table until
-// ctx ends, as a cluster DNS answers for a Service created after the pod started: a name
-// published later (a TidbCluster's PD made after the step that dials it, say) resolves once it
-// is there. Each file is rewritten in place (its inode is the one bound at /etc/hosts), and only
-// when it changed; Go's resolver reads /etc/hosts again when its modification time moves.
-func (r *podRun) followHosts(ctx context.Context) {
+// followHosts keeps the hosts files of every container of the node's pods in step with the lab
+// DNS table until ctx ends, as a cluster DNS answers for a Service made after a pod started: a
+// name published later (a TidbCluster's PD made after the step that dials it, say) resolves once
+// it is there. The table is read once a pass; a file is rewritten in place (its inode is the one
+// bound at /etc/hosts), and only when it changed; Go's resolver reads /etc/hosts again when its
+// modification time moves.
+func (p *provider) followHosts(ctx context.Context) {
 	t := time.NewTicker(hostsRefresh)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-r.done:
-			return
 		case <-t.C:
 		}
-		want, err := r.hosts()
+		table, err := labdns.Read(p.o.DNSDir)
 		if err != nil {
 			continue
 		}
-		files, _ := filepath.Glob(filepath.Join(r.dir, "containers", "*", "hosts"))
-		for _, f := range files {
-			if have, err := os.ReadFile(f); err == nil && !bytes.Equal(have, want) {
-				_ = os.WriteFile(f, want, 0o644)
+		p.mu.Lock()
+		pods := make([]*podRun, 0, len(p.pods))
+		for _, r := range p.pods {
+			pods = append(pods, r)
+		}
+		p.mu.Unlock()
+		for _, r := range pods {
+			want := r.hosts(table)
+			files, _ := filepath.Glob(filepath.Join(r.dir, "containers", "*", "hosts"))
+			for _, f := range files {
+				if have, err := os.ReadFile(f); err == nil && !bytes.Equal(have, want) {
+					_ = os.WriteFile(f, want, 0o644)
+				}
 			}
 		}
 	}
@@ -94,10 +98,11 @@ func (r *podRun) followHosts(ctx context.Context) {
 // the hosts file bound over /etc/hosts, then setpriv to id with the parent-death signal set
 // again (a change of user clears it). Each tool execs the next, so the container keeps its pid.
 func (r *podRun) ownHosts(path string, id identity, args []string) ([]string, error) {
-	hosts, err := r.hosts()
+	table, err := labdns.Read(r.p.o.DNSDir)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("lab DNS table: %w", err)
 	}
+	hosts := r.hosts(table)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}

@@ -19,8 +19,9 @@ import (
 // TidbCluster starts after the step that dials it).
 func TestHostsFollowTheTable(t *testing.T) {
 	dns, dir := t.TempDir(), t.TempDir()
-	r := &podRun{p: &provider{o: Options{DNSDir: dns, ClusterDomain: "dp3.local", Address: "127.0.13.1"}}, dir: dir,
-		spec: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: "crash-0"}}, done: make(chan struct{})}
+	p := &provider{o: Options{DNSDir: dns, ClusterDomain: "dp3.local", Address: "127.0.13.1"}, pods: map[string]*podRun{}}
+	r := &podRun{p: p, dir: dir, spec: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "step", Namespace: "crash-0"}}}
+	p.pods["crash-0/step"] = r
 	path := filepath.Join(dir, "containers", "br", "hosts")
 	if _, err := r.ownHosts(path, identity{}, []string{"fedbr"}); err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestHostsFollowTheTable(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	go r.followHosts(ctx)
+	go p.followHosts(ctx)
 	if err := labdns.Write(dns, "dp1.local", "crash-0.basic", []labdns.Entry{{IP: "127.0.111.10", Name: name}}); err != nil {
 		t.Fatal(err)
 	}

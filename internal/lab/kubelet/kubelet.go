@@ -199,6 +199,9 @@ func (n *Node) Run(ctx context.Context) error {
 	defer cancelPods()
 	p := newProvider(podCtx, o)
 	go p.deliver(podCtx)
+	if o.DNSDir != "" {
+		go p.followHosts(podCtx)
+	}
 	// Whatever way Run ends, no pod process outlives it.
 	defer p.stopAll(o.ShutdownGrace)
 

@@ -199,9 +199,6 @@ func (r *podRun) run(ctx context.Context) {
 	}
 	r.set(func(st *corev1.PodStatus) { st.Message = "" })
 	r.prepared = time.Now()
-	if r.p.o.DNSDir != "" {
-		go r.followHosts(ctx)
-	}
 
 	for _, c := range r.spec.Spec.InitContainers {
 		if !r.runContainer(ctx, c, exes[c.Name], initContainer) {
