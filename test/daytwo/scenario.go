@@ -1281,22 +1281,28 @@ func (d *run) drills(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	d.Say("  %s verified by its drill %s, recovery time %s", drilled.Name, drilled.Status.Verification.Restore, drilled.Status.Verification.TimeTaken)
-	// No more ticks, and so no more drills; the judged drill is deleted by the schedule.
-	before := s.DeepCopy()
-	s.Spec.Pause = true
-	if err := c.Patch(ctx, s, client.MergeFrom(before)); err != nil {
-		return "", fmt.Errorf("pause the schedule: %w", err)
-	}
-	err = d.Poll(ctx, "the drills of "+name+" gone", func() (bool, string, error) {
+	// The judged drill is deleted by the schedule, and the next drill (one at a time) starts only
+	// once it is gone: wait for the drill of a later backup to run.
+	drills := func() ([]fedv1alpha1.VolumeRestore, error) {
 		var list fedv1alpha1.VolumeRestoreList
-		if err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.DrillLabel: name}); err != nil {
+		err := c.List(ctx, &list, client.InNamespace(demo.ControlNamespace), client.MatchingLabels{volumebackupschedule.DrillLabel: name})
+		return list.Items, err
+	}
+	var second string
+	err = d.PollFor(ctx, 4*time.Minute, "the next drill of "+name, func() (bool, string, error) {
+		list, err := drills()
+		if err != nil {
 			return false, "", err
 		}
-		var left []string
-		for _, r := range list.Items {
-			left = append(left, r.Name+" "+string(r.Status.Phase))
+		var seen []string
+		for _, r := range list {
+			if r.Name != drilled.Status.Verification.Restore && r.DeletionTimestamp == nil {
+				second = r.Name
+				return true, "", nil
+			}
+			seen = append(seen, r.Name)
 		}
-		return len(list.Items) == 0, fmt.Sprintf("%v", left), nil
+		return false, fmt.Sprintf("drills %v", seen), nil
 	})
 	if err != nil {
 		return "", err
@@ -1304,17 +1310,33 @@ func (d *run) drills(ctx context.Context, name string) (string, error) {
 	if err := c.Get(ctx, client.ObjectKeyFromObject(s), s); err != nil {
 		return "", err
 	}
-	if l := s.Status.LastDrill; l == nil || l.Restore == "" {
-		return "", fmt.Errorf("schedule %s: status.lastDrill %+v, want its latest drill", name, l)
+	if l := s.Status.LastDrill; l == nil || l.Restore != second {
+		return "", fmt.Errorf("schedule %s: status.lastDrill %+v, want its running drill %s", name, l, second)
 	}
 	if cond := meta.FindStatusCondition(s.Status.Conditions, fedv1alpha1.VolumeBackupScheduleDrillCondition); cond == nil || cond.Status != metav1.ConditionTrue {
 		return "", fmt.Errorf("schedule %s: condition Drill %+v", name, cond)
 	}
-	released, err := d.RemoveScratch(ctx, ns, 1)
+	// The schedule deleted mid-drill: its drill goes with it (owner reference), and the drill's
+	// agents remove what it made.
+	if err := d.DeleteAndWait(ctx, c, s); err != nil {
+		return "", err
+	}
+	err = d.Poll(ctx, "the drills of "+name+" gone with it", func() (bool, string, error) {
+		list, err := drills()
+		if err != nil {
+			return false, "", err
+		}
+		var left []string
+		for _, r := range list {
+			left = append(left, r.Name+" "+string(r.Status.Phase))
+		}
+		return len(list) == 0, fmt.Sprintf("%v", left), nil
+	})
 	if err != nil {
 		return "", err
 	}
-	if err := d.DeleteAndWait(ctx, c, s); err != nil {
+	released, err := d.RemoveScratch(ctx, ns, 1)
+	if err != nil {
 		return "", err
 	}
 	var list fedv1alpha1.VolumeBackupList
@@ -1326,8 +1348,8 @@ func (d *run) drills(ctx context.Context, name string) (string, error) {
 			return "", err
 		}
 	}
-	return fmt.Sprintf("%s verified by its drill %s (recovery time %s); the drill deleted once judged, nothing of it left (%d PD volumes released to reclaim Delete)",
-		drilled.Name, drilled.Status.Verification.Restore, drilled.Status.Verification.TimeTaken, released), nil
+	return fmt.Sprintf("%s verified by its drill %s (recovery time %s), deleted once judged; the schedule deleted during the next drill %s, which went with it; nothing of either left (%d PD volumes released to reclaim Delete)",
+		drilled.Name, drilled.Status.Verification.Restore, drilled.Status.Verification.TimeTaken, second, released), nil
 }
 
 // run is this suite's view of the demo's harness (demo.Harness): the suite's own steps are its
